@@ -1,0 +1,148 @@
+//! Command-line flags, apart from the work they ask for.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ditto_target::Level;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ditto",
+    version,
+    about = "ditto clones networked services into shareable synthetic programs",
+    long_about = "ditto clones networked services into shareable synthetic programs.\n\n\
+                  Targets are described by spec files (docs/target-spec.md); the bundled ones are in targets/."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Drive a target with open-loop load and report throughput and latency.
+    #[command(after_help = "Examples:\n  \
+        ditto load --target targets/memcached.toml --level medium\n  \
+        ditto load --target targets/nginx.toml --rate 3000 --connections 4 --duration 5 --json out/nginx.json\n  \
+        ditto load --target targets/memcached.toml --addr 127.0.0.1:11211 --level low   # a server already running")]
+    Load(LoadArgs),
+    /// Start a target, warm it, and keep it running until Ctrl-C (e.g. to profile it with --pid).
+    #[command(after_help = "Example:\n  ditto serve --target targets/nginx.toml --port 8080")]
+    Serve(ServeArgs),
+    /// Run several targets under the same load and report them side by side, optionally with simulated
+    /// cache and branch counters (cachegrind).
+    #[command(after_help = "Examples:\n  \
+        ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --level medium\n  \
+        ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --sim --json out/pix.json")]
+    Compare(CompareArgs),
+}
+
+/// Load settings shared by `load` and `compare`; unset ones come from the spec's level.
+#[derive(Debug, Args, Clone)]
+pub struct LoadFlags {
+    /// Load level from the spec.
+    #[arg(long, default_value = "medium", value_parser = parse_level)]
+    pub level: Level,
+    /// Offered requests per second (overrides the level's rate).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Connections (overrides the level's).
+    #[arg(long)]
+    pub connections: Option<usize>,
+    /// Measured seconds (overrides the spec's).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Unmeasured seconds of load before measuring (overrides the spec's).
+    #[arg(long)]
+    pub warmup: Option<f64>,
+    /// Inter-arrival process (overrides the spec's).
+    #[arg(long, value_enum)]
+    pub arrival: Option<ArrivalFlag>,
+    /// Seed of the request mix and Poisson gaps.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Seconds before an unanswered request counts as a timeout.
+    #[arg(long, default_value_t = 2.0)]
+    pub request_timeout: f64,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ArrivalFlag {
+    Fixed,
+    Poisson,
+}
+
+impl From<ArrivalFlag> for ditto_load::Arrival {
+    fn from(a: ArrivalFlag) -> Self {
+        match a {
+            ArrivalFlag::Fixed => ditto_load::Arrival::Fixed,
+            ArrivalFlag::Poisson => ditto_load::Arrival::Poisson,
+        }
+    }
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    s.parse()
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Target spec file (see docs/target-spec.md).
+    #[arg(long, value_name = "SPEC")]
+    pub target: PathBuf,
+    #[command(flatten)]
+    pub load: LoadFlags,
+    /// Load a server already listening here instead of starting the target (workload from the spec).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<SocketAddr>,
+    /// Start the target on this port instead of the spec's.
+    #[arg(long, conflicts_with = "addr")]
+    pub port: Option<u16>,
+    /// With --addr: also warm the running server first.
+    #[arg(long, requires = "addr")]
+    pub warm: bool,
+    /// Permit a non-loopback --addr (only for servers you own).
+    #[arg(long)]
+    pub allow_non_loopback: bool,
+    /// Write the report as JSON here, and the latency HdrHistogram log beside it (same name, `.hlog`).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Target spec file.
+    #[arg(long, value_name = "SPEC")]
+    pub target: PathBuf,
+    /// Listen on this port instead of the spec's.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Skip warming.
+    #[arg(long)]
+    pub no_warm: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Target spec files, two or more; all run under the first spec's load level (rate and connections).
+    #[arg(long = "target", value_name = "SPEC", required = true, num_args = 1)]
+    pub targets: Vec<PathBuf>,
+    #[command(flatten)]
+    pub load: LoadFlags,
+    /// Also measure instructions per request and cache/branch miss rates under cachegrind.
+    #[arg(long)]
+    pub sim: bool,
+    /// Cache geometry for --sim: a bundled platform name (validation/platforms) or a platform file.
+    #[arg(long, default_value = "epyc-host")]
+    pub platform: String,
+    /// Offered rate under cachegrind.
+    #[arg(long, default_value_t = 100.0)]
+    pub sim_rate: f64,
+    /// Requests in the shorter cachegrind run (the longer one serves twice as many).
+    #[arg(long, default_value_t = 1000)]
+    pub sim_requests: u64,
+    /// Write the side-by-side report as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}

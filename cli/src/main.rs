@@ -1,0 +1,43 @@
+//! `ditto`: the command line. Thin by design: flags are parsed here (`args`), the work is done by the
+//! library crates, and each subcommand module only wires the two together and prints.
+
+mod args;
+mod compare;
+mod load;
+mod serve;
+mod ui;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+fn main() {
+    let cli = Cli::parse();
+    install_signal_handler();
+    let result = match cli.command {
+        Command::Load(a) => load::run(a),
+        Command::Serve(a) => serve::run(a),
+        Command::Compare(a) => compare::run(a),
+    };
+    if let Err(e) = result {
+        // One line (plus context lines from the error chain) and a non-zero exit; never a panic.
+        eprintln!("ditto: error: {e:#}");
+        ditto_target::kill_all_running();
+        std::process::exit(1);
+    }
+}
+
+/// On Ctrl-C or SIGTERM, stop every target ditto started before exiting, so nothing is left behind.
+fn install_signal_handler() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            eprintln!("\nditto: interrupted; stopping the targets it started");
+            ditto_target::kill_all_running();
+            std::process::exit(128 + sig);
+        }
+    });
+}

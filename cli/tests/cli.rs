@@ -1,0 +1,278 @@
+//! End-to-end tests of the `ditto` binary against the real bundled targets (memcached, nginx, the Pix
+//! ledger). They need the Debian packages that `scripts/setup.sh` installs and fail, naming it, without them.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn ditto() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ditto"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn spec(name: &str) -> PathBuf {
+    repo().join("targets").join(format!("{name}.toml"))
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+fn port_is_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn require_tool(path: &str) {
+    assert!(
+        Path::new(path).exists(),
+        "{path} is missing: run scripts/setup.sh to install the test prerequisites"
+    );
+}
+
+/// Asserts the shape every user-facing failure must have: non-zero exit, a `ditto: error:` line, no panic.
+fn assert_clean_failure(o: &Output) -> String {
+    let err = stderr_of(o);
+    assert!(
+        !o.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("ditto: error:"), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
+    err
+}
+
+#[test]
+fn missing_spec_file_is_a_one_line_error() {
+    let o = ditto()
+        .args(["load", "--target", "/nonexistent/spec.toml"])
+        .output()
+        .expect("run ditto");
+    let err = assert_clean_failure(&o);
+    assert!(err.contains("/nonexistent/spec.toml"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn malformed_spec_error_names_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(spec("memcached"))
+        .expect("bundled spec")
+        .replace("port = 21211", "port = 21211\nprot = 1");
+    std::fs::write(&path, text).expect("write spec");
+    let o = ditto()
+        .args(["load", "--target"])
+        .arg(&path)
+        .output()
+        .expect("run ditto");
+    let err = assert_clean_failure(&o);
+    assert!(err.contains("prot") && err.contains("line"), "{err}");
+}
+
+#[test]
+fn unknown_level_is_rejected_by_the_parser() {
+    let o = ditto()
+        .args(["load", "--target"])
+        .arg(spec("memcached"))
+        .args(["--level", "extreme"])
+        .output()
+        .expect("run ditto");
+    assert!(!o.status.success());
+    assert!(
+        stderr_of(&o).contains("low, medium or high"),
+        "{}",
+        stderr_of(&o)
+    );
+}
+
+#[test]
+fn port_in_use_is_reported_with_what_to_do() {
+    let busy = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = busy.local_addr().expect("addr").port();
+    let o = ditto()
+        .args(["load", "--target"])
+        .arg(spec("memcached"))
+        .args(["--port", &port.to_string(), "--duration", "1"])
+        .output()
+        .expect("run ditto");
+    let err = assert_clean_failure(&o);
+    assert!(
+        err.contains("already in use") && err.contains("--port"),
+        "{err}"
+    );
+}
+
+#[test]
+fn refuses_non_loopback_address() {
+    let o = ditto()
+        .args(["load", "--target"])
+        .arg(spec("memcached"))
+        .args(["--addr", "192.0.2.1:11211", "--duration", "1"])
+        .output()
+        .expect("run ditto");
+    let err = assert_clean_failure(&o);
+    assert!(err.contains("loopback"), "{err}");
+}
+
+/// Runs `ditto load` against a bundled target on a free port and returns the parsed JSON report.
+fn load_json(target: &str, rate: u32, connections: u32) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("report.json");
+    let port = free_port();
+    let o = ditto()
+        .args(["load", "--target"])
+        .arg(spec(target))
+        .args(["--port", &port.to_string()])
+        .args([
+            "--rate",
+            &rate.to_string(),
+            "--connections",
+            &connections.to_string(),
+        ])
+        .args(["--duration", "2", "--warmup", "0.5", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run ditto");
+    assert!(
+        o.status.success(),
+        "ditto load {target} failed: {}",
+        stderr_of(&o)
+    );
+    assert!(
+        json.with_extension("hlog").exists(),
+        "the HdrHistogram log is written beside the JSON"
+    );
+    assert!(
+        port_is_free(port),
+        "{target} still listens on {port} after ditto exited"
+    );
+    let text = std::fs::read_to_string(&json).expect("JSON report written");
+    serde_json::from_str(&text).expect("JSON report parses")
+}
+
+fn assert_served(report: &serde_json::Value, rate: f64) {
+    let achieved = report["achieved_rate"].as_f64().expect("achieved_rate");
+    let errors = report["outcomes"]["errors_total"]
+        .as_u64()
+        .expect("errors_total");
+    let ok = report["outcomes"]["ok"].as_u64().expect("ok");
+    assert_eq!(errors, 0, "{report}");
+    assert!(ok > 0, "{report}");
+    // Loose bound: tests share two cores with each other; accuracy is shown by the benchmarks.
+    assert!(
+        achieved > 0.8 * rate,
+        "achieved {achieved} of {rate} req/s: {report}"
+    );
+    let p50 = report["latency_us"]["p50"].as_f64().expect("p50");
+    assert!(p50 > 0.0 && p50 < 100_000.0, "{report}");
+}
+
+#[test]
+fn load_memcached_end_to_end() {
+    require_tool("/usr/bin/memcached");
+    let r = load_json("memcached", 2000, 4);
+    assert_eq!(r["protocol"], "memcached");
+    assert_eq!(
+        r["outcomes"]["miss"], 0,
+        "every key was stored by warming: {r}"
+    );
+    assert_served(&r, 2000.0);
+}
+
+#[test]
+fn load_nginx_end_to_end_stops_master_and_worker() {
+    require_tool("/usr/sbin/nginx");
+    let r = load_json("nginx", 1000, 4);
+    assert_eq!(r["protocol"], "http");
+    assert_served(&r, 1000.0);
+    let leftovers = Command::new("pgrep")
+        .args(["-f", "nginx.*/ditto-nginx-"])
+        .output()
+        .expect("run pgrep");
+    assert!(
+        leftovers.stdout.is_empty(),
+        "nginx processes left behind: {}",
+        String::from_utf8_lossy(&leftovers.stdout)
+    );
+}
+
+#[test]
+fn load_pix_baseline_through_grpc() {
+    let r = load_json("pix-baseline", 300, 4);
+    assert_eq!(r["protocol"], "pix-grpc");
+    assert_served(&r, 300.0);
+}
+
+#[test]
+fn load_pix_optimized_through_grpc() {
+    let r = load_json("pix-optimized", 300, 4);
+    assert_eq!(r["protocol"], "pix-grpc");
+    assert_served(&r, 300.0);
+}
+
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // A zombie has exited; only its parent's bookkeeping is left.
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn serve_stops_its_target_on_interrupt() {
+    require_tool("/usr/bin/memcached");
+    let port = free_port();
+    let mut child = ditto()
+        .args(["serve", "--no-warm", "--target"])
+        .arg(spec("memcached"))
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ditto serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the pid line");
+    let pid: u32 = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    assert!(!process_gone(pid), "the target runs while ditto serves");
+    assert!(!port_is_free(port));
+    // SAFETY: sends SIGINT to the child we spawned.
+    unsafe {
+        libc_kill(child.id() as i32, 2);
+    }
+    let status = child.wait().expect("wait for ditto serve");
+    assert_eq!(status.code(), Some(130), "interrupted exit code");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !process_gone(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        process_gone(pid),
+        "memcached {pid} survived ditto's interrupt"
+    );
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}

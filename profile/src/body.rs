@@ -1,0 +1,100 @@
+//! `body`: user-space behaviour per request, from the instrumented (launch) profiler.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Histogram;
+
+/// User-space behaviour, per thread cluster where clusters differ.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Body {
+    /// Instrumentation engine that observed the body.
+    pub engine: String,
+    /// Per cluster.
+    pub clusters: Vec<ClusterBody>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterBody {
+    /// Thread cluster id (`threads.clusters[].id`).
+    pub cluster: String,
+    /// Dynamic user-space instructions per request.
+    pub instructions_per_request: f64,
+    /// Mean encoded instruction length, bytes.
+    pub mean_instruction_bytes: f64,
+    /// Share of dynamic instructions per class and operand kind; shares sum to 1.
+    pub instruction_mix: Vec<MixShare>,
+    /// Repeat counts of rep-prefixed string instructions.
+    pub rep_counts: Option<Histogram>,
+    /// Conditional branch behaviour.
+    pub branches: Branches,
+    /// Instruction-side hit curve (equation 2 of the Ditto paper).
+    pub instruction_working_set: HitCurve,
+    /// Data-side hit curve (equation 1 of the Ditto paper).
+    pub data_working_set: HitCurve,
+    /// Register dependency distances.
+    pub dependencies: Dependencies,
+    /// Share of data accesses to memory other threads also touch.
+    pub shared_data_fraction: f64,
+    /// Share of data accesses that follow a constant stride.
+    pub regular_access_fraction: f64,
+    /// Share of loads whose address depends on the previous load (pointer chasing).
+    pub pointer_chase_fraction: f64,
+    /// Distinct 4 KiB instruction pages touched per request window (iTLB footprint).
+    pub instruction_pages: u64,
+}
+
+/// A share of dynamic instructions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MixShare {
+    /// Instruction class from the class table (`mov`, `alu`, `mul`, `div`, `fp`, `simd128`, `branch`, …).
+    pub class: String,
+    /// `reg`, `load`, `store` or `rmw`.
+    pub operand: String,
+    /// Share of all dynamic instructions.
+    pub share: f64,
+}
+
+/// Distributions over static conditional branches, weighted by executions, in log2 bins: index `i` holds
+/// rates in `(2^-(i+2), 2^-(i+1)]` for `i` in 0..9 (2^-1 down to 2^-10), and index 10 holds rates below 2^-10.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Branches {
+    /// Conditional branches executed per request.
+    pub per_request: f64,
+    /// Static conditional branches seen.
+    pub static_count: u64,
+    /// Taken-or-not-taken rate (the rarer direction's share), 11 bins.
+    pub taken_rate: Vec<f64>,
+    /// Transition rate (share of executions that change direction), 11 bins.
+    pub transition_rate: Vec<f64>,
+}
+
+/// Hit rate of an LRU cache of each size, from 64 bytes up to the footprint in powers of two.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HitCurve {
+    /// Points in increasing size.
+    pub points: Vec<HitPoint>,
+    /// Associativity model used: e.g. `8-way below 1 MiB, 16-way above`.
+    pub associativity: String,
+    /// Bound on the error from sampling, in hit-rate points, when the curve was sampled.
+    pub sampling_error: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HitPoint {
+    /// Cache size, bytes.
+    pub size: u64,
+    /// Share of accesses that hit.
+    pub hit_rate: f64,
+}
+
+/// Register dependency distance distributions in 11 bins: distance 1, 2, 3–4, 5–8, …, 513–1024 and beyond.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Dependencies {
+    /// Read after write.
+    pub raw: Vec<f64>,
+    /// Write after read.
+    pub war: Vec<f64>,
+    /// Write after write.
+    pub waw: Vec<f64>,
+}

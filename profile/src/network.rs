@@ -1,0 +1,120 @@
+//! `network`: the server's I/O model, its listening sockets and the messages it exchanges.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Histogram;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Network {
+    /// How the server waits for and dispatches work.
+    pub server: ServerModel,
+    /// Listening sockets and their options.
+    pub listen: Vec<ListenSocket>,
+    /// Connections accepted in the window.
+    pub connections_accepted: u64,
+    /// Established connections at the end of the window.
+    pub connections_open: u64,
+    /// Message framing of the protocol.
+    pub framing: Framing,
+    /// How `framing` was determined.
+    pub framing_source: String,
+    /// Bytes received per request (sum of socket reads).
+    pub bytes_in_per_request: f64,
+    /// Bytes sent per request (sum of socket writes, including sendfile).
+    pub bytes_out_per_request: f64,
+    /// Sizes of single socket reads that returned data, bytes.
+    pub read_sizes: Histogram,
+    /// Sizes of single socket writes that sent data, bytes.
+    pub write_sizes: Histogram,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ServerModel {
+    /// How threads wait for socket readiness.
+    pub io: IoModel,
+    /// Whether sockets are used in non-blocking mode.
+    pub nonblocking: bool,
+    /// How accepted connections reach the threads that serve them.
+    pub accept: AcceptModel,
+    /// Cluster that accepts connections.
+    pub acceptor_cluster: Option<String>,
+    /// Cluster that serves requests.
+    pub worker_cluster: Option<String>,
+    /// Threads (or processes, when `multi_process`) serving requests.
+    pub workers: u32,
+    /// Requests are served by several processes (a master and workers).
+    pub multi_process: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum IoModel {
+    /// One thread blocks on one connection.
+    Blocking,
+    /// Sockets are polled without a readiness call.
+    NonBlocking,
+    Epoll,
+    Poll,
+    Select,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AcceptModel {
+    /// One thread accepts and hands connections to a pool of workers.
+    DispatchToWorkers,
+    /// Each serving thread or process accepts its own connections.
+    WorkersAccept,
+    /// A new thread is started per connection.
+    ThreadPerConnection,
+    /// No accept was seen in the window (connections were opened before it).
+    NotObserved,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framing {
+    /// Text lines ending in CRLF (memcached text, Redis inline).
+    Line,
+    /// HTTP/1.x.
+    Http1,
+    /// A length prefix before each message.
+    LengthPrefixed,
+    /// HTTP/2 (gRPC).
+    Http2,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListenSocket {
+    /// `tcp4`, `tcp6` or `unix`.
+    pub family: String,
+    /// Listening port (0 for unix sockets).
+    pub port: u16,
+    /// Accept queue length, when known.
+    pub backlog: Option<u32>,
+    /// Options read from the live socket.
+    pub options: SocketOptions,
+}
+
+/// Socket options read from the target's socket (duplicated with `pidfd_getfd`, never changed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SocketOptions {
+    /// `SO_REUSEADDR`.
+    pub reuse_addr: Option<bool>,
+    /// `SO_REUSEPORT`.
+    pub reuse_port: Option<bool>,
+    /// `SO_KEEPALIVE`.
+    pub keepalive: Option<bool>,
+    /// `TCP_NODELAY`.
+    pub nodelay: Option<bool>,
+    /// `O_NONBLOCK` on the open file.
+    pub nonblocking: Option<bool>,
+    /// `TCP_DEFER_ACCEPT` seconds.
+    pub defer_accept_s: Option<u32>,
+    /// `SO_RCVBUF` bytes.
+    pub rcvbuf: Option<u32>,
+    /// `SO_SNDBUF` bytes.
+    pub sndbuf: Option<u32>,
+}

@@ -1,0 +1,251 @@
+//! The simulated counter backend: Valgrind's cachegrind with an explicit geometry and branch simulation.
+//!
+//! Cachegrind 3.19 cannot start and stop counting mid-run, so per-request figures are taken as the
+//! difference of two runs that differ only in how many requests they serve: start-up, warm-up and shutdown
+//! cancel out, leaving the marginal cost of the extra requests.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::platform::Platform;
+use crate::MeasureError;
+
+/// Arguments that put a server command under cachegrind writing to `out_file`.
+pub fn wrapper(platform: &Platform, out_file: &Path) -> Vec<String> {
+    vec![
+        "valgrind".into(),
+        "--tool=cachegrind".into(),
+        "--cache-sim=yes".into(),
+        "--branch-sim=yes".into(),
+        format!("--I1={}", platform.l1i.cachegrind_arg()),
+        format!("--D1={}", platform.l1d.cachegrind_arg()),
+        format!("--LL={}", platform.llc.cachegrind_arg()),
+        // Valgrind runs one guest thread at a time; fair scheduling keeps a multi-threaded server's threads
+        // progressing in turn as on real cores.
+        "--fair-sched=yes".into(),
+        "--trace-children=no".into(),
+        format!("--cachegrind-out-file={}", out_file.display()),
+    ]
+}
+
+/// Whole-program event totals from one cachegrind run (names as cachegrind prints them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CachegrindTotals {
+    /// Instructions executed.
+    pub ir: f64,
+    pub i1mr: f64,
+    pub ilmr: f64,
+    pub dr: f64,
+    pub d1mr: f64,
+    pub dlmr: f64,
+    pub dw: f64,
+    pub d1mw: f64,
+    pub dlmw: f64,
+    /// Conditional branches and their mispredictions.
+    pub bc: f64,
+    pub bcm: f64,
+    /// Indirect branches and their mispredictions.
+    pub bi: f64,
+    pub bim: f64,
+}
+
+impl CachegrindTotals {
+    /// Reads the `events:` and `summary:` lines of a cachegrind output file.
+    pub fn parse(text: &str, origin: &Path) -> Result<CachegrindTotals, MeasureError> {
+        let bad = |message: String| MeasureError::CachegrindOutput {
+            path: origin.to_path_buf(),
+            message,
+        };
+        let events: Vec<&str> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("events:"))
+            .ok_or_else(|| bad("no 'events:' line".into()))?
+            .split_whitespace()
+            .collect();
+        let values: Vec<f64> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("summary:"))
+            .ok_or_else(|| bad("no 'summary:' line (did the server exit cleanly?)".into()))?
+            .split_whitespace()
+            .map(|v| {
+                v.parse::<f64>()
+                    .map_err(|_| bad(format!("summary value '{v}' is not a number")))
+            })
+            .collect::<Result<_, _>>()?;
+        if values.len() != events.len() {
+            return Err(bad(format!(
+                "{} events but {} summary values",
+                events.len(),
+                values.len()
+            )));
+        }
+        let mut t = CachegrindTotals::default();
+        for (name, value) in events.iter().zip(values) {
+            let slot = match *name {
+                "Ir" => &mut t.ir,
+                "I1mr" => &mut t.i1mr,
+                "ILmr" => &mut t.ilmr,
+                "Dr" => &mut t.dr,
+                "D1mr" => &mut t.d1mr,
+                "DLmr" => &mut t.dlmr,
+                "Dw" => &mut t.dw,
+                "D1mw" => &mut t.d1mw,
+                "DLmw" => &mut t.dlmw,
+                "Bc" => &mut t.bc,
+                "Bcm" => &mut t.bcm,
+                "Bi" => &mut t.bi,
+                "Bim" => &mut t.bim,
+                _ => continue,
+            };
+            *slot = value;
+        }
+        if t.ir <= 0.0 {
+            return Err(bad("no instructions counted".into()));
+        }
+        if t.dr + t.dw <= 0.0 || t.bc <= 0.0 {
+            return Err(bad("cache or branch simulation was off".into()));
+        }
+        Ok(t)
+    }
+
+    pub fn read(path: &Path) -> Result<CachegrindTotals, MeasureError> {
+        let text = std::fs::read_to_string(path).map_err(|cause| MeasureError::Read {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Event-wise `self − other`.
+    pub fn minus(&self, o: &CachegrindTotals) -> CachegrindTotals {
+        CachegrindTotals {
+            ir: self.ir - o.ir,
+            i1mr: self.i1mr - o.i1mr,
+            ilmr: self.ilmr - o.ilmr,
+            dr: self.dr - o.dr,
+            d1mr: self.d1mr - o.d1mr,
+            dlmr: self.dlmr - o.dlmr,
+            dw: self.dw - o.dw,
+            d1mw: self.d1mw - o.d1mw,
+            dlmw: self.dlmw - o.dlmw,
+            bc: self.bc - o.bc,
+            bcm: self.bcm - o.bcm,
+            bi: self.bi - o.bi,
+            bim: self.bim - o.bim,
+        }
+    }
+}
+
+/// Rates derived from cachegrind totals. Every figure here comes from simulation (`source = "cachegrind"`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SimRates {
+    pub instructions_per_request: f64,
+    /// L1d misses / (data reads + writes).
+    pub l1d_miss_rate: f64,
+    /// L1i misses / instructions.
+    pub l1i_miss_rate: f64,
+    /// LL misses / (data reads + writes), data side.
+    pub ll_data_miss_rate: f64,
+    /// Mispredicted / executed, conditional and indirect branches together.
+    pub branch_mispredict_rate: f64,
+    pub requests: f64,
+}
+
+impl SimRates {
+    pub fn from_totals(t: &CachegrindTotals, requests: f64) -> Result<SimRates, MeasureError> {
+        let data = t.dr + t.dw;
+        if requests <= 0.0 || t.ir <= 0.0 || data <= 0.0 || t.bc + t.bi <= 0.0 {
+            return Err(MeasureError::Differential(format!(
+                "the longer run did not add work ({requests} requests, {} instructions): raise --sim-requests",
+                t.ir
+            )));
+        }
+        Ok(SimRates {
+            instructions_per_request: t.ir / requests,
+            l1d_miss_rate: (t.d1mr + t.d1mw) / data,
+            l1i_miss_rate: t.i1mr / t.ir,
+            ll_data_miss_rate: (t.dlmr + t.dlmw) / data,
+            branch_mispredict_rate: (t.bcm + t.bim) / (t.bc + t.bi),
+            requests,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Header and summary of a real cachegrind 3.19 run (`valgrind --tool=cachegrind --cache-sim=yes
+    /// --branch-sim=yes --I1=32768,8,64 --D1=32768,8,64 --LL=33554432,16,64 /bin/true`), cut to its header and
+    /// summary lines.
+    const FIXTURE: &str = "desc: I1 cache:         32768 B, 64 B, 8-way associative\n\
+desc: D1 cache:         32768 B, 64 B, 8-way associative\n\
+desc: LL cache:         33554432 B, 64 B, 16-way associative\n\
+cmd: /bin/true\n\
+events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw Bc Bcm Bi Bim\n\
+summary: 127757 1091 1072 29401 1224 1013 10266 343 311 25341 3164 279 150\n";
+
+    #[test]
+    fn summary_line_is_read_by_event_name() {
+        let t = CachegrindTotals::parse(FIXTURE, Path::new("fixture")).expect("fixture parses");
+        assert_eq!(t.ir, 127757.0);
+        assert_eq!(t.d1mw, 343.0);
+        assert_eq!(t.bim, 150.0);
+    }
+
+    #[test]
+    fn output_without_cache_simulation_is_refused() {
+        let text = "events: Ir\nsummary: 1000\n";
+        let err = CachegrindTotals::parse(text, Path::new("x"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("simulation was off"), "{err}");
+    }
+
+    #[test]
+    fn truncated_output_is_refused() {
+        let text = "events: Ir I1mr\nfl=a\n";
+        assert!(CachegrindTotals::parse(text, Path::new("x")).is_err());
+    }
+
+    #[test]
+    fn differential_rates_cancel_fixed_costs() {
+        let fixed = CachegrindTotals {
+            ir: 1e6,
+            dr: 3e5,
+            dw: 1e5,
+            d1mr: 4e4,
+            bc: 1e5,
+            bcm: 1e4,
+            ..Default::default()
+        };
+        let per_req = CachegrindTotals {
+            ir: 1e4,
+            dr: 3e3,
+            dw: 1e3,
+            d1mr: 200.0,
+            d1mw: 200.0,
+            bc: 1e3,
+            bcm: 10.0,
+            ..Default::default()
+        };
+        let mut long = fixed;
+        for _ in 0..100 {
+            long = CachegrindTotals {
+                ir: long.ir + per_req.ir,
+                dr: long.dr + per_req.dr,
+                dw: long.dw + per_req.dw,
+                d1mr: long.d1mr + per_req.d1mr,
+                d1mw: long.d1mw + per_req.d1mw,
+                bc: long.bc + per_req.bc,
+                bcm: long.bcm + per_req.bcm,
+                ..long
+            };
+        }
+        let rates = SimRates::from_totals(&long.minus(&fixed), 100.0).expect("rates");
+        assert!((rates.instructions_per_request - 1e4).abs() < 1e-6);
+        assert!((rates.l1d_miss_rate - 0.1).abs() < 1e-9);
+        assert!((rates.branch_mispredict_rate - 0.01).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,239 @@
+//! Measuring a target: start it from its spec, warm it, drive a load level, stop it, and report what was
+//! measured — natively (throughput and latency from `ditto-load`) or under the simulated counter backend
+//! (cachegrind: instructions, cache and branch behaviour per request).
+//!
+//! Design trade-off: native and simulated runs are separate runs. Under Valgrind a server is 30–60× slower,
+//! so its latency means nothing and it can only take a fraction of the native rate; mixing the two in one
+//! run would distort both. Simulated figures are per request and rates, which do not depend on speed, so
+//! they are measured at a low rate and compared with other simulated figures only. Every number in a
+//! [`Measurement`] says which backend produced it.
+
+pub mod cachegrind;
+pub mod platform;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ditto_load::{LoadConfig, LoadError, LoadReport, Progress, WarmReport};
+use ditto_target::{LaunchOptions, ResolvedLevel, RunningTarget, SpecError, TargetSpec};
+use serde::Serialize;
+
+pub use cachegrind::{CachegrindTotals, SimRates};
+pub use platform::{CacheGeometry, Platform};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error(transparent)]
+    Target(#[from] SpecError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("cannot read {}: {cause}", path.display())]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("platform file {}: {message}", path.display())]
+    Platform { path: PathBuf, message: String },
+    #[error("cachegrind output {}: {message}", path.display())]
+    CachegrindOutput { path: PathBuf, message: String },
+    #[error("simulated run: {0}")]
+    Differential(String),
+    #[error("target '{name}' died during the load run ({status}); its last output:\n{log_tail}")]
+    TargetDied {
+        name: String,
+        status: String,
+        log_tail: String,
+    },
+}
+
+/// Settings of one run besides the spec and the level.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub port: Option<u16>,
+    pub seed: u64,
+    pub request_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            port: None,
+            seed: 1,
+            request_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The load configuration a spec's level asks for, against `addr`.
+pub fn load_config(
+    spec: &TargetSpec,
+    level: &ResolvedLevel,
+    addr: SocketAddr,
+    opts: &RunOptions,
+) -> LoadConfig {
+    let mut cfg = LoadConfig::new(addr, spec.workload.clone(), level.rate);
+    cfg.connections = level.connections;
+    cfg.arrival = level.arrival;
+    cfg.warmup = Duration::from_secs_f64(level.warmup_s);
+    cfg.duration = Duration::from_secs_f64(level.duration_s);
+    cfg.seed = opts.seed;
+    cfg.request_timeout = opts.request_timeout;
+    cfg
+}
+
+/// Starts the target, warms it if its spec says so, and returns it running.
+pub fn start_warm(
+    spec: &TargetSpec,
+    launch: &LaunchOptions,
+    status: &mut dyn FnMut(&str),
+) -> Result<(RunningTarget, Option<WarmReport>), MeasureError> {
+    status(&format!("starting {}", spec.name));
+    let target = RunningTarget::start(spec, launch)?;
+    let warm = if spec.warm.enabled {
+        status(&format!(
+            "warming {} (pid {}) on {}",
+            spec.name,
+            target.pid(),
+            target.addr()
+        ));
+        Some(ditto_load::warm(target.addr(), &spec.workload, false)?)
+    } else {
+        None
+    };
+    Ok((target, warm))
+}
+
+/// One native run: start, warm, load at `level`, stop.
+pub fn run_native(
+    spec: &TargetSpec,
+    level: &ResolvedLevel,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<LoadReport, MeasureError> {
+    let launch = LaunchOptions {
+        port: opts.port,
+        ..LaunchOptions::default()
+    };
+    let (mut target, _warm) = start_warm(spec, &launch, status)?;
+    let cfg = load_config(spec, level, target.addr(), opts);
+    status(&format!(
+        "loading {} at {} req/s over {} connections for {} s",
+        spec.name, level.rate, level.connections, level.duration_s
+    ));
+    let report = ditto_load::run(&cfg, progress);
+    check_alive(&mut target, &spec.name)?;
+    target.stop(Duration::from_secs(10))?;
+    Ok(report?)
+}
+
+fn check_alive(target: &mut RunningTarget, name: &str) -> Result<(), MeasureError> {
+    match target.try_exit_status() {
+        Some(status) => Err(MeasureError::TargetDied {
+            name: name.to_string(),
+            status: status.to_string(),
+            log_tail: target.log_tail(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// How to drive a target under cachegrind.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub platform: Platform,
+    /// Offered rate under simulation; the server runs tens of times slower than natively.
+    pub rate: f64,
+    /// Requests in the shorter of the two runs; the longer one serves twice as many.
+    pub requests: u64,
+    pub connections: usize,
+}
+
+/// What a simulated measurement found, with the raw totals of both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimMeasurement {
+    /// Always `"cachegrind"`: the counter backend that produced these figures.
+    pub source: &'static str,
+    pub platform: String,
+    pub rates: SimRates,
+    pub short_run: SimRun,
+    pub long_run: SimRun,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SimRun {
+    pub requests_completed: u64,
+    pub achieved_rate: f64,
+    pub totals: CachegrindTotals,
+}
+
+/// Per-request simulated counters from two cachegrind runs that differ only in request count.
+pub fn run_sim(
+    spec: &TargetSpec,
+    sim: &SimOptions,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SimMeasurement, MeasureError> {
+    let short = sim_once(spec, sim, sim.requests, opts, status, progress)?;
+    let long = sim_once(spec, sim, sim.requests * 2, opts, status, progress)?;
+    let extra = long.requests_completed as f64 - short.requests_completed as f64;
+    let rates = SimRates::from_totals(&long.totals.minus(&short.totals), extra)?;
+    Ok(SimMeasurement {
+        source: "cachegrind",
+        platform: sim.platform.name.clone(),
+        rates,
+        short_run: short,
+        long_run: long,
+    })
+}
+
+fn sim_once(
+    spec: &TargetSpec,
+    sim: &SimOptions,
+    requests: u64,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SimRun, MeasureError> {
+    // The output file name is fixed inside the run folder, which the server's user owns.
+    let out_name = "cachegrind.out";
+    let launch = LaunchOptions {
+        port: opts.port,
+        wrapper: cachegrind::wrapper(&sim.platform, std::path::Path::new(out_name)),
+        ready_timeout: Some(Duration::from_secs(180)),
+        ..LaunchOptions::default()
+    };
+    let (mut target, _warm) = start_warm(spec, &launch, status)?;
+    let mut cfg = load_config(
+        spec,
+        &ResolvedLevel {
+            rate: sim.rate,
+            connections: sim.connections,
+            warmup_s: 0.0,
+            duration_s: requests as f64 / sim.rate,
+            ..spec.load.resolve(ditto_target::Level::Medium)
+        },
+        target.addr(),
+        opts,
+    );
+    cfg.max_requests = Some(requests);
+    // Under simulation a response can take a hundred times longer than natively.
+    cfg.request_timeout = Duration::from_secs(30);
+    status(&format!(
+        "loading {} under cachegrind ({}): {requests} requests at {} req/s",
+        spec.name, sim.platform.name, sim.rate
+    ));
+    let report = ditto_load::run(&cfg, progress);
+    check_alive(&mut target, &spec.name)?;
+    // Valgrind writes its output when the guest exits; give it time.
+    target.stop(Duration::from_secs(60))?;
+    let totals = CachegrindTotals::read(&target.run_dir().join(out_name));
+    let report = report?;
+    Ok(SimRun {
+        requests_completed: report.requests_completed,
+        achieved_rate: report.achieved_rate,
+        totals: totals?,
+    })
+}
