@@ -36,6 +36,12 @@ pub enum Command {
         ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --level medium\n  \
         ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --sim --json out/pix.json")]
     Compare(CompareArgs),
+    /// Profile a running service (attach mode): threads, network model, syscalls, counters, memory.
+    #[command(after_help = "Examples:\n  \
+        ditto profile --pid 1234 --duration 10 -o profile.json          # whatever traffic arrives\n  \
+        ditto profile --pid 1234 --target targets/memcached.toml -o memcached.json   # ditto drives the load\n  \
+        ditto profile --pid 1234 --target targets/nginx.toml --overhead -o nginx.json")]
+    Profile(ProfileArgs),
 }
 
 /// Load settings shared by `load` and `compare`; unset ones come from the spec's level.
@@ -145,4 +151,47 @@ pub struct CompareArgs {
     /// Write the side-by-side report as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Process to attach to; its child processes (e.g. nginx's workers) are profiled too.
+    #[arg(long)]
+    pub pid: u32,
+    /// Target spec: ditto drives this target's load during the window and records its protocol.
+    #[arg(long, value_name = "SPEC")]
+    pub target: Option<PathBuf>,
+    /// Load level from the spec (with --target).
+    #[arg(long, default_value = "medium", value_parser = parse_level, requires = "target")]
+    pub level: Level,
+    /// Address the running target listens on (with --target; default: 127.0.0.1 and the spec's port).
+    #[arg(long, value_name = "HOST:PORT", requires = "target")]
+    pub addr: Option<SocketAddr>,
+    /// Seconds to observe (with --target: seconds of load).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Syscall collector.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub collector: CollectorFlag,
+    /// First run the same load without profiling and record the profiler's overhead (with --target).
+    #[arg(long, requires = "target")]
+    pub overhead: bool,
+    /// Seed of the load's request mix.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also save the raw observations the profile was built from.
+    #[arg(long, value_name = "FILE")]
+    pub observations: Option<PathBuf>,
+    /// Where to write the profile.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CollectorFlag {
+    /// bpftrace, or ptrace where BPF is unavailable.
+    Auto,
+    Bpftrace,
+    /// strace-based; slows the target heavily.
+    Ptrace,
 }

@@ -15,6 +15,8 @@ use crate::ui::ProgressLine;
 
 #[derive(Debug, Serialize)]
 struct Comparison {
+    /// The spec's level name, or `custom` when flags changed its rate or connections.
+    label: String,
     level: ResolvedLevel,
     targets: Vec<TargetResult>,
 }
@@ -84,7 +86,13 @@ pub fn run(args: CompareArgs) -> Result<()> {
             sim,
         });
     }
+    let label = if args.load.rate.is_some() || args.load.connections.is_some() {
+        "custom".to_string()
+    } else {
+        level.level.name().to_string()
+    };
     let comparison = Comparison {
+        label,
         level,
         targets: results,
     };
@@ -107,7 +115,7 @@ fn table(c: &Comparison) -> String {
     let _ = writeln!(
         s,
         "{} load: {} req/s offered, {} connections, {} arrivals, {} s measured",
-        c.level.level.name(),
+        c.label,
         c.level.rate,
         c.level.connections,
         c.level.arrival.as_str(),

@@ -4,6 +4,7 @@
 mod args;
 mod compare;
 mod load;
+mod profile;
 mod serve;
 mod ui;
 
@@ -18,6 +19,7 @@ fn main() {
         Command::Load(a) => load::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Profile(a) => profile::run(a),
     };
     if let Err(e) = result {
         // One line (plus context lines from the error chain) and a non-zero exit; never a panic.

@@ -126,11 +126,12 @@ fn refuses_non_loopback_address() {
 }
 
 /// Runs `ditto load` against a bundled target on a free port and returns the parsed JSON report.
-fn load_json(target: &str, rate: u32, connections: u32) -> serde_json::Value {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("report.json");
+/// The target's run folder is created under `dir` (through TMPDIR), so its processes can be found.
+fn load_json_in(dir: &Path, target: &str, rate: u32, connections: u32) -> serde_json::Value {
+    let json = dir.join("report.json");
     let port = free_port();
     let o = ditto()
+        .env("TMPDIR", dir)
         .args(["load", "--target"])
         .arg(spec(target))
         .args(["--port", &port.to_string()])
@@ -159,6 +160,11 @@ fn load_json(target: &str, rate: u32, connections: u32) -> serde_json::Value {
     );
     let text = std::fs::read_to_string(&json).expect("JSON report written");
     serde_json::from_str(&text).expect("JSON report parses")
+}
+
+fn load_json(target: &str, rate: u32, connections: u32) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    load_json_in(dir.path(), target, rate, connections)
 }
 
 fn assert_served(report: &serde_json::Value, rate: f64) {
@@ -193,11 +199,13 @@ fn load_memcached_end_to_end() {
 #[test]
 fn load_nginx_end_to_end_stops_master_and_worker() {
     require_tool("/usr/sbin/nginx");
-    let r = load_json("nginx", 1000, 4);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = load_json_in(dir.path(), "nginx", 1000, 4);
     assert_eq!(r["protocol"], "http");
     assert_served(&r, 1000.0);
+    let pattern = format!("nginx.*{}/ditto-nginx-", dir.path().display());
     let leftovers = Command::new("pgrep")
-        .args(["-f", "nginx.*/ditto-nginx-"])
+        .args(["-f", &pattern])
         .output()
         .expect("run pgrep");
     assert!(

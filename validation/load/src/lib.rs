@@ -66,7 +66,7 @@ pub use report::{
     LagSummary, LatencySummary, LoadReport, Outcomes, PercentilePoint, KEPT_UP_MAX_LAG_P99_US,
     KEPT_UP_MIN_ANSWERED,
 };
-pub use runner::{run, Phase, Progress};
+pub use runner::{prepare, run, run_prepared, Phase, Prepared, Progress};
 pub use warm::{warm, WarmReport};
 pub use workload::{
     HttpWorkload, MemcachedWorkload, PixWorkload, WeightedPath, Workload, MEMCACHED_MAX_KEY,

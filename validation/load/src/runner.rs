@@ -106,13 +106,18 @@ struct Worker {
     live: Arc<Live>,
 }
 
-/// Runs a load test: prepare (unmeasured), warm up for `cfg.warmup` at the offered rate
-/// (unmeasured), then measure for `cfg.duration`. `progress` is called about once a second.
-///
-/// Fails before sending load if the configuration is invalid, the target is not loopback (unless
-/// allowed), preparation fails, or any connection cannot be opened. Once load runs, server
-/// misbehaviour is counted in the report, never returned as an error.
-pub fn run(cfg: &LoadConfig, progress: &mut dyn FnMut(&Progress)) -> Result<LoadReport, LoadError> {
+/// The protocol state a run needs, created by [`prepare`] (e.g. the Pix account population).
+/// Preparing apart from running lets a caller exclude preparation from what it observes, as the
+/// profiler does: it prepares, starts tracing, then runs.
+pub struct Prepared {
+    protocol: Arc<dyn Protocol>,
+}
+
+/// Unmeasured, protocol-specific preparation: for Pix, creating the account population.
+pub fn prepare(
+    cfg: &LoadConfig,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Prepared, LoadError> {
     cfg.validate()?;
     let prepare_start = now_ns();
     let protocol = protocols::prepare(cfg, &mut |done, total| {
@@ -125,7 +130,28 @@ pub fn run(cfg: &LoadConfig, progress: &mut dyn FnMut(&Progress)) -> Result<Load
             errors: 0,
         })
     })?;
+    Ok(Prepared { protocol })
+}
 
+/// Runs a load test: prepare (unmeasured), warm up for `cfg.warmup` at the offered rate
+/// (unmeasured), then measure for `cfg.duration`. `progress` is called about once a second.
+///
+/// Fails before sending load if the configuration is invalid, the target is not loopback (unless
+/// allowed), preparation fails, or any connection cannot be opened. Once load runs, server
+/// misbehaviour is counted in the report, never returned as an error.
+pub fn run(cfg: &LoadConfig, progress: &mut dyn FnMut(&Progress)) -> Result<LoadReport, LoadError> {
+    let prepared = prepare(cfg, progress)?;
+    run_prepared(cfg, &prepared, progress)
+}
+
+/// [`run`] without its preparation step, on state from [`prepare`] with the same configuration.
+pub fn run_prepared(
+    cfg: &LoadConfig,
+    prepared: &Prepared,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<LoadReport, LoadError> {
+    cfg.validate()?;
+    let protocol = &prepared.protocol;
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), String>)>();
     let mut workers: Vec<Worker> = Vec::with_capacity(cfg.connections);
     for index in 0..cfg.connections {
