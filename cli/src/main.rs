@@ -8,6 +8,8 @@ mod profile;
 mod serve;
 mod ui;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use clap::Parser;
 
 use crate::args::{Cli, Command};
@@ -22,12 +24,22 @@ fn main() {
         Command::Profile(a) => profile::run(a),
     };
     if let Err(e) = result {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            // The signal handler is stopping targets and will exit with the signal's code; the error
+            // seen here (a target that vanished) is its doing.
+            loop {
+                std::thread::park();
+            }
+        }
         // One line (plus context lines from the error chain) and a non-zero exit; never a panic.
         eprintln!("ditto: error: {e:#}");
         ditto_target::kill_all_running();
         std::process::exit(1);
     }
 }
+
+/// Set once a SIGINT or SIGTERM arrived.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// On Ctrl-C or SIGTERM, stop every target ditto started before exiting, so nothing is left behind.
 fn install_signal_handler() {
@@ -37,6 +49,7 @@ fn install_signal_handler() {
     };
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
+            INTERRUPTED.store(true, Ordering::SeqCst);
             eprintln!("\nditto: interrupted; stopping the targets it started");
             ditto_target::kill_all_running();
             std::process::exit(128 + sig);

@@ -262,6 +262,12 @@ fn serve_stops_its_target_on_interrupt() {
         .find_map(|w| w.strip_prefix("pid="))
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    let run_dir = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("run_dir="))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no run_dir in {line:?}"));
+    assert!(run_dir.is_dir());
     assert!(!process_gone(pid), "the target runs while ditto serves");
     assert!(!port_is_free(port));
     // SAFETY: sends SIGINT to the child we spawned.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use ditto_collect::bpftrace::{TraceOptions, TraceSession};
 use ditto_collect::perf::SoftwareCounters;
 use ditto_collect::procfs::{self, ProcSnapshot};
+use ditto_collect::ptrace::{PtraceOptions, PtraceSession};
 use ditto_load::{LoadConfig, LoadReport};
 use ditto_profile::{Collector, Framing, LoadConditions, Overhead, Profile};
 use ditto_target::{ResolvedLevel, TargetSpec};
@@ -86,6 +87,7 @@ fn cpu_seconds(s: &ProcSnapshot) -> f64 {
 
 enum Tracer {
     Bpf(TraceSession),
+    Ptrace(PtraceSession),
 }
 
 impl Tracer {
@@ -95,9 +97,7 @@ impl Tracer {
         warnings: &mut Vec<String>,
     ) -> Result<(Tracer, Collector), ProfileRunError> {
         let bpf = || TraceSession::start(&TraceOptions::new(pids)).map(Tracer::Bpf);
-        let ptrace = || -> Result<Tracer, String> {
-            Err("the ptrace collector is not available in this build".into())
-        };
+        let ptrace = || PtraceSession::start(&PtraceOptions::new(pids)).map(Tracer::Ptrace);
         match choice {
             CollectorChoice::Bpftrace => {
                 Ok((bpf().map_err(ProfileRunError::trace)?, Collector::Bpftrace))
@@ -120,6 +120,7 @@ impl Tracer {
     fn stop(self) -> Result<ditto_collect::bpftrace::SyscallTrace, ProfileRunError> {
         match self {
             Tracer::Bpf(t) => t.stop().map_err(ProfileRunError::trace),
+            Tracer::Ptrace(t) => t.stop().map_err(ProfileRunError::trace),
         }
     }
 }

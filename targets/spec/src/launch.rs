@@ -19,33 +19,46 @@ use std::time::{Duration, Instant};
 use crate::spec::{Placeholders, TargetSpec};
 use crate::SpecError;
 
-/// Process groups of targets that are running now; see [`kill_all_running`].
-static LIVE_GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// A target that is running now: its process group and the run folder to remove (unless kept).
+struct Live {
+    pgid: i32,
+    run_dir: Option<PathBuf>,
+}
 
-/// Kills every target this process started and has not stopped yet. Safe to call from a signal-handling
-/// thread (not from an async signal handler itself).
+/// Targets that are running now; see [`kill_all_running`].
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+
+/// Kills every target this process started and has not stopped yet, and removes their run folders.
+/// For the CLI's signal-handling thread, which exits right after (destructors will not run); not for an
+/// async signal handler itself.
 pub fn kill_all_running() {
-    let groups = match LIVE_GROUPS.lock() {
+    let live = match LIVE.lock() {
         Ok(mut g) => std::mem::take(&mut *g),
         Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
     };
-    for pgid in groups {
+    for l in &live {
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
         unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+            libc::kill(-l.pgid, libc::SIGKILL);
+        }
+    }
+    for l in live {
+        wait_group_gone(l.pgid, Duration::from_secs(2));
+        if let Some(dir) = l.run_dir {
+            let _ = fs::remove_dir_all(dir);
         }
     }
 }
 
-fn register(pgid: i32) {
-    if let Ok(mut g) = LIVE_GROUPS.lock() {
-        g.push(pgid);
+fn register(pgid: i32, run_dir: Option<PathBuf>) {
+    if let Ok(mut g) = LIVE.lock() {
+        g.push(Live { pgid, run_dir });
     }
 }
 
 fn unregister(pgid: i32) {
-    if let Ok(mut g) = LIVE_GROUPS.lock() {
-        g.retain(|&p| p != pgid);
+    if let Ok(mut g) = LIVE.lock() {
+        g.retain(|l| l.pgid != pgid);
     }
 }
 
@@ -160,7 +173,7 @@ impl RunningTarget {
             cause,
         })?;
         let pgid = child.id() as i32;
-        register(pgid);
+        register(pgid, (!opts.keep_run_dir).then(|| run_dir.clone()));
         let mut target = RunningTarget {
             child: Some(child),
             pgid,

@@ -37,6 +37,10 @@ pub enum TraceError {
     #[error("no such process {pid}")]
     NoSuchProcess { pid: u32 },
 
+    /// The id names a thread, not a process.
+    #[error("{pid} is a thread of process {tgid}: give the process id")]
+    NotAProcess { pid: u32, tgid: u32 },
+
     /// No pid was given.
     #[error("no process to trace: give at least one pid")]
     NoPids,
@@ -415,16 +419,45 @@ pub(crate) fn check_process(pid: u32) -> Result<(), TraceError> {
             .find_map(|l| l.strip_prefix(name))
             .map(|v| v.trim().to_string())
     };
-    if field("Tgid:")
+    if let Some(tgid) = field("Tgid:")
         .and_then(|t| t.parse::<u32>().ok())
-        .is_some_and(|tgid| tgid != pid)
+        .filter(|&t| t != pid)
     {
-        return Err(TraceError::NoSuchProcess { pid });
+        return Err(TraceError::NotAProcess { pid, tgid });
     }
     if field("State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X')) {
         return Err(TraceError::NoSuchProcess { pid });
     }
     Ok(())
+}
+
+/// Makes a tracer die with the thread that starts it (`PR_SET_PDEATHSIG`), so that a profiler that
+/// crashes or is killed does not leave bpftrace or strace attached to the target, slowing it down for
+/// good. The kernel then detaches BPF programs and ptrace by itself. Consequence for callers: a
+/// session must be stopped before the thread that started it exits.
+pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe; nothing is allocated between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl took effect.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(io::Error::other("parent exited"));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Keeps the last lines of a tool's stderr for error messages.
