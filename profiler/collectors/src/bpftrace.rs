@@ -86,6 +86,8 @@ const FD_NOT_OPEN: u64 = 16;
 /// `prev_state` of a preempted task in `sched_switch` (TASK_REPORT_MAX): still runnable.
 const PREEMPTED_STATE: u64 = 0x100;
 const EAGAIN_ERRNO: i64 = 11;
+/// How long bpftrace may take to print its maps and exit after SIGINT.
+const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How to run the collector.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -336,36 +338,49 @@ impl TraceSession {
             signal(child.id(), libc::SIGINT);
         }
         // Printing large maps takes a while; a stuck bpftrace is killed.
-        let status = wait_with_timeout(&mut child, Duration::from_secs(120));
+        let status = wait_with_timeout(&mut child, STOP_TIMEOUT);
         let lines = self.join_readers();
         let stderr_tail = self.stderr_text();
-        let status = match status {
-            Some(s) => s,
-            None => {
-                return Err(TraceError::ToolFailed {
-                    tool: "bpftrace",
-                    detail: "did not exit within 120 s of SIGINT; killed".into(),
-                    stderr_tail,
-                })
-            }
-        };
+        let text = lines.join("\n");
+        let printed_maps =
+            text.contains("\"type\": \"map\"") || text.contains("\"type\": \"hist\"");
         if already_exited {
             return Err(TraceError::ToolFailed {
                 tool: "bpftrace",
-                detail: format!("died during the trace ({status}); nothing was collected"),
+                detail: match status {
+                    Some(s) => format!("died during the trace ({s}); nothing was collected"),
+                    None => "died during the trace; nothing was collected".into(),
+                },
                 stderr_tail,
             });
         }
-        let text = lines.join("\n");
-        if !text.contains("\"type\": \"map\"")
-            && !text.contains("\"type\": \"hist\"")
-            && !status.success()
-        {
-            return Err(TraceError::ToolFailed {
-                tool: "bpftrace",
-                detail: format!("printed no maps ({status})"),
-                stderr_tail,
-            });
+        let mut late = None;
+        match status {
+            None if !printed_maps => {
+                return Err(TraceError::ToolFailed {
+                    tool: "bpftrace",
+                    detail: format!(
+                        "printed nothing within {} s of SIGINT; killed",
+                        STOP_TIMEOUT.as_secs()
+                    ),
+                    stderr_tail,
+                })
+            }
+            // Maps printed but bpftrace hung afterwards (e.g. detaching probes): keep the data.
+            None => {
+                late = Some(format!(
+                    "bpftrace did not exit within {} s of SIGINT and was killed",
+                    STOP_TIMEOUT.as_secs()
+                ))
+            }
+            Some(s) if !printed_maps => {
+                return Err(TraceError::ToolFailed {
+                    tool: "bpftrace",
+                    detail: format!("printed no maps ({s})"),
+                    stderr_tail,
+                })
+            }
+            Some(_) => {}
         }
         let mut trace = parse_bpftrace_output(&text, &self.pids, self.map_keys_max)?;
         if trace.window_s <= 0.0 {
@@ -376,6 +391,9 @@ impl TraceSession {
             trace.thread_mut(tid, tgid);
         }
         for w in std::mem::take(&mut self.script_warnings) {
+            trace.warn(w);
+        }
+        if let Some(w) = late {
             trace.warn(w);
         }
         note_exited_processes(&mut trace);
@@ -539,6 +557,7 @@ mod maps {
     pub const FLAGS: &str = "@flags";
     pub const RET_BYTES: &str = "@retb";
     pub const RET_COUNT: &str = "@retn";
+    pub const SOCKET_BYTES: &str = "@sockb";
     pub const REQUESTS: &str = "@req";
     pub const VOLUNTARY: &str = "@vol";
     pub const INVOLUNTARY: &str = "@invol";
@@ -547,6 +566,9 @@ mod maps {
     pub const EXITS: &str = "@exit";
     pub const T_BEGIN: &str = "@t_begin";
     pub const T_END: &str = "@t_end";
+    /// Set in END; bpftrace prints maps in name order, so this one comes last and its presence
+    /// shows the output is complete.
+    pub const COMPLETE: &str = "@zzz_complete";
 }
 
 /// A BPF condition that `$id` is one of `nrs`; runs of consecutive numbers become range tests.
@@ -740,7 +762,10 @@ pub fn build_script(pids: &[u32], tids: &[u32], tracefs: &Path) -> (String, Vec<
         if ($ret == -{EAGAIN_ERRNO}) {{ {EAGAIN_MAP}[pid, tid, $id] = count(); }}
       }}
     }} else if ($ret > 0) {{
-      if ({bytes_in}) {{ {RET_BYTES}[pid, tid, $id] = hist($ret); }}
+      if ({bytes_in}) {{
+        {RET_BYTES}[pid, tid, $id] = hist($ret);
+        if (($v.1 & 255) == 12) {{ {SOCKET_BYTES}[pid, tid, $id] = sum($ret); }}
+      }}
       else if ({counts_in}) {{ {RET_COUNT}[pid, tid, $id] = hist($ret); }}
       if (($v.1 & 255) == 12) {{
         // A socket: a receive with data opens a request, the next send on that socket closes it.
@@ -809,6 +834,7 @@ tracepoint:sched:sched_process_exit /{filter}/ {{
 
 END {{
   {T_END} = nsecs;
+  {COMPLETE} = 1;
   // Bookkeeping maps are not results; clearing @tg also stops followed children from being
   // recorded while the maps are printed.
   clear(@tg);
@@ -900,6 +926,9 @@ pub fn parse_bpftrace_output(
             _ => {}
         }
     }
+    if !maps_seen.is_empty() && !maps_seen.contains_key(maps::COMPLETE) {
+        trace.warn("bpftrace output ended before its last map: some statistics may be missing");
+    }
     if maps_seen.is_empty() {
         return Err(TraceError::Parse {
             what: "bpftrace output".into(),
@@ -955,6 +984,9 @@ pub fn parse_bpftrace_output(
     }
     for (tgid, tid, name, v) in per_call(maps::EAGAIN) {
         trace.stats_mut(tid, tgid, &name).eagain += v.as_u64().unwrap_or(0);
+    }
+    for (tgid, tid, name, v) in per_call(SOCKET_BYTES) {
+        trace.stats_mut(tid, tgid, &name).socket_bytes += v.as_u64().unwrap_or(0);
     }
     for (map, pick) in [
         (

@@ -948,6 +948,9 @@ fn record_exit(
         if let Some(a) = r.fd.and_then(|i| args.get(printed_index(r, i))) {
             let (fd, deco) = parse_fd(a);
             if let (Some(fd), FdKind::Socket) = (fd, FdKind::from_strace_decoration(deco)) {
+                if r.ret == RetKind::Bytes {
+                    st.socket_bytes += v as u64;
+                }
                 sock_events.push(if r.dir == DataDir::In {
                     SockEvent::Received { tid, fd }
                 } else {

@@ -34,14 +34,6 @@ fn histogram(unit: &str, h: &Log2Hist) -> Option<Histogram> {
         .then(|| Histogram::from_log2_buckets(unit, h.buckets.iter().map(|(&k, &n)| (k, n))))
 }
 
-/// Estimated sum of the values in a log2 histogram (bucket midpoints).
-fn hist_sum(h: &Log2Hist) -> f64 {
-    h.buckets
-        .iter()
-        .map(|(&k, &n)| n as f64 * threads::bucket_mid(k))
-        .sum()
-}
-
 /// Requests in the window: the load generator's count when it drove the load, else the
 /// read-then-write cycles the collector saw on sockets.
 fn requests(obs: &Observations) -> (u64, RequestsSource) {
@@ -67,6 +59,7 @@ fn merge(into: &mut SyscallStats, s: &SyscallStats) {
     into.count += s.count;
     into.errors += s.errors;
     into.eagain += s.eagain;
+    into.socket_bytes += s.socket_bytes;
     for (k, n) in &s.fd_kinds {
         *into.fd_kinds.entry(*k).or_default() += n;
     }
@@ -347,34 +340,28 @@ fn network(
         _ => 0,
     };
 
-    // Bytes on sockets: each read/write syscall's returned bytes, weighted by the share of its calls
-    // that were on sockets.
+    // Bytes on sockets: exact sums from the collector; the size histograms of calls made mostly on
+    // sockets describe the messages.
     let mut read_sizes = Histogram {
         unit: "bytes".into(),
         bins: vec![],
     };
     let mut write_sizes = read_sizes.clone();
-    let (mut bytes_in, mut bytes_out) = (0.0, 0.0);
+    let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
     for calls in by_cluster.values() {
         for (name, s) in calls {
             let fd_total: u64 = s.fd_kinds.values().sum();
             let socket = s.fd_kinds.get(&FdKind::Socket).copied().unwrap_or(0);
-            if fd_total == 0 || socket == 0 {
-                continue;
-            }
-            let share = socket as f64 / fd_total as f64;
-            let sum = hist_sum(&s.ret_bytes);
-            if let Some(h) = histogram("bytes", &s.ret_bytes) {
-                if classes::is_read(name) {
-                    bytes_in += share * sum;
-                    if share > 0.5 {
-                        read_sizes.absorb(&h);
-                    }
-                } else if classes::is_write(name) {
-                    bytes_out += share * sum;
-                    if share > 0.5 {
-                        write_sizes.absorb(&h);
-                    }
+            let mostly_socket = fd_total > 0 && socket * 2 > fd_total;
+            if classes::is_read(name) {
+                bytes_in += s.socket_bytes;
+                if let Some(h) = histogram("bytes", &s.ret_bytes).filter(|_| mostly_socket) {
+                    read_sizes.absorb(&h);
+                }
+            } else if classes::is_write(name) {
+                bytes_out += s.socket_bytes;
+                if let Some(h) = histogram("bytes", &s.ret_bytes).filter(|_| mostly_socket) {
+                    write_sizes.absorb(&h);
                 }
             }
         }
@@ -436,8 +423,8 @@ fn network(
             Some(_) => "target spec protocol".into(),
             None => "not determined (profile with --target to record it)".into(),
         },
-        bytes_in_per_request: per(bytes_in, requests),
-        bytes_out_per_request: per(bytes_out, requests),
+        bytes_in_per_request: per(bytes_in as f64, requests),
+        bytes_out_per_request: per(bytes_out as f64, requests),
         read_sizes,
         write_sizes,
     }

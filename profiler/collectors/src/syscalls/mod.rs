@@ -235,6 +235,10 @@ pub struct SyscallStats {
     pub fd_kinds: BTreeMap<FdKind, u64>,
     /// Positive returns of calls whose return counts bytes (`ret = bytes` in `roles.tsv`).
     pub ret_bytes: Log2Hist,
+    /// Exact sum of those returns on sockets: the network bytes the call moved (histograms only
+    /// bound a sum within a factor of two).
+    #[serde(default)]
+    pub socket_bytes: u64,
     /// Positive returns of calls whose return counts items: epoll/poll events, mmsg messages.
     #[serde(default, skip_serializing_if = "Log2Hist::is_empty")]
     pub ret_count: Log2Hist,
