@@ -12,6 +12,6 @@ cargo fmt --all -- --check
 echo "test: cargo clippy -D warnings"
 cargo clippy --quiet --workspace --all-targets -- -D warnings
 echo "test: cargo test"
-cargo test --workspace --release 2>&1 | tee target/test.log
+cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log
 # One summary line over all test binaries, in the plain form CI reads.
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "all: %d passed, %d failed, %d skipped\n", p, f, i }' target/test.log

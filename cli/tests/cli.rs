@@ -7,22 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn ditto() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ditto"))
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn spec(name: &str) -> PathBuf {
-    repo().join("targets").join(format!("{name}.toml"))
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local addr").port()
-}
+mod common;
+use common::{ditto, free_port, signal, spec};
 
 fn port_is_free(port: u16) -> bool {
     TcpListener::bind(("127.0.0.1", port)).is_ok()
@@ -270,10 +256,7 @@ fn serve_stops_its_target_on_interrupt() {
     assert!(run_dir.is_dir());
     assert!(!process_gone(pid), "the target runs while ditto serves");
     assert!(!port_is_free(port));
-    // SAFETY: sends SIGINT to the child we spawned.
-    unsafe {
-        libc_kill(child.id() as i32, 2);
-    }
+    signal(child.id(), 2);
     let status = child.wait().expect("wait for ditto serve");
     assert_eq!(status.code(), Some(130), "interrupted exit code");
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -284,9 +267,4 @@ fn serve_stops_its_target_on_interrupt() {
         process_gone(pid),
         "memcached {pid} survived ditto's interrupt"
     );
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }

@@ -2,10 +2,12 @@
 //! `ditto serve`. They need root, bpftrace and the target packages (`scripts/setup.sh`).
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{ditto, free_port, signal, spec};
 
 /// Profiling runs one at a time: each drives load and a tracer on a two-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -14,23 +16,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn ditto() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ditto"))
-}
-
-fn spec(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../targets")
-        .join(format!("{name}.toml"))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("ephemeral port")
-        .port()
 }
 
 /// A target started with `ditto serve`; dropping it stops the target.
@@ -66,16 +51,9 @@ impl Served {
 
 impl Drop for Served {
     fn drop(&mut self) {
-        // SAFETY: signals the child we spawned.
-        unsafe {
-            kill(self.child.id() as i32, 15);
-        }
+        signal(self.child.id(), 15);
         let _ = self.child.wait();
     }
-}
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
 }
 
 fn profile(served: &Served, target: &str, extra: &[&str]) -> (Output, serde_json::Value) {
@@ -265,7 +243,7 @@ fn a_target_that_exits_mid_profile_leaves_a_partial_profile() {
     let served = Served::start("memcached");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("p.json");
-    let mut child = ditto()
+    let child = ditto()
         .env("TMPDIR", dir.path())
         .args([
             "profile",
@@ -282,10 +260,7 @@ fn a_target_that_exits_mid_profile_leaves_a_partial_profile() {
         .expect("spawn ditto profile");
     // Let the tracer attach (a few seconds on a busy machine), then kill the target.
     std::thread::sleep(Duration::from_secs(6));
-    // SAFETY: kills the memcached process the test started through ditto serve.
-    unsafe {
-        kill(served.pid as i32, 9);
-    }
+    signal(served.pid, 9);
     let started = Instant::now();
     let o = child.wait_with_output().expect("wait for ditto profile");
     assert!(

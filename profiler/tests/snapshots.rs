@@ -83,8 +83,19 @@ fn profiles_carry_no_strings_of_the_original() {
         p.conditions.target = None;
         p.conditions.load = None;
         let text = p.to_json();
-        for needle in ["memcached", "nginx", "mc-worker", "/usr/", "/tmp/", "www-data", "/work/"] {
-            assert!(!text.contains(needle), "{name}: profile contains '{needle}'");
+        for needle in [
+            "memcached",
+            "nginx",
+            "mc-worker",
+            "/usr/",
+            "/tmp/",
+            "www-data",
+            "/work/",
+        ] {
+            assert!(
+                !text.contains(needle),
+                "{name}: profile contains '{needle}'"
+            );
         }
     }
 }

@@ -71,7 +71,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -79,6 +79,8 @@ use std::time::{Duration, Instant};
 
 /// The line the program prints from `BEGIN`, after bpftrace attached every probe.
 const ATTACHED_MARKER: &str = "DITTO_ATTACHED";
+/// The line the program prints from `END`: bpftrace left its event loop and will print its maps.
+const END_MARKER: &str = "DITTO_END";
 /// bpftrace prints this on every run when it lacks CAP_SYS_RESOURCE; it is harmless.
 const MEMLOCK_NOISE: &str = "couldn't set RLIMIT_MEMLOCK";
 /// Kind code the program uses for an fd that is not open (beyond `i_mode >> 12`'s 0..=15).
@@ -135,6 +137,8 @@ pub struct TraceSession {
     stdout_reader: Option<JoinHandle<Vec<String>>>,
     stderr_reader: Option<JoinHandle<()>>,
     stderr_tail: Arc<Mutex<StderrTail>>,
+    /// Set by the stdout reader once END has run.
+    finishing: Arc<AtomicBool>,
     script_warnings: Vec<String>,
     attached_at: Instant,
 }
@@ -143,6 +147,7 @@ pub struct TraceSession {
 fn spawn_stdout_reader(
     out: std::process::ChildStdout,
     ready: mpsc::Sender<()>,
+    finishing: Arc<AtomicBool>,
 ) -> JoinHandle<Vec<String>> {
     std::thread::spawn(move || {
         let mut lines = Vec::new();
@@ -153,10 +158,46 @@ fn spawn_stdout_reader(
                 signalled = true;
                 let _ = ready.send(());
             }
+            if line.contains(END_MARKER) {
+                finishing.store(true, Ordering::SeqCst);
+            }
             lines.push(line);
         }
         lines
     })
+}
+
+/// Interrupts bpftrace until it starts finishing (its END probe ran) or exits; returns its exit
+/// status, or `None` if it was still running at `timeout` and had to be killed.
+///
+/// One SIGINT is not enough: bpftrace 0.17 only notices SIGINT when the signal interrupts its
+/// `epoll_wait`; one that lands while it handles a poll timeout sets its flag but is never looked at
+/// again, and bpftrace runs forever. Later SIGINTs find the flag set and end the loop. Once END has
+/// run no more are sent, because bpftrace restores the default action (exit) while it prints maps.
+fn interrupt_until_done(
+    child: &mut Child,
+    finishing: &AtomicBool,
+    timeout: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    let mut next_signal = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return Some(s),
+            Ok(None) if Instant::now() < deadline => {
+                if !finishing.load(Ordering::SeqCst) && Instant::now() >= next_signal {
+                    signal(child.id(), libc::SIGINT);
+                    next_signal = Instant::now() + Duration::from_secs(1);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
 }
 
 fn spawn_stderr_reader(
@@ -244,10 +285,11 @@ impl TraceSession {
         };
         let stderr_tail = Arc::new(Mutex::new(StderrTail::default()));
         let (ready_tx, ready_rx) = mpsc::channel();
+        let finishing = Arc::new(AtomicBool::new(false));
         let stdout_reader = child
             .stdout
             .take()
-            .map(|o| spawn_stdout_reader(o, ready_tx));
+            .map(|o| spawn_stdout_reader(o, ready_tx, finishing.clone()));
         let stderr_reader = child
             .stderr
             .take()
@@ -261,6 +303,7 @@ impl TraceSession {
             stdout_reader,
             stderr_reader,
             stderr_tail,
+            finishing,
             script_warnings,
             attached_at: Instant::now(),
         };
@@ -334,11 +377,8 @@ impl TraceSession {
             });
         };
         let already_exited = matches!(child.try_wait(), Ok(Some(_)));
-        if !already_exited {
-            signal(child.id(), libc::SIGINT);
-        }
         // Printing large maps takes a while; a stuck bpftrace is killed.
-        let status = wait_with_timeout(&mut child, STOP_TIMEOUT);
+        let status = interrupt_until_done(&mut child, &self.finishing, STOP_TIMEOUT);
         let lines = self.join_readers();
         let stderr_tail = self.stderr_text();
         let text = lines.join("\n");
@@ -423,11 +463,8 @@ impl TraceSession {
     fn shutdown(&mut self) {
         if let Some(mut child) = self.child.take() {
             if matches!(child.try_wait(), Ok(None)) {
-                signal(child.id(), libc::SIGINT);
-                if wait_with_timeout(&mut child, Duration::from_secs(5)).is_none() {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
+                // Kills it if it is not gone within 5 s.
+                interrupt_until_done(&mut child, &self.finishing, Duration::from_secs(5));
             }
         }
         self.join_readers();
@@ -835,6 +872,7 @@ tracepoint:sched:sched_process_exit /{filter}/ {{
 END {{
   {T_END} = nsecs;
   {COMPLETE} = 1;
+  printf(\"{END_MARKER}\\n\");
   // Bookkeeping maps are not results; clearing @tg also stops followed children from being
   // recorded while the maps are printed.
   clear(@tg);

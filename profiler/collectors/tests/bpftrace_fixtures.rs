@@ -34,20 +34,21 @@ fn bpftrace_fixture_has_exact_workload_counts() {
 #[test]
 fn bpftrace_fixture_golden_scheduler_and_timing() {
     let (trace, pid) = recorded();
-    assert_eq!(pid, 12622);
+    assert_eq!(pid, 19734);
     // @t_end - @t_begin.
     assert!(
-        (trace.window_s - 0.840_616_978).abs() < 1e-9,
+        (trace.window_s - 0.608_841_558).abs() < 1e-9,
         "window {}",
         trace.window_s
     );
-    let (worker, child) = (12709, 12710);
-    assert_eq!(trace.threads[&pid].switches_voluntary, 220);
-    assert_eq!(trace.threads[&pid].switches_involuntary, 29);
-    assert_eq!(trace.threads[&worker].switches_voluntary, 21);
-    assert_eq!(trace.threads[&worker].switches_involuntary, 0);
-    assert_eq!(trace.threads[&child].switches_voluntary, 186);
-    assert_eq!(trace.threads[&child].switches_involuntary, 49);
+    let (worker, child) = (19774, 19775);
+    let switches = |tid: u32| {
+        let t = &trace.threads[&tid];
+        (t.switches_voluntary, t.switches_involuntary)
+    };
+    assert_eq!(switches(pid), (234, 6));
+    assert_eq!(switches(worker), (21, 6));
+    assert_eq!(switches(child), (175, 54));
     let edge = |waker_tid, wakee_tid, count| WakeupEdge {
         waker_tid,
         wakee_tid,
@@ -58,13 +59,13 @@ fn bpftrace_fixture_golden_scheduler_and_timing() {
         vec![
             edge(0, pid, 4),
             edge(0, worker, 20),
-            edge(pid, child, 186),
-            edge(worker, pid, 3),
-            edge(child, pid, 213),
+            edge(pid, child, 175),
+            edge(worker, pid, 6),
+            edge(child, pid, 224),
         ]
     );
     assert_eq!(trace.forks.len(), 2);
-    assert!((trace.forks[0].at_s - 0.031_860_265).abs() < 1e-9);
+    assert!((trace.forks[0].at_s - 0.027_049_505).abs() < 1e-9);
     assert_eq!(trace.forks[0].child_tid, worker);
     assert!(trace.forks[0].is_thread);
     assert_eq!(trace.forks[1].child_tid, child);
@@ -77,24 +78,50 @@ fn bpftrace_fixture_golden_scheduler_and_timing() {
             .collect::<Vec<_>>(),
         vec![(worker, pid), (child, child)]
     );
-    // The futex op mix (flags role = op): FUTEX_WAKE_PRIVATE (129) twice in the main thread.
+    // The futex op mix (flags role = op): FUTEX_WAIT_BITSET|PRIVATE|CLOCK_REALTIME (393),
+    // FUTEX_WAIT_PRIVATE (128), FUTEX_WAKE_PRIVATE (129), FUTEX_WAIT_BITSET_PRIVATE (137).
+    let futex = trace.stats(pid, "futex").expect("futex");
+    assert_eq!(futex.count, 8);
+    let ops: Vec<(i64, u64)> = futex.flags.iter().map(|(k, v)| (*k, *v)).collect();
+    assert_eq!(ops, vec![(128, 2), (129, 2), (137, 2), (393, 2)]);
     assert_eq!(
-        trace.stats(pid, "futex").and_then(|s| s.flags.get(&129)),
-        Some(&2)
+        trace
+            .stats(worker, "futex")
+            .map(|s| (s.count, s.flags.get(&129).copied())),
+        Some((6, Some(6)))
     );
-    // lseek on the stdin pipe fails with ESPIPE; a futex wait found the value changed (EAGAIN).
+    // lseek(SEEK_CUR) on the stdin pipe fails (ESPIPE).
+    let lseek = trace.stats(pid, "lseek").expect("lseek");
     assert_eq!(
-        trace.stats(pid, "lseek").map(|s| (s.count, s.errors)),
-        Some((1, 1))
+        (lseek.count, lseek.errors, lseek.flags.get(&1).copied()),
+        (1, 1, Some(1))
     );
-    assert_eq!(trace.stats(pid, "futex").map(|s| s.eagain), Some(1));
+}
+
+#[test]
+fn bpftrace_parser_warns_when_output_is_cut_short() {
+    let raw = std::fs::read_to_string(fixture("bpftrace_workload.jsonl")).expect("fixture");
+    let cut: String = raw
+        .lines()
+        .filter(|l| !l.contains("@zzz_complete"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let trace = parse_bpftrace_output(&cut, &[19734], 65536).expect("parses");
+    assert!(
+        trace
+            .warnings
+            .iter()
+            .any(|w| w.contains("ended before its last map")),
+        "{:?}",
+        trace.warnings
+    );
 }
 
 #[test]
 fn bpftrace_parser_warns_when_a_map_is_full() {
     let raw = std::fs::read_to_string(fixture("bpftrace_workload.jsonl")).expect("fixture");
-    // The @flags map of the fixture has 17 keys: with a limit of 17 it counts as full.
-    let trace = parse_bpftrace_output(&raw, &[12622], 17).expect("parses");
+    // The @flags map of the fixture has 18 keys: with a limit of 18 it counts as full.
+    let trace = parse_bpftrace_output(&raw, &[19734], 18).expect("parses");
     assert!(
         trace
             .warnings
@@ -120,7 +147,7 @@ fn bpftrace_parser_rejects_output_without_maps() {
 
 #[test]
 fn bpftrace_parser_reports_lost_events() {
-    let out = "{\"type\": \"map\", \"data\": {\"@calls\": {\"5,5,0\": 3}}}\n{\"type\": \"lost_events\", \"data\": {\"events\": 7}}\n";
+    let out = "{\"type\": \"map\", \"data\": {\"@calls\": {\"5,5,0\": 3}}}\n{\"type\": \"lost_events\", \"data\": {\"events\": 7}}\n{\"type\": \"map\", \"data\": {\"@zzz_complete\": 1}}\n";
     let trace = parse_bpftrace_output(out, &[5], 65536).expect("parses");
     assert_eq!(trace.stats(5, "read").map(|s| s.count), Some(3));
     assert!(trace.warnings.iter().any(|w| w.contains("lost")));

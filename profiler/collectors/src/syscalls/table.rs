@@ -54,13 +54,6 @@ pub struct ArgRoles {
     pub dir: DataDir,
 }
 
-impl ArgRoles {
-    /// The call has arguments whose values we record (so the bpftrace collector needs an entry probe).
-    pub fn has_arg_roles(&self) -> bool {
-        self.fd.is_some() || self.size.is_some() || self.offset.is_some() || self.flags.is_some()
-    }
-}
-
 struct Tables {
     names: HashMap<u64, String>,
     numbers: HashMap<String, u64>,
