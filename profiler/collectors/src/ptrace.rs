@@ -18,7 +18,8 @@
 //! - **Edge differences from bpftrace:** a call that was blocked when strace attached is counted
 //!   (ptrace interrupts and restarts it, so strace sees it start), while bpftrace counts only calls
 //!   entered after attach; a named FIFO opened by path shows as a file (strace decorates it with the
-//!   path only); durations have microsecond resolution.
+//!   path only); durations have microsecond resolution; a call still in progress when strace
+//!   detaches is counted, but its result (bytes, error, request completion) is not seen.
 //!
 //! strace does not print its "attached" messages with `-q`/`-qq`, and `-qq` also drops exit lines, so
 //! neither is used: the attach messages tell when every thread is traced, the exit lines give

@@ -124,6 +124,9 @@ fn bpftrace_counts_memcached_requests_exactly() {
     };
     let session = TraceSession::start(&TraceOptions::new(&[m.pid])).expect("trace starts");
     m.gets(100);
+    // The client has its last reply once the send happened; give the server's return from that
+    // send (where the request is counted) time to be seen before stopping.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let trace = session.stop().expect("trace stops");
     check_memcached(&trace, &m, 100);
     // Worker threads asleep in epoll_wait since before the trace are woken (by the kernel on
@@ -354,7 +357,7 @@ int main(void) {
         traced_ppid - base_ppid
     );
     println!(
-        "read(999) (fd-kind + args probes): {base_read:.0} ns untraced, {traced_read:.0} ns traced: +{:.0} ns per call",
+        "read(999) (fd kind, size argument, error): {base_read:.0} ns untraced, {traced_read:.0} ns traced: +{:.0} ns per call",
         traced_read - base_read
     );
     let n = trace

@@ -72,6 +72,9 @@ fn ptrace_counts_memcached_requests_exactly() {
     };
     let session = PtraceSession::start(&PtraceOptions::new(&[m.pid])).expect("strace attaches");
     m.gets(100);
+    // The client has its last reply once the send happened; give the server's return from that
+    // send (where the request is counted) time to be seen before stopping.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let trace = session.stop().expect("trace stops");
     check_memcached(&trace, &m, 100);
 }
