@@ -131,6 +131,10 @@ impl RunningTarget {
             fs::write(&dest, vars.expand(&text)).map_err(|e| SpecError::io("write", &dest, e))?;
         }
 
+        for c in &spec.server.copies {
+            copy_tree(&spec.spec_dir.join(&c.from), &run_dir.join(&c.to))?;
+        }
+
         let argv: Vec<String> = opts
             .wrapper
             .iter()
@@ -342,6 +346,30 @@ fn make_run_dir(name: &str, user: Option<&User>) -> Result<PathBuf, SpecError> {
             .map_err(|e| SpecError::io("chown", &dir, e))?;
     }
     Ok(dir)
+}
+
+/// Copies a folder recursively; files become world-readable and folders world-traversable.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), SpecError> {
+    fs::create_dir_all(to).map_err(|e| SpecError::io("create", to, e))?;
+    fs::set_permissions(to, fs::Permissions::from_mode(0o755))
+        .map_err(|e| SpecError::io("chmod", to, e))?;
+    let entries = fs::read_dir(from).map_err(|e| SpecError::io("read", from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| SpecError::io("read", from, e))?;
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        let kind = entry
+            .file_type()
+            .map_err(|e| SpecError::io("read", &src, e))?;
+        if kind.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst).map_err(|e| SpecError::io("copy", &src, e))?;
+            fs::set_permissions(&dst, fs::Permissions::from_mode(0o644))
+                .map_err(|e| SpecError::io("chmod", &dst, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn run_build(build: &[String], vars: &Placeholders, spec_dir: &Path) -> Result<(), SpecError> {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 pub use launch::{kill_all_running, LaunchOptions, RunningTarget};
 pub use spec::{
-    Level, LoadLevel, LoadLevels, Placeholders, RenderedFile, ResolvedLevel, ServerSpec,
+    CopiedDir, Level, LoadLevel, LoadLevels, Placeholders, RenderedFile, ResolvedLevel, ServerSpec,
     TargetSpec, WarmSpec, PLACEHOLDERS,
 };
 

@@ -44,6 +44,10 @@ pub struct ServerSpec {
     /// Files rendered from templates into the run folder before start (e.g. a config file).
     #[serde(default)]
     pub files: Vec<RenderedFile>,
+    /// Folders copied verbatim (recursively) into the run folder before start, e.g. a static site; the
+    /// copy is readable by any user, so a server that drops privileges can serve it wherever the spec lives.
+    #[serde(default)]
+    pub copies: Vec<CopiedDir>,
     /// Extra environment variables for the server; placeholders allowed in values.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -63,6 +67,15 @@ pub struct RenderedFile {
     pub template: String,
     /// Destination path relative to the run folder.
     pub path: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CopiedDir {
+    /// Source folder relative to the spec's folder.
+    pub from: String,
+    /// Destination relative to the run folder.
+    pub to: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -261,6 +274,14 @@ impl TargetSpec {
                 ));
             }
         }
+        for c in &self.server.copies {
+            if Path::new(&c.to).is_absolute() || c.to.contains("..") || c.to.is_empty() {
+                return Err(format!(
+                    "server.copies destination '{}' must stay inside the run folder",
+                    c.to
+                ));
+            }
+        }
         if self.load.connections == 0 {
             return Err("load.connections must be at least 1".into());
         }
@@ -405,6 +426,16 @@ high = { rate = 400, connections = 16 }
         );
         let err = parse(&text).unwrap_err().to_string();
         assert!(err.contains("run folder"), "{err}");
+    }
+
+    #[test]
+    fn copied_folder_may_not_escape_run_dir() {
+        let text = MINIMAL.replace(
+            "port = 11999",
+            "port = 11999\ncopies = [{ from = \"site\", to = \"../../etc\" }]",
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("server.copies"), "{err}");
     }
 
     #[test]
