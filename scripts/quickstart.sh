@@ -15,16 +15,11 @@ echo "== load: $target at its medium level"
 "$ditto" load --target "targets/$target.toml" --level medium --json "$out/load.json"
 
 echo "== profile: attach to a running $target"
-serve_pid=""
-cleanup() { [ -z "$serve_pid" ] || { kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; }; }
-trap cleanup EXIT INT TERM
-fifo=$(mktemp -u); mkfifo "$fifo"
-"$ditto" serve --target "targets/$target.toml" >"$fifo" &
-serve_pid=$!
-read -r line <"$fifo"; rm -f "$fifo"
-pid=$(sed -n 's/^pid=\([0-9]*\).*/\1/p' <<<"$line")
-[ -n "$pid" ] || { echo "quickstart: $target did not start (see the error above)" >&2; exit 1; }
-"$ditto" profile --pid "$pid" --target "targets/$target.toml" --duration 10 -o "$out/profile.json"
-cleanup; serve_pid=""
+DITTO=$ditto
+source scripts/serve-lib.sh
+trap serve_stop EXIT INT TERM
+serve_start "targets/$target.toml"
+"$ditto" profile --pid "$TARGET_PID" --target "targets/$target.toml" --duration 10 -o "$out/profile.json"
+serve_stop
 
 echo "quickstart: load report $out/load.json (HdrHistogram log $out/load.hlog), profile $out/profile.json"

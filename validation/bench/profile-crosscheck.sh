@@ -11,20 +11,18 @@ command -v perf >/dev/null || { echo "perf is missing: run scripts/setup.sh" >&2
 ditto=target/release/ditto
 out=out/bench; mkdir -p "$out"
 work=$(mktemp -d)
-serve_pid=""; perf_pid=""
+DITTO=$ditto
+source scripts/serve-lib.sh
+perf_pid=""
 cleanup() {
   [ -z "$perf_pid" ] || kill -INT "$perf_pid" 2>/dev/null || true
-  [ -z "$serve_pid" ] || { kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; }
+  serve_stop
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
-mkfifo "$work/serve"
-"$ditto" serve --target targets/memcached.toml --port 21311 >"$work/serve" &
-serve_pid=$!
-read -r line <"$work/serve"
-pid=$(sed -n 's/^pid=\([0-9]*\).*/\1/p' <<<"$line")
-[ -n "$pid" ] || { echo "memcached did not start" >&2; exit 1; }
+serve_start targets/memcached.toml 21311
+pid=$TARGET_PID
 
 perf trace -s -p "$pid" -o "$work/perf.txt" &
 perf_pid=$!
