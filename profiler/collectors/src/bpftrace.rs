@@ -60,9 +60,7 @@ pub use crate::syscalls::{
     WakeupEdge,
 };
 
-use crate::syscalls::{
-    self, all_roles, check_process, threads_of_process, DataDir, FlagsArg, RetKind, StderrTail,
-};
+use crate::syscalls::{self, all_roles, check_process, DataDir, FlagsArg, RetKind, StderrTail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -229,16 +227,7 @@ impl TraceSession {
     /// bpftrace is killed if the thread that calls this exits, so that nothing stays attached when
     /// the profiler dies; stop the session before that thread ends.
     pub fn start(opts: &TraceOptions) -> Result<TraceSession, TraceError> {
-        if opts.pids.is_empty() {
-            return Err(TraceError::NoPids);
-        }
-        let mut initial_threads = BTreeMap::new();
-        for &pid in &opts.pids {
-            check_process(pid)?;
-            for tid in threads_of_process(pid)? {
-                initial_threads.insert(tid, pid);
-            }
-        }
+        let initial_threads = syscalls::threads_of_processes(&opts.pids)?;
         let tracefs = ensure_tracefs()?;
         let tids: Vec<u32> = initial_threads.keys().copied().collect();
         let (script, script_warnings) = build_script(&opts.pids, &tids, &tracefs);

@@ -125,16 +125,7 @@ impl PtraceSession {
     /// strace is killed (and the target thereby detached) if the thread that calls this exits; stop
     /// the session before that thread ends.
     pub fn start(opts: &PtraceOptions) -> Result<PtraceSession, TraceError> {
-        if opts.pids.is_empty() {
-            return Err(TraceError::NoPids);
-        }
-        let mut threads = BTreeMap::new();
-        for &pid in &opts.pids {
-            check_process(pid)?;
-            for tid in threads_of_process(pid)? {
-                threads.insert(tid, pid);
-            }
-        }
+        let threads = syscalls::threads_of_processes(&opts.pids)?;
         let out_path = temp_output_path();
         let mut cmd = Command::new(&opts.strace);
         syscalls::die_with_parent(&mut cmd);

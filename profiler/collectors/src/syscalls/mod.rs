@@ -381,6 +381,21 @@ impl SyscallTrace {
 }
 
 /// Thread ids of a live process, from `/proc/PID/task`.
+/// Every thread of the given processes, mapped to its process; checks each process exists first.
+pub(crate) fn threads_of_processes(pids: &[u32]) -> Result<BTreeMap<u32, u32>, TraceError> {
+    if pids.is_empty() {
+        return Err(TraceError::NoPids);
+    }
+    let mut threads = BTreeMap::new();
+    for &pid in pids {
+        check_process(pid)?;
+        for tid in threads_of_process(pid)? {
+            threads.insert(tid, pid);
+        }
+    }
+    Ok(threads)
+}
+
 pub(crate) fn threads_of_process(pid: u32) -> Result<Vec<u32>, TraceError> {
     let dir = format!("/proc/{pid}/task");
     let rd = std::fs::read_dir(&dir).map_err(|e| {
