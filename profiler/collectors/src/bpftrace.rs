@@ -1027,11 +1027,7 @@ pub fn parse_bpftrace_output(
     ] {
         for (tgid, tid, name, v) in per_call(map) {
             let h = hist_from_json(v);
-            let dst = pick(trace.stats_mut(tid, tgid, &name));
-            for (b, n) in h.buckets {
-                dst.add_bucket(b, n);
-            }
-            dst.negative += h.negative;
+            pick(trace.stats_mut(tid, tgid, &name)).absorb(&h);
         }
     }
     for (k, v) in get(FD_KIND) {

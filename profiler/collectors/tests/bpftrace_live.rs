@@ -10,19 +10,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use workload::{alive, check_memcached, check_workload, proc_switches, Memcached, Workload};
 
-fn bpftrace_available() -> bool {
-    let ok = Command::new("bpftrace")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        eprintln!("bpftrace not installed; skipping");
-    }
-    ok
-}
-
 fn unused_pid() -> u32 {
     (3_000_000..4_000_000)
         .find(|p| !alive(*p))
@@ -31,9 +18,7 @@ fn unused_pid() -> u32 {
 
 #[test]
 fn bpftrace_counts_known_workload_exactly() {
-    if !bpftrace_available() {
-        return;
-    }
+    workload::require_tool("bpftrace", "--version");
     let mut w = Workload::spawn();
     let session = TraceSession::start(&TraceOptions::new(&[w.pid])).expect("trace starts");
     let tracer = session.tracer_pid().expect("tracer pid");
@@ -115,9 +100,7 @@ fn bpftrace_counts_known_workload_exactly() {
 
 #[test]
 fn bpftrace_counts_memcached_requests_exactly() {
-    if !bpftrace_available() {
-        return;
-    }
+    workload::require_tool("bpftrace", "--version");
     let Some(m) = Memcached::spawn() else {
         eprintln!("memcached not installed; skipping");
         return;
@@ -191,9 +174,7 @@ fn bpftrace_missing_binary_says_run_setup() {
 
 #[test]
 fn bpftrace_drop_leaves_nothing_running() {
-    if !bpftrace_available() {
-        return;
-    }
+    workload::require_tool("bpftrace", "--version");
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let session = TraceSession::start(&TraceOptions::new(&[sleeper.id()])).expect("trace starts");
     let tracer = session.tracer_pid().expect("pid");
@@ -206,9 +187,7 @@ fn bpftrace_drop_leaves_nothing_running() {
 
 #[test]
 fn bpftrace_dies_with_the_thread_that_started_it() {
-    if !bpftrace_available() {
-        return;
-    }
+    workload::require_tool("bpftrace", "--version");
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let pid = sleeper.id();
     // A profiler thread that starts a trace and vanishes without stopping it.
@@ -230,9 +209,7 @@ fn bpftrace_dies_with_the_thread_that_started_it() {
 
 #[test]
 fn bpftrace_dying_mid_trace_is_a_clear_error() {
-    if !bpftrace_available() {
-        return;
-    }
+    workload::require_tool("bpftrace", "--version");
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let mut session =
         TraceSession::start(&TraceOptions::new(&[sleeper.id()])).expect("trace starts");
@@ -255,9 +232,7 @@ fn bpftrace_dying_mid_trace_is_a_clear_error() {
 
 #[test]
 fn bpftrace_target_exiting_mid_trace_still_returns_trace() {
-    if !bpftrace_available() {
-        return;
-    }
+    workload::require_tool("bpftrace", "--version");
     let mut w = Workload::spawn();
     let pid = w.pid;
     let mut session = TraceSession::start(&TraceOptions::new(&[pid])).expect("trace starts");
@@ -290,9 +265,7 @@ fn bpftrace_target_exiting_mid_trace_still_returns_trace() {
 #[test]
 #[ignore = "measurement, takes ~30 s"]
 fn bpftrace_overhead_per_syscall() {
-    if !bpftrace_available() {
-        return;
-    }
+    workload::require_tool("bpftrace", "--version");
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("loop.c");
     let bin = dir.path().join("loop");

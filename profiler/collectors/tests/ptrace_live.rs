@@ -5,27 +5,12 @@
 mod workload;
 
 use ditto_collect::ptrace::{PtraceOptions, PtraceSession, TraceError};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use workload::{alive, check_memcached, check_workload, Memcached, Workload};
-
-fn strace_available() -> bool {
-    let ok = Command::new("strace")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        eprintln!("strace not installed; skipping");
-    }
-    ok
-}
 
 #[test]
 fn ptrace_counts_known_workload_exactly() {
-    if !strace_available() {
-        return;
-    }
+    workload::require_tool("strace", "-V");
     let mut w = Workload::spawn();
     let session = PtraceSession::start(&PtraceOptions::new(&[w.pid])).expect("strace attaches");
     let tracer = session.tracer_pid().expect("tracer pid");
@@ -63,9 +48,7 @@ fn ptrace_counts_known_workload_exactly() {
 
 #[test]
 fn ptrace_counts_memcached_requests_exactly() {
-    if !strace_available() {
-        return;
-    }
+    workload::require_tool("strace", "-V");
     let Some(m) = Memcached::spawn() else {
         eprintln!("memcached not installed; skipping");
         return;
@@ -112,9 +95,7 @@ fn ptrace_missing_binary_says_run_setup() {
 
 #[test]
 fn ptrace_drop_detaches_and_leaves_nothing_running() {
-    if !strace_available() {
-        return;
-    }
+    workload::require_tool("strace", "-V");
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let session = PtraceSession::start(&PtraceOptions::new(&[sleeper.id()])).expect("attaches");
     let tracer = session.tracer_pid().expect("pid");
@@ -137,9 +118,7 @@ fn ptrace_drop_detaches_and_leaves_nothing_running() {
 
 #[test]
 fn ptrace_dies_with_the_thread_that_started_it_and_detaches() {
-    if !strace_available() {
-        return;
-    }
+    workload::require_tool("strace", "-V");
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let pid = sleeper.id();
     let tracer = std::thread::spawn(move || {
@@ -169,9 +148,7 @@ fn ptrace_dies_with_the_thread_that_started_it_and_detaches() {
 
 #[test]
 fn ptrace_dying_mid_trace_is_a_clear_error_and_spares_the_target() {
-    if !strace_available() {
-        return;
-    }
+    workload::require_tool("strace", "-V");
     let mut sleeper = Command::new("sleep").arg("60").spawn().expect("sleep");
     let mut session = PtraceSession::start(&PtraceOptions::new(&[sleeper.id()])).expect("attaches");
     let tracer = session.tracer_pid().expect("pid");
@@ -197,9 +174,7 @@ fn ptrace_dying_mid_trace_is_a_clear_error_and_spares_the_target() {
 
 #[test]
 fn ptrace_target_exiting_mid_trace_still_returns_trace() {
-    if !strace_available() {
-        return;
-    }
+    workload::require_tool("strace", "-V");
     let mut w = Workload::spawn();
     let pid = w.pid;
     let session = PtraceSession::start(&PtraceOptions::new(&[pid])).expect("attaches");

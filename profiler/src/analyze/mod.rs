@@ -70,10 +70,7 @@ fn merge(into: &mut SyscallStats, s: &SyscallStats) {
         (&mut into.duration_ns, &s.duration_ns),
         (&mut into.ret_count, &s.ret_count),
     ] {
-        for (&k, &n) in &src.buckets {
-            dst.add_bucket(k, n);
-        }
-        dst.negative += src.negative;
+        dst.absorb(src);
     }
     for (f, n) in &s.flags {
         *into.flags.entry(*f).or_default() += n;

@@ -207,6 +207,14 @@ impl Log2Hist {
         }
     }
 
+    /// Adds every count of `other`.
+    pub fn absorb(&mut self, other: &Log2Hist) {
+        for (&k, &n) in &other.buckets {
+            self.add_bucket(k, n);
+        }
+        self.negative += other.negative;
+    }
+
     /// Number of values recorded.
     pub fn total(&self) -> u64 {
         self.buckets.values().sum::<u64>() + self.negative
