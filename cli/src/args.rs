@@ -36,12 +36,20 @@ pub enum Command {
         ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --level medium\n  \
         ditto compare --target targets/pix-baseline.toml --target targets/pix-optimized.toml --sim --json out/pix.json")]
     Compare(CompareArgs),
-    /// Profile a running service (attach mode): threads, network model, syscalls, counters, memory.
+    /// Profile a service: attach to a running one (--pid), or launch it (--launch) for the body too.
     #[command(after_help = "Examples:\n  \
         ditto profile --pid 1234 --duration 10 -o profile.json          # whatever traffic arrives\n  \
         ditto profile --pid 1234 --target targets/memcached.toml -o memcached.json   # ditto drives the load\n  \
-        ditto profile --pid 1234 --target targets/nginx.toml --overhead -o nginx.json")]
+        ditto profile --pid 1234 --target targets/nginx.toml --overhead -o nginx.json\n  \
+        ditto profile --launch --target targets/memcached.toml -o memcached.json   # skeleton + body\n  \
+        ditto profile --launch --requests 1000 -o prog.json -- ./prog 1000         # a plain program")]
     Profile(ProfileArgs),
+    /// Generate a clone repo (runtime configuration + synthetic assembly body) from a profile.
+    #[command(after_help = "Examples:\n  \
+        ditto generate profiles/memcached.json -o clones/memcached\n  \
+        ditto generate profile.json -o clones/svc --seed 7 --knobs knobs.toml\n  \
+        ditto generate profiles/memcached.json -o clones/memcached --original /usr/bin/memcached")]
+    Generate(GenerateArgs),
 }
 
 /// Load settings shared by `load` and `compare`; unset ones come from the spec's level.
@@ -156,8 +164,24 @@ pub struct CompareArgs {
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
     /// Process to attach to; its child processes (e.g. nginx's workers) are profiled too.
+    #[arg(long, required_unless_present = "launch", conflicts_with = "launch")]
+    pub pid: Option<u32>,
+    /// Launch mode: start the target (--target SPEC, or the command after `--`) natively for the
+    /// skeleton and under the ditto-body Valgrind tool for the body, and write one merged profile.
     #[arg(long)]
-    pub pid: u32,
+    pub launch: bool,
+    /// Requests traced under the body tool (launch mode with --target).
+    #[arg(long, default_value_t = 2000, requires = "launch")]
+    pub body_requests: u64,
+    /// Offered rate under the body tool, req/s (launch mode with --target).
+    #[arg(long, default_value_t = 200.0, requires = "launch")]
+    pub body_rate: f64,
+    /// What one run of a plain program counts as, in requests (launch mode without --target).
+    #[arg(long, default_value_t = 1, requires = "launch")]
+    pub requests: u64,
+    /// The program and its arguments (launch mode without --target).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
     /// Target spec: ditto drives this target's load during the window and records its protocol.
     #[arg(long, value_name = "SPEC")]
     pub target: Option<PathBuf>,
@@ -194,4 +218,23 @@ pub enum CollectorFlag {
     Bpftrace,
     /// strace-based; slows the target heavily.
     Ptrace,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The profile to clone (from `ditto profile`).
+    pub profile: PathBuf,
+    /// Clone directory to write (replaced only if it is a previous clone).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: PathBuf,
+    /// Seed of every random choice: the same profile, knobs and seed give a byte-identical clone.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Generation knobs (TOML; missing knobs take their defaults; see docs/generator.md).
+    #[arg(long, value_name = "FILE")]
+    pub knobs: Option<PathBuf>,
+    /// Build the clone (make) and check that its binary contains nothing of this original executable;
+    /// the result is printed and recorded in the clone's README.
+    #[arg(long, value_name = "BINARY")]
+    pub original: Option<PathBuf>,
 }

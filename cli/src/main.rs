@@ -3,6 +3,7 @@
 
 mod args;
 mod compare;
+mod generate;
 mod load;
 mod profile;
 mod serve;
@@ -22,6 +23,7 @@ fn main() {
         Command::Serve(a) => serve::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Profile(a) => profile::run(a),
+        Command::Generate(a) => generate::run(a),
     };
     if let Err(e) = result {
         if INTERRUPTED.load(Ordering::SeqCst) {

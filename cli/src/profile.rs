@@ -1,4 +1,4 @@
-//! `ditto profile --pid`: attach-mode profiling.
+//! `ditto profile`: attach mode (`--pid`) and launch mode (`--launch`).
 
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -12,6 +12,12 @@ use crate::args::{CollectorFlag, ProfileArgs};
 use crate::load::load_spec;
 
 pub fn run(args: ProfileArgs) -> Result<()> {
+    if args.launch {
+        return run_launch(args);
+    }
+    let Some(pid) = args.pid else {
+        anyhow::bail!("give --pid PID to attach, or --launch to start the target");
+    };
     if !(args.duration.is_finite() && args.duration > 0.0) {
         anyhow::bail!("--duration must be a positive number of seconds");
     }
@@ -33,21 +39,14 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         None => None,
     };
     let opts = AttachOptions {
-        pid: args.pid,
+        pid,
         duration: Duration::from_secs_f64(args.duration),
-        collector: match args.collector {
-            CollectorFlag::Auto => CollectorChoice::Auto,
-            CollectorFlag::Bpftrace => CollectorChoice::Bpftrace,
-            CollectorFlag::Ptrace => CollectorChoice::Ptrace,
-        },
+        collector: collector(args.collector),
         load,
         measure_overhead: args.overhead,
     };
     let result = ditto_profiler::profile_attach(&opts, &mut |m| eprintln!("ditto: {m}"))?;
-    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    result.profile.save(&args.output)?;
+    save(&result.profile, &args.output)?;
     if let Some(path) = &args.observations {
         let text = serde_json::to_string_pretty(&result.observations)?;
         std::fs::write(path, text + "\n")
@@ -58,6 +57,64 @@ pub fn run(args: ProfileArgs) -> Result<()> {
     if result.profile.conditions.partial.is_some() {
         anyhow::bail!(
             "the target exited during profiling; the partial profile was saved to {}",
+            args.output.display()
+        );
+    }
+    Ok(())
+}
+
+fn collector(flag: CollectorFlag) -> CollectorChoice {
+    match flag {
+        CollectorFlag::Auto => CollectorChoice::Auto,
+        CollectorFlag::Bpftrace => CollectorChoice::Bpftrace,
+        CollectorFlag::Ptrace => CollectorChoice::Ptrace,
+    }
+}
+
+fn save(profile: &Profile, output: &std::path::Path) -> Result<()> {
+    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    profile.save(output)?;
+    Ok(())
+}
+
+/// `ditto profile --launch`: skeleton natively, body under the ditto-body tool, one profile.
+fn run_launch(args: ProfileArgs) -> Result<()> {
+    if !(args.body_rate.is_finite() && args.body_rate > 0.0) {
+        anyhow::bail!("--body-rate must be a positive number of requests per second");
+    }
+    if args.body_requests == 0 || args.requests == 0 {
+        anyhow::bail!("--body-requests and --requests must be at least 1");
+    }
+    let spec = args.target.as_deref().map(load_spec).transpose()?;
+    if spec.is_some() && !args.command.is_empty() {
+        anyhow::bail!("give either --target SPEC or a command after `--`, not both");
+    }
+    let opts = ditto_profiler::launch::LaunchOptions {
+        spec,
+        command: args.command.clone(),
+        level: args.level,
+        collector: collector(args.collector),
+        body_requests: args.body_requests,
+        body_rate: args.body_rate,
+        program_requests: args.requests,
+        seed: args.seed,
+    };
+    let result = ditto_profiler::launch::profile_launch(&opts, &mut |m| eprintln!("ditto: {m}"))?;
+    save(&result.profile, &args.output)?;
+    print!("{}", summary(&result.profile));
+    let words = result.body_words as f64;
+    eprintln!(
+        "ditto: body pass {:.1} s, {:.1} M trace words ({:.1} M/s)",
+        result.body_seconds,
+        words / 1e6,
+        words / 1e6 / result.body_seconds.max(1e-9)
+    );
+    eprintln!("ditto: wrote {}", args.output.display());
+    if let Some(p) = &result.profile.conditions.partial {
+        anyhow::bail!(
+            "{p}; the partial profile was saved to {}",
             args.output.display()
         );
     }
@@ -129,6 +186,38 @@ pub fn summary(p: &Profile) -> String {
             pct(o.cpu_per_request),
             pct(o.p50_increase)
         );
+    }
+    if let Some(b) = &p.body {
+        for cb in &b.clusters {
+            let share = |class: &str| -> f64 {
+                cb.instruction_mix
+                    .iter()
+                    .filter(|m| m.class == class)
+                    .map(|m| m.share)
+                    .sum()
+            };
+            let hit = |curve: &ditto_profile::HitCurve, size: u64| {
+                curve
+                    .points
+                    .iter()
+                    .find(|p| p.size == size)
+                    .map_or("-".into(), |p| format!("{:.1}%", 100.0 * p.hit_rate))
+            };
+            let _ = writeln!(
+                s,
+                "  body {}: {:.0} instructions/request, {:.2} B/instruction, mov {:.0}% alu {:.0}% branch {:.0}%, \
+                 {:.1} cond. branches/request; L1-size (32 KiB) hit: I {} D {}",
+                cb.cluster,
+                cb.instructions_per_request,
+                cb.mean_instruction_bytes,
+                100.0 * share("mov"),
+                100.0 * share("alu"),
+                100.0 * share("branch"),
+                cb.branches.per_request,
+                hit(&cb.instruction_working_set, 32 << 10),
+                hit(&cb.data_working_set, 32 << 10),
+            );
+        }
     }
     for w in &c.warnings {
         let _ = writeln!(s, "  warning: {w}");

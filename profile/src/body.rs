@@ -10,6 +10,9 @@ use crate::Histogram;
 pub struct Body {
     /// Instrumentation engine that observed the body.
     pub engine: String,
+    /// Requests in the traced window: the divisor of every per-request body figure.
+    #[serde(default)]
+    pub requests: u64,
     /// Per cluster.
     pub clusters: Vec<ClusterBody>,
 }

@@ -9,6 +9,7 @@
 
 pub mod analyze;
 pub mod attach;
+pub mod launch;
 mod observations;
 
 pub use attach::{profile_attach, AttachLoad, AttachOptions, AttachResult, CollectorChoice};

@@ -507,3 +507,37 @@ fn memory(obs: &Observations) -> Memory {
 pub fn serves(role: ThreadRole) -> bool {
     matches!(role, ThreadRole::AcceptorWorker | ThreadRole::NetworkWorker)
 }
+
+/// A profile of a plain program run under the body tool: no skeleton was observed, so the skeleton
+/// sections are those of an empty observation, and `requests` is what the caller says the run counts as.
+pub fn empty_profile(mode: ditto_profile::ProfileMode, duration_s: f64, requests: u64) -> Profile {
+    let snapshot = ditto_collect::procfs::ProcSnapshot {
+        monotonic_ns: 0,
+        boottime_ns: 0,
+        duration_ns: 0,
+        clock_ticks_per_sec: 100,
+        page_size: 4096,
+        processes: BTreeMap::new(),
+        vanished: Vec::new(),
+    };
+    let obs = Observations {
+        collector: ditto_profile::Collector::Ptrace,
+        target: None,
+        duration_s,
+        before: snapshot.clone(),
+        after: snapshot,
+        trace: Default::default(),
+        perf: None,
+        referenced_bytes: 0,
+        listeners: Vec::new(),
+        requests_from_load: Some(requests),
+        load: None,
+        framing_hint: None,
+        partial: None,
+        overhead: None,
+        warnings: vec!["plain program: no skeleton observed; the body covers the whole run".into()],
+    };
+    let mut p = analyze(&obs);
+    p.conditions.mode = mode;
+    p
+}

@@ -1,13 +1,14 @@
 //! Minimal driver for measuring the generator by hand (the real CLI is `ditto load`).
 //!
 //! `cargo run --release -p ditto-load --example loadgen -- PROTOCOL ADDR RATE CONNECTIONS SECONDS
-//! [fixed|poisson] [SPIN_US] [PATH]` with PROTOCOL one of memcached, http, pix-grpc.
+//! [fixed|poisson] [SPIN_US] [PATH]` with PROTOCOL one of memcached, http, pix-grpc,
+//! length-prefixed.
 
 use std::time::Duration;
 
 use ditto_load::{
-    run, warm, Arrival, HttpWorkload, LoadConfig, MemcachedWorkload, PixWorkload, WeightedPath,
-    Workload,
+    run, warm, Arrival, HttpWorkload, LengthPrefixedWorkload, LoadConfig, MemcachedWorkload,
+    PixWorkload, WeightedPath, Workload,
 };
 
 fn main() {
@@ -34,6 +35,7 @@ fn main() {
             host: None,
         }),
         "pix-grpc" => Workload::PixGrpc(PixWorkload::default()),
+        "length-prefixed" => Workload::LengthPrefixed(LengthPrefixedWorkload::default()),
         other => {
             eprintln!("unknown protocol {other}");
             std::process::exit(2)

@@ -1,5 +1,6 @@
-//! An open-loop load generator in the style of wrk2, speaking memcached text, HTTP/1.1 and the Pix
-//! ledger gRPC API, built so that the original service and its clone see identical traffic.
+//! An open-loop load generator in the style of wrk2, speaking memcached text, HTTP/1.1, the Pix
+//! ledger gRPC API and the ditto clones' length-prefixed protocol, built so that the original
+//! service and its clone see identical traffic.
 //!
 //! # Design
 //!
@@ -69,6 +70,7 @@ pub use report::{
 pub use runner::{prepare, run, run_prepared, Phase, Prepared, Progress};
 pub use warm::{warm, WarmReport};
 pub use workload::{
-    HttpWorkload, MemcachedWorkload, PixWorkload, WeightedPath, Workload, MEMCACHED_MAX_KEY,
+    HttpWorkload, LengthPrefixedWorkload, MemcachedWorkload, PixWorkload, WeightedPath, Workload,
+    LENGTH_PREFIXED_MAX_REQUEST, LENGTH_PREFIXED_MAX_RESPONSE, MEMCACHED_MAX_KEY,
     MEMCACHED_MAX_VALUE, PIX_MAX_ACCOUNTS,
 };

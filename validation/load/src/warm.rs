@@ -2,7 +2,8 @@
 //!
 //! - memcached: every key is `set` once, so `get`s measure hits rather than an empty cache;
 //! - HTTP: every path is fetched once (file and page caches);
-//! - Pix: nothing — [`crate::run`] creates its own account population before its warm-up.
+//! - Pix: nothing — [`crate::run`] creates its own account population before its warm-up;
+//! - length-prefixed (clones): nothing, they keep no state.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -72,6 +73,10 @@ pub fn warm(
             note: Some(
                 "nothing to warm: the account population is created by the load run itself".into(),
             ),
+            ..WarmReport::default()
+        },
+        Workload::LengthPrefixed(_) => WarmReport {
+            note: Some("nothing to warm: a length-prefixed clone keeps no state".into()),
             ..WarmReport::default()
         },
     };

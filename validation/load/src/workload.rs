@@ -15,6 +15,9 @@ pub enum Workload {
     Http(HttpWorkload),
     /// The Pix ledger gRPC API (`pix.v1.Ledger`).
     PixGrpc(PixWorkload),
+    /// ditto clones' length-prefixed protocol: a u32 big-endian length, then the payload, both
+    /// ways (clones of services whose framing is length-prefixed or that ditto cannot speak).
+    LengthPrefixed(LengthPrefixedWorkload),
 }
 
 impl Workload {
@@ -24,6 +27,7 @@ impl Workload {
             Workload::Memcached(_) => "memcached",
             Workload::Http(_) => "http",
             Workload::PixGrpc(_) => "pix-grpc",
+            Workload::LengthPrefixed(_) => "length-prefixed",
         }
     }
 
@@ -33,6 +37,7 @@ impl Workload {
             Workload::Memcached(w) => w.validate(),
             Workload::Http(w) => w.validate(),
             Workload::PixGrpc(w) => w.validate(),
+            Workload::LengthPrefixed(w) => w.validate(),
         }
     }
 }
@@ -259,6 +264,58 @@ impl PixWorkload {
     }
 }
 
+/// Length-prefixed workload: every request is `request_bytes` of payload after its 4-byte length.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LengthPrefixedWorkload {
+    /// Payload bytes of every request.
+    pub request_bytes: usize,
+    /// When set, a response with another payload length is a protocol error. Unset (the default)
+    /// accepts any length up to [`LENGTH_PREFIXED_MAX_RESPONSE`]: clones sample their response
+    /// sizes from the profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_bytes: Option<u64>,
+}
+
+impl Default for LengthPrefixedWorkload {
+    fn default() -> Self {
+        LengthPrefixedWorkload {
+            request_bytes: 64,
+            response_bytes: None,
+        }
+    }
+}
+
+/// Largest request payload the generator sends (keeps per-connection buffers bounded).
+pub const LENGTH_PREFIXED_MAX_REQUEST: usize = 16 << 20;
+/// Largest response payload accepted; a longer announced length is treated as garbage.
+pub const LENGTH_PREFIXED_MAX_RESPONSE: u64 = 1 << 30;
+
+impl LengthPrefixedWorkload {
+    fn validate(&self) -> Result<(), LoadError> {
+        let bad = |reason: String| {
+            Err(LoadError::InvalidWorkload {
+                protocol: "length-prefixed",
+                reason,
+            })
+        };
+        if self.request_bytes > LENGTH_PREFIXED_MAX_REQUEST {
+            return bad(format!(
+                "request_bytes must be at most {LENGTH_PREFIXED_MAX_REQUEST}, got {}",
+                self.request_bytes
+            ));
+        }
+        if let Some(n) = self.response_bytes {
+            if n > LENGTH_PREFIXED_MAX_RESPONSE {
+                return bad(format!(
+                    "response_bytes must be at most {LENGTH_PREFIXED_MAX_RESPONSE}, got {n}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +362,41 @@ mod tests {
         assert_eq!(p.accounts, 50);
         assert_eq!(p.transfer_fraction, 0.8);
         w.validate().unwrap();
+    }
+
+    #[test]
+    fn length_prefixed_parses_with_defaults_and_round_trips() {
+        let w: Workload = toml::from_str(r#"protocol = "length-prefixed""#).unwrap();
+        assert_eq!(
+            w,
+            Workload::LengthPrefixed(LengthPrefixedWorkload::default())
+        );
+        assert_eq!(w.protocol(), "length-prefixed");
+        w.validate().unwrap();
+        let pinned: Workload = serde_json::from_str(
+            r#"{"protocol":"length-prefixed","request_bytes":10,"response_bytes":20}"#,
+        )
+        .unwrap();
+        let Workload::LengthPrefixed(lp) = &pinned else {
+            panic!("wrong variant")
+        };
+        assert_eq!((lp.request_bytes, lp.response_bytes), (10, Some(20)));
+        let text = toml::to_string(&pinned).unwrap();
+        assert_eq!(toml::from_str::<Workload>(&text).unwrap(), pinned);
+        assert!(serde_json::from_str::<Workload>(
+            r#"{"protocol":"length-prefixed","request_byte":10}"#
+        )
+        .is_err());
+        let too_big = Workload::LengthPrefixed(LengthPrefixedWorkload {
+            request_bytes: LENGTH_PREFIXED_MAX_REQUEST + 1,
+            response_bytes: None,
+        });
+        assert!(too_big.validate().is_err());
+        let too_big = Workload::LengthPrefixed(LengthPrefixedWorkload {
+            request_bytes: 1,
+            response_bytes: Some(LENGTH_PREFIXED_MAX_RESPONSE + 1),
+        });
+        assert!(too_big.validate().is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::outcome::Outcome;
 use crate::workload::Workload;
 
 pub mod http;
+pub mod length_prefixed;
 pub mod memcached;
 pub mod pix;
 
@@ -57,5 +58,8 @@ pub fn prepare(
         Workload::Memcached(w) => Arc::new(memcached::MemcachedProtocol::new(w.clone())),
         Workload::Http(w) => Arc::new(http::HttpProtocol::new(w.clone(), cfg.addr)),
         Workload::PixGrpc(w) => Arc::new(pix::PixProtocol::prepare(cfg, w, progress)?),
+        Workload::LengthPrefixed(w) => {
+            Arc::new(length_prefixed::LengthPrefixedProtocol::new(w.clone()))
+        }
     })
 }

@@ -1,0 +1,69 @@
+//! `ditto generate`: profile → clone repo, optionally built and checked against the original binary.
+
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use ditto_generator::{Knobs, Options};
+
+use crate::args::GenerateArgs;
+
+pub fn run(args: GenerateArgs) -> Result<()> {
+    let knobs = match &args.knobs {
+        Some(path) => Knobs::load(path)?,
+        None => Knobs::default(),
+    };
+    let clone = ditto_generator::generate(&Options {
+        profile: args.profile.clone(),
+        out: args.output.clone(),
+        seed: args.seed,
+        knobs,
+    })?;
+    for w in &clone.warnings {
+        eprintln!("ditto: warning: {w}");
+    }
+    for b in &clone.bodies {
+        eprintln!(
+            "ditto: body {}: {:.0} instructions per call (target {:.0}), {} static instructions",
+            b.body_symbol,
+            b.stats.dynamic_instructions,
+            b.stats.target_instructions,
+            b.stats.static_instructions
+        );
+    }
+    println!(
+        "generated clone {} in {} ({} files); build it with `make -C {}`",
+        clone.name,
+        args.output.display(),
+        clone.files.len(),
+        args.output.display()
+    );
+    if let Some(original) = &args.original {
+        eprintln!(
+            "ditto: building the clone (make) to check it against {}",
+            original.display()
+        );
+        let out = Command::new("make")
+            .arg("-s")
+            .arg("-C")
+            .arg(&args.output)
+            .output()
+            .context("cannot run make")?;
+        if !out.status.success() {
+            bail!(
+                "make failed in {}:\n{}",
+                args.output.display(),
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            );
+        }
+        let report = ditto_generator::check_clone(&args.output.join("clone"), original)?;
+        print!("{report}");
+        ditto_generator::record_confidentiality(&args.output, &report.to_markdown())?;
+        if !report.passed() {
+            bail!(
+                "the clone contains material of {} (see above and the clone's README)",
+                original.display()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Deterministic allocation of choices to match target shares, weighted by how often each choice will
+//! execute. Sampling each static instruction independently (as the research code does) leaves the
+//! dynamic shares off by the luck of a few heavy loops; here every choice is drawn in proportion to
+//! what is still missing ("deficit"), so the weighted totals converge on the targets while the order
+//! stays random.
+
+use crate::rng::Rng;
+
+#[derive(Debug, Clone)]
+pub struct Deficit {
+    target: Vec<f64>,
+    assigned: Vec<f64>,
+    total: f64,
+}
+
+impl Deficit {
+    /// `shares` need not sum to 1; they are normalised. All-zero shares give a uniform target.
+    pub fn new(shares: &[f64]) -> Deficit {
+        let clean: Vec<f64> = shares
+            .iter()
+            .map(|s| if s.is_finite() && *s > 0.0 { *s } else { 0.0 })
+            .collect();
+        let sum: f64 = clean.iter().sum();
+        let target = if sum > 0.0 {
+            clean.iter().map(|s| s / sum).collect()
+        } else {
+            vec![1.0 / clean.len().max(1) as f64; clean.len()]
+        };
+        Deficit {
+            assigned: vec![0.0; target.len()],
+            target,
+            total: 0.0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.target.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.target.is_empty()
+    }
+
+    pub fn target(&self, i: usize) -> f64 {
+        self.target.get(i).copied().unwrap_or(0.0)
+    }
+
+    /// Picks a choice for an item of weight `w` among those `allowed`, in proportion to the positive
+    /// deficits; when nothing allowed is short, the allowed choice with the largest target. Does not
+    /// record the pick (call `add`), so callers can record what was actually realised.
+    pub fn pick(&self, rng: &mut Rng, w: f64, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        let after = self.total + w;
+        let deficits: Vec<f64> = (0..self.len())
+            .map(|i| {
+                if allowed(i) && self.target[i] > 0.0 {
+                    (self.target[i] * after - self.assigned[i]).max(0.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        if let Some(i) = rng.weighted(&deficits) {
+            return Some(i);
+        }
+        (0..self.len()).filter(|&i| allowed(i)).max_by(|&a, &b| {
+            let da = self.target[a] * after - self.assigned[a];
+            let db = self.target[b] * after - self.assigned[b];
+            da.partial_cmp(&db)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(b.cmp(&a))
+        })
+    }
+
+    /// How much of choice `i` is missing once an item of weight `w` is added (may be negative).
+    pub fn deficit(&self, i: usize, w: f64) -> f64 {
+        match (self.target.get(i), self.assigned.get(i)) {
+            (Some(t), Some(a)) => t * (self.total + w) - a,
+            _ => 0.0,
+        }
+    }
+
+    /// Records `w` of choice `i`.
+    pub fn add(&mut self, i: usize, w: f64) {
+        if let Some(a) = self.assigned.get_mut(i) {
+            *a += w;
+            self.total += w;
+        }
+    }
+
+    /// Target shares (normalised).
+    pub fn targets(&self) -> Vec<f64> {
+        self.target.clone()
+    }
+
+    /// Realised shares.
+    pub fn realised(&self) -> Vec<f64> {
+        if self.total > 0.0 {
+            self.assigned.iter().map(|a| a / self.total).collect()
+        } else {
+            vec![0.0; self.len()]
+        }
+    }
+}
+
+/// Shifts a distribution over log2 bins by `delta` bins (fractional: mass is split between the two
+/// nearest bins), keeping the total; mass shifted past either end stays in the end bin. Used by the
+/// rate and distance scale knobs: multiplying a rate by 2^k moves it k bins.
+pub fn shift_bins(bins: &[f64], delta: f64) -> Vec<f64> {
+    let n = bins.len();
+    let mut out = vec![0.0; n];
+    if n == 0 {
+        return out;
+    }
+    for (i, &m) in bins.iter().enumerate() {
+        let pos = (i as f64 + delta).clamp(0.0, (n - 1) as f64);
+        let lo = pos.floor() as usize;
+        let frac = pos - lo as f64;
+        out[lo] += m * (1.0 - frac);
+        if frac > 0.0 && lo + 1 < n {
+            out[lo + 1] += m * frac;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weighted_totals_converge() {
+        let mut d = Deficit::new(&[0.5, 0.3, 0.2]);
+        let mut rng = Rng::new(1, 1);
+        for k in 0..2000 {
+            let w = 1.0 + (k % 7) as f64;
+            let i = d.pick(&mut rng, w, |_| true).expect("choice");
+            d.add(i, w);
+        }
+        let r = d.realised();
+        for (got, want) in r.iter().zip([0.5, 0.3, 0.2]) {
+            assert!((got - want).abs() < 0.01, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn respects_allowed() {
+        let d = Deficit::new(&[0.9, 0.1]);
+        let mut rng = Rng::new(1, 1);
+        for _ in 0..50 {
+            assert_eq!(d.pick(&mut rng, 1.0, |i| i == 1), Some(1));
+        }
+        assert_eq!(d.pick(&mut rng, 1.0, |_| false), None);
+    }
+
+    #[test]
+    fn shift_keeps_mass() {
+        let b = [0.5, 0.25, 0.25, 0.0];
+        let s = shift_bins(&b, 1.5);
+        assert!((s.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert_eq!(shift_bins(&b, 0.0), b.to_vec());
+        assert_eq!(shift_bins(&b, -5.0)[0], 1.0);
+    }
+}

@@ -1,0 +1,433 @@
+//! Generation knobs: the inputs the tuner adjusts (paper §4.5), grouped by what they jointly affect,
+//! plus a few limits. Read from TOML (every field optional: a missing one takes its default), validated
+//! with one-line errors naming the field, and written into every clone as a documented `knobs.toml`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// All knobs. `Default` is the untuned generator.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Knobs {
+    pub instructions: InstructionKnobs,
+    pub instruction_working_set: InstructionWorkingSetKnobs,
+    pub data_working_set: DataWorkingSetKnobs,
+    pub branches: BranchKnobs,
+    pub dependencies: DependencyKnobs,
+    pub limits: LimitKnobs,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstructionKnobs {
+    pub per_request_scale: f64,
+    pub skeleton_instructions: f64,
+    pub default_per_request: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstructionWorkingSetKnobs {
+    pub size_scale: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataWorkingSetKnobs {
+    pub size_scale: f64,
+    pub shared_fraction_scale: f64,
+    pub regular_fraction_scale: f64,
+    pub pointer_chase_scale: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BranchKnobs {
+    pub taken_rate_scale: f64,
+    pub transition_rate_scale: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DependencyKnobs {
+    pub distance_scale: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitKnobs {
+    pub max_buffer_bytes: u64,
+    pub max_code_bytes: u64,
+    pub max_rep_count: u64,
+    pub chunk_instructions: u64,
+}
+
+impl Default for InstructionKnobs {
+    fn default() -> Self {
+        InstructionKnobs {
+            per_request_scale: 1.0,
+            skeleton_instructions: 0.0,
+            default_per_request: 20_000.0,
+        }
+    }
+}
+impl Default for InstructionWorkingSetKnobs {
+    fn default() -> Self {
+        InstructionWorkingSetKnobs { size_scale: 1.0 }
+    }
+}
+impl Default for DataWorkingSetKnobs {
+    fn default() -> Self {
+        DataWorkingSetKnobs {
+            size_scale: 1.0,
+            shared_fraction_scale: 1.0,
+            regular_fraction_scale: 1.0,
+            pointer_chase_scale: 1.0,
+        }
+    }
+}
+impl Default for BranchKnobs {
+    fn default() -> Self {
+        BranchKnobs {
+            taken_rate_scale: 1.0,
+            transition_rate_scale: 1.0,
+        }
+    }
+}
+impl Default for DependencyKnobs {
+    fn default() -> Self {
+        DependencyKnobs {
+            distance_scale: 1.0,
+        }
+    }
+}
+impl Default for LimitKnobs {
+    fn default() -> Self {
+        LimitKnobs {
+            max_buffer_bytes: 64 << 20,
+            max_code_bytes: 4 << 20,
+            max_rep_count: 4096,
+            chunk_instructions: 48,
+        }
+    }
+}
+
+/// A knob's value, for validation and for rendering `knobs.toml`.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    F(f64),
+    U(u64),
+}
+
+/// One knob: where it lives, its value, its allowed range and what it does.
+struct Entry {
+    section: &'static str,
+    key: &'static str,
+    value: Value,
+    min: f64,
+    max: f64,
+    /// Whether `min` itself is allowed (scales must be strictly positive).
+    min_inclusive: bool,
+    doc: &'static str,
+}
+
+/// Why a knobs file was refused; always names the field.
+#[derive(Debug, thiserror::Error)]
+pub enum KnobError {
+    #[error("cannot read knobs file {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{origin}: field `{field}`: {message}")]
+    Field {
+        origin: String,
+        field: String,
+        message: String,
+    },
+}
+
+impl Knobs {
+    /// Reads and validates a knobs file.
+    pub fn load(path: &Path) -> Result<Knobs, KnobError> {
+        let text = std::fs::read_to_string(path).map_err(|cause| KnobError::Read {
+            path: path.display().to_string(),
+            cause,
+        })?;
+        Knobs::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates TOML; `origin` names the source in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Knobs, KnobError> {
+        let knobs: Knobs = toml::from_str(text).map_err(|e| {
+            // toml's own message spans several lines (with a source excerpt); keep one line.
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            let message = e.message().trim().replace('\n', " ");
+            KnobError::Parse {
+                origin: origin.to_string(),
+                message: match line {
+                    Some(l) => format!("line {l}: {message}"),
+                    None => message,
+                },
+            }
+        })?;
+        knobs
+            .validate()
+            .map_err(|(field, message)| KnobError::Field {
+                origin: origin.to_string(),
+                field,
+                message,
+            })?;
+        Ok(knobs)
+    }
+
+    /// Checks every knob against its range. Returns the dotted field name and what is wrong.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for e in self.entries() {
+            let field = format!("{}.{}", e.section, e.key);
+            let v = match e.value {
+                Value::F(f) => f,
+                Value::U(u) => u as f64,
+            };
+            let low_ok = if e.min_inclusive {
+                v >= e.min
+            } else {
+                v > e.min
+            };
+            if !v.is_finite() || !low_ok || v > e.max {
+                let lo = if e.min_inclusive { "≥" } else { ">" };
+                return Err((
+                    field,
+                    format!(
+                        "must be a finite number {lo} {} and ≤ {}, got {}",
+                        e.min,
+                        e.max,
+                        render_value(e.value)
+                    ),
+                ));
+            }
+        }
+        let l = &self.limits;
+        for (key, v) in [
+            ("max_buffer_bytes", l.max_buffer_bytes),
+            ("max_code_bytes", l.max_code_bytes),
+        ] {
+            if !v.is_power_of_two() {
+                return Err((
+                    format!("limits.{key}"),
+                    format!("must be a power of two, got {v}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn entries(&self) -> Vec<Entry> {
+        let scale = |section, key, v: f64, doc| Entry {
+            section,
+            key,
+            value: Value::F(v),
+            min: 0.0,
+            max: 100.0,
+            min_inclusive: false,
+            doc,
+        };
+        vec![
+            scale(
+                "instructions",
+                "per_request_scale",
+                self.instructions.per_request_scale,
+                "Multiplies the profiled dynamic user-space instructions per request of every cluster.",
+            ),
+            Entry {
+                section: "instructions",
+                key: "skeleton_instructions",
+                value: Value::F(self.instructions.skeleton_instructions),
+                min: 0.0,
+                max: 1e9,
+                min_inclusive: true,
+                doc: "Instructions per request the runtime skeleton itself executes (measured once, \
+                      subtracted so that the body adds only what is missing).",
+            },
+            Entry {
+                section: "instructions",
+                key: "default_per_request",
+                value: Value::F(self.instructions.default_per_request),
+                min: 0.0,
+                max: 1e9,
+                min_inclusive: false,
+                doc: "Instructions per request of the default body used when the profile has no body \
+                      section for a cluster.",
+            },
+            scale(
+                "instruction_working_set",
+                "size_scale",
+                self.instruction_working_set.size_scale,
+                "Stretches the instruction hit curve along the size axis (H'(s) = H(s / scale)): \
+                 > 1 makes the code footprint larger (more i-cache misses).",
+            ),
+            scale(
+                "data_working_set",
+                "size_scale",
+                self.data_working_set.size_scale,
+                "Stretches the data hit curve along the size axis (H'(s) = H(s / scale)): > 1 makes \
+                 the data working set larger (more d-cache misses).",
+            ),
+            scale(
+                "data_working_set",
+                "shared_fraction_scale",
+                self.data_working_set.shared_fraction_scale,
+                "Multiplies the share of data accesses to the shared buffer (capped at 1).",
+            ),
+            scale(
+                "data_working_set",
+                "regular_fraction_scale",
+                self.data_working_set.regular_fraction_scale,
+                "Multiplies the share of strided (prefetchable) data accesses (capped at 1).",
+            ),
+            scale(
+                "data_working_set",
+                "pointer_chase_scale",
+                self.data_working_set.pointer_chase_scale,
+                "Multiplies the share of loads that chase pointers (capped at 1).",
+            ),
+            scale(
+                "branches",
+                "taken_rate_scale",
+                self.branches.taken_rate_scale,
+                "Multiplies every branch's minority-direction rate (shifts the taken-rate bins).",
+            ),
+            scale(
+                "branches",
+                "transition_rate_scale",
+                self.branches.transition_rate_scale,
+                "Multiplies every branch's transition rate (shifts the transition-rate bins).",
+            ),
+            scale(
+                "dependencies",
+                "distance_scale",
+                self.dependencies.distance_scale,
+                "Multiplies register dependency distances (RAW, WAR, WAW): > 1 means more \
+                 instruction-level parallelism.",
+            ),
+            Entry {
+                section: "limits",
+                key: "max_buffer_bytes",
+                value: Value::U(self.limits.max_buffer_bytes),
+                min: 4096.0,
+                max: (1u64 << 30) as f64,
+                min_inclusive: true,
+                doc: "Largest data working set region per buffer (power of two); larger profiled \
+                      sizes are folded into the largest allowed one.",
+            },
+            Entry {
+                section: "limits",
+                key: "max_code_bytes",
+                value: Value::U(self.limits.max_code_bytes),
+                min: 4096.0,
+                max: (64u64 << 20) as f64,
+                min_inclusive: true,
+                doc: "Largest instruction block (power of two); larger profiled instruction working \
+                      sets are folded into the largest allowed one.",
+            },
+            Entry {
+                section: "limits",
+                key: "max_rep_count",
+                value: Value::U(self.limits.max_rep_count),
+                min: 1.0,
+                max: 65536.0,
+                min_inclusive: true,
+                doc: "Upper bound on the count of a generated rep-string instruction.",
+            },
+            Entry {
+                section: "limits",
+                key: "chunk_instructions",
+                value: Value::U(self.limits.chunk_instructions),
+                min: 16.0,
+                max: 1024.0,
+                min_inclusive: true,
+                doc: "Target instructions per chunk (the unit a large instruction block is entered \
+                      and left at; each has a few loop-control instructions).",
+            },
+        ]
+    }
+
+    /// The documented `knobs.toml` written into a clone; parses back to the same knobs.
+    pub fn to_documented_toml(&self, seed: u64) -> String {
+        let mut out = String::new();
+        out.push_str(
+            "# Generation knobs of this clone (ditto generate --knobs FILE). Every knob is listed with\n\
+             # the value used; the tuner adjusts the scales. Regenerate with:\n",
+        );
+        let _ = writeln!(
+            out,
+            "#   ditto generate profile.json -o DIR --knobs knobs.toml --seed {seed}"
+        );
+        let mut section = "";
+        for e in self.entries() {
+            if e.section != section {
+                section = e.section;
+                let _ = write!(out, "\n[{section}]\n");
+            }
+            for line in wrap(e.doc, 100) {
+                let _ = writeln!(out, "# {line}");
+            }
+            let _ = writeln!(out, "{} = {}", e.key, render_value(e.value));
+        }
+        out
+    }
+}
+
+fn render_value(v: Value) -> String {
+    match v {
+        // `{:?}` is the shortest representation that parses back to the same f64, always with a
+        // decimal point or exponent, so TOML reads it as a float.
+        Value::F(f) if f.is_finite() => format!("{f:?}"),
+        Value::F(f) => format!("{f}"),
+        Value::U(u) => u.to_string(),
+    }
+}
+
+/// Greedy word wrap for comments.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        if !cur.is_empty() && cur.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_toml_round_trips() {
+        let mut k = Knobs::default();
+        k.branches.taken_rate_scale = 1.25;
+        k.limits.max_rep_count = 100;
+        let text = k.to_documented_toml(3);
+        let back = Knobs::from_toml(&text, "knobs.toml").expect("parses");
+        assert_eq!(back, k);
+    }
+
+    #[test]
+    fn partial_file_takes_defaults() {
+        let k = Knobs::from_toml("[branches]\ntaken_rate_scale = 2.0\n", "k").expect("ok");
+        assert_eq!(k.branches.taken_rate_scale, 2.0);
+        assert_eq!(k.instructions, InstructionKnobs::default());
+    }
+}

@@ -1,0 +1,273 @@
+//! Clone generator: profile + knobs + seed → a self-contained clone repository (runtime skeleton
+//! configured from the thread, network and syscall sections; a synthetic assembly body from the body
+//! section). Deterministic: the same inputs give byte-identical files. See docs/generator.md.
+
+pub mod confidentiality;
+pub mod deficit;
+pub mod isa;
+pub mod knobs;
+pub mod output;
+pub mod plan;
+pub mod render;
+pub mod rng;
+pub mod skeleton;
+pub mod synth;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use ditto_profile::Profile;
+
+pub use confidentiality::{check_clone, Report};
+pub use knobs::Knobs;
+
+mod runtime_files {
+    include!(concat!(env!("OUT_DIR"), "/runtime_files.rs"));
+}
+/// The runtime sources every clone carries: (path inside the clone, contents).
+pub use runtime_files::RUNTIME_FILES;
+
+/// What `generate` needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub profile: PathBuf,
+    pub out: PathBuf,
+    pub seed: u64,
+    pub knobs: Knobs,
+}
+
+/// A rendered clone, before it is written.
+#[derive(Debug, Clone)]
+pub struct CloneFiles {
+    pub name: String,
+    /// Relative path → contents, in path order.
+    pub files: BTreeMap<String, Vec<u8>>,
+    pub warnings: Vec<String>,
+    pub skeleton: skeleton::Skeleton,
+    /// Generated bodies, per runtime cluster that has one.
+    pub bodies: Vec<synth::ClusterAsm>,
+}
+
+/// The clone's name from the output directory: letters, digits, `.`, `_` and `-` only.
+pub fn clone_name(out: &Path) -> String {
+    let raw = out.file_name().and_then(|n| n.to_str()).unwrap_or("clone");
+    let s: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("clone{s}")
+    } else {
+        s
+    }
+}
+
+const PENDING_CONFIDENTIALITY: &str = "Not checked yet. `ditto generate PROFILE -o DIR --original /path/to/original` builds the clone \
+and checks that its binary contains no 16-byte run of the original's code, none of its strings and none \
+of its symbol names, and records the result here.";
+
+/// Renders every file of a clone (pure: nothing is written).
+pub fn render_clone(
+    profile: &Profile,
+    profile_bytes: &[u8],
+    name: &str,
+    seed: u64,
+    knobs: &Knobs,
+) -> Result<CloneFiles> {
+    knobs
+        .validate()
+        .map_err(|(f, m)| anyhow::anyhow!("knobs: field `{f}`: {m}"))?;
+    let mut skel = skeleton::skeleton(profile);
+    let mut warnings = skel.warnings.clone();
+    if profile.body.is_none() {
+        warnings.push(
+            "the profile has no body section (it was taken in attach mode): request workers get the \
+             default body (instructions.default_per_request instructions, a typical mix and working set); \
+             profile with --launch for a faithful body"
+                .to_string(),
+        );
+    }
+    let mut bodies: Vec<Option<synth::ClusterAsm>> = Vec::new();
+    for cl in &mut skel.clusters {
+        if !cl.has_body {
+            bodies.push(None);
+            continue;
+        }
+        let found = profile
+            .body
+            .as_ref()
+            .and_then(|b| b.clusters.iter().find(|c| c.cluster == cl.id));
+        if found.is_none() && cl.role != "DITTO_ROLE_WORKER" {
+            // No body profiled for an acceptor or background cluster: it does only its system calls.
+            cl.has_body = false;
+            bodies.push(None);
+            continue;
+        }
+        if found.is_none() && profile.body.is_some() {
+            warnings.push(format!(
+                "cluster {}: no body in the profile's body section; default body used",
+                cl.id
+            ));
+        }
+        let p = plan::plan(
+            &plan::PlanInput {
+                body: found,
+                calls_per_request: cl.calls_per_request,
+                cluster: &cl.id,
+            },
+            knobs,
+        );
+        warnings.extend(p.warnings.iter().cloned());
+        let asm = synth::synthesize(&cl.cname, &p, knobs, seed)
+            .with_context(|| format!("synthesising the body of cluster {}", cl.id))?;
+        bodies.push(Some(asm));
+    }
+    let priv_bytes = bodies
+        .iter()
+        .flatten()
+        .map(|b| b.priv_bytes)
+        .max()
+        .unwrap_or(4096);
+    let shared_bytes = bodies
+        .iter()
+        .flatten()
+        .map(|b| b.shared_bytes)
+        .max()
+        .unwrap_or(0)
+        .max(64);
+    let body_refs: Vec<Option<&synth::ClusterAsm>> = bodies.iter().map(|b| b.as_ref()).collect();
+    let config = render::config_c(&render::ConfigInput {
+        name,
+        skeleton: &skel,
+        bodies: &body_refs,
+        priv_bytes,
+        shared_bytes,
+        seed,
+    });
+    let present: Vec<&synth::ClusterAsm> = bodies.iter().flatten().collect();
+    let body = render::body_s(name, &present);
+    let target = render::target_toml(name, &skel, profile);
+
+    let mut body_md = String::new();
+    for (cl, b) in skel.clusters.iter().zip(&bodies) {
+        if let Some(b) = b {
+            body_md.push_str(&render::body_md(
+                &cl.cname,
+                &b.stats,
+                priv_bytes,
+                shared_bytes,
+            ));
+        }
+    }
+    if body_md.is_empty() {
+        body_md.push_str("No cluster has a body.\n");
+    }
+    let mut warn_md = String::from("## Warnings\n\n");
+    if warnings.is_empty() {
+        warn_md.push_str("None.\n");
+    } else {
+        for w in &warnings {
+            warn_md.push_str(&format!("- {w}\n"));
+        }
+    }
+    let seed_s = seed.to_string();
+    let port_s = skel.port.to_string();
+    let identity = render::identity(profile, seed);
+    let skeleton_md = render::skeleton_md(&skel);
+    let load_md = render::load_md(target.is_some(), &skel);
+    let readme = render::fill(
+        render::TEMPLATE_README,
+        &[
+            ("name", name),
+            ("identity", identity.trim_end()),
+            ("port", &port_s),
+            ("load", &load_md),
+            ("seed", &seed_s),
+            ("skeleton", skeleton_md.trim_end()),
+            ("body", body_md.trim_end()),
+            ("confidentiality", PENDING_CONFIDENTIALITY),
+            ("warnings", warn_md.trim_end()),
+        ],
+    )?;
+
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut put = |k: &str, v: Vec<u8>| {
+        files.insert(k.to_string(), v);
+    };
+    put(
+        output::MARKER,
+        b"This directory is a clone generated by `ditto generate`; regenerating replaces it.\n"
+            .to_vec(),
+    );
+    put(".gitignore", render::TEMPLATE_GITIGNORE.as_bytes().to_vec());
+    put(
+        "Makefile",
+        render::fill(render::TEMPLATE_MAKEFILE, &[("name", name)])?.into_bytes(),
+    );
+    put("README.md", readme.into_bytes());
+    put("profile.json", profile_bytes.to_vec());
+    put("knobs.toml", knobs.to_documented_toml(seed).into_bytes());
+    put(
+        "src/main.c",
+        render::fill(render::TEMPLATE_MAIN, &[("name", name)])?.into_bytes(),
+    );
+    put("src/config.c", config.into_bytes());
+    put("src/body.S", body.into_bytes());
+    if let Some(t) = target {
+        put("target.toml", t.into_bytes());
+    }
+    for (path, text) in RUNTIME_FILES {
+        put(path, text.as_bytes().to_vec());
+    }
+    Ok(CloneFiles {
+        name: name.to_string(),
+        files,
+        warnings,
+        skeleton: skel,
+        bodies: bodies.into_iter().flatten().collect(),
+    })
+}
+
+/// Loads the profile, renders the clone and writes it to `opts.out` (atomically).
+pub fn generate(opts: &Options) -> Result<CloneFiles> {
+    let profile = Profile::load(&opts.profile)?;
+    let bytes = std::fs::read(&opts.profile)
+        .with_context(|| format!("cannot read {}", opts.profile.display()))?;
+    // Refuse early, before any work, if the target is not ours to replace.
+    output::check_target(&opts.out)?;
+    let name = clone_name(&opts.out);
+    let clone = render_clone(&profile, &bytes, &name, opts.seed, &opts.knobs)?;
+    output::write_clone(&opts.out, &clone.files)?;
+    Ok(clone)
+}
+
+/// Replaces the README's confidentiality section of a written clone with `text` (markdown).
+pub fn record_confidentiality(dir: &Path, text: &str) -> Result<()> {
+    let path = dir.join("README.md");
+    let readme = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let head = "## Confidentiality\n\n";
+    let start = readme
+        .find(head)
+        .context("README.md has no confidentiality section")?
+        + head.len();
+    let end = readme[start..]
+        .find("\n## ")
+        .map(|e| start + e)
+        .unwrap_or(readme.len());
+    let updated = format!(
+        "{}{}\n{}",
+        &readme[..start],
+        text.trim_end(),
+        &readme[end..]
+    );
+    output::replace_file(&path, updated.as_bytes())
+}

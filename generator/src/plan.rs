@@ -1,0 +1,562 @@
+//! From a cluster's body profile (plus knobs) to synthesis targets: the instruction blocks of
+//! equation 2, the data working-set classes of equation 1, the folded instruction mix, and the branch,
+//! dependency and access-pattern distributions. Pure arithmetic; `synth.rs` turns it into code.
+
+use ditto_profile::{ClusterBody, HitCurve};
+
+use crate::deficit::shift_bins;
+use crate::isa::{fold, Class, Opnd};
+use crate::knobs::Knobs;
+
+/// Number of bins of the branch-rate and dependency-distance distributions.
+pub const BINS: usize = 11;
+pub const LINE: u64 = 64;
+
+/// One instruction block: straight-line code of `bytes` bytes, executing `share` of the body's
+/// dynamic instructions (equation 2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockPlan {
+    pub bytes: u64,
+    pub share: f64,
+}
+
+/// One data working-set class: accesses confined to region [lo, lo + size) of a buffer, cycling over
+/// it, so each access hits in caches of at least `lo + size` bytes and misses in smaller ones
+/// (equation 1 and Figure 4 of the paper). `share` is the share of data accesses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataClass {
+    pub lo: u64,
+    pub size: u64,
+    pub share: f64,
+}
+
+impl DataClass {
+    /// The cache size this class is meant to hit in.
+    pub fn working_set(&self) -> u64 {
+        self.lo + self.size
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BodyPlan {
+    /// Dynamic instructions per call the body should execute.
+    pub instructions: f64,
+    /// Mean encoded instruction length of the original, bytes (equation 2's instructions per line).
+    pub mean_instruction_bytes: f64,
+    /// Folded (class, operand) pairs with their shares, summing to 1, in a fixed order.
+    pub mix: Vec<((Class, Opnd), f64)>,
+    /// Rep counts as (lo, hi, weight) bins.
+    pub rep_counts: Vec<(u64, u64, f64)>,
+    /// Conditional branches per dynamic instruction.
+    pub cond_branch_ratio: f64,
+    pub taken_bins: Vec<f64>,
+    pub transition_bins: Vec<f64>,
+    pub blocks: Vec<BlockPlan>,
+    pub data_classes: Vec<DataClass>,
+    pub shared_fraction: f64,
+    pub regular_fraction: f64,
+    pub chase_fraction: f64,
+    pub raw: Vec<f64>,
+    pub war: Vec<f64>,
+    pub waw: Vec<f64>,
+    pub instruction_pages: u64,
+    /// Things the generator had to approximate or assume, for the README and the CLI.
+    pub warnings: Vec<String>,
+    /// The profile had no body for this cluster: everything above is the documented default.
+    pub default_body: bool,
+}
+
+/// A hit curve resampled on sizes 64·2^k, k = 0..=K, after the size-scale knob: H'(s) = H(s / scale).
+/// Returns (size, hit rate) pairs; the top size is the smallest power of two at or above the scaled
+/// footprint, capped at `cap`.
+pub fn grid_curve(curve: &[(u64, f64)], scale: f64, cap: u64) -> Vec<(u64, f64)> {
+    let mut pts: Vec<(f64, f64)> = curve
+        .iter()
+        .filter(|(s, h)| *s > 0 && h.is_finite())
+        .map(|&(s, h)| ((s as f64).log2(), h.clamp(0.0, 1.0)))
+        .collect();
+    pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+    // Hit rates of LRU caches never fall as the cache grows; a sampled curve can wobble.
+    let mut best = 0.0f64;
+    for p in &mut pts {
+        best = best.max(p.1);
+        p.1 = best;
+    }
+    let footprint = pts
+        .last()
+        .map(|p| p.0.exp2() * scale)
+        .unwrap_or(LINE as f64);
+    let mut top = LINE;
+    while (top as f64) < footprint && top < cap {
+        top *= 2;
+    }
+    let interp = |x: f64| -> f64 {
+        let Some(first) = pts.first() else {
+            return 1.0;
+        };
+        if x <= first.0 {
+            return first.1;
+        }
+        for w in pts.windows(2) {
+            if x <= w[1].0 {
+                let t = (x - w[0].0) / (w[1].0 - w[0].0).max(1e-12);
+                return w[0].1 + t * (w[1].1 - w[0].1);
+            }
+        }
+        pts.last().map(|p| p.1).unwrap_or(1.0)
+    };
+    let mut out = Vec::new();
+    let mut s = LINE;
+    while s <= top {
+        out.push((s, interp((s as f64).log2() - scale.log2())));
+        s *= 2;
+    }
+    out
+}
+
+/// Equation 1: the share of data accesses per working-set class. A_d(64) = H(64),
+/// A_d(2^i) = H(2^i) − H(2^(i−1)); accesses that miss even at the footprint (1 − H(top)) go to the
+/// largest class. Class i ≥ 1 covers [2^(i−1), 2^i) so that, nested with the smaller ones, it is
+/// touched as a 2^i-byte working set.
+pub fn data_classes(grid: &[(u64, f64)]) -> Vec<DataClass> {
+    let mut out = Vec::new();
+    let mut prev = 0.0;
+    for (i, &(size, h)) in grid.iter().enumerate() {
+        let a = (h - prev).max(0.0);
+        prev = h.max(prev);
+        let (lo, sz) = if i == 0 {
+            (0, size)
+        } else {
+            (size / 2, size / 2)
+        };
+        out.push(DataClass {
+            lo,
+            size: sz,
+            share: a,
+        });
+    }
+    if let Some(last) = out.last_mut() {
+        last.share += (1.0 - prev).max(0.0);
+    }
+    normalise_classes(&mut out);
+    out
+}
+
+fn normalise_classes(v: &mut [DataClass]) {
+    let sum: f64 = v.iter().map(|c| c.share).sum();
+    if sum > 0.0 {
+        for c in v.iter_mut() {
+            c.share /= sum;
+        }
+    } else if let Some(first) = v.first_mut() {
+        first.share = 1.0;
+    }
+}
+
+/// Equation 2 with the measured mean instruction length L: a block of 2^j bytes executes
+/// E(2^j) = (64 / L) · [H(2^j) − H(2^(j−1))] of the dynamic instructions (only the first instruction of
+/// each 64-byte line misses in smaller caches; the other 64/L − 1 hit even in a one-line cache). Fetches
+/// that miss at the footprint go to the largest block. The 64-byte block gets what is left. Returns
+/// the blocks and a warning when the curve asks for more than all instructions (then shares are scaled).
+pub fn instruction_blocks(grid: &[(u64, f64)], mean_len: f64) -> (Vec<BlockPlan>, Option<String>) {
+    let per_line = LINE as f64 / mean_len;
+    let mut blocks: Vec<BlockPlan> = Vec::new();
+    let mut prev = grid.first().map(|g| g.1).unwrap_or(1.0);
+    for &(size, h) in grid.iter().skip(1) {
+        let d = (h - prev).max(0.0);
+        prev = h.max(prev);
+        blocks.push(BlockPlan {
+            bytes: size,
+            share: per_line * d,
+        });
+    }
+    let miss = (1.0 - prev).max(0.0);
+    // (No blocks: a one-line footprint, everything is the 64-byte block.)
+    if let Some(b) = blocks.last_mut() {
+        b.share += per_line * miss;
+    }
+    let upper: f64 = blocks.iter().map(|b| b.share).sum();
+    let mut warning = None;
+    if upper > 1.0 {
+        warning = Some(format!(
+            "the instruction hit curve needs {:.0}% of instructions outside the 64-byte block \
+             (64/L = {per_line:.1} instructions per line); shares were scaled to fit",
+            upper * 100.0
+        ));
+        for b in &mut blocks {
+            b.share /= upper;
+        }
+    }
+    let rest = (1.0 - blocks.iter().map(|b| b.share).sum::<f64>()).max(0.0);
+    let mut all = vec![BlockPlan {
+        bytes: LINE,
+        share: rest,
+    }];
+    all.extend(blocks.into_iter().filter(|b| b.share > 0.0));
+    all.retain(|b| b.share > 0.0);
+    (all, warning)
+}
+
+/// Curve points as (size, hit rate).
+fn points(c: &HitCurve) -> Vec<(u64, f64)> {
+    c.points.iter().map(|p| (p.size, p.hit_rate)).collect()
+}
+
+/// An 11-bin distribution, or `default` when the profile left it empty or all zero.
+fn bins_or(v: &[f64], default: &[f64; BINS]) -> Vec<f64> {
+    let clean: Vec<f64> = v
+        .iter()
+        .map(|x| if x.is_finite() && *x > 0.0 { *x } else { 0.0 })
+        .collect();
+    if clean.len() == BINS && clean.iter().sum::<f64>() > 0.0 {
+        clean
+    } else {
+        default.to_vec()
+    }
+}
+
+// Defaults for a cluster without a body profile: typical of compiled server code (mostly predictable
+// branches, short dependency chains, an L1-resident working set with a tail).
+const DEFAULT_TAKEN: [f64; BINS] = [
+    0.20, 0.15, 0.12, 0.10, 0.08, 0.07, 0.06, 0.05, 0.04, 0.03, 0.10,
+];
+const DEFAULT_TRANSITION: [f64; BINS] = [
+    0.10, 0.12, 0.12, 0.11, 0.10, 0.09, 0.08, 0.07, 0.06, 0.05, 0.10,
+];
+const DEFAULT_RAW: [f64; BINS] = [
+    0.25, 0.15, 0.15, 0.13, 0.10, 0.07, 0.05, 0.04, 0.02, 0.02, 0.02,
+];
+const DEFAULT_WAR: [f64; BINS] = [
+    0.05, 0.08, 0.12, 0.15, 0.15, 0.13, 0.10, 0.08, 0.06, 0.04, 0.04,
+];
+const DEFAULT_WAW: [f64; BINS] = [
+    0.04, 0.06, 0.10, 0.14, 0.16, 0.14, 0.11, 0.09, 0.07, 0.05, 0.04,
+];
+const DEFAULT_MIX: [(Class, Opnd, f64); 12] = [
+    (Class::Mov, Opnd::Reg, 0.10),
+    (Class::Mov, Opnd::Load, 0.20),
+    (Class::Mov, Opnd::Store, 0.10),
+    (Class::Alu, Opnd::Reg, 0.28),
+    (Class::Alu, Opnd::Load, 0.05),
+    (Class::Alu, Opnd::Rmw, 0.02),
+    (Class::Branch, Opnd::Reg, 0.17),
+    (Class::Mul, Opnd::Reg, 0.01),
+    (Class::Other, Opnd::Reg, 0.03),
+    (Class::Nop, Opnd::Reg, 0.01),
+    (Class::Simd128, Opnd::Load, 0.02),
+    (Class::Simd128, Opnd::Reg, 0.01),
+];
+const DEFAULT_ICURVE: [(u64, f64); 8] = [
+    (64, 0.90),
+    (128, 0.93),
+    (256, 0.95),
+    (512, 0.965),
+    (1024, 0.975),
+    (2048, 0.985),
+    (4096, 0.993),
+    (8192, 1.0),
+];
+const DEFAULT_DCURVE: [(u64, f64); 10] = [
+    (64, 0.55),
+    (128, 0.62),
+    (256, 0.70),
+    (512, 0.78),
+    (1024, 0.84),
+    (2048, 0.89),
+    (4096, 0.93),
+    (8192, 0.96),
+    (16384, 0.98),
+    (32768, 1.0),
+];
+
+/// How the plan is built: the cluster's profile (or none) and the per-call instruction target.
+pub struct PlanInput<'a> {
+    pub body: Option<&'a ClusterBody>,
+    /// Body calls per request for this cluster (1 for request workers; wakeups per request for
+    /// background threads), so that instructions per call = per request / calls.
+    pub calls_per_request: f64,
+    pub cluster: &'a str,
+}
+
+pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
+    let mut warnings = Vec::new();
+    let cluster = input.cluster;
+    let calls = if input.calls_per_request.is_finite() && input.calls_per_request > 0.0 {
+        input.calls_per_request
+    } else {
+        1.0
+    };
+    let (per_request, mean_len, icurve, dcurve, default_body) = match input.body {
+        Some(b) => (
+            b.instructions_per_request,
+            b.mean_instruction_bytes,
+            points(&b.instruction_working_set),
+            points(&b.data_working_set),
+            false,
+        ),
+        None => (
+            knobs.instructions.default_per_request,
+            4.0,
+            DEFAULT_ICURVE.to_vec(),
+            DEFAULT_DCURVE.to_vec(),
+            true,
+        ),
+    };
+    let mean_len = if mean_len.is_finite() && (1.0..=15.0).contains(&mean_len) {
+        mean_len
+    } else {
+        warnings.push(format!(
+            "{cluster}: mean instruction length {mean_len} is not in 1..=15 bytes; assumed 4"
+        ));
+        4.0
+    };
+    let per_request = if per_request.is_finite() && per_request > 0.0 {
+        per_request
+    } else {
+        warnings.push(format!(
+            "{cluster}: instructions per request {per_request} is not positive; using {}",
+            knobs.instructions.default_per_request
+        ));
+        knobs.instructions.default_per_request
+    };
+    let mut instructions = (per_request * knobs.instructions.per_request_scale
+        - knobs.instructions.skeleton_instructions)
+        / calls;
+    const MIN_BODY: f64 = 64.0;
+    if instructions < MIN_BODY {
+        warnings.push(format!(
+            "{cluster}: {instructions:.0} instructions per call after the skeleton is subtracted; \
+             the body executes the minimum of {MIN_BODY}"
+        ));
+        instructions = MIN_BODY;
+    }
+
+    // Instruction mix, folded onto realisable (class, operand) pairs.
+    let mut mix: Vec<((Class, Opnd), f64)> = Vec::new();
+    let mut add = |pair: (Class, Opnd), share: f64| match mix.iter_mut().find(|m| m.0 == pair) {
+        Some(m) => m.1 += share,
+        None => mix.push((pair, share)),
+    };
+    match input.body {
+        Some(b) if !b.instruction_mix.is_empty() => {
+            let mut unknown: Vec<String> = Vec::new();
+            for m in &b.instruction_mix {
+                if !(m.share.is_finite() && m.share >= 0.0) {
+                    warnings.push(format!(
+                        "{cluster}: mix share {} of {}/{} ignored",
+                        m.share, m.class, m.operand
+                    ));
+                    continue;
+                }
+                let class = Class::parse(&m.class).unwrap_or_else(|| {
+                    unknown.push(format!("class `{}`", m.class));
+                    Class::Other
+                });
+                let opnd = Opnd::parse(&m.operand).unwrap_or_else(|| {
+                    unknown.push(format!("operand `{}`", m.operand));
+                    Opnd::Reg
+                });
+                add(fold(class, opnd), m.share);
+            }
+            unknown.sort();
+            unknown.dedup();
+            if !unknown.is_empty() {
+                warnings.push(format!(
+                    "{cluster}: unknown {} treated as `other`/`reg`",
+                    unknown.join(", ")
+                ));
+            }
+        }
+        Some(_) => {
+            warnings.push(format!(
+                "{cluster}: the profile's instruction mix is empty; a default mix is used"
+            ));
+            for (c, o, s) in DEFAULT_MIX {
+                add((c, o), s);
+            }
+        }
+        None => {
+            for (c, o, s) in DEFAULT_MIX {
+                add((c, o), s);
+            }
+        }
+    }
+    let total: f64 = mix.iter().map(|m| m.1).sum();
+    if total <= 0.0 {
+        warnings.push(format!(
+            "{cluster}: instruction mix sums to 0; default mix used"
+        ));
+        mix = DEFAULT_MIX.iter().map(|(c, o, s)| ((*c, *o), *s)).collect();
+    } else {
+        if (total - 1.0).abs() > 0.01 {
+            warnings.push(format!(
+                "{cluster}: instruction mix shares sum to {total:.3}, not 1; normalised"
+            ));
+        }
+        for m in &mut mix {
+            m.1 /= total;
+        }
+    }
+    mix.sort_by_key(|a| a.0);
+
+    let rep_counts = input
+        .body
+        .and_then(|b| b.rep_counts.as_ref())
+        .map(|h| {
+            h.bins
+                .iter()
+                .filter(|b| b.count > 0)
+                .map(|b| (b.lo.max(1), b.hi.max(b.lo.max(1) + 1), b.count as f64))
+                .collect::<Vec<_>>()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| vec![(8, 64, 1.0)]);
+
+    let (cond_branch_ratio, taken, transition, raw, war, waw) = match input.body {
+        Some(b) => (
+            if b.instructions_per_request > 0.0 {
+                (b.branches.per_request / b.instructions_per_request).clamp(0.0, 0.5)
+            } else {
+                0.0
+            },
+            bins_or(&b.branches.taken_rate, &DEFAULT_TAKEN),
+            bins_or(&b.branches.transition_rate, &DEFAULT_TRANSITION),
+            bins_or(&b.dependencies.raw, &DEFAULT_RAW),
+            bins_or(&b.dependencies.war, &DEFAULT_WAR),
+            bins_or(&b.dependencies.waw, &DEFAULT_WAW),
+        ),
+        None => (
+            0.12,
+            DEFAULT_TAKEN.to_vec(),
+            DEFAULT_TRANSITION.to_vec(),
+            DEFAULT_RAW.to_vec(),
+            DEFAULT_WAR.to_vec(),
+            DEFAULT_WAW.to_vec(),
+        ),
+    };
+    // Rates × s move log2 bins by −log2 s (bin i holds rates near 2^−(i+1)); distances × s by +log2 s.
+    let b = &knobs.branches;
+    let taken = shift_bins(&taken, -b.taken_rate_scale.log2());
+    let transition = shift_bins(&transition, -b.transition_rate_scale.log2());
+    let ds = knobs.dependencies.distance_scale.log2();
+    let (raw, war, waw) = (
+        shift_bins(&raw, ds),
+        shift_bins(&war, ds),
+        shift_bins(&waw, ds),
+    );
+
+    let iw = &knobs.instruction_working_set;
+    let igrid = grid_curve(&icurve, iw.size_scale, knobs.limits.max_code_bytes);
+    if icurve.is_empty() && !default_body {
+        warnings.push(format!(
+            "{cluster}: empty instruction hit curve; all code is one 64-byte loop"
+        ));
+    }
+    if let Some(last) = icurve.iter().map(|p| p.0).max() {
+        if (last as f64 * iw.size_scale) > knobs.limits.max_code_bytes as f64 {
+            warnings.push(format!(
+                "{cluster}: instruction working set capped at limits.max_code_bytes = {}",
+                knobs.limits.max_code_bytes
+            ));
+        }
+    }
+    let (blocks, w) = instruction_blocks(&igrid, mean_len);
+    if let Some(w) = w {
+        warnings.push(format!("{cluster}: {w}"));
+    }
+
+    let dw = &knobs.data_working_set;
+    let dgrid = grid_curve(&dcurve, dw.size_scale, knobs.limits.max_buffer_bytes);
+    if let Some(last) = dcurve.iter().map(|p| p.0).max() {
+        if (last as f64 * dw.size_scale) > knobs.limits.max_buffer_bytes as f64 {
+            warnings.push(format!(
+                "{cluster}: data working set capped at limits.max_buffer_bytes = {}",
+                knobs.limits.max_buffer_bytes
+            ));
+        }
+    }
+    let classes = data_classes(&dgrid);
+
+    let frac = |v: f64, s: f64| {
+        if v.is_finite() {
+            (v * s).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let (shared, regular, chase, pages) = match input.body {
+        Some(b) => (
+            b.shared_data_fraction,
+            b.regular_access_fraction,
+            b.pointer_chase_fraction,
+            b.instruction_pages,
+        ),
+        None => (0.05, 0.6, 0.02, 0),
+    };
+
+    BodyPlan {
+        instructions,
+        mean_instruction_bytes: mean_len,
+        mix,
+        rep_counts,
+        cond_branch_ratio,
+        taken_bins: taken,
+        transition_bins: transition,
+        blocks,
+        data_classes: classes,
+        shared_fraction: frac(shared, dw.shared_fraction_scale),
+        regular_fraction: frac(regular, dw.regular_fraction_scale),
+        chase_fraction: frac(chase, dw.pointer_chase_scale),
+        raw,
+        war,
+        waw,
+        instruction_pages: pages,
+        warnings,
+        default_body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equation_1_shares() {
+        let grid = vec![(64, 0.5), (128, 0.7), (256, 0.9)];
+        let c = data_classes(&grid);
+        let shares: Vec<f64> = c.iter().map(|c| c.share).collect();
+        assert!((shares[0] - 0.5).abs() < 1e-9);
+        assert!((shares[1] - 0.2).abs() < 1e-9);
+        // 0.2 hit in 256 B plus the 0.1 that missed everywhere
+        assert!((shares[2] - 0.3).abs() < 1e-9);
+        assert_eq!((c[1].lo, c[1].size), (64, 64));
+        assert_eq!((c[2].lo, c[2].size), (128, 128));
+        assert_eq!(c[2].working_set(), 256);
+    }
+
+    #[test]
+    fn equation_2_uses_the_measured_length() {
+        let grid = vec![(64, 0.95), (128, 0.97), (256, 0.99), (512, 1.0)];
+        // L = 4: 16 instructions per line; L = 8: 8 per line.
+        let (b4, w4) = instruction_blocks(&grid, 4.0);
+        let (b8, _) = instruction_blocks(&grid, 8.0);
+        assert!(w4.is_none());
+        assert!((b4[1].share - 16.0 * 0.02).abs() < 1e-9, "{b4:?}");
+        assert!((b8[1].share - 8.0 * 0.02).abs() < 1e-9);
+        let total: f64 = b4.iter().map(|b| b.share).sum();
+        assert!((total - 1.0).abs() < 1e-9);
+        assert_eq!(b4[0].bytes, 64);
+    }
+
+    #[test]
+    fn size_scale_stretches_the_curve() {
+        let c = vec![(64, 0.5), (128, 1.0)];
+        let g1 = grid_curve(&c, 1.0, 1 << 20);
+        let g2 = grid_curve(&c, 2.0, 1 << 20);
+        assert_eq!(g1, vec![(64, 0.5), (128, 1.0)]);
+        assert_eq!(g2, vec![(64, 0.5), (128, 0.5), (256, 1.0)]);
+        // capped
+        let g3 = grid_curve(&c, 8.0, 256);
+        assert_eq!(g3.last().map(|p| p.0), Some(256));
+    }
+}

@@ -1,0 +1,669 @@
+//! The skeleton: which runtime network model, framing, I/O calls, extra per-request system calls and
+//! thread clusters reproduce the profile's thread, network and syscall sections (paper §4.3, §4.4.1).
+//! The result is plain data; `render.rs` writes it as `src/config.c`.
+
+use ditto_profile::{
+    AcceptModel, ClusterSyscalls, Framing, IoModel, ProcessRole, Profile, SyscallStat,
+    ThreadCluster, ThreadRole, Trigger,
+};
+
+/// A distribution as (lo, hi, count) bins, `[lo, hi)`.
+pub type Bins = Vec<(u64, u64, u64)>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extra {
+    /// `DITTO_OP_*` name.
+    pub op: &'static str,
+    pub per_request: f64,
+    pub bytes: Bins,
+    /// The profiled syscalls it stands for, for the README.
+    pub from: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RtCluster {
+    /// Profile id (`c1`).
+    pub id: String,
+    /// C identifier fragment (the id made safe).
+    pub cname: String,
+    /// `DITTO_ROLE_*` name.
+    pub role: &'static str,
+    /// The profile's role, for the README.
+    pub profile_role: String,
+    pub threads: u32,
+    pub period_us: u32,
+    /// Body calls per request (1 for the request worker).
+    pub calls_per_request: f64,
+    /// Whether this cluster gets a generated body.
+    pub has_body: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skeleton {
+    pub net_model: &'static str,
+    pub net_model_why: String,
+    pub framing: &'static str,
+    pub port: u16,
+    pub processes: u32,
+    pub backlog: u32,
+    pub tcp_nodelay: bool,
+    pub recv_call: &'static str,
+    pub send_call: &'static str,
+    pub response: Bins,
+    pub extras: Vec<Extra>,
+    pub clusters: Vec<RtCluster>,
+    pub data_files: u32,
+    pub data_file_bytes: u64,
+    /// Profiled per-request syscalls the runtime makes by itself (network model) or that are not
+    /// reproduced, for the README.
+    pub not_extras: Vec<(String, f64, &'static str)>,
+    pub warnings: Vec<String>,
+}
+
+/// Requests per second during the profile window.
+pub fn request_rate(p: &Profile) -> f64 {
+    let c = &p.conditions;
+    if c.duration_s > 0.0 && c.requests > 0 {
+        c.requests as f64 / c.duration_s
+    } else {
+        c.load.as_ref().map(|l| l.achieved_rate).unwrap_or(0.0)
+    }
+}
+
+/// A cluster id as a C identifier fragment: other characters become `_`, and a leading digit gets a
+/// prefix. Uniqueness is restored by the caller.
+pub fn c_ident(id: &str) -> String {
+    let mut s: String = id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(24)
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, 'c');
+    }
+    s
+}
+
+fn bins_of(h: &Option<ditto_profile::Histogram>) -> Bins {
+    h.as_ref()
+        .map(|h| {
+            h.bins
+                .iter()
+                .filter(|b| b.count > 0 && b.hi > b.lo)
+                .map(|b| (b.lo, b.hi, b.count))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn calls<'a>(cs: Option<&'a ClusterSyscalls>, names: &[&str]) -> Vec<&'a SyscallStat> {
+    cs.map(|c| {
+        c.calls
+            .iter()
+            .filter(|s| names.contains(&s.name.as_str()))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn per_request(cs: Option<&ClusterSyscalls>, names: &[&str]) -> f64 {
+    calls(cs, names).iter().map(|s| s.per_request).sum()
+}
+
+/// Share of a call's executions on fds of `kind` (1 when the collector recorded no kinds).
+fn fd_share(s: &SyscallStat, kind: &str) -> f64 {
+    if s.fd_kinds.is_empty() {
+        1.0
+    } else {
+        s.fd_kinds.get(kind).copied().unwrap_or(0.0)
+    }
+}
+
+pub fn skeleton(p: &Profile) -> Skeleton {
+    let mut warnings = Vec::new();
+    let net = &p.network;
+    let server = &net.server;
+    let rate = request_rate(p);
+
+    let worker_processes = p
+        .threads
+        .processes
+        .iter()
+        .filter(|g| g.role == ProcessRole::Worker)
+        .map(|g| g.count)
+        .sum::<u32>();
+    let (net_model, why) = if server.multi_process || worker_processes > 0 {
+        (
+            "DITTO_NET_PREFORK",
+            "requests are served by worker processes of a master".to_string(),
+        )
+    } else {
+        match (server.io, server.accept) {
+            (IoModel::Blocking, _) | (_, AcceptModel::ThreadPerConnection) => (
+                "DITTO_NET_THREAD_PER_CONN",
+                "blocking I/O, a thread per connection".to_string(),
+            ),
+            (IoModel::Poll | IoModel::Select | IoModel::NonBlocking, _) => (
+                "DITTO_NET_NONBLOCKING",
+                format!(
+                    "{:?} readiness on non-blocking sockets in one thread",
+                    server.io
+                )
+                .to_lowercase(),
+            ),
+            (IoModel::Epoll, AcceptModel::DispatchToWorkers) => (
+                "DITTO_NET_EPOLL_DISPATCH",
+                "epoll: an acceptor thread dispatches connections to worker threads".to_string(),
+            ),
+            (IoModel::Epoll, _) if server.workers <= 1 => (
+                "DITTO_NET_EPOLL_SINGLE",
+                "epoll: one thread accepts and serves".to_string(),
+            ),
+            (IoModel::Epoll, _) => (
+                "DITTO_NET_EPOLL_DISPATCH",
+                "epoll with several serving threads (modelled as acceptor + workers)".to_string(),
+            ),
+        }
+    };
+    let processes = if net_model == "DITTO_NET_PREFORK" {
+        worker_processes.max(server.workers).max(1)
+    } else {
+        1
+    };
+
+    let framing = match net.framing {
+        Framing::Line => "DITTO_FRAME_MEMCACHED_TEXT",
+        Framing::Http1 => "DITTO_FRAME_HTTP1",
+        // gRPC runs over HTTP/2; clones speak a length-prefixed protocol of the same message sizes.
+        Framing::LengthPrefixed | Framing::Http2 => "DITTO_FRAME_LENGTH_PREFIXED",
+        Framing::Unknown => {
+            warnings.push(
+                "network.framing is unknown; the clone uses length-prefixed framing".to_string(),
+            );
+            "DITTO_FRAME_LENGTH_PREFIXED"
+        }
+    };
+    let listen = net.listen.iter().find(|l| l.family.starts_with("tcp"));
+    let port = listen.map(|l| l.port).filter(|p| *p != 0).unwrap_or(8080);
+    let backlog = listen.and_then(|l| l.backlog).unwrap_or(1024).max(1);
+    let tcp_nodelay = listen.and_then(|l| l.options.nodelay).unwrap_or(false);
+
+    // The serving cluster's syscalls drive I/O choice and extras.
+    let worker_id = server
+        .worker_cluster
+        .clone()
+        .or_else(|| {
+            p.threads
+                .clusters
+                .iter()
+                .find(|c| {
+                    matches!(
+                        c.role,
+                        ThreadRole::NetworkWorker | ThreadRole::AcceptorWorker
+                    )
+                })
+                .map(|c| c.id.clone())
+        })
+        .unwrap_or_default();
+    let wcs = p.syscalls.clusters.iter().find(|c| c.cluster == worker_id);
+
+    let pick = |names: &[(&str, &'static str)]| -> Option<(&'static str, &SyscallStat)> {
+        names
+            .iter()
+            .filter_map(|(n, e)| {
+                calls(wcs, &[n])
+                    .into_iter()
+                    .find(|s| fd_share(s, "socket") > 0.5)
+                    .map(|s| (*e, s))
+            })
+            .max_by(|a, b| {
+                a.1.per_request
+                    .partial_cmp(&b.1.per_request)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+    };
+    let recv = pick(&[
+        ("read", "DITTO_IO_READ"),
+        ("recvfrom", "DITTO_IO_RECVFROM"),
+        ("recvmsg", "DITTO_IO_RECVMSG"),
+    ]);
+    let send = pick(&[
+        ("write", "DITTO_IO_WRITE"),
+        ("sendto", "DITTO_IO_SENDTO"),
+        ("sendmsg", "DITTO_IO_SENDMSG"),
+        ("writev", "DITTO_IO_WRITEV"),
+    ]);
+    let recv_call = recv.map(|r| r.0).unwrap_or_else(|| {
+        warnings.push("no socket receive call in the worker's syscalls; using read".into());
+        "DITTO_IO_READ"
+    });
+    let send_call = send.map(|s| s.0).unwrap_or_else(|| {
+        warnings.push("no socket send call in the worker's syscalls; using write".into());
+        "DITTO_IO_WRITE"
+    });
+    let mut response: Bins = send.map(|s| bins_of(&s.1.bytes)).unwrap_or_default();
+    if response.is_empty() {
+        response = net
+            .write_sizes
+            .bins
+            .iter()
+            .filter(|b| b.count > 0 && b.hi > b.lo)
+            .map(|b| (b.lo, b.hi, b.count))
+            .collect();
+    }
+    if response.is_empty() {
+        let b = net.bytes_out_per_request.max(1.0).round() as u64;
+        response = vec![(b, b + 1, 1)];
+    }
+
+    // Extra per-request system calls, from the serving cluster's syscall table.
+    let mut extras: Vec<Extra> = Vec::new();
+    let mut push = |op: &'static str, per: f64, bytes: Bins, from: &str| {
+        let per = per.clamp(0.0, 64.0);
+        if per > 0.0 {
+            extras.push(Extra {
+                op,
+                per_request: per,
+                bytes,
+                from: from.to_string(),
+            });
+        }
+    };
+    let opens = per_request(wcs, &["openat", "open"]);
+    push(
+        "DITTO_OP_OPEN_FSTAT_CLOSE",
+        opens,
+        Bins::new(),
+        "openat + newfstatat + close",
+    );
+    for (names, op) in [
+        (&["sendfile", "sendfile64"][..], "DITTO_OP_SENDFILE"),
+        (&["pread64", "preadv", "preadv2"][..], "DITTO_OP_FILE_PREAD"),
+        (
+            &["pwrite64", "pwritev", "pwritev2"][..],
+            "DITTO_OP_FILE_PWRITE",
+        ),
+    ] {
+        let cs = calls(wcs, names);
+        let per: f64 = cs.iter().map(|s| s.per_request).sum();
+        let mut bytes = Bins::new();
+        for s in &cs {
+            bytes.extend(bins_of(&s.bytes));
+        }
+        bytes.sort();
+        push(op, per, merge_bins(bytes), names[0]);
+    }
+    push(
+        "DITTO_OP_CORK",
+        per_request(wcs, &["setsockopt"]) / 2.0,
+        Bins::new(),
+        "setsockopt pairs (TCP_CORK on/off)",
+    );
+    push(
+        "DITTO_OP_SCHED_YIELD",
+        per_request(wcs, &["sched_yield"]),
+        Bins::new(),
+        "sched_yield",
+    );
+    push(
+        "DITTO_OP_MPROTECT",
+        per_request(wcs, &["mprotect"]),
+        Bins::new(),
+        "mprotect",
+    );
+    push(
+        "DITTO_OP_FUTEX_WAKE",
+        per_request(wcs, &["futex"]),
+        Bins::new(),
+        "futex",
+    );
+    push(
+        "DITTO_OP_GETTIME",
+        per_request(wcs, &["clock_gettime", "gettimeofday"]),
+        Bins::new(),
+        "clock_gettime",
+    );
+    push(
+        "DITTO_OP_FSYNC",
+        per_request(wcs, &["fsync", "fdatasync"]),
+        Bins::new(),
+        "fsync/fdatasync",
+    );
+    // write/read on an eventfd (fd kind `anon`) wake an idle peer; on a pipe they are a pipe round trip.
+    // (Socket writes are the send call's, which the runtime makes by itself.)
+    let anon_writes: f64 = calls(wcs, &["write"])
+        .iter()
+        .map(|s| s.per_request * fd_share(s, "anon"))
+        .sum();
+    push(
+        "DITTO_OP_EVENTFD_WRITE",
+        anon_writes,
+        Bins::new(),
+        "write to an eventfd",
+    );
+    let pipe_writes: Vec<&SyscallStat> = calls(wcs, &["write"])
+        .into_iter()
+        .filter(|s| fd_share(s, "pipe") > 0.0)
+        .collect();
+    let pipe_per: f64 = pipe_writes
+        .iter()
+        .map(|s| s.per_request * fd_share(s, "pipe"))
+        .sum();
+    push(
+        "DITTO_OP_PIPE_RW",
+        pipe_per,
+        pipe_writes
+            .first()
+            .map(|s| bins_of(&s.bytes))
+            .unwrap_or_default(),
+        "write + read on a pipe",
+    );
+
+    // What the runtime does by itself, or what is not reproduced.
+    let mut not_extras = Vec::new();
+    let covered = [
+        "openat",
+        "open",
+        "newfstatat",
+        "fstat",
+        "statx",
+        "sendfile",
+        "sendfile64",
+        "pread64",
+        "preadv",
+        "preadv2",
+        "pwrite64",
+        "pwritev",
+        "pwritev2",
+        "setsockopt",
+        "sched_yield",
+        "mprotect",
+        "futex",
+        "clock_gettime",
+        "gettimeofday",
+        "fsync",
+        "fdatasync",
+    ];
+    let by_runtime = [
+        "read",
+        "recvfrom",
+        "recvmsg",
+        "write",
+        "sendto",
+        "sendmsg",
+        "writev",
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_ctl",
+        "accept",
+        "accept4",
+        "poll",
+        "ppoll",
+        "select",
+        "pselect6",
+        "close",
+        "shutdown",
+        "getpeername",
+        "getsockname",
+    ];
+    if let Some(cs) = wcs {
+        for s in &cs.calls {
+            let n = s.name.as_str();
+            if covered.contains(&n) {
+                continue;
+            }
+            let how = if by_runtime.contains(&n) {
+                "made by the runtime's network model"
+            } else {
+                "not reproduced"
+            };
+            not_extras.push((s.name.clone(), s.per_request, how));
+        }
+    }
+
+    let needs_files = extras.iter().any(|e| {
+        matches!(
+            e.op,
+            "DITTO_OP_OPEN_FSTAT_CLOSE"
+                | "DITTO_OP_FILE_PREAD"
+                | "DITTO_OP_FILE_PWRITE"
+                | "DITTO_OP_SENDFILE"
+                | "DITTO_OP_FSYNC"
+        )
+    });
+    let (data_files, data_file_bytes) = if needs_files {
+        let max_hi = extras
+            .iter()
+            .flat_map(|e| e.bytes.iter().map(|b| b.1))
+            .max()
+            .unwrap_or(4096)
+            .clamp(4096, 64 << 20);
+        (8, max_hi.div_ceil(4096) * 4096)
+    } else {
+        (0, 0)
+    };
+
+    // Thread clusters.
+    let mut clusters: Vec<RtCluster> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let master_groups: Vec<&str> = p
+        .threads
+        .processes
+        .iter()
+        .filter(|g| g.role == ProcessRole::Master)
+        .map(|g| g.id.as_str())
+        .collect();
+    for c in &p.threads.clusters {
+        if net_model == "DITTO_NET_PREFORK" && master_groups.contains(&c.process.as_str()) {
+            continue; // the runtime's own master process stands for these
+        }
+        let cs = p.syscalls.clusters.iter().find(|s| s.cluster == c.id);
+        let (role, period_us, calls_per_request, has_body) = match c.role {
+            ThreadRole::NetworkWorker | ThreadRole::AcceptorWorker => {
+                ("DITTO_ROLE_WORKER", 0, 1.0, true)
+            }
+            ThreadRole::Acceptor => {
+                let accepts = per_request(cs, &["accept", "accept4"]).max(1e-9);
+                ("DITTO_ROLE_ACCEPTOR", 0, accepts, true)
+            }
+            ThreadRole::Timer | ThreadRole::Background => {
+                let wakeups = wakeups_per_request(c, cs);
+                let per_thread_hz = wakeups * rate / f64::from(c.threads.max(1));
+                let period = if per_thread_hz > 0.0 {
+                    (1e6 / per_thread_hz).clamp(100.0, 3.6e9)
+                } else {
+                    1e6
+                };
+                (
+                    "DITTO_ROLE_BACKGROUND",
+                    period.round() as u32,
+                    wakeups,
+                    true,
+                )
+            }
+            // period 0: threads that only exist, as the original's idle helpers do.
+            ThreadRole::Idle => ("DITTO_ROLE_BACKGROUND", 0, 0.0, false),
+        };
+        let mut cname = c_ident(&c.id);
+        while names.contains(&cname) {
+            cname.push('_');
+        }
+        names.push(cname.clone());
+        clusters.push(RtCluster {
+            id: c.id.clone(),
+            cname,
+            role,
+            profile_role: format!("{:?}", c.role),
+            threads: c.threads.max(1),
+            period_us,
+            calls_per_request,
+            has_body,
+        });
+    }
+    if !clusters.iter().any(|c| c.role == "DITTO_ROLE_WORKER") {
+        warnings.push(
+            "no request-serving thread cluster in the profile; the clone adds one worker cluster `w0` \
+             with the default body"
+                .into(),
+        );
+        clusters.push(RtCluster {
+            id: "w0".into(),
+            cname: "w0".into(),
+            role: "DITTO_ROLE_WORKER",
+            profile_role: "NetworkWorker (assumed)".into(),
+            threads: server.workers.max(1),
+            period_us: 0,
+            calls_per_request: 1.0,
+            has_body: true,
+        });
+    }
+    // The runtime serves with the first WORKER cluster: put the profile's serving cluster first.
+    if let Some(pos) = clusters
+        .iter()
+        .position(|c| c.id == worker_id && c.role == "DITTO_ROLE_WORKER")
+    {
+        let c = clusters.remove(pos);
+        let first_worker = clusters
+            .iter()
+            .position(|c| c.role == "DITTO_ROLE_WORKER")
+            .unwrap_or(clusters.len());
+        clusters.insert(first_worker.min(pos), c);
+    }
+
+    Skeleton {
+        net_model,
+        net_model_why: why,
+        framing,
+        port,
+        processes,
+        backlog,
+        tcp_nodelay,
+        recv_call,
+        send_call,
+        response: merge_bins(response),
+        extras,
+        clusters,
+        data_files,
+        data_file_bytes,
+        not_extras,
+        warnings,
+    }
+}
+
+/// Wakeups per request of a timer or background cluster, from the syscall its trigger blocks in.
+fn wakeups_per_request(c: &ThreadCluster, cs: Option<&ClusterSyscalls>) -> f64 {
+    for t in &c.triggers {
+        let names: &[&str] = match t {
+            Trigger::Timer => &["clock_nanosleep", "nanosleep"],
+            Trigger::Futex => &["futex"],
+            Trigger::Epoll => &["epoll_wait", "epoll_pwait"],
+            Trigger::Poll => &["poll", "ppoll"],
+            Trigger::Select => &["select", "pselect6"],
+            Trigger::BlockingRead => &["read", "recvfrom", "recvmsg"],
+            Trigger::Accept => &["accept", "accept4"],
+            Trigger::Signal => &["rt_sigtimedwait", "pause", "rt_sigsuspend"],
+        };
+        let v = per_request(cs, names);
+        if v > 0.0 {
+            return v;
+        }
+    }
+    c.syscalls_per_request
+}
+
+/// Sorts bins and merges overlapping or duplicate ones (the runtime requires increasing, disjoint bins).
+fn merge_bins(mut b: Bins) -> Bins {
+    b.sort();
+    let mut out: Bins = Vec::new();
+    for (lo, hi, n) in b {
+        match out.last_mut() {
+            Some(last) if lo < last.1 => {
+                last.1 = last.1.max(hi);
+                last.2 += n;
+            }
+            _ => out.push((lo, hi, n)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_merge() {
+        assert_eq!(
+            merge_bins(vec![(8, 16, 1), (0, 4, 2), (8, 16, 3), (12, 20, 1)]),
+            vec![(0, 4, 2), (8, 20, 5)]
+        );
+    }
+
+    #[test]
+    fn idents() {
+        assert_eq!(c_ident("c1"), "c1");
+        assert_eq!(c_ident("1-x"), "c1_x");
+        assert_eq!(c_ident(""), "c");
+    }
+
+    fn example(name: &str) -> Profile {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../profiles")
+            .join(format!("{name}.json"));
+        Profile::load(&path).expect("example profile")
+    }
+
+    #[test]
+    fn memcached_is_epoll_dispatch_with_memcached_framing() {
+        let s = skeleton(&example("memcached"));
+        assert_eq!(s.net_model, "DITTO_NET_EPOLL_DISPATCH");
+        assert_eq!(s.framing, "DITTO_FRAME_MEMCACHED_TEXT");
+        assert_eq!(s.recv_call, "DITTO_IO_READ");
+        assert_eq!(s.send_call, "DITTO_IO_SENDMSG");
+        let roles: Vec<_> = s.clusters.iter().map(|c| (c.id.as_str(), c.role)).collect();
+        assert_eq!(
+            roles,
+            vec![
+                ("c0", "DITTO_ROLE_ACCEPTOR"),
+                ("c1", "DITTO_ROLE_WORKER"),
+                ("c2", "DITTO_ROLE_BACKGROUND"),
+                ("c3", "DITTO_ROLE_BACKGROUND"),
+            ]
+        );
+        // the timer thread wakes about every millisecond
+        let timer = &s.clusters[2];
+        assert!(
+            (500..2000).contains(&timer.period_us),
+            "{}",
+            timer.period_us
+        );
+        assert_eq!(s.clusters[3].period_us, 0);
+    }
+
+    #[test]
+    fn nginx_is_prefork_with_file_extras() {
+        let s = skeleton(&example("nginx"));
+        assert_eq!(s.net_model, "DITTO_NET_PREFORK");
+        assert_eq!(s.processes, 1);
+        assert_eq!(s.framing, "DITTO_FRAME_HTTP1");
+        assert_eq!(s.recv_call, "DITTO_IO_RECVFROM");
+        assert_eq!(s.send_call, "DITTO_IO_WRITEV");
+        let ops: Vec<&str> = s.extras.iter().map(|e| e.op).collect();
+        assert!(ops.contains(&"DITTO_OP_OPEN_FSTAT_CLOSE"), "{ops:?}");
+        assert!(ops.contains(&"DITTO_OP_SENDFILE"));
+        assert!(ops.contains(&"DITTO_OP_CORK"));
+        assert!(s.data_files > 0 && s.data_file_bytes >= 262_144);
+        // the master's idle cluster is the runtime's own master
+        assert_eq!(s.clusters.len(), 1);
+    }
+
+    #[test]
+    fn pix_is_length_prefixed() {
+        let s = skeleton(&example("pix-baseline"));
+        assert_eq!(s.framing, "DITTO_FRAME_LENGTH_PREFIXED");
+        assert_eq!(s.net_model, "DITTO_NET_EPOLL_DISPATCH");
+        let ops: Vec<&str> = s.extras.iter().map(|e| e.op).collect();
+        assert!(ops.contains(&"DITTO_OP_MPROTECT"), "{ops:?}");
+        assert!(ops.contains(&"DITTO_OP_EVENTFD_WRITE"));
+    }
+}

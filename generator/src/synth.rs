@@ -1,0 +1,1615 @@
+//! Body synthesis: a `BodyPlan` becomes the assembly of one cluster's `ditto_body_<id>` and
+//! `ditto_body_init_<id>` (GNU as, Intel syntax, SysV ABI).
+//!
+//! Shape of a body (see docs/generator.md for the reasoning):
+//!
+//! * **Blocks** (equation 2): one per instruction working-set size, `bytes` of straight-line code cut
+//!   into `C` equal chunks (C a power of two) laid out as a ring. A call enters each block once, at the
+//!   chunk where the previous call left it, and runs X chunks (X from the block's share of the dynamic
+//!   instructions), so small blocks loop many times per call and large ones are swept across calls.
+//! * **Data accesses** (equation 1): each memory operand belongs to a working-set class, a region
+//!   [lo, lo + size) of the private or shared buffer. Classes of one line use a fixed offset; larger
+//!   ones a *window*: `t = (rP · a) & (size − 64)` computed once per chunk execution for the `a`
+//!   accesses of that class in the chunk, which then touch lines t, t + 64, …; rP grows by 64 per chunk
+//!   executed, so successive executions sweep the region line by line (regular, strided). Irregular
+//!   windows use rQ instead, which grows by rP (triangular numbers, which visit every residue modulo a
+//!   power of two) — no constant stride for a prefetcher to lock on.
+//! * **Pointer chasing**: a share of loads is `mov r12, [r15 + r12 + CHASE]; and r12, MASK` over a chain
+//!   that `ditto_body_init` builds as one cycle through every line of the chase region.
+//! * **Branches**: each block keeps a counter of its chunk executions (in the private header, in rbx
+//!   while the block runs). In a ring of C chunks, chunk j runs exactly when counter ≡ j (mod C), so bits
+//!   log2(C) and up count *this chunk's* executions. Each pattern branch is `test ebx, MASK; jz/jnz`
+//!   with M mask bits (minority rate 2^−M) whose lowest is bit log2(C) + N (runs of 2^N, transition rate
+//!   2^(1−M−N)), so both the taken-rate and the transition-rate bin are realised; the other mask bits
+//!   are drawn at random per branch and blocks start at different phases, so branches are not
+//!   synchronised. The counter's low bits are also where the next call resumes the ring.
+//! * **Registers**: reserved r15 (private base), r14 (shared base), r13 (loop count), r12 (chase), r11 (rP),
+//!   r10 (rQ), rbx (branch counter); the other GPRs and xmm0–15 are assigned per operand by sampling the
+//!   RAW/WAR/WAW distance histograms and taking the register whose current distances are closest.
+//!
+//! Memory safety is by construction and checked here: every memory operand is built from a base
+//! register, an optional index whose range is known (masked just before), and a displacement, and
+//! its whole byte range is proven inside its buffer before it is emitted (`MemProof`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::{bail, Result};
+
+use crate::deficit::Deficit;
+use crate::isa::{
+    templates_for, Acc, Arg, Class, Opnd, Reg, Special, Template, NREGS, R10, R11, R12, R13, R14,
+    R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, XMM0,
+};
+use crate::knobs::Knobs;
+use crate::plan::{BodyPlan, BINS, LINE};
+use crate::rng::{stream_id, Rng};
+
+/// GPRs free for the dependency synthesis (everything not reserved).
+const GPR_POOL: [Reg; 8] = [RAX, RCX, RDX, RBP, RSI, RDI, R8, R9];
+/// GPRs that may hold a window offset: none of them is an implicit operand of any template, so a
+/// divide or a rep-string can never overwrite a live window.
+const TEMPS: [Reg; 3] = [RBP, R8, R9];
+/// Live windows per chunk (one temp each).
+const MAX_WINDOWS: usize = TEMPS.len();
+/// Largest number of accesses that share one window (lea scale factors go up to 9).
+const MAX_GROUP: u32 = 9;
+/// Room after the class regions for window overflow: a window of a′ lines starting at the last line
+/// of its region reaches (a′ − 1) lines plus one access width beyond it.
+const SLACK: u64 = 10 * LINE;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Buffer {
+    Priv,
+    Shared,
+    /// The `struct ditto_body_ctx` argument (read in the prologue only).
+    Ctx,
+    /// The body's own stack frame.
+    Stack,
+}
+
+/// One memory operand's proven byte range [lo, hi) within its buffer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemProof {
+    pub buffer: Buffer,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+/// What the generator knows about the body it produced, for the README, the tuner and tests.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub target_instructions: f64,
+    pub dynamic_instructions: f64,
+    pub static_instructions: u64,
+    pub code_bytes_estimate: u64,
+    pub mean_instruction_bytes_estimate: f64,
+    /// (block bytes, chunks, chunk executions per call, target share, realised share)
+    pub blocks: Vec<(u64, u64, u64, f64, f64)>,
+    /// (class, operand) → (target share, realised share)
+    pub mix: BTreeMap<(Class, Opnd), (f64, f64)>,
+    /// (working-set bytes, target share, realised share)
+    pub data_classes: Vec<(u64, f64, f64)>,
+    pub shared_fraction: (f64, f64),
+    pub regular_fraction: (f64, f64),
+    pub chase_fraction: (f64, f64),
+    pub conditional_branches_per_call: f64,
+    pub static_conditional_branches: u64,
+    pub taken_bins: (Vec<f64>, Vec<f64>),
+    pub transition_bins: (Vec<f64>, Vec<f64>),
+    pub raw: (Vec<f64>, Vec<f64>),
+    pub war: (Vec<f64>, Vec<f64>),
+    pub waw: (Vec<f64>, Vec<f64>),
+    pub chase_region_bytes: u64,
+}
+
+/// The generated code of one cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterAsm {
+    pub body_symbol: String,
+    pub init_symbol: String,
+    pub text: String,
+    pub priv_bytes: u64,
+    pub shared_bytes: u64,
+    pub proofs: Vec<MemProof>,
+    pub stats: Stats,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Composition: what each chunk contains.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Buf {
+    Priv,
+    Shared,
+}
+
+#[derive(Debug, Clone)]
+enum Mem {
+    Static { buf: Buf, disp: u64 },
+    Window { buf: Buf, group: usize, line: u32 },
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    class: usize,
+    irregular: bool,
+    count: u32,
+}
+
+#[derive(Debug, Clone)]
+enum Item {
+    Tpl {
+        t: &'static Template,
+        mem: Option<Mem>,
+        rep_count: u64,
+    },
+    Chase,
+    Pattern {
+        mask: u32,
+        jz: bool,
+    },
+    /// `lea`/`mov` of a window's unmasked offset into a temp (a few instructions before its use).
+    Window {
+        group: usize,
+    },
+    /// `and` that bounds the window's temp, right before its first use.
+    WindowMask {
+        group: usize,
+    },
+    /// End of a chunk: advance rP (if the chunk has regular windows) and rQ (irregular windows),
+    /// count the block counter rbx, count down r13 and loop or leave.
+    LoopEnd {
+        adv_p: bool,
+        adv_q: bool,
+        inc_b: bool,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Chunk {
+    items: Vec<Item>,
+    groups: Vec<Group>,
+    instrs: u64,
+    bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    bytes: u64,
+    share: f64,
+    planned_x: u64,
+    x: u64,
+    dyn_target: f64,
+    chunks: Vec<Chunk>,
+}
+
+impl Block {
+    fn ring(&self) -> u64 {
+        self.chunks.len() as u64
+    }
+}
+
+fn item_instrs(it: &Item) -> u64 {
+    match it {
+        // A rep-string instruction counts once per iteration, as Valgrind (the body profiler and the
+        // simulated counter backend) counts it.
+        Item::Tpl { t, rep_count, .. } => match t.special {
+            Special::Div => 3,
+            Special::Rep if t.asm.contains("movs") => 3 + rep_count,
+            Special::Rep => 2 + rep_count,
+            _ => 1,
+        },
+        Item::Chase | Item::Pattern { .. } => 2,
+        Item::Window { .. } | Item::WindowMask { .. } => 1,
+        Item::LoopEnd {
+            adv_p,
+            adv_q,
+            inc_b,
+        } => 2 + u64::from(*adv_p) + u64::from(*adv_q) + u64::from(*inc_b),
+    }
+}
+
+fn disp_bytes(disp: u64) -> u64 {
+    match disp {
+        0 => 0,
+        1..=127 => 1,
+        _ => 4,
+    }
+}
+
+/// Rate → bin of the profile's branch distributions: bin i holds (2^−(i+2), 2^−(i+1)].
+fn rate_bin(r: f64) -> usize {
+    if r.is_nan() || r <= 0.0 {
+        return BINS - 1;
+    }
+    if r >= 0.5 {
+        return 0;
+    }
+    ((-r.log2()).floor() as usize)
+        .saturating_sub(1)
+        .min(BINS - 1)
+}
+
+/// Distance → bin of the dependency distributions: 1, 2, 3–4, 5–8, …, 513–1024, beyond.
+fn dist_bin(d: i64) -> usize {
+    if d <= 0 {
+        return BINS - 1;
+    }
+    let b = 64 - ((d - 1) as u64).leading_zeros() as usize; // ceil(log2 d)
+    b.min(BINS - 1)
+}
+
+/// Exponent e such that a bin's representative rate is 2^−e (bin 10, "below 2^−10", is taken as 2^−12).
+fn bin_exponent(bin: usize) -> u32 {
+    if bin >= BINS - 1 {
+        12
+    } else {
+        bin as u32 + 1
+    }
+}
+
+/// The lea-expressible window scales: t = src · a′.
+fn window_scale(count: u32) -> u32 {
+    [1, 2, 3, 4, 5, 8, 9]
+        .into_iter()
+        .find(|&a| a >= count)
+        .unwrap_or(9)
+}
+
+struct Composer<'a> {
+    plan: &'a BodyPlan,
+    knobs: &'a Knobs,
+    rng: Rng,
+    mix: Deficit,
+    mix_keys: Vec<(Class, Opnd)>,
+    data: Deficit,
+    buffer: Deficit,
+    regular: Deficit,
+    chase: Deficit,
+    taken: Deficit,
+    transition: Deficit,
+    rep_w: Vec<f64>,
+    realised_mix: BTreeMap<(Class, Opnd), f64>,
+    cond_acc: f64,
+    chase_class: usize,
+    cond_weight: f64,
+    static_cond: u64,
+    /// Offsets fixed before layout is known are relative to these region starts (filled later).
+    used_shared: bool,
+}
+
+impl Composer<'_> {
+    fn account(&mut self, pair: (Class, Opnd), w: f64) {
+        *self.realised_mix.entry(pair).or_insert(0.0) += w;
+        if let Some(i) = self.mix_keys.iter().position(|k| *k == pair) {
+            self.mix.add(i, w);
+        }
+    }
+
+    fn is_static_class(&self, k: usize) -> bool {
+        self.plan.data_classes[k].size <= LINE
+    }
+
+    /// Composes one chunk of `target_bytes` executed `w` times per call, in a block of `ring` chunks
+    /// run `x` chunk executions per visit.
+    fn chunk(&mut self, target_bytes: u64, w: f64, x: u64, ring: u64) -> Chunk {
+        let mut c = Chunk {
+            items: Vec::new(),
+            groups: Vec::new(),
+            instrs: 0,
+            bytes: 0,
+        };
+        // Loop control: dec r13; jz/jnz (the rP/rQ/rbx updates are added once the chunk is known).
+        self.account((Class::Alu, Opnd::Reg), w);
+        self.account((Class::Branch, Opnd::Reg), w);
+        let loop_rate = 1.0 / x.max(1) as f64;
+        self.taken.add(rate_bin(loop_rate), w);
+        self.transition.add(rate_bin((2.0 * loop_rate).min(0.5)), w);
+        self.cond_weight += w;
+        self.static_cond += 1;
+        let mut bytes = 5u64;
+        let mut instrs = 2u64;
+        // Conditional branches: the loop branch, then pattern branches whenever the running count of
+        // conditional branches falls a whole branch behind ratio × instructions emitted.
+        let ratio = self.plan.cond_branch_ratio;
+        self.cond_acc += 2.0 * ratio - 1.0;
+        let mut patterns = Vec::new();
+        let shift = ring.trailing_zeros();
+
+        // The rest from the mix.
+        let mut body: Vec<Item> = Vec::new();
+        while bytes < target_bytes || body.is_empty() {
+            if self.cond_acc >= 1.0 {
+                patterns.push(self.pattern(w, shift));
+                bytes += 6;
+                instrs += 2;
+                self.cond_acc += 2.0 * ratio - 1.0;
+                continue;
+            }
+            let before = instrs;
+            let Some(i) = self.mix.pick(&mut self.rng, w, |_| true) else {
+                break;
+            };
+            let (class, opnd) = self.mix_keys[i];
+            let tpls = templates_for(class, opnd);
+            if tpls.is_empty() {
+                // Unreachable after folding; account it so the loop cannot spin.
+                self.account((class, opnd), w);
+                continue;
+            }
+            let t = tpls[self.rng.below(tpls.len() as u64) as usize];
+            let mut mem = None;
+            let mut rep_count = 0;
+            let mut extra_bytes = 0;
+            if t.special == Special::Rep {
+                // Iterations count as instructions: never more than the rep class still lacks.
+                let room = self
+                    .mix_keys
+                    .iter()
+                    .position(|k| *k == (class, opnd))
+                    .map(|k| self.mix.deficit(k, w) / w)
+                    .unwrap_or(1.0);
+                rep_count = self.rep_count().min(room.floor().max(1.0) as u64);
+                let movs = t.asm.contains("movs");
+                self.account((Class::Alu, Opnd::Reg), w);
+                if movs {
+                    self.account((Class::Alu, Opnd::Reg), w);
+                }
+                self.account((Class::Mov, Opnd::Reg), w);
+                extra_bytes += if movs { 21 } else { 13 };
+            } else if opnd.touches_memory() {
+                // Pointer chasing replaces a plain 64-bit load.
+                let chaseable = class == Class::Mov && opnd == Opnd::Load;
+                let want_chase = self.chase.pick(&mut self.rng, w, |_| true) == Some(1);
+                if chaseable && want_chase {
+                    self.chase.add(1, w);
+                    self.data.add(self.chase_class, w);
+                    self.regular.add(1, w);
+                    self.buffer.add(0, w);
+                    self.account((Class::Mov, Opnd::Load), w);
+                    self.account((Class::Alu, Opnd::Reg), w);
+                    body.push(Item::Chase);
+                    bytes += 12;
+                    instrs += 2;
+                    self.cond_acc += (instrs - before) as f64 * ratio;
+                    continue;
+                }
+                if opnd == Opnd::Load || opnd == Opnd::Rmw {
+                    self.chase.add(0, w);
+                }
+                let (m, window_bytes) = self.data_access(&mut c, class, w);
+                mem = Some(m);
+                extra_bytes += window_bytes;
+                if window_bytes > 0 {
+                    instrs += 2;
+                }
+            }
+            if t.special == Special::Div {
+                let prelude = if opnd == Opnd::Reg {
+                    Opnd::Reg
+                } else {
+                    Opnd::Rmw
+                };
+                self.account((Class::Alu, prelude), w);
+                self.account((Class::Alu, Opnd::Reg), w);
+                extra_bytes += 6;
+            }
+            let iterations = if t.special == Special::Rep {
+                rep_count as f64
+            } else {
+                1.0
+            };
+            self.account((class, opnd), w * iterations);
+            let disp = match &mem {
+                Some(Mem::Static { disp, .. }) => *disp,
+                Some(Mem::Window { group, line, .. }) => {
+                    self.plan.data_classes[c.groups[*group].class].lo + u64::from(*line) * LINE
+                }
+                None => 0,
+            };
+            let mem_bytes = if mem.is_some() {
+                1 + disp_bytes(disp)
+            } else {
+                0
+            };
+            let item = Item::Tpl { t, mem, rep_count };
+            instrs += item_instrs(&item);
+            bytes += u64::from(t.len) + mem_bytes + extra_bytes;
+            body.push(item);
+            self.cond_acc += (instrs - before) as f64 * ratio;
+        }
+        let adv_p = c.groups.iter().any(|g| !g.irregular);
+        let adv_q = c.groups.iter().any(|g| g.irregular);
+        // The block counter identifies the chunk execution for ring blocks and drives patterns.
+        let inc_b = ring > 1 || !patterns.is_empty();
+        for used in [adv_p, adv_q, inc_b] {
+            if used {
+                self.account((Class::Alu, Opnd::Reg), w);
+                instrs += 1;
+                bytes += 3;
+            }
+        }
+
+        // Order: the sampled instructions shuffled; pattern branches spread evenly; each window a
+        // few instructions before its first use; loop control last.
+        self.rng.shuffle(&mut body);
+        let n = body.len();
+        let mut ordered: Vec<Item> = Vec::with_capacity(n + patterns.len() + 8);
+        let np = patterns.len();
+        let mut pat = patterns.into_iter();
+        let mut next_pattern = 0usize;
+        for (i, it) in body.into_iter().enumerate() {
+            while next_pattern < np && i * (np + 1) >= (next_pattern + 1) * n {
+                if let Some(p) = pat.next() {
+                    ordered.push(p);
+                }
+                next_pattern += 1;
+            }
+            ordered.push(it);
+        }
+        ordered.extend(pat);
+        for g in 0..c.groups.len() {
+            let first = ordered.iter().position(|it| {
+                matches!(it, Item::Tpl { mem: Some(Mem::Window { group, .. }), .. } if *group == g)
+            });
+            if let Some(first) = first {
+                // The mask right before the first use (the offset is never used unbounded); the
+                // offset itself 1–3 instructions earlier, so the two are not back to back.
+                ordered.insert(first, Item::WindowMask { group: g });
+                let back = 1 + self.rng.below(3) as usize;
+                ordered.insert(first.saturating_sub(back), Item::Window { group: g });
+            }
+        }
+        ordered.push(Item::LoopEnd {
+            adv_p,
+            adv_q,
+            inc_b,
+        });
+        c.items = ordered;
+        c.instrs = instrs;
+        c.bytes = bytes;
+        c
+    }
+
+    /// One pattern branch: a taken-rate bin and a feasible transition-rate bin, realised as a mask.
+    fn pattern(&mut self, w: f64, shift: u32) -> Item {
+        let t = self.taken.pick(&mut self.rng, w, |_| true).unwrap_or(0);
+        // A transition rate above twice the minority rate is impossible (each minority run has two
+        // edges): only those transition bins are allowed.
+        let r = self
+            .transition
+            .pick(&mut self.rng, w, |r| r + 1 >= t)
+            .unwrap_or(t.saturating_sub(1));
+        // The counter's bits below `shift` number the chunks of the ring: this chunk's own execution
+        // count starts at bit `shift`. Masks must fit a sign-extended imm32 (bits 0–30), so the run
+        // length (N) gives way first, then the rate (M), for very large rings.
+        let m = bin_exponent(t).min(31 - shift.min(30)).max(1);
+        let n = (bin_exponent(r) + 1)
+            .saturating_sub(m)
+            .min(31u32.saturating_sub(shift + m));
+        let realised_r = (m + n).saturating_sub(2) as usize;
+        let realised_t = (m as usize).saturating_sub(1).min(BINS - 1);
+        self.taken
+            .add(if m == bin_exponent(t) { t } else { realised_t }, w);
+        self.transition.add(realised_r.min(BINS - 1), w);
+        let low = shift + n;
+        let mut mask = 1u32 << low.min(30);
+        let mut free: Vec<u32> = ((low + 1)..=30).collect();
+        self.rng.shuffle(&mut free);
+        for bit in free.into_iter().take(m as usize - 1) {
+            mask |= 1 << bit;
+        }
+        let jz = self.rng.below(2) == 0;
+        self.account((Class::Alu, Opnd::Reg), w);
+        self.account((Class::Branch, Opnd::Reg), w);
+        self.cond_weight += w;
+        self.static_cond += 1;
+        Item::Pattern { mask, jz }
+    }
+
+    fn rep_count(&mut self) -> u64 {
+        let bins = &self.plan.rep_counts;
+        let i = self.rng.weighted(&self.rep_w).unwrap_or(0);
+        let (lo, hi, _) = bins.get(i).copied().unwrap_or((8, 64, 1.0));
+        let v = self.rng.range(lo, hi.saturating_sub(1).max(lo));
+        v.clamp(1, self.knobs.limits.max_rep_count)
+    }
+
+    /// Chooses buffer, class and window for one memory operand; returns it and the bytes of a window
+    /// it opened (0 when it joined one or used a fixed offset).
+    fn data_access(&mut self, c: &mut Chunk, class: Class, w: f64) -> (Mem, u64) {
+        let buf = if class == Class::Lock {
+            Buf::Priv // locked operations stay on the private buffer
+        } else if self.buffer.pick(&mut self.rng, w, |_| true) == Some(1) {
+            Buf::Shared
+        } else {
+            Buf::Priv
+        };
+        self.buffer.add(if buf == Buf::Shared { 1 } else { 0 }, w);
+        if buf == Buf::Shared {
+            self.used_shared = true;
+        }
+        let classes = &self.plan.data_classes;
+        let can_open = c.groups.len() < MAX_WINDOWS;
+        let has_room = |c: &Chunk, k: usize| {
+            c.groups
+                .iter()
+                .any(|g| g.class == k && g.count < MAX_GROUP.min((classes[k].size / LINE) as u32))
+        };
+        let k = self
+            .data
+            .pick(&mut self.rng, w, |k| {
+                classes[k].size <= LINE || can_open || has_room(c, k)
+            })
+            .unwrap_or(0);
+        self.data.add(k, w);
+        if self.is_static_class(k) {
+            self.regular.add(0, w);
+            return (
+                Mem::Static {
+                    buf,
+                    disp: classes[k].lo,
+                },
+                0,
+            );
+        }
+        let cap = MAX_GROUP.min((classes[k].size / LINE) as u32);
+        let open_ok = |irregular: bool, c: &Chunk| {
+            c.groups
+                .iter()
+                .any(|g| g.class == k && g.irregular == irregular && g.count < cap)
+                || can_open
+        };
+        let r = self
+            .regular
+            .pick(&mut self.rng, w, |r| open_ok(r == 1, c))
+            .unwrap_or(0);
+        let irregular = r == 1;
+        let feasible = open_ok(irregular, c);
+        let irregular = if feasible { irregular } else { !irregular };
+        self.regular.add(usize::from(irregular), w);
+        if let Some((gi, g)) = c
+            .groups
+            .iter_mut()
+            .enumerate()
+            .find(|(_, g)| g.class == k && g.irregular == irregular && g.count < cap)
+        {
+            let line = g.count;
+            g.count += 1;
+            return (
+                Mem::Window {
+                    buf,
+                    group: gi,
+                    line,
+                },
+                0,
+            );
+        }
+        c.groups.push(Group {
+            class: k,
+            irregular,
+            count: 1,
+        });
+        self.account((Class::Alu, Opnd::Reg), w);
+        self.account((Class::Alu, Opnd::Reg), w);
+        (
+            Mem::Window {
+                buf,
+                group: c.groups.len() - 1,
+                line: 0,
+            },
+            15,
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout of the private buffer.
+
+#[derive(Debug, Clone)]
+struct Layout {
+    class_top: u64,
+    chase_lo: u64,
+    chase_size: u64,
+    rep_lo: u64,
+    rep_half: u64,
+    hdr_lo: u64,
+    /// Per block, its chunk counter (u64): chunk executions so far; its low bits are the ring
+    /// position to resume at.
+    counter_lo: u64,
+    priv_bytes: u64,
+    shared_bytes: u64,
+}
+
+const HDR_RP: u64 = 0;
+const HDR_RQ: u64 = 8;
+const HDR_CHASE: u64 = 16;
+const HDR_COUNTERS: u64 = 24;
+
+fn align(v: u64, a: u64) -> u64 {
+    v.div_ceil(a) * a
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering: registers, text, proofs.
+
+struct Deps {
+    raw: Deficit,
+    war: Deficit,
+    waw: Deficit,
+    last_w: [i64; NREGS],
+    last_r: [i64; NREGS],
+    locked: [bool; NREGS],
+    pos: i64,
+}
+
+impl Deps {
+    fn new(plan: &BodyPlan) -> Deps {
+        Deps {
+            raw: Deficit::new(&plan.raw),
+            war: Deficit::new(&plan.war),
+            waw: Deficit::new(&plan.waw),
+            last_w: [i64::MIN / 2; NREGS],
+            last_r: [i64::MIN / 2; NREGS],
+            locked: [false; NREGS],
+            pos: 0,
+        }
+    }
+}
+
+struct Renderer<'a> {
+    name: String,
+    plan: &'a BodyPlan,
+    layout: Layout,
+    rng: Rng,
+    deps: Deps,
+    out: String,
+    proofs: Vec<MemProof>,
+    vex: bool,
+    w: f64,
+    temps: Vec<Option<Reg>>,
+    remaining: Vec<u32>,
+    cur_groups: Vec<Group>,
+    /// Whether each window's temp has been masked (only then may it address memory).
+    masked: Vec<bool>,
+    static_instrs: u64,
+    /// (estimated bytes × weight, weight) for the dynamic mean length.
+    len_acc: (f64, f64),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Gpr,
+    Vec,
+}
+
+impl Renderer<'_> {
+    fn line(&mut self, s: &str) {
+        self.out.push_str("    ");
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn label(&mut self, s: &str) {
+        self.out.push_str(s);
+        self.out.push_str(":\n");
+    }
+
+    /// Records one instruction's register uses at the current position (realised distances feed the
+    /// deficits), then advances.
+    fn commit(&mut self, reads: &[Reg], writes: &[Reg], bytes: u64) {
+        let w = self.w;
+        let d = &mut self.deps;
+        // Only registers the allocator chooses are steered and counted: the reserved ones (bases,
+        // counters) are fixed by the body's structure, like a compiler's frame and base pointers.
+        let steered = |r: Reg| r >= XMM0 || GPR_POOL.contains(&r);
+        for &r in reads.iter().filter(|r| steered(**r)) {
+            let i = usize::from(r);
+            d.raw.add(dist_bin(d.pos - d.last_w[i]), w);
+        }
+        for &r in writes.iter().filter(|r| steered(**r)) {
+            let i = usize::from(r);
+            d.war.add(dist_bin(d.pos - d.last_r[i]), w);
+            d.waw.add(dist_bin(d.pos - d.last_w[i]), w);
+        }
+        for &r in reads {
+            d.last_r[usize::from(r)] = d.pos;
+        }
+        for &r in writes {
+            d.last_w[usize::from(r)] = d.pos;
+        }
+        d.pos += 1;
+        self.static_instrs += 1;
+        self.len_acc.0 += bytes as f64 * w;
+        self.len_acc.1 += w;
+    }
+
+    /// An instruction with fixed registers.
+    fn fixed(&mut self, text: &str, reads: &[Reg], writes: &[Reg], bytes: u64) {
+        self.line(text);
+        self.commit(reads, writes, bytes);
+    }
+
+    fn choose(&mut self, kind: Kind, acc: Acc, forbid: &[Reg]) -> Reg {
+        let w = self.w;
+        let d = &self.deps;
+        let raw_t = if acc.reads() {
+            d.raw.pick(&mut self.rng, w, |_| true).unwrap_or(0)
+        } else {
+            0
+        };
+        let (war_t, waw_t) = if acc.writes() {
+            (
+                d.war.pick(&mut self.rng, w, |_| true).unwrap_or(0),
+                d.waw.pick(&mut self.rng, w, |_| true).unwrap_or(0),
+            )
+        } else {
+            (0, 0)
+        };
+        let pool: Vec<Reg> = match kind {
+            Kind::Gpr => GPR_POOL.to_vec(),
+            Kind::Vec => (XMM0..XMM0 + 16).collect(),
+        };
+        let mut best: Vec<Reg> = Vec::new();
+        let mut best_score = usize::MAX;
+        for r in pool {
+            let i = usize::from(r);
+            if forbid.contains(&r) || (acc.writes() && d.locked[i]) {
+                continue;
+            }
+            let mut score = 0;
+            if acc.reads() {
+                score += dist_bin(d.pos - d.last_w[i]).abs_diff(raw_t);
+            }
+            if acc.writes() {
+                score += dist_bin(d.pos - d.last_r[i]).abs_diff(war_t);
+                score += dist_bin(d.pos - d.last_w[i]).abs_diff(waw_t);
+            }
+            if score < best_score {
+                best_score = score;
+                best.clear();
+            }
+            if score == best_score {
+                best.push(r);
+            }
+        }
+        // The pool always has an unlocked, unforbidden register: at most 3 are locked and forbid
+        // lists hold one register.
+        let i = self.rng.below(best.len() as u64) as usize;
+        best.get(i).copied().unwrap_or(RAX)
+    }
+
+    fn base(buf: Buf) -> (Reg, Buffer) {
+        match buf {
+            Buf::Priv => (R15, Buffer::Priv),
+            Buf::Shared => (R14, Buffer::Shared),
+        }
+    }
+
+    fn buffer_bytes(&self, b: Buffer) -> u64 {
+        match b {
+            Buffer::Priv => self.layout.priv_bytes,
+            Buffer::Shared => self.layout.shared_bytes,
+            Buffer::Ctx => 16,
+            Buffer::Stack => 8,
+        }
+    }
+
+    /// Proves [lo, hi) inside `buffer`; a failure is a generator bug, never emitted.
+    fn prove(&mut self, buffer: Buffer, lo: u64, hi: u64) -> Result<()> {
+        let size = self.buffer_bytes(buffer);
+        if hi > size || lo >= hi {
+            bail!(
+                "internal error: body {} would access [{lo}, {hi}) of a {size}-byte {buffer:?} buffer",
+                self.name
+            );
+        }
+        self.proofs.push(MemProof { buffer, lo, hi });
+        Ok(())
+    }
+
+    /// Renders a memory operand of `width` bytes; returns (text, registers read).
+    fn mem(&mut self, m: &Mem, width: u64) -> Result<(String, Vec<Reg>)> {
+        match *m {
+            Mem::Static { buf, disp } => {
+                let (base, b) = Self::base(buf);
+                self.prove(b, disp, disp + width)?;
+                Ok((
+                    format!("[{} + {disp}]", crate::isa::reg_name(base, 64)),
+                    vec![base],
+                ))
+            }
+            Mem::Window { buf, group, line } => {
+                let (base, b) = Self::base(buf);
+                let Some(t) = self.temps.get(group).copied().flatten() else {
+                    bail!("internal error: window used before it was computed");
+                };
+                if !self.masked.get(group).copied().unwrap_or(false) {
+                    bail!("internal error: window used before it was bounded");
+                }
+                let class = self.group_class(group);
+                let dc = &self.plan.data_classes[class];
+                let disp = dc.lo + u64::from(line) * LINE;
+                let mask = dc.size - LINE;
+                self.prove(b, disp, disp + mask + width)?;
+                if let Some(r) = self.remaining.get_mut(group) {
+                    *r = r.saturating_sub(1);
+                    if *r == 0 {
+                        self.deps.locked[usize::from(t)] = false;
+                    }
+                }
+                Ok((
+                    format!(
+                        "[{} + {} + {disp}]",
+                        crate::isa::reg_name(base, 64),
+                        crate::isa::reg_name(t, 64)
+                    ),
+                    vec![base, t],
+                ))
+            }
+        }
+    }
+
+    fn group_class(&self, group: usize) -> usize {
+        self.cur_groups.get(group).map(|g| g.class).unwrap_or(0)
+    }
+}
+
+impl Renderer<'_> {
+    fn template(&mut self, t: &'static Template, mem: Option<&Mem>, rep_count: u64) -> Result<()> {
+        match t.special {
+            Special::JmpNext => {
+                self.line(t.asm);
+                self.commit(&[], &[], u64::from(t.len));
+                return Ok(());
+            }
+            Special::Rep => return self.rep(t, rep_count),
+            _ => {}
+        }
+        let asm = if self.vex {
+            t.vex.unwrap_or(t.asm)
+        } else {
+            t.asm
+        };
+        let mut reads: Vec<Reg> = Vec::new();
+        let mut writes: Vec<Reg> = Vec::new();
+        let mut rendered: Vec<String> = Vec::new();
+        let mut mem_text = String::new();
+        let mut mem_disp = 0u64;
+        let mut bytes = u64::from(t.len);
+        for arg in t.args {
+            match *arg {
+                Arg::G(bits, acc) => {
+                    let r = self.choose(Kind::Gpr, acc, t.forbid);
+                    if acc.reads() {
+                        reads.push(r);
+                    }
+                    if acc.writes() {
+                        writes.push(r);
+                    }
+                    rendered.push(crate::isa::reg_name(r, u16::from(bits)));
+                }
+                Arg::X(acc) | Arg::Y(acc) => {
+                    let r = self.choose(Kind::Vec, acc, &[]);
+                    if acc.reads() {
+                        reads.push(r);
+                    }
+                    if acc.writes() {
+                        writes.push(r);
+                    }
+                    let bits = if matches!(arg, Arg::Y(_)) { 256 } else { 128 };
+                    rendered.push(crate::isa::reg_name(r, bits));
+                }
+                Arg::M(width) => {
+                    let Some(m) = mem else {
+                        bail!(
+                            "internal error: template `{}` without a memory operand",
+                            t.asm
+                        );
+                    };
+                    // A divide by memory first makes its divisor odd, at the same address.
+                    let uses = if t.special == Special::Div { 2 } else { 1 };
+                    let (text, regs) = self.mem_uses(m, u64::from(width), uses)?;
+                    mem_disp = match m {
+                        Mem::Static { disp, .. } => *disp,
+                        Mem::Window { .. } => 512,
+                    };
+                    reads.extend(regs);
+                    mem_text = text.clone();
+                    rendered.push(text);
+                }
+                Arg::I(lo, hi) => {
+                    rendered.push(self.rng.range(u64::from(lo), u64::from(hi)).to_string());
+                }
+            }
+        }
+        if mem.is_some() {
+            bytes += 1 + disp_bytes(mem_disp);
+        }
+        for &(r, acc) in t.implicit {
+            if acc.reads() {
+                reads.push(r);
+            }
+            if acc.writes() {
+                writes.push(r);
+            }
+        }
+        let mut text = asm.to_string();
+        for (i, r) in rendered.iter().enumerate() {
+            text = text.replace(&format!("{{{i}}}"), r);
+        }
+        if t.special == Special::Div {
+            // Divisor odd (never zero), dividend high half zero (quotient fits): the divide cannot fault.
+            match t.args.first() {
+                Some(Arg::G(..)) => {
+                    let d = rendered.first().cloned().unwrap_or_default();
+                    let dr = writes.first().copied().unwrap_or(RCX);
+                    self.fixed(&format!("or {d}, 1"), &[dr], &[dr], 3);
+                }
+                _ => {
+                    let regs: Vec<Reg> = reads.clone();
+                    self.fixed(&format!("or dword ptr {mem_text}, 1"), &regs, &[], 5);
+                }
+            }
+            self.fixed("xor edx, edx", &[], &[RDX], 2);
+        }
+        self.line(&text);
+        self.commit(&reads, &writes, bytes);
+        Ok(())
+    }
+
+    /// A memory operand used by `uses` instructions (the window stays live until the last).
+    fn mem_uses(&mut self, m: &Mem, width: u64, uses: u32) -> Result<(String, Vec<Reg>)> {
+        if let (Mem::Window { group, .. }, true) = (m, uses > 1) {
+            if let Some(r) = self.remaining.get_mut(*group) {
+                *r += uses - 1;
+            }
+        }
+        let first = self.mem(m, width)?;
+        for _ in 1..uses {
+            self.mem(m, width)?;
+        }
+        Ok(first)
+    }
+
+    fn rep(&mut self, t: &'static Template, count: u64) -> Result<()> {
+        let l = self.layout.clone();
+        let movs = t.asm.contains("movs");
+        let dst = l.rep_lo;
+        let src = l.rep_lo + l.rep_half;
+        self.prove(Buffer::Priv, dst, dst + count)?;
+        self.fixed(&format!("lea rdi, [r15 + {dst}]"), &[R15], &[RDI], 7);
+        if movs {
+            self.prove(Buffer::Priv, src, src + count)?;
+            self.fixed(&format!("lea rsi, [r15 + {src}]"), &[R15], &[RSI], 7);
+        }
+        self.fixed(&format!("mov ecx, {count}"), &[], &[RCX], 5);
+        let reads: Vec<Reg> = t
+            .implicit
+            .iter()
+            .filter(|(_, a)| a.reads())
+            .map(|(r, _)| *r)
+            .collect();
+        let writes: Vec<Reg> = t
+            .implicit
+            .iter()
+            .filter(|(_, a)| a.writes())
+            .map(|(r, _)| *r)
+            .collect();
+        self.fixed(t.asm, &reads, &writes, u64::from(t.len));
+        Ok(())
+    }
+
+    fn window(&mut self, group: usize) -> Result<()> {
+        let g = self.cur_groups[group].clone();
+        let src = if g.irregular { R10 } else { R11 };
+        let s = crate::isa::reg_name(src, 64);
+        let a = window_scale(g.count);
+        let t = self.choose_temp();
+        let tn = crate::isa::reg_name(t, 64);
+        let text = match a {
+            1 => format!("mov {tn}, {s}"),
+            4 | 8 => format!("lea {tn}, [{s}*{a}]"),
+            _ => format!("lea {tn}, [{s} + {s}*{}]", a - 1),
+        };
+        self.fixed(&text, &[src], &[t], if a == 1 { 3 } else { 8 });
+        self.deps.locked[usize::from(t)] = true;
+        self.temps[group] = Some(t);
+        Ok(())
+    }
+
+    fn window_mask(&mut self, group: usize) -> Result<()> {
+        let g = &self.cur_groups[group];
+        let mask = self.plan.data_classes[g.class].size - LINE;
+        let Some(t) = self.temps.get(group).copied().flatten() else {
+            bail!("internal error: window mask before its offset");
+        };
+        let tn = crate::isa::reg_name(t, 64);
+        self.fixed(&format!("and {tn}, {mask}"), &[t], &[t], 7);
+        self.masked[group] = true;
+        Ok(())
+    }
+
+    fn choose_temp(&mut self) -> Reg {
+        let free: Vec<Reg> = TEMPS
+            .iter()
+            .copied()
+            .filter(|r| !self.deps.locked[usize::from(*r)])
+            .collect();
+        // Among the free temps, the one whose write distances best match the WAW/WAR targets.
+        let w = self.w;
+        let waw_t = self.deps.waw.pick(&mut self.rng, w, |_| true).unwrap_or(0);
+        free.iter()
+            .copied()
+            .min_by_key(|&r| {
+                dist_bin(self.deps.pos - self.deps.last_w[usize::from(r)]).abs_diff(waw_t)
+            })
+            .unwrap_or(TEMPS[0])
+    }
+
+    fn chunk(&mut self, c: &Chunk, labels: &ChunkLabels) -> Result<()> {
+        self.cur_groups = c.groups.clone();
+        self.temps = vec![None; c.groups.len()];
+        self.masked = vec![false; c.groups.len()];
+        self.remaining = c.groups.iter().map(|g| g.count).collect();
+        self.label(&labels.me);
+        for it in &c.items {
+            match it {
+                Item::Tpl { t, mem, rep_count } => self.template(t, mem.as_ref(), *rep_count)?,
+                Item::Chase => {
+                    let l = self.layout.clone();
+                    let mask = l.chase_size - LINE;
+                    self.prove(Buffer::Priv, l.chase_lo, l.chase_lo + mask + 8)?;
+                    self.fixed(
+                        &format!("mov r12, qword ptr [r15 + r12 + {}]", l.chase_lo),
+                        &[R15, R12],
+                        &[R12],
+                        8,
+                    );
+                    self.fixed(&format!("and r12, {mask}"), &[R12], &[R12], 7);
+                }
+                Item::Pattern { mask, jz } => {
+                    if *mask < 256 {
+                        self.fixed(&format!("test bl, {mask}"), &[RBX], &[], 3);
+                    } else {
+                        self.fixed(&format!("test ebx, {mask}"), &[RBX], &[], 6);
+                    }
+                    let j = if *jz { "jz" } else { "jnz" };
+                    self.fixed(&format!("{j} 1f\n1:"), &[], &[], 2);
+                }
+                Item::Window { group } => self.window(*group)?,
+                Item::WindowMask { group } => self.window_mask(*group)?,
+                Item::LoopEnd {
+                    adv_p,
+                    adv_q,
+                    inc_b,
+                } => {
+                    if *adv_p {
+                        self.fixed("add r11, 64", &[R11], &[R11], 4);
+                    }
+                    if *adv_q {
+                        self.fixed("add r10, r11", &[R10, R11], &[R10], 3);
+                    }
+                    if *inc_b {
+                        self.fixed("inc rbx", &[RBX], &[RBX], 3);
+                    }
+                    self.fixed("dec r13", &[R13], &[R13], 3);
+                    match &labels.back {
+                        Some(first) => self.fixed(&format!("jnz {first}"), &[], &[], 2),
+                        None => self.fixed(&format!("jz {}", labels.done), &[], &[], 6),
+                    }
+                }
+            }
+        }
+        // Windows are dead at the chunk's end.
+        for r in TEMPS {
+            self.deps.locked[usize::from(r)] = false;
+        }
+        Ok(())
+    }
+}
+
+struct ChunkLabels {
+    me: String,
+    /// Set on the last chunk of a ring: loop back here while the count lasts.
+    back: Option<String>,
+    done: String,
+}
+
+/// Synthesises one cluster's body. `name` must be a C identifier fragment.
+pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Result<ClusterAsm> {
+    let mut rng = Rng::new(seed, stream_id(name));
+    let classes = &plan.data_classes;
+    if classes.is_empty() {
+        bail!("internal error: no data classes for {name}");
+    }
+    let mix_keys: Vec<(Class, Opnd)> = plan.mix.iter().map(|m| m.0).collect();
+    let mix_shares: Vec<f64> = plan.mix.iter().map(|m| m.1).collect();
+    let uses = |c: Class| plan.mix.iter().any(|m| m.0 .0 == c && m.1 > 0.0);
+    let vex = uses(Class::Simd256);
+    let x87 = uses(Class::X87);
+    let fp = uses(Class::Fp) || uses(Class::Simd128) || uses(Class::Simd256);
+
+    // Chase region: the share-weighted median class among those of at least a page, else the largest.
+    let chase_class = {
+        let big: Vec<usize> = (0..classes.len())
+            .filter(|&k| classes[k].working_set() >= 4096 && classes[k].share > 0.0)
+            .collect();
+        let total: f64 = big.iter().map(|&k| classes[k].share).sum();
+        let mut acc = 0.0;
+        big.iter()
+            .copied()
+            .find(|&k| {
+                acc += classes[k].share;
+                acc >= total / 2.0
+            })
+            .unwrap_or(classes.len() - 1)
+    };
+
+    // Blocks: sizes from equation 2, cut into power-of-two rings of chunks.
+    let mean_len = plan.mean_instruction_bytes;
+    let chunk_target = knobs.limits.chunk_instructions as f64 * mean_len;
+    let overhead_fixed = 40.0;
+    let mut blocks: Vec<Block> = Vec::new();
+    let n_blocks_est = plan.blocks.len() as f64;
+    let body_instrs = (plan.instructions - overhead_fixed - 12.0 * n_blocks_est).max(16.0);
+    let mut carried = 0.0;
+    for b in &plan.blocks {
+        let mut ring = 1u64;
+        while (b.bytes / (ring * 2)) as f64 >= chunk_target {
+            ring *= 2;
+        }
+        let per_chunk = (b.bytes / ring) as f64 / mean_len;
+        let d = b.share * body_instrs;
+        let x = (d / per_chunk).round() as u64;
+        if x == 0 && b.bytes > LINE {
+            carried += d; // too little for one chunk: executed by the 64-byte block instead
+            continue;
+        }
+        blocks.push(Block {
+            bytes: b.bytes,
+            share: b.share,
+            planned_x: x.max(1),
+            x: 0,
+            dyn_target: d,
+            chunks: Vec::with_capacity(ring as usize),
+        });
+    }
+    if carried > 0.0 || blocks.is_empty() {
+        match blocks.iter_mut().find(|b| b.bytes == LINE) {
+            Some(b) => {
+                b.dyn_target += carried;
+                b.share += carried / body_instrs;
+                b.planned_x = ((b.dyn_target / (LINE as f64 / mean_len)).round() as u64).max(1);
+            }
+            None => {
+                let d = carried.max(16.0);
+                blocks.insert(
+                    0,
+                    Block {
+                        bytes: LINE,
+                        share: d / body_instrs,
+                        planned_x: ((d / (LINE as f64 / mean_len)).round() as u64).max(1),
+                        x: 0,
+                        dyn_target: d,
+                        chunks: Vec::new(),
+                    },
+                );
+            }
+        }
+    }
+    let ring_of = |bytes: u64| {
+        let mut ring = 1u64;
+        while (bytes / (ring * 2)) as f64 >= chunk_target {
+            ring *= 2;
+        }
+        ring
+    };
+    let mut comp = Composer {
+        plan,
+        knobs,
+        rng: Rng::new(seed, stream_id(name) ^ 0x636f_6d70),
+        mix: Deficit::new(&mix_shares),
+        mix_keys: mix_keys.clone(),
+        data: Deficit::new(&classes.iter().map(|c| c.share).collect::<Vec<_>>()),
+        buffer: Deficit::new(&[1.0 - plan.shared_fraction, plan.shared_fraction]),
+        regular: Deficit::new(&[plan.regular_fraction, 1.0 - plan.regular_fraction]),
+        chase: Deficit::new(&[1.0 - plan.chase_fraction, plan.chase_fraction]),
+        taken: Deficit::new(&plan.taken_bins),
+        transition: Deficit::new(&plan.transition_bins),
+        rep_w: plan.rep_counts.iter().map(|b| b.2).collect(),
+        realised_mix: BTreeMap::new(),
+        cond_acc: 0.0,
+        chase_class,
+        cond_weight: 0.0,
+        static_cond: 0,
+        used_shared: false,
+    };
+    // Heaviest chunks first: they get the proportional draws, light ones settle the remainder.
+    let mut order: Vec<usize> = (0..blocks.len()).collect();
+    order.sort_by(|&a, &b| {
+        let wa = blocks[a].planned_x as f64 / ring_of(blocks[a].bytes) as f64;
+        let wb = blocks[b].planned_x as f64 / ring_of(blocks[b].bytes) as f64;
+        wb.partial_cmp(&wa)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.cmp(&b))
+    });
+    for &bi in &order {
+        let ring = ring_of(blocks[bi].bytes);
+        let chunk_bytes = blocks[bi].bytes / ring;
+        let w = blocks[bi].planned_x as f64 / ring as f64;
+        let x = blocks[bi].planned_x;
+        let mut chunks = Vec::with_capacity(ring as usize);
+        for _ in 0..ring {
+            chunks.push(comp.chunk(chunk_bytes, w, x, ring));
+        }
+        let mean_instrs = chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 / ring as f64;
+        let b = &mut blocks[bi];
+        b.x = ((b.dyn_target / mean_instrs.max(1.0)).round() as u64).clamp(1, (1 << 31) - 1);
+        b.chunks = chunks;
+    }
+    rng.shuffle(&mut blocks);
+
+    // Layout of the private buffer: class regions (+ slack), chase chain, rep scratch, header.
+    let class_top = classes
+        .iter()
+        .map(|c| c.working_set())
+        .max()
+        .unwrap_or(LINE);
+    let chase_size = classes[chase_class].size.max(LINE);
+    let chase_lo = align(class_top + SLACK, LINE);
+    let rep_half = align(knobs.limits.max_rep_count, LINE);
+    let rep_lo = chase_lo + chase_size;
+    let hdr_lo = rep_lo + 2 * rep_half;
+    let counter_lo = hdr_lo + HDR_COUNTERS;
+    let priv_bytes = align(counter_lo + 8 * blocks.len() as u64, LINE);
+    let shared_bytes = if comp.used_shared {
+        align(class_top + SLACK, LINE)
+    } else {
+        0
+    };
+    let layout = Layout {
+        class_top,
+        chase_lo,
+        chase_size,
+        rep_lo,
+        rep_half,
+        hdr_lo,
+        counter_lo,
+        priv_bytes,
+        shared_bytes,
+    };
+
+    let body_symbol = format!("ditto_body_{name}");
+    let init_symbol = format!("ditto_body_init_{name}");
+    let mut r = Renderer {
+        name: name.to_string(),
+        plan,
+        layout: layout.clone(),
+        rng: Rng::new(seed, stream_id(name) ^ 0x7265_6e64),
+        deps: Deps::new(plan),
+        out: String::new(),
+        proofs: Vec::new(),
+        vex,
+        w: 1.0,
+        temps: Vec::new(),
+        remaining: Vec::new(),
+        cur_groups: Vec::new(),
+        masked: Vec::new(),
+        static_instrs: 0,
+        len_acc: (0.0, 0.0),
+    };
+
+    // ---- body function
+    let _ = writeln!(
+        r.out,
+        "\n// ---- cluster {name}: {:.0} instructions per call, {} blocks\n    .text\n    .globl {body_symbol}\n    .type {body_symbol}, @function\n    .p2align 6\n{body_symbol}:",
+        plan.instructions,
+        blocks.len()
+    );
+    let mut prologue_instrs = 0u64;
+    {
+        let before = r.static_instrs;
+        for reg in [RBX, RBP, R12, R13, R14, R15] {
+            let n = crate::isa::reg_name(reg, 64);
+            r.fixed(&format!("push {n}"), &[reg], &[], 2);
+        }
+        // 8 (return address) + 6 pushes + 8 = 64: the frame stays 16-byte aligned.
+        r.fixed("sub rsp, 8", &[], &[], 4);
+        r.prove(Buffer::Ctx, 0, 8)?;
+        r.fixed("mov r15, qword ptr [rdi]", &[RDI], &[R15], 3);
+        r.prove(Buffer::Ctx, 8, 16)?;
+        r.fixed("mov r14, qword ptr [rdi + 8]", &[RDI], &[R14], 4);
+        if fp {
+            // Denormals are flushed (FTZ|DAZ) while the body runs: arbitrary buffer bits must not
+            // trigger microcode assists the original never had. The caller's MXCSR is restored.
+            r.prove(Buffer::Stack, 0, 4)?;
+            r.fixed("stmxcsr dword ptr [rsp]", &[], &[], 4);
+            r.prove(Buffer::Stack, 0, 4)?;
+            r.fixed("mov eax, dword ptr [rsp]", &[], &[RAX], 3);
+            r.fixed("or eax, 0x8040", &[RAX], &[RAX], 5);
+            r.prove(Buffer::Stack, 4, 8)?;
+            r.fixed("mov dword ptr [rsp + 4], eax", &[RAX], &[], 4);
+            r.prove(Buffer::Stack, 4, 8)?;
+            r.fixed("ldmxcsr dword ptr [rsp + 4]", &[], &[], 5);
+        }
+        if x87 {
+            r.fixed("fldz", &[], &[], 2);
+            r.fixed("fldz", &[], &[], 2);
+        }
+        for (off, reg) in [(HDR_RP, R11), (HDR_RQ, R10), (HDR_CHASE, R12)] {
+            let o = layout.hdr_lo + off;
+            r.prove(Buffer::Priv, o, o + 8)?;
+            let n = crate::isa::reg_name(reg, 64);
+            r.fixed(
+                &format!("mov {n}, qword ptr [r15 + {o}]"),
+                &[R15],
+                &[reg],
+                7,
+            );
+        }
+        r.fixed(
+            &format!("and r12, {}", layout.chase_size - LINE),
+            &[R12],
+            &[R12],
+            7,
+        );
+        // Registers start defined: the body's behaviour never depends on what the caller left.
+        for reg in GPR_POOL {
+            let n = crate::isa::reg_name(reg, 32);
+            r.fixed(&format!("xor {n}, {n}"), &[], &[reg], 2);
+        }
+        if vex {
+            let all: Vec<Reg> = (XMM0..XMM0 + 16).collect();
+            r.fixed("vzeroall", &[], &all, 3);
+        } else if fp {
+            for v in 0..16u8 {
+                r.fixed(&format!("pxor xmm{v}, xmm{v}"), &[], &[XMM0 + v], 4);
+            }
+        }
+        prologue_instrs += r.static_instrs - before;
+    }
+
+    let mut entry_instrs = 0f64;
+    let mut block_stats = Vec::new();
+    let mut dynamic = 0f64;
+    for (bi, b) in blocks.iter().enumerate() {
+        let ring = b.ring();
+        let w_chunk = b.x as f64 / ring as f64;
+        let lbl = |s: &str| format!(".L{name}_b{bi}_{s}");
+        let done = lbl("done");
+        r.w = 1.0;
+        let before = r.static_instrs;
+        let _ = writeln!(
+            r.out,
+            "// block {bi}: {} bytes, {ring} chunk(s), {} chunk executions per call",
+            b.bytes, b.x
+        );
+        let uses_counter = ring > 1
+            || b.chunks.iter().any(|c| {
+                c.items
+                    .iter()
+                    .any(|i| matches!(i, Item::LoopEnd { inc_b: true, .. }))
+            });
+        if uses_counter {
+            // rbx counts this block's chunk executions across calls; its low bits are the ring
+            // position, so the next call resumes where this one stops.
+            let slot = layout.counter_lo + 8 * bi as u64;
+            r.prove(Buffer::Priv, slot, slot + 8)?;
+            r.fixed(
+                &format!("mov rbx, qword ptr [r15 + {slot}]"),
+                &[R15],
+                &[RBX],
+                7,
+            );
+            r.fixed(&format!("lea rcx, [rbx + {}]", b.x), &[RBX], &[RCX], 7);
+            r.prove(Buffer::Priv, slot, slot + 8)?;
+            r.fixed(
+                &format!("mov qword ptr [r15 + {slot}], rcx"),
+                &[R15, RCX],
+                &[],
+                7,
+            );
+        }
+        r.fixed(&format!("mov r13d, {}", b.x), &[], &[R13], 6);
+        if ring > 1 {
+            r.fixed("mov eax, ebx", &[RBX], &[RAX], 2);
+            r.fixed(&format!("and eax, {}", ring - 1), &[RAX], &[RAX], 3);
+            r.fixed(
+                &format!("lea rcx, [rip + {}]", lbl("stubs")),
+                &[],
+                &[RCX],
+                7,
+            );
+            r.fixed("lea rcx, [rcx + rax*8]", &[RCX, RAX], &[RCX], 4);
+            r.fixed("jmp rcx", &[RCX], &[], 2);
+            // Entry stubs: code, not a data table, so the body reads no memory outside its buffers.
+            // Alignment padding after each `jmp` is never executed.
+            let _ = writeln!(r.out, "    .p2align 3\n{}:", lbl("stubs"));
+            for j in 0..ring {
+                let _ = writeln!(r.out, "    .p2align 3\n    jmp {}", lbl(&format!("c{j}")));
+            }
+        } else {
+            r.fixed(&format!("jmp {}", lbl("c0")), &[], &[], 2);
+        }
+        entry_instrs += (r.static_instrs - before) as f64 + if ring > 1 { 1.0 } else { 0.0 };
+        let _ = writeln!(r.out, "    .p2align 6");
+        let before_chunks = r.static_instrs;
+        r.w = w_chunk;
+        for (j, c) in b.chunks.iter().enumerate() {
+            let labels = ChunkLabels {
+                me: lbl(&format!("c{j}")),
+                back: (j as u64 == ring - 1).then(|| lbl("c0")),
+                done: done.clone(),
+            };
+            r.chunk(c, &labels)?;
+            dynamic += c.instrs as f64 * w_chunk;
+        }
+        let _ = before_chunks;
+        r.label(&done);
+        block_stats.push((
+            b.bytes,
+            ring,
+            b.x,
+            b.share,
+            b.chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 * w_chunk,
+        ));
+    }
+    // ---- epilogue
+    r.w = 1.0;
+    let before = r.static_instrs;
+    for (off, reg) in [(HDR_RP, R11), (HDR_RQ, R10), (HDR_CHASE, R12)] {
+        let o = layout.hdr_lo + off;
+        r.prove(Buffer::Priv, o, o + 8)?;
+        let n = crate::isa::reg_name(reg, 64);
+        r.fixed(
+            &format!("mov qword ptr [r15 + {o}], {n}"),
+            &[R15, reg],
+            &[],
+            7,
+        );
+    }
+    if x87 {
+        r.fixed("fstp st(0)", &[], &[], 2);
+        r.fixed("fstp st(0)", &[], &[], 2);
+    }
+    if fp {
+        r.prove(Buffer::Stack, 0, 4)?;
+        r.fixed("ldmxcsr dword ptr [rsp]", &[], &[], 4);
+    }
+    if vex {
+        // The ABI wants clean upper halves on return; also avoids SSE/AVX transition stalls.
+        r.fixed("vzeroupper", &[], &[], 3);
+    }
+    r.fixed("add rsp, 8", &[], &[], 4);
+    for reg in [R15, R14, R13, R12, RBP, RBX] {
+        let n = crate::isa::reg_name(reg, 64);
+        r.fixed(&format!("pop {n}"), &[], &[reg], 2);
+    }
+    r.fixed("ret", &[], &[], 1);
+    prologue_instrs += r.static_instrs - before;
+    let _ = writeln!(r.out, "    .size {body_symbol}, .-{body_symbol}");
+    dynamic += prologue_instrs as f64 + entry_instrs;
+
+    // ---- init function: zero the private buffer, start the block counters at spread-out phases, and
+    // build the chase chain: node i holds the offset of node (5·i + c) mod n, a full-period LCG
+    // (Hull–Dobell: multiplier ≡ 1 mod 4, c odd, n a power of two), so the chain is one cycle through
+    // every line of the region.
+    let lines = chase_size / LINE;
+    let c_odd = 2 * rng.below(lines.max(1)) + 1;
+    let _ = write!(
+        r.out,
+        "\n    .globl {init_symbol}\n    .type {init_symbol}, @function\n    .p2align 4\n{init_symbol}:\n\
+         \x20   mov r8, qword ptr [rdi]\n\
+         \x20   mov rdi, r8\n\
+         \x20   xor eax, eax\n\
+         \x20   mov rcx, {priv_bytes}\n\
+         \x20   rep stosb\n"
+    );
+    {
+        let _ = write!(
+            r.out,
+            "    lea rdi, [r8 + {counter_lo}]\n\
+             \x20   mov ecx, {}\n\
+             \x20   movabs rdx, 0x9E3779B97F4A7C15\n\
+             \x20   xor eax, eax\n\
+             1:  mov qword ptr [rdi], rax\n\
+             \x20   add rax, rdx\n\
+             \x20   add rdi, 8\n\
+             \x20   dec ecx\n\
+             \x20   jnz 1b\n",
+            blocks.len()
+        );
+    }
+    let _ = write!(
+        r.out,
+        "    lea rdi, [r8 + {chase_lo}]\n\
+         \x20   xor ecx, ecx\n\
+         2:  imul rax, rcx, 5\n\
+         \x20   add rax, {c_odd}\n\
+         \x20   and rax, {}\n\
+         \x20   shl rax, 6\n\
+         \x20   mov rdx, rcx\n\
+         \x20   shl rdx, 6\n\
+         \x20   mov qword ptr [rdi + rdx], rax\n\
+         \x20   inc rcx\n\
+         \x20   cmp rcx, {lines}\n\
+         \x20   jb 2b\n\
+         \x20   ret\n\
+         \x20   .size {init_symbol}, .-{init_symbol}\n",
+        lines - 1
+    );
+
+    // ---- statistics
+    let mut mix_stats = BTreeMap::new();
+    let total_mix: f64 = comp.realised_mix.values().sum();
+    for (k, share) in &plan.mix {
+        mix_stats.insert(*k, (*share, 0.0));
+    }
+    for (k, v) in &comp.realised_mix {
+        mix_stats.entry(*k).or_insert((0.0, 0.0)).1 = v / total_mix.max(1e-12);
+    }
+    let dreal = comp.data.realised();
+    let data_stats = classes
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            (
+                c.working_set(),
+                c.share,
+                dreal.get(k).copied().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    let code_bytes: u64 = blocks
+        .iter()
+        .map(|b| b.chunks.iter().map(|c| c.bytes).sum::<u64>())
+        .sum();
+    let stats = Stats {
+        target_instructions: plan.instructions,
+        dynamic_instructions: dynamic,
+        static_instructions: r.static_instrs,
+        code_bytes_estimate: code_bytes,
+        mean_instruction_bytes_estimate: r.len_acc.0 / r.len_acc.1.max(1e-12),
+        blocks: block_stats,
+        mix: mix_stats,
+        data_classes: data_stats,
+        shared_fraction: (plan.shared_fraction, comp.buffer.realised()[1]),
+        regular_fraction: (plan.regular_fraction, comp.regular.realised()[0]),
+        chase_fraction: (plan.chase_fraction, comp.chase.realised()[1]),
+        conditional_branches_per_call: blocks
+            .iter()
+            .map(|b| {
+                let w = b.x as f64 / b.ring() as f64;
+                b.chunks
+                    .iter()
+                    .map(|c| {
+                        c.items
+                            .iter()
+                            .filter(|i| matches!(i, Item::Pattern { .. } | Item::LoopEnd { .. }))
+                            .count() as f64
+                    })
+                    .sum::<f64>()
+                    * w
+            })
+            .sum(),
+        static_conditional_branches: comp.static_cond,
+        taken_bins: (comp.taken.targets(), comp.taken.realised()),
+        transition_bins: (comp.transition.targets(), comp.transition.realised()),
+        raw: (r.deps.raw.targets(), r.deps.raw.realised()),
+        war: (r.deps.war.targets(), r.deps.war.realised()),
+        waw: (r.deps.waw.targets(), r.deps.waw.realised()),
+        chase_region_bytes: chase_size,
+    };
+    let _ = (layout.class_top, layout.hdr_lo);
+    Ok(ClusterAsm {
+        body_symbol,
+        init_symbol,
+        text: r.out,
+        priv_bytes,
+        shared_bytes,
+        proofs: r.proofs,
+        stats,
+    })
+}

@@ -1,0 +1,184 @@
+//! Generation end to end: determinism, defaults, errors, and writing clones safely.
+
+mod common;
+
+use ditto_generator::{generate, Knobs, Options};
+
+#[test]
+fn same_inputs_same_bytes_other_seed_other_body() {
+    let k = Knobs::default();
+    let p = common::fixture_path("kv.json");
+    let a = common::render(&p, "kv", 5, &k);
+    let b = common::render(&p, "kv", 5, &k);
+    assert_eq!(a.files, b.files);
+    let c = common::render(&p, "kv", 6, &k);
+    assert_ne!(
+        common::text(&a, "src/body.S"),
+        common::text(&c, "src/body.S")
+    );
+    // The skeleton does not depend on the seed, only the seed field does.
+    assert_eq!(
+        common::text(&a, "src/config.c").replace("UINT64_C(5)", "S"),
+        common::text(&c, "src/config.c").replace("UINT64_C(6)", "S")
+    );
+}
+
+#[test]
+fn knobs_change_the_body() {
+    let p = common::fixture_path("kv.json");
+    let base = common::render(&p, "kv", 1, &Knobs::default());
+    let mut k = Knobs::default();
+    k.data_working_set.size_scale = 4.0;
+    k.instructions.per_request_scale = 2.0;
+    let scaled = common::render(&p, "kv", 1, &k);
+    let b0 = &base.bodies[0].stats;
+    let b1 = &scaled.bodies[0].stats;
+    assert!(b1.target_instructions > 1.9 * b0.target_instructions);
+    assert!(scaled.bodies[0].priv_bytes > 2 * base.bodies[0].priv_bytes);
+    assert!(common::text(&scaled, "knobs.toml").contains("size_scale = 4.0"));
+}
+
+#[test]
+fn profile_without_body_gets_default_body_and_a_warning() {
+    let c = common::render(
+        &common::example_path("memcached"),
+        "mc",
+        1,
+        &Knobs::default(),
+    );
+    assert!(
+        c.warnings.iter().any(|w| w.contains("no body section")),
+        "{:?}",
+        c.warnings
+    );
+    let readme = common::text(&c, "README.md");
+    assert!(readme.contains("no body section"));
+    // Only the request workers get a (default) body.
+    assert_eq!(c.bodies.len(), 1);
+    assert_eq!(c.bodies[0].body_symbol, "ditto_body_c1");
+    let config = common::text(&c, "src/config.c");
+    assert!(config.contains("DITTO_NET_EPOLL_DISPATCH"));
+    assert!(config.contains(".body = ditto_body_c1"));
+}
+
+#[test]
+fn every_example_profile_generates() {
+    for name in ["memcached", "nginx", "pix-baseline", "pix-optimized"] {
+        let c = common::render(&common::example_path(name), name, 1, &Knobs::default());
+        assert!(c.files.contains_key("src/body.S"), "{name}");
+        assert!(c.files.contains_key("target.toml"), "{name}");
+    }
+}
+
+#[test]
+fn target_spec_parses() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["memcached", "nginx", "pix-baseline"] {
+        let c = common::render(&common::example_path(name), name, 1, &Knobs::default());
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, &c.files["target.toml"]).expect("write");
+        let spec = ditto_target::TargetSpec::load(&path).expect("clone target spec parses");
+        assert_eq!(spec.name, name);
+    }
+}
+
+#[test]
+fn malformed_profile_names_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(common::fixture_path("kv.json")).expect("fixture");
+    let bad = text.replacen(
+        "\"instructions_per_request\": 9000.0",
+        "\"instructions_per_request\": \"many\"",
+        1,
+    );
+    assert_ne!(bad, text);
+    let p = dir.path().join("bad.json");
+    std::fs::write(&p, bad).expect("write");
+    let err = generate(&Options {
+        profile: p,
+        out: dir.path().join("out"),
+        seed: 1,
+        knobs: Knobs::default(),
+    })
+    .expect_err("malformed profile");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("body.clusters[0].instructions_per_request"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "{msg}");
+    assert!(!dir.path().join("out").exists());
+
+    let wrong = text.replacen(
+        "\"schema_version\": \"1.0\"",
+        "\"schema_version\": \"9.0\"",
+        1,
+    );
+    let p = dir.path().join("wrong.json");
+    std::fs::write(&p, wrong).expect("write");
+    let err = generate(&Options {
+        profile: p,
+        out: dir.path().join("out"),
+        seed: 1,
+        knobs: Knobs::default(),
+    })
+    .expect_err("wrong version");
+    assert!(format!("{err:#}").contains("schema version 9.0"), "{err:#}");
+}
+
+#[test]
+fn writes_atomically_and_refuses_foreign_directories() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("clones/kv");
+    let opts = Options {
+        profile: common::fixture_path("kv.json"),
+        out: out.clone(),
+        seed: 1,
+        knobs: Knobs::default(),
+    };
+    generate(&opts).expect("first generation");
+    assert!(out.join("src/body.S").is_file() && out.join(".ditto-clone").is_file());
+    // A stray file from a build is replaced along with the clone.
+    std::fs::write(out.join("clone"), b"old build").expect("write");
+    generate(&opts).expect("regeneration over a clone");
+    assert!(!out.join("clone").exists());
+    // No temporary or old directories are left next to it.
+    let siblings: Vec<_> = std::fs::read_dir(dir.path().join("clones"))
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(siblings, vec![std::ffi::OsString::from("kv")]);
+
+    let foreign = dir.path().join("mine");
+    std::fs::create_dir_all(&foreign).expect("mkdir");
+    std::fs::write(foreign.join("notes.txt"), b"keep me").expect("write");
+    let err = generate(&Options {
+        out: foreign.clone(),
+        ..opts.clone()
+    })
+    .expect_err("refuses");
+    assert!(format!("{err}").contains("not a ditto clone"), "{err}");
+    assert_eq!(
+        std::fs::read(foreign.join("notes.txt")).expect("kept"),
+        b"keep me"
+    );
+}
+
+#[test]
+fn confidentiality_section_can_be_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("kv");
+    generate(&Options {
+        profile: common::fixture_path("kv.json"),
+        out: out.clone(),
+        seed: 1,
+        knobs: Knobs::default(),
+    })
+    .expect("generate");
+    ditto_generator::record_confidentiality(&out, "**Passed** (test).").expect("record");
+    let readme = std::fs::read_to_string(out.join("README.md")).expect("readme");
+    assert!(
+        readme.contains("## Confidentiality\n\n**Passed** (test).\n\n## Warnings"),
+        "{readme}"
+    );
+}

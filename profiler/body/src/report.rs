@@ -1,0 +1,228 @@
+//! From window counts to the profile's `body` section: threads are assigned to the skeleton's clusters and
+//! every count becomes a per-request figure or a share.
+
+use ditto_profile::{
+    Body, Branches, ClusterBody, Dependencies, Histogram, HitCurve, HitPoint, MixShare,
+};
+
+use crate::analysis::{rate_bin, BranchStat, ProcessCounts, ThreadCounts, DEP_BINS, RATE_BINS};
+use crate::cache::CurveSim;
+use crate::classes::{CLASSES, OPERANDS};
+
+/// Engine name recorded in profiles.
+pub const ENGINE: &str = "valgrind/ditto-body";
+pub const ASSOCIATIVITY: &str = "64-byte lines, LRU, 8-way below 1 MiB and 16-way from 1 MiB";
+
+/// A cluster of the skeleton that threads can be assigned to.
+#[derive(Debug, Clone)]
+pub struct ClusterSlot {
+    pub id: String,
+    /// Threads the skeleton saw in this cluster (over all its processes).
+    pub threads: u32,
+    /// User CPU per request in the native run: busier clusters take the busier threads.
+    pub cpu_user_per_request: f64,
+}
+
+/// Threads of one cluster: (process index, thread index) pairs.
+type Members = Vec<(usize, usize)>;
+
+/// Assigns traced threads to clusters: threads by instructions executed, clusters by native user CPU,
+/// each cluster taking as many threads as the skeleton saw in it; leftovers join the last cluster.
+/// Without clusters, all threads form one cluster `all`.
+pub fn assign(processes: &[ProcessCounts], clusters: &[ClusterSlot]) -> Vec<(String, Members)> {
+    let mut threads: Vec<(usize, usize, u64)> = processes
+        .iter()
+        .enumerate()
+        .flat_map(|(p, pc)| {
+            pc.threads
+                .iter()
+                .enumerate()
+                .map(move |(t, tc)| (p, t, tc.instructions))
+        })
+        .collect();
+    threads.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+    if clusters.is_empty() {
+        return vec![(
+            "all".to_string(),
+            threads.iter().map(|&(p, t, _)| (p, t)).collect(),
+        )];
+    }
+    let mut order: Vec<&ClusterSlot> = clusters.iter().collect();
+    order.sort_by(|a, b| {
+        b.cpu_user_per_request
+            .partial_cmp(&a.cpu_user_per_request)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.id.cmp(&b.id))
+    });
+    let mut out: Vec<(String, Members)> =
+        order.iter().map(|c| (c.id.clone(), Vec::new())).collect();
+    let mut next = threads.into_iter();
+    for (k, c) in order.iter().enumerate() {
+        for _ in 0..c.threads {
+            match next.next() {
+                Some((p, t, _)) => out[k].1.push((p, t)),
+                None => break,
+            }
+        }
+    }
+    if let Some(last) = out.last_mut() {
+        last.1.extend(next.map(|(p, t, _)| (p, t)));
+    }
+    out
+}
+
+/// The body section for `requests` requests.
+pub fn build_body(processes: &[ProcessCounts], clusters: &[ClusterSlot], requests: u64) -> Body {
+    let requests = requests.max(1) as f64;
+    let mut bodies = Vec::new();
+    for (id, members) in assign(processes, clusters) {
+        let threads: Vec<(usize, &ThreadCounts)> = members
+            .iter()
+            .map(|&(p, t)| (p, &processes[p].threads[t]))
+            .collect();
+        let instructions: u64 = threads.iter().map(|(_, t)| t.instructions).sum();
+        if instructions == 0 {
+            continue;
+        }
+        let mut procs: Vec<usize> = members.iter().map(|&(p, _)| p).collect();
+        procs.sort_unstable();
+        procs.dedup();
+        bodies.push(cluster_body(id, &threads, processes, &procs, requests));
+    }
+    Body {
+        engine: ENGINE.to_string(),
+        requests: requests as u64,
+        clusters: bodies,
+    }
+}
+
+fn shares<const N: usize>(counts: [u64; N]) -> Vec<f64> {
+    let total: u64 = counts.iter().sum();
+    counts
+        .iter()
+        .map(|&c| {
+            if total == 0 {
+                0.0
+            } else {
+                c as f64 / total as f64
+            }
+        })
+        .collect()
+}
+
+fn sum_arrays<const N: usize>(
+    threads: &[(usize, &ThreadCounts)],
+    f: impl Fn(&ThreadCounts) -> [u64; N],
+) -> [u64; N] {
+    let mut acc = [0u64; N];
+    for (_, t) in threads {
+        for (a, v) in acc.iter_mut().zip(f(t)) {
+            *a += v;
+        }
+    }
+    acc
+}
+
+fn curve(sim: &CurveSim) -> HitCurve {
+    let (points, err) = sim.curve();
+    HitCurve {
+        points: points
+            .into_iter()
+            .map(|(size, hit_rate)| HitPoint { size, hit_rate })
+            .collect(),
+        associativity: ASSOCIATIVITY.to_string(),
+        sampling_error: (err > 0.0).then_some(err),
+    }
+}
+
+fn cluster_body(
+    id: String,
+    threads: &[(usize, &ThreadCounts)],
+    processes: &[ProcessCounts],
+    procs: &[usize],
+    requests: f64,
+) -> ClusterBody {
+    let sum = |f: &dyn Fn(&ThreadCounts) -> u64| -> u64 { threads.iter().map(|(_, t)| f(t)).sum() };
+    let instructions = sum(&|t| t.instructions);
+    let mix = sum_arrays(threads, |t| t.mix);
+    let instruction_mix = mix
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(slot, &c)| MixShare {
+            class: CLASSES[slot / OPERANDS.len()].to_string(),
+            operand: OPERANDS[slot % OPERANDS.len()].to_string(),
+            share: c as f64 / instructions as f64,
+        })
+        .collect();
+
+    // Branch statistics merge per static branch within a process (ids are per process).
+    let mut taken_hist = [0u64; RATE_BINS];
+    let mut transition_hist = [0u64; RATE_BINS];
+    let mut executions = 0u64;
+    let mut static_count = 0u64;
+    for &p in procs {
+        let mut merged: Vec<BranchStat> = Vec::new();
+        for (_, t) in threads.iter().filter(|(tp, _)| *tp == p) {
+            if merged.len() < t.branches.len() {
+                merged.resize(t.branches.len(), BranchStat::default());
+            }
+            for (m, b) in merged.iter_mut().zip(&t.branches) {
+                m.executions += b.executions;
+                m.taken += b.taken;
+                m.transitions += b.transitions;
+            }
+        }
+        for b in merged.iter().filter(|b| b.executions > 0) {
+            let p_taken = b.taken as f64 / b.executions as f64;
+            let t = b.transitions as f64 / b.executions as f64;
+            taken_hist[rate_bin(p_taken.min(1.0 - p_taken))] += b.executions;
+            transition_hist[rate_bin(t.min(1.0 - t))] += b.executions;
+            executions += b.executions;
+            static_count += 1;
+        }
+    }
+
+    // Bucket 0 holds zero repeats, bucket k > 0 holds [2^(k-1), 2^k) (Histogram::from_log2_buckets).
+    let mut rep = [0u64; 65];
+    for (_, t) in threads {
+        for (b, &c) in t.rep_counts.iter().enumerate() {
+            rep[b] += c;
+        }
+    }
+    let rep_counts = rep.iter().any(|&c| c > 0).then(|| {
+        Histogram::from_log2_buckets("count", rep.iter().enumerate().map(|(b, &c)| (b as u32, c)))
+    });
+
+    let mut icache = processes[procs[0]].icache.clone();
+    let mut dcache = processes[procs[0]].dcache.clone();
+    for &p in &procs[1..] {
+        icache.absorb_counts(&processes[p].icache);
+        dcache.absorb_counts(&processes[p].dcache);
+    }
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    ClusterBody {
+        cluster: id,
+        instructions_per_request: instructions as f64 / requests,
+        mean_instruction_bytes: ratio(sum(&|t| t.instruction_bytes), instructions),
+        instruction_mix,
+        rep_counts,
+        branches: Branches {
+            per_request: executions as f64 / requests,
+            static_count,
+            taken_rate: shares(taken_hist),
+            transition_rate: shares(transition_hist),
+        },
+        instruction_working_set: curve(&icache),
+        data_working_set: curve(&dcache),
+        dependencies: Dependencies {
+            raw: shares::<DEP_BINS>(sum_arrays(threads, |t| t.raw)),
+            war: shares::<DEP_BINS>(sum_arrays(threads, |t| t.war)),
+            waw: shares::<DEP_BINS>(sum_arrays(threads, |t| t.waw)),
+        },
+        shared_data_fraction: ratio(sum(&|t| t.shared_accesses), sum(&|t| t.sampled_accesses)),
+        regular_access_fraction: ratio(sum(&|t| t.regular_accesses), sum(&|t| t.data_accesses)),
+        pointer_chase_fraction: ratio(sum(&|t| t.chased_loads), sum(&|t| t.loads)),
+        instruction_pages: procs.iter().map(|&p| processes[p].instruction_pages).sum(),
+    }
+}

@@ -1,0 +1,280 @@
+//! Launch mode: one command, one complete profile.
+//!
+//! A service (target spec) is run twice. First natively with the attach collectors under the spec's load
+//! level: that run gives the skeleton (threads, network, syscalls, counters, memory) at native speed,
+//! where timing-dependent behaviour (batching in epoll, wake-ups) is real. Then under the `ditto-body`
+//! Valgrind tool with the same workload at a rate the instrumented server sustains: that run gives the
+//! body. The body window starts after warm-up once the trace has gone quiet and ends when it goes quiet
+//! again after the load, so it holds exactly the window's requests.
+//!
+//! A plain program (no spec) runs once under the tool; its whole run is the window and `requests` is
+//! what the user says one "request" is (default: the whole run).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use ditto_body::report::{build_body, ClusterSlot};
+use ditto_body::session::BodySession;
+use ditto_body::tool::ToolInstall;
+use ditto_load::{LoadConfig, LoadReport};
+use ditto_profile::{Profile, ProfileMode};
+use ditto_target::{LaunchOptions as TargetLaunch, Level, TargetSpec};
+
+use crate::attach::{profile_attach, AttachLoad, AttachOptions, CollectorChoice};
+
+/// What to launch and how to drive it.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// A service to start from its spec; `None` runs `command` as a plain program.
+    pub spec: Option<TargetSpec>,
+    /// The program and its arguments (plain-program mode).
+    pub command: Vec<String>,
+    /// Load level of the native (skeleton) run.
+    pub level: Level,
+    pub collector: CollectorChoice,
+    /// Requests in the traced window (service mode).
+    pub body_requests: u64,
+    /// Offered rate under the tool (service mode); the server runs tens of times slower there.
+    pub body_rate: f64,
+    /// What the whole run counts as, in requests (plain-program mode).
+    pub program_requests: u64,
+    pub seed: u64,
+}
+
+/// A launch profile and how the body window went.
+pub struct LaunchResult {
+    pub profile: Profile,
+    pub body_load: Option<LoadReport>,
+    pub body_seconds: f64,
+    pub body_words: u64,
+}
+
+/// Runs the whole launch-mode profile.
+pub fn profile_launch(opts: &LaunchOptions, status: &mut dyn FnMut(&str)) -> Result<LaunchResult> {
+    status("building the ditto-body Valgrind tool (cached after the first run)");
+    let tool = ditto_body::tool::ensure_tool()?;
+    match &opts.spec {
+        Some(spec) => launch_service(spec, &tool, opts, status),
+        None => launch_program(&tool, opts, status),
+    }
+}
+
+fn launch_service(
+    spec: &TargetSpec,
+    tool: &ToolInstall,
+    opts: &LaunchOptions,
+    status: &mut dyn FnMut(&str),
+) -> Result<LaunchResult> {
+    // 1. Skeleton: native run with the attach collectors.
+    let level = spec.load.resolve(opts.level);
+    let (mut native, _) = ditto_measure::start_warm(spec, &TargetLaunch::default(), status)
+        .context("starting the target natively")?;
+    let attach = profile_attach(
+        &AttachOptions {
+            pid: native.pid(),
+            duration: Duration::from_secs_f64(level.duration_s),
+            collector: opts.collector,
+            load: Some(AttachLoad {
+                spec: spec.clone(),
+                level: level.clone(),
+                addr: native.addr(),
+                seed: opts.seed,
+            }),
+            measure_overhead: false,
+        },
+        status,
+    );
+    native
+        .stop(Duration::from_secs(10))
+        .context("stopping the native run")?;
+    let mut profile = attach?.profile;
+
+    // 2. Body: the same workload under the tool.
+    let session = BodySession::listen()?;
+    let lib_dir = shareable_copy(tool).context("making the tool readable to the target's user")?;
+    let launch = TargetLaunch {
+        wrapper: wrapper(&lib_dir, session.addr()),
+        ready_timeout: Some(Duration::from_secs(180)),
+        ..TargetLaunch::default()
+    };
+    let (mut traced, _) = ditto_measure::start_warm(spec, &launch, status)
+        .context("starting the target under the ditto-body tool")?;
+    let run = (|| -> Result<(LoadReport, Vec<ditto_body::analysis::ProcessCounts>, f64)> {
+        session.wait_connected(Duration::from_secs(30))?;
+        status("waiting for the traced server to go idle");
+        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(120))?;
+        session.reset_counts();
+        let started = Instant::now();
+        let mut cfg = LoadConfig::new(traced.addr(), spec.workload.clone(), opts.body_rate);
+        cfg.connections = level.connections;
+        cfg.arrival = level.arrival;
+        cfg.warmup = Duration::ZERO;
+        cfg.duration = Duration::from_secs_f64(opts.body_requests as f64 / opts.body_rate);
+        cfg.max_requests = Some(opts.body_requests);
+        cfg.request_timeout = Duration::from_secs(30);
+        cfg.seed = opts.seed;
+        status(&format!(
+            "tracing the body: {} requests at {} req/s under Valgrind",
+            opts.body_requests, opts.body_rate
+        ));
+        let report = ditto_load::run(&cfg, &mut |_| {})?;
+        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(120))?;
+        let counts = session.snapshot();
+        Ok((report, counts, started.elapsed().as_secs_f64()))
+    })();
+    let died = traced.try_exit_status();
+    let _ = traced.stop(Duration::from_secs(30));
+    if let Some(e) = session.error() {
+        bail!("body trace: {e}");
+    }
+    let (report, counts, seconds) = match (run, died) {
+        (Ok(r), None) => r,
+        (Ok(_), Some(status)) | (Err(_), Some(status)) => bail!(
+            "the target exited under the ditto-body tool ({status}); its log: {}",
+            traced.log_tail()
+        ),
+        (Err(e), None) => return Err(e),
+    };
+    let requests = report.requests_completed;
+    if requests == 0 {
+        bail!("no request completed under the ditto-body tool; try a lower --body-rate");
+    }
+    let clusters: Vec<ClusterSlot> = profile
+        .threads
+        .clusters
+        .iter()
+        .map(|c| ClusterSlot {
+            id: c.id.clone(),
+            threads: c.threads,
+            cpu_user_per_request: c.cpu_user_s_per_request,
+        })
+        .collect();
+    let mut body = build_body(&counts, &clusters, requests);
+    body.requests = requests;
+    profile.body = Some(body);
+    profile.conditions.mode = ProfileMode::Launch;
+    profile.conditions.warnings.push(format!(
+        "body traced over {requests} requests at {:.0} req/s under Valgrind; skeleton from a native run",
+        report.achieved_rate
+    ));
+    Ok(LaunchResult {
+        profile,
+        body_load: Some(report),
+        body_seconds: seconds,
+        body_words: session.words(),
+    })
+}
+
+fn launch_program(
+    tool: &ToolInstall,
+    opts: &LaunchOptions,
+    status: &mut dyn FnMut(&str),
+) -> Result<LaunchResult> {
+    if opts.command.is_empty() {
+        bail!("nothing to launch: give a target spec (--target) or a command after `--`");
+    }
+    let session = BodySession::listen()?;
+    let started = Instant::now();
+    status(&format!(
+        "running {} under the ditto-body tool",
+        opts.command[0]
+    ));
+    let mut child = tool
+        .command(session.addr(), &[], &opts.command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting valgrind for {}", opts.command[0]))?;
+    let exit = child.wait().context("waiting for the traced program")?;
+    let _ = session.wait_closed(Duration::from_secs(30));
+    if let Some(e) = session.error() {
+        bail!("body trace: {e}");
+    }
+    if session.processes() == 0 {
+        bail!(
+            "{} did not run under the ditto-body tool (valgrind exited with {exit})",
+            opts.command[0]
+        );
+    }
+    let counts = session.snapshot();
+    let seconds = started.elapsed().as_secs_f64();
+    let mut body = build_body(&counts, &[], opts.program_requests);
+    body.requests = opts.program_requests;
+    let mut profile =
+        crate::analyze::empty_profile(ProfileMode::Launch, seconds, opts.program_requests);
+    profile.conditions.processes = counts.len() as u32;
+    profile.conditions.threads = counts.iter().map(|c| c.threads.len() as u32).sum();
+    if !exit.success() {
+        profile.conditions.partial = Some(format!(
+            "the program exited with {exit}; this profile holds what ran until then"
+        ));
+    }
+    profile.body = Some(body);
+    Ok(LaunchResult {
+        profile,
+        body_load: None,
+        body_seconds: seconds,
+        body_words: session.words(),
+    })
+}
+
+/// A copy of the tool's Valgrind folder that any user can read: a target that drops privileges (or is
+/// started as its own user) cannot read root's cache folder.
+fn shareable_copy(tool: &ToolInstall) -> Result<PathBuf> {
+    let name = tool
+        .lib_dir
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "current".into());
+    let dir = std::env::temp_dir().join(format!("ditto-valgrind-tool-{name}"));
+    let tool_name = tool
+        .tool
+        .file_name()
+        .context("tool path has no file name")?;
+    if dir.join(tool_name).exists() {
+        return Ok(dir);
+    }
+    let staging =
+        std::env::temp_dir().join(format!("ditto-valgrind-tool-{name}.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    for entry in std::fs::read_dir(&tool.lib_dir)
+        .with_context(|| format!("reading {}", tool.lib_dir.display()))?
+    {
+        let entry = entry?;
+        let from = std::fs::canonicalize(entry.path())?;
+        let to = staging.join(entry.file_name());
+        if entry.file_name() == tool_name {
+            std::fs::copy(&from, &to).with_context(|| format!("copying {}", from.display()))?;
+        } else {
+            std::os::unix::fs::symlink(&from, &to)
+                .with_context(|| format!("linking {}", to.display()))?;
+        }
+    }
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755))?;
+    if let Err(e) = std::fs::rename(&staging, &dir) {
+        let _ = std::fs::remove_dir_all(&staging);
+        if !dir.join(tool_name).exists() {
+            return Err(e).with_context(|| format!("creating {}", dir.display()));
+        }
+    }
+    Ok(dir)
+}
+
+/// The command prefix that runs a server under the tool, streaming to `addr`.
+fn wrapper(lib_dir: &Path, addr: std::net::SocketAddr) -> Vec<String> {
+    vec![
+        "env".into(),
+        format!("VALGRIND_LIB={}", lib_dir.display()),
+        "valgrind".into(),
+        "--tool=ditto-body".into(),
+        format!("--ditto-connect={addr}"),
+        "-q".into(),
+        // Guest threads take turns as on real cores instead of one running until it blocks.
+        "--fair-sched=yes".into(),
+    ]
+}

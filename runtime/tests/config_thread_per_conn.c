@@ -1,0 +1,26 @@
+/* config_thread_per_conn.c - test clone for DITTO_NET_THREAD_PER_CONN: what the generator would write for a
+ * profile of that model (receiving with read, sending with write). */
+#include "test_common.h"
+
+const struct ditto_config ditto_clone_config = {
+    .abi = DITTO_RUNTIME_ABI,
+    .clone_name = "test-thread-per-conn",
+    .net_model = DITTO_NET_THREAD_PER_CONN,
+    .framing = TEST_FRAMING,
+    .default_port = 21300,
+    .processes = 2,
+    .backlog = 128,
+    .tcp_nodelay = 1,
+    .recv_call = DITTO_IO_READ,
+    .send_call = DITTO_IO_WRITE,
+    .response_bytes = TEST_RESPONSE_BYTES,
+    .extras = NULL,
+    .n_extras = 0,
+    .clusters = test_clusters,
+    .n_clusters = TEST_N_CLUSTERS,
+    .priv_bytes = 4096,
+    .shared_bytes = 4096,
+    .data_file_bytes = 0,
+    .data_files = 0,
+    .seed = 42,
+};

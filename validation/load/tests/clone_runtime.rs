@@ -1,0 +1,691 @@
+//! The C clone runtime (`runtime/`), driven by the load generator: every network model with every
+//! framing, the extra-op emitters, memory safety under Valgrind and ASan, and the per-request
+//! syscall counts under strace.
+//!
+//! The runtime has no crate of its own, so its integration tests live here: they build the test
+//! clones with `make -C runtime test` (hand-written configs in `runtime/tests/`), start them on a
+//! free port and load them with `ditto-load`. A missing tool (cc, make, valgrind, strace) fails
+//! the test with the package to install; nothing is skipped.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use ditto_load::{
+    run, Arrival, HttpWorkload, LengthPrefixedWorkload, LoadConfig, LoadReport, MemcachedWorkload,
+    Workload,
+};
+
+const FRAMINGS: [&str; 3] = ["mc", "http", "lp"];
+
+fn runtime_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime")
+}
+
+/// Fails with what to install when `tool` is not on PATH.
+fn require(tool: &str, package: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "`{tool}` is not installed: install the Debian package `{package}` (scripts/setup.sh does); \
+         the clone runtime tests need it"
+    );
+}
+
+/// Builds every test clone once per test binary (`make test` also checks their flags), and the
+/// sanitizer builds when `asan` is set.
+fn build(asan: bool) -> PathBuf {
+    static PLAIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static ASAN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    require("cc", "build-essential");
+    require("make", "build-essential");
+    let (cell, target, dir) = if asan {
+        (&ASAN, "asan", "build/asan/bin")
+    } else {
+        (&PLAIN, "test", "build/bin")
+    };
+    let result = cell.get_or_init(|| {
+        let out = Command::new("make")
+            .args(["-C"])
+            .arg(runtime_dir())
+            .args(["-j2", target])
+            .output()
+            .map_err(|e| format!("cannot run make: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "make -C runtime {target} failed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(runtime_dir().join(dir))
+    });
+    match result {
+        Ok(dir) => dir.clone(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn clone_binary(bin_dir: &Path, model: &str, framing: &str) -> PathBuf {
+    bin_dir.join(format!("clone-{model}-{framing}"))
+}
+
+/// A running clone; stopped with SIGTERM (then killed) on drop.
+struct Clone {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    what: String,
+}
+
+impl Clone {
+    /// Starts `wrapper... binary --port 0 extra...` and waits for its "listening on" line.
+    fn start(binary: &Path, wrapper: &[&str], extra: &[&str]) -> Clone {
+        assert!(binary.is_file(), "{} was not built", binary.display());
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
+        cmd.args(["--port", "0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let what = format!("{} {}", wrapper.join(" "), binary.display());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let pipe = child.stderr.take().expect("stderr piped");
+        let lines = stderr.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(addr.to_string());
+                }
+                lines.lock().unwrap().push(line);
+            }
+        });
+        // Valgrind takes seconds to start a program on this machine.
+        let addr = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(addr) => addr
+                .parse()
+                .unwrap_or_else(|e| panic!("{what}: bad address {addr:?}: {e}")),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{what} never printed 'listening on':\n{}",
+                    stderr.lock().unwrap().join("\n")
+                );
+            }
+        };
+        Clone {
+            child,
+            addr,
+            stderr,
+            reader: Some(reader),
+            what,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// SIGTERM, then the exit status and everything it printed on stderr.
+    fn stop(mut self) -> (ExitStatus, Vec<String>) {
+        let status = self.terminate();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let lines = self.stderr.lock().unwrap().clone();
+        (status, lines)
+    }
+
+    fn terminate(&mut self) -> ExitStatus {
+        // SAFETY: signals our own child, which has not been reaped yet.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let status = self.child.wait().expect("wait");
+        panic!(
+            "{} did not stop within 30 s of SIGTERM ({status})",
+            self.what
+        );
+    }
+}
+
+impl Drop for Clone {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: as in terminate().
+            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn workload(framing: &str) -> Workload {
+    match framing {
+        "mc" => Workload::Memcached(MemcachedWorkload {
+            keys: 1000,
+            ..MemcachedWorkload::default()
+        }),
+        "http" => Workload::Http(HttpWorkload::default()),
+        "lp" => Workload::LengthPrefixed(LengthPrefixedWorkload {
+            request_bytes: 100,
+            response_bytes: None,
+        }),
+        other => panic!("unknown framing {other}"),
+    }
+}
+
+fn drive(addr: SocketAddr, workload: Workload, rate: f64, duration: Duration) -> LoadReport {
+    let mut cfg = LoadConfig::new(addr, workload, rate);
+    cfg.connections = 4;
+    cfg.arrival = Arrival::Fixed;
+    cfg.warmup = Duration::from_millis(200);
+    cfg.duration = duration;
+    cfg.request_timeout = Duration::from_secs(5);
+    run(&cfg, &mut |_| {}).unwrap_or_else(|e| panic!("load on {addr} failed: {e}"))
+}
+
+/// Every scheduled request was sent and answered successfully.
+fn assert_all_ok(report: &LoadReport, what: &str) {
+    let summary = report.to_summary();
+    assert!(
+        report.requests_scheduled > 0,
+        "{what}: nothing scheduled\n{summary}"
+    );
+    assert_eq!(report.outcomes.errors_total, 0, "{what}: errors\n{summary}");
+    assert_eq!(report.outcomes.miss, 0, "{what}: misses\n{summary}");
+    assert_eq!(
+        (
+            report.requests_sent,
+            report.requests_completed,
+            report.outcomes.ok
+        ),
+        (
+            report.requests_scheduled,
+            report.requests_scheduled,
+            report.requests_scheduled
+        ),
+        "{what}: not every request succeeded\n{summary}"
+    );
+}
+
+/// A clean stop: exit 0 and nothing on stderr but the listening line.
+fn assert_clean_exit(status: ExitStatus, stderr: &[String], what: &str) {
+    assert!(
+        status.success(),
+        "{what} exited with {status}:\n{}",
+        stderr.join("\n")
+    );
+    assert_eq!(
+        stderr.len(),
+        1,
+        "{what} printed more than its listening line:\n{}",
+        stderr.join("\n")
+    );
+}
+
+fn serve_every_framing(model: &str) {
+    let bin = build(false);
+    for framing in FRAMINGS {
+        let _turn = common::one_at_a_time();
+        let what = format!("clone-{model}-{framing}");
+        let clone = Clone::start(&clone_binary(&bin, model, framing), &[], &[]);
+        let report = drive(
+            clone.addr,
+            workload(framing),
+            1000.0,
+            Duration::from_secs(1),
+        );
+        assert_all_ok(&report, &what);
+        let (status, stderr) = clone.stop();
+        assert_clean_exit(status, &stderr, &what);
+    }
+}
+
+#[test]
+fn thread_per_conn_serves_every_framing() {
+    serve_every_framing("thread_per_conn");
+}
+
+#[test]
+fn poll_serves_every_framing() {
+    serve_every_framing("poll");
+}
+
+#[test]
+fn epoll_dispatch_serves_every_framing() {
+    serve_every_framing("epoll_dispatch");
+}
+
+#[test]
+fn epoll_single_serves_every_framing() {
+    serve_every_framing("epoll_single");
+}
+
+#[test]
+fn prefork_serves_every_framing() {
+    serve_every_framing("prefork");
+}
+
+/// With sendfile, cork and every other extra op, responses stay well-formed: memcached values
+/// end in the data file's "\r\nEND\r\n", HTTP and length-prefixed lengths include the file bytes.
+/// Request bodies larger than the clone's 64 KiB read buffer are skipped across reads.
+#[test]
+fn extras_clone_answers_every_framing_with_large_requests() {
+    let bin = build(false);
+    for framing in FRAMINGS {
+        let _turn = common::one_at_a_time();
+        let what = format!("clone-extras-{framing}");
+        let clone = Clone::start(&clone_binary(&bin, "extras", framing), &[], &[]);
+        let w = match framing {
+            "mc" => Workload::Memcached(MemcachedWorkload {
+                keys: 100,
+                value_size: 100_000,
+                get_fraction: 0.5,
+                ..MemcachedWorkload::default()
+            }),
+            "lp" => Workload::LengthPrefixed(LengthPrefixedWorkload {
+                request_bytes: 70_000,
+                response_bytes: None,
+            }),
+            _ => workload(framing),
+        };
+        let report = drive(clone.addr, w, 500.0, Duration::from_secs(1));
+        assert_all_ok(&report, &what);
+        let (status, stderr) = clone.stop();
+        assert_clean_exit(status, &stderr, &what);
+    }
+}
+
+/// Exit status 99 is Valgrind's verdict of at least one error (invalid access, uninitialised
+/// value in a syscall or branch, definite or possible leak) in any process of the clone.
+#[test]
+fn valgrind_memcheck_finds_no_errors() {
+    require("valgrind", "valgrind");
+    let bin = build(false);
+    let wrapper = [
+        "valgrind",
+        "--tool=memcheck",
+        "--error-exitcode=99",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite,possible",
+        "--trace-children=yes",
+        "--child-silent-after-fork=no",
+    ];
+    // The models with the most machinery: threads handed connections, a thread per connection,
+    // worker processes, and the single loop with every extra op.
+    for (model, framing) in [
+        ("extras", "mc"),
+        ("epoll_dispatch", "mc"),
+        ("thread_per_conn", "http"),
+        ("prefork", "lp"),
+    ] {
+        let _turn = common::one_at_a_time();
+        let what = format!("clone-{model}-{framing} under valgrind");
+        let clone = Clone::start(&clone_binary(&bin, model, framing), &wrapper, &[]);
+        let report = drive(clone.addr, workload(framing), 100.0, Duration::from_secs(1));
+        assert_all_ok(&report, &what);
+        let (status, stderr) = clone.stop();
+        let log = stderr.join("\n");
+        assert!(
+            status.code() == Some(0),
+            "{what}: exit {status} (99 = memcheck errors):\n{log}"
+        );
+        assert!(
+            log.contains("ERROR SUMMARY: 0 errors") && !log.contains("definitely lost: 1"),
+            "{what}: memcheck reported problems:\n{log}"
+        );
+    }
+}
+
+/// AddressSanitizer and UBSan builds (`make -C runtime asan`) under load: any report aborts the
+/// clone with a non-zero status; LeakSanitizer checks for leaks at exit.
+#[test]
+fn asan_and_ubsan_find_no_errors() {
+    let bin = build(true);
+    for (model, framing) in [
+        ("extras", "mc"),
+        ("extras", "http"),
+        ("epoll_dispatch", "mc"),
+        ("thread_per_conn", "lp"),
+        ("poll", "http"),
+        ("prefork", "mc"),
+    ] {
+        let _turn = common::one_at_a_time();
+        let what = format!("asan clone-{model}-{framing}");
+        let clone = Clone::start(&clone_binary(&bin, model, framing), &[], &[]);
+        let report = drive(
+            clone.addr,
+            workload(framing),
+            500.0,
+            Duration::from_millis(700),
+        );
+        assert_all_ok(&report, &what);
+        let (status, stderr) = clone.stop();
+        let log = stderr.join("\n");
+        assert!(
+            status.success() && !log.contains("Sanitizer") && !log.contains("runtime error"),
+            "{what}: exit {status}:\n{log}"
+        );
+    }
+}
+
+/// What config_extras.c asks for, per request, as system calls (op count x calls per op), with
+/// recvfrom and writev as its receive and send calls and sendfile once per response.
+const EXTRAS_EXPECTED: [(&str, f64); 15] = [
+    ("recvfrom", 1.0),
+    ("writev", 1.0),
+    ("sendfile", 1.0),
+    ("openat", 0.5),
+    ("newfstatat", 0.5),
+    ("close", 0.5),
+    ("pread64", 0.25),
+    ("pwrite64", 0.25),
+    ("write", 0.3 + 0.1), // pipe write + eventfd write
+    ("read", 0.3),        // pipe read
+    ("futex", 0.2),
+    ("clock_gettime", 1.5),
+    ("fdatasync", 0.1),
+    ("setsockopt", 2.0), // TCP_CORK on and off
+    ("sched_yield", 0.1),
+];
+const EXTRAS_EXPECTED_MPROTECT: f64 = 0.2;
+
+/// Parses `strace -c` output: syscall name → calls.
+fn parse_strace_summary(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "% time seconds usecs/call calls [errors] syscall"
+        if fields.len() < 5 || fields[0].parse::<f64>().is_err() {
+            continue;
+        }
+        let name = fields[fields.len() - 1];
+        if name == "total" {
+            continue;
+        }
+        if let Ok(calls) = fields[3].parse::<u64>() {
+            counts.insert(name.to_string(), calls);
+        }
+    }
+    counts
+}
+
+/// The clone makes the configured system calls per request, within 2%, and nothing else per
+/// request. strace attaches after start-up and detaches before shutdown, so only serving counts.
+#[test]
+fn strace_counts_match_the_configured_syscalls() {
+    require("strace", "strace");
+    let bin = build(false);
+    let _turn = common::one_at_a_time();
+    let clone = Clone::start(&clone_binary(&bin, "extras", "http"), &[], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("strace.txt");
+    let mut strace = Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(&out)
+        .args(["-p", &clone.pid().to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start strace");
+    // strace says "Process N attached" once per thread: the serving thread and 3 background ones.
+    let mut err = BufReader::new(strace.stderr.take().unwrap());
+    let mut attached = 0;
+    let mut line = String::new();
+    while attached < 4 {
+        line.clear();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            panic!("strace exited before attaching (is ptrace allowed here?)");
+        }
+        if line.contains("attached") {
+            attached += 1;
+        }
+    }
+    let requests = 2000;
+    let mut cfg = LoadConfig::new(clone.addr, Workload::Http(HttpWorkload::default()), 1000.0);
+    cfg.connections = 2;
+    cfg.arrival = Arrival::Fixed;
+    cfg.warmup = Duration::ZERO;
+    cfg.duration = Duration::from_secs(10);
+    cfg.max_requests = Some(requests);
+    let report = run(&cfg, &mut |_| {}).expect("load under strace");
+    assert_all_ok(&report, "clone-extras-http under strace");
+    assert_eq!(report.requests_sent, requests);
+    // SIGINT makes strace detach and write its summary; the clone keeps running.
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
+    let status = strace.wait().expect("wait for strace");
+    let text = std::fs::read_to_string(&out).expect("strace summary");
+    assert!(status.success(), "strace failed ({status}):\n{text}");
+    let counts = parse_strace_summary(&text);
+    let (clone_status, stderr) = clone.stop();
+    assert_clean_exit(clone_status, &stderr, "clone-extras-http");
+
+    let n = requests as f64;
+    let mut problems = Vec::new();
+    let mut expected: Vec<(&str, f64)> = EXTRAS_EXPECTED.to_vec();
+    expected.push(("mprotect", EXTRAS_EXPECTED_MPROTECT));
+    for &(name, per_request) in &expected {
+        let got = counts.get(name).copied().unwrap_or(0) as f64 / n;
+        if (got - per_request).abs() / per_request > 0.02 {
+            problems.push(format!(
+                "{name}: {got:.4} per request, configured {per_request}"
+            ));
+        }
+    }
+    // Anything else must be per-connection or per-wakeup, not per-request work.
+    for (name, &calls) in &counts {
+        let per_request = calls as f64 / n;
+        if expected.iter().any(|&(e, _)| e == name) {
+            continue;
+        }
+        let allowed = match name.as_str() {
+            // At most one wakeup per request; fewer when events batch.
+            "epoll_wait" => 1.02,
+            // The 10 Hz background timer of the test clusters.
+            "clock_nanosleep" => 0.1,
+            _ => 0.005,
+        };
+        if per_request > allowed {
+            problems.push(format!(
+                "{name}: {per_request:.4} per request, not configured"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "per-request syscalls differ from the config:\n{}\n\nstrace -c:\n{text}",
+        problems.join("\n")
+    );
+}
+
+fn task_names(pid: i32) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc tasks") {
+        let path = entry.unwrap().path().join("comm");
+        names.push(std::fs::read_to_string(path).unwrap().trim().to_string());
+    }
+    names.sort();
+    names
+}
+
+fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// --threads sets the epoll workers (threads) and the prefork workers (processes); threads are
+/// named after their cluster; background clusters add their threads in every serving process.
+#[test]
+fn threads_flag_sets_workers_and_threads_are_named() {
+    let bin = build(false);
+    let _turn = common::one_at_a_time();
+    let clone = Clone::start(
+        &clone_binary(&bin, "epoll_dispatch", "mc"),
+        &[],
+        &["--threads", "3"],
+    );
+    let names = task_names(clone.pid());
+    let count = |n: &str| names.iter().filter(|x| *x == n).count();
+    // main (the acceptor) + 3 workers + 1 timer + 2 idle.
+    assert_eq!(names.len(), 7, "{names:?}");
+    assert_eq!(count("ditto-worker"), 3, "{names:?}");
+    assert_eq!(count("ditto-timer"), 1, "{names:?}");
+    assert_eq!(count("ditto-idle"), 2, "{names:?}");
+    let (status, stderr) = clone.stop();
+    assert_clean_exit(status, &stderr, "epoll_dispatch --threads 3");
+
+    let clone = Clone::start(
+        &clone_binary(&bin, "prefork", "http"),
+        &[],
+        &["--threads", "3"],
+    );
+    let workers = children(clone.pid());
+    assert_eq!(workers.len(), 3, "worker processes: {workers:?}");
+    assert_eq!(
+        task_names(clone.pid()).len(),
+        1,
+        "the master has one thread"
+    );
+    for w in &workers {
+        // The worker's own thread plus the timer and the two idle threads.
+        assert_eq!(task_names(*w).len(), 4, "worker {w}");
+    }
+    let report = drive(
+        clone.addr,
+        workload("http"),
+        500.0,
+        Duration::from_millis(500),
+    );
+    assert_all_ok(&report, "prefork --threads 3");
+    let (status, stderr) = clone.stop();
+    assert_clean_exit(status, &stderr, "prefork --threads 3");
+    for w in workers {
+        assert!(
+            !Path::new(&format!("/proc/{w}")).exists()
+                || std::fs::read_to_string(format!("/proc/{w}/stat"))
+                    .map(|s| s.contains(") Z "))
+                    .unwrap_or(true),
+            "worker process {w} outlived the master"
+        );
+    }
+}
+
+/// The data dir holds the configured files while the clone runs and is removed at exit when the
+/// clone created it.
+#[test]
+fn data_dir_is_created_filled_and_removed() {
+    let bin = build(false);
+    let _turn = common::one_at_a_time();
+    let parent = tempfile::tempdir().unwrap();
+    let data = parent.path().join("data");
+    let clone = Clone::start(
+        &clone_binary(&bin, "extras", "lp"),
+        &[],
+        &["--data-dir", data.to_str().unwrap()],
+    );
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(&data)
+        .expect("data dir exists while running")
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        (0..4)
+            .map(|i| (format!("data-{i:05}"), 65536))
+            .collect::<Vec<_>>()
+    );
+    let tail = std::fs::read(data.join("data-00000")).unwrap();
+    assert!(
+        tail.ends_with(b"\r\nEND\r\n"),
+        "memcached trailer at the end"
+    );
+    let (status, stderr) = clone.stop();
+    assert_clean_exit(status, &stderr, "extras with --data-dir");
+    assert!(!data.exists(), "the data dir it created outlived the clone");
+}
+
+#[test]
+fn command_line_errors_are_one_line_with_status_2() {
+    let bin = build(false);
+    let binary = clone_binary(&bin, "epoll_single", "mc");
+    let help = Command::new(&binary).arg("--help").output().unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for flag in ["--port", "--threads", "--data-dir", "--bind"] {
+        assert!(text.contains(flag), "--help lacks {flag}:\n{text}");
+    }
+    for args in [
+        &["--bogus"][..],
+        &["--port"],
+        &["--port", "70000"],
+        &["--port", "-1"],
+        &["--threads", "0"],
+        &["--bind", "localhost"],
+    ] {
+        let out = Command::new(&binary).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("--help"),
+            "{args:?} should point at --help: {err}"
+        );
+    }
+}
+
+#[test]
+fn busy_port_fails_with_one_line_and_status_1() {
+    let bin = build(false);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let out = Command::new(clone_binary(&bin, "poll", "http"))
+        .args(["--port", &port])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&port) && err.contains("--port"), "{err}");
+}
