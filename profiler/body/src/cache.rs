@@ -50,36 +50,33 @@ pub fn line_hash(x: u64) -> u64 {
 }
 
 /// LRU stacks of `depth` lines for each (sampled) set of one set count.
+///
+/// Sampling keeps one set out of every group of `2^rate_shift` consecutive sets, chosen by a hash of
+/// the group number: the sampled sets are pseudo-random (no bias from strides or clustered data) and
+/// the group number is a dense slot index, so no lookup table is needed on the hot path.
 #[derive(Debug, Clone)]
 struct SetStacks {
     sets: u64,
     depth: usize,
-    /// Slot of each set in `tags`, or `u32::MAX` when the set is not sampled.
-    slot_of_set: Vec<u32>,
+    rate_shift: u32,
     tags: Vec<u64>,
     /// Hits by stack position, for each half of the sampled sets.
     hits_at: [[u64; 16]; 2],
     accesses: [u64; 2],
-    /// Bit of the set hash choosing the half.
     sampled: bool,
 }
+
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 impl SetStacks {
     fn new(sets: u64, depth: usize) -> SetStacks {
         let rate = (sets / FULL_SETS_UP_TO).clamp(1, 16);
-        let mut slot_of_set = vec![u32::MAX; sets as usize];
-        let mut n = 0u32;
-        for (s, slot) in slot_of_set.iter_mut().enumerate() {
-            if rate == 1 || line_hash(s as u64) % rate == 0 {
-                *slot = n;
-                n += 1;
-            }
-        }
+        let rate_shift = rate.trailing_zeros();
         SetStacks {
             sets,
             depth,
-            slot_of_set,
-            tags: vec![u64::MAX; n as usize * depth],
+            rate_shift,
+            tags: vec![u64::MAX; (sets >> rate_shift) as usize * depth],
             hits_at: [[0; 16]; 2],
             accesses: [0; 2],
             sampled: rate > 1,
@@ -91,28 +88,36 @@ impl SetStacks {
     #[inline]
     fn access(&mut self, line: u64, count: bool) -> Option<usize> {
         let set = line & (self.sets - 1);
-        let slot = self.slot_of_set[set as usize];
-        if slot == u32::MAX {
-            return None;
-        }
-        let half = (line_hash(set ^ 0x5555) >> 63) as usize;
-        let start = slot as usize * self.depth;
-        let stack = &mut self.tags[start..start + self.depth];
-        let pos = stack.iter().position(|&t| t == line);
-        match pos {
-            Some(p) => {
-                if count {
-                    self.hits_at[half][p] += 1;
-                }
-                stack.copy_within(0..p, 1);
+        let group = set >> self.rate_shift;
+        let mixed = group.wrapping_mul(GOLDEN);
+        if self.rate_shift > 0 {
+            let pick = mixed >> (64 - self.rate_shift);
+            if set & ((1 << self.rate_shift) - 1) != pick {
+                return None;
             }
-            None => stack.copy_within(0..self.depth - 1, 1),
+        }
+        let half = ((mixed >> 32) & 1) as usize;
+        let start = group as usize * self.depth;
+        let stack = &mut self.tags[start..start + self.depth];
+        // Small stacks: a plain scan and shift beat memmove calls.
+        let mut p = 0;
+        while p < stack.len() && stack[p] != line {
+            p += 1;
+        }
+        let hit = p < stack.len();
+        let mut i = if hit { p } else { stack.len() - 1 };
+        while i > 0 {
+            stack[i] = stack[i - 1];
+            i -= 1;
         }
         stack[0] = line;
         if count {
             self.accesses[half] += 1;
+            if hit {
+                self.hits_at[half][p] += 1;
+            }
         }
-        Some(pos.unwrap_or(usize::MAX))
+        Some(if hit { p } else { usize::MAX })
     }
 
     /// Hit rate of the non-repeat accesses for a cache with `ways` ways, and the half-difference.
