@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
-# Regenerates the example attach-mode profiles in profiles/: each bundled target is started with
-# `ditto serve`, profiled from outside with `ditto profile --pid` while ditto drives its medium load, and
-# stopped. Usage: scripts/profile-examples.sh [TARGET...]   (default: all four bundled targets)
+# Regenerates the example profiles in profiles/ with one launch-mode command per bundled target: ditto
+# starts the target natively and profiles its skeleton under the spec's medium load, then runs it under the
+# ditto-body Valgrind tool for the body, and writes one merged profile (statistics only).
+# Usage: scripts/profile-examples.sh [TARGET...]   (default: all four bundled targets)
+# BODY_REQUESTS / BODY_RATE set the traced window (default 2000 requests at 200 req/s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x target/release/ditto ] || cargo build --quiet --release -p ditto-cli
+cargo build --quiet --release -p ditto-cli
 ditto=target/release/ditto
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(memcached nginx pix-baseline pix-optimized)
 mkdir -p profiles
-DITTO=$ditto
-source scripts/serve-lib.sh
-trap serve_stop EXIT INT TERM
 for t in "${targets[@]}"; do
-  serve_start "targets/$t.toml"
-  echo "== $t (pid $TARGET_PID)"
-  "$ditto" profile --pid "$TARGET_PID" --target "targets/$t.toml" --duration "${DURATION:-10}" -o "profiles/$t.json"
-  serve_stop
+  echo "== $t"
+  "$ditto" profile --launch --target "targets/$t.toml" --level medium \
+    --body-requests "${BODY_REQUESTS:-2000}" --body-rate "${BODY_RATE:-200}" -o "profiles/$t.json"
 done

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # Debian packages: the targets (memcached, nginx), the collectors and counter backends (valgrind, bpftrace,
 # linux-perf, strace), the proto compiler for the gRPC crates, and the independent load tools used to
 # cross-check `ditto load` (wrk, memcaslap from libmemcached-tools).
-packages=(memcached nginx valgrind bpftrace linux-perf strace protobuf-compiler wrk libmemcached-tools
+packages=(memcached nginx valgrind bpftrace linux-perf strace protobuf-compiler wrk libmemcached-tools chromium
           build-essential pkg-config ca-certificates curl)
 missing=()
 for p in "${packages[@]}"; do

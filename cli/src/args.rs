@@ -25,7 +25,9 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         ditto load --target targets/memcached.toml --level medium\n  \
         ditto load --target targets/nginx.toml --rate 3000 --connections 4 --duration 5 --json out/nginx.json\n  \
-        ditto load --target targets/memcached.toml --addr 127.0.0.1:11211 --level low   # a server already running")]
+        ditto load --target targets/memcached.toml --addr 127.0.0.1:11211 --level low   # a server already running\n  \
+        ditto load --workload length-prefixed,request_bytes=128 --addr 127.0.0.1:21300 --rate 2000   # a clone\n  \
+        ditto load --workload memcached,get_fraction=1 --addr 127.0.0.1:21300 --rate 5000 --connections 8")]
     Load(LoadArgs),
     /// Start a target, warm it, and keep it running until Ctrl-C (e.g. to profile it with --pid).
     #[command(after_help = "Example:\n  ditto serve --target targets/nginx.toml --port 8080")]
@@ -44,12 +46,24 @@ pub enum Command {
         ditto profile --launch --target targets/memcached.toml -o memcached.json   # skeleton + body\n  \
         ditto profile --launch --requests 1000 -o prog.json -- ./prog 1000         # a plain program")]
     Profile(ProfileArgs),
+    /// Compare the body of a clone's profile with its original's, field by field (the round-trip check).
+    #[command(after_help = "Examples:\n  \
+        ditto diff profiles/memcached.json clone-profile.json          # the busiest cluster\n  \
+        ditto diff original.json clone.json --cluster c1 --json")]
+    Diff(DiffArgs),
     /// Generate a clone repo (runtime configuration + synthetic assembly body) from a profile.
     #[command(after_help = "Examples:\n  \
         ditto generate profiles/memcached.json -o clones/memcached\n  \
         ditto generate profile.json -o clones/svc --seed 7 --knobs knobs.toml\n  \
         ditto generate profiles/memcached.json -o clones/memcached --original /usr/bin/memcached")]
     Generate(GenerateArgs),
+    /// Run the original and its clone under the same load at low/medium/high and compare counters,
+    /// syscalls, bytes, CPU time, latency and saturation: report.json plus a static HTML dashboard.
+    #[command(after_help = crate::validate::EXAMPLES)]
+    Validate(crate::validate::ValidateArgs),
+    /// Adjust a clone's generator knobs until its CPU counters match the original's (paper §4.5).
+    #[command(after_help = crate::tune::EXAMPLES)]
+    Tune(crate::tune::TuneArgs),
 }
 
 /// Load settings shared by `load` and `compare`; unset ones come from the spec's level.
@@ -100,11 +114,52 @@ fn parse_level(s: &str) -> Result<Level, String> {
     s.parse()
 }
 
+/// `PROTOCOL[,FIELD=VALUE...]` or a JSON object → a validated workload. Values that read as
+/// numbers or booleans are taken as such, anything else as a string; fields that need a list
+/// (HTTP paths) need the JSON form.
+pub fn parse_workload(s: &str) -> Result<ditto_load::Workload, String> {
+    let value = if s.trim_start().starts_with('{') {
+        serde_json::from_str(s).map_err(|e| format!("not a workload JSON object: {e}"))?
+    } else {
+        let mut parts = s.split(',');
+        let protocol = parts.next().unwrap_or_default().trim();
+        let mut object = serde_json::Map::new();
+        object.insert("protocol".into(), protocol.into());
+        for part in parts {
+            let (key, raw) = part
+                .split_once('=')
+                .ok_or_else(|| format!("'{part}' is not FIELD=VALUE"))?;
+            let raw = raw.trim();
+            let value = if let Ok(n) = raw.parse::<u64>() {
+                n.into()
+            } else if let Ok(x) = raw.parse::<f64>() {
+                x.into()
+            } else if let Ok(b) = raw.parse::<bool>() {
+                b.into()
+            } else {
+                raw.into()
+            };
+            object.insert(key.trim().to_string(), value);
+        }
+        serde_json::Value::Object(object)
+    };
+    let workload: ditto_load::Workload = serde_json::from_value(value).map_err(|e| {
+        format!("{e} (protocols: memcached, http, pix-grpc, length-prefixed; fields: docs/target-spec.md)")
+    })?;
+    workload.validate().map_err(|e| e.to_string())?;
+    Ok(workload)
+}
+
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// Target spec file (see docs/target-spec.md).
-    #[arg(long, value_name = "SPEC")]
-    pub target: PathBuf,
+    /// Target spec file (see docs/target-spec.md); may be left out with --workload and --addr.
+    #[arg(long, value_name = "SPEC", required_unless_present = "workload")]
+    pub target: Option<PathBuf>,
+    /// Send this workload instead of the spec's: a protocol (memcached, http, pix-grpc,
+    /// length-prefixed) with optional `,field=value` pairs, or a JSON object. Without --target it
+    /// needs --addr and --rate; connections default to 4, duration 10 s, warm-up 1 s.
+    #[arg(long, value_name = "PROTOCOL[,FIELD=VALUE...]", value_parser = parse_workload)]
+    pub workload: Option<ditto_load::Workload>,
     #[command(flatten)]
     pub load: LoadFlags,
     /// Load a server already listening here instead of starting the target (workload from the spec).
@@ -233,8 +288,72 @@ pub struct GenerateArgs {
     /// Generation knobs (TOML; missing knobs take their defaults; see docs/generator.md).
     #[arg(long, value_name = "FILE")]
     pub knobs: Option<PathBuf>,
+    /// Profile of the runtime's empty skeleton (a clone generated with `--empty-body`, profiled with
+    /// `ditto profile --launch`): its request workers' instructions per request are subtracted from the
+    /// body, so the body adds only what the skeleton lacks. Overrides `instructions.skeleton_instructions`.
+    #[arg(long, value_name = "PROFILE")]
+    pub skeleton: Option<PathBuf>,
+    /// Generate the bare skeleton: no body instructions (to profile the runtime's own cost).
+    #[arg(long)]
+    pub empty_body: bool,
     /// Build the clone (make) and check that its binary contains nothing of this original executable;
     /// the result is printed and recorded in the clone's README.
     #[arg(long, value_name = "BINARY")]
     pub original: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ditto_load::{LengthPrefixedWorkload, MemcachedWorkload, Workload};
+
+    #[test]
+    fn workload_flag_takes_protocol_and_fields() {
+        assert_eq!(
+            parse_workload("length-prefixed").unwrap(),
+            Workload::LengthPrefixed(LengthPrefixedWorkload::default())
+        );
+        assert_eq!(
+            parse_workload("length-prefixed,request_bytes=128,response_bytes=10").unwrap(),
+            Workload::LengthPrefixed(LengthPrefixedWorkload {
+                request_bytes: 128,
+                response_bytes: Some(10),
+            })
+        );
+        let Workload::Memcached(m) = parse_workload("memcached, get_fraction = 1").unwrap() else {
+            panic!("wrong variant")
+        };
+        assert_eq!(m.get_fraction, 1.0);
+        assert_eq!(m.keys, MemcachedWorkload::default().keys);
+        let Workload::Http(h) =
+            parse_workload(r#"{"protocol":"http","paths":[{"path":"/a"}]}"#).unwrap()
+        else {
+            panic!("wrong variant")
+        };
+        assert_eq!(h.paths[0].path, "/a");
+    }
+
+    #[test]
+    fn workload_flag_refuses_typos_and_bad_values() {
+        let err = parse_workload("length-prefixed,request_byte=1").unwrap_err();
+        assert!(err.contains("request_byte"), "{err}");
+        assert!(parse_workload("redis").is_err());
+        assert!(parse_workload("memcached,keys").is_err());
+        let err = parse_workload("memcached,get_fraction=2").unwrap_err();
+        assert!(err.contains("get_fraction"), "{err}");
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Profile of the original (with a body section).
+    pub original: PathBuf,
+    /// Profile of the clone (with a body section).
+    pub clone: PathBuf,
+    /// Cluster to compare (default: the original's cluster with the most instructions per request).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

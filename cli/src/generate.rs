@@ -8,10 +8,30 @@ use ditto_generator::{Knobs, Options};
 use crate::args::GenerateArgs;
 
 pub fn run(args: GenerateArgs) -> Result<()> {
-    let knobs = match &args.knobs {
+    let mut knobs = match &args.knobs {
         Some(path) => Knobs::load(path)?,
         None => Knobs::default(),
     };
+    if let Some(path) = &args.skeleton {
+        let skeleton = ditto_profile::Profile::load(path)?;
+        let Some(body) = &skeleton.body else {
+            bail!(
+                "{}: the skeleton profile has no body section; take it with `ditto profile --launch`",
+                path.display()
+            );
+        };
+        // The skeleton's busiest cluster is the one serving requests.
+        let cost = body
+            .clusters
+            .iter()
+            .map(|c| c.instructions_per_request)
+            .fold(0.0, f64::max);
+        eprintln!("ditto: subtracting the skeleton's {cost:.0} instructions per request");
+        knobs.instructions.skeleton_instructions = cost;
+    }
+    if args.empty_body {
+        knobs.instructions.per_request_scale = f64::MIN_POSITIVE;
+    }
     let clone = ditto_generator::generate(&Options {
         profile: args.profile.clone(),
         out: args.output.clone(),

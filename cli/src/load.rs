@@ -48,7 +48,13 @@ pub fn load_spec(path: &Path) -> Result<TargetSpec> {
 }
 
 pub fn run(args: LoadArgs) -> Result<()> {
-    let spec = load_spec(&args.target)?;
+    let Some(target) = &args.target else {
+        return run_workload(&args);
+    };
+    let mut spec = load_spec(target)?;
+    if let Some(workload) = &args.workload {
+        spec.workload = workload.clone();
+    }
     let level = resolve_level(&spec, &args.load);
     check_durations(&level)?;
     let opts = run_options(&args.load, args.port)?;
@@ -82,6 +88,66 @@ pub fn run(args: LoadArgs) -> Result<()> {
             report?
         }
     };
+    print!("{}", report.to_summary());
+    if let Some(path) = &args.json {
+        write_report(&report, path)?;
+    }
+    Ok(())
+}
+
+/// `--workload` without `--target`: load a server that is already running (typically a clone)
+/// with the workload and the command line's load settings.
+fn run_workload(args: &LoadArgs) -> Result<()> {
+    let Some(workload) = args.workload.clone() else {
+        anyhow::bail!("give --target SPEC, or --workload with --addr and --rate");
+    };
+    let Some(addr) = args.addr else {
+        anyhow::bail!(
+            "--workload without --target needs --addr HOST:PORT: without a spec there is no server to start"
+        );
+    };
+    let Some(rate) = args.load.rate else {
+        anyhow::bail!(
+            "--workload without --target needs --rate (requests per second): without a spec there is no level to take it from"
+        );
+    };
+    let flags = &args.load;
+    let level = ResolvedLevel {
+        level: flags.level,
+        rate,
+        connections: flags.connections.unwrap_or(4),
+        warmup_s: flags.warmup.unwrap_or(1.0),
+        duration_s: flags.duration.unwrap_or(10.0),
+        arrival: flags
+            .arrival
+            .map(Into::into)
+            .unwrap_or(ditto_load::Arrival::Poisson),
+    };
+    check_durations(&level)?;
+    let opts = run_options(flags, None)?;
+    let mut ui = ProgressLine::new();
+    if args.warm {
+        ui.status(&format!("warming {addr}"));
+        ditto_load::warm(addr, &workload, args.allow_non_loopback)?;
+    }
+    let mut cfg = ditto_load::LoadConfig::new(addr, workload, level.rate);
+    cfg.connections = level.connections;
+    cfg.arrival = level.arrival;
+    cfg.warmup = Duration::from_secs_f64(level.warmup_s);
+    cfg.duration = Duration::from_secs_f64(level.duration_s);
+    cfg.seed = opts.seed;
+    cfg.request_timeout = opts.request_timeout;
+    cfg.allow_non_loopback = args.allow_non_loopback;
+    ui.status(&format!(
+        "loading {addr} ({}) at {} req/s over {} connections for {} s",
+        cfg.workload.protocol(),
+        level.rate,
+        level.connections,
+        level.duration_s
+    ));
+    let report = ditto_load::run(&cfg, &mut |p| ui.update(p));
+    ui.finish();
+    let report = report?;
     print!("{}", report.to_summary());
     if let Some(path) = &args.json {
         write_report(&report, path)?;

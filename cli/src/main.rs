@@ -3,11 +3,14 @@
 
 mod args;
 mod compare;
+mod diff;
 mod generate;
 mod load;
 mod profile;
 mod serve;
+mod tune;
 mod ui;
+mod validate;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,7 +26,10 @@ fn main() {
         Command::Serve(a) => serve::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Profile(a) => profile::run(a),
+        Command::Diff(a) => diff::run(a),
         Command::Generate(a) => generate::run(a),
+        Command::Validate(a) => validate::run(a),
+        Command::Tune(a) => tune::run(a),
     };
     if let Err(e) = result {
         if INTERRUPTED.load(Ordering::SeqCst) {

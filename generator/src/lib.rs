@@ -122,6 +122,12 @@ pub fn render_clone(
                 body: found,
                 calls_per_request: cl.calls_per_request,
                 cluster: &cl.id,
+                // The skeleton's own cost is per request, in the threads that serve requests.
+                skeleton_instructions: if cl.role == "DITTO_ROLE_WORKER" {
+                    knobs.instructions.skeleton_instructions
+                } else {
+                    0.0
+                },
             },
             knobs,
         );

@@ -276,6 +276,8 @@ pub struct PlanInput<'a> {
     /// background threads), so that instructions per call = per request / calls.
     pub calls_per_request: f64,
     pub cluster: &'a str,
+    /// Instructions per request the runtime skeleton already executes in this cluster (subtracted).
+    pub skeleton_instructions: f64,
 }
 
 pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
@@ -319,9 +321,8 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         ));
         knobs.instructions.default_per_request
     };
-    let mut instructions = (per_request * knobs.instructions.per_request_scale
-        - knobs.instructions.skeleton_instructions)
-        / calls;
+    let mut instructions =
+        (per_request * knobs.instructions.per_request_scale - input.skeleton_instructions) / calls;
     const MIN_BODY: f64 = 64.0;
     if instructions < MIN_BODY {
         warnings.push(format!(

@@ -192,12 +192,12 @@ impl Block {
 
 fn item_instrs(it: &Item) -> u64 {
     match it {
-        // A rep-string instruction counts once per iteration, as Valgrind (the body profiler and the
-        // simulated counter backend) counts it.
-        Item::Tpl { t, rep_count, .. } => match t.special {
+        // A rep-string instruction counts once, as the architecture retires it and the body profiler
+        // counts it (its repetitions are the profile's rep_counts), plus its set-up moves.
+        Item::Tpl { t, .. } => match t.special {
             Special::Div => 3,
-            Special::Rep if t.asm.contains("movs") => 3 + rep_count,
-            Special::Rep => 2 + rep_count,
+            Special::Rep if t.asm.contains("movs") => 4,
+            Special::Rep => 3,
             _ => 1,
         },
         Item::Chase | Item::Pattern { .. } => 2,
@@ -343,14 +343,8 @@ impl Composer<'_> {
             let mut rep_count = 0;
             let mut extra_bytes = 0;
             if t.special == Special::Rep {
-                // Iterations count as instructions: never more than the rep class still lacks.
-                let room = self
-                    .mix_keys
-                    .iter()
-                    .position(|k| *k == (class, opnd))
-                    .map(|k| self.mix.deficit(k, w) / w)
-                    .unwrap_or(1.0);
-                rep_count = self.rep_count().min(room.floor().max(1.0) as u64);
+                // The repeat count follows the profile's rep_counts; the instruction counts once.
+                rep_count = self.rep_count();
                 let movs = t.asm.contains("movs");
                 self.account((Class::Alu, Opnd::Reg), w);
                 if movs {
@@ -395,12 +389,7 @@ impl Composer<'_> {
                 self.account((Class::Alu, Opnd::Reg), w);
                 extra_bytes += 6;
             }
-            let iterations = if t.special == Special::Rep {
-                rep_count as f64
-            } else {
-                1.0
-            };
-            self.account((class, opnd), w * iterations);
+            self.account((class, opnd), w);
             let disp = match &mem {
                 Some(Mem::Static { disp, .. }) => *disp,
                 Some(Mem::Window { group, line, .. }) => {

@@ -51,6 +51,7 @@ fn random_body(rng: &mut Rng) -> ClusterBody {
     let ipr = 500.0 + rng.f64() * 30_000.0;
     ClusterBody {
         cluster: "c1".into(),
+        syscalls_per_request: 0.0,
         instructions_per_request: ipr,
         mean_instruction_bytes: 2.0 + rng.f64() * 6.0,
         instruction_mix: mix,
@@ -102,6 +103,7 @@ fn every_memory_operand_is_in_range_for_random_profiles() {
                 body: Some(&body),
                 calls_per_request: 1.0,
                 cluster: "c1",
+                skeleton_instructions: 0.0,
             },
             &knobs,
         );

@@ -40,12 +40,13 @@ fn knobs_change_the_body() {
 
 #[test]
 fn profile_without_body_gets_default_body_and_a_warning() {
-    let c = common::render(
-        &common::example_path("memcached"),
-        "mc",
-        1,
-        &Knobs::default(),
-    );
+    // An attach-mode profile: the memcached example without its body section.
+    let mut attach = ditto_profile::Profile::load(&common::example_path("memcached")).expect("example");
+    attach.body = None;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("memcached-attach.json");
+    attach.save(&path).expect("save");
+    let c = common::render(&path, "mc", 1, &Knobs::default());
     assert!(
         c.warnings.iter().any(|w| w.contains("no body section")),
         "{:?}",

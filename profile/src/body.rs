@@ -21,8 +21,11 @@ pub struct Body {
 pub struct ClusterBody {
     /// Thread cluster id (`threads.clusters[].id`).
     pub cluster: String,
-    /// Dynamic user-space instructions per request.
+    /// Dynamic user-space instructions per request (a rep-prefixed string instruction counts once).
     pub instructions_per_request: f64,
+    /// System calls per request of the same cluster (from the skeleton run), beside the instructions.
+    #[serde(default)]
+    pub syscalls_per_request: f64,
     /// Mean encoded instruction length, bytes.
     pub mean_instruction_bytes: f64,
     /// Share of dynamic instructions per class and operand kind; shares sum to 1.

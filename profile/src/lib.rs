@@ -14,6 +14,7 @@
 //! without the profilers.
 
 mod body;
+pub mod diff;
 mod conditions;
 mod counters;
 mod histogram;

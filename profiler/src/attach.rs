@@ -61,6 +61,7 @@ fn framing_of(spec: &TargetSpec) -> Framing {
         "memcached" => Framing::Line,
         "http" => Framing::Http1,
         "pix-grpc" => Framing::Http2,
+        "length-prefixed" => Framing::LengthPrefixed,
         _ => Framing::Unknown,
     }
 }

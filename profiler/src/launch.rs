@@ -16,7 +16,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use ditto_body::report::{build_body, ClusterSlot};
+use std::collections::BTreeMap;
+
+use ditto_body::report::{build_body, no_names, proc_thread_name, ClusterSlot};
 use ditto_body::session::BodySession;
 use ditto_body::tool::ToolInstall;
 use ditto_load::{LoadConfig, LoadReport};
@@ -87,6 +89,20 @@ fn launch_service(
         },
         status,
     );
+    // Thread names of each cluster, read while the native threads live: they carry the clustering over
+    // to the traced run. They stay in memory; profiles hold no names.
+    let mut names_of_cluster: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if let Ok(a) = &attach {
+        for (tid, cluster) in crate::analyze::thread_clusters(&a.observations) {
+            if let Ok(name) = std::fs::read_to_string(format!("/proc/{tid}/comm")) {
+                let names = names_of_cluster.entry(cluster).or_default();
+                let name = name.trim_end().to_string();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
     native
         .stop(Duration::from_secs(10))
         .context("stopping the native run")?;
@@ -94,18 +110,23 @@ fn launch_service(
 
     // 2. Body: the same workload under the tool.
     let session = BodySession::listen()?;
-    let lib_dir = shareable_copy(tool).context("making the tool readable to the target's user")?;
     let launch = TargetLaunch {
-        wrapper: wrapper(&lib_dir, session.addr()),
+        wrapper: tool_wrapper(tool, session.addr())?,
         ready_timeout: Some(Duration::from_secs(180)),
         ..TargetLaunch::default()
     };
     let (mut traced, _) = ditto_measure::start_warm(spec, &launch, status)
         .context("starting the target under the ditto-body tool")?;
-    let run = (|| -> Result<(LoadReport, Vec<ditto_body::analysis::ProcessCounts>, f64)> {
+    type Traced = (
+        LoadReport,
+        Vec<ditto_body::analysis::ProcessCounts>,
+        BTreeMap<(u64, u32), String>,
+        f64,
+    );
+    let run = (|| -> Result<Traced> {
         session.wait_connected(Duration::from_secs(30))?;
         status("waiting for the traced server to go idle");
-        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(120))?;
+        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(300))?;
         session.reset_counts();
         let started = Instant::now();
         let mut cfg = LoadConfig::new(traced.addr(), spec.workload.clone(), opts.body_rate);
@@ -121,16 +142,21 @@ fn launch_service(
             opts.body_requests, opts.body_rate
         ));
         let report = ditto_load::run(&cfg, &mut |_| {})?;
-        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(120))?;
+        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(300))?;
         let counts = session.snapshot();
-        Ok((report, counts, started.elapsed().as_secs_f64()))
+        let names: BTreeMap<(u64, u32), String> = counts
+            .iter()
+            .flat_map(|c| c.threads.iter().map(move |t| (c.pid, t.lwp)))
+            .filter_map(|(pid, lwp)| proc_thread_name(pid, lwp).map(|n| ((pid, lwp), n)))
+            .collect();
+        Ok((report, counts, names, started.elapsed().as_secs_f64()))
     })();
     let died = traced.try_exit_status();
     let _ = traced.stop(Duration::from_secs(30));
     if let Some(e) = session.error() {
         bail!("body trace: {e}");
     }
-    let (report, counts, seconds) = match (run, died) {
+    let (report, counts, names, seconds) = match (run, died) {
         (Ok(r), None) => r,
         (Ok(_), Some(status)) | (Err(_), Some(status)) => bail!(
             "the target exited under the ditto-body tool ({status}); its log: {}",
@@ -150,10 +176,21 @@ fn launch_service(
             id: c.id.clone(),
             threads: c.threads,
             cpu_user_per_request: c.cpu_user_s_per_request,
+            thread_names: names_of_cluster.get(&c.id).cloned().unwrap_or_default(),
         })
         .collect();
-    let mut body = build_body(&counts, &clusters, requests);
+    let mut body = build_body(
+        &counts,
+        &clusters,
+        &|pid, lwp| names.get(&(pid, lwp)).cloned(),
+        requests,
+    );
     body.requests = requests;
+    for cb in &mut body.clusters {
+        if let Some(c) = profile.threads.clusters.iter().find(|c| c.id == cb.cluster) {
+            cb.syscalls_per_request = c.syscalls_per_request;
+        }
+    }
     profile.body = Some(body);
     profile.conditions.mode = ProfileMode::Launch;
     profile.conditions.warnings.push(format!(
@@ -201,7 +238,7 @@ fn launch_program(
     }
     let counts = session.snapshot();
     let seconds = started.elapsed().as_secs_f64();
-    let mut body = build_body(&counts, &[], opts.program_requests);
+    let mut body = build_body(&counts, &[], &no_names, opts.program_requests);
     body.requests = opts.program_requests;
     let mut profile =
         crate::analyze::empty_profile(ProfileMode::Launch, seconds, opts.program_requests);
@@ -265,7 +302,12 @@ fn shareable_copy(tool: &ToolInstall) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The command prefix that runs a server under the tool, streaming to `addr`.
+/// The command prefix that runs a target (possibly as another user) under the tool, streaming to `addr`.
+pub fn tool_wrapper(tool: &ToolInstall, addr: std::net::SocketAddr) -> Result<Vec<String>> {
+    let lib_dir = shareable_copy(tool).context("making the tool readable to the target's user")?;
+    Ok(wrapper(&lib_dir, addr))
+}
+
 fn wrapper(lib_dir: &Path, addr: std::net::SocketAddr) -> Vec<String> {
     vec![
         "env".into(),

@@ -109,7 +109,7 @@ struct ditto_config {
     int tcp_nodelay;
     enum ditto_io_call recv_call;
     enum ditto_io_call send_call;
-    struct ditto_dist response_bytes;  /* response payload size per request */
+    struct ditto_dist response_bytes;  /* response payload size per request, framing excluded */
     const struct ditto_extra *extras;
     uint32_t n_extras;
     const struct ditto_cluster *clusters;

@@ -3,6 +3,7 @@
  * clone without knowing what it cloned. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,11 +44,15 @@ static int parse_u32(const char *s, unsigned long lo, unsigned long hi, uint32_t
     return 0;
 }
 
-static int bad(const char *prog, const char *fmt, const char *what)
+__attribute__((format(printf, 2, 3))) static int bad(const char *prog, const char *fmt, ...)
 {
-    fprintf(stderr, "%s: ", prog);
-    fprintf(stderr, fmt, what);
-    fprintf(stderr, " (see --help)\n");
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* One write: the message is one line even if something else shares stderr. */
+    fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
     return 2;
 }
 

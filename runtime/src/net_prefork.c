@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,9 +21,15 @@
 
 #define STOP_GRACE_S 5
 
-static _Noreturn void worker_process(struct ditto_rt *rt, uint32_t index, const sigset_t *orig)
+static _Noreturn void worker_process(struct ditto_rt *rt, uint32_t index, const sigset_t *orig,
+                                     pid_t master)
 {
     rt->process_index = index;
+    /* A master that dies without stopping its workers (SIGKILL) must not leave them serving on
+     * the port: the kernel sends SIGTERM to each. getppid() catches a master that died before
+     * the request took effect. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != master)
+        _exit(1);
     /* A fresh stop eventfd: the master's would wake the master and the other workers. */
     if (ditto_signals_init() != 0) {
         ditto_warn("worker %u: cannot set up signal handling: %s", index, strerror(errno));
@@ -87,11 +94,12 @@ int ditto_net_prefork(struct ditto_rt *rt)
     sigprocmask(SIG_BLOCK, &set, &orig);
     int status = 0, stopping = 0;
     uint32_t alive = 0;
+    pid_t master = getpid();
     for (uint32_t i = 0; i < n; i++) {
         pid_t pid = fork();
         if (pid == 0) {
             free(pids);
-            worker_process(rt, i, &orig);
+            worker_process(rt, i, &orig, master);
         }
         if (pid < 0) {
             ditto_warn("cannot start worker process %u of %u: %s", i, n, strerror(errno));

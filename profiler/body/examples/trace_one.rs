@@ -25,7 +25,7 @@ fn main() -> anyhow::Result<()> {
         .flat_map(|c| &c.threads)
         .map(|t| t.instructions)
         .sum();
-    let body = ditto_body::report::build_body(&counts, &[], 1);
+    let body = ditto_body::report::build_body(&counts, &[], &ditto_body::report::no_names, 1);
     println!("{}", serde_json::to_string_pretty(&body)?);
     eprintln!(
         "{status}; {:.2} s, {:.1} M instructions, {:.1} M instructions/s, {:.1} M words",

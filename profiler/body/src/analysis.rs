@@ -161,6 +161,8 @@ pub struct ProcessAnalysis {
     pub icache: CurveSim,
     pub dcache: CurveSim,
     pages: HashSet<u64>,
+    last_page: u64,
+    last_iline: u64,
     /// Sampled data lines: which threads touched them (bit per thread index, mod 64).
     line_threads: HashMap<u64, u64>,
     line_thread_counts: HashMap<(u64, u32), u64>,
@@ -207,6 +209,8 @@ impl ProcessAnalysis {
             icache: CurveSim::new(),
             dcache: CurveSim::new(),
             pages: HashSet::new(),
+            last_page: u64::MAX,
+            last_iline: u64::MAX,
             line_threads: HashMap::new(),
             line_thread_counts: HashMap::new(),
             cur_sb: None,
@@ -438,7 +442,9 @@ impl ProcessAnalysis {
         let t = &mut self.threads[self.cur_thread];
         let c = &mut t.counts;
         let d = &mut t.deps;
-        let mut last_page = u64::MAX;
+        let mut last_page = self.last_page;
+        let mut last_line = self.last_iline;
+        let mut run = 0u64;
         for (pos, &si) in sb.instrs[..=last].iter().enumerate() {
             let s = &self.statics[si as usize];
             // Valgrind runs a rep-prefixed string instruction once per repetition (plus a final check);
@@ -453,11 +459,22 @@ impl ProcessAnalysis {
             c.instructions += 1;
             c.instruction_bytes += s.len as u64;
             c.mix[s.class as usize * OPERANDS.len() + s.operand as usize] += 1;
-            self.icache.access(s.addr >> LINE_SHIFT);
-            let page = s.addr >> 12;
-            if page != last_page {
-                self.pages.insert(page);
-                last_page = page;
+            // Consecutive fetches from one line are one access and repeats: batch them.
+            let line = s.addr >> LINE_SHIFT;
+            if line == last_line {
+                run += 1;
+            } else {
+                if run > 0 {
+                    self.icache.repeat(run);
+                    run = 0;
+                }
+                self.icache.access(line);
+                last_line = line;
+                let page = s.addr >> 12;
+                if page != last_page {
+                    self.pages.insert(page);
+                    last_page = page;
+                }
             }
             if s.is_load {
                 c.loads += 1;
@@ -524,6 +541,11 @@ impl ProcessAnalysis {
                 b.last = dir;
             }
         }
+        if run > 0 {
+            self.icache.repeat(run);
+        }
+        self.last_page = last_page;
+        self.last_iline = last_line;
     }
 
     /// Starts a measurement window: counts go to zero; caches, branch and register history stay warm.
@@ -535,6 +557,7 @@ impl ProcessAnalysis {
         self.icache.reset_counts();
         self.dcache.reset_counts();
         self.pages.clear();
+        self.last_page = u64::MAX;
         self.line_threads.clear();
         self.line_thread_counts.clear();
     }

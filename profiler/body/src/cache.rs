@@ -120,6 +120,36 @@ impl SetStacks {
         Some(if hit { p } else { usize::MAX })
     }
 
+    /// Moves `line`, known to be at stack position `rank` of its set, to the front.
+    #[inline]
+    fn touch_at(&mut self, line: u64, rank: usize, count: bool) {
+        let set = line & (self.sets - 1);
+        let group = set >> self.rate_shift;
+        let mixed = group.wrapping_mul(GOLDEN);
+        if self.rate_shift > 0 {
+            let pick = mixed >> (64 - self.rate_shift);
+            if set & ((1 << self.rate_shift) - 1) != pick {
+                return;
+            }
+        }
+        let half = ((mixed >> 32) & 1) as usize;
+        if count {
+            self.accesses[half] += 1;
+            self.hits_at[half][rank] += 1;
+        }
+        if rank > 0 {
+            let start = group as usize * self.depth;
+            let stack = &mut self.tags[start..start + self.depth];
+            debug_assert_eq!(stack[rank], line);
+            let mut i = rank;
+            while i > 0 {
+                stack[i] = stack[i - 1];
+                i -= 1;
+            }
+            stack[0] = line;
+        }
+    }
+
     /// Hit rate of the non-repeat accesses for a cache with `ways` ways, and the half-difference.
     fn hit_rate(&self, ways: u64) -> Option<(f64, f64)> {
         let total = self.accesses[0] + self.accesses[1];
@@ -201,6 +231,24 @@ impl CurveSim {
         self.others += 1;
         if line_hash(line) >> (64 - FOOTPRINT_SHIFT) == 0 {
             self.footprint_sample.insert(line);
+        }
+        // Fast path: the line is among the 8 most recent distinct lines (the stack of the one-set
+        // structure). Then its position in every set of every structure is known without searching:
+        // the lines more recent than it that share its set. Alternating streams (memcpy's source and
+        // destination, stack and heap) take this path.
+        if let Some(p) = self.stacks[0].tags.iter().position(|&t| t == line) {
+            let mut tz = [0u32; 8];
+            for (z, &t) in tz.iter_mut().zip(&self.stacks[0].tags[..p]) {
+                *z = (t ^ line).trailing_zeros();
+            }
+            for s in &mut self.stacks {
+                let k = s.sets.trailing_zeros();
+                let rank = tz[..p].iter().filter(|&&z| z >= k).count();
+                // A hit within the top 8 of the base: sampled structures do not count it.
+                s.touch_at(line, rank, !s.sampled);
+            }
+            self.base_hits += 1;
+            return;
         }
         // Structures are in increasing set count: the fully simulated ones come first. A hit in the
         // largest of them (the base, 8-way 64 KiB) is a hit in every larger cache (LRU inclusion holds

@@ -21,15 +21,22 @@ pub struct ClusterSlot {
     pub threads: u32,
     /// User CPU per request in the native run: busier clusters take the busier threads.
     pub cpu_user_per_request: f64,
+    /// Names the cluster's threads had in the native run (kept in memory only, never in a profile).
+    pub thread_names: Vec<String>,
 }
 
 /// Threads of one cluster: (process index, thread index) pairs.
 type Members = Vec<(usize, usize)>;
 
-/// Assigns traced threads to clusters: threads by instructions executed, clusters by native user CPU,
-/// each cluster taking as many threads as the skeleton saw in it; leftovers join the last cluster.
-/// Without clusters, all threads form one cluster `all`.
-pub fn assign(processes: &[ProcessCounts], clusters: &[ClusterSlot]) -> Vec<(String, Members)> {
+/// Assigns traced threads to clusters. A thread whose name belongs to exactly one cluster's native
+/// threads goes there. The others are ranked by instructions executed and fill the remaining places of
+/// the clusters ranked by native user CPU (each cluster holds as many threads as the native run saw in
+/// it); leftovers join the last cluster. Without clusters, all threads form one cluster `all`.
+pub fn assign(
+    processes: &[ProcessCounts],
+    clusters: &[ClusterSlot],
+    thread_name: &dyn Fn(u64, u32) -> Option<String>,
+) -> Vec<(String, Members)> {
     let mut threads: Vec<(usize, usize, u64)> = processes
         .iter()
         .enumerate()
@@ -54,11 +61,28 @@ pub fn assign(processes: &[ProcessCounts], clusters: &[ClusterSlot]) -> Vec<(Str
             .unwrap_or(std::cmp::Ordering::Equal)
             .then(a.id.cmp(&b.id))
     });
-    let mut out: Vec<(String, Members)> =
-        order.iter().map(|c| (c.id.clone(), Vec::new())).collect();
-    let mut next = threads.into_iter();
+    let mut out: Vec<(String, Members)> = order.iter().map(|c| (c.id.clone(), Vec::new())).collect();
+    let mut unnamed = Vec::new();
+    for (p, t, n) in threads {
+        let name = thread_name(processes[p].pid, processes[p].threads[t].lwp);
+        let owners: Vec<usize> = match &name {
+            Some(name) => order
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.thread_names.iter().any(|x| x == name))
+                .map(|(k, _)| k)
+                .collect(),
+            None => Vec::new(),
+        };
+        match owners.as_slice() {
+            [k] => out[*k].1.push((p, t)),
+            _ => unnamed.push((p, t, n)),
+        }
+    }
+    let mut next = unnamed.into_iter();
     for (k, c) in order.iter().enumerate() {
-        for _ in 0..c.threads {
+        let free = (c.threads as usize).saturating_sub(out[k].1.len());
+        for _ in 0..free {
             match next.next() {
                 Some((p, t, _)) => out[k].1.push((p, t)),
                 None => break,
@@ -71,11 +95,17 @@ pub fn assign(processes: &[ProcessCounts], clusters: &[ClusterSlot]) -> Vec<(Str
     out
 }
 
-/// The body section for `requests` requests.
-pub fn build_body(processes: &[ProcessCounts], clusters: &[ClusterSlot], requests: u64) -> Body {
+/// The body section for `requests` requests. `thread_name(pid, lwp)` names traced threads (see
+/// [`assign`]); return `None` where names are not known.
+pub fn build_body(
+    processes: &[ProcessCounts],
+    clusters: &[ClusterSlot],
+    thread_name: &dyn Fn(u64, u32) -> Option<String>,
+    requests: u64,
+) -> Body {
     let requests = requests.max(1) as f64;
     let mut bodies = Vec::new();
-    for (id, members) in assign(processes, clusters) {
+    for (id, members) in assign(processes, clusters, thread_name) {
         let threads: Vec<(usize, &ThreadCounts)> = members
             .iter()
             .map(|&(p, t)| (p, &processes[p].threads[t]))
@@ -204,6 +234,8 @@ fn cluster_body(
     ClusterBody {
         cluster: id,
         instructions_per_request: instructions as f64 / requests,
+        // Filled by the caller from the skeleton's clusters when there is a skeleton.
+        syscalls_per_request: 0.0,
         mean_instruction_bytes: ratio(sum(&|t| t.instruction_bytes), instructions),
         instruction_mix,
         rep_counts,
@@ -225,4 +257,16 @@ fn cluster_body(
         pointer_chase_fraction: ratio(sum(&|t| t.chased_loads), sum(&|t| t.loads)),
         instruction_pages: procs.iter().map(|&p| processes[p].instruction_pages).sum(),
     }
+}
+
+/// A traced thread's current name, from /proc (the process must still run).
+pub fn proc_thread_name(pid: u64, lwp: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{lwp}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_string())
+}
+
+/// For callers without names.
+pub fn no_names(_: u64, _: u32) -> Option<String> {
+    None
 }

@@ -79,7 +79,7 @@ fn profile(name: &str) -> ClusterBody {
         .wait_closed(Duration::from_secs(30))
         .expect("stream closes");
     assert_eq!(session.error(), None, "{name}");
-    let body = build_body(&session.snapshot(), &[], 1);
+    let body = build_body(&session.snapshot(), &[], &ditto_body::report::no_names, 1);
     assert_eq!(body.clusters.len(), 1, "{name}");
     body.clusters.into_iter().next().expect("one cluster")
 }

@@ -541,3 +541,12 @@ pub fn empty_profile(mode: ditto_profile::ProfileMode, duration_s: f64, requests
     p.conditions.mode = mode;
     p
 }
+
+/// The cluster of every observed thread (by thread id), as `analyze` assigns them. Used in launch mode
+/// to carry the clustering over to the traced run by thread name, without writing names anywhere.
+pub fn thread_clusters(obs: &Observations) -> BTreeMap<u32, String> {
+    let delta = obs.before.delta(&obs.after);
+    let facts = threads::thread_facts(&obs.trace, &delta);
+    let accepted: u64 = facts.values().map(|f| f.accepts_ok).sum();
+    threads::model(facts, accepted).cluster_of_thread
+}

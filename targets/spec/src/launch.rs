@@ -159,9 +159,10 @@ impl RunningTarget {
         if let Some(u) = &user {
             cmd.uid(u.uid).gid(u.gid);
         }
-        // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
+        let nofile = spec.server.nofile;
+        // SAFETY: prctl and setrlimit are async-signal-safe; the closure allocates nothing.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::prctl(
                     libc::PR_SET_PDEATHSIG,
                     libc::SIGKILL as libc::c_ulong,
@@ -169,6 +170,15 @@ impl RunningTarget {
                     0,
                     0,
                 );
+                if let Some(n) = nofile {
+                    let lim = libc::rlimit {
+                        rlim_cur: n as libc::rlim_t,
+                        rlim_max: n as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 Ok(())
             });
         }

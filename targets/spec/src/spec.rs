@@ -54,6 +54,11 @@ pub struct ServerSpec {
     /// How long to wait for the port to accept connections.
     #[serde(default = "default_ready_timeout_s")]
     pub ready_timeout_s: f64,
+    /// Open-file limit (soft = hard) the server starts with. Valgrind keeps a few descriptors for itself
+    /// and only lets the guest set its hard limit to exactly the remaining number, so a server that sets
+    /// its own limit to a connection count (memcached `-c N`) needs `N + 12` here to run under it.
+    #[serde(default)]
+    pub nofile: Option<u64>,
 }
 
 fn default_ready_timeout_s() -> f64 {

@@ -9,6 +9,7 @@
 //! [`Measurement`] says which backend produced it.
 
 pub mod cachegrind;
+pub mod counters;
 pub mod platform;
 
 use std::net::SocketAddr;
@@ -20,6 +21,10 @@ use ditto_target::{LaunchOptions, ResolvedLevel, RunningTarget, SpecError, Targe
 use serde::Serialize;
 
 pub use cachegrind::{CachegrindTotals, SimRates};
+pub use counters::{
+    measure_sim, BackendChoice, CounterBackend, CounterFigures, PerfSession, SimDifferential,
+    SimPlan, SimSettings,
+};
 pub use platform::{CacheGeometry, Platform};
 
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +44,8 @@ pub enum MeasureError {
     CachegrindOutput { path: PathBuf, message: String },
     #[error("simulated run: {0}")]
     Differential(String),
+    #[error("counters: {0}")]
+    Counters(String),
     #[error("target '{name}' died during the load run ({status}); its last output:\n{log_tail}")]
     TargetDied {
         name: String,
@@ -128,7 +135,7 @@ pub fn run_native(
     Ok(report?)
 }
 
-fn check_alive(target: &mut RunningTarget, name: &str) -> Result<(), MeasureError> {
+pub(crate) fn check_alive(target: &mut RunningTarget, name: &str) -> Result<(), MeasureError> {
     match target.try_exit_status() {
         Some(status) => Err(MeasureError::TargetDied {
             name: name.to_string(),

@@ -113,6 +113,38 @@ mod tests {
     }
 
     #[test]
+    fn every_bundled_platform_file_loads() {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(Platform::bundled_dir()).expect("platforms folder") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let p = Platform::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(
+                    Some(p.name.as_str()),
+                    path.file_stem().and_then(|s| s.to_str()),
+                    "a platform's name is its file name"
+                );
+                names.push(p.name);
+            }
+        }
+        for paper in ["paper-a", "paper-b", "paper-c"] {
+            assert!(names.iter().any(|n| n == paper), "{paper} missing");
+        }
+        // Table 1's sizes, within cachegrind's power-of-two-sets limit (A's LLC is 30 of 30.25 MiB).
+        let a = Platform::by_name_or_path("paper-a").expect("paper-a");
+        assert_eq!(a.l2.size, 1 << 20);
+        assert_eq!(a.llc.size, 30 << 20);
+        assert_eq!(
+            Platform::by_name_or_path("paper-b").expect("b").llc.size,
+            25 << 20
+        );
+        assert_eq!(
+            Platform::by_name_or_path("paper-c").expect("c").llc.size,
+            8 << 20
+        );
+    }
+
+    #[test]
     fn non_power_of_two_sets_are_rejected() {
         let g = CacheGeometry {
             size: 30 * 1024 * 1024,

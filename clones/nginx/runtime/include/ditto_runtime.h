@@ -1,0 +1,131 @@
+/*
+ * ditto_runtime.h - the contract between a generated clone and the ditto runtime.
+ *
+ * A clone is this runtime (network model, request framing, syscall emitters, background threads)
+ * plus two generated files:
+ *   src/config.c  defines `const struct ditto_config ditto_clone_config` from the profile;
+ *   src/body.S    defines one body function per thread cluster (and its init function).
+ * The runtime owns every buffer the body touches; the body only reads and writes inside
+ * [ctx->priv, ctx->priv + config->priv_bytes) and [ctx->shared, ctx->shared + config->shared_bytes)
+ * and its own stack. That is what makes clones memory-safe by construction.
+ */
+#ifndef DITTO_RUNTIME_H
+#define DITTO_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DITTO_RUNTIME_ABI 1
+
+/* How the server side handles connections (profile: network.model / threads.process_model). */
+enum ditto_net_model {
+    DITTO_NET_THREAD_PER_CONN = 0, /* blocking accept loop, one thread per connection */
+    DITTO_NET_NONBLOCKING = 1,     /* one thread, non-blocking sockets, poll() */
+    DITTO_NET_EPOLL_DISPATCH = 2,  /* acceptor thread hands connections to N epoll workers */
+    DITTO_NET_EPOLL_SINGLE = 3,    /* one epoll thread does everything */
+    DITTO_NET_PREFORK = 4,         /* master process + N worker processes, workers accept (nginx) */
+};
+
+/* How requests are delimited on the wire, so original and clone take the same load generator. */
+enum ditto_framing {
+    DITTO_FRAME_MEMCACHED_TEXT = 0, /* line-delimited memcached text protocol: get/set */
+    DITTO_FRAME_HTTP1 = 1,          /* HTTP/1.1 keep-alive, GET/POST with Content-Length */
+    DITTO_FRAME_LENGTH_PREFIXED = 2 /* u32 big-endian length + payload, both directions */
+};
+
+/* Which system call moves request and response bytes (the profile's per-request syscall names). */
+enum ditto_io_call {
+    DITTO_IO_READ = 0,
+    DITTO_IO_RECVFROM = 1,
+    DITTO_IO_RECVMSG = 2,
+    DITTO_IO_WRITE = 3,
+    DITTO_IO_SENDTO = 4,
+    DITTO_IO_SENDMSG = 5,
+    DITTO_IO_WRITEV = 6,
+};
+
+/* A distribution as explicit bins [lo, hi) with cumulative counts; sampled deterministically. */
+struct ditto_dist {
+    uint32_t bins;
+    const uint64_t *lo;
+    const uint64_t *hi;
+    const uint64_t *cumulative; /* cumulative[i] = sum of counts of bins 0..=i */
+};
+
+/* Extra per-request system calls beyond receiving and sending on the connection socket. */
+enum ditto_extra_op {
+    DITTO_OP_OPEN_FSTAT_CLOSE = 0, /* openat + newfstatat (+ close) on a file in the clone's data dir */
+    DITTO_OP_FILE_PREAD = 1,       /* pread of `bytes` from a data file */
+    DITTO_OP_FILE_PWRITE = 2,      /* pwrite of `bytes` to a data file */
+    DITTO_OP_SENDFILE = 3,         /* sendfile of `bytes` from a data file to the connection */
+    DITTO_OP_PIPE_RW = 4,          /* write + read of `bytes` through a pipe */
+    DITTO_OP_FUTEX_WAKE = 5,       /* a futex wake (a condition-variable signal with no waiter) */
+    DITTO_OP_GETTIME = 6,          /* clock_gettime (vDSO-free: a real syscall) */
+    DITTO_OP_FSYNC = 7,            /* fdatasync of a data file */
+    /* Added after ABI 1 was first published; appended so existing values keep their meaning. */
+    DITTO_OP_CORK = 8,             /* setsockopt TCP_CORK on before the response, off after it (2 calls) */
+    DITTO_OP_SCHED_YIELD = 9,      /* sched_yield */
+    DITTO_OP_MPROTECT = 10,        /* mprotect of a page the thread owns, protection unchanged */
+    DITTO_OP_EVENTFD_WRITE = 11,   /* write of 8 bytes to an eventfd nobody reads (a wakeup of an idle peer) */
+};
+
+/* One extra op per entry. per_request counts executions of the op, not system calls: one
+ * OPEN_FSTAT_CLOSE is 3 calls, one PIPE_RW and one CORK are 2, every other op is 1 (docs/runtime.md). */
+struct ditto_extra {
+    enum ditto_extra_op op;
+    double per_request;        /* mean count per request; fractions realised by an accumulator */
+    struct ditto_dist bytes;   /* size per call where the op moves bytes (bins == 0: 4096) */
+};
+
+struct ditto_body_ctx {
+    uint8_t *priv;        /* this thread's private buffer, config->priv_bytes long, 64-byte aligned */
+    uint8_t *shared;      /* the process-wide shared buffer, config->shared_bytes long, 64-byte aligned */
+    uint64_t request;     /* requests this thread has served so far */
+    uint64_t state[8];    /* scratch the body may keep across calls (branch pattern counters, ...) */
+};
+
+typedef void (*ditto_body_fn)(struct ditto_body_ctx *ctx);
+
+/* One thread cluster of the original: what its threads do. */
+enum ditto_role { DITTO_ROLE_WORKER = 0, DITTO_ROLE_ACCEPTOR = 1, DITTO_ROLE_BACKGROUND = 2 };
+
+struct ditto_cluster {
+    const char *name;        /* e.g. "worker" (the thread name is set to "ditto-<name>") */
+    enum ditto_role role;
+    uint32_t threads;        /* threads per process */
+    ditto_body_fn body;      /* called once per request (workers) or per wakeup (background) */
+    ditto_body_fn body_init; /* called once per thread before the first body call; may be NULL */
+    uint32_t period_us;      /* background threads: wake every period_us */
+};
+
+struct ditto_config {
+    uint32_t abi;                      /* DITTO_RUNTIME_ABI */
+    const char *clone_name;
+    enum ditto_net_model net_model;
+    enum ditto_framing framing;
+    uint16_t default_port;
+    uint32_t processes;                /* worker processes (DITTO_NET_PREFORK), else 1 */
+    uint32_t backlog;
+    int tcp_nodelay;
+    enum ditto_io_call recv_call;
+    enum ditto_io_call send_call;
+    struct ditto_dist response_bytes;  /* response payload size per request, framing excluded */
+    const struct ditto_extra *extras;
+    uint32_t n_extras;
+    const struct ditto_cluster *clusters;
+    uint32_t n_clusters;
+    size_t priv_bytes;
+    size_t shared_bytes;
+    uint64_t data_file_bytes;          /* size of each file created in the data dir at start */
+    uint32_t data_files;
+    uint64_t seed;
+};
+
+/* Defined by the generated src/config.c. */
+extern const struct ditto_config ditto_clone_config;
+
+/* Runs the clone: parses argv (--port, --data-dir, --threads, --bind, --help), serves until
+ * SIGINT/SIGTERM, then returns 0; returns 2 on bad flags and 1 when it cannot start. */
+int ditto_main(int argc, char **argv, const struct ditto_config *config);
+
+#endif

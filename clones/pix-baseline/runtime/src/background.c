@@ -1,0 +1,126 @@
+#define _GNU_SOURCE
+/* background.c - threads of BACKGROUND clusters: wake every period_us on an absolute monotonic
+ * schedule (clock_nanosleep, like a timer thread of the original) and run their body. A period of
+ * 0 makes an idle thread that only exists, like the idle helper threads many servers keep.
+ *
+ * They stop by cancellation: clock_nanosleep is a cancellation point and the only place the
+ * thread blocks, so no wakeup fd or extra per-period system call is needed. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ditto_internal.h"
+
+struct bg_thread {
+    pthread_t thread;
+    int started;
+    const struct ditto_rt *rt;
+    const struct ditto_cluster *cluster;
+    uint64_t stream;
+    struct ditto_worker w;
+    int have_worker;
+};
+
+struct ditto_background {
+    size_t n;
+    struct bg_thread *threads;
+};
+
+static void free_worker(void *arg)
+{
+    struct bg_thread *t = arg;
+    if (t->have_worker) {
+        ditto_worker_free(&t->w);
+        t->have_worker = 0;
+    }
+}
+
+static void *bg_main(void *arg)
+{
+    struct bg_thread *t = arg;
+    ditto_set_thread_name(t->cluster->name);
+    /* No cancellation while the buffers are half made: the cleanup handler frees whole ones. */
+    int old_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
+    int ok = ditto_worker_init(&t->w, t->rt, t->cluster, t->stream, 0) == 0;
+    t->have_worker = ok;
+    pthread_setcancelstate(old_state, NULL);
+    pthread_cleanup_push(free_worker, t);
+    if (ok) {
+        uint64_t period_ns = (uint64_t)t->cluster->period_us * 1000u;
+        struct timespec next;
+        clock_gettime(CLOCK_MONOTONIC, &next);
+        for (;;) {
+            if (period_ns == 0) {
+                next.tv_sec += 3600;
+            } else {
+                uint64_t ns = (uint64_t)next.tv_nsec + period_ns;
+                next.tv_sec += (time_t)(ns / 1000000000u);
+                next.tv_nsec = (long)(ns % 1000000000u);
+            }
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
+                ;
+            if (period_ns != 0)
+                ditto_worker_body(&t->w);
+        }
+    } else {
+        ditto_warn("background thread of cluster '%s' could not start", t->cluster->name);
+    }
+    pthread_cleanup_pop(1);
+    return NULL;
+}
+
+struct ditto_background *ditto_background_start(const struct ditto_rt *rt)
+{
+    const struct ditto_config *cfg = rt->cfg;
+    struct ditto_background *bg = calloc(1, sizeof *bg);
+    if (bg == NULL)
+        return NULL;
+    size_t total = 0;
+    for (uint32_t i = 0; i < cfg->n_clusters; i++)
+        if (cfg->clusters[i].role == DITTO_ROLE_BACKGROUND)
+            total += cfg->clusters[i].threads;
+    if (total == 0)
+        return bg;
+    bg->threads = calloc(total, sizeof *bg->threads);
+    if (bg->threads == NULL) {
+        free(bg);
+        return NULL;
+    }
+    sigset_t old;
+    ditto_block_stop_signals(&old);
+    uint64_t stream = 1u << 20; /* apart from the serving threads' streams */
+    for (uint32_t i = 0; i < cfg->n_clusters; i++) {
+        const struct ditto_cluster *cl = &cfg->clusters[i];
+        if (cl->role != DITTO_ROLE_BACKGROUND)
+            continue;
+        for (uint32_t k = 0; k < cl->threads; k++) {
+            struct bg_thread *t = &bg->threads[bg->n++];
+            t->rt = rt;
+            t->cluster = cl;
+            t->stream = stream++;
+            if (pthread_create(&t->thread, NULL, bg_main, t) == 0)
+                t->started = 1;
+            else
+                ditto_warn("cannot start background thread %u of '%s'", k, cl->name);
+        }
+    }
+    ditto_restore_signals(&old);
+    return bg;
+}
+
+void ditto_background_stop(struct ditto_background *bg)
+{
+    if (bg == NULL)
+        return;
+    for (size_t i = 0; i < bg->n; i++)
+        if (bg->threads[i].started)
+            pthread_cancel(bg->threads[i].thread);
+    for (size_t i = 0; i < bg->n; i++)
+        if (bg->threads[i].started)
+            pthread_join(bg->threads[i].thread, NULL);
+    free(bg->threads);
+    free(bg);
+}

@@ -1,0 +1,410 @@
+#define _GNU_SOURCE
+/* framing.c - where a request ends and what its response looks like, for each enum
+ * ditto_framing. The clone speaks just enough of each protocol that the load generators used on
+ * the original (ditto load, memaslap, wrk) drive the clone unchanged: they see well-formed
+ * answers of the profiled sizes. Request bodies are never buffered, only counted past, so
+ * memory per connection stays bounded whatever the client sends. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ditto_internal.h"
+
+#define MC_MAX_LINE 2048        /* memcached's own limit is 2048 for a command line */
+#define MC_MAX_KEY 250
+#define HTTP_MAX_HEAD 16384
+#define LP_MAX_REQUEST (1u << 30)
+
+static const char MC_ERROR[] = "ERROR\r\n";
+static const char MC_BAD_FORMAT[] = "CLIENT_ERROR bad command line format\r\n";
+static const char MC_TOO_LONG[] = "CLIENT_ERROR line too long\r\n";
+static const char HTTP_400[] =
+    "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+static const char HTTP_431[] =
+    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+static const char HTTP_501[] =
+    "HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+static int fail(struct ditto_req *req, size_t consumed, const char *reply, int close_conn)
+{
+    req->kind = DITTO_REQ_ERROR;
+    req->head_len = consumed;
+    req->error_reply = reply;
+    req->flags = close_conn ? DITTO_REQF_CLOSE : 0;
+    return -1;
+}
+
+/* ---- memcached text ---- */
+
+/* Next space-separated token of [*p, end); returns its length, 0 at the end. */
+static size_t token(const uint8_t **p, const uint8_t *end, const uint8_t **start)
+{
+    while (*p < end && **p == ' ')
+        (*p)++;
+    *start = *p;
+    while (*p < end && **p != ' ')
+        (*p)++;
+    return (size_t)(*p - *start);
+}
+
+static int tok_is(const uint8_t *t, size_t n, const char *word)
+{
+    return n == strlen(word) && memcmp(t, word, n) == 0;
+}
+
+static int tok_u64(const uint8_t *t, size_t n, uint64_t max, uint64_t *out)
+{
+    if (n == 0 || n > 20)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] < '0' || t[i] > '9')
+            return -1;
+        uint64_t d = (uint64_t)(t[i] - '0');
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+static int mc_parse(const uint8_t *buf, size_t len, struct ditto_req *req)
+{
+    size_t scan = len < MC_MAX_LINE ? len : MC_MAX_LINE;
+    const uint8_t *nl = memchr(buf, '\n', scan);
+    if (nl == NULL)
+        return len >= MC_MAX_LINE ? fail(req, len, MC_TOO_LONG, 1) : 0;
+    size_t consumed = (size_t)(nl - buf) + 1;
+    const uint8_t *end = nl;
+    if (end > buf && end[-1] == '\r')
+        end--;
+    const uint8_t *p = buf, *cmd;
+    size_t cmd_len = token(&p, end, &cmd);
+    req->head_len = consumed;
+    req->body_len = 0;
+    req->flags = 0;
+    req->error_reply = NULL;
+    if (tok_is(cmd, cmd_len, "get") || tok_is(cmd, cmd_len, "gets")) {
+        const uint8_t *k;
+        size_t n, keys = 0;
+        const uint8_t *first = NULL;
+        while ((n = token(&p, end, &k)) > 0) {
+            if (n > MC_MAX_KEY)
+                return fail(req, consumed, MC_BAD_FORMAT, 0);
+            if (first == NULL)
+                first = k;
+            keys++;
+        }
+        if (keys == 0)
+            return fail(req, consumed, MC_ERROR, 0);
+        req->kind = DITTO_REQ_MC_GET;
+        req->args_off = (size_t)(first - buf);
+        req->args_len = (size_t)(end - first);
+        return 1;
+    }
+    int is_cas = tok_is(cmd, cmd_len, "cas");
+    if (is_cas || tok_is(cmd, cmd_len, "set") || tok_is(cmd, cmd_len, "add") ||
+        tok_is(cmd, cmd_len, "replace") || tok_is(cmd, cmd_len, "append") ||
+        tok_is(cmd, cmd_len, "prepend")) {
+        const uint8_t *t[6];
+        size_t n[6];
+        int want = is_cas ? 5 : 4, got = 0;
+        while (got < 6 && (n[got] = token(&p, end, &t[got])) > 0)
+            got++;
+        uint64_t v, bytes;
+        const uint8_t *extra;
+        if (got < want || got > want + 1 || n[0] > MC_MAX_KEY || tok_u64(t[1], n[1], UINT32_MAX, &v) != 0 ||
+            tok_u64(t[2], n[2], INT64_MAX, &v) != 0 ||
+            tok_u64(t[3], n[3], INT32_MAX, &bytes) != 0 ||
+            (is_cas && tok_u64(t[4], n[4], UINT64_MAX, &v) != 0) ||
+            token(&p, end, &extra) > 0)
+            return fail(req, consumed, MC_BAD_FORMAT, 0);
+        if (got == want + 1) {
+            if (!tok_is(t[want], n[want], "noreply"))
+                return fail(req, consumed, MC_BAD_FORMAT, 0);
+            req->flags |= DITTO_REQF_NOREPLY;
+        }
+        req->kind = DITTO_REQ_MC_STORE;
+        req->body_len = bytes + 2; /* the data block and its CRLF */
+        return 1;
+    }
+    if (tok_is(cmd, cmd_len, "delete")) {
+        const uint8_t *k, *nr;
+        size_t kn = token(&p, end, &k);
+        size_t nn = token(&p, end, &nr);
+        if (kn == 0 || kn > MC_MAX_KEY || (nn > 0 && !tok_is(nr, nn, "noreply")))
+            return fail(req, consumed, MC_BAD_FORMAT, 0);
+        if (nn > 0)
+            req->flags |= DITTO_REQF_NOREPLY;
+        req->kind = DITTO_REQ_MC_DELETE;
+        return 1;
+    }
+    if (tok_is(cmd, cmd_len, "version")) {
+        req->kind = DITTO_REQ_MC_VERSION;
+        return 1;
+    }
+    if (tok_is(cmd, cmd_len, "quit")) {
+        req->kind = DITTO_REQ_MC_QUIT;
+        return 1;
+    }
+    return fail(req, consumed, MC_ERROR, 0);
+}
+
+/* ---- HTTP/1.1 ---- */
+
+static const uint8_t *find_head_end(const uint8_t *buf, size_t len)
+{
+    for (size_t i = 3; i < len; i++)
+        if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
+            return buf + i + 1;
+    return NULL;
+}
+
+static int is_tchar(uint8_t ch)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+           (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+/* Case-insensitive: does the comma-separated header value list contain `token`? */
+static int value_has(const uint8_t *v, size_t n, const char *tok)
+{
+    size_t tl = strlen(tok), i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        size_t s = i;
+        while (i < n && v[i] != ',')
+            i++;
+        size_t e = i;
+        while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+            e--;
+        if (e - s == tl && strncasecmp((const char *)v + s, tok, tl) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int http_parse(const uint8_t *buf, size_t len, struct ditto_req *req)
+{
+    size_t scan = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD;
+    const uint8_t *head_end = find_head_end(buf, scan);
+    if (head_end == NULL)
+        return len >= HTTP_MAX_HEAD ? fail(req, len, HTTP_431, 1) : 0;
+    size_t consumed = (size_t)(head_end - buf);
+    const uint8_t *end = head_end - 2; /* the final CRLF ends the last header line */
+    /* Request line: METHOD SP target SP HTTP/1.x CRLF */
+    const uint8_t *p = buf;
+    const uint8_t *eol = memchr(p, '\r', (size_t)(end - p));
+    if (eol == NULL)
+        return fail(req, consumed, HTTP_400, 1);
+    const uint8_t *m = p;
+    while (p < eol && is_tchar(*p))
+        p++;
+    size_t mlen = (size_t)(p - m);
+    if (mlen == 0 || p >= eol || *p != ' ')
+        return fail(req, consumed, HTTP_400, 1);
+    const uint8_t *sp = memchr(p + 1, ' ', (size_t)(eol - p - 1));
+    if (sp == NULL || sp == p + 1 || eol - sp - 1 != 8 || memcmp(sp + 1, "HTTP/1.", 7) != 0 ||
+        (sp[8] != '0' && sp[8] != '1'))
+        return fail(req, consumed, HTTP_400, 1);
+    int minor = sp[8] - '0';
+    int keep_alive = minor == 1;
+    int have_length = 0;
+    uint64_t length = 0;
+    /* Headers. */
+    p = eol + 2;
+    while (p < end) {
+        const uint8_t *le = memchr(p, '\r', (size_t)(end - p));
+        if (le == NULL || le + 1 >= head_end || le[1] != '\n')
+            return fail(req, consumed, HTTP_400, 1);
+        const uint8_t *colon = memchr(p, ':', (size_t)(le - p));
+        if (colon == NULL || colon == p)
+            return fail(req, consumed, HTTP_400, 1);
+        size_t nlen = (size_t)(colon - p);
+        const uint8_t *v = colon + 1;
+        while (v < le && (*v == ' ' || *v == '\t'))
+            v++;
+        const uint8_t *ve = le;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+            ve--;
+        size_t vlen = (size_t)(ve - v);
+        if (nlen == 14 && strncasecmp((const char *)p, "content-length", 14) == 0) {
+            uint64_t n;
+            if (tok_u64(v, vlen, (uint64_t)1 << 40, &n) != 0 || (have_length && n != length))
+                return fail(req, consumed, HTTP_400, 1);
+            have_length = 1;
+            length = n;
+        } else if (nlen == 17 && strncasecmp((const char *)p, "transfer-encoding", 17) == 0) {
+            if (!(vlen == 8 && strncasecmp((const char *)v, "identity", 8) == 0))
+                return fail(req, consumed, HTTP_501, 1);
+        } else if (nlen == 10 && strncasecmp((const char *)p, "connection", 10) == 0) {
+            if (value_has(v, vlen, "close"))
+                keep_alive = 0;
+            else if (value_has(v, vlen, "keep-alive"))
+                keep_alive = 1;
+        }
+        p = le + 2;
+    }
+    req->kind = DITTO_REQ_HTTP;
+    req->head_len = consumed;
+    req->body_len = length;
+    req->flags = 0;
+    req->error_reply = NULL;
+    if (!keep_alive)
+        req->flags |= DITTO_REQF_CLOSE;
+    if (mlen == 4 && memcmp(m, "HEAD", 4) == 0)
+        req->flags |= DITTO_REQF_HEAD;
+    if (minor == 0)
+        req->flags |= DITTO_REQF_HTTP10;
+    return 1;
+}
+
+/* ---- length-prefixed ---- */
+
+static int lp_parse(const uint8_t *buf, size_t len, struct ditto_req *req)
+{
+    if (len < 4)
+        return 0;
+    uint32_t n = (uint32_t)buf[0] << 24 | (uint32_t)buf[1] << 16 | (uint32_t)buf[2] << 8 | buf[3];
+    if (n > LP_MAX_REQUEST)
+        return fail(req, len, NULL, 1); /* no way to answer a desynchronised stream: close */
+    req->kind = DITTO_REQ_LP;
+    req->head_len = 4;
+    req->body_len = n;
+    req->flags = 0;
+    req->error_reply = NULL;
+    return 1;
+}
+
+int ditto_frame_parse(enum ditto_framing framing, const uint8_t *buf, size_t len,
+                      struct ditto_req *req)
+{
+    memset(req, 0, sizeof *req);
+    if (len == 0)
+        return 0;
+    switch (framing) {
+    case DITTO_FRAME_MEMCACHED_TEXT:
+        return mc_parse(buf, len, req);
+    case DITTO_FRAME_HTTP1:
+        return http_parse(buf, len, req);
+    case DITTO_FRAME_LENGTH_PREFIXED:
+        return lp_parse(buf, len, req);
+    }
+    return fail(req, len, NULL, 1);
+}
+
+int ditto_frame_can_carry(const struct ditto_req *req)
+{
+    switch (req->kind) {
+    case DITTO_REQ_MC_GET:
+    case DITTO_REQ_LP:
+        return 1;
+    case DITTO_REQ_HTTP:
+        return !(req->flags & DITTO_REQF_HEAD);
+    default:
+        return 0;
+    }
+}
+
+/* ---- responses ---- */
+
+static uint64_t files_len(const struct ditto_plan *plan)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < plan->n_files; i++)
+        n += plan->files[i].len;
+    return n;
+}
+
+static int push_files(struct ditto_conn *c, const struct ditto_plan *plan)
+{
+    for (uint32_t i = 0; i < plan->n_files; i++)
+        if (ditto_conn_push_file(c, &plan->files[i]) != 0)
+            return -1;
+    return 0;
+}
+
+static int push_literal(struct ditto_conn *c, const char *s)
+{
+    return ditto_conn_push_ptr(c, (const uint8_t *)s, strlen(s));
+}
+
+static int mc_respond_get(struct ditto_conn *c, struct ditto_worker *w, const struct ditto_req *req,
+                          const uint8_t *head, const struct ditto_plan *plan)
+{
+    const uint8_t *p = head + req->args_off, *end = p + req->args_len, *k;
+    size_t kn;
+    int first = 1;
+    char line[MC_MAX_KEY + 64];
+    while ((kn = token(&p, end, &k)) > 0) {
+        const uint8_t *q = p, *next;
+        int last = token(&q, end, &next) == 0;
+        uint64_t payload = first ? plan->payload : ditto_worker_payload(w);
+        first = 0;
+        /* The last value carries the sendfile segments; the last segment ends with the data
+         * file's "\r\nEND\r\n", which is then not part of the value (worker.c). */
+        uint64_t in_files = last ? files_len(plan) : 0;
+        uint64_t value = payload + in_files;
+        if (last && plan->n_files > 0)
+            value -= DITTO_MEMCACHED_TRAILER_LEN;
+        int n = snprintf(line, sizeof line, "VALUE %.*s 0 %" PRIu64 "\r\n", (int)kn,
+                         (const char *)k, value);
+        if (ditto_conn_push_arena(c, line, (size_t)n) != 0 ||
+            ditto_conn_push_ptr(c, w->rt->pattern, payload) != 0)
+            return -1;
+        if (last && plan->n_files > 0)
+            return push_files(c, plan);
+        if (push_literal(c, last ? "\r\nEND\r\n" : "\r\n") != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int ditto_frame_respond(struct ditto_conn *c, struct ditto_worker *w, const struct ditto_req *req,
+                        const uint8_t *head, const struct ditto_plan *plan)
+{
+    char line[160];
+    int n;
+    switch (req->kind) {
+    case DITTO_REQ_MC_GET:
+        return mc_respond_get(c, w, req, head, plan);
+    case DITTO_REQ_MC_STORE:
+        return (req->flags & DITTO_REQF_NOREPLY) ? 0 : push_literal(c, "STORED\r\n");
+    case DITTO_REQ_MC_DELETE:
+        return (req->flags & DITTO_REQF_NOREPLY) ? 0 : push_literal(c, "DELETED\r\n");
+    case DITTO_REQ_MC_VERSION:
+        return push_literal(c, "VERSION 1.6.0-ditto\r\n");
+    case DITTO_REQ_HTTP: {
+        int head_only = (req->flags & DITTO_REQF_HEAD) != 0;
+        uint64_t body = plan->payload + (head_only ? 0 : files_len(plan));
+        const char *conn_hdr = (req->flags & DITTO_REQF_CLOSE) ? "Connection: close\r\n"
+                               : (req->flags & DITTO_REQF_HTTP10) ? "Connection: keep-alive\r\n"
+                                                               : "";
+        n = snprintf(line, sizeof line, "HTTP/1.1 200 OK\r\nContent-Length: %" PRIu64 "\r\n%s\r\n",
+                     body, conn_hdr);
+        if (ditto_conn_push_arena(c, line, (size_t)n) != 0)
+            return -1;
+        if (head_only)
+            return 0;
+        if (ditto_conn_push_ptr(c, w->rt->pattern, plan->payload) != 0)
+            return -1;
+        return push_files(c, plan);
+    }
+    case DITTO_REQ_LP: {
+        uint64_t body = plan->payload + files_len(plan);
+        uint32_t be = body > UINT32_MAX ? UINT32_MAX : (uint32_t)body;
+        char prefix[4] = {(char)(be >> 24), (char)(be >> 16), (char)(be >> 8), (char)be};
+        if (ditto_conn_push_arena(c, prefix, 4) != 0 ||
+            ditto_conn_push_ptr(c, w->rt->pattern, plan->payload) != 0)
+            return -1;
+        return push_files(c, plan);
+    }
+    case DITTO_REQ_MC_QUIT:
+    case DITTO_REQ_ERROR:
+        return 0;
+    }
+    return 0;
+}

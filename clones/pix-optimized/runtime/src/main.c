@@ -1,0 +1,274 @@
+#define _GNU_SOURCE
+/* main.c - ditto_main: checks the generated config, parses flags, sets up what every model
+ * shares (pattern bytes, data files, listening socket, signals) and hands over to the model. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ditto_internal.h"
+
+void *ditto_alloc_aligned(size_t bytes)
+{
+    if (bytes > SIZE_MAX - 64)
+        return NULL;
+    size_t n = bytes < 64 ? 64 : (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, n);
+    if (p != NULL)
+        memset(p, 0, n);
+    return p;
+}
+
+int ditto_process_init(struct ditto_rt *rt)
+{
+    rt->shared = ditto_alloc_aligned(rt->cfg->shared_bytes);
+    if (rt->shared == NULL) {
+        ditto_warn("out of memory for the %zu-byte shared buffer", rt->cfg->shared_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+void ditto_process_free(struct ditto_rt *rt)
+{
+    free(rt->shared);
+    rt->shared = NULL;
+}
+
+static int op_needs_files(enum ditto_extra_op op)
+{
+    return op == DITTO_OP_OPEN_FSTAT_CLOSE || op == DITTO_OP_FILE_PREAD ||
+           op == DITTO_OP_FILE_PWRITE || op == DITTO_OP_SENDFILE || op == DITTO_OP_FSYNC;
+}
+
+static uint64_t op_max_bytes(const struct ditto_extra *e)
+{
+    uint64_t m = e->bytes.bins ? ditto_dist_max(&e->bytes) : DITTO_DEFAULT_OP_BYTES;
+    return m > DITTO_MAX_PAYLOAD ? DITTO_MAX_PAYLOAD : m;
+}
+
+/* Why the generated config cannot run, or NULL. A message here is a generator bug. */
+static const char *check_config(const struct ditto_config *cfg, char *buf, size_t len)
+{
+    if ((unsigned)cfg->net_model > DITTO_NET_PREFORK)
+        return "net_model is not a known enum ditto_net_model value";
+    if ((unsigned)cfg->framing > DITTO_FRAME_LENGTH_PREFIXED)
+        return "framing is not a known enum ditto_framing value";
+    if (cfg->recv_call != DITTO_IO_READ && cfg->recv_call != DITTO_IO_RECVFROM &&
+        cfg->recv_call != DITTO_IO_RECVMSG)
+        return "recv_call must be read, recvfrom or recvmsg";
+    if (cfg->send_call != DITTO_IO_WRITE && cfg->send_call != DITTO_IO_SENDTO &&
+        cfg->send_call != DITTO_IO_SENDMSG && cfg->send_call != DITTO_IO_WRITEV)
+        return "send_call must be write, sendto, sendmsg or writev";
+    const char *why = ditto_dist_check(&cfg->response_bytes);
+    if (why != NULL) {
+        snprintf(buf, len, "response_bytes: %s", why);
+        return buf;
+    }
+    if (cfg->n_clusters > 0 && cfg->clusters == NULL)
+        return "n_clusters > 0 but clusters is NULL";
+    for (uint32_t i = 0; i < cfg->n_clusters; i++) {
+        const struct ditto_cluster *cl = &cfg->clusters[i];
+        if ((unsigned)cl->role > DITTO_ROLE_BACKGROUND) {
+            snprintf(buf, len, "cluster %u has an unknown role", i);
+            return buf;
+        }
+        if (cl->role == DITTO_ROLE_BACKGROUND && cl->threads > 1024) {
+            snprintf(buf, len, "cluster %u asks for %u background threads (at most 1024)", i,
+                     cl->threads);
+            return buf;
+        }
+    }
+    if (cfg->n_extras > 0 && cfg->extras == NULL)
+        return "n_extras > 0 but extras is NULL";
+    for (uint32_t i = 0; i < cfg->n_extras; i++) {
+        const struct ditto_extra *e = &cfg->extras[i];
+        if ((unsigned)e->op > DITTO_OP_EVENTFD_WRITE) {
+            snprintf(buf, len, "extra %u has an unknown op %u", i, (unsigned)e->op);
+            return buf;
+        }
+        if (!isfinite(e->per_request) || e->per_request < 0 ||
+            e->per_request > DITTO_MAX_OPS_PER_REQUEST) {
+            snprintf(buf, len, "extra %u: per_request must be within 0..%d", i,
+                     DITTO_MAX_OPS_PER_REQUEST);
+            return buf;
+        }
+        if ((why = ditto_dist_check(&e->bytes)) != NULL) {
+            snprintf(buf, len, "extra %u bytes: %s", i, why);
+            return buf;
+        }
+        if (op_needs_files(e->op) && e->per_request > 0 &&
+            (cfg->data_files == 0 || cfg->data_file_bytes == 0)) {
+            snprintf(buf, len, "extra %u uses data files but data_files or data_file_bytes is 0",
+                     i);
+            return buf;
+        }
+        if (e->op == DITTO_OP_SENDFILE && e->per_request > 0 &&
+            cfg->framing == DITTO_FRAME_MEMCACHED_TEXT &&
+            cfg->data_file_bytes <= DITTO_MEMCACHED_TRAILER_LEN) {
+            snprintf(buf, len, "extra %u: sendfile with memcached framing needs data files of at "
+                               "least 8 bytes", i);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* Sizes of the shared pattern and of each thread's scratch buffer, from the distributions. */
+static void size_buffers(struct ditto_rt *rt)
+{
+    const struct ditto_config *cfg = rt->cfg;
+    uint64_t pattern = ditto_dist_max(&cfg->response_bytes);
+    for (uint32_t i = 0; i < cfg->n_extras; i++) {
+        const struct ditto_extra *e = &cfg->extras[i];
+        if (e->per_request <= 0)
+            continue;
+        uint64_t m = op_max_bytes(e);
+        switch (e->op) {
+        case DITTO_OP_FILE_PWRITE:
+            if (m > pattern)
+                pattern = m;
+            break;
+        case DITTO_OP_PIPE_RW: {
+            /* A pipe op moves at most what the pipe holds (64 KiB by default, 1 MiB at most
+             * without privileges), so the buffers need no more. */
+            uint64_t r = m < (1u << 20) ? m : (1u << 20);
+            rt->need_pipe = 1;
+            if (r > pattern)
+                pattern = r;
+            if (r > rt->max_scratch_bytes)
+                rt->max_scratch_bytes = r;
+            break;
+        }
+        case DITTO_OP_FILE_PREAD: {
+            uint64_t r = m < cfg->data_file_bytes ? m : cfg->data_file_bytes;
+            if (r > rt->max_scratch_bytes)
+                rt->max_scratch_bytes = r;
+            break;
+        }
+        case DITTO_OP_EVENTFD_WRITE:
+            rt->need_eventfd = 1;
+            break;
+        case DITTO_OP_MPROTECT:
+            rt->need_mprotect = 1;
+            break;
+        default:
+            break;
+        }
+    }
+    if (pattern > DITTO_MAX_PAYLOAD)
+        pattern = DITTO_MAX_PAYLOAD;
+    if (pattern < 4096)
+        pattern = 4096;
+    rt->pattern_len = (size_t)pattern;
+}
+
+static void fill_pattern(uint8_t *p, size_t n)
+{
+    /* Printable bytes, the same for every clone: responses are inspectable and compress like
+     * text, and nothing of the original's data is ever needed. */
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)('a' + i % 26);
+}
+
+static void pick_clusters(struct ditto_rt *rt)
+{
+    const struct ditto_config *cfg = rt->cfg;
+    for (uint32_t i = 0; i < cfg->n_clusters; i++) {
+        const struct ditto_cluster *cl = &cfg->clusters[i];
+        if (cl->role == DITTO_ROLE_WORKER && rt->worker_cluster == NULL)
+            rt->worker_cluster = cl;
+        if (cl->role == DITTO_ROLE_ACCEPTOR && rt->acceptor_cluster == NULL)
+            rt->acceptor_cluster = cl;
+    }
+    uint32_t n;
+    if (cfg->net_model == DITTO_NET_PREFORK)
+        n = cfg->processes;
+    else
+        n = rt->worker_cluster != NULL ? rt->worker_cluster->threads : 1;
+    if (rt->opts.threads > 0)
+        n = rt->opts.threads;
+    rt->workers = n == 0 ? 1 : n;
+}
+
+static int run_model(struct ditto_rt *rt)
+{
+    switch (rt->cfg->net_model) {
+    case DITTO_NET_THREAD_PER_CONN:
+        return ditto_net_thread_per_conn(rt);
+    case DITTO_NET_NONBLOCKING:
+        return ditto_net_poll(rt);
+    case DITTO_NET_EPOLL_DISPATCH:
+        return ditto_net_epoll_dispatch(rt);
+    case DITTO_NET_EPOLL_SINGLE:
+        return ditto_net_epoll_single(rt);
+    case DITTO_NET_PREFORK:
+        return ditto_net_prefork(rt);
+    }
+    return 1;
+}
+
+int ditto_main(int argc, char **argv, const struct ditto_config *config)
+{
+    const struct ditto_config *cfg = config;
+    ditto_log_init(cfg->clone_name);
+    if (cfg->abi != DITTO_RUNTIME_ABI) {
+        ditto_warn("the config was generated for runtime ABI %u but this runtime is ABI %u: "
+                   "regenerate the clone with the same ditto version",
+                   cfg->abi, DITTO_RUNTIME_ABI);
+        return 1;
+    }
+    char why_buf[256];
+    const char *why = check_config(cfg, why_buf, sizeof why_buf);
+    if (why != NULL) {
+        ditto_warn("invalid generated config: %s (regenerate the clone; report this as a bug)", why);
+        return 1;
+    }
+    struct ditto_rt rt;
+    memset(&rt, 0, sizeof rt);
+    rt.cfg = cfg;
+    rt.listen_fd = -1;
+    rt.data.dir_fd = -1;
+    int r = ditto_cli_parse(argc, argv, cfg, &rt.opts);
+    if (r == 1)
+        return 0;
+    if (r != 0)
+        return 2;
+    pick_clusters(&rt);
+    size_buffers(&rt);
+
+    int status = 1;
+    rt.pattern = malloc(rt.pattern_len);
+    if (rt.pattern == NULL) {
+        ditto_warn("out of memory for %zu pattern bytes", rt.pattern_len);
+        return 1;
+    }
+    fill_pattern(rt.pattern, rt.pattern_len);
+    if (ditto_signals_init() != 0) {
+        ditto_warn("cannot set up signal handling: %s", strerror(errno));
+        goto out;
+    }
+    if (ditto_datadir_create(&rt.data, rt.opts.data_dir, cfg->clone_name, cfg->data_files,
+                             cfg->data_file_bytes, rt.pattern, rt.pattern_len) != 0)
+        goto out;
+    /* Only the thread-per-connection model blocks in accept(); every other model multiplexes
+     * the listening socket with its connections. */
+    if (ditto_listen(&rt, cfg->net_model != DITTO_NET_THREAD_PER_CONN) != 0)
+        goto out;
+    status = run_model(&rt);
+out:
+    if (rt.listen_fd >= 0)
+        close(rt.listen_fd);
+    ditto_datadir_destroy(&rt.data, 1);
+    ditto_signals_close();
+    free(rt.pattern);
+    return status;
+}
+
+/* Printed once the clone accepts connections; scripts and tests wait for this line. */
+void ditto_announce(const struct ditto_rt *rt)
+{
+    fprintf(stderr, "listening on %s:%u\n", rt->opts.bind, (unsigned)rt->port);
+}

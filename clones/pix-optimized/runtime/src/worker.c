@@ -1,0 +1,175 @@
+#define _GNU_SOURCE
+/* worker.c - the state one thread keeps (body context, private buffer, sampler, extra-op
+ * accumulators) and what it does per request: body, extras, response plan. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ditto_internal.h"
+
+void ditto_set_thread_name(const char *cluster_name)
+{
+    /* The kernel keeps 15 characters; the name is only for people reading top or perf. */
+    char name[16];
+    snprintf(name, sizeof name, "ditto-%s", cluster_name != NULL ? cluster_name : "thread");
+    pthread_setname_np(pthread_self(), name);
+}
+
+int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
+                      const struct ditto_cluster *cluster, uint64_t stream, int serving)
+{
+    const struct ditto_config *cfg = rt->cfg;
+    memset(w, 0, sizeof *w);
+    w->rt = rt;
+    w->cluster = cluster;
+    w->pipe_rd = w->pipe_wr = w->event_fd = -1;
+    w->rng = ditto_rng_seed(cfg->seed, stream);
+    w->ctx.shared = rt->shared;
+    w->ctx.priv = ditto_alloc_aligned(cfg->priv_bytes);
+    if (w->ctx.priv == NULL) {
+        ditto_warn("out of memory for a %zu-byte private buffer", cfg->priv_bytes);
+        goto fail;
+    }
+    if (serving && cfg->n_extras > 0) {
+        w->acc = calloc(cfg->n_extras, sizeof *w->acc);
+        if (w->acc == NULL)
+            goto fail;
+        if (rt->need_pipe) {
+            int p[2];
+            if (pipe2(p, O_CLOEXEC) != 0) {
+                ditto_warn("cannot create a pipe: %s", strerror(errno));
+                goto fail;
+            }
+            w->pipe_rd = p[0];
+            w->pipe_wr = p[1];
+            /* The pipe is blocking and only this thread uses it: a write must fit whole, or the
+             * thread would wait for itself. */
+            int cap = fcntl(w->pipe_wr, F_GETPIPE_SZ);
+            w->pipe_cap = cap > 0 ? (uint64_t)cap : 4096;
+        }
+        if (rt->need_eventfd) {
+            w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+            if (w->event_fd < 0) {
+                ditto_warn("cannot create an eventfd: %s", strerror(errno));
+                goto fail;
+            }
+        }
+        if (rt->need_mprotect) {
+            w->page_size = sysconf(_SC_PAGESIZE);
+            w->page = mmap(NULL, (size_t)w->page_size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (w->page == MAP_FAILED) {
+                w->page = NULL;
+                ditto_warn("cannot map a page: %s", strerror(errno));
+                goto fail;
+            }
+        }
+        if (rt->max_scratch_bytes > 0) {
+            w->scratch_len = (size_t)rt->max_scratch_bytes;
+            w->scratch = malloc(w->scratch_len);
+            if (w->scratch == NULL) {
+                ditto_warn("out of memory for a %zu-byte read buffer", w->scratch_len);
+                goto fail;
+            }
+        }
+    }
+    if (cluster != NULL && cluster->body_init != NULL)
+        cluster->body_init(&w->ctx);
+    return 0;
+fail:
+    ditto_worker_free(w);
+    return -1;
+}
+
+void ditto_worker_free(struct ditto_worker *w)
+{
+    free(w->ctx.priv);
+    free(w->acc);
+    free(w->scratch);
+    free(w->stage);
+    if (w->pipe_rd >= 0)
+        close(w->pipe_rd);
+    if (w->pipe_wr >= 0)
+        close(w->pipe_wr);
+    if (w->event_fd >= 0)
+        close(w->event_fd);
+    if (w->page != NULL)
+        munmap(w->page, (size_t)w->page_size);
+    memset(w, 0, sizeof *w);
+    w->pipe_rd = w->pipe_wr = w->event_fd = -1;
+}
+
+void ditto_worker_body(struct ditto_worker *w)
+{
+    if (w->cluster != NULL && w->cluster->body != NULL)
+        w->cluster->body(&w->ctx);
+    w->ctx.request++;
+}
+
+uint64_t ditto_worker_payload(struct ditto_worker *w)
+{
+    uint64_t n = ditto_dist_sample(&w->rt->cfg->response_bytes, &w->rng);
+    return n > w->rt->pattern_len ? w->rt->pattern_len : n;
+}
+
+void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan *plan)
+{
+    const struct ditto_config *cfg = w->rt->cfg;
+    plan->payload = 0;
+    plan->n_files = 0;
+    plan->corks = 0;
+    ditto_worker_body(w);
+    plan->payload = ditto_worker_payload(w);
+    uint64_t body_room = UINT32_MAX - plan->payload;
+    for (uint32_t i = 0; i < cfg->n_extras; i++) {
+        const struct ditto_extra *e = &cfg->extras[i];
+        /* The accumulator realises fractional means exactly over a run: with 0.25 per request
+         * every fourth request does the op. The epsilon absorbs binary rounding of sums such as
+         * 0.1 + 0.1 + ... so that ten of them make one op, not zero. */
+        w->acc[i] += e->per_request;
+        uint64_t n = (uint64_t)(w->acc[i] + 1e-9);
+        if (n == 0)
+            continue;
+        if (e->op == DITTO_OP_SENDFILE) {
+            if (!can_carry) {
+                /* Deferred to the next response that can carry it; bounded so a long run of
+                 * such requests cannot build an unbounded backlog. */
+                if (w->acc[i] > DITTO_MAX_FILE_SEGS)
+                    w->acc[i] = DITTO_MAX_FILE_SEGS;
+                continue;
+            }
+            uint32_t room = DITTO_MAX_FILE_SEGS - plan->n_files;
+            if (n > room)
+                n = room;
+            for (uint64_t k = 0; k < n; k++) {
+                uint64_t len = e->bytes.bins ? ditto_dist_sample(&e->bytes, &w->rng)
+                                             : DITTO_DEFAULT_OP_BYTES;
+                struct ditto_file_seg *seg = &plan->files[plan->n_files];
+                ditto_op_sendfile_seg(w, len, 0, seg);
+                /* A length prefix is 32 bits: a response must stay below 4 GiB. */
+                if (body_room < seg->len)
+                    break;
+                body_room -= seg->len;
+                plan->n_files++;
+            }
+        } else if (e->op == DITTO_OP_CORK) {
+            plan->corks += (uint32_t)n;
+        } else {
+            ditto_op_run(w, e, n);
+        }
+        w->acc[i] -= (double)n;
+    }
+    if (plan->n_files > 0 && cfg->framing == DITTO_FRAME_MEMCACHED_TEXT) {
+        /* The value must end with the file's last bytes, which hold "\r\nEND\r\n". */
+        struct ditto_file_seg *last = &plan->files[plan->n_files - 1];
+        uint64_t len = last->len < DITTO_MEMCACHED_TRAILER_LEN ? DITTO_MEMCACHED_TRAILER_LEN
+                                                               : last->len;
+        ditto_op_sendfile_seg(w, len, 1, last);
+    }
+}

@@ -1,0 +1,216 @@
+//! Field-by-field comparison of two body profiles (an original and its clone): the round-trip check
+//! profile(generate(P)) ≈ P, and what the tuner reads.
+
+use serde::Serialize;
+
+use crate::{ClusterBody, HitCurve};
+
+/// How a field's error is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// |clone − original| / original.
+    Relative,
+    /// |clone − original| of shares or rates, in points (1 point = 0.01).
+    Points,
+}
+
+/// One compared field.
+#[derive(Debug, Clone, Serialize)]
+pub struct FieldDiff {
+    pub field: String,
+    pub original: f64,
+    pub clone: f64,
+    pub kind: ErrorKind,
+    /// Relative error, or absolute difference in points.
+    pub error: f64,
+    /// The tolerance of the round-trip check for this field.
+    pub tolerance: f64,
+}
+
+impl FieldDiff {
+    pub fn within(&self) -> bool {
+        self.error <= self.tolerance
+    }
+
+    /// Error as a multiple of the tolerance (what "worst" means across fields of different kinds).
+    pub fn severity(&self) -> f64 {
+        if self.tolerance > 0.0 {
+            self.error / self.tolerance
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// Round-trip tolerances: instructions 3 %, mix shares 2 points, hit curves 3 points, histograms and
+/// fractions 5 points.
+pub const INSTRUCTIONS_TOL: f64 = 0.03;
+pub const MIX_TOL: f64 = 2.0;
+pub const CURVE_TOL: f64 = 3.0;
+pub const HISTOGRAM_TOL: f64 = 5.0;
+
+fn points(field: String, original: f64, clone: f64, tolerance: f64) -> FieldDiff {
+    FieldDiff {
+        field,
+        original,
+        clone,
+        kind: ErrorKind::Points,
+        error: 100.0 * (clone - original).abs(),
+        tolerance,
+    }
+}
+
+fn histogram(out: &mut Vec<FieldDiff>, name: &str, a: &[f64], b: &[f64]) {
+    for i in 0..a.len().max(b.len()) {
+        let (x, y) = (
+            a.get(i).copied().unwrap_or(0.0),
+            b.get(i).copied().unwrap_or(0.0),
+        );
+        out.push(points(format!("{name}[{i}]"), x, y, HISTOGRAM_TOL));
+    }
+}
+
+fn curve(out: &mut Vec<FieldDiff>, name: &str, a: &HitCurve, b: &HitCurve) {
+    let last = |c: &HitCurve| c.points.last().map_or(0.0, |p| p.hit_rate);
+    for p in &a.points {
+        // Beyond a curve's footprint its last point holds.
+        let other = b
+            .points
+            .iter()
+            .find(|q| q.size == p.size)
+            .map_or(last(b), |q| q.hit_rate);
+        out.push(points(
+            format!("{name}@{}", p.size),
+            p.hit_rate,
+            other,
+            CURVE_TOL,
+        ));
+    }
+}
+
+/// Every compared field of `clone` against `original`.
+pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> {
+    let mut out = Vec::new();
+    let (a, b) = (original.instructions_per_request, clone.instructions_per_request);
+    out.push(FieldDiff {
+        field: "instructions_per_request".into(),
+        original: a,
+        clone: b,
+        kind: ErrorKind::Relative,
+        error: if a > 0.0 { (b - a).abs() / a } else { b.abs() },
+        tolerance: INSTRUCTIONS_TOL,
+    });
+    let mut keys: Vec<(String, String)> = original
+        .instruction_mix
+        .iter()
+        .chain(&clone.instruction_mix)
+        .map(|m| (m.class.clone(), m.operand.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let share = |body: &ClusterBody, k: &(String, String)| -> f64 {
+        body.instruction_mix
+            .iter()
+            .filter(|m| m.class == k.0 && m.operand == k.1)
+            .map(|m| m.share)
+            .sum()
+    };
+    for k in &keys {
+        out.push(points(
+            format!("mix.{}/{}", k.0, k.1),
+            share(original, k),
+            share(clone, k),
+            MIX_TOL,
+        ));
+    }
+    histogram(&mut out, "taken_rate", &original.branches.taken_rate, &clone.branches.taken_rate);
+    histogram(
+        &mut out,
+        "transition_rate",
+        &original.branches.transition_rate,
+        &clone.branches.transition_rate,
+    );
+    curve(
+        &mut out,
+        "instruction_hit",
+        &original.instruction_working_set,
+        &clone.instruction_working_set,
+    );
+    curve(&mut out, "data_hit", &original.data_working_set, &clone.data_working_set);
+    histogram(&mut out, "raw", &original.dependencies.raw, &clone.dependencies.raw);
+    histogram(&mut out, "war", &original.dependencies.war, &clone.dependencies.war);
+    histogram(&mut out, "waw", &original.dependencies.waw, &clone.dependencies.waw);
+    for (name, x, y) in [
+        ("shared_data_fraction", original.shared_data_fraction, clone.shared_data_fraction),
+        ("regular_access_fraction", original.regular_access_fraction, clone.regular_access_fraction),
+        ("pointer_chase_fraction", original.pointer_chase_fraction, clone.pointer_chase_fraction),
+    ] {
+        out.push(points(name.into(), x, y, HISTOGRAM_TOL));
+    }
+    out
+}
+
+/// The field furthest outside (or closest to) its tolerance.
+pub fn worst(diffs: &[FieldDiff]) -> Option<&FieldDiff> {
+    diffs
+        .iter()
+        .max_by(|a, b| a.severity().total_cmp(&b.severity()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Branches, Dependencies, HitPoint, MixShare};
+
+    fn body(ipr: f64, alu: f64, hit: f64) -> ClusterBody {
+        ClusterBody {
+            cluster: "c1".into(),
+            instructions_per_request: ipr,
+            instruction_mix: vec![
+                MixShare {
+                    class: "alu".into(),
+                    operand: "reg".into(),
+                    share: alu,
+                },
+                MixShare {
+                    class: "mov".into(),
+                    operand: "load".into(),
+                    share: 1.0 - alu,
+                },
+            ],
+            branches: Branches {
+                taken_rate: vec![0.5, 0.5],
+                transition_rate: vec![1.0],
+                ..Branches::default()
+            },
+            data_working_set: HitCurve {
+                points: vec![HitPoint {
+                    size: 4096,
+                    hit_rate: hit,
+                }],
+                ..HitCurve::default()
+            },
+            dependencies: Dependencies::default(),
+            ..ClusterBody::default()
+        }
+    }
+
+    #[test]
+    fn identical_bodies_have_no_error() {
+        let a = body(1000.0, 0.4, 0.9);
+        let d = body_diff(&a, &a);
+        assert!(d.iter().all(|f| f.error == 0.0 && f.within()));
+    }
+
+    #[test]
+    fn errors_use_relative_for_counts_and_points_for_shares() {
+        let d = body_diff(&body(1000.0, 0.40, 0.90), &body(1050.0, 0.43, 0.80));
+        let get = |n: &str| d.iter().find(|f| f.field == n).expect(n);
+        assert!((get("instructions_per_request").error - 0.05).abs() < 1e-9);
+        assert!((get("mix.alu/reg").error - 3.0).abs() < 1e-9);
+        assert!((get("data_hit@4096").error - 10.0).abs() < 1e-9);
+        // 10 points over a 3-point tolerance is the worst.
+        assert_eq!(worst(&d).expect("fields").field, "data_hit@4096");
+    }
+}

@@ -1,0 +1,927 @@
+//! CPU counter backends behind one interface: `perf` (hardware counters through `perf_event_open`, on
+//! the target's threads during a native run) and `sim` (Valgrind's cachegrind with an explicit platform
+//! geometry, in runs of their own). Both produce [`CounterFigures`]: per-request and rate figures, each
+//! `None` where the backend cannot measure it, and a `source` naming the backend (`"perf"` or
+//! `"sim:cachegrind:<platform>"`), so every reported number says where it came from.
+//!
+//! Design trade-offs:
+//!
+//! - **Perf is chosen only when it works.** [`CounterBackend::select`] with [`BackendChoice::Auto`] opens
+//!   a hardware instructions counter on the calling thread; on machines without a PMU (the VMs ditto is
+//!   developed on) that fails and the simulated backend is used. Asking for `perf` where it does not work
+//!   is an error, never a silent fallback.
+//! - **The simulated differential keeps the lifetime fixed and varies the rate.** A server's timer and
+//!   maintenance threads do work per second, not per request (the memcached clone's background cluster
+//!   wakes about a thousand times a second). [`crate::run_sim`] differences runs of N and 2N requests at one
+//!   rate, so the longer run also lasts longer and that per-second work lands in the per-request
+//!   figures, inflated by how much slower the simulated rate is than the native one. [`measure_sim`]
+//!   instead loads for the same duration at ½ and 1½ times the rate, and stops every run the same number
+//!   of seconds after its spawn (the first run's lifetime plus a margin; later runs idle until then), so
+//!   start-up, warm-up, shutdown and per-second work cancel and what remains is the marginal cost of the
+//!   extra requests, with the server on average at the intended rate. Per-second work still shows
+//!   natively (CPU time per request). The fixed part of a run varies by a few percent with thread
+//!   interleaving (memcached's warm-up: ~1e5 D1 misses), so the differential needs thousands of requests.
+//! - **L2 takes a second geometry.** Cachegrind simulates two levels (I1/D1 and LL). The LLC figures come
+//!   from runs with LL = the platform's LLC; the L2 figures from runs with LL = its L2. The LLC miss rate is
+//!   LLC misses over LLC accesses, and LLC accesses are the L2 misses (the hierarchy is treated as
+//!   inclusive, so an L1→LLC run misses the LLC where an L1→L2→LLC hierarchy would). Without the L2 runs the
+//!   LLC's accesses are the L1 misses, and the figure says so in its notes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ditto_load::Progress;
+use ditto_target::{LaunchOptions, Level, ResolvedLevel, TargetSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::cachegrind::{self, CachegrindTotals};
+use crate::platform::{CacheGeometry, Platform};
+use crate::{check_alive, load_config, start_warm, MeasureError, RunOptions};
+
+/// Which backend the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendChoice {
+    /// `perf` when a hardware instructions counter opens, otherwise `sim`.
+    Auto,
+    Perf,
+    Sim,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(BackendChoice::Auto),
+            "perf" => Ok(BackendChoice::Perf),
+            "sim" => Ok(BackendChoice::Sim),
+            other => Err(format!(
+                "unknown counter backend '{other}': use auto, perf or sim"
+            )),
+        }
+    }
+}
+
+/// The counter backend in use.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CounterBackend {
+    /// Hardware counters on the target's threads during the native run.
+    Perf,
+    /// Cachegrind with this platform's geometry, in runs of their own.
+    Sim(Platform),
+}
+
+impl CounterBackend {
+    /// Picks the backend. `platform` is the geometry for `sim` (and for `auto` when perf does not work).
+    pub fn select(
+        choice: BackendChoice,
+        platform: &Platform,
+    ) -> Result<CounterBackend, MeasureError> {
+        match choice {
+            BackendChoice::Sim => Ok(CounterBackend::Sim(platform.clone())),
+            BackendChoice::Perf => match probe_hardware() {
+                Ok(()) => Ok(CounterBackend::Perf),
+                Err(why) => Err(MeasureError::Counters(format!(
+                    "the perf backend needs hardware counters, and this machine has none ({why}): use --counters sim or auto"
+                ))),
+            },
+            BackendChoice::Auto => Ok(match probe_hardware() {
+                Ok(()) => CounterBackend::Perf,
+                Err(_) => CounterBackend::Sim(platform.clone()),
+            }),
+        }
+    }
+
+    /// `"perf"` or `"sim:cachegrind:<platform>"`: the source every figure of this backend carries.
+    pub fn source(&self) -> String {
+        match self {
+            CounterBackend::Perf => "perf".to_string(),
+            CounterBackend::Sim(p) => sim_source(&p.name),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            CounterBackend::Perf => "perf",
+            CounterBackend::Sim(_) => "sim",
+        }
+    }
+}
+
+/// The source string of simulated figures on `platform`.
+pub fn sim_source(platform: &str) -> String {
+    format!("sim:cachegrind:{platform}")
+}
+
+/// Whether a hardware instructions counter can be opened on the calling thread, and why not.
+pub fn probe_hardware() -> Result<(), String> {
+    use perf_event::events::Hardware;
+    perf_event::Builder::new(Hardware::INSTRUCTIONS)
+        .observe_self()
+        .any_cpu()
+        .build()
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// CPU counter figures of one target at one load, per request or as rates. `None` where the backend
+/// cannot measure the figure (IPC under simulation, L2 under perf's generic events).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CounterFigures {
+    /// `"perf"` or `"sim:cachegrind:<platform>"`.
+    pub source: String,
+    pub instructions_per_request: Option<f64>,
+    pub cycles_per_request: Option<f64>,
+    /// Instructions per cycle (perf only: a simulator has no cycles).
+    pub ipc: Option<f64>,
+    /// Mispredicted / executed branches (sim: conditional and indirect; perf: the kernel's generic event).
+    pub branch_mispredict_rate: Option<f64>,
+    /// L1i misses per instruction.
+    pub l1i_miss_rate: Option<f64>,
+    /// L1d misses per data access (sim: reads and writes; perf: loads).
+    pub l1d_miss_rate: Option<f64>,
+    /// L2 misses per L2 access (= L1 misses). Sim only.
+    pub l2_miss_rate: Option<f64>,
+    /// LLC misses per LLC access (sim: = L2 misses; perf: LLC loads).
+    pub llc_miss_rate: Option<f64>,
+    /// iTLB misses per request (perf only).
+    pub itlb_misses_per_request: Option<f64>,
+    /// Requests the figures are averaged over.
+    pub requests: f64,
+    /// Caveats: clamped noise, missing events, approximations.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// perf
+
+/// The hardware events the perf backend counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum HwEvent {
+    Cycles,
+    Instructions,
+    Branches,
+    BranchMisses,
+    L1iMisses,
+    L1dLoads,
+    L1dMisses,
+    LlcLoads,
+    LlcMisses,
+    ItlbMisses,
+}
+
+impl HwEvent {
+    const ALL: [HwEvent; 10] = [
+        HwEvent::Cycles,
+        HwEvent::Instructions,
+        HwEvent::Branches,
+        HwEvent::BranchMisses,
+        HwEvent::L1iMisses,
+        HwEvent::L1dLoads,
+        HwEvent::L1dMisses,
+        HwEvent::LlcLoads,
+        HwEvent::LlcMisses,
+        HwEvent::ItlbMisses,
+    ];
+
+    fn builder(self) -> perf_event::Builder<'static> {
+        use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Hardware};
+        let cache = |which, result| Cache {
+            which,
+            operation: CacheOp::READ,
+            result,
+        };
+        match self {
+            HwEvent::Cycles => perf_event::Builder::new(Hardware::CPU_CYCLES),
+            HwEvent::Instructions => perf_event::Builder::new(Hardware::INSTRUCTIONS),
+            HwEvent::Branches => perf_event::Builder::new(Hardware::BRANCH_INSTRUCTIONS),
+            HwEvent::BranchMisses => perf_event::Builder::new(Hardware::BRANCH_MISSES),
+            HwEvent::L1iMisses => perf_event::Builder::new(cache(CacheId::L1I, CacheResult::MISS)),
+            HwEvent::L1dLoads => perf_event::Builder::new(cache(CacheId::L1D, CacheResult::ACCESS)),
+            HwEvent::L1dMisses => perf_event::Builder::new(cache(CacheId::L1D, CacheResult::MISS)),
+            HwEvent::LlcLoads => perf_event::Builder::new(cache(CacheId::LL, CacheResult::ACCESS)),
+            HwEvent::LlcMisses => perf_event::Builder::new(cache(CacheId::LL, CacheResult::MISS)),
+            HwEvent::ItlbMisses => {
+                perf_event::Builder::new(cache(CacheId::ITLB, CacheResult::MISS))
+            }
+        }
+    }
+}
+
+/// Event totals of a perf session, scaled for multiplexing; `None` for events no thread could count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct HwTotals {
+    pub cycles: Option<f64>,
+    pub instructions: Option<f64>,
+    pub branches: Option<f64>,
+    pub branch_misses: Option<f64>,
+    pub l1i_misses: Option<f64>,
+    pub l1d_loads: Option<f64>,
+    pub l1d_misses: Option<f64>,
+    pub llc_loads: Option<f64>,
+    pub llc_misses: Option<f64>,
+    pub itlb_misses: Option<f64>,
+}
+
+impl HwTotals {
+    fn slot(&mut self, e: HwEvent) -> &mut Option<f64> {
+        match e {
+            HwEvent::Cycles => &mut self.cycles,
+            HwEvent::Instructions => &mut self.instructions,
+            HwEvent::Branches => &mut self.branches,
+            HwEvent::BranchMisses => &mut self.branch_misses,
+            HwEvent::L1iMisses => &mut self.l1i_misses,
+            HwEvent::L1dLoads => &mut self.l1d_loads,
+            HwEvent::L1dMisses => &mut self.l1d_misses,
+            HwEvent::LlcLoads => &mut self.llc_loads,
+            HwEvent::LlcMisses => &mut self.llc_misses,
+            HwEvent::ItlbMisses => &mut self.itlb_misses,
+        }
+    }
+
+    /// Figures per request and rates, from totals over `requests` requests.
+    pub fn figures(&self, requests: f64, kernel_included: bool) -> CounterFigures {
+        let per = |v: Option<f64>| v.filter(|_| requests > 0.0).map(|v| v / requests);
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let mut notes = vec![if kernel_included {
+            "perf counted user and kernel mode".to_string()
+        } else {
+            "perf counted user mode only (perf_event_paranoid or privileges exclude the kernel)"
+                .to_string()
+        }];
+        notes.push("L2 has no generic perf event: not measured by perf".to_string());
+        CounterFigures {
+            source: "perf".to_string(),
+            instructions_per_request: per(self.instructions),
+            cycles_per_request: per(self.cycles),
+            ipc: ratio(self.instructions, self.cycles),
+            branch_mispredict_rate: ratio(self.branch_misses, self.branches),
+            l1i_miss_rate: ratio(self.l1i_misses, self.instructions),
+            l1d_miss_rate: ratio(self.l1d_misses, self.l1d_loads),
+            l2_miss_rate: None,
+            llc_miss_rate: ratio(self.llc_misses, self.llc_loads),
+            itlb_misses_per_request: per(self.itlb_misses),
+            requests,
+            notes,
+        }
+    }
+}
+
+/// Hardware counters on every thread of a process tree, opened before a native load and read after.
+///
+/// One counter per thread and event, with `inherit` so threads the counted threads create are counted
+/// too (perf cannot follow a whole process from outside otherwise). Counters are not grouped: a PMU has
+/// fewer counters than events, so the kernel multiplexes them and each total is scaled by
+/// enabled/running time.
+pub struct PerfSession {
+    counters: Vec<(HwEvent, perf_event::Counter)>,
+    kernel_included: bool,
+    threads: usize,
+}
+
+impl std::fmt::Debug for PerfSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfSession")
+            .field("counters", &self.counters.len())
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl PerfSession {
+    /// Opens and enables the counters on every thread of `pids`.
+    pub fn start(pids: &[u32]) -> Result<PerfSession, MeasureError> {
+        let mut tids = Vec::new();
+        for &pid in pids {
+            let dir = format!("/proc/{pid}/task");
+            let entries = std::fs::read_dir(&dir).map_err(|cause| MeasureError::Read {
+                path: dir.clone().into(),
+                cause,
+            })?;
+            tids.extend(
+                entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())),
+            );
+        }
+        // Kernel mode too where allowed: a network service spends much of a request there.
+        let mut kernel_included = true;
+        let mut counters = Vec::new();
+        for &tid in &tids {
+            for e in HwEvent::ALL {
+                let open = |kernel: bool| {
+                    let mut b = e.builder();
+                    b.observe_pid(tid)
+                        .any_cpu()
+                        .inherit(true)
+                        .exclude_kernel(!kernel)
+                        .exclude_hv(true)
+                        .enabled(true);
+                    b.build()
+                };
+                let c = match open(kernel_included) {
+                    Ok(c) => Ok(c),
+                    Err(_) if kernel_included => {
+                        kernel_included = false;
+                        open(false)
+                    }
+                    Err(err) => Err(err),
+                };
+                // An event this PMU lacks (e.g. no iTLB event) is left out; its figure stays `None`.
+                if let Ok(c) = c {
+                    counters.push((e, c));
+                }
+            }
+        }
+        if !counters.iter().any(|(e, _)| *e == HwEvent::Instructions) {
+            return Err(MeasureError::Counters(
+                "no hardware instructions counter could be opened on the target's threads: use --counters sim".into(),
+            ));
+        }
+        Ok(PerfSession {
+            counters,
+            kernel_included,
+            threads: tids.len(),
+        })
+    }
+
+    /// Whether kernel mode is counted.
+    pub fn kernel_included(&self) -> bool {
+        self.kernel_included
+    }
+
+    /// Reads every counter, scaled for multiplexing, and sums per event.
+    pub fn read(&mut self) -> HwTotals {
+        let mut t = HwTotals::default();
+        for (e, c) in &mut self.counters {
+            let Ok(cat) = c.read_count_and_time() else {
+                continue;
+            };
+            let value = if cat.time_running == 0 {
+                0.0
+            } else {
+                cat.count as f64 * cat.time_enabled as f64 / cat.time_running as f64
+            };
+            let slot = t.slot(*e);
+            *slot = Some(slot.unwrap_or(0.0) + value);
+        }
+        t
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// sim
+
+/// How to measure a target under cachegrind: the equal-duration, two-rate differential.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimPlan {
+    #[serde(skip)]
+    pub platform: Platform,
+    /// The rate the two runs are centred on (½ and 1½ times it), requests per second.
+    pub rate: f64,
+    /// Measured seconds of each run.
+    pub duration_s: f64,
+    pub connections: usize,
+    /// Also run with LL = the platform's L2, for L2 miss rates and the LLC's true access count.
+    pub with_l2: bool,
+}
+
+impl SimPlan {
+    /// The plan for a native load level: the rate scaled by `rate_scale` (cachegrind runs a server
+    /// tens of times slower, so the same utilisation needs a proportionally lower rate) but at least
+    /// `min_rate`, and long enough that the differential covers `min_requests` requests (within
+    /// `[min_duration_s, max_duration_s]`).
+    pub fn for_level(
+        platform: &Platform,
+        level: &ResolvedLevel,
+        s: &SimSettings,
+    ) -> Result<SimPlan, MeasureError> {
+        s.check()?;
+        // The differential needs many requests: the fixed part of a run (start-up, warm-up) varies by a
+        // few percent between runs with thread interleaving, and must be small against the signal.
+        let rate = (level.rate * s.rate_scale)
+            .max(s.min_rate)
+            .max(s.min_requests as f64 / s.max_duration_s);
+        let duration_s = (s.min_requests as f64 / rate).clamp(s.min_duration_s, s.max_duration_s);
+        Ok(SimPlan {
+            platform: platform.clone(),
+            rate,
+            duration_s,
+            connections: level.connections,
+            with_l2: s.with_l2,
+        })
+    }
+
+    /// The two runs' rates.
+    pub fn rates(&self) -> (f64, f64) {
+        (0.5 * self.rate, 1.5 * self.rate)
+    }
+}
+
+/// User-facing settings of the simulated backend (defaults documented in docs/validation.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimSettings {
+    pub rate_scale: f64,
+    pub min_rate: f64,
+    /// Requests the differential should cover (the difference between the two runs).
+    pub min_requests: u64,
+    pub min_duration_s: f64,
+    pub max_duration_s: f64,
+    pub with_l2: bool,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        SimSettings {
+            // Cachegrind with cache and branch simulation costs ~38× (DESIGN.md §9).
+            rate_scale: 1.0 / 40.0,
+            min_rate: 20.0,
+            // Measured on memcached: the warm-up's D1 misses vary by ~1e5 between runs, against ~50
+            // per request; thousands of requests keep that under a few percent.
+            min_requests: 5000,
+            min_duration_s: 5.0,
+            max_duration_s: 15.0,
+            with_l2: true,
+        }
+    }
+}
+
+impl SimSettings {
+    pub fn check(&self) -> Result<(), MeasureError> {
+        let bad = |m: &str| Err(MeasureError::Counters(m.to_string()));
+        if !(self.rate_scale.is_finite() && self.rate_scale > 0.0 && self.rate_scale <= 1.0) {
+            return bad("the simulated rate scale must be in (0, 1]");
+        }
+        if !(self.min_rate.is_finite() && self.min_rate > 0.0) {
+            return bad("the simulated minimum rate must be positive");
+        }
+        if self.min_requests == 0 {
+            return bad("the simulated request count must be positive");
+        }
+        if !(self.min_duration_s.is_finite()
+            && self.min_duration_s > 0.0
+            && self.max_duration_s >= self.min_duration_s)
+        {
+            return bad("simulated durations must be positive, the maximum at least the minimum");
+        }
+        Ok(())
+    }
+}
+
+/// One cachegrind run of the differential.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimRunRecord {
+    /// `"llc"` or `"l2"`: which platform level played cachegrind's LL.
+    pub ll_as: String,
+    pub offered_rate: f64,
+    pub duration_s: f64,
+    pub requests_completed: u64,
+    /// Seconds from spawn until the load began (start-up and warm-up under the simulator).
+    #[serde(default)]
+    pub startup_s: f64,
+    /// Seconds from spawn until the server was told to stop (the same in every run of a differential
+    /// unless a start-up took longer than the first run's margin).
+    #[serde(default)]
+    pub lifetime_s: f64,
+    pub totals: CachegrindTotalsRecord,
+}
+
+/// Cachegrind totals as stored in reports (the same fields as [`CachegrindTotals`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CachegrindTotalsRecord {
+    pub ir: f64,
+    pub i1mr: f64,
+    pub ilmr: f64,
+    pub dr: f64,
+    pub d1mr: f64,
+    pub dlmr: f64,
+    pub dw: f64,
+    pub d1mw: f64,
+    pub dlmw: f64,
+    pub bc: f64,
+    pub bcm: f64,
+    pub bi: f64,
+    pub bim: f64,
+}
+
+impl From<CachegrindTotals> for CachegrindTotalsRecord {
+    fn from(t: CachegrindTotals) -> Self {
+        CachegrindTotalsRecord {
+            ir: t.ir,
+            i1mr: t.i1mr,
+            ilmr: t.ilmr,
+            dr: t.dr,
+            d1mr: t.d1mr,
+            dlmr: t.dlmr,
+            dw: t.dw,
+            d1mw: t.d1mw,
+            dlmw: t.dlmw,
+            bc: t.bc,
+            bcm: t.bcm,
+            bi: t.bi,
+            bim: t.bim,
+        }
+    }
+}
+
+impl From<CachegrindTotalsRecord> for CachegrindTotals {
+    fn from(t: CachegrindTotalsRecord) -> Self {
+        CachegrindTotals {
+            ir: t.ir,
+            i1mr: t.i1mr,
+            ilmr: t.ilmr,
+            dr: t.dr,
+            d1mr: t.d1mr,
+            dlmr: t.dlmr,
+            dw: t.dw,
+            d1mw: t.d1mw,
+            dlmw: t.dlmw,
+            bc: t.bc,
+            bcm: t.bcm,
+            bi: t.bi,
+            bim: t.bim,
+        }
+    }
+}
+
+/// A simulated measurement: the figures and every run they came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimDifferential {
+    pub figures: CounterFigures,
+    pub runs: Vec<SimRunRecord>,
+}
+
+/// The platform with `level` playing cachegrind's LL.
+fn with_ll(platform: &Platform, ll: CacheGeometry) -> Platform {
+    Platform {
+        llc: ll,
+        ..platform.clone()
+    }
+}
+
+/// Runs the target under cachegrind four times (two without the L2 runs) and derives per-request figures.
+pub fn measure_sim(
+    spec: &TargetSpec,
+    plan: &SimPlan,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SimDifferential, MeasureError> {
+    let (lo, hi) = plan.rates();
+    let mut runs = Vec::new();
+    // Every run is stopped at the same time after its spawn (set by the first run), so work a server
+    // does per second (timer threads) is the same in every run and cancels in the differential.
+    let mut stop_at_s = None;
+    let mut geometries = vec![("llc", plan.platform.llc)];
+    if plan.with_l2 {
+        geometries.push(("l2", plan.platform.l2));
+    }
+    for (name, geometry) in geometries {
+        let platform = with_ll(&plan.platform, geometry);
+        for rate in [lo, hi] {
+            status(&format!(
+                "cachegrind ({}, LL = {name}): {} at {rate:.1} req/s for {:.1} s",
+                plan.platform.name, spec.name, plan.duration_s
+            ));
+            let r = sim_run(
+                spec,
+                &platform,
+                rate,
+                plan.duration_s,
+                plan.connections,
+                &mut stop_at_s,
+                opts,
+                status,
+                progress,
+            )?;
+            runs.push(SimRunRecord {
+                ll_as: name.to_string(),
+                ..r
+            });
+        }
+    }
+    let figures = sim_figures(&runs, &plan.platform.name)?;
+    Ok(SimDifferential { figures, runs })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sim_run(
+    spec: &TargetSpec,
+    platform: &Platform,
+    rate: f64,
+    duration_s: f64,
+    connections: usize,
+    stop_at_s: &mut Option<f64>,
+    opts: &RunOptions,
+    status: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SimRunRecord, MeasureError> {
+    let spawned = std::time::Instant::now();
+    // The output file name is fixed inside the run folder, which the server's user owns.
+    let out_name = "cachegrind.out";
+    let launch = LaunchOptions {
+        port: opts.port,
+        wrapper: cachegrind::wrapper(platform, Path::new(out_name)),
+        ready_timeout: Some(Duration::from_secs(180)),
+        ..LaunchOptions::default()
+    };
+    let (mut target, _warm) = start_warm(spec, &launch, status)?;
+    let mut cfg = load_config(
+        spec,
+        &ResolvedLevel {
+            rate,
+            connections,
+            warmup_s: 0.0,
+            duration_s,
+            ..spec.load.resolve(Level::Medium)
+        },
+        target.addr(),
+        opts,
+    );
+    // Under simulation a response can take a hundred times longer than natively.
+    cfg.request_timeout = Duration::from_secs(30);
+    let startup_s = spawned.elapsed().as_secs_f64();
+    let report = ditto_load::run(&cfg, progress);
+    check_alive(&mut target, &spec.name)?;
+    // The first run sets the common lifetime: its own plus a margin for slower start-ups later.
+    let stop_at = *stop_at_s
+        .get_or_insert_with(|| spawned.elapsed().as_secs_f64() + (0.5 * startup_s).max(3.0));
+    let idle = stop_at - spawned.elapsed().as_secs_f64();
+    if idle > 0.0 {
+        status(&format!(
+            "idling {idle:.1} s so every simulated run lives equally long"
+        ));
+        std::thread::sleep(Duration::from_secs_f64(idle));
+        check_alive(&mut target, &spec.name)?;
+    }
+    let lifetime_s = spawned.elapsed().as_secs_f64();
+    // Valgrind writes its output when the guest exits; give it time.
+    target.stop(Duration::from_secs(60))?;
+    let totals = CachegrindTotals::read(&target.run_dir().join(out_name));
+    let report = report?;
+    Ok(SimRunRecord {
+        ll_as: String::new(),
+        offered_rate: rate,
+        duration_s,
+        requests_completed: report.requests_completed,
+        startup_s,
+        lifetime_s,
+        totals: totals?.into(),
+    })
+}
+
+/// `num / den` as a rate. A rate outside [0, 1] is noise larger than the signal: it is clamped, and
+/// the note says so.
+fn rate(notes: &mut Vec<String>, what: &str, num: f64, den: f64) -> Option<f64> {
+    if den <= 0.0 {
+        notes.push(format!("{what}: no accesses in the differential"));
+        return None;
+    }
+    let r = num / den;
+    if !(0.0..=1.0).contains(&r) {
+        notes.push(format!(
+            "{what}: differential gave {r:.4}, clamped to [0, 1] (noise exceeds the signal: raise --sim-requests)"
+        ));
+    }
+    Some(r.clamp(0.0, 1.0))
+}
+
+/// Figures from the runs of [`measure_sim`] (pure, for tests).
+pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigures, MeasureError> {
+    let pair = |name: &str| -> Option<(CachegrindTotals, f64)> {
+        let mut rs: Vec<&SimRunRecord> = runs.iter().filter(|r| r.ll_as == name).collect();
+        if rs.len() != 2 {
+            return None;
+        }
+        rs.sort_by(|a, b| a.offered_rate.total_cmp(&b.offered_rate));
+        let d = CachegrindTotals::from(rs[1].totals).minus(&CachegrindTotals::from(rs[0].totals));
+        let n = rs[1].requests_completed as f64 - rs[0].requests_completed as f64;
+        Some((d, n))
+    };
+    let Some((d, n)) = pair("llc") else {
+        return Err(MeasureError::Differential(
+            "the two LLC-geometry runs are missing".into(),
+        ));
+    };
+    if n <= 0.0 || d.ir <= 0.0 {
+        return Err(MeasureError::Differential(format!(
+            "the faster run did not add work ({n} more requests, {} more instructions): raise the simulated duration or rate",
+            d.ir
+        )));
+    }
+    let mut notes = Vec::new();
+    let lifetimes: Vec<f64> = runs.iter().map(|r| r.lifetime_s).collect();
+    let spread = lifetimes.iter().copied().fold(f64::MIN, f64::max)
+        - lifetimes.iter().copied().fold(f64::MAX, f64::min);
+    if spread > 1.0 {
+        notes.push(format!(
+            "the simulated runs lived {spread:.1} s apart (a start-up overran the margin): per-second background work does not fully cancel"
+        ));
+    }
+    let data = d.dr + d.dw;
+    let l1_misses_llc_run = d.i1mr + d.d1mr + d.d1mw;
+    let llc_misses = d.ilmr + d.dlmr + d.dlmw;
+    let instructions_per_request = d.ir / n;
+    let l1i = rate(&mut notes, "L1i miss rate", d.i1mr, d.ir);
+    let l1d = rate(&mut notes, "L1d miss rate", d.d1mr + d.d1mw, data);
+    let branch = rate(
+        &mut notes,
+        "branch misprediction rate",
+        d.bcm + d.bim,
+        d.bc + d.bi,
+    );
+    let (l2, llc) = match pair("l2") {
+        Some((d2, n2)) if n2 > 0.0 => {
+            let l1_misses = d2.i1mr + d2.d1mr + d2.d1mw;
+            let l2_misses = d2.ilmr + d2.dlmr + d2.dlmw;
+            let l2 = rate(&mut notes, "L2 miss rate", l2_misses, l1_misses);
+            // Both per request, from their own pairs: LLC accesses are L2 misses.
+            let llc = rate(&mut notes, "LLC miss rate", llc_misses / n, l2_misses / n2);
+            (l2, llc)
+        }
+        _ => {
+            notes.push(
+                "no L2 runs: the LLC miss rate is LLC misses over L1 misses (a two-level hierarchy)"
+                    .to_string(),
+            );
+            (
+                None,
+                rate(&mut notes, "LLC miss rate", llc_misses, l1_misses_llc_run),
+            )
+        }
+    };
+    Ok(CounterFigures {
+        source: sim_source(platform),
+        instructions_per_request: Some(instructions_per_request),
+        cycles_per_request: None,
+        ipc: None,
+        branch_mispredict_rate: branch,
+        l1i_miss_rate: l1i,
+        l1d_miss_rate: l1d,
+        l2_miss_rate: l2,
+        llc_miss_rate: llc,
+        itlb_misses_per_request: None,
+        requests: n,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(ll: &str, rate: f64, n: u64, t: CachegrindTotalsRecord) -> SimRunRecord {
+        SimRunRecord {
+            ll_as: ll.into(),
+            offered_rate: rate,
+            duration_s: 4.0,
+            requests_completed: n,
+            startup_s: 10.0,
+            lifetime_s: 15.0,
+            totals: t,
+        }
+    }
+
+    /// Totals of a server with fixed costs, per-second background work and per-request work.
+    fn totals(requests: f64, seconds: f64, ll_miss_per_req: f64) -> CachegrindTotalsRecord {
+        let fixed = 1e6;
+        let per_s = 5e5;
+        CachegrindTotalsRecord {
+            ir: fixed + per_s * seconds + 1e4 * requests,
+            i1mr: 10.0 * requests + 50.0 * seconds,
+            ilmr: 1.0 * requests,
+            dr: 3e3 * requests + 1e5,
+            d1mr: 100.0 * requests + 1e3,
+            dlmr: ll_miss_per_req * requests,
+            dw: 1e3 * requests,
+            d1mw: 20.0 * requests,
+            dlmw: 0.0,
+            bc: 2e3 * requests + 1e4 * seconds,
+            bcm: 40.0 * requests,
+            bi: 0.0,
+            bim: 0.0,
+        }
+    }
+
+    #[test]
+    fn equal_duration_differential_cancels_per_second_work() {
+        let runs = vec![
+            run("llc", 50.0, 200, totals(200.0, 4.0, 1.0)),
+            run("llc", 150.0, 600, totals(600.0, 4.0, 1.0)),
+            run("l2", 50.0, 200, totals(200.0, 4.0, 13.0)),
+            run("l2", 150.0, 600, totals(600.0, 4.0, 13.0)),
+        ];
+        let f = sim_figures(&runs, "epyc-host").expect("figures");
+        assert_eq!(f.source, "sim:cachegrind:epyc-host");
+        assert!((f.instructions_per_request.unwrap() - 1e4).abs() < 1e-6);
+        assert!((f.l1i_miss_rate.unwrap() - 10.0 / 1e4).abs() < 1e-12);
+        assert!((f.l1d_miss_rate.unwrap() - 120.0 / 4e3).abs() < 1e-12);
+        assert!((f.branch_mispredict_rate.unwrap() - 40.0 / 2e3).abs() < 1e-12);
+        // L2: (1 + 13) misses per request over 130 L1 misses; LLC: 2 misses over those 14.
+        assert!((f.l2_miss_rate.unwrap() - 14.0 / 130.0).abs() < 1e-12);
+        assert!((f.llc_miss_rate.unwrap() - 2.0 / 14.0).abs() < 1e-12);
+        assert!(f.ipc.is_none());
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+    }
+
+    #[test]
+    fn noise_is_clamped_and_reported() {
+        let mut slow = totals(200.0, 4.0, 1.0);
+        slow.i1mr += 1e5; // the slower run missed more: noise
+        let runs = vec![
+            run("llc", 50.0, 200, slow),
+            run("llc", 150.0, 600, totals(600.0, 4.0, 1.0)),
+        ];
+        let f = sim_figures(&runs, "p").expect("figures");
+        assert_eq!(f.l1i_miss_rate, Some(0.0));
+        assert!(f.notes.iter().any(|n| n.contains("L1i")), "{:?}", f.notes);
+        assert!(f.l2_miss_rate.is_none());
+        assert!(f.notes.iter().any(|n| n.contains("no L2 runs")));
+    }
+
+    #[test]
+    fn no_extra_work_is_an_error() {
+        let t = totals(200.0, 4.0, 1.0);
+        let runs = vec![run("llc", 50.0, 200, t), run("llc", 150.0, 200, t)];
+        let err = sim_figures(&runs, "p").unwrap_err().to_string();
+        assert!(err.contains("did not add work"), "{err}");
+    }
+
+    #[test]
+    fn plan_scales_the_rate_and_covers_enough_requests() {
+        let p = Platform::by_name_or_path("epyc-host").expect("platform");
+        let level = ResolvedLevel {
+            level: Level::Low,
+            rate: 2000.0,
+            connections: 8,
+            warmup_s: 1.0,
+            duration_s: 10.0,
+            arrival: ditto_load::Arrival::Poisson,
+        };
+        let s = SimSettings {
+            min_requests: 500,
+            min_duration_s: 3.0,
+            max_duration_s: 20.0,
+            ..SimSettings::default()
+        };
+        let plan = SimPlan::for_level(&p, &level, &s).expect("plan");
+        assert_eq!(plan.rate, 50.0);
+        assert_eq!(plan.duration_s, 10.0);
+        assert_eq!(plan.rates(), (25.0, 75.0));
+        // Too few requests at the scaled rate within the longest run: the rate rises instead.
+        let plan = SimPlan::for_level(&p, &level, &SimSettings::default()).expect("plan");
+        assert!((plan.rate - 5000.0 / 15.0).abs() < 1e-9);
+        assert_eq!(plan.duration_s, 15.0);
+        let bad = SimSettings {
+            rate_scale: 0.0,
+            ..SimSettings::default()
+        };
+        assert!(SimPlan::for_level(&p, &level, &bad).is_err());
+    }
+
+    #[test]
+    fn backend_choice_parses_and_perf_figures_are_ratios() {
+        assert_eq!("sim".parse::<BackendChoice>(), Ok(BackendChoice::Sim));
+        assert!("pmu".parse::<BackendChoice>().is_err());
+        let t = HwTotals {
+            cycles: Some(2e6),
+            instructions: Some(3e6),
+            branches: Some(5e5),
+            branch_misses: Some(5e3),
+            l1i_misses: Some(3e3),
+            l1d_loads: Some(1e6),
+            l1d_misses: Some(2e4),
+            llc_loads: Some(1e3),
+            llc_misses: Some(1e2),
+            itlb_misses: None,
+        };
+        let f = t.figures(100.0, true);
+        assert_eq!(f.source, "perf");
+        assert_eq!(f.ipc, Some(1.5));
+        assert_eq!(f.instructions_per_request, Some(3e4));
+        assert_eq!(f.branch_mispredict_rate, Some(0.01));
+        assert_eq!(f.llc_miss_rate, Some(0.1));
+        assert_eq!(f.l2_miss_rate, None);
+        assert_eq!(f.itlb_misses_per_request, None);
+    }
+
+    #[test]
+    fn auto_selects_a_backend_and_names_its_source() {
+        let p = Platform::by_name_or_path("epyc-host").expect("platform");
+        let b = CounterBackend::select(BackendChoice::Auto, &p).expect("auto never fails");
+        match probe_hardware() {
+            Ok(()) => assert_eq!(b.source(), "perf"),
+            Err(_) => {
+                assert_eq!(b.source(), "sim:cachegrind:epyc-host");
+                let err = CounterBackend::select(BackendChoice::Perf, &p)
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains("--counters sim"), "{err}");
+            }
+        }
+    }
+}

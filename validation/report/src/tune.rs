@@ -1,0 +1,852 @@
+//! Fine tuning (paper §4.5): measure original and clone under the same load, compare the CPU figures,
+//! adjust the generator's knobs in groups of correlated knobs, regenerate, repeat until every tuned
+//! metric is within tolerance or the iteration cap.
+//!
+//! The groups and the metric that drives each (the metric the group mainly moves):
+//!
+//! | group | knob(s) | driver |
+//! |---|---|---|
+//! | instruction count | `instructions.per_request_scale` | instructions per request |
+//! | instruction working set | `instruction_working_set.size_scale` | L1i miss rate |
+//! | data working set | `data_working_set.size_scale` (pointer-chase and regular scales held) | L1d miss rate |
+//! | branches | `branches.transition_rate_scale`, `branches.taken_rate_scale` (half the step) | branch mispredictions |
+//! | dependencies | `dependencies.distance_scale` | IPC (perf only) |
+//!
+//! The heuristic is multiplicative feedback: knob × (original / clone)^(1/e), where e is the knob's
+//! elasticity (d ln metric / d ln knob). The first step assumes e (1 for the linear groups, 0.5 for
+//! IPC); once a group has two measurements at different knob values, e is the secant through the last
+//! two — which also absorbs offsets the knob does not scale (the skeleton's own instructions). Steps are
+//! clamped to a factor of 4. Branch mispredictions also depend on the instruction working set (the
+//! body's block loops are branches, paper §4.5), so the branch group waits an iteration whenever the
+//! instruction working set moved by more than 25%.
+//!
+//! The pointer-chase and regular-access scales change memory-level parallelism and prefetching, which
+//! cachegrind does not model and no generic perf event isolates; they are held and the history says so.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use ditto_generator::Knobs;
+use ditto_measure::CounterFigures;
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{self, MetricRow};
+use crate::ValidateError;
+
+pub const HISTORY_SCHEMA: &str = "ditto-tune-history/1";
+
+/// The CPU metrics a history records errors for.
+pub const CPU_METRICS: &[&str] = &[
+    "instructions_per_request",
+    "ipc",
+    "branch_mispredict_rate",
+    "l1i_miss_rate",
+    "l1d_miss_rate",
+    "l2_miss_rate",
+    "llc_miss_rate",
+];
+
+/// The metrics tuned by default: those a knob group drives under the backend.
+pub fn default_tuned_metrics(perf: bool) -> Vec<String> {
+    let mut m = vec![
+        "instructions_per_request",
+        "l1i_miss_rate",
+        "l1d_miss_rate",
+        "branch_mispredict_rate",
+    ];
+    if perf {
+        m.push("ipc");
+    }
+    m.into_iter().map(String::from).collect()
+}
+
+/// A knob the tuner moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    InstructionScale,
+    InstructionWorkingSet,
+    DataWorkingSet,
+    PointerChase,
+    RegularFraction,
+    TakenRate,
+    TransitionRate,
+    DependencyDistance,
+}
+
+impl Knob {
+    pub fn name(self) -> &'static str {
+        match self {
+            Knob::InstructionScale => "instructions.per_request_scale",
+            Knob::InstructionWorkingSet => "instruction_working_set.size_scale",
+            Knob::DataWorkingSet => "data_working_set.size_scale",
+            Knob::PointerChase => "data_working_set.pointer_chase_scale",
+            Knob::RegularFraction => "data_working_set.regular_fraction_scale",
+            Knob::TakenRate => "branches.taken_rate_scale",
+            Knob::TransitionRate => "branches.transition_rate_scale",
+            Knob::DependencyDistance => "dependencies.distance_scale",
+        }
+    }
+
+    pub fn get(self, k: &Knobs) -> f64 {
+        match self {
+            Knob::InstructionScale => k.instructions.per_request_scale,
+            Knob::InstructionWorkingSet => k.instruction_working_set.size_scale,
+            Knob::DataWorkingSet => k.data_working_set.size_scale,
+            Knob::PointerChase => k.data_working_set.pointer_chase_scale,
+            Knob::RegularFraction => k.data_working_set.regular_fraction_scale,
+            Knob::TakenRate => k.branches.taken_rate_scale,
+            Knob::TransitionRate => k.branches.transition_rate_scale,
+            Knob::DependencyDistance => k.dependencies.distance_scale,
+        }
+    }
+
+    pub fn set(self, k: &mut Knobs, v: f64) {
+        let slot = match self {
+            Knob::InstructionScale => &mut k.instructions.per_request_scale,
+            Knob::InstructionWorkingSet => &mut k.instruction_working_set.size_scale,
+            Knob::DataWorkingSet => &mut k.data_working_set.size_scale,
+            Knob::PointerChase => &mut k.data_working_set.pointer_chase_scale,
+            Knob::RegularFraction => &mut k.data_working_set.regular_fraction_scale,
+            Knob::TakenRate => &mut k.branches.taken_rate_scale,
+            Knob::TransitionRate => &mut k.branches.transition_rate_scale,
+            Knob::DependencyDistance => &mut k.dependencies.distance_scale,
+        };
+        *slot = v;
+    }
+}
+
+/// A group of correlated knobs and the metric that drives it.
+#[derive(Debug, Clone, Copy)]
+pub struct Group {
+    pub name: &'static str,
+    pub knob: Knob,
+    pub driver: &'static str,
+    /// Assumed d ln(driver) / d ln(knob) before two measurements exist.
+    pub elasticity: f64,
+    /// Knobs that move with the lead knob: (knob, fraction of the lead's log step).
+    pub followers: &'static [(Knob, f64)],
+    /// Knobs of the group held still, and why.
+    pub held: &'static [(Knob, &'static str)],
+}
+
+const HELD_MLP: &str = "changes memory-level parallelism and prefetching, which neither cachegrind nor a generic perf event isolates";
+
+/// Paper §4.5's groups.
+pub const GROUPS: &[Group] = &[
+    Group {
+        name: "instruction count",
+        knob: Knob::InstructionScale,
+        driver: "instructions_per_request",
+        elasticity: 1.0,
+        followers: &[],
+        held: &[],
+    },
+    Group {
+        name: "instruction working set",
+        knob: Knob::InstructionWorkingSet,
+        driver: "l1i_miss_rate",
+        elasticity: 1.0,
+        followers: &[],
+        held: &[],
+    },
+    Group {
+        name: "data working set",
+        knob: Knob::DataWorkingSet,
+        driver: "l1d_miss_rate",
+        elasticity: 1.0,
+        followers: &[],
+        held: &[
+            (Knob::PointerChase, HELD_MLP),
+            (Knob::RegularFraction, HELD_MLP),
+        ],
+    },
+    Group {
+        name: "branches",
+        knob: Knob::TransitionRate,
+        driver: "branch_mispredict_rate",
+        elasticity: 1.0,
+        followers: &[(Knob::TakenRate, 0.5)],
+        held: &[],
+    },
+    Group {
+        name: "dependencies",
+        knob: Knob::DependencyDistance,
+        driver: "ipc",
+        elasticity: 0.5,
+        followers: &[],
+        held: &[],
+    },
+];
+
+/// Largest factor one step may move a knob by.
+const MAX_STEP: f64 = 4.0;
+/// Knob range the generator accepts (scales in (0, 100]).
+const KNOB_MIN: f64 = 1e-3;
+const KNOB_MAX: f64 = 100.0;
+/// The instruction working set moving by more than this holds the branch group for an iteration.
+const IWS_COUPLING: f64 = 1.25;
+
+/// One knob change (or a decision not to change).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Adjustment {
+    pub group: String,
+    pub knob: String,
+    pub driver: String,
+    pub from: f64,
+    pub to: f64,
+    pub original: Option<f64>,
+    pub clone: Option<f64>,
+    pub reason: String,
+}
+
+/// One tuning iteration: the knobs the clone was generated with and what it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Iteration {
+    /// 1-based.
+    pub iteration: usize,
+    pub knobs: Knobs,
+    pub figures: CounterFigures,
+    /// Error of every CPU metric (`null` where not measured).
+    pub errors: BTreeMap<String, Option<f64>>,
+    /// Largest error over the tuned metrics.
+    pub max_error: Option<f64>,
+    pub within_tolerance: bool,
+    /// Changes made after this iteration, for the next one.
+    pub adjustments: Vec<Adjustment>,
+    /// Seconds this iteration took (regeneration, build, measurement).
+    pub elapsed_s: f64,
+}
+
+/// `tune-history.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneHistory {
+    pub schema: String,
+    pub clone: String,
+    pub clone_dir: String,
+    pub target: String,
+    pub level: String,
+    /// Source of the CPU figures.
+    pub counters: String,
+    pub tolerance: f64,
+    pub max_iterations: usize,
+    pub tuned_metrics: Vec<String>,
+    pub original: Option<CounterFigures>,
+    pub iterations: Vec<Iteration>,
+    pub converged: bool,
+    /// The iteration with the smallest largest error; the clone is left generated with its knobs.
+    pub best_iteration: Option<usize>,
+    pub final_knobs: Option<Knobs>,
+    pub stop_reason: String,
+    pub complete: bool,
+}
+
+/// What the tuning loop needs from the world (a trait so the loop is tested without running anything).
+pub trait TuneBackend {
+    fn measure_original(
+        &mut self,
+        status: &mut dyn FnMut(&str),
+    ) -> Result<CounterFigures, ValidateError>;
+    fn measure_clone(
+        &mut self,
+        status: &mut dyn FnMut(&str),
+    ) -> Result<CounterFigures, ValidateError>;
+    /// Regenerates and rebuilds the clone with `knobs`.
+    fn regenerate(
+        &mut self,
+        knobs: &Knobs,
+        status: &mut dyn FnMut(&str),
+    ) -> Result<(), ValidateError>;
+    fn save(&mut self, history: &TuneHistory) -> Result<(), ValidateError>;
+}
+
+/// A figure by metric key.
+pub fn figure(f: &CounterFigures, key: &str) -> Option<f64> {
+    match key {
+        "instructions_per_request" => f.instructions_per_request,
+        "ipc" => f.ipc,
+        "branch_mispredict_rate" => f.branch_mispredict_rate,
+        "l1i_miss_rate" => f.l1i_miss_rate,
+        "l1d_miss_rate" => f.l1d_miss_rate,
+        "l2_miss_rate" => f.l2_miss_rate,
+        "llc_miss_rate" => f.llc_miss_rate,
+        "itlb_misses_per_request" => f.itlb_misses_per_request,
+        _ => None,
+    }
+}
+
+fn row(key: &str, original: &CounterFigures, clone: &CounterFigures) -> Option<MetricRow> {
+    let def = metrics::metric(key)?;
+    Some(MetricRow::new(
+        def,
+        clone.source.clone(),
+        vec![figure(original, key)],
+        figure(clone, key),
+    ))
+}
+
+/// Whether `key` is within tolerance (relative, or under the metric's absolute floor).
+pub fn within(
+    key: &str,
+    original: &CounterFigures,
+    clone: &CounterFigures,
+    tolerance: f64,
+) -> bool {
+    match (row(key, original, clone), metrics::metric(key)) {
+        (Some(r), Some(def)) => r.within(tolerance, metrics::abs_floor(def)),
+        _ => false,
+    }
+}
+
+/// The elasticity of `driver` in `knob` from the last two iterations at different knob values.
+fn secant(history: &[Iteration], knob: Knob, driver: &str) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = history
+        .iter()
+        .filter_map(|it| {
+            let k = knob.get(&it.knobs);
+            figure(&it.figures, driver)
+                .filter(|m| *m > 0.0 && k > 0.0)
+                .map(|m| (k.ln(), m.ln()))
+        })
+        .collect();
+    let (last, earlier) = pts.split_last()?;
+    let other = earlier.iter().rev().find(|p| (p.0 - last.0).abs() > 1e-3)?;
+    Some((last.1 - other.1) / (last.0 - other.0))
+}
+
+/// The next knobs from the history so far (the last iteration is the current clone).
+pub fn adjust(
+    history: &[Iteration],
+    original: &CounterFigures,
+    tuned: &[String],
+    tolerance: f64,
+) -> (Knobs, Vec<Adjustment>) {
+    let Some(current) = history.last() else {
+        return (Knobs::default(), Vec::new());
+    };
+    let mut knobs = current.knobs.clone();
+    let mut out = Vec::new();
+    let mut iws_factor = 1.0_f64;
+    for g in GROUPS {
+        let from = g.knob.get(&current.knobs);
+        let o = figure(original, g.driver);
+        let c = figure(&current.figures, g.driver);
+        let mut adj = Adjustment {
+            group: g.name.to_string(),
+            knob: g.knob.name().to_string(),
+            driver: g.driver.to_string(),
+            from,
+            to: from,
+            original: o,
+            clone: c,
+            reason: String::new(),
+        };
+        let hold = |adj: &mut Adjustment, reason: String| adj.reason = reason;
+        if !tuned.iter().any(|t| t == g.driver) {
+            hold(&mut adj, format!("held: {} is not tuned", g.driver));
+            out.push(adj);
+            continue;
+        }
+        let (Some(o), Some(c)) = (o, c) else {
+            hold(
+                &mut adj,
+                format!("held: {} is not measured by this backend", g.driver),
+            );
+            out.push(adj);
+            continue;
+        };
+        if o <= 0.0 || c <= 0.0 {
+            hold(&mut adj, format!("held: {} is 0 on one side", g.driver));
+            out.push(adj);
+            continue;
+        }
+        if within(g.driver, original, &current.figures, tolerance) {
+            hold(&mut adj, "held: within tolerance".to_string());
+            out.push(adj);
+            continue;
+        }
+        if g.knob == Knob::TransitionRate && iws_factor.ln().abs() > IWS_COUPLING.ln() {
+            hold(
+                &mut adj,
+                "held for one iteration: the instruction working set moved, which also moves branch mispredictions".into(),
+            );
+            out.push(adj);
+            continue;
+        }
+        let (e, how) = match secant(history, g.knob, g.driver) {
+            Some(e) if e.signum() == g.elasticity.signum() && (0.05..=20.0).contains(&e.abs()) => {
+                (e, format!("secant elasticity {e:.2}"))
+            }
+            Some(e) => (
+                g.elasticity,
+                format!(
+                    "secant elasticity {e:.2} implausible (noise), assumed {}",
+                    g.elasticity
+                ),
+            ),
+            None => (g.elasticity, format!("assumed elasticity {}", g.elasticity)),
+        };
+        let step = ((o / c).ln() / e).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
+        let to = (from * step.exp()).clamp(KNOB_MIN, KNOB_MAX);
+        g.knob.set(&mut knobs, to);
+        adj.to = to;
+        adj.reason = format!(
+            "{} {:.4} vs original {:.4}: ×{:.3} ({how})",
+            g.driver,
+            c,
+            o,
+            to / from
+        );
+        if g.knob == Knob::InstructionWorkingSet {
+            iws_factor = to / from;
+        }
+        out.push(adj);
+        for &(f, share) in g.followers {
+            let ffrom = f.get(&current.knobs);
+            let fto = (ffrom * (share * (to / from).ln()).exp()).clamp(KNOB_MIN, KNOB_MAX);
+            f.set(&mut knobs, fto);
+            out.push(Adjustment {
+                group: g.name.to_string(),
+                knob: f.name().to_string(),
+                driver: g.driver.to_string(),
+                from: ffrom,
+                to: fto,
+                original: Some(o),
+                clone: Some(c),
+                reason: format!("follows {} with {share} of its step", g.knob.name()),
+            });
+        }
+        for &(h, why) in g.held {
+            let v = h.get(&current.knobs);
+            out.push(Adjustment {
+                group: g.name.to_string(),
+                knob: h.name().to_string(),
+                driver: g.driver.to_string(),
+                from: v,
+                to: v,
+                original: Some(o),
+                clone: Some(c),
+                reason: format!("held: {why}"),
+            });
+        }
+    }
+    (knobs, out)
+}
+
+/// Settings of a tuning run.
+#[derive(Debug, Clone)]
+pub struct TuneSettings {
+    pub tolerance: f64,
+    pub max_iterations: usize,
+    pub tuned_metrics: Vec<String>,
+}
+
+impl TuneSettings {
+    pub fn check(&self) -> Result<(), ValidateError> {
+        if !(self.tolerance.is_finite() && self.tolerance > 0.0) {
+            return Err(ValidateError::Settings(
+                "--tolerance must be a positive fraction, e.g. 0.1 for 10%".into(),
+            ));
+        }
+        if self.max_iterations == 0 {
+            return Err(ValidateError::Settings(
+                "--max-iterations must be at least 1".into(),
+            ));
+        }
+        for m in &self.tuned_metrics {
+            if !CPU_METRICS.contains(&m.as_str()) {
+                return Err(ValidateError::Settings(format!(
+                    "cannot tune '{m}': tunable metrics are {}",
+                    CPU_METRICS.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn errors_of(original: &CounterFigures, clone: &CounterFigures) -> BTreeMap<String, Option<f64>> {
+    CPU_METRICS
+        .iter()
+        .map(|k| {
+            (
+                k.to_string(),
+                metrics::relative_error(figure(original, k), figure(clone, k)).ok(),
+            )
+        })
+        .collect()
+}
+
+/// Runs the tuning loop. `history` arrives filled with the run's identity; iterations are appended and
+/// saved after each one, so an interrupted run leaves its history behind.
+pub fn tune(
+    settings: &TuneSettings,
+    initial: Knobs,
+    mut history: TuneHistory,
+    backend: &mut dyn TuneBackend,
+    status: &mut dyn FnMut(&str),
+) -> Result<TuneHistory, ValidateError> {
+    settings.check()?;
+    history.tolerance = settings.tolerance;
+    history.max_iterations = settings.max_iterations;
+    history.tuned_metrics = settings.tuned_metrics.clone();
+    status("measuring the original");
+    let original = backend.measure_original(status)?;
+    history.original = Some(original.clone());
+    backend.save(&history)?;
+    let mut knobs = initial;
+    history.stop_reason = format!("reached the iteration cap ({})", settings.max_iterations);
+    for i in 1..=settings.max_iterations {
+        let started = Instant::now();
+        if i > 1 {
+            status(&format!(
+                "iteration {i}/{}: regenerating the clone",
+                settings.max_iterations
+            ));
+            backend.regenerate(&knobs, status)?;
+        }
+        status(&format!(
+            "iteration {i}/{}: measuring the clone",
+            settings.max_iterations
+        ));
+        let figures = backend.measure_clone(status)?;
+        let errors = errors_of(&original, &figures);
+        let tuned_errors: Vec<Option<f64>> = settings
+            .tuned_metrics
+            .iter()
+            .map(|k| errors.get(k).copied().flatten())
+            .collect();
+        let max_error = tuned_errors
+            .iter()
+            .map(|e| e.unwrap_or(f64::INFINITY))
+            .reduce(f64::max)
+            .filter(|e| e.is_finite());
+        let within_tolerance = settings
+            .tuned_metrics
+            .iter()
+            .all(|k| within(k, &original, &figures, settings.tolerance));
+        history.iterations.push(Iteration {
+            iteration: i,
+            knobs: knobs.clone(),
+            figures,
+            errors,
+            max_error,
+            within_tolerance,
+            adjustments: Vec::new(),
+            elapsed_s: 0.0,
+        });
+        let summary = settings
+            .tuned_metrics
+            .iter()
+            .zip(&tuned_errors)
+            .map(|(k, e)| {
+                format!(
+                    "{k} {}",
+                    e.map(|e| format!("{:.1}%", 100.0 * e))
+                        .unwrap_or("n/a".into())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        status(&format!("iteration {i}: {summary}"));
+        if within_tolerance {
+            history.converged = true;
+            history.stop_reason = format!(
+                "every tuned metric within {:.1}%",
+                100.0 * settings.tolerance
+            );
+        } else if i < settings.max_iterations {
+            let (next, adjustments) = adjust(
+                &history.iterations,
+                &original,
+                &settings.tuned_metrics,
+                settings.tolerance,
+            );
+            let moved = adjustments.iter().any(|a| a.to != a.from);
+            if let Some(last) = history.iterations.last_mut() {
+                last.adjustments = adjustments;
+            }
+            if !moved {
+                history.stop_reason =
+                    "no knob group could move (every driver held or at its limit)".into();
+                if let Some(last) = history.iterations.last_mut() {
+                    last.elapsed_s = started.elapsed().as_secs_f64();
+                }
+                break;
+            }
+            knobs = next;
+        }
+        if let Some(last) = history.iterations.last_mut() {
+            last.elapsed_s = started.elapsed().as_secs_f64();
+        }
+        backend.save(&history)?;
+        if history.converged {
+            break;
+        }
+    }
+    // Leave the clone generated with the best knobs seen.
+    let best = history
+        .iterations
+        .iter()
+        .min_by(|a, b| {
+            a.max_error
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.max_error.unwrap_or(f64::INFINITY))
+        })
+        .map(|it| (it.iteration, it.knobs.clone()));
+    if let Some((n, best_knobs)) = best {
+        history.best_iteration = Some(n);
+        let last_knobs = history.iterations.last().map(|it| it.knobs.clone());
+        if last_knobs.as_ref() != Some(&best_knobs) {
+            status(&format!(
+                "regenerating the clone with iteration {n}'s knobs (the best)"
+            ));
+            backend.regenerate(&best_knobs, status)?;
+        }
+        history.final_knobs = Some(best_knobs);
+    }
+    history.complete = true;
+    backend.save(&history)?;
+    Ok(history)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clone whose figures are smooth functions of its knobs, with an offset the instruction scale
+    /// does not scale and a coupling of branch mispredictions to the instruction working set.
+    struct Model {
+        knobs: Knobs,
+        saved: usize,
+        regenerated: usize,
+    }
+
+    fn figures_of(k: &Knobs) -> CounterFigures {
+        let iws = k.instruction_working_set.size_scale;
+        CounterFigures {
+            source: "model".into(),
+            instructions_per_request: Some(1500.0 + 4000.0 * k.instructions.per_request_scale),
+            l1i_miss_rate: Some(0.01 * iws.powf(0.8)),
+            l1d_miss_rate: Some(0.05 * k.data_working_set.size_scale.powf(0.6)),
+            branch_mispredict_rate: Some(
+                0.02 * k.branches.transition_rate_scale.powf(0.9) * (1.0 + 0.2 * iws.ln()),
+            ),
+            llc_miss_rate: Some(0.1),
+            ..CounterFigures::default()
+        }
+    }
+
+    impl TuneBackend for Model {
+        fn measure_original(
+            &mut self,
+            _: &mut dyn FnMut(&str),
+        ) -> Result<CounterFigures, ValidateError> {
+            Ok(CounterFigures {
+                source: "model".into(),
+                instructions_per_request: Some(9000.0),
+                l1i_miss_rate: Some(0.025),
+                l1d_miss_rate: Some(0.03),
+                branch_mispredict_rate: Some(0.03),
+                llc_miss_rate: Some(0.12),
+                ..CounterFigures::default()
+            })
+        }
+        fn measure_clone(
+            &mut self,
+            _: &mut dyn FnMut(&str),
+        ) -> Result<CounterFigures, ValidateError> {
+            Ok(figures_of(&self.knobs))
+        }
+        fn regenerate(
+            &mut self,
+            knobs: &Knobs,
+            _: &mut dyn FnMut(&str),
+        ) -> Result<(), ValidateError> {
+            knobs
+                .validate()
+                .map_err(|(f, m)| ValidateError::Settings(format!("{f}: {m}")))?;
+            self.knobs = knobs.clone();
+            self.regenerated += 1;
+            Ok(())
+        }
+        fn save(&mut self, h: &TuneHistory) -> Result<(), ValidateError> {
+            // Every saved history serialises and reads back.
+            let text = serde_json::to_string(h).expect("serialises");
+            let back: TuneHistory = serde_json::from_str(&text).expect("parses");
+            assert_eq!(back.iterations.len(), h.iterations.len());
+            self.saved += 1;
+            Ok(())
+        }
+    }
+
+    fn empty_history() -> TuneHistory {
+        TuneHistory {
+            schema: HISTORY_SCHEMA.into(),
+            clone: "m".into(),
+            clone_dir: "clones/m".into(),
+            target: "targets/m.toml".into(),
+            level: "medium".into(),
+            counters: "model".into(),
+            tolerance: 0.0,
+            max_iterations: 0,
+            tuned_metrics: vec![],
+            original: None,
+            iterations: vec![],
+            converged: false,
+            best_iteration: None,
+            final_knobs: None,
+            stop_reason: String::new(),
+            complete: false,
+        }
+    }
+
+    #[test]
+    fn feedback_converges_on_a_model_clone() {
+        let mut m = Model {
+            knobs: Knobs::default(),
+            saved: 0,
+            regenerated: 0,
+        };
+        let settings = TuneSettings {
+            tolerance: 0.05,
+            max_iterations: 10,
+            tuned_metrics: default_tuned_metrics(false),
+        };
+        let h = tune(
+            &settings,
+            Knobs::default(),
+            empty_history(),
+            &mut m,
+            &mut |_| {},
+        )
+        .expect("tunes");
+        assert!(
+            h.converged,
+            "stopped: {}; errors {:?}",
+            h.stop_reason,
+            h.iterations.last().map(|i| &i.errors)
+        );
+        assert!(h.iterations.len() <= 8, "{} iterations", h.iterations.len());
+        let last = h.iterations.last().expect("iterations");
+        for k in &settings.tuned_metrics {
+            assert!(
+                last.errors[k].expect("error") <= 0.05,
+                "{k}: {:?}",
+                last.errors[k]
+            );
+        }
+        // The first iteration's errors are large, and every iteration but the last made adjustments.
+        assert!(h.iterations[0].max_error.expect("max") > 0.3);
+        assert!(h.iterations[..h.iterations.len() - 1]
+            .iter()
+            .all(|i| !i.adjustments.is_empty()));
+        assert_eq!(h.best_iteration, Some(last.iteration));
+        assert_eq!(h.final_knobs.as_ref(), Some(&m.knobs));
+        assert!(h.complete);
+        assert!(m.saved >= h.iterations.len());
+        // Held knobs say why.
+        let held = h.iterations[0]
+            .adjustments
+            .iter()
+            .find(|a| a.knob == "data_working_set.pointer_chase_scale")
+            .expect("pointer chase listed");
+        assert_eq!(held.from, held.to);
+        assert!(held.reason.starts_with("held"));
+    }
+
+    #[test]
+    fn first_step_is_the_ratio_and_the_branch_group_waits_for_the_icache() {
+        let original = CounterFigures {
+            instructions_per_request: Some(10000.0),
+            l1i_miss_rate: Some(0.04),
+            l1d_miss_rate: Some(0.05),
+            branch_mispredict_rate: Some(0.01),
+            ..CounterFigures::default()
+        };
+        let it = Iteration {
+            iteration: 1,
+            knobs: Knobs::default(),
+            figures: CounterFigures {
+                instructions_per_request: Some(5000.0),
+                l1i_miss_rate: Some(0.01),
+                l1d_miss_rate: Some(0.0501),
+                branch_mispredict_rate: Some(0.02),
+                ..CounterFigures::default()
+            },
+            errors: BTreeMap::new(),
+            max_error: None,
+            within_tolerance: false,
+            adjustments: vec![],
+            elapsed_s: 0.0,
+        };
+        let tuned = default_tuned_metrics(false);
+        let (k, adj) = adjust(&[it], &original, &tuned, 0.1);
+        assert!((k.instructions.per_request_scale - 2.0).abs() < 1e-12);
+        // 4× asked for, clamped to the maximum step.
+        assert!((k.instruction_working_set.size_scale - 4.0).abs() < 1e-12);
+        assert_eq!(k.data_working_set.size_scale, 1.0, "within tolerance: held");
+        assert_eq!(
+            k.branches.transition_rate_scale, 1.0,
+            "waits for the i-cache group"
+        );
+        let b = adj
+            .iter()
+            .find(|a| a.knob == "branches.transition_rate_scale")
+            .expect("branch");
+        assert!(b.reason.contains("instruction working set"), "{}", b.reason);
+        let ipc = adj
+            .iter()
+            .find(|a| a.driver == "ipc")
+            .expect("ipc group listed");
+        assert!(ipc.reason.contains("not tuned"), "{}", ipc.reason);
+        k.validate().expect("adjusted knobs are valid");
+    }
+
+    #[test]
+    fn secant_uses_the_last_two_distinct_knob_values() {
+        let mk = |scale: f64, ipr: f64| Iteration {
+            iteration: 0,
+            knobs: {
+                let mut k = Knobs::default();
+                k.instructions.per_request_scale = scale;
+                k
+            },
+            figures: CounterFigures {
+                instructions_per_request: Some(ipr),
+                ..CounterFigures::default()
+            },
+            errors: BTreeMap::new(),
+            max_error: None,
+            within_tolerance: false,
+            adjustments: vec![],
+            elapsed_s: 0.0,
+        };
+        let h = [mk(1.0, 1000.0), mk(2.0, 1500.0), mk(2.0, 1510.0)];
+        let e = secant(&h, Knob::InstructionScale, "instructions_per_request").expect("secant");
+        assert!((e - (1510.0f64 / 1000.0).ln() / 2.0f64.ln()).abs() < 1e-12);
+        assert_eq!(
+            secant(&h[..1], Knob::InstructionScale, "instructions_per_request"),
+            None
+        );
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let bad = TuneSettings {
+            tolerance: 0.1,
+            max_iterations: 3,
+            tuned_metrics: vec!["latency_p99_us".into()],
+        };
+        assert!(bad
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("tunable metrics"));
+        let zero = TuneSettings {
+            tolerance: 0.0,
+            max_iterations: 3,
+            tuned_metrics: vec![],
+        };
+        assert!(zero.check().is_err());
+    }
+}
