@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the committed example clones in clones/ from the committed profiles in profiles/, each
-# with seed 1 and default knobs, and runs the confidentiality check against the original's binary
+# with seed 1 and default knobs, subtracting the runtime skeleton's own cost measured in
+# profiles/skeletons/ (scripts/profile-skeletons.sh), and runs the confidentiality check against the original's binary
 # (the result is recorded in each clone's README). Deterministic: running it again reproduces clones/
 # byte for byte, which CI checks (`scripts/regenerate-clones.sh --check`).
 # Usage: scripts/regenerate-clones.sh [--check] [TARGET...]
@@ -23,7 +24,9 @@ original() {
 out_root=clones
 if [ $check = 1 ]; then out_root=$(mktemp -d); trap 'rm -rf "$out_root"' EXIT; fi
 for t in "${targets[@]}"; do
-  "$ditto" generate "profiles/$t.json" -o "$out_root/$t" --seed 1 --original "$(original "$t")" >/dev/null
+  skeleton=()
+  [ -f "profiles/skeletons/$t.json" ] && skeleton=(--skeleton "profiles/skeletons/$t.json")
+  "$ditto" generate "profiles/$t.json" -o "$out_root/$t" --seed 1 "${skeleton[@]}" --original "$(original "$t")" >/dev/null
   make -s -C "$out_root/$t" clean >/dev/null 2>&1 || rm -f "$out_root/$t/clone" "$out_root/$t"/*.o
 done
 if [ $check = 1 ]; then

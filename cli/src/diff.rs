@@ -19,7 +19,10 @@ fn cluster<'a>(p: &'a Profile, id: Option<&str>, what: &str) -> Result<&'a Clust
         None => body
             .clusters
             .iter()
-            .max_by(|a, b| a.instructions_per_request.total_cmp(&b.instructions_per_request))
+            .max_by(|a, b| {
+                a.instructions_per_request
+                    .total_cmp(&b.instructions_per_request)
+            })
             .with_context(|| format!("the {what} profile's body has no cluster")),
     }
 }
@@ -35,14 +38,20 @@ pub fn run(args: DiffArgs) -> Result<()> {
         return Ok(());
     }
     println!("cluster {}: {} fields", a.cluster, diffs.len());
-    println!("{:<34} {:>12} {:>12} {:>10} {:>8}", "field", "original", "clone", "error", "limit");
+    println!(
+        "{:<34} {:>12} {:>12} {:>10} {:>8}",
+        "field", "original", "clone", "error", "limit"
+    );
     for d in &diffs {
         let (err, lim) = match d.kind {
             ErrorKind::Relative => (
                 format!("{:.1}%", 100.0 * d.error),
                 format!("{:.0}%", 100.0 * d.tolerance),
             ),
-            ErrorKind::Points => (format!("{:.2} pt", d.error), format!("{:.0} pt", d.tolerance)),
+            ErrorKind::Points => (
+                format!("{:.2} pt", d.error),
+                format!("{:.0} pt", d.tolerance),
+            ),
         };
         println!(
             "{:<34} {:>12.4} {:>12.4} {:>10} {:>8}{}",

@@ -101,10 +101,15 @@ pub fn render_clone(
             bodies.push(None);
             continue;
         }
-        let found = profile
-            .body
-            .as_ref()
-            .and_then(|b| b.clusters.iter().find(|c| c.cluster == cl.id));
+        let found = profile.body.as_ref().and_then(|b| {
+            b.clusters.iter().find(|c| c.cluster == cl.id).or_else(|| {
+                // A plain program's profile has no skeleton clusters and one body (`all`): it is the
+                // body of the worker the clone adds.
+                (profile.threads.clusters.is_empty() && b.clusters.len() == 1)
+                    .then(|| &b.clusters[0])
+                    .filter(|_| cl.role == "DITTO_ROLE_WORKER")
+            })
+        });
         if found.is_none() && cl.role != "DITTO_ROLE_WORKER" {
             // No body profiled for an acceptor or background cluster: it does only its system calls.
             cl.has_body = false;

@@ -157,8 +157,9 @@ pub fn config_c(c: &ConfigInput<'_>) -> String {
         };
         let _ = writeln!(
             out,
-            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}}},",
-            cl.cname, cl.role, cl.threads, cl.period_us
+            "    {{.name = \"{}\", .role = {}, .threads = {}, .body = {b}, .body_init = {i}, .period_us = {}, .calls_per_request = {}}},",
+            cl.cname, cl.role, cl.threads, cl.period_us,
+            if cl.role == "DITTO_ROLE_BACKGROUND" && cl.has_body { format!("{:e}", cl.calls_per_request) } else { "0".to_string() }
         );
     }
     out.push_str("};\n\n");

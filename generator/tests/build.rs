@@ -50,7 +50,12 @@ fn instructions_per_iteration(bin: &Path, n: u64) -> f64 {
         session
             .wait_closed(std::time::Duration::from_secs(30))
             .expect("trace closes");
-        let body = ditto_body::report::build_body(&session.snapshot(), &[], &ditto_body::report::no_names, 1);
+        let body = ditto_body::report::build_body(
+            &session.snapshot(),
+            &[],
+            &ditto_body::report::no_names,
+            1,
+        );
         body.clusters
             .iter()
             .map(|c| c.instructions_per_request)

@@ -41,7 +41,8 @@ fn knobs_change_the_body() {
 #[test]
 fn profile_without_body_gets_default_body_and_a_warning() {
     // An attach-mode profile: the memcached example without its body section.
-    let mut attach = ditto_profile::Profile::load(&common::example_path("memcached")).expect("example");
+    let mut attach =
+        ditto_profile::Profile::load(&common::example_path("memcached")).expect("example");
     attach.body = None;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("memcached-attach.json");

@@ -92,7 +92,10 @@ fn curve(out: &mut Vec<FieldDiff>, name: &str, a: &HitCurve, b: &HitCurve) {
 /// Every compared field of `clone` against `original`.
 pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> {
     let mut out = Vec::new();
-    let (a, b) = (original.instructions_per_request, clone.instructions_per_request);
+    let (a, b) = (
+        original.instructions_per_request,
+        clone.instructions_per_request,
+    );
     out.push(FieldDiff {
         field: "instructions_per_request".into(),
         original: a,
@@ -124,7 +127,12 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
             MIX_TOL,
         ));
     }
-    histogram(&mut out, "taken_rate", &original.branches.taken_rate, &clone.branches.taken_rate);
+    histogram(
+        &mut out,
+        "taken_rate",
+        &original.branches.taken_rate,
+        &clone.branches.taken_rate,
+    );
     histogram(
         &mut out,
         "transition_rate",
@@ -137,14 +145,46 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
         &original.instruction_working_set,
         &clone.instruction_working_set,
     );
-    curve(&mut out, "data_hit", &original.data_working_set, &clone.data_working_set);
-    histogram(&mut out, "raw", &original.dependencies.raw, &clone.dependencies.raw);
-    histogram(&mut out, "war", &original.dependencies.war, &clone.dependencies.war);
-    histogram(&mut out, "waw", &original.dependencies.waw, &clone.dependencies.waw);
+    curve(
+        &mut out,
+        "data_hit",
+        &original.data_working_set,
+        &clone.data_working_set,
+    );
+    histogram(
+        &mut out,
+        "raw",
+        &original.dependencies.raw,
+        &clone.dependencies.raw,
+    );
+    histogram(
+        &mut out,
+        "war",
+        &original.dependencies.war,
+        &clone.dependencies.war,
+    );
+    histogram(
+        &mut out,
+        "waw",
+        &original.dependencies.waw,
+        &clone.dependencies.waw,
+    );
     for (name, x, y) in [
-        ("shared_data_fraction", original.shared_data_fraction, clone.shared_data_fraction),
-        ("regular_access_fraction", original.regular_access_fraction, clone.regular_access_fraction),
-        ("pointer_chase_fraction", original.pointer_chase_fraction, clone.pointer_chase_fraction),
+        (
+            "shared_data_fraction",
+            original.shared_data_fraction,
+            clone.shared_data_fraction,
+        ),
+        (
+            "regular_access_fraction",
+            original.regular_access_fraction,
+            clone.regular_access_fraction,
+        ),
+        (
+            "pointer_chase_fraction",
+            original.pointer_chase_fraction,
+            clone.pointer_chase_fraction,
+        ),
     ] {
         out.push(points(name.into(), x, y, HISTOGRAM_TOL));
     }

@@ -14,9 +14,9 @@
 //! without the profilers.
 
 mod body;
-pub mod diff;
 mod conditions;
 mod counters;
+pub mod diff;
 mod histogram;
 mod memory;
 mod network;

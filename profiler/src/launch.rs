@@ -126,7 +126,11 @@ fn launch_service(
     let run = (|| -> Result<Traced> {
         session.wait_connected(Duration::from_secs(30))?;
         status("waiting for the traced server to go idle");
-        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(300))?;
+        session.wait_quiet(
+            Duration::from_millis(500),
+            Duration::from_secs(2),
+            Duration::from_secs(300),
+        )?;
         session.reset_counts();
         let started = Instant::now();
         let mut cfg = LoadConfig::new(traced.addr(), spec.workload.clone(), opts.body_rate);
@@ -142,7 +146,11 @@ fn launch_service(
             opts.body_requests, opts.body_rate
         ));
         let report = ditto_load::run(&cfg, &mut |_| {})?;
-        session.wait_quiet(Duration::from_millis(500), Duration::from_secs(2), Duration::from_secs(300))?;
+        session.wait_quiet(
+            Duration::from_millis(500),
+            Duration::from_secs(2),
+            Duration::from_secs(300),
+        )?;
         let counts = session.snapshot();
         let names: BTreeMap<(u64, u32), String> = counts
             .iter()

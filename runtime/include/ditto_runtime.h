@@ -96,6 +96,10 @@ struct ditto_cluster {
     ditto_body_fn body;      /* called once per request (workers) or per wakeup (background) */
     ditto_body_fn body_init; /* called once per thread before the first body call; may be NULL */
     uint32_t period_us;      /* background threads: wake every period_us */
+    /* Background threads: body calls per request the process served (over all threads of the
+     * cluster). A wakeup runs the body once per whole call owed, so background work follows the load
+     * as in the original (e.g. an LRU maintainer that backs off when idle). 0: once every wakeup. */
+    double calls_per_request;
 };
 
 struct ditto_config {

@@ -32,7 +32,7 @@ static const struct ditto_extra extras[] = {
 };
 
 static const struct ditto_cluster clusters[] = {
-    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 1, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0},
+    {.name = "c1", .role = DITTO_ROLE_WORKER, .threads = 1, .body = ditto_body_c1, .body_init = ditto_body_init_c1, .period_us = 0, .calls_per_request = 0},
 };
 
 const struct ditto_config ditto_clone_config = {

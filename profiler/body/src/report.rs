@@ -61,7 +61,8 @@ pub fn assign(
             .unwrap_or(std::cmp::Ordering::Equal)
             .then(a.id.cmp(&b.id))
     });
-    let mut out: Vec<(String, Members)> = order.iter().map(|c| (c.id.clone(), Vec::new())).collect();
+    let mut out: Vec<(String, Members)> =
+        order.iter().map(|c| (c.id.clone(), Vec::new())).collect();
     let mut unnamed = Vec::new();
     for (p, t, n) in threads {
         let name = thread_name(processes[p].pid, processes[p].threads[t].lwp);

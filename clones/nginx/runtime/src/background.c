@@ -50,6 +50,9 @@ static void *bg_main(void *arg)
     pthread_cleanup_push(free_worker, t);
     if (ok) {
         uint64_t period_ns = (uint64_t)t->cluster->period_us * 1000u;
+        double per_thread = t->cluster->calls_per_request / (double)(t->cluster->threads ? t->cluster->threads : 1);
+        uint64_t seen = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
+        double owed = 0.0;
         struct timespec next;
         clock_gettime(CLOCK_MONOTONIC, &next);
         for (;;) {
@@ -62,8 +65,21 @@ static void *bg_main(void *arg)
             }
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
                 ;
-            if (period_ns != 0)
+            if (period_ns == 0)
+                continue;
+            if (per_thread <= 0.0) {
                 ditto_worker_body(&t->w);
+                continue;
+            }
+            /* Calls owed for the requests served since the last wakeup; bounded so that a burst
+             * cannot make one wakeup run for long. */
+            uint64_t now = __atomic_load_n(&ditto_requests_served, __ATOMIC_RELAXED);
+            owed += (double)(int64_t)(now - seen) * per_thread; /* signed: a plain cvtsi2sd */
+            seen = now;
+            for (int n = 0; owed >= 1.0 && n < 64; n++) {
+                ditto_worker_body(&t->w);
+                owed -= 1.0;
+            }
         }
     } else {
         ditto_warn("background thread of cluster '%s' could not start", t->cluster->name);

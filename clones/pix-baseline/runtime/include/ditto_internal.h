@@ -138,6 +138,8 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
 void ditto_worker_free(struct ditto_worker *w);
 /* Calls the cluster body once (no-op without a body). */
 void ditto_worker_body(struct ditto_worker *w);
+/* Requests this process has served (all workers); background threads pace themselves on it. */
+extern uint64_t ditto_requests_served;
 /* One request: body, then the extras due now; fills the plan of the response. can_carry says
  * whether this response can carry sendfile segments (a memcached `set` reply cannot: its
  * sendfiles wait for the next request that can). */

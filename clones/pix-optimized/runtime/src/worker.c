@@ -105,6 +105,8 @@ void ditto_worker_free(struct ditto_worker *w)
     w->pipe_rd = w->pipe_wr = w->event_fd = -1;
 }
 
+uint64_t ditto_requests_served;
+
 void ditto_worker_body(struct ditto_worker *w)
 {
     if (w->cluster != NULL && w->cluster->body != NULL)
@@ -124,6 +126,7 @@ void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan
     plan->payload = 0;
     plan->n_files = 0;
     plan->corks = 0;
+    __atomic_fetch_add(&ditto_requests_served, 1, __ATOMIC_RELAXED);
     ditto_worker_body(w);
     plan->payload = ditto_worker_payload(w);
     uint64_t body_room = UINT32_MAX - plan->payload;
@@ -163,7 +166,7 @@ void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan
         } else {
             ditto_op_run(w, e, n);
         }
-        w->acc[i] -= (double)n;
+        w->acc[i] -= (double)(int64_t)n;
     }
     if (plan->n_files > 0 && cfg->framing == DITTO_FRAME_MEMCACHED_TEXT) {
         /* The value must end with the file's last bytes, which hold "\r\nEND\r\n". */

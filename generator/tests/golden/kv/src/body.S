@@ -116,2021 +116,2027 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b0_c0:
     lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*4]
+    mov dword ptr [r15 + 64], 219
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 192]
-    imul ecx, ecx, 105
-    mov rax, qword ptr [r15 + 0]
-    bt rcx, r8
-    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r14 + rbp + 128]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 512], 59
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    test ebx, 2112
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, r9b
+    mov rdi, qword ptr [r15 + r8 + 576]
+    test ebx, 512
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], ecx
+    movzx ebp, byte ptr [r15 + r8 + 768]
+    mov byte ptr [r15 + 0], dil
+    lea r9, [r10 + r10*1]
+    test ebx, 134217760
+    jnz 1f
+1:
+    mov edi, 250
+    mov dword ptr [r15 + r8 + 640], 103
+    and r9, 16320
+    mov edi, dword ptr [r15 + r9 + 16384]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov rbp, rcx
     test bl, 128
     jz 1f
 1:
-    imul edi, edx, 125
-    mov rdx, rbp
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rbp
-    test ebx, 268972064
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    movsxd r9, dword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx ebp, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 16320
-    movsxd rdi, dword ptr [r15 + r9 + 16448]
-    mov rbp, r9
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r14 + 0], sil
-    mov rsi, rbp
-    mov dword ptr [r15 + 0], edi
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 16512]
-    mov dword ptr [r15 + 0], 6
-    mov edx, 167
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + r8 + 192]
-    test bl, 64
-    jz 1f
-1:
-    mov r8, rdi
-    mov rsi, qword ptr [r15 + r9 + 16384]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r14 + 0], 220
     mov rcx, qword ptr [r15 + 0]
-    test bl, 64
+    test bl, 128
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    add rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov rdi, qword ptr [r15 + 0]
+    mov ebp, ecx
+    test ebx, 25206816
+    jz 1f
+1:
+    xor dword ptr [r15 + r9 + 16448], r8d
+    movsxd rax, dword ptr [r15 + r8 + 704]
+    movsxd rbp, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rbp, [r10 + r10*2]
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 576]
-    mov eax, ecx
-    movsxd r9, dword ptr [r15 + rbp + 640]
-    test ebx, 402856064
-    jz 1f
-1:
-    mov r8, rbp
-    mov dword ptr [r15 + 0], 29
-    movsxd rdx, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 32832
-    jz 1f
-1:
     lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and ecx, dword ptr [r15 + 0]
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r9 + 192], r8
-    test ebx, 512
+    mov r8, qword ptr [r15 + r9 + 192]
+    xchg rax, rcx
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 64]
+    mov edx, eax
+    movzx edi, byte ptr [r14 + 64]
+    imul rax, rdx
+    movzx esi, r9b
+    test ebx, 1638445120
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    lea r8, [r10 + r10*1]
+    and rbp, 960
+    mov ecx, dword ptr [r15 + rbp + 1152]
+    and r8, 4032
+    mov eax, dword ptr [r15 + r8 + 4096]
+    mov rdx, r9
+    test bl, 64
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov edx, 11
-    test ebx, 34801440
+    mov dword ptr [r15 + 0], edx
+    inc dword ptr [r15 + rbp + 1024]
+    mov qword ptr [r15 + rbp + 1088], rax
+    test ebx, 1085571136
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 4160], rax
+    xor dword ptr [r15 + 0], r9d
+    xor dword ptr [r14 + 0], ebp
+    movzx ecx, r8b
+    test ebx, 235938144
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 65
+    mov eax, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov rsi, rdx
-    mov r8d, dword ptr [r15 + 64]
-    lea r9, [r10*4]
-    cmovne rcx, rsi
-    and r9, 960
-    movsxd rax, dword ptr [r15 + r9 + 1152]
-    test ebx, 33554496
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r9 + 128]
+    mov r9d, 80
+    mov rbp, rax
+    mov dword ptr [r15 + 64], r9d
+    test bl, 64
+    jnz 1f
+1:
+    cmp rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    lock add qword ptr [r15 + 0], r9
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 139462688
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    nop
-    mov qword ptr [r15 + r9 + 1216], rbp
-    lock add qword ptr [r15 + r9 + 1024], rbp
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 1088], edi
-    mov dword ptr [r15 + rbp + 512], edi
-    movzx ebp, byte ptr [r14 + 0]
-    movzx esi, cl
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, r8
-    mov edi, esi
-    mov r9d, dword ptr [r15 + 0]
+    mov esi, edi
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea r8, [r10 + r10*2]
-    movsxd rsi, dword ptr [r15 + 0]
-    and r8, 192
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 384]
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 64
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 256]
-    bswap rsi
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 488644800
-    jnz 1f
-1:
-    mov ebp, 50
-    mov esi, 213
-    imul edi, ebp, 124
-    lea r9, [r10 + r10*2]
-    test ebx, 256
-    jnz 1f
-1:
-    and r9, 1984
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 2176]
-    mov rax, rdi
-    movzx esi, r9b
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 143279168
-    jnz 1f
-1:
-    mov rdi, r8
-    movzx eax, r8b
-    mov rbp, rsi
-    test bl, 128
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 2112]
-    movzx esi, byte ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + r9 + 2048]
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, 80
-    movzx r9d, byte ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
     and rbp, 64
-    mov eax, dword ptr [r14 + rbp + 192]
-    popcnt rdi, rbp
-    test ebx, 536870944
+    mov dword ptr [r15 + rbp + 192], 14
+    mov rdi, r8
+    mov r9d, 120
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    xchg rdi, rcx
+    mov dword ptr [r15 + 0], 8
+    lea r8, [r10 + r10*1]
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    test bl, 64
+    jz 1f
+1:
+    and r8, 64
+    vmovdqu xmm9, xmmword ptr [r15 + r8 + 128]
+    lock xadd qword ptr [r15 + 0], rcx
+    mov eax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + r8 + 192]
+    test ebx, 608707136
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 320]
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov ecx, 3
+    and r9, 65472
+    cmp rcx, qword ptr [r15 + r9 + 65536]
+    mov edi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 805404704
+    jnz 1f
+1:
+    mov edx, 185
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    imul rdi, rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov rsi, rdi
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, edx
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 67108896
+    jz 1f
+1:
+    mov edx, esi
+    mov rdi, rbp
+    mov rax, qword ptr [r15 + r9 + 65600]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movsxd rax, dword ptr [r15 + 0]
+    cmp rdx, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r14 + 64]
     lea r9, [r10*4]
-    cmovne rcx, rsi
-    test ebx, 34964576
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    and r9, 192
-    movzx edx, byte ptr [r14 + r9 + 384]
-    lea rbp, [r10*4]
-    movzx ecx, r9b
-    and rbp, 960
-    movzx r8d, byte ptr [r15 + rbp + 1088]
+    movzx ecx, dl
+    lea rbp, [r10 + r10*1]
     test ebx, 256
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 448], bpl
-    mov dword ptr [r15 + 0], r8d
-    mov rsi, qword ptr [r15 + r9 + 256]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 320]
-    test ebx, 256
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov eax, 40
-    mov r9d, dword ptr [r15 + rbp + 1152]
-    and r8, 65472
-    movsxd rsi, dword ptr [r14 + r8 + 65600]
-    mov edi, 184
-    test bl, 64
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + rbp + 1216]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 1024]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 101210432
     jnz 1f
 1:
-    xor dword ptr [r15 + r8 + 65536], r9d
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    and r9, 960
+    movzx esi, byte ptr [r15 + r9 + 1088]
+    movsxd rdi, dword ptr [r15 + r9 + 1216]
+    test bl, 64
+    jnz 1f
+1:
+    mov edx, edi
+    movzx esi, byte ptr [r15 + 0]
+    cmp dword ptr [r14 + r9 + 1152], 18
+    test bl, 128
+    jz 1f
+1:
+    mov rax, r8
+    movzx ecx, byte ptr [r15 + 0]
+    bt r8, rax
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, r8b
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    test ebx, 1128743008
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 128]
+    lea rdi, [r15 + 270976]
+    lea rsi, [r15 + 275072]
+    mov ecx, 52
+    rep movsb
+    mov dword ptr [r15 + 0], 55
+    test ebx, 256
+    jz 1f
+1:
     movzx ebp, byte ptr [r15 + 0]
-    cmp rbp, qword ptr [r15 + 0]
-    mov r8d, ebp
+    mov dword ptr [r15 + 0], edx
+    mov rdx, qword ptr [r15 + r8 + 128]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov r8, qword ptr [r15 + r9 + 1024]
+    mov rbp, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rdx, r8
-    mov rsi, qword ptr [r15 + 64]
-    xchg qword ptr [r15 + 64], r8
+    mov dword ptr [r15 + 0], 160
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, r9b
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 269615392
+    jz 1f
+1:
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + 0], edx
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 128]
+    test ebx, 1073742080
+    jnz 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
+    imul r8d, edx, 39
+    mov edx, 115
+    inc dword ptr [r15 + 0]
     test ebx, 131104
     jnz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
-    mov eax, 75
-    test ebx, 256
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 192]
-    and r9, 64
-    btc dword ptr [r15 + r9 + 128], 14
-    or r8d, 1
+    mov rdx, rdi
+    or ecx, 1
     xor edx, edx
-    div r8d
-    test ebx, 256
+    div ecx
+    mov qword ptr [r15 + 0], r8
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 105
-    mov eax, 95
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, al
+    cmp dword ptr [r15 + 0], 35
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movzx ecx, byte ptr [r15 + rbp + 128]
+    movzx r8d, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 67109120
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 209715744
     jnz 1f
 1:
+    or qword ptr [r15 + r9 + 128], 103
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 192]
-    mov esi, dword ptr [r14 + 0]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], r8b
-    movzx esi, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r8 + 192]
+    mov r9d, r8d
     test bl, 64
     jz 1f
 1:
-    mov ebp, esi
-    mov edi, dword ptr [r15 + 0]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 192]
-    test ebx, 1433928256
-    jnz 1f
+    mov dword ptr [r15 + 0], 26
+    mov dword ptr [r15 + r8 + 128], 160
+    mov dword ptr [r15 + 0], 81
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 575279168
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, 236
+    movzx esi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 192], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea r9, [r10*4]
-    mov rdx, qword ptr [r15 + 0]
-    cmovne rsi, r8
-    and r9, 192
-    movzx esi, byte ptr [r15 + r9 + 320]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 2097184
-    jnz 1f
-1:
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov esi, dword ptr [r14 + rbp + 192]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    mov esi, 9
-    mov dword ptr [r15 + 64], 44
-    test bl, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    lea rbp, [r10 + r10*1]
+    test ebx, 204759584
     jz 1f
 1:
-    mov esi, edi
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r14 + 0], 222
-    test ebx, 512
+    and rbp, 1984
+    movzx edx, byte ptr [r14 + rbp + 2112]
+    movzx eax, byte ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 671162400
     jz 1f
 1:
-    lock add qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + r9 + 256], esi
-    mov dword ptr [r15 + 0], 118
-    mov rdx, qword ptr [r15 + 64]
-    test ebx, 444599392
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, 49
+    mov byte ptr [r14 + 0], dil
+    test ebx, 256
     jz 1f
 1:
-    mov rsi, rdx
-    mov dword ptr [r15 + 64], esi
-    mov dword ptr [r15 + rbp + 128], esi
-    or qword ptr [r15 + 0], 67
+    mov r9d, 83
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    sete sil
     test ebx, 256
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdi, rsi
-    mov ecx, 128
-    test ebx, 29635136
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 2048]
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 256
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx esi, cl
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    test bl, 64
+    cmp dword ptr [r15 + 64], 100
+    crc32 rbp, r8
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 135366560
+    jz 1f
+1:
+    lea rdi, [r15 + 270976]
+    lea rsi, [r15 + 275072]
+    mov ecx, 47
+    rep movsb
+    lea rbp, [r10 + r10*1]
+    add rax, qword ptr [r15 + r8 + 192]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
+    test ebx, 403997280
+    jz 1f
+1:
+    xor dword ptr [r15 + rbp + 192], r8d
+    mov r9d, r8d
+    cmovne rbp, r8
+    test ebx, 4194336
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 384], bpl
-    cmovne r8, r8
-    mov qword ptr [r15 + 0], r8
+    movzx ecx, r8b
+    jmp 1f
+1:
+    mov edx, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 128]
-    lea r8, [r10*4]
-    and r9d, dword ptr [r15 + 64]
-    and r8, 1984
-    and esi, dword ptr [r15 + r8 + 2112]
-    add qword ptr [r15 + r8 + 2048], rax
-    test ebx, 8474496
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 64]
-    lea r9, [r10 + r10*4]
-    mov esi, r9d
-    nop
-    and r9, 960
-    movzx edi, byte ptr [r15 + r9 + 1280]
-    test ebx, 67146272
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], dl
+    lea rbp, [r10*8]
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 2304], rbp
+    xchg r9, rdi
+    test ebx, 256
     jz 1f
 1:
-    mov rsi, rdi
-    mov eax, esi
-    mov rcx, rsi
+    and esi, dword ptr [r15 + rbp + 2048]
+    lock or dword ptr [r15 + 0], 22
+    add qword ptr [r15 + rbp + 2432], r8
+    mov ecx, 95
+    test ebx, 33554560
+    jnz 1f
+1:
+    mov rdx, rcx
+    mov dword ptr [r14 + r8 + 128], ecx
+    movzx r9d, byte ptr [r15 + 0]
+    mov esi, 70
+    lea r8, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    inc dword ptr [r15 + r8 + 2240]
-    add qword ptr [r14 + 64], rcx
-    mov edi, eax
-    mov esi, edx
-    test ebx, 65600
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    movsxd rax, dword ptr [r14 + rbp + 2368]
+    mov rdi, qword ptr [r15 + rbp + 2176]
+    test bl, 128
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 1152]
-    mov byte ptr [r15 + 0], dil
-    mov dword ptr [r15 + rbp + 192], 215
-    movzx ebp, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + rbp + 2240]
+    movzx r9d, sil
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov rdi, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + r9 + 1216]
-    test ebx, 512
-    jnz 1f
+    mov esi, ecx
+    mov edi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], sil
+    and ecx, dword ptr [r15 + 64]
+    test bl, 64
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 1024]
-    add rdi, qword ptr [r15 + r8 + 2176]
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, r8
+    mov esi, ecx
+    mov ecx, 103
+    mov rax, qword ptr [r15 + 0]
+    mov edx, 248
     test ebx, 268435488
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r14 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov qword ptr [r15 + r9 + 1088], rdx
+    xchg qword ptr [r15 + rbp + 2112], rbp
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, qword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rcx, rdx
-    test ebx, 256
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
     lea rbp, [r10*4]
-    mov rax, rbp
+    mov dword ptr [r15 + 64], 158
+    lea r9, [r10*8]
     and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    cmp rbp, qword ptr [r15 + 64]
-    test bl, 128
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    and r9, 65472
+    mov r8d, dword ptr [r15 + r9 + 65536]
+    test ebx, 2097184
     jz 1f
 1:
-    movzx r9d, cl
-    movzx eax, byte ptr [r15 + rbp + 320]
-    mov edi, dword ptr [r14 + 64]
-    mov esi, dword ptr [r15 + rbp + 256]
-    test ebx, 33554560
+    xchg r8, rax
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r14 + r9 + 65792]
+    bt rax, r8
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 72401120
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + rbp + 384]
+    movzx edx, byte ptr [r15 + r9 + 65728]
+    test ebx, 4194432
     jz 1f
 1:
-    mov ecx, esi
-    lea r9, [r10 + r10*4]
-    movzx esi, cl
-    and r9, 960
-    movsxd rdx, dword ptr [r15 + r9 + 1088]
+    add qword ptr [r15 + r9 + 65856], rax
+    mov rdi, rdx
+    movzx esi, sil
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1109721728
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    movzx edi, byte ptr [r15 + rbp + 256]
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    xor dword ptr [r15 + r9 + 1216], edx
-    mov dword ptr [r15 + r8 + 192], 176
-    crc32 edx, cl
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, edx
-    mov dword ptr [r15 + r9 + 1024], eax
-    mov r8, rax
-    mov ecx, 198
-    test ebx, 303064224
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 1280]
-    mov rax, r8
-    movzx edi, byte ptr [r15 + r9 + 1152]
-    mov esi, eax
-    test ebx, 2304
+    movsxd rax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 56
+    mov rbp, qword ptr [r15 + r9 + 65664]
+    movzx ecx, byte ptr [r15 + r9 + 65920]
+    test ebx, 256
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    xchg rax, r9
-    mov rdx, qword ptr [r15 + rbp + 448]
+    cmp rbp, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    mov ebp, dword ptr [r15 + r9 + 65600]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c8:
     movsxd rdi, dword ptr [r15 + 0]
-    mov esi, edi
-    bswap rcx
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
     lea rbp, [r10 + r10*2]
-    test ebx, 69352704
+    mov ecx, 46
+    mov rax, rdx
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 16448], ebp
+    test bl, 64
     jnz 1f
 1:
-    and rbp, 192
-    movzx edi, byte ptr [r15 + rbp + 256]
-    movzx eax, byte ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    cmp dword ptr [r15 + 0], 117
-    test ebx, 402799168
-    jz 1f
-1:
-    movzx edx, r8b
-    movzx r8d, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov edi, 156
-    test ebx, 940590624
-    jnz 1f
-1:
-    and r9, 64
+    movzx esi, dl
     lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r9 + 128]
-    mov eax, 159
+    movsxd rsi, dword ptr [r15 + 64]
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 128]
-    cmovne rsi, r9
-    test ebx, 256245888
-    jz 1f
+    movzx edx, byte ptr [r14 + r8 + 192]
+    test ebx, 273170464
+    jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 192], dil
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    mov ecx, 111
+    mov rdx, rdi
+    add rdi, qword ptr [r15 + r8 + 128]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
+    test bl, 64
+    jnz 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 16384], r9
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 4096], rax
+    test ebx, 495452704
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    popcnt rax, r9
+    mov qword ptr [r15 + 64], rax
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], dl
+    movsxd rdx, dword ptr [r15 + r9 + 4160]
+    mov r9d, ebp
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 239075360
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 64], ebp
     test ebx, 256
     jz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    add rax, qword ptr [r15 + rbp + 320]
-    movzx ebp, al
-    test ebx, 100696160
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rdx
-    mov dword ptr [r15 + r9 + 192], 146
-    mov r8d, 34
-    mov rdx, rcx
-    test ebx, 256
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    movzx edi, dl
-    mov qword ptr [r14 + 0], rdx
+    mov r8d, esi
+    movsxd rsi, dword ptr [r15 + rbp + 16512]
+    mov dword ptr [r15 + 0], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c9:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx ecx, byte ptr [r14 + r9 + 128]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    lea r8, [r10*4]
-    mov dword ptr [r15 + 0], r9d
-    and r8, 192
-    and edx, dword ptr [r15 + r8 + 256]
-    test bl, 64
+    lea r8, [r10 + r10*4]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2112], ebp
+    mov rsi, r8
+    lea rbp, [r10 + r10*1]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
+    test ebx, 326273088
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rsi
-    add rdx, qword ptr [r15 + r8 + 320]
-    cmp rsi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    test ebx, 338182720
-    jnz 1f
+    mov esi, 213
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    bt rsi, rax
+    test ebx, 256
+    jz 1f
 1:
     mov esi, dword ptr [r15 + 0]
-    and rbp, 16320
-    mov rax, qword ptr [r15 + rbp + 16512]
-    mov eax, 98
-    mov qword ptr [r15 + r9 + 192], rdi
+    movzx eax, byte ptr [r15 + r8 + 2176]
+    mov edx, dword ptr [r15 + r8 + 2240]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1644250176
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edi, r9b
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r15 + r8 + 2304]
+    test ebx, 541333120
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r8b
+    mov dword ptr [r15 + r8 + 2048], edi
+    mov dword ptr [r14 + 0], 139
+    jmp 1f
+1:
     test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 448]
-    movsxd r9, dword ptr [r15 + rbp + 16384]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1247817280
-    jz 1f
-1:
-    add r9, qword ptr [r14 + r8 + 384]
-    mov r8, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 524320
-    jz 1f
-1:
-    cmp dword ptr [r15 + rbp + 16448], 120
-    movzx r9d, cl
-    mov ebp, 194
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 327238208
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 84
-    mov ebp, 8
-    movzx r9d, bpl
+    movsxd r8, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
+    mov rdi, qword ptr [r15 + 0]
+    mov r8d, 160
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
+    movzx eax, r8b
+    mov rdx, qword ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r14 + 0]
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    test bl, 64
+    jz 1f
+1:
     mov r9d, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 42
+    mov ebp, 189
+    movzx esi, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c10:
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r14 + 0]
-    mov edi, 191
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + 64], 114
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r10*4]
-    mov edx, ebp
-    and rbp, 16320
-    mov rsi, qword ptr [r15 + rbp + 16384]
-    or eax, 1
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov edx, dword ptr [r15 + 64]
+    or ecx, 1
     xor edx, edx
-    div eax
-    mov r9d, 244
+    div ecx
+    and r9d, dword ptr [r14 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    bswap r9
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r10*4]
     test ebx, 42468384
     jz 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 16512]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10*4]
-    test ebx, 256
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov edi, dword ptr [r15 + 0]
+    and rbp, 192
+    mov esi, dword ptr [r15 + rbp + 448]
+    lock add qword ptr [r15 + 64], rsi
+    test bl, 64
     jz 1f
 1:
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov rsi, r8
-    movsxd rax, dword ptr [r15 + rbp + 16576]
-    movzx edi, dil
-    test ebx, 576
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + rbp + 320]
+    lea r9, [r10 + r10*1]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + r9 + 320], rdi
-    mov byte ptr [r14 + r8 + 128], dl
+    vmovdqu xmm9, xmmword ptr [r15 + rbp + 384]
+    and r9, 16320
+    mov rax, qword ptr [r15 + r9 + 16384]
+    mov esi, 82
+    lea r8, [r10 + r10*1]
     test ebx, 33554560
     jnz 1f
 1:
-    and esi, dword ptr [r15 + r9 + 384]
-    nop
-    mov ecx, dword ptr [r15 + rbp + 16448]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 192], r8b
+    add rcx, qword ptr [r15 + rbp + 256]
+    test ebx, 2176
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 16448]
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, edx
-    popcnt rax, rdx
-    test ebx, 44188320
-    jz 1f
-1:
-    mov edx, 7
-    mov ecx, 207
-    add rax, qword ptr [r15 + r9 + 256]
+    mov r9d, 242
+    popcnt r8, rbp
+    nop
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c11:
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
     lea rbp, [r10*4]
-    cmovne r8, r9
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 384], 78
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and rbp, 448
+    mov r8, qword ptr [r15 + rbp + 576]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    movsxd rsi, dword ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], edx
+    cmp rsi, qword ptr [r15 + rbp + 512]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx eax, dil
+    add rsi, qword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + rbp + 704]
+    test ebx, 69206688
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edi, 137
+    movsxd rsi, dword ptr [r15 + 64]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 128]
     test ebx, 256
     jnz 1f
 1:
-    mov r9, rsi
-    mov ecx, r9d
-    mov rdi, rdi
-    mov dword ptr [r15 + 0], edx
-    test bl, 64
-    jz 1f
-1:
-    vmovdqu xmm7, xmmword ptr [r14 + 64]
-    mov r9, r10
-    mov eax, 104
-    mov edx, 63
-    test bl, 128
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 189
+    test ebx, 256
     jnz 1f
 1:
-    and r9, 65472
-    movsxd rsi, dword ptr [r15 + r9 + 65536]
-    lea r8, [r10*4]
-    mov r9d, dword ptr [r15 + 64]
-    and r8, 1984
-    xchg qword ptr [r15 + r8 + 2112], r9
-    mov ecx, 87
-    test ebx, 131200
+    mov edx, dword ptr [r14 + r8 + 192]
+    cmovne rax, rdx
+    and ecx, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + rbp + 640], 14
+    test ebx, 36528160
+    jz 1f
+1:
+    mov ebp, 178
+    mov edi, 80
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    test bl, 64
     jnz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 2176]
-    mov edi, ecx
-    mov dword ptr [r15 + 64], 217
-    mov esi, dword ptr [r15 + r8 + 2240]
-    test ebx, 1132856448
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + 0], 242
-    cmp dword ptr [r15 + rbp + 320], 71
-    test bl, 64
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 2048]
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    movzx esi, dil
+    mov r8, r9
+    mov dword ptr [r15 + r9 + 192], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c12:
-    movsxd r8, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, 9
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 625057952
+    mov rdx, qword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10*8]
+    add rcx, qword ptr [r15 + 0]
+    and rbp, 960
+    movzx ecx, byte ptr [r15 + rbp + 1216]
+    test ebx, 1746965568
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + 64]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 2048], r9b
-    mov ebp, 24
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    lea rbp, [r10 + r10*1]
-    test ebx, 35917856
-    jz 1f
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r14 + 64], rdi
+    mov esi, dword ptr [r15 + rbp + 1280]
+    test ebx, 100667936
+    jnz 1f
 1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + 64], rdi
-    lea r8, [r10*4]
     movzx edi, byte ptr [r15 + 0]
-    and r8, 192
-    add rsi, qword ptr [r15 + r8 + 384]
-    test ebx, 256
+    movzx r8d, byte ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 1152], 103
+    test ebx, 524416
     jz 1f
 1:
-    mov dword ptr [r14 + 0], r8d
-    lock or dword ptr [r15 + r8 + 256], 109
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 537146592
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + r8 + 448]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 320]
-    movzx edi, dl
-    test ebx, 30069056
+    mov rcx, r8
+    movzx r9d, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    bt r8, r8
+    test bl, 192
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movzx ecx, byte ptr [r15 + r9 + 2112]
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 299442336
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 1088]
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 192]
     test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    bswap rsi
-    mov r9, qword ptr [r15 + rbp + 192]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov edx, 235
+    test ebx, 1610720032
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r9 + 128], r8
+    mov r9d, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c13:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], ebp
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 64]
     lea rbp, [r10 + r10*1]
-    mov eax, 4
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    and rbp, 448
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 512]
-    test bl, 64
-    jnz 1f
-1:
-    popcnt r8, rbp
-    movsxd rsi, dword ptr [r15 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test ebx, 512
+    movzx edi, dl
+    test ebx, 256
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov edx, edx
-    lea r8, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, r8d
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 128]
-    mov rcx, qword ptr [r15 + r9 + 128]
-    add qword ptr [r15 + 0], rcx
-    test bl, 64
-    jnz 1f
-1:
-    movzx r9d, cl
-    movzx edx, bpl
-    movzx edi, byte ptr [r15 + r8 + 192]
-    test bl, 128
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    and rbp, 64
+    lea r8, [r10 + r10*4]
+    mov r9, qword ptr [r15 + rbp + 128]
+    and r8, 960
+    mov rdx, qword ptr [r15 + r8 + 1088]
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 1745436800
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 64], ecx
+    mov ecx, dword ptr [r15 + r8 + 1280]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
     mov dword ptr [r15 + 0], eax
-    test ebx, 512
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, ecx
-    or qword ptr [r14 + 0], 93
-    mov byte ptr [r14 + 0], dil
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 235
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 48
-    test ebx, 8388736
+    lea r9, [r10 + r10*1]
+    mov eax, eax
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 192]
+    mov rsi, rsi
+    .byte 0x66, 0x90
+    test ebx, 256
     jz 1f
 1:
-    mov rdi, rbp
-    mov r9, rdi
-    mov dword ptr [r15 + rbp + 576], 91
+    movzx edi, sil
+    add qword ptr [r15 + 64], r8
+    mov ecx, 248
+    mov rsi, qword ptr [r15 + r9 + 128]
+    test bl, 64
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 192]
+    movzx ebp, sil
+    movzx eax, byte ptr [r14 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 25188576
+    jnz 1f
+1:
+    mov edx, r8d
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
+    mov rbp, r8
+    movsxd r9, dword ptr [r15 + r8 + 1152]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx edi, dil
+    mov byte ptr [r15 + r8 + 1216], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c14:
-    lea rbp, [r10*4]
-    mov qword ptr [r15 + 0], rdx
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 2176]
-    mov edx, ebp
-    mov dword ptr [r14 + rbp + 2112], 75
-    test ebx, 75759776
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, dword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    bt rsi, r8
-    mov edx, 126
-    test ebx, 537788448
+    lea r8, [r10 + r10*1]
+    cmovne rsi, r8
+    lea rbp, [r10*8]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 4096], r8d
+    movzx edi, byte ptr [r15 + r8 + 4160]
+    and rbp, 16320
+    movzx eax, byte ptr [r15 + rbp + 16768]
+    test bl, 128
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    .byte 0x66, 0x90
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov dword ptr [r15 + rbp + 16384], 224
+    test ebx, 16448
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 16576], 156
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov dword ptr [r15 + 0], 65
+    test ebx, 512
+    jz 1f
+1:
+    inc dword ptr [r15 + rbp + 16704]
+    vmovdqu xmm9, xmmword ptr [r15 + rbp + 16640]
+    mov r9, rdx
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 33554560
     jz 1f
 1:
-    lea r9, [r10*4]
-    mov edi, dword ptr [r15 + rbp + 2048]
-    and r9, 192
-    cmp rdi, qword ptr [r15 + r9 + 448]
-    movzx esi, r9b
-    bswap rdi
-    mov r8, r10
-    test ebx, 616635040
-    jnz 1f
-1:
-    and r8, 65472
-    mov esi, dword ptr [r15 + r8 + 65536]
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + r9 + 256], r9b
-    jmp 1f
-1:
-    test ebx, 1120149696
+    movzx edx, r8b
+    and r8, 64
+    mov rax, qword ptr [r14 + r8 + 128]
+    mov esi, ebp
+    test ebx, 1218068736
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    popcnt rcx, rcx
-    and edi, dword ptr [r15 + 0]
-    test ebx, 131136
+    mov dword ptr [r15 + r8 + 192], 239
+    mov r8d, dword ptr [r15 + rbp + 16448]
+    xor dword ptr [r15 + 0], r8d
+    test ebx, 1083444096
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 2240], rdi
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    mov r8d, dword ptr [r15 + r9 + 384]
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + rbp + 16512], 44
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c15:
-    mov r9, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    lea rbp, [r10*8]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 640], cl
-    test ebx, 7366816
+    movsxd r8, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    vpaddq xmm9, xmm9, xmmword ptr [r14 + 64]
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*4]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 33816992
     jnz 1f
 1:
-    mov ecx, esi
-    lea r9, [r10 + r10*1]
-    mov r8d, r9d
-    movzx esi, byte ptr [r15 + rbp + 832]
+    cmovne rsi, rdi
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 640]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], edx
     test bl, 64
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], ebp
-    mov dword ptr [r15 + 64], 33
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1594592
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 768]
-    xor dword ptr [r15 + rbp + 704], ebp
-    mov dword ptr [r15 + r9 + 128], 8
-    lea r9, [r10*4]
-    test ebx, 1099538720
-    jz 1f
-1:
-    mov rdi, rsi
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 16384], 118
-    mov rsi, qword ptr [r15 + rbp + 896]
-    test ebx, 8320
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 16576], sil
-    movzx ecx, sil
-    mov r8d, ecx
-    test bl, 64
-    jz 1f
-1:
-    movsxd rax, dword ptr [r14 + rbp + 960]
-    mov qword ptr [r14 + rbp + 512], r8
-    movsxd rsi, dword ptr [r15 + r9 + 16448]
-    test ebx, 544
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 16512]
-    mov byte ptr [r15 + rbp + 576], dil
+    mov rax, rdx
+    mov dword ptr [r15 + 0], 215
+    mov r9, r10
+    movzx edx, byte ptr [r15 + 0]
+    and r9, 1984
+    mov esi, dword ptr [r14 + r9 + 2048]
+    test ebx, 1745396256
+    jnz 1f
+1:
+    sete al
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 704], rbp
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    test ebx, 256
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    imul rax, rax
+    mov ecx, eax
+    mov r9d, dword ptr [r15 + r8 + 512]
+    test ebx, 659817056
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov edx, r9d
+    mov rcx, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 576], edx
+    test bl, 64
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    bt rbp, rcx
+    mov ecx, dword ptr [r15 + rbp + 448]
+    mov edi, 160
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 256], rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c16:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx edx, dil
-    mov qword ptr [r15 + 0], rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
+    mov rax, rsi
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], eax
+    mov r8d, eax
+    test ebx, 19138592
+    jnz 1f
 1:
-    mov r9, rbp
-    movzx edi, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, eax
-    lea r9, [r10*4]
-    test ebx, 68157856
-    jz 1f
-1:
-    mov ebp, dword ptr [r14 + 0]
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 2048]
-    mov byte ptr [r15 + r9 + 2176], sil
-    lea r8, [r10 + r10*1]
+    imul r8d, ebp, 86
+    mov byte ptr [r14 + 0], r8b
+    mov eax, r8d
     test bl, 64
     jnz 1f
 1:
-    movzx esi, r8b
+    mov r8, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov r9d, 73
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov ecx, dword ptr [r15 + rbp + 192]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 192]
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov ecx, 120
-    test ebx, 1628014720
-    jnz 1f
-1:
-    lea rbp, [r10*4]
-    movsxd rdi, dword ptr [r15 + 0]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov dword ptr [r15 + rbp + 320], 188
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 948183552
+    mov byte ptr [r15 + r8 + 192], cl
+    lea r9, [r10*4]
+    test ebx, 201414432
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 2240]
-    mov byte ptr [r15 + rbp + 448], r8b
-    inc dword ptr [r15 + 0]
-    test ebx, 1615340096
-    jz 1f
-1:
-    mov rsi, r9
-    mov rcx, rsi
-    mov edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    test ebx, 268435488
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 2048]
+    mov esi, 182
+    movzx ecx, byte ptr [r15 + r9 + 2176]
+    test ebx, 277531968
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 2112], r9d
-    add rsi, qword ptr [r15 + r8 + 128]
-    mov ebp, esi
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + r9 + 2112]
+    mov ecx, 53
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, 23
+    mov rax, qword ptr [r15 + 0]
+    mov rsi, rbp
+    movzx ebp, sil
+    test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], rsi
+    mov dword ptr [r15 + 0], ebp
+    add rsi, qword ptr [r14 + r8 + 128]
+    test bl, 64
+    jz 1f
+1:
+    cmp rsi, qword ptr [r15 + 0]
+    bswap rsi
+    mov rdx, qword ptr [r15 + r9 + 2240]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c17:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 192]
-    and r8, 192
-    movzx esi, byte ptr [r14 + r8 + 384]
-    mov qword ptr [r15 + 64], rsi
-    cmp rax, qword ptr [r15 + 0]
-    lea r9, [r10*8]
-    test ebx, 1082145984
-    jnz 1f
-1:
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + r8 + 320], r9b
-    mov esi, dword ptr [r15 + r8 + 448]
-    test ebx, 256
+    lock xadd qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], edi
+    mov esi, 177
+    movzx r8d, sil
+    test ebx, 1208034912
     jz 1f
 1:
-    mov edx, 52
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + r9 + 896]
-    test bl, 64
+    mov ecx, esi
+    and eax, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    test ebx, 256
     jnz 1f
 1:
-    movzx ecx, r8b
-    mov eax, ebp
-    xor dword ptr [r15 + rbp + 128], eax
-    test ebx, 201327264
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 320], rdx
+    mov rdx, qword ptr [r15 + rbp + 448]
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r8
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 640], bpl
-    mov ebp, dword ptr [r15 + r9 + 832]
-    sete cl
-    mov rdi, rbp
-    test bl, 64
-    jnz 1f
-1:
-    add qword ptr [r14 + r9 + 512], rdi
-    movzx edx, cl
+    and r8, 64
+    movzx ecx, byte ptr [r14 + r8 + 128]
+    mov ecx, ecx
     jmp 1f
 1:
-    test bl, 64
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    inc dword ptr [r15 + r8 + 256]
-    movzx eax, dl
-    test ebx, 256
+    test ebx, 155235936
     jz 1f
 1:
-    btc dword ptr [r15 + r9 + 704], 20
-    xor dword ptr [r15 + r9 + 960], eax
-    movzx r8d, byte ptr [r15 + r9 + 768]
+    mov rdx, rcx
+    movzx esi, dl
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 615710816
+    jz 1f
+1:
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    crc32 rdi, rax
+    mov byte ptr [r15 + r8 + 192], bpl
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r8d
+    .byte 0x66, 0x90
+    mov ecx, 5
+    test ebx, 419430976
+    jnz 1f
+1:
+    mov eax, 177
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 512
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 384]
+    movzx esi, al
+    mov esi, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c18:
-    movzx esi, byte ptr [r15 + 64]
-    lea r9, [r10 + r10*2]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    and r9, 1984
-    add rbp, qword ptr [r15 + r9 + 2112]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 469763104
+    movzx ebp, sil
+    mov rcx, rbp
+    add rdx, qword ptr [r15 + 0]
+    bswap r9
+    mov esi, 106
+    lea r8, [r10 + r10*1]
+    test ebx, 2016473632
+    jnz 1f
+1:
+    movzx edi, cl
+    and r8, 64
+    add qword ptr [r15 + r8 + 128], rax
+    mov rdx, r8
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 64]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and rbp, 65472
+    mov esi, dword ptr [r15 + rbp + 65536]
+    cmp dword ptr [r15 + 0], 51
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 128]
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 51908800
+    jnz 1f
+1:
+    inc dword ptr [r15 + r8 + 192]
+    mov eax, dword ptr [r15 + rbp + 65600]
+    mov rsi, r8
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    .byte 0x66, 0x90
-    mov eax, r8d
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], al
+    add qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rcx
+    mov r8, rcx
+    movzx ebp, r8b
+    test ebx, 16512
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    test ebx, 1311328
-    jnz 1f
+    movzx edi, bpl
+    mov ecx, dword ptr [r15 + 0]
+    add qword ptr [r14 + r9 + 192], rcx
+    test ebx, 8256
+    jz 1f
 1:
-    mov qword ptr [r15 + r8 + 192], rax
-    mov edi, eax
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 64
-    mov esi, dword ptr [r14 + r8 + 192]
-    test ebx, 256
-    jnz 1f
-1:
+    movzx edx, cl
     movzx eax, dl
-    mov rdx, rax
-    mov rbp, rdx
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 268828960
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx edx, sil
-    mov ecx, 90
-    mov dword ptr [r15 + 0], 104
-    test ebx, 256
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + r9 + 2048], 92
-    test bl, 64
-    jz 1f
-1:
-    mov eax, 107
-    mov rcx, rax
-    cmp dword ptr [r15 + r8 + 128], 25
-    mov r8d, dword ptr [r15 + r9 + 2176]
-    test ebx, 140380288
-    jnz 1f
-1:
-    mov ecx, 225
-    cmp rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rcx
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c19:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10*4]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
     lea r8, [r10 + r10*1]
+    and edi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*4]
+    imul eax, esi, 109
     and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 512]
-    movsxd rsi, dword ptr [r15 + rbp + 640]
+    mov esi, dword ptr [r15 + rbp + 640]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
+    mov eax, dword ptr [r15 + r8 + 128]
+    test ebx, 1797801024
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edi, 251
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
     test bl, 64
     jnz 1f
 1:
-    xchg rcx, rdi
-    inc dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    and edx, dword ptr [r15 + r8 + 192]
+    cmp rdi, qword ptr [r15 + rbp + 768]
+    and r9, 65472
+    movzx ecx, byte ptr [r15 + r9 + 65536]
+    movzx eax, byte ptr [r15 + r8 + 192]
+    test bl, 64
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 512], sil
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r14 + 0], esi
+    test ebx, 9764896
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + rbp + 576]
+    movzx ecx, dl
+    mov edi, eax
+    test bl, 64
+    jnz 1f
+1:
+    mov r8d, edi
+    mov r9d, r8d
+    mov rdx, rdx
     test ebx, 256
     jz 1f
 1:
-    mov esi, eax
-    mov byte ptr [r15 + rbp + 704], sil
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    test ebx, 2161184
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, 21
+    mov esi, 179
+    test ebx, 256
     jz 1f
 1:
-    mov ecx, 252
-    movzx edi, dl
-    mov rsi, rbp
-    movzx r8d, sil
-    test ebx, 2810368
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 64]
-    movzx esi, byte ptr [r15 + rbp + 576]
-    mov ecx, esi
-    test bl, 64
+    and eax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r14 + 64], 150
+    test ebx, 262272
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 71
-    mov ebp, ecx
-    add rdi, qword ptr [r15 + 0]
-    cmovne rsi, rcx
-    test ebx, 12648640
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + r9 + 192]
-    cmovne r8, rax
-    mov r9, r9
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movzx eax, r9b
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], edx
-    test ebx, 306184288
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov edx, ecx
-    mov r9, rdx
+    mov dword ptr [r15 + rbp + 704], 134
+    imul eax, ebp, 32
+    .byte 0x0f, 0x1f, 0x00
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c20:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r9d
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, rdx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    lea rbp, [r10*8]
-    test ebx, 268435584
-    jnz 1f
-1:
-    movzx edx, al
-    add rdx, qword ptr [r15 + 0]
-    and rbp, 1984
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 2368]
+    lea rbp, [r10 + r10*4]
+    lea r8, [r10*4]
+    mov esi, dword ptr [r15 + 0]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 576], bpl
+    .byte 0x66, 0x90
+    and r8, 192
+    mov edi, dword ptr [r14 + r8 + 448]
     test ebx, 256
-    jnz 1f
-1:
-    movzx eax, bpl
-    cmp rsi, qword ptr [r15 + rbp + 2048]
-    movzx esi, byte ptr [r15 + r8 + 128]
-    lock xadd qword ptr [r15 + 0], rdx
-    test ebx, 536920224
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 2112]
+    mov dword ptr [r15 + 0], 240
+    movzx ecx, dil
+    mov r9, r9
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 2304]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
-    mov r8d, 90
-    mov edi, edi
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r14 + rbp + 2176], 0
-    mov edi, edi
-    mov eax, 12
-    test ebx, 540346976
-    jz 1f
+    mov rdx, qword ptr [r15 + 0]
+    xor dword ptr [r15 + rbp + 640], edx
+    mov edx, edx
+    mov edi, eax
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
 1:
-    movzx edi, bpl
-    add rdx, qword ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r15 + 0]
+    mov eax, edi
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 192]
     movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
+    mov rax, qword ptr [r15 + rbp + 768]
+    test ebx, 571080736
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 2240], 121
-    mov ecx, 51
-    mov rbp, rbp
+    mov rcx, qword ptr [r15 + r8 + 384]
+    mov rdx, qword ptr [r15 + r8 + 320]
+    movzx eax, byte ptr [r15 + rbp + 512]
+    mov rcx, rax
+    test ebx, 84159616
+    jz 1f
+1:
+    cmp rsi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], cl
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 64]
+    test ebx, 71314752
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 128], r8d
+    movzx r9d, dil
+    mov qword ptr [r15 + r8 + 256], rbp
+    jmp 1f
+1:
+    test ebx, 169897504
+    jnz 1f
+1:
+    mov r8d, r8d
+    movzx edx, r8b
+    movsxd rdi, dword ptr [r15 + rbp + 704]
+    sete dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c21:
-    add r8, qword ptr [r14 + 0]
-    cmp r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1899040416
-    jnz 1f
-1:
-    and r9, 16320
-    cmp dword ptr [r14 + r9 + 16448], 2
-    and rbp, 192
-    cmp dword ptr [r15 + rbp + 320], 11
-    mov esi, 210
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 48
-    mov rcx, qword ptr [r15 + 64]
-    movzx esi, al
-    test ebx, 725056
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 16384]
-    mov edx, edi
-    mov byte ptr [r15 + 0], dil
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    mov eax, edx
-    test bl, 64
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r9d
-    cmovne rdx, r8
-    add qword ptr [r15 + rbp + 448], r9
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, 145
-    mov rsi, qword ptr [r15 + 64]
-    or r9d, 1
-    xor edx, edx
-    div r9d
+    bt rbp, rbp
+    mov edx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
     test ebx, 256
     jnz 1f
 1:
-    movzx eax, al
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    movzx edx, al
-    test ebx, 335648032
+    and r9, 960
+    add qword ptr [r15 + r9 + 1088], r9
+    lea r8, [r10*4]
+    mov dword ptr [r15 + 0], 152
+    add qword ptr [r15 + 0], rcx
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 1984
+    vpaddq xmm9, xmm9, xmmword ptr [r14 + r8 + 2240]
+    mov ecx, r8d
+    mov esi, 59
+    mov edx, dword ptr [r15 + r9 + 1024]
+    test ebx, 65600
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + r8 + 2176]
+    mov byte ptr [r15 + 0], bpl
+    movzx eax, byte ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, rcx
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 33554688
+    jz 1f
+1:
+    xor dword ptr [r15 + 64], r9d
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    mov eax, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 2048], 48
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    test ebx, 2439232
+    jnz 1f
+1:
+    cmp dword ptr [r15 + rbp + 192], 109
+    or qword ptr [r15 + r9 + 1152], 14
+    mov ebp, r9d
+    test ebx, 1077461248
+    jz 1f
+1:
+    imul rax, rbp
+    movsxd r9, dword ptr [r14 + r8 + 2112]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c22:
-    lea r9, [r10*4]
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 2112]
     lea r8, [r10*4]
-    movsxd rdi, dword ptr [r15 + r9 + 2240]
-    .byte 0x0f, 0x1f, 0x00
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 4160], rdx
-    test ebx, 512
+    lea r9, [r10 + r10*2]
+    lea rbp, [r10*4]
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1088]
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 320]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 2176]
+    mov rax, qword ptr [r15 + rbp + 2112]
+    test ebx, 73756992
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 4096]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 168
-    mov edx, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
+    mov esi, 215
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, r9d
+    mov edx, dword ptr [r15 + rbp + 2048]
     test bl, 128
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, edi
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 2176]
-    cmp dword ptr [r15 + r8 + 4288], 6
-    movsxd rax, dword ptr [r15 + r8 + 4224]
-    test ebx, 189826176
-    jnz 1f
-1:
-    mov r8d, r8d
-    bswap rcx
-    mov byte ptr [r15 + r9 + 2048], bpl
-    mov esi, ecx
-    test ebx, 624451776
-    jnz 1f
-1:
-    sete r9b
-    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 1024], rax
+    add rax, qword ptr [r15 + r8 + 1152]
     movsxd rdx, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 158
+    mov ecx, 78
+    mov eax, ecx
+    test ebx, 948060224
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + r9 + 256], r9d
+    movzx edi, cl
+    mov dword ptr [r15 + 64], 168
+    test ebx, 11360
+    jz 1f
+1:
+    mov ecx, 160
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, rsi
     test bl, 64
     jz 1f
 1:
-    mov r9, rdi
-    mov qword ptr [r15 + rbp + 192], r9
-    mov edi, 15
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
+    movsxd rdx, dword ptr [r15 + r8 + 1216]
+    mov r8d, edx
+    mov esi, dword ptr [r15 + 0]
+    vmovdqu xmm9, xmmword ptr [r15 + r9 + 384]
+    test ebx, 256
     jnz 1f
 1:
-    cmp rbp, qword ptr [r14 + 64]
-    vmovdqu xmm15, xmmword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 0]
+    mov r9d, esi
+    not qword ptr [r14 + rbp + 2240]
+    add qword ptr [r15 + 0], r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c23:
     lea rbp, [r10 + r10*1]
-    mov edi, 3
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 0], 38
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
+    mov r9, qword ptr [r15 + rbp + 128]
+    or qword ptr [r15 + 0], 114
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    test ebx, 136350592
+    jz 1f
+1:
+    mov rbp, rcx
+    mov rsi, rbp
+    mov rdi, qword ptr [r14 + 0]
+    test ebx, 742426240
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, eax
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    mov rdi, r8
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    and r9, 64
+    movzx eax, byte ptr [r14 + r9 + 128]
+    test ebx, 1128270400
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov edi, 48
+    mov dword ptr [r15 + r8 + 192], 37
+    test bl, 64
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov r9, rsi
+    add r8, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, esi
+    mov rsi, rdi
+    mov byte ptr [r15 + 0], sil
+    mov r8d, 24
+    test bl, 64
+    jnz 1f
+1:
+    movzx edx, r8b
+    mov r9d, 122
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
     test bl, 128
     jz 1f
 1:
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    lea r9, [r10*8]
-    movzx esi, byte ptr [r15 + 0]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 768], rsi
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r14 + rbp + 192]
-    mov rdx, rsi
-    mov rbp, qword ptr [r15 + r9 + 640]
-    test ebx, 101732672
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    mov eax, dword ptr [r15 + r9 + 576]
-    cmp dword ptr [r15 + 0], 11
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, rdi
-    movsxd rbp, dword ptr [r15 + r9 + 704]
-    mov edi, ebp
-    lea r8, [r10 + r10*1]
-    mov rbp, r8
-    test bl, 128
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + r9 + 832]
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 128]
-    mov rdi, r8
-    test ebx, 8224
-    jnz 1f
-1:
-    mov rbp, rdi
-    mov ecx, ebp
-    mov eax, 230
-    mov dword ptr [r15 + r9 + 512], 227
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 192], rax
-    movzx r9d, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 64], bpl
+    mov rbp, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c24:
-    lock or dword ptr [r15 + 0], 96
-    or qword ptr [r15 + 0], 87
-    mov rsi, r8
-    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 64], cl
+    add rax, qword ptr [r15 + 0]
+    mov rbp, rax
+    lea rdi, [r15 + 270976]
+    lea rsi, [r15 + 275072]
+    mov ecx, 37
+    rep movsb
+    test bl, 128
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*2]
+    and r8, 448
+    vmovdqu xmm9, xmmword ptr [r15 + r8 + 512]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 4160]
+    cmp rax, qword ptr [r15 + r9 + 4224]
+    mov esi, 209
+    test ebx, 256
+    jnz 1f
+1:
+    mov rax, rsi
+    mov edx, dword ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + r9 + 4096]
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    or qword ptr [r15 + 0], 53
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 120
-    mov ecx, 21
-    test bl, 64
+    movzx r9d, dl
+    mov ecx, r9d
+    mov edx, 78
+    test ebx, 1751155776
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    lea rdi, [r15 + 270976]
+    mov ecx, 9
+    rep stosb
+    lea rbp, [r10 + r10*1]
+    xor dword ptr [r15 + 0], r8d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], r9d
+    test ebx, 336283680
     jnz 1f
 1:
+    mov ecx, 77
+    and r9d, dword ptr [r15 + 64]
+    add qword ptr [r14 + r8 + 576], r9
     movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r10 + r10*1]
-    bswap rcx
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 16384]
-    lea rbp, [r10 + r10*2]
-    test bl, 64
+    test ebx, 21496096
     jnz 1f
 1:
-    mov rdi, rbp
-    and rbp, 1984
-    movzx esi, byte ptr [r14 + rbp + 2048]
-    mov dword ptr [r15 + 0], edx
-    cmp rax, qword ptr [r15 + r8 + 16448]
-    test ebx, 7353152
-    jz 1f
-1:
-    cmp r9, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov byte ptr [r14 + 0], sil
-    mov r9, rsi
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    cmp rdx, qword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rsi
-    lea r8, [r10 + r10*1]
-    mov eax, 121
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], dl
-    mov ecx, 15
-    cmp r8, qword ptr [r15 + r8 + 128]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    bswap r8
-    mov byte ptr [r14 + rbp + 2176], dl
-    btc dword ptr [r15 + rbp + 2112], 9
+    movzx r8d, byte ptr [r15 + 64]
+    mov esi, 156
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    mov rbp, r10
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 2048]
-    movzx eax, dil
-    lea r9, [r10 + r10*4]
-    mov dword ptr [r15 + 0], 24
-    and r9, 448
-    cmp dword ptr [r15 + r9 + 576], 74
+    mov rsi, r8
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, 143
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 155615744
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 64], rbp
+    mov rdx, rsi
+    lea r8, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx edx, r9b
-    mov rcx, rdx
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    lea rbp, [r10 + r10*1]
+    movzx esi, bpl
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 2048]
+    test ebx, 1024
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 512]
-    bswap rdx
-    bswap rdx
-    mov esi, dword ptr [r15 + 0]
+    movzx ecx, dil
+    mov r9, r10
+    movzx esi, byte ptr [r15 + 0]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 4096]
+    mov dword ptr [r15 + 64], 170
     test ebx, 131104
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx ecx, bpl
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    imul esi, eax, 32
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    mov eax, dword ptr [r15 + 64]
-    test ebx, 75825184
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rax
-    mov byte ptr [r15 + r8 + 192], bpl
-    mov rbp, qword ptr [r15 + r9 + 704]
+    movsxd rdx, dword ptr [r15 + rbp + 2112]
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movsxd rbp, dword ptr [r15 + r9 + 640]
-    cmp dword ptr [r15 + 0], 12
-    popcnt rcx, rbp
+    movzx ebp, cl
+    movzx eax, bpl
+    movzx edi, cl
     test ebx, 256
+    jz 1f
+1:
+    cmp dword ptr [r14 + 64], 16
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ecx, esi
+    mov r9d, dword ptr [r15 + 0]
+    popcnt rsi, rsi
+    test ebx, 225595424
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 38
-    movzx ebp, byte ptr [r15 + r9 + 768]
-    movzx r9d, byte ptr [r15 + 64]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 192]
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    lea r8, [r10 + r10*2]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16512], r8d
-    bt rdx, r9
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 2097184
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*4]
     movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test bl, 64
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + r8 + 16448]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    test bl, 64
-    jz 1f
-1:
-    mov eax, esi
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    mov rsi, rax
-    mov edi, 141
-    test ebx, 512
-    jz 1f
-1:
-    bt rax, r8
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    imul edi, ebp, 75
+    and r9, 192
+    mov dword ptr [r15 + r9 + 448], edi
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
+    mov rdi, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], ecx
+    lea r8, [r10*8]
+    mov edx, edi
+    and r8, 448
+    cmp r8, qword ptr [r15 + r8 + 768]
+    mov rdi, r8
+    test ebx, 604588256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    movzx eax, byte ptr [r15 + r9 + 320]
+    movzx eax, byte ptr [r14 + r9 + 256]
+    mov esi, eax
+    test bl, 64
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov byte ptr [r15 + r9 + 384], cl
+    mov dword ptr [r15 + 0], 175
+    test ebx, 153227680
+    jz 1f
+1:
+    xchg qword ptr [r15 + r8 + 640], rdx
+    cmp dword ptr [r14 + 0], 32
+    movzx ecx, dl
+    mov esi, 130
+    test ebx, 16512
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r8 + 832], rdi
     test bl, 128
     jnz 1f
 1:
-    lock or dword ptr [r15 + r8 + 16384], 80
-    mov qword ptr [r15 + 0], rdi
-    movsxd r8, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 150999616
+    mov rdi, rdi
+    movsxd rsi, dword ptr [r15 + r8 + 704]
+    movzx edi, sil
+    mov rbp, rbp
+    test bl, 128
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], dl
-    mov byte ptr [r14 + r9 + 192], r9b
-    mov r9, r9
-    test ebx, 16877600
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r8 + 512]
+    mov ecx, eax
+    mov edx, dword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    lea rbp, [r10 + r10*1]
-    movzx edx, bpl
-    and rbp, 64
-    or qword ptr [r15 + rbp + 192], 126
-    mov esi, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1024]
-    xchg rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r9
+    mov r9, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + 0]
     test ebx, 256
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edi, r9b
-    mov rax, qword ptr [r15 + 64]
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 192]
-    test ebx, 1392704
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov edx, esi
-    movzx edi, byte ptr [r15 + rbp + 128]
-    mov ebp, edx
-    test bl, 64
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 64], 66
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + r8 + 1152]
-    test ebx, 256
-    jnz 1f
-1:
-    sete cl
-    movzx ebp, byte ptr [r14 + r9 + 128]
-    cmp dword ptr [r15 + 0], 106
-    test bl, 64
-    jnz 1f
-1:
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + r8 + 1088], cl
-    mov byte ptr [r15 + 0], bpl
-    movzx r9d, cl
+    mov rsi, r9
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9d, 40
+    mov r8, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    mov rdi, r8
-    mov rbp, rax
-    test ebx, 524416
+    lea rbp, [r10*4]
+    lea r9, [r10 + r10*1]
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 576]
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, r8
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    test bl, 128
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 64]
+    mov edi, edx
+    movzx esi, r8b
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    lea r8, [r10*4]
+    test ebx, 256
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + rbp + 512]
+    and r8, 192
+    mov edx, dword ptr [r15 + r8 + 448]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + 0], rbp
+    movzx esi, byte ptr [r15 + rbp + 640]
+    test bl, 160
+    jnz 1f
+1:
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + 0], esi
+    and ecx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + rbp + 704]
+    test ebx, 604340960
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, rbp
+    mov dword ptr [r14 + r8 + 320], 195
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    lea rbp, [r10 + r10*1]
-    mov r8d, 180
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 192]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
+    movzx esi, bpl
+    movzx edx, sil
+    mov byte ptr [r15 + 64], sil
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r10 + r10*1]
-    mov esi, 118
-    test ebx, 269511232
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], esi
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r14 + 0], 12
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, al
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], al
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, r8d
-    mov dword ptr [r15 + 0], edi
-    cmp rbp, qword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 159531328
-    jz 1f
-1:
-    mov eax, dword ptr [r14 + rbp + 128]
-    mov edx, dword ptr [r15 + r8 + 192]
-    mov ebp, ebp
-    movzx edi, r9b
+    lea r8, [r10 + r10*4]
     test bl, 64
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, rcx
-    mov byte ptr [r15 + 0], sil
-    crc32 r8d, r9b
-    test ebx, 69996928
+    and r8, 1984
+    lock xadd qword ptr [r15 + r8 + 2048], rax
+    movzx edi, al
+    movzx r9d, r9b
+    lea rbp, [r10 + r10*1]
+    test bl, 128
     jnz 1f
 1:
-    cmp r8, qword ptr [r15 + r9 + 192]
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, rsi
-    movzx r9d, sil
+    mov rcx, qword ptr [r15 + 64]
+    mov eax, ebp
+    lea r9, [r10*4]
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 128], 85
+    and r9, 192
+    cmp r9, qword ptr [r15 + r9 + 448]
+    test bl, 64
+    jz 1f
+1:
+    not qword ptr [r15 + r9 + 384]
+    add rax, qword ptr [r15 + r9 + 256]
+    nop
+    test bl, 64
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 2176]
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + r8 + 2112]
+    mov rax, rdx
+    test ebx, 67108992
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 2240], r8
+    cmovne rcx, rbp
+    mov ecx, ecx
+    test bl, 64
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r9 + 320]
+    movzx edi, byte ptr [r15 + r8 + 2304]
+    mov dword ptr [r15 + rbp + 192], edi
+    test ebx, 544
+    jz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c29:
-    mov rdx, rbp
-    mov byte ptr [r14 + 0], al
-    movzx edx, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    lea r8, [r10*4]
-    test ebx, 41449888
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 1024]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 151857344
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], r9
-    mov rax, qword ptr [r15 + 64]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 8
-    mov rbp, rdi
-    mov edx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r8 + 1216]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    and rbp, 64
-    mov edi, dword ptr [r14 + rbp + 128]
-    mov esi, 73
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 564139072
-    jz 1f
-1:
-    mov edx, r9d
-    cmp dword ptr [r15 + r8 + 1152], 118
-    movzx edi, dl
-    mov edx, r8d
-    test ebx, 1008074976
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + r8 + 1088], r8
-    .byte 0x66, 0x90
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 36
-    movzx r9d, byte ptr [r15 + rbp + 192]
     mov byte ptr [r15 + 0], r9b
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], 242
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 536870944
+    jz 1f
+1:
+    lea r9, [r10*4]
+    movzx eax, byte ptr [r14 + 64]
+    xchg rsi, rdx
+    and r9, 192
+    add qword ptr [r15 + r9 + 256], rdi
+    mov qword ptr [r15 + r9 + 384], r8
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rsi, rdi
+    test bl, 160
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 162
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov r8d, 194
+    test ebx, 140550464
+    jz 1f
+1:
+    cmp r8, qword ptr [r15 + 0]
+    mov r8d, 128
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + r9 + 448]
+    lea r8, [r10 + r10*1]
+    test ebx, 1749288576
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 192]
+    cmp r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + rbp + 192]
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    cmp rbp, qword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c30:
-    add r9, qword ptr [r15 + 64]
-    movzx r8d, r9b
-    lea rbp, [r10 + r10*1]
-    mov rcx, r8
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 101
-    mov esi, dword ptr [r14 + 0]
-    test ebx, 538466496
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
+    lea r9, [r10 + r10*4]
     lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 174
+    lea rbp, [r10 + r10*1]
+    and r8, 960
+    mov rcx, qword ptr [r15 + r8 + 1024]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 2240]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 128]
+    mov rdi, rsi
+    test ebx, 1342734368
+    jz 1f
+1:
+    add rdx, qword ptr [r15 + 64]
+    mov rax, rax
+    movzx esi, r8b
+    mov rdi, qword ptr [r15 + r9 + 2112]
+    test ebx, 256
+    jz 1f
+1:
+    mov rcx, rbp
+    movsxd rdx, dword ptr [r15 + r9 + 2304]
+    mov eax, ecx
+    jmp 1f
+1:
+    test ebx, 256
+    jnz 1f
+1:
+    not qword ptr [r15 + 0]
+    mov rdi, rax
+    mov dword ptr [r15 + 0], 184
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 816455712
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 192], rdx
+    mov rsi, rdx
+    mov dword ptr [r15 + 0], esi
+    test bl, 192
+    jz 1f
+1:
+    movzx ebp, sil
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r9 + 2176]
+    mov edx, 202
     test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    lea r9, [r10*4]
-    mov rdx, rdi
-    movsxd rsi, dword ptr [r14 + r8 + 192]
-    test ebx, 262176
+    mov qword ptr [r14 + 64], rax
+    mov qword ptr [r15 + 0], r8
+    mov esi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + r9 + 2048]
+    test bl, 64
+    jnz 1f
+1:
+    cmp rsi, qword ptr [r15 + r8 + 1088]
+    mov ecx, r8d
+    imul rdi, rcx
+    mov r9d, edi
+    test ebx, 256
     jz 1f
 1:
-    and r9, 192
-    add r8, qword ptr [r15 + r9 + 320]
-    mov edi, 232
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    test bl, 128
-    jz 1f
-1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1512057216
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    movzx eax, al
-    mov byte ptr [r15 + 0], al
-    test ebx, 1048640
-    jz 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 256]
-    mov rdi, rbp
-    mov qword ptr [r15 + r9 + 384], rdi
+    imul rdi, r8
+    .byte 0x66, 0x90
+    .byte 0x66, 0x90
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
-    lea rbp, [r10 + r10*4]
-    mov dword ptr [r15 + 0], 198
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 2304]
-    mov r9d, ecx
-    mov edx, dword ptr [r15 + rbp + 2240]
+    mov r8, r10
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    and r8, 16320
+    or qword ptr [r14 + r8 + 16384], 97
+    mov rax, r8
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 140843264
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    lea rbp, [r10 + r10*2]
+    mov esi, 129
+    movzx r8d, bpl
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 192
+    mov esi, dword ptr [r15 + rbp + 256]
+    mov ecx, ecx
+    mov edi, 129
+    test ebx, 384
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 384]
+    mov rcx, qword ptr [r15 + rbp + 320]
+    mov rax, qword ptr [r14 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], ecx
+    and r9, 64
+    cmp dword ptr [r15 + r9 + 192], 25
+    mov rsi, r9
+    mov ecx, 9
+    test ebx, 109445760
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 64]
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, 204
+    mov byte ptr [r15 + r9 + 128], dil
+    movzx edi, byte ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + rbp + 2176]
-    movzx esi, dl
-    test bl, 64
-    jz 1f
-1:
-    movzx eax, dl
-    mov byte ptr [r15 + 0], al
-    mov edx, 131
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 64
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, 152
+    mov rdi, rcx
+    test ebx, 33748288
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    and r8, 960
-    and edx, dword ptr [r15 + r8 + 1088]
-    test ebx, 538629216
-    jnz 1f
-1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    movsxd rdi, dword ptr [r15 + 64]
-    nop
-    test ebx, 209837120
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + rbp + 2112]
-    mov ecx, dword ptr [r15 + r8 + 1024]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 692078880
-    jnz 1f
-1:
-    mov dword ptr [r14 + rbp + 2048], 184
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + 64]
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    test ebx, 680658240
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    or qword ptr [r15 + 0], 100
-    mov dword ptr [r15 + 0], ebp
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 64]
+    inc dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -2145,36 +2151,36 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b1_c0:
     mov rbp, r10
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     and rbp, 131008
-    movzx r8d, byte ptr [r15 + rbp + 131072]
-    mov eax, dword ptr [r14 + 0]
-    mov r9, r10
+    movzx esi, byte ptr [r15 + rbp + 131072]
+    mov ecx, dword ptr [r14 + 0]
+    mov r8, r10
     test ebx, 1624328238
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmm15
-    movzx edi, byte ptr [r15 + 0]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 2048], r9
+    vpcmpeqb xmm9, xmm9, xmm9
+    movzx r9d, byte ptr [r15 + 0]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 2048], r9
     test ebx, 536879120
     jnz 1f
 1:
-    mov rbp, r11
-    mov ecx, 4
-    xchg r9, rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    and rbp, 8128
-    add rdi, qword ptr [r15 + rbp + 8192]
+    mov r8, r11
+    mov ebp, 93
+    xchg rdi, rdx
+    movsxd r9, dword ptr [r15 + 0]
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 8192]
     test ebx, 2293762
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov edi, eax
+    mov ebp, ecx
     add r11, 64
     add r10, r11
     inc rbx
@@ -2189,34 +2195,34 @@ ditto_body_c1:
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov rbp, rdx
+    mov rsi, rbp
     lea r8, [r10 + r10*1]
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    vpaddd ymm9, ymm9, ymmword ptr [r15 + 0]
     and r8, 32704
-    movzx edx, byte ptr [r15 + r8 + 32768]
-    movzx edx, sil
+    movzx ebp, byte ptr [r15 + r8 + 32768]
+    movzx ebp, dil
     test bl, 2
     jnz 1f
 1:
-    movzx edx, dil
-    mov dword ptr [r15 + 0], edx
+    movzx edi, dil
+    mov dword ptr [r15 + 0], ecx
     mov esi, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 0]
-    lea rbp, [r10*4]
+    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r10*4]
     test bl, 4
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    and rbp, 960
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 1152], al
-    and r9, 4032
-    movsxd rcx, dword ptr [r15 + r9 + 4096]
+    mov byte ptr [r15 + 0], r8b
+    and r9, 960
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 1152], bpl
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 4096]
     test ebx, 32772
     jz 1f
 1:
-    mov rax, rdx
-    inc dword ptr [r15 + rbp + 1024]
+    mov rcx, rsi
+    inc dword ptr [r15 + r9 + 1024]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     mov r12, qword ptr [r15 + r12 + 262784]
@@ -2227,26 +2233,26 @@ ditto_body_c1:
     movzx eax, byte ptr [r15 + 0]
     mov byte ptr [r15 + 64], al
     .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rdi, dword ptr [r15 + r8 + 32832]
+    movsxd rsi, dword ptr [r15 + r8 + 32832]
     test bl, 4
     jz 1f
 1:
     movzx r8d, byte ptr [r14 + 0]
     movzx edi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 2
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 4160]
-    movsxd rsi, dword ptr [r15 + 0]
-    vaddsd xmm7, xmm7, xmm15
-    mov r9d, 250
+    movsxd rsi, dword ptr [r15 + rbp + 4160]
+    movsxd rbp, dword ptr [r15 + 0]
+    vaddsd xmm9, xmm9, xmm9
+    mov eax, 173
     test ebx, 8194
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, byte ptr [r15 + rbp + 1216]
-    movsxd rdx, dword ptr [r15 + rbp + 1088]
+    mov qword ptr [r15 + 0], rax
+    movzx r8d, byte ptr [r15 + r9 + 1216]
+    movsxd rax, dword ptr [r15 + r9 + 1088]
     add r10, r11
     inc rbx
     dec r13
@@ -2298,19 +2304,19 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 192]
-    movzx eax, byte ptr [r15 + 0]
-    imul r8, r8
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    movzx edx, byte ptr [r15 + 0]
+    imul rbp, rcx
     test bl, 128
     jnz 1f
 1:
     mov eax, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 8933392
     jz 1f
 1:
@@ -2318,42 +2324,42 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     add rcx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     and r8, 64
     movzx esi, byte ptr [r15 + r8 + 128]
     test ebx, 1342984464
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + rbp + 128]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
     test ebx, 1040
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
     mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], al
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 192]
-    movsxd rdx, dword ptr [r14 + 64]
+    and ecx, dword ptr [r15 + r9 + 192]
+    movsxd rsi, dword ptr [r14 + 64]
     test bl, 32
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    add qword ptr [r14 + r9 + 128], rdx
-    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    add qword ptr [r14 + r9 + 128], rax
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 528
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    imul rcx, r9
-    mov dword ptr [r15 + 64], 211
-    mov r9d, dword ptr [r15 + r8 + 192]
+    mov eax, dword ptr [r15 + 0]
+    imul rdx, rdx
+    mov dword ptr [r15 + 64], 119
+    mov edi, dword ptr [r15 + r8 + 192]
     test ebx, 67108880
     jnz 1f
 1:
-    cmp r8, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
@@ -2363,305 +2369,305 @@ ditto_body_c1:
     lea rbp, [r10*4]
     and rbp, 192
     lea r8, [r10 + r10*4]
-    mov rcx, qword ptr [r15 + rbp + 256]
-    sete al
-    mov rax, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + rbp + 256]
+    sete dl
+    mov rsi, qword ptr [r15 + 0]
     and r8, 65472
-    mov qword ptr [r15 + r8 + 65600], rsi
+    mov qword ptr [r15 + r8 + 65600], r9
     test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 64]
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 65536]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 64]
+    vmovdqu xmm9, xmmword ptr [r15 + r8 + 65536]
     test bl, 32
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    vpaddq xmm7, xmm7, xmmword ptr [r14 + 0]
-    movzx eax, sil
-    and r9, 64
-    mov dword ptr [r14 + r9 + 128], r9d
+    vpaddq xmm14, xmm14, xmmword ptr [r14 + 0]
     movzx esi, r9b
+    and r9, 64
+    mov dword ptr [r14 + r9 + 128], ebp
+    movzx ecx, cl
     test ebx, 1101038624
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 320]
+    movzx edi, byte ptr [r15 + rbp + 320]
     mov qword ptr [r15 + 0], rcx
     inc dword ptr [r15 + rbp + 448]
     test ebx, 335544624
     jz 1f
 1:
-    or qword ptr [r15 + r8 + 65792], 121
-    cmp dword ptr [r15 + r8 + 65728], 1
+    or qword ptr [r15 + r8 + 65792], 62
+    cmp dword ptr [r15 + r8 + 65728], 115
     mov esi, edi
-    movzx edi, dil
+    movzx eax, dil
     test ebx, 79704640
     jnz 1f
 1:
-    mov edx, 99
-    cmp rdx, qword ptr [r15 + rbp + 384]
-    add qword ptr [r15 + 0], rbp
+    mov ecx, 174
+    cmp rsi, qword ptr [r15 + rbp + 384]
+    add qword ptr [r15 + 0], rcx
     test ebx, 688981552
     jz 1f
 1:
     movsxd rdx, dword ptr [r15 + r8 + 65664]
-    mov qword ptr [r15 + 0], rdx
-    mov r8, qword ptr [r15 + 64]
-    cmp dword ptr [r15 + r9 + 192], 99
+    mov qword ptr [r15 + 0], rcx
+    mov rdi, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + r9 + 192], 3
     test ebx, 336117920
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, 28
-    movzx eax, al
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, 198
+    movzx r8d, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea rbp, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx ecx, byte ptr [r14 + rbp + 192]
-    mov dword ptr [r15 + 64], 80
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    and r9, 64
+    movzx eax, byte ptr [r14 + r9 + 192]
+    mov dword ptr [r15 + 64], 67
     test bl, 32
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov eax, 45
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
-    mov esi, 139
+    lea rbp, [r10 + r10*1]
+    mov eax, 249
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov edx, 243
     test bl, 32
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, 93
-    or qword ptr [r15 + r8 + 128], 11
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, 150
+    or qword ptr [r15 + rbp + 128], 45
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     test bl, 32
     jnz 1f
 1:
-    mov r8, rax
-    mov eax, 18
-    lock add qword ptr [r15 + 0], r8
+    mov rbp, rdi
+    mov ebp, 45
+    lock add qword ptr [r15 + 0], rbp
     test bl, 32
     jz 1f
 1:
-    mov r8, r9
-    lea r9, [r10*4]
-    mov rsi, qword ptr [r14 + 0]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 16448], r9d
-    mov rsi, qword ptr [r15 + 0]
+    mov rsi, rbp
+    lea r8, [r10*4]
+    mov rax, qword ptr [r14 + 0]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16448], r8d
+    mov rbp, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx eax, bpl
-    mov edx, dword ptr [r15 + r9 + 16512]
-    movsxd r8, dword ptr [r15 + 64]
+    movzx edi, bpl
+    mov edi, dword ptr [r15 + r8 + 16512]
+    movsxd rbp, dword ptr [r15 + 64]
     test bl, 32
     jz 1f
 1:
-    lock add qword ptr [r15 + 0], rbp
-    mov rcx, qword ptr [r15 + 0]
-    mov edi, ebp
-    mov dword ptr [r15 + r9 + 16576], 9
+    lock add qword ptr [r15 + 0], r9
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, edx
+    mov dword ptr [r15 + r8 + 16576], 26
     test ebx, 35356944
     jz 1f
 1:
-    mov r8, rdi
-    mov rsi, qword ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r15 + r9 + 16384]
+    mov rcx, rdx
+    mov rbp, qword ptr [r15 + r9 + 128]
+    movsxd rdi, dword ptr [r15 + r8 + 16384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    lea r8, [r10*4]
-    movzx ecx, byte ptr [r15 + 0]
+    lea r9, [r10*4]
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    mov ebp, r8d
-    lea r9, [r10*4]
-    and r8, 65472
-    mov dword ptr [r15 + r8 + 65664], 10
+    mov edx, esi
+    lea r8, [r10*4]
+    and r9, 65472
+    mov dword ptr [r15 + r9 + 65664], 78
     test ebx, 67108880
     jnz 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 576], r9d
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + 0], dil
+    and r8, 448
+    mov dword ptr [r15 + r8 + 576], r8d
+    movsxd rsi, dword ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + 0], al
     test bl, 32
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    lock xadd qword ptr [r15 + 0], rax
+    lock xadd qword ptr [r15 + 0], rsi
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 192]
-    mov edi, ebp
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 65536]
-    .byte 0x0f, 0x1f, 0x00
-    movzx edx, byte ptr [r15 + r8 + 65728]
-    test bl, 32
-    jnz 1f
-1:
-    cmp rdx, qword ptr [r15 + r9 + 512]
-    bt rdx, rdx
-    movsxd rdx, dword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov eax, eax
     mov rsi, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 65536]
+    .byte 0x0f, 0x1f, 0x00
+    movzx eax, byte ptr [r15 + r9 + 65728]
+    test bl, 32
+    jnz 1f
+1:
+    cmp rdi, qword ptr [r15 + r8 + 512]
+    bt rdi, rax
+    movsxd rdi, dword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 33554448
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, ebp
-    movzx ecx, dl
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, r8d
+    movzx eax, cl
     test bl, 32
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + r9 + 704]
-    movzx r9d, cl
-    movsxd rsi, dword ptr [r15 + r8 + 65600]
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + r8 + 704]
+    movzx eax, dl
+    movsxd r8, dword ptr [r15 + r9 + 65600]
     test ebx, 2959696
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + rbp + 128]
+    add r9, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
     lea rbp, [r10*4]
-    mov rsi, rbp
-    mov ecx, dword ptr [r15 + 64]
+    mov rdx, rcx
+    mov r9d, dword ptr [r15 + 64]
     and rbp, 192
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + rbp + 384]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rdi
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
     test ebx, 138543248
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 320], r9b
-    crc32 rdi, r9
-    and r9, 4032
-    add rsi, qword ptr [r15 + r9 + 4160]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 320], dl
+    crc32 rcx, rax
+    and r8, 4032
+    add rdx, qword ptr [r15 + r8 + 4160]
     mov eax, dword ptr [r15 + 64]
     test bl, 32
     jnz 1f
 1:
-    mov esi, dword ptr [r14 + r8 + 128]
-    mov r8d, esi
-    popcnt rcx, r8
-    mov esi, r8d
+    mov esi, dword ptr [r14 + r9 + 128]
+    mov edi, edx
+    popcnt r9, rdi
+    mov esi, ebp
     test ebx, 1412399136
     jz 1f
 1:
-    mov eax, 88
-    movzx r8d, al
+    mov eax, 31
+    movzx eax, r9b
     movsxd rdx, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
     nop
-    mov rdi, qword ptr [r15 + 64]
-    lock add qword ptr [r15 + 0], rdx
+    mov r9, qword ptr [r15 + 64]
+    lock add qword ptr [r15 + 0], r9
     test ebx, 1212452912
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, rcx
+    mov edx, dword ptr [r15 + 0]
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    mov rdx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 285593616
     jz 1f
 1:
-    mov r8, qword ptr [r14 + rbp + 448]
-    mov dword ptr [r15 + rbp + 256], 68
-    movsxd rax, dword ptr [r15 + r9 + 4096]
-    mov r8d, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + rbp + 448]
+    mov dword ptr [r15 + rbp + 256], 2
+    movsxd rcx, dword ptr [r15 + r8 + 4096]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 142758208
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov rdi, r8
-    mov r9, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 64]
+    mov rcx, rax
+    mov r8, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
     lea rbp, [r10 + r10*2]
-    mov esi, 1
+    mov eax, 170
     and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 4096]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
+    movsxd rsi, dword ptr [r15 + rbp + 4096]
+    mov qword ptr [r15 + 0], rsi
+    mov r8d, edi
     test ebx, 1077969424
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 119
-    mov dword ptr [r14 + 0], 17
-    mov edx, eax
-    mov eax, 164
-    lea r8, [r10 + r10*1]
+    cmp dword ptr [r15 + 0], 116
+    mov dword ptr [r14 + 0], 168
+    mov edi, esi
+    mov ecx, 1
+    lea r9, [r10 + r10*1]
     test ebx, 285343792
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 4160], rbp
+    mov qword ptr [r15 + rbp + 4160], rdi
     mov rdi, qword ptr [r15 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], dil
     movsxd rsi, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov ecx, 151
-    xchg rax, rdi
-    lea r9, [r10 + r10*4]
+    mov edi, 212
+    xchg rdx, rsi
+    lea r8, [r10 + r10*4]
     movsxd rax, dword ptr [r15 + 0]
     test ebx, 1280445488
     jnz 1f
 1:
-    mov edi, 143
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    mov rsi, rax
-    movzx edx, byte ptr [r15 + r9 + 512]
+    mov esi, 235
+    and r8, 448
+    movsxd rdx, dword ptr [r15 + r8 + 576]
+    mov rdi, rdx
+    movzx ecx, byte ptr [r15 + r8 + 512]
     test ebx, 256
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     not qword ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + r8 + 128]
-    cmp rcx, qword ptr [r15 + r9 + 704]
+    cmp rax, qword ptr [r15 + r9 + 128]
+    cmp rax, qword ptr [r15 + r8 + 704]
     test ebx, 585107168
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 768]
+    movsxd r9, dword ptr [r15 + r8 + 768]
     movsxd rdx, dword ptr [r15 + 0]
-    mov edi, 167
-    movzx edx, byte ptr [r15 + r9 + 640]
+    mov ecx, 39
+    movzx edi, byte ptr [r15 + r8 + 640]
     test bl, 32
     jz 1f
 1:
-    mov edi, edi
-    mov r9, qword ptr [r15 + rbp + 4224]
-    mov rdx, r9
+    mov r8d, ecx
+    mov rsi, qword ptr [r15 + rbp + 4224]
+    mov rax, rbp
     add r10, r11
     inc rbx
     dec r13
@@ -2669,639 +2675,636 @@ ditto_body_c1:
 .Lc1_b3_c6:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + rbp + 192]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 41168
     jnz 1f
 1:
-    mov r9d, ecx
+    mov edx, edx
     .byte 0x0f, 0x1f, 0x40, 0x00
     movsxd rdx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 172122640
     jz 1f
 1:
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 192]
-    mov r9, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 64]
+    mov edx, dword ptr [r15 + r8 + 192]
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 64]
     mov rdx, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], eax
+    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], edi
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 2097216
     jnz 1f
 1:
-    mov rcx, rdi
-    add qword ptr [r15 + 0], rdi
-    mov rax, rbp
-    cmp dword ptr [r15 + 0], 82
+    mov rdi, rcx
+    add qword ptr [r15 + 0], rsi
+    mov rdx, r9
+    cmp dword ptr [r15 + 0], 83
     test bl, 128
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov eax, 202
-    mov r9d, dword ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r15 + 0]
+    mov eax, 153
+    mov edx, dword ptr [r15 + rbp + 128]
     mov rdi, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + 0], r9
-    and r9, 64
-    movsxd rdx, dword ptr [r14 + r9 + 128]
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r14 + 0], r8
+    and rbp, 64
+    movsxd r9, dword ptr [r14 + rbp + 128]
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], 100
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 192], 26
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov r8d, 177
+    mov r8d, 121
     inc dword ptr [r15 + 0]
-    mov esi, 72
-    popcnt rbp, r8
+    mov edi, 41
+    popcnt rsi, rax
     test bl, 128
     jnz 1f
 1:
-    mov ecx, 62
+    mov eax, 46
     add rdx, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    movzx r8d, cl
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
+    lea r8, [r10 + r10*1]
+    movzx ebp, r8b
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 128]
     test bl, 32
     jnz 1f
 1:
-    lea r8, [r10*4]
-    movzx edx, sil
-    movsxd rax, dword ptr [r15 + 0]
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 256]
+    lea r9, [r10*4]
+    movzx edx, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 192
+    movzx esi, byte ptr [r15 + r9 + 256]
     test bl, 32
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r8 + 384]
-    mov rax, rbp
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov rax, r9
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    imul rsi, rdx
+    movzx eax, byte ptr [r15 + rbp + 128]
+    imul rdi, rdi
     test bl, 32
     jz 1f
 1:
-    mov edx, 97
-    mov dword ptr [r15 + 0], edx
-    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, 178
+    mov dword ptr [r15 + 0], edi
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    imul rdx, rsi
-    movzx esi, dl
-    movzx edx, r9b
+    imul rdi, rdx
+    movzx esi, r9b
+    movzx edx, r8b
     inc dword ptr [r14 + 64]
     test ebx, 102777280
     jz 1f
 1:
-    mov esi, edx
-    cmp dword ptr [r15 + r8 + 320], 95
+    mov edi, edx
+    cmp dword ptr [r15 + r9 + 320], 110
     jmp 1f
 1:
     test bl, 128
     jz 1f
 1:
     inc dword ptr [r15 + 0]
-    or qword ptr [r15 + r9 + 192], 35
-    mov rax, rsi
-    mov byte ptr [r14 + rbp + 192], r9b
+    or qword ptr [r15 + r8 + 192], 9
+    mov rcx, rdx
+    mov byte ptr [r14 + rbp + 192], r8b
     test bl, 128
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 448]
+    mov r8d, dword ptr [r15 + r9 + 448]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10*8]
-    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10*8]
+    mov rdx, qword ptr [r15 + 0]
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 2368]
-    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    and r9, 1984
+    movzx eax, byte ptr [r15 + r9 + 2368]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 542638512
     jz 1f
 1:
-    mov r9d, 245
-    movsxd rax, dword ptr [r15 + 0]
-    cmp rax, qword ptr [r14 + 0]
+    mov esi, 252
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp rdi, qword ptr [r14 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov edx, 209
-    add qword ptr [r15 + 0], rdx
-    mov rcx, qword ptr [r15 + r8 + 2304]
+    mov edi, 201
+    add qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + r9 + 2304]
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 2176], ecx
-    mov eax, 249
+    mov dword ptr [r15 + r9 + 2176], ecx
+    mov edx, 119
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     test ebx, 444598624
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 2112], rax
-    mov ecx, 193
-    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 2112], r9
+    mov edi, 112
+    mov esi, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     test ebx, 21190704
     jz 1f
 1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 128], r9d
-    add qword ptr [r15 + r9 + 128], rax
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 128], r8d
+    add qword ptr [r15 + r8 + 128], rcx
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 33
-    movzx esi, byte ptr [r15 + r8 + 2048]
-    mov edi, esi
+    mov dword ptr [r15 + 0], 64
+    movzx ebp, byte ptr [r15 + r9 + 2048]
+    mov esi, esi
     test bl, 128
     jz 1f
 1:
-    mov ebp, 31
-    mov qword ptr [r15 + r8 + 2240], rbp
-    mov dword ptr [r15 + 0], 164
+    mov ecx, 201
+    mov qword ptr [r15 + r9 + 2240], rsi
+    mov dword ptr [r15 + 0], 143
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    mov rbp, qword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 48
+    lock or dword ptr [r15 + 0], 102
     test ebx, 1917345824
     jz 1f
 1:
-    mov edi, eax
-    lea r9, [r10 + r10*1]
+    mov edx, r9d
+    lea rbp, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    mov edx, edi
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 69
+    mov r9d, eax
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 132
     test bl, 32
     jz 1f
 1:
-    movzx edi, cl
-    mov ecx, edi
-    mov qword ptr [r15 + 0], rdi
-    movzx ecx, cl
+    movzx eax, dil
+    mov r8d, r9d
+    mov qword ptr [r15 + 0], r8
+    movzx esi, dil
     test bl, 32
     jnz 1f
 1:
-    cmovne rax, rcx
-    mov qword ptr [r15 + 0], rcx
-    movsxd rbp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + r9 + 128]
-    lea r8, [r10 + r10*1]
+    cmovne r9, rsi
+    mov qword ptr [r15 + 0], rdi
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + rbp + 128]
+    lea rbp, [r10 + r10*1]
     test bl, 32
     jz 1f
 1:
-    and r8, 64
-    or qword ptr [r15 + r8 + 192], 41
+    and rbp, 64
+    or qword ptr [r15 + rbp + 192], 35
     movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, 62
+    movzx edi, byte ptr [r15 + 0]
+    mov esi, 114
     test ebx, 77246608
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 128], rdx
-    cmp dword ptr [r15 + 0], 16
-    mov eax, 17
-    mov rsi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 128], rbp
+    cmp dword ptr [r15 + 0], 81
+    mov eax, 224
+    mov rax, qword ptr [r15 + 64]
     test ebx, 256
     jnz 1f
 1:
     not qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movzx r8d, byte ptr [r14 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movzx edx, byte ptr [r14 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov r9, r10
-    movzx ebp, r9b
-    mov rdi, qword ptr [r15 + 0]
-    and r9, 4032
-    movzx esi, byte ptr [r14 + r9 + 4096]
-    add qword ptr [r15 + 0], r9
+    mov rbp, r10
+    movzx edx, al
+    mov r8, qword ptr [r15 + 0]
+    and rbp, 4032
+    movzx eax, byte ptr [r14 + rbp + 4096]
+    add qword ptr [r15 + 0], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 192]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 192]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
-    movzx r9d, byte ptr [r15 + 64]
-    mov edx, 142
+    movzx edx, byte ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + 64]
+    mov edi, 159
     test bl, 32
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    mov rdi, rcx
+    mov rax, r9
     test bl, 32
     jz 1f
 1:
-    lea r9, [r10 + r10*2]
-    mov rcx, qword ptr [r15 + 0]
-    and r9, 1984
-    mov rcx, qword ptr [r15 + r9 + 2112]
-    mov rsi, qword ptr [r14 + r8 + 192]
+    lea r8, [r10 + r10*2]
+    mov rdx, qword ptr [r15 + 0]
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 2112]
+    mov rcx, qword ptr [r14 + rbp + 192]
     test bl, 32
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rax, r8
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, 162
+    movzx ebp, byte ptr [r15 + 0]
+    mov rdi, rbp
+    movzx edi, byte ptr [r15 + 0]
+    mov edi, 216
     test bl, 64
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + r9 + 2176]
-    mov ecx, esi
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + r8 + 2176]
+    mov eax, esi
     test bl, 32
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, 98
-    mov edi, 26
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, 31
+    mov ebp, 216
     test ebx, 173293776
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 128], r8b
+    mov byte ptr [r15 + r9 + 128], bpl
     jmp 1f
 1:
-    add qword ptr [r14 + 0], r8
-    movsxd rbp, dword ptr [r15 + 0]
+    add qword ptr [r14 + 0], rsi
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 1228972736
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + r9 + 2048]
-    mov edx, r8d
+    movsxd r9, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + r8 + 2048]
+    mov esi, edx
     test ebx, 140576880
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 64]
     mov r8d, dword ptr [r15 + 0]
-    mov esi, r8d
+    mov ecx, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
     movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], eax
-    lea r9, [r10*4]
-    mov r8d, 34
-    mov ebp, 91
+    mov dword ptr [r14 + 0], ebp
+    lea rbp, [r10*4]
+    mov edx, 235
+    mov r8d, 97
     test ebx, 1111490704
     jnz 1f
 1:
-    and r9, 192
+    and rbp, 192
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + rbp + 384]
+    cmovne r8, rdi
+    and r9, 64
     lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r9 + 384]
-    cmovne rcx, r8
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 128], 55
-    and rbp, 960
-    and ecx, dword ptr [r15 + rbp + 1088]
+    mov dword ptr [r15 + r9 + 128], 61
+    and r8, 960
+    and edi, dword ptr [r15 + r8 + 1088]
     test ebx, 555487952
     jnz 1f
 1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + rbp + 1024]
-    mov rdi, qword ptr [r15 + r9 + 320]
+    cmp rdi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + r8 + 1024]
+    mov rdi, qword ptr [r15 + rbp + 320]
     test ebx, 256
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     test bl, 32
     jnz 1f
 1:
-    imul esi, eax, 104
-    mov esi, 243
-    bt r8, rsi
-    movzx edi, byte ptr [r15 + 0]
+    imul edi, esi, 7
+    mov r8d, 67
+    bt rdx, rcx
+    movzx esi, byte ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    cmp dword ptr [r15 + 64], 52
+    cmp dword ptr [r15 + 64], 111
     mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 27
+    mov dword ptr [r15 + 64], 221
     test ebx, 262208
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 448], 125
-    movzx r9d, dl
-    movsxd rdi, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 448], 236
+    movzx edx, bpl
+    movsxd rbp, dword ptr [r15 + r9 + 192]
     .byte 0x0f, 0x1f, 0x00
     test ebx, 79691856
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rdx, r8
-    xor dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rsi
+    xor dword ptr [r15 + 0], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r14 + rbp + 128]
-    mov dword ptr [r15 + 64], ecx
-    mov rdi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    imul rax, r9
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    movzx esi, byte ptr [r14 + r9 + 128]
+    mov dword ptr [r15 + 64], r9d
+    mov r8, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    imul rdx, r8
     test ebx, 1075904784
     jz 1f
 1:
     movsxd rdi, dword ptr [r15 + 0]
-    and r9, 4032
-    movzx ecx, byte ptr [r15 + r9 + 4096]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 4096]
     mov rdx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1126311952
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], sil
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 16448]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    inc dword ptr [r15 + rbp + 192]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 0], dl
+    and rbp, 16320
+    mov eax, dword ptr [r15 + rbp + 16448]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    inc dword ptr [r15 + r9 + 192]
     test ebx, 671252912
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 64]
-    mov rbp, qword ptr [r15 + r9 + 4224]
-    mov rsi, qword ptr [r15 + r9 + 4160]
+    movsxd r9, dword ptr [r14 + 64]
+    mov r9, qword ptr [r15 + r8 + 4224]
+    mov rcx, qword ptr [r15 + r8 + 4160]
     test ebx, 1073741840
     jnz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 64], r8d
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     test ebx, 84117776
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + r8 + 16384]
-    mov r9, rcx
+    movzx edx, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + rbp + 16384]
+    mov rbp, rsi
     test ebx, 1948586080
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 175
-    mov edx, dword ptr [r15 + 0]
-    mov rcx, rcx
+    mov dword ptr [r15 + 0], 141
+    mov esi, dword ptr [r15 + 0]
+    mov rsi, r9
     jmp 1f
 1:
     test ebx, 544604784
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], cl
-    mov qword ptr [r15 + 0], rdx
-    cmp rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], sil
+    mov qword ptr [r15 + 0], rsi
+    cmp rdi, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    lea r8, [r10*4]
-    lea rbp, [r10 + r10*4]
-    and r8, 192
-    mov eax, dword ptr [r15 + r8 + 448]
-    mov rsi, qword ptr [r15 + r8 + 384]
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 2304]
+    mov r8, r10
+    mov esi, 237
+    mov rdi, rdx
+    lea rbp, [r10*4]
+    and r8, 65472
+    and ecx, dword ptr [r15 + r8 + 65536]
+    lea r9, [r10*4]
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 384]
     test bl, 32
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    nop
-    movsxd rdi, dword ptr [r14 + rbp + 2048]
+    movzx edx, bpl
+    and r9, 1984
+    cmp dword ptr [r15 + r9 + 2240], 34
+    movzx r8d, cl
     test ebx, 8208
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 29
-    mov r9d, 24
+    lock xadd qword ptr [r15 + 0], rcx
+    mov esi, 93
+    cmp rcx, qword ptr [r15 + 0]
+    mov rsi, rdi
     test ebx, 540030496
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 219
+    mov rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + r9 + 2112], edi
     movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
     test ebx, 65600
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    movzx edx, sil
+    movzx edi, byte ptr [r15 + rbp + 256]
+    movsxd rdx, dword ptr [r14 + r9 + 2048]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    mov ecx, eax
+    mov edi, dword ptr [r15 + rbp + 448]
     lea rdi, [r15 + 270976]
-    mov ecx, 8
+    mov ecx, 9
     rep stosb
-    test ebx, 135004688
+    test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 2176], rdi
-    lea r9, [r10 + r10*1]
+    movzx r8d, dil
+    mov qword ptr [r15 + r9 + 2176], rcx
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    test ebx, 256
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 182
     nop
-    mov edi, 140
-    test bl, 32
-    jz 1f
-1:
-    and r9, 65472
-    mov esi, dword ptr [r14 + r9 + 65600]
-    and edx, dword ptr [r15 + r9 + 65536]
-    mov rcx, qword ptr [r15 + rbp + 2240]
-    test ebx, 67108880
-    jz 1f
-1:
-    mov eax, edx
-    movzx esi, r8b
-    movzx edx, byte ptr [r15 + r8 + 256]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 2112], esi
-    and r8d, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    mov edi, 169
-    lea r8, [r10*4]
-    lea rbp, [r10*4]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and rbp, 960
-    cmp rbp, qword ptr [r15 + rbp + 1088]
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 448]
-    lea r9, [r10*4]
+    lea r8, [r10*8]
+    and r8, 1984
+    mov r9d, dword ptr [r15 + r8 + 2112]
+    mov rdi, rax
+    bt rsi, rbp
+    mov edx, 169
+    lea r9, [r10 + r10*1]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, cl
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 2112]
-    jmp 1f
+    mov rbp, qword ptr [r15 + r8 + 2304]
+    mov esi, dword ptr [r15 + 64]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    movzx ecx, bpl
+    test ebx, 287334496
+    jnz 1f
 1:
-    test ebx, 1395654736
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + rbp + 1024]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 312016960
-    jz 1f
-1:
-    mov dword ptr [r14 + r8 + 320], eax
-    mov edi, 204
-    mov qword ptr [r15 + r8 + 384], rax
+    mov rdx, rcx
+    mov rsi, rdx
+    movsxd rbp, dword ptr [r15 + 0]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov rsi, rdi
-    movzx eax, byte ptr [r15 + r9 + 2048]
-    movsxd rax, dword ptr [r15 + r9 + 2176]
-    movzx edi, al
-    test bl, 128
+    bswap rdi
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r14 + r8 + 2176]
+    test ebx, 671223104
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov edx, edi
-    mov edi, r9d
-    test ebx, 524304
+    mov ebp, 128
+    lock or dword ptr [r15 + r8 + 2432], 116
+    mov edi, dword ptr [r15 + r8 + 2048]
+    lea rbp, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 268435488
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + r9 + 2240], 25
-    mov byte ptr [r15 + rbp + 1216], r8b
-    test ebx, 269096480
-    jnz 1f
+    and rbp, 64
+    movzx eax, byte ptr [r14 + rbp + 192]
+    mov edx, edx
+    mov dword ptr [r15 + r9 + 192], 243
+    movsxd rdi, dword ptr [r15 + r8 + 2240]
+    test ebx, 537149968
+    jz 1f
+1:
+    jmp 1f
 1:
     movsxd r9, dword ptr [r15 + 64]
-    or qword ptr [r15 + r8 + 256], 95
-    mov rsi, qword ptr [r15 + rbp + 1152]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    mov rsi, rdx
+    test bl, 128
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 2368]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    lea rbp, [r10*4]
-    and rbp, 192
-    lea r8, [r10 + r10*1]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 320]
-    inc dword ptr [r15 + 0]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 192]
-    movzx ecx, r8b
-    test bl, 128
+    lea rbp, [r10 + r10*2]
+    mov dword ptr [r15 + 0], r8d
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1024]
+    add rcx, qword ptr [r15 + 0]
+    bswap r8
+    test bl, 32
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    mov edi, edx
-    add qword ptr [r15 + 0], rdi
-    mov dword ptr [r14 + r8 + 128], edi
-    test ebx, 1073741840
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test bl, 128
+    mov dword ptr [r15 + 0], 65
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rcx
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 192]
+    mov rsi, qword ptr [r15 + r9 + 128]
+    test bl, 32
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 384]
-    add rdx, qword ptr [r15 + 0]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 128]
-    test bl, 128
+    add qword ptr [r15 + rbp + 1152], rax
+    mov byte ptr [r15 + 0], al
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + r8 + 192], rdi
-    mov rdx, qword ptr [r14 + 0]
-    mov r8, rbp
-    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*4]
+    mov r9d, eax
+    mov ecx, r9d
+    movzx eax, byte ptr [r15 + 0]
+    and r8, 448
+    cmp dword ptr [r15 + r8 + 704], 107
     test bl, 32
-    jnz 1f
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    cmovne rsi, r8
-    cmp r8, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r8d, dil
-    bt rcx, rdi
-    mov esi, 32
-    test ebx, 53296
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 448]
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    and edx, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r9d
+    mov dword ptr [r14 + r8 + 768], ecx
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
+    test ebx, 1073760784
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + r8 + 576], bpl
+    mov ecx, edi
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9, rcx
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 268435472
+    jz 1f
+1:
+    mov rsi, qword ptr [r14 + 0]
+    not qword ptr [r15 + rbp + 1088]
+    mov byte ptr [r15 + 64], r9b
     add r10, r11
     inc rbx
     dec r13
@@ -3329,240 +3332,240 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    lea r8, [r10*4]
-    movzx ebp, byte ptr [r15 + 0]
-    and r8, 192
-    add qword ptr [r15 + r8 + 384], rbp
+    lea rbp, [r10*4]
+    movzx eax, byte ptr [r15 + 0]
+    and rbp, 192
+    add qword ptr [r15 + rbp + 384], rcx
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    lea rbp, [r10*8]
+    movsxd rdi, dword ptr [r15 + rbp + 448]
+    lea r8, [r10*8]
     test ebx, 1160022020
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 320], rbp
-    and rbp, 16320
-    not qword ptr [r15 + rbp + 16384]
-    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 320], rdi
+    and r8, 16320
+    not qword ptr [r15 + r8 + 16384]
+    mov r9, qword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movzx r9d, sil
-    cmp dword ptr [r15 + rbp + 16576], 70
-    mov edx, 222
+    movzx edi, dl
+    cmp dword ptr [r15 + r8 + 16576], 1
+    mov esi, 235
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + rbp + 16512]
+    movsxd rdx, dword ptr [r15 + r8 + 16512]
     test ebx, 1024
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r8
-    and esi, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r9 + 192], rbp
+    and esi, dword ptr [r15 + rbp + 256]
     test ebx, 1079074976
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    movsxd rax, dword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 16448]
+    movzx edx, byte ptr [r15 + r9 + 128]
+    movsxd rcx, dword ptr [r15 + 0]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 16448]
     test ebx, 512
     jz 1f
 1:
-    imul r9, rax
-    vmovdqu xmm7, xmmword ptr [r15 + 64]
-    inc dword ptr [r14 + rbp + 16704]
+    imul r9, rdx
+    vmovdqu xmm12, xmmword ptr [r15 + 64]
+    inc dword ptr [r14 + r8 + 16704]
     test ebx, 339755264
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + rbp + 16640], 127
-    mov ecx, dword ptr [r15 + rbp + 16768]
+    mov rbp, qword ptr [r15 + 0]
+    lock or dword ptr [r15 + r8 + 16640], 22
+    mov eax, dword ptr [r15 + r8 + 16768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov ebp, eax
-    movzx edi, sil
-    lea r8, [r10*4]
-    movsxd rbp, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
+    mov edx, ebp
+    movzx r8d, r8b
+    lea rbp, [r10*4]
+    movsxd rdi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
     test ebx, 512
     jnz 1f
 1:
-    and r8, 192
-    lock or dword ptr [r15 + r8 + 384], 94
-    mov rsi, r8
+    and rbp, 192
+    lock or dword ptr [r15 + rbp + 384], 120
+    mov r8, rbp
     lea r9, [r10 + r10*1]
-    mov edx, edx
-    cmp dword ptr [r15 + 64], 121
+    mov esi, esi
+    cmp dword ptr [r15 + 64], 21
     test ebx, 852005384
     jnz 1f
 1:
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    imul ecx, ecx, 57
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + r9 + 128]
+    imul edi, edx, 90
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    imul ebp, r8d, 22
-    mov rcx, qword ptr [r14 + r8 + 320]
-    mov dword ptr [r15 + r8 + 256], 27
-    mov dword ptr [r14 + 0], 12
+    imul ecx, r9d, 70
+    mov rsi, qword ptr [r14 + rbp + 320]
+    mov dword ptr [r15 + rbp + 256], 157
+    mov dword ptr [r14 + 0], 31
     test ebx, 1084751904
     jnz 1f
 1:
-    mov rsi, rbp
-    cmp rsi, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*2]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov rdx, rsi
+    cmp rdx, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*2]
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    and rbp, 16320
-    mov esi, dword ptr [r15 + rbp + 16448]
-    mov rdx, rax
-    mov rdi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    and r8, 16320
+    mov eax, dword ptr [r15 + r8 + 16448]
+    mov rsi, r8
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 16384]
-    mov dword ptr [r15 + r9 + 192], r8d
-    movzx r9d, cl
-    mov dword ptr [r15 + 64], r9d
+    mov rdi, qword ptr [r15 + r8 + 16384]
+    mov dword ptr [r15 + r9 + 192], edi
+    movzx r9d, dil
+    mov dword ptr [r15 + 64], eax
     test ebx, 537270688
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + rbp + 16512]
-    cmp rax, qword ptr [r15 + r8 + 448]
+    and edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + r8 + 16512]
+    cmp r9, qword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea r8, [r10*4]
-    and r8, 192
-    add rax, qword ptr [r15 + r8 + 448]
-    mov edi, 107
-    mov edx, 58
-    mov rdi, rdi
+    lea rbp, [r10*4]
+    and rbp, 192
+    add rcx, qword ptr [r15 + rbp + 448]
+    mov eax, 182
+    mov r8d, 192
+    mov rsi, rsi
     test bl, 80
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    mov ecx, r9d
-    and r9, 448
-    cmp dword ptr [r15 + r9 + 512], 95
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    mov esi, esi
+    and r8, 448
+    cmp dword ptr [r15 + r8 + 512], 4
     test ebx, 512
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + 0], 205
-    mov dword ptr [r15 + 0], 177
-    movsxd rdx, dword ptr [r15 + r9 + 576]
+    movsxd rdi, dword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + 0], 43
+    mov dword ptr [r15 + 0], 212
+    movsxd rsi, dword ptr [r15 + r8 + 576]
     test ebx, 4194320
     jnz 1f
 1:
-    imul r9d, edx, 93
-    mov rdi, qword ptr [r14 + 64]
-    movzx edx, bpl
+    imul eax, esi, 70
+    mov r8, qword ptr [r14 + 64]
+    movzx ecx, r8b
     test bl, 16
     jnz 1f
 1:
-    cmovne rdi, rdi
-    mov rcx, qword ptr [r15 + r8 + 320]
-    movzx ebp, dil
-    lea r9, [r10 + r10*1]
-    mov eax, eax
+    cmovne rcx, rdi
+    mov r9, qword ptr [r15 + rbp + 320]
+    movzx edx, cl
+    lea r8, [r10 + r10*1]
+    mov edi, ecx
     test ebx, 1183186992
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 192]
-    mov ecx, r9d
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 192]
+    mov edx, edx
     nop
     test bl, 8
     jnz 1f
 1:
-    mov rdi, rcx
-    mov rsi, rsi
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r9 + 128], rsi
+    mov rcx, rdx
+    mov rcx, rcx
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 128], r9
     test ebx, 134835204
     jz 1f
 1:
-    cmp r8, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + r8 + 256]
-    movzx eax, bpl
+    cmp rcx, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + rbp + 256]
+    movzx edi, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r8, [r10*8]
-    and r8, 448
-    mov r9, qword ptr [r14 + r8 + 704]
-    mov rbp, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + r8 + 832]
-    popcnt rsi, rbp
+    lea rbp, [r10*8]
+    and rbp, 448
+    mov rax, qword ptr [r14 + rbp + 704]
+    mov r8, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + rbp + 832]
+    popcnt r9, rbp
     test bl, 8
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, dword ptr [r14 + 0]
-    mov edi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r14 + 0]
+    mov edx, dword ptr [r15 + 0]
     test ebx, 16918592
     jnz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    mov rax, rbp
+    lea r8, [r10 + r10*2]
+    mov rdi, rcx
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    imul r9, rcx
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 320]
+    imul rcx, rdi
+    and r8, 192
+    mov edi, dword ptr [r15 + r8 + 320]
     test ebx, 536870920
     jnz 1f
 1:
     add rcx, qword ptr [r15 + 64]
-    mov eax, ecx
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 256]
+    mov eax, eax
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r8 + 256]
     test bl, 16
     jz 1f
 1:
-    cmp rbp, qword ptr [r15 + r8 + 512]
-    mov esi, dword ptr [r15 + r8 + 640]
-    mov ecx, dword ptr [r15 + 0]
+    cmp r8, qword ptr [r15 + rbp + 512]
+    mov esi, dword ptr [r15 + rbp + 640]
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 35143712
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 96
-    lock or dword ptr [r15 + r8 + 768], 40
-    mov rcx, r9
+    cmp dword ptr [r15 + 0], 104
+    lock or dword ptr [r15 + rbp + 768], 16
+    mov rax, r9
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 192]
+    movzx ecx, byte ptr [r15 + r9 + 192]
     test bl, 8
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 128]
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + rbp + 384]
+    mov esi, dword ptr [r15 + r9 + 128]
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + r8 + 384]
     test bl, 8
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 576], r8b
-    movzx esi, byte ptr [r15 + 64]
+    mov byte ptr [r15 + rbp + 576], dl
+    movzx r9d, byte ptr [r15 + 64]
     mov r8d, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
@@ -3600,78 +3603,78 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b5_c0:
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    mov rsi, rax
-    and rbp, 64
-    cmp rsi, qword ptr [r15 + rbp + 192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 576], r9d
-    movzx esi, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, rdi
+    and rbp, 64
+    cmp rax, qword ptr [r15 + rbp + 192]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 576], r8d
+    movzx edx, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     test ebx, 1677734272
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 218
-    mov edx, r8d
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    mov ecx, 24
+    mov dword ptr [r15 + 0], 246
+    mov esi, esi
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    mov edi, 196
     test bl, 16
     jz 1f
 1:
-    cmp rdi, qword ptr [r15 + rbp + 128]
-    add qword ptr [r15 + 0], rcx
-    movzx ebp, byte ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + rbp + 128]
+    add qword ptr [r15 + 0], rdi
+    movzx eax, byte ptr [r15 + 0]
     .byte 0x66, 0x90
     test bl, 16
     jnz 1f
 1:
-    mov ecx, eax
-    mov eax, dword ptr [r15 + 64]
+    mov esi, eax
+    mov ebp, dword ptr [r15 + 64]
     mov rdi, qword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 291037216
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + r8 + 512]
     test ebx, 1212155720
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + r8 + 192]
-    mov ebp, 66
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r9 + 192]
+    mov edi, 207
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
     test ebx, 252199456
     jz 1f
 1:
-    mov eax, 242
-    mov r8, qword ptr [r15 + 0]
-    imul r9, rax
-    movsxd rsi, dword ptr [r15 + 64]
+    mov edx, 195
+    mov r9, qword ptr [r15 + 0]
+    imul r9, r9
+    movsxd rbp, dword ptr [r15 + 64]
     test bl, 16
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], eax
-    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov rsi, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*1]
-    or qword ptr [r15 + 0], 79
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 2112]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    mov rdx, rcx
+    lea r8, [r10*4]
+    lea rbp, [r10 + r10*1]
+    or qword ptr [r15 + 0], 23
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 2112]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 192]
+    mov rax, rdi
     test ebx, 1343770152
     jz 1f
 1:
@@ -3679,175 +3682,175 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     and r9, 448
-    or qword ptr [r15 + r9 + 576], 101
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    or qword ptr [r15 + r9 + 576], 79
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
     test ebx, 11536448
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 2240]
-    mov rax, qword ptr [r15 + 0]
-    mov eax, 125
-    mov esi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + r8 + 2240]
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, 209
+    mov edi, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
     movsxd rdx, dword ptr [r14 + 0]
-    lock add qword ptr [r15 + 64], rbp
-    movzx edi, byte ptr [r14 + 0]
+    lock add qword ptr [r15 + 64], rsi
+    movzx esi, byte ptr [r14 + 0]
     test bl, 64
     jz 1f
 1:
-    mov rcx, r8
-    mov dword ptr [r15 + 0], edi
-    lock or dword ptr [r15 + 0], 108
-    mov dword ptr [r15 + rbp + 2048], 131
+    mov rax, rsi
+    mov dword ptr [r15 + 0], eax
+    lock or dword ptr [r15 + 0], 98
+    mov dword ptr [r15 + r8 + 2048], 87
     test ebx, 65544
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, bpl
-    mov qword ptr [r15 + r9 + 512], rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, dl
+    mov qword ptr [r15 + r9 + 512], rdx
     test bl, 128
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov rdx, r9
-    mov esi, dword ptr [r15 + rbp + 2176]
-    mov rax, rsi
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, rbp
+    mov edi, dword ptr [r15 + r8 + 2176]
+    mov r8, r8
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 12
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    movzx ebp, cl
+    mov dword ptr [r15 + 0], 70
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    movzx esi, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    or ecx, 1
+    or ebp, 1
     xor edx, edx
-    div ecx
-    mov r8d, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 0]
+    div ebp
+    mov edx, dword ptr [r15 + 64]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 520
     jnz 1f
 1:
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*2]
-    and rbp, 65472
-    movzx edi, byte ptr [r15 + rbp + 65664]
+    lea r8, [r10*4]
+    lea r9, [r10 + r10*2]
+    and r8, 65472
+    movzx ecx, byte ptr [r15 + r8 + 65664]
     lock xadd qword ptr [r15 + 0], rax
-    and r8, 16320
-    mov r9d, dword ptr [r15 + r8 + 16384]
+    and r9, 16320
+    mov edx, dword ptr [r15 + r9 + 16384]
     test ebx, 457775120
     jz 1f
 1:
-    vmovdqu xmm9, xmmword ptr [r14 + rbp + 65536]
-    mov rsi, r9
-    lea r9, [r10 + r10*1]
-    bswap rsi
+    vmovdqu xmm14, xmmword ptr [r14 + r8 + 65536]
+    mov rdi, r9
+    lea rbp, [r10 + r10*1]
+    bswap rcx
     test ebx, 2080
     jz 1f
 1:
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov rdx, qword ptr [r15 + 0]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 576]
+    mov rsi, qword ptr [r15 + 0]
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
     test ebx, 336340280
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 65728]
-    movsxd rdi, dword ptr [r14 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r8 + 65728]
+    movsxd rcx, dword ptr [r14 + 0]
     .byte 0x0f, 0x1f, 0x00
     test ebx, 1499240
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 16512]
-    mov dword ptr [r15 + rbp + 65600], r8d
-    mov rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + r9 + 16512]
+    mov dword ptr [r15 + r8 + 65600], esi
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 16392
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + 0], rsi
-    mov r9d, edi
+    movzx esi, byte ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + 0], rdi
+    mov edx, esi
     test ebx, 67129416
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 12
-    mov rdi, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 33
+    mov rax, qword ptr [r15 + 64]
     test ebx, 1089800
     jz 1f
 1:
-    inc dword ptr [r15 + r8 + 16448]
-    mov edx, edi
-    cmovne rcx, rdx
+    inc dword ptr [r15 + r9 + 16448]
+    mov r8d, r9d
+    cmovne r9, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea r8, [r10*4]
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 192
-    mov edx, dword ptr [r15 + r8 + 448]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    lea rbp, [r10*4]
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 192
+    mov edi, dword ptr [r15 + rbp + 448]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     test bl, 16
     jz 1f
 1:
-    crc32 rdi, rbp
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, eax
+    crc32 rax, r9
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + 0]
+    mov eax, eax
     test ebx, 151527488
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 576]
-    mov rsi, qword ptr [r14 + 64]
-    mov ecx, 238
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 576]
+    mov rdi, qword ptr [r14 + 64]
+    mov esi, 102
     test bl, 16
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, dl
-    mov rdx, qword ptr [r14 + 0]
+    mov eax, dword ptr [r15 + rbp + 320]
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, sil
+    mov rdi, qword ptr [r14 + 0]
     test bl, 64
     jz 1f
 1:
-    mov edx, 163
-    mov edx, edx
-    movzx edi, byte ptr [r15 + r8 + 256]
+    mov esi, 82
+    mov eax, esi
+    movzx ecx, byte ptr [r15 + rbp + 256]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 192], r8b
-    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + r9 + 192], cl
     movsxd rsi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 512]
-    mov r9d, dword ptr [r15 + r8 + 384]
+    mov rsi, qword ptr [r15 + r8 + 512]
+    mov edi, dword ptr [r15 + rbp + 384]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
     add r10, r11
@@ -3855,29 +3858,29 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    lea r8, [r10*4]
-    mov esi, r8d
-    and r8, 65472
+    lea r9, [r10*4]
+    mov ecx, ebp
+    and r9, 65472
     lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r8 + 65728]
-    movzx r9d, byte ptr [r14 + 0]
+    mov r8d, dword ptr [r15 + r9 + 65728]
+    movzx esi, byte ptr [r14 + 0]
     and rbp, 448
-    mov qword ptr [r15 + rbp + 576], rax
+    mov qword ptr [r15 + rbp + 576], rsi
     test bl, 32
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 512]
-    mov ecx, eax
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + 64], rax
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 512]
+    mov edx, edi
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + 64], rcx
     test ebx, 79695176
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + r9 + 128], 26
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + r8 + 128], 48
     jmp 1f
 1:
     test bl, 16
@@ -3886,35 +3889,35 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     cmp dword ptr [r15 + 0], 54
-    mov ecx, 153
-    movzx r9d, byte ptr [r15 + 0]
+    mov edx, 166
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 65664]
-    movsxd rdi, dword ptr [r15 + r8 + 65600]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + r9 + 65664]
+    movsxd rdi, dword ptr [r15 + r9 + 65600]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    mov esi, 181
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r14 + 0]
+    mov edx, 169
     test ebx, 637622296
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + r8 + 65536], 48
+    movsxd rdx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + r9 + 65536], 4
+    mov ecx, edx
     mov r8d, r9d
-    mov edi, r8d
     test bl, 64
     jnz 1f
 1:
-    mov r9d, eax
-    mov r8, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r8
+    mov eax, ecx
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rax
     add r10, r11
     inc rbx
     dec r13
@@ -3923,196 +3926,196 @@ ditto_body_c1:
     lea rbp, [r10 + r10*1]
     and rbp, 4032
     mov qword ptr [r15 + rbp + 4160], rbp
-    mov r8, qword ptr [r14 + 64]
-    mov rax, qword ptr [r15 + 0]
-    movzx r9d, r8b
+    mov rdi, qword ptr [r14 + 64]
+    mov rdx, qword ptr [r15 + 0]
+    movzx eax, dl
     lea r8, [r10 + r10*1]
     test ebx, 43794456
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     and r8, 64
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 128]
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, 75
+    vmovdqu xmm11, xmmword ptr [r15 + r8 + 128]
+    mov r9, qword ptr [r15 + 0]
+    mov edx, 70
     test ebx, 21389888
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edi, r9d
+    mov eax, edx
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], rdi
+    mov qword ptr [r15 + r9 + 128], rsi
     test bl, 16
     jz 1f
 1:
-    imul rcx, r9
-    movzx esi, cl
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + rbp + 4096], bpl
+    imul rsi, rdx
+    movzx esi, bpl
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + rbp + 4096], al
     test bl, 16
     jz 1f
 1:
-    imul rbp, rsi
-    mov qword ptr [r15 + 0], rbp
-    mov rdx, rbp
-    mov eax, dword ptr [r15 + 64]
+    imul rdi, rsi
+    mov qword ptr [r15 + 0], rsi
+    mov rcx, rdx
+    mov edi, dword ptr [r15 + 64]
     test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    movzx esi, dil
+    mov qword ptr [r15 + 0], rbp
+    movzx eax, dil
     and eax, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    movzx edi, bpl
-    mov rcx, r9
-    mov ecx, 237
-    xor dword ptr [r15 + 0], ecx
+    movzx ecx, al
+    mov rbp, rbp
+    mov edi, 161
+    xor dword ptr [r15 + 0], edi
     test ebx, 1342727184
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 252
-    mov r8, rdi
-    mov edx, r8d
-    mov dword ptr [r15 + r9 + 192], r9d
+    mov dword ptr [r15 + r8 + 192], 237
+    mov rdx, rdi
+    mov ebp, r8d
+    mov dword ptr [r15 + r9 + 192], ebp
     test ebx, 570949656
     jnz 1f
 1:
-    movzx esi, dl
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, 107
+    movzx esi, r9b
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, 18
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea rbp, [r10 + r10*4]
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 4096]
-    bswap rdi
-    movzx edx, dil
+    lea r8, [r10 + r10*4]
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 4096]
+    bswap r9
+    movzx edi, r9b
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
     test bl, 64
     jnz 1f
 1:
-    lea r8, [r10*4]
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + rbp + 4352]
-    and r8, 65472
-    mov eax, dword ptr [r15 + r8 + 65536]
+    lea rbp, [r10*4]
+    mov r9, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + r8 + 4352]
+    and rbp, 65472
+    mov eax, dword ptr [r15 + rbp + 65536]
     test ebx, 67253408
     jz 1f
 1:
-    crc32 esi, r8b
-    mov byte ptr [r15 + 0], sil
-    mov rcx, qword ptr [r15 + 0]
+    crc32 r9d, bpl
+    mov byte ptr [r15 + 0], cl
+    mov rdi, qword ptr [r15 + 0]
     .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 4195208
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 65600]
-    bt r9, rax
-    mov dword ptr [r15 + 64], 115
+    movsxd rdi, dword ptr [r15 + rbp + 65600]
+    bt rdx, rdi
+    mov dword ptr [r15 + 64], 234
     test ebx, 269373864
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 4160]
-    mov r9, qword ptr [r15 + rbp + 4224]
+    movzx edx, byte ptr [r15 + r8 + 4160]
+    mov rsi, qword ptr [r15 + r8 + 4224]
     mov qword ptr [r15 + 0], rdx
-    mov eax, edx
+    mov ecx, edx
     test bl, 16
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 65728]
-    movzx edx, byte ptr [r15 + 64]
-    mov rsi, rcx
+    movsxd rdx, dword ptr [r15 + rbp + 65728]
+    movzx edi, byte ptr [r15 + 64]
+    mov r9, r8
     mov r9, r10
     test bl, 16
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 4288], sil
+    mov byte ptr [r15 + r8 + 4288], r9b
     and r9, 960
-    movzx ebp, byte ptr [r15 + r9 + 1024]
-    mov qword ptr [r15 + r8 + 65664], r9
-    mov byte ptr [r15 + 0], cl
+    movzx r8d, byte ptr [r15 + r9 + 1024]
+    mov qword ptr [r15 + rbp + 65664], r9
+    mov byte ptr [r15 + 0], r8b
     test ebx, 715140240
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8, r9
-    mov rcx, qword ptr [r14 + 64]
+    mov rax, r9
+    mov rbp, qword ptr [r14 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    lea rbp, [r10 + r10*1]
-    mov rdi, rdi
-    and rbp, 64
-    movzx r9d, byte ptr [r14 + rbp + 128]
-    bswap rax
-    mov esi, ecx
+    lea r8, [r10 + r10*1]
+    mov rsi, rsi
+    and r8, 64
+    movzx edx, byte ptr [r14 + r8 + 128]
+    bswap rbp
+    mov ecx, edi
     test bl, 16
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdx, rsi
-    lea r8, [r10 + r10*1]
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdi, r9
+    lea rbp, [r10 + r10*1]
     mov esi, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    movzx esi, r9b
-    movzx edx, sil
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], r9d
+    movzx edi, bpl
+    movzx esi, al
     test ebx, 1191253384
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    xor dword ptr [r14 + 0], esi
-    imul r9d, edi, 73
+    movzx eax, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    xor dword ptr [r14 + 0], r8d
+    imul r9d, eax, 120
     test bl, 32
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
     mov r9, r10
-    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
     and r9, 4032
-    mov rdx, qword ptr [r15 + r9 + 4096]
-    mov rcx, rbp
-    crc32 eax, dl
+    mov rcx, qword ptr [r15 + r9 + 4096]
+    mov rsi, rax
+    crc32 esi, r9b
     test bl, 16
     jnz 1f
 1:
-    mov rdi, rbp
-    mov edx, dword ptr [r15 + 0]
+    mov rax, rsi
+    mov edi, dword ptr [r15 + 0]
     mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 192], 248
+    mov dword ptr [r15 + r8 + 192], 158
     test bl, 16
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 123
+    mov r8d, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 103
     .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r8b
     test bl, 16
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 253
+    mov dword ptr [r15 + rbp + 128], 247
     movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rdx
     add r10, r11
     inc rbx
     dec r13
@@ -4137,121 +4140,121 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b6_c0:
     lea rbp, [r10*8]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     and rbp, 448
-    mov r8, r10
-    or qword ptr [r15 + rbp + 704], 21
-    movzx edx, byte ptr [r15 + rbp + 576]
+    mov r9, r10
+    or qword ptr [r15 + rbp + 704], 98
+    movzx eax, byte ptr [r15 + rbp + 576]
     test ebx, 66048
     jnz 1f
 1:
-    and r8, 65472
-    add rsi, qword ptr [r15 + r8 + 65536]
-    imul r8, rcx
-    mov edi, 164
+    and r9, 65472
+    add r8, qword ptr [r15 + r9 + 65536]
+    imul rdi, r8
+    mov r9d, 160
     test ebx, 1610613632
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 896]
+    mov esi, dword ptr [r15 + rbp + 896]
     lea rdi, [r15 + 270976]
     lea rsi, [r15 + 275072]
-    mov ecx, 1
+    mov ecx, 4096
     rep movsb
-    movzx eax, r9b
+    movzx edx, dl
     test ebx, 2097154
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 512], rax
+    mov qword ptr [r15 + rbp + 512], rsi
     lea r8, [r10*4]
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    and edx, dword ptr [r15 + rbp + 960]
+    movzx edi, byte ptr [r15 + rbp + 640]
+    and esi, dword ptr [r15 + rbp + 960]
     and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 256]
+    movzx eax, byte ptr [r15 + r8 + 256]
     test ebx, 680265252
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 206
+    mov dword ptr [r15 + r8 + 448], 126
     .byte 0x0f, 0x1f, 0x00
-    xor dword ptr [r15 + rbp + 832], esi
+    xor dword ptr [r15 + rbp + 832], edi
     test ebx, 11669636
     jnz 1f
 1:
     movzx ecx, bpl
-    mov rdi, rcx
-    movzx esi, byte ptr [r15 + rbp + 768]
+    mov rdi, rbp
+    movzx edx, byte ptr [r15 + rbp + 768]
     test ebx, 117969492
     jz 1f
 1:
-    mov rax, rdi
-    mov rdi, qword ptr [r15 + r8 + 384]
-    mov r9, qword ptr [r15 + r8 + 320]
+    mov rbp, rbp
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov rbp, qword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov r8, rdi
+    mov rax, rbp
     movsxd rsi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 192]
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
+    movzx ebp, byte ptr [r15 + r9 + 128]
     test bl, 4
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, al
+    mov qword ptr [r15 + 0], rdx
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, dil
     test bl, 4
     jnz 1f
 1:
-    popcnt rdi, rax
+    popcnt rax, rdi
     movzx edx, byte ptr [r15 + 0]
-    mov rax, rdx
-    mov qword ptr [r15 + 0], r9
+    mov rcx, rdx
+    mov qword ptr [r15 + 0], rbp
     test ebx, 256
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 128]
-    lea rbp, [r10*4]
-    cmp dword ptr [r15 + 0], 118
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + r8 + 128]
+    lea r8, [r10*4]
+    cmp dword ptr [r15 + 0], 76
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
     test ebx, 271646736
     jz 1f
 1:
-    and rbp, 192
-    cmp rcx, qword ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + 0], bpl
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
+    and r8, 192
+    cmp rsi, qword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + 0], r8b
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     test bl, 4
     jz 1f
 1:
-    mov rcx, r9
-    mov byte ptr [r14 + 64], cl
+    mov rsi, r8
+    mov byte ptr [r14 + 64], r8b
     cmp rcx, qword ptr [r15 + 0]
     test bl, 20
     jnz 1f
 1:
-    and edx, dword ptr [r15 + rbp + 320]
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    mov byte ptr [r15 + rbp + 448], r9b
-    mov rdi, rcx
+    and esi, dword ptr [r15 + r8 + 320]
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 448], cl
+    mov rax, r9
     test ebx, 537067616
     jz 1f
 1:
-    mov ebp, edi
-    movzx r8d, byte ptr [r14 + r9 + 192]
-    mov r8d, r8d
+    mov edi, eax
+    movzx edi, byte ptr [r14 + r9 + 192]
+    mov edx, r9d
     test bl, 16
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     .byte 0x66, 0x90
-    vmovdqu xmm7, xmmword ptr [r15 + 64]
+    vmovdqu xmm11, xmmword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -4266,14 +4269,14 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b7_c0:
     mov rbp, r10
-    mov ecx, 22
+    mov r9d, 34
     and rbp, 64
     mov r8, r10
-    mov rsi, qword ptr [r15 + rbp + 128]
+    mov rcx, qword ptr [r15 + rbp + 128]
     test bl, 2
     jnz 1f
 1:
-    movzx eax, al
+    movzx edi, dil
     and r8, 1984
     mov byte ptr [r15 + r8 + 2048], r8b
     add r10, r11
@@ -4423,4059 +4426,4077 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    lea r9, [r10 + r10*1]
-    mov eax, edi
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov rsi, rdi
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 39
-    lea rbp, [r10 + r10*1]
+    lea rbp, [r10 + r10*2]
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 512]
+    lea r8, [r10*4]
     movzx edx, byte ptr [r15 + 0]
-    bt r8, rbp
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    test ebx, 855917760
+    lea r9, [r10*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], 36
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 2048]
+    test ebx, 680658240
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    xchg qword ptr [r15 + 0], rcx
-    mov r8d, eax
-    mov edx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 64]
+    mov rdx, rsi
+    mov esi, 236
     test ebx, 1024
-    jz 1f
-1:
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 0]
-    crc32 esi, al
-    and r8, 65472
-    mov qword ptr [r15 + r8 + 65536], rsi
-    test ebx, 822628544
     jnz 1f
 1:
-    mov esi, r8d
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov r9d, ecx
+    mov dword ptr [r15 + 0], 96
+    mov edx, dword ptr [r15 + r8 + 320]
+    mov edi, dword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r8 + 448], rdi
+    test ebx, 256
+    jnz 1f
+1:
+    mov edi, edi
+    movzx eax, dil
+    movsxd rdx, dword ptr [r15 + r9 + 2176]
     test bl, 128
     jz 1f
 1:
-    xor dword ptr [r15 + 0], edi
-    mov edi, 166
-    movzx edx, byte ptr [r15 + 0]
-    sete dl
-    test ebx, 1883247744
+    mov edi, 127
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, r8b
+    test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 384], rsi
+    movzx r8d, byte ptr [r15 + r9 + 2240]
     mov rsi, qword ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    test ebx, 940900480
+    popcnt rdx, rbp
+    test ebx, 256
     jnz 1f
 1:
-    movzx ecx, sil
-    movsxd r9, dword ptr [r15 + 64]
-    mov edi, r9d
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 411059840
-    jnz 1f
-1:
-    mov r9d, edi
+    and edx, dword ptr [r15 + rbp + 640]
     movzx eax, byte ptr [r15 + 0]
-    add qword ptr [r15 + rbp + 192], rax
+    mov ebp, 201
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 2112], al
+    mov r9, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*4]
+    mov ecx, dword ptr [r15 + 0]
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    cmp rsi, qword ptr [r15 + 64]
+    mov rdx, rsi
+    lea rbp, [r10*4]
     test bl, 128
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 640]
+    mov edi, edi
+    and rbp, 16320
+    add rdi, qword ptr [r15 + rbp + 16512]
+    mov r9, rbp
+    lea r9, [r10 + r10*1]
+    test ebx, 1509966656
     jz 1f
 1:
-    lea r8, [r10 + r10*2]
-    mov rdi, qword ptr [r15 + 0]
-    and r8, 1984
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + r8 + 2112], ebp
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 448], ebp
-    movzx edx, dl
+    mov esi, r9d
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    vmovdqu xmm11, xmmword ptr [r15 + rbp + 16576]
+    test ebx, 256
+    jnz 1f
+1:
+    or qword ptr [r15 + r8 + 576], 30
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + r8 + 768]
+    test ebx, 824307840
+    jz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + rbp + 16384]
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, al
+    test ebx, 1347585088
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 704]
+    movzx r8d, r8b
+    mov rdi, r8
+    or qword ptr [r15 + rbp + 16448], 40
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    cmovne rdx, rdx
-    lea r9, [r10 + r10*1]
-    mov rsi, r9
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 1024
-    jnz 1f
-1:
-    and r9, 64
-    cmp rcx, qword ptr [r14 + r9 + 128]
-    mov rdi, qword ptr [r15 + r9 + 192]
-    mov edx, eax
-    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r14 + r9 + 128]
+    and ebp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r9, rcx
-    mov ecx, dword ptr [r15 + rbp + 320]
-    test ebx, 256
-    jnz 1f
-1:
-    mov eax, 121
-    mov ecx, r8d
-    mov byte ptr [r15 + r8 + 2176], cl
-    mov rsi, rcx
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 2048]
-    mov r8d, dword ptr [r15 + rbp + 384]
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, 95
-    test ebx, 269553792
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], r8
-    movzx r9d, byte ptr [r15 + rbp + 256]
-    add qword ptr [r15 + 0], r9
-    mov esi, 241
+    movsxd r8, dword ptr [r14 + 0]
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + 64], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea r8, [r10*4]
-    mov r9d, r8d
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    lea rbp, [r10*8]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 256], rdi
-    and rbp, 1984
-    movzx esi, byte ptr [r14 + rbp + 2176]
-    test ebx, 353935424
+    lea rbp, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rcx
+    mov byte ptr [r15 + 0], al
+    test ebx, 1327680
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 448]
-    xchg rsi, rax
-    mov esi, 205
+    not qword ptr [r15 + 64]
+    mov edx, dword ptr [r14 + 0]
+    mov byte ptr [r15 + rbp + 192], dl
+    movzx eax, dl
     test bl, 128
     jz 1f
 1:
+    imul rax, rdi
+    mov qword ptr [r15 + 0], rax
     lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    and r9, 64
-    cmp rdx, qword ptr [r15 + r9 + 192]
-    test ebx, 512
-    jz 1f
+    cmp dword ptr [r15 + 64], 40
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 171982976
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 384], edx
-    mov rdx, rsi
-    mov rcx, qword ptr [r15 + r8 + 320]
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 2112]
+    lea rbp, [r10 + r10*1]
+    mov rsi, rax
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 128]
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 1230241920
+    jnz 1f
+1:
+    popcnt rax, rcx
+    mov rcx, qword ptr [r15 + 64]
+    movzx edx, r8b
+    mov dword ptr [r15 + 0], 34
     test ebx, 256
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 2368]
-    movzx edi, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rdi
-    test bl, 128
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 2112]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + rbp + 2240]
-    movsxd rax, dword ptr [r15 + rbp + 2048]
-    test ebx, 280257728
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 2304]
-    movzx edi, cl
+    mov r8d, edx
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 203440192
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + r9 + 2048]
+    add r9, qword ptr [r14 + 0]
+    mov r8d, ecx
     test ebx, 256
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    inc dword ptr [r15 + 64]
-    movzx r9d, bpl
+    mov ecx, eax
+    cmp dword ptr [r15 + rbp + 192], 44
+    mov esi, 54
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    lea r8, [r10 + r10*2]
-    and r8, 960
-    or qword ptr [r15 + r8 + 1152], 41
-    mov edi, dword ptr [r15 + r8 + 1024]
-    movzx ecx, r8b
-    lea rbp, [r10*4]
-    movzx r9d, dl
-    test ebx, 1879671040
-    jz 1f
-1:
-    nop
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 512], sil
-    movzx esi, bpl
-    movzx edx, sil
-    test ebx, 256
-    jnz 1f
-1:
-    imul esi, edx, 74
+    lea rbp, [r10 + r10*2]
+    lea r8, [r10 + r10*1]
+    and rbp, 192
+    mov rdi, qword ptr [r15 + rbp + 384]
+    mov rax, rbp
+    bswap r9
+    and r8, 64
+    lock add qword ptr [r15 + r8 + 192], r9
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + rbp + 704]
-    and r9, 64
-    cmp r9, qword ptr [r15 + r9 + 192]
-    mov eax, 3
-    test ebx, 520695872
+    test ebx, 268435968
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + 0], dil
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    test ebx, 537138240
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 4096], 68
+    movzx ecx, dl
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 822182656
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov edx, 250
+    jmp 1f
+1:
+    test ebx, 916291776
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 256]
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov ecx, dword ptr [r15 + rbp + 320]
+    test ebx, 369119872
     jnz 1f
 1:
-    mov qword ptr [r14 + 0], rax
-    mov rcx, qword ptr [r15 + 0]
-    imul ebp, ecx, 35
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 337915456
+    mov qword ptr [r15 + 0], rax
+    movsxd rbp, dword ptr [r14 + 64]
+    mov esi, dword ptr [r15 + r8 + 128]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    cmp rbp, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + r8 + 1088]
-    mov ebp, 37
-    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov r8d, 250
-    mov edi, dword ptr [r15 + 0]
-    mov eax, 105
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 64]
-    test ebx, 4264256
-    jz 1f
+    imul rdx, rdi
+    movzx edi, byte ptr [r15 + 64]
+    mov esi, 196
+    test ebx, 18909312
+    jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov ebp, 210
-    movzx edx, byte ptr [r15 + r9 + 128]
+    movzx edi, sil
+    add rdi, qword ptr [r15 + r9 + 4160]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, 106
+    mov ecx, r9d
+    mov esi, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, r9d
-    movzx r9d, bpl
-    test ebx, 256
+    lea r9, [r10 + r10*2]
+    lea rbp, [r10*8]
+    and rbp, 960
+    movsxd r8, dword ptr [r15 + rbp + 1024]
+    and r9, 65472
+    movsxd rdi, dword ptr [r15 + r9 + 65664]
+    mov rdx, rax
+    bswap rax
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1628460544
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    .byte 0x0f, 0x1f, 0x00
-    mov ebp, dword ptr [r15 + 64]
-    test bl, 128
+    mov byte ptr [r15 + rbp + 1152], al
+    mov ecx, r9d
+    sete r8b
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 218107968
     jnz 1f
 1:
-    movzx eax, bpl
-    movzx r9d, byte ptr [r14 + 0]
-    mov r8d, r9d
-    lea rbp, [r10*4]
-    lea r9, [r10 + r10*1]
-    and rbp, 192
-    movzx edi, byte ptr [r15 + rbp + 448]
-    test ebx, 185164480
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
     movzx esi, byte ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 384]
-    test ebx, 512
-    jz 1f
-1:
-    bt rsi, rsi
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 256], 60
-    lea r8, [r10 + r10*1]
+    cmp rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + rbp + 1216]
+    imul rdx, rdi
     test bl, 128
     jnz 1f
 1:
-    and r8, 4032
-    movzx esi, byte ptr [r15 + r8 + 4096]
-    imul rdx, rcx
-    inc dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + rbp + 320]
-    test ebx, 22028416
-    jnz 1f
-1:
-    mov eax, 44
-    mov dword ptr [r15 + r9 + 192], 35
-    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], edx
+    mov rdi, qword ptr [r14 + 0]
+    add qword ptr [r15 + 64], rdi
+    mov edx, edx
+    lea r8, [r10 + r10*1]
     test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 4160], edi
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
+    mov ecx, dword ptr [r14 + 0]
+    mov edx, 21
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    movsxd rax, dword ptr [r15 + r9 + 65536]
+    test ebx, 352895232
+    jnz 1f
+1:
+    mov edi, esi
+    mov eax, r8d
+    mov byte ptr [r15 + 0], al
+    mov ecx, dword ptr [r15 + r8 + 128]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 1088]
+    mov esi, r8d
+    mov eax, esi
+    test ebx, 512
+    jnz 1f
+1:
+    mov ecx, 184
+    movsxd rdx, dword ptr [r15 + rbp + 1280]
+    mov ebp, 142
+    movzx edi, byte ptr [r15 + r9 + 65600]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    imul rdi, rcx
-    movzx r9d, dil
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 16384]
-    test ebx, 1048640
-    jz 1f
-1:
-    lea rbp, [r10*8]
-    mov edi, dword ptr [r15 + 0]
-    mov esi, 124
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 832], eax
-    test ebx, 2097664
-    jnz 1f
-1:
-    mov eax, ebp
-    add qword ptr [r15 + 0], rdx
-    mov edx, 178
+    imul r9d, ecx, 82
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], r9d
+    lea rbp, [r10*4]
+    lea r9, [r10 + r10*1]
     test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 64], 19
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    imul rdx, r8
-    test bl, 128
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, dil
-    mov edx, dword ptr [r14 + rbp + 512]
-    mov r9d, dword ptr [r14 + r8 + 192]
-    test bl, 128
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 62
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 384]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 101713024
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    movzx r8d, cl
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 320], 164
+    mov r8d, ecx
+    or edi, 1
+    xor edx, edx
+    div edi
+    lea r8, [r10 + r10*2]
     test ebx, 512
     jz 1f
 1:
-    mov ecx, 74
-    mov qword ptr [r15 + rbp + 576], rcx
-    mov dword ptr [r15 + rbp + 704], 80
-    mov esi, ebp
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1024], sil
+    mov ecx, r8d
+    movzx esi, r8b
+    test bl, 128
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r14 + 64]
+    mov edx, 20
+    test ebx, 2112
+    jz 1f
+1:
+    crc32 rax, rdx
+    inc dword ptr [r15 + r9 + 128]
+    mov r9, rax
     test ebx, 256
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 1152]
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, rbp
+    test bl, 128
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 1088]
+    mov r9, qword ptr [r15 + rbp + 256]
+    mov r8, rsi
+    test ebx, 679789632
     jnz 1f
 1:
-    movzx edi, sil
-    movsxd r8, dword ptr [r15 + rbp + 768]
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov dword ptr [r15 + rbp + 448], 10
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], eax
-    lea r9, [r10*4]
-    mov eax, 65
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    and r9, 192
-    mov edx, dword ptr [r15 + r9 + 384]
-    test ebx, 131136
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 320], r9
-    mov esi, 176
+    lea rbp, [r10*8]
+    and rbp, 448
+    add rcx, qword ptr [r14 + rbp + 704]
+    mov edx, 254
+    movzx esi, r8b
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 64], esi
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 2048
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + r9 + 192]
+    mov edx, dword ptr [r14 + rbp + 832]
+    mov byte ptr [r15 + rbp + 768], dl
+    test ebx, 2048
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 192], bpl
+    movzx esi, byte ptr [r15 + rbp + 576]
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 689386304
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 64], 51
+    test ebx, 813703232
+    jz 1f
+1:
+    imul r8, rcx
+    mov rcx, r8
+    mov edx, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + 0], 194
+    test ebx, 512
+    jz 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov esi, ecx
+    mov r8d, dword ptr [r15 + rbp + 512]
     mov edi, dword ptr [r15 + 0]
-    test ebx, 28992
-    jnz 1f
-1:
-    and r8, 65472
-    mov byte ptr [r15 + r8 + 65600], cl
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + r9 + 448]
-    test ebx, 641933504
+    test ebx, 39846272
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 65536], 196
-    mov qword ptr [r15 + r9 + 256], rax
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r9, qword ptr [r15 + rbp + 192]
-    test ebx, 256
-    jnz 1f
-1:
-    mov edx, 154
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 23
-    test ebx, 1280
-    jz 1f
-1:
-    mov ebp, 125
-    mov eax, dword ptr [r14 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, r8
-    test ebx, 1094746240
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 179
-    movzx r9d, dil
+    mov r8d, ebp
+    lock xadd qword ptr [r15 + 0], rax
+    movsxd rbp, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov byte ptr [r15 + 64], dil
-    mov rsi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    imul rdx, rsi
+    mov ebp, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    .byte 0x66, 0x90
+    test ebx, 512
+    jnz 1f
+1:
     lea r8, [r10 + r10*1]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 512]
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 960
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 1024]
+    mov esi, r8d
     test ebx, 256
-    jz 1f
-1:
-    and r8, 64
-    or qword ptr [r15 + r8 + 192], 74
-    lea r9, [r10*4]
-    movzx edx, r9b
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 2240]
-    test ebx, 268435968
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, rcx
-    mov rdi, rax
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, edi
-    mov edx, 108
-    mov esi, edx
-    mov edi, 244
-    test bl, 128
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 576]
-    mov eax, eax
-    mov dword ptr [r15 + 0], 73
-    test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movsxd rbp, dword ptr [r14 + 0]
-    mov esi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r8 + 1088]
+    lea rbp, [r10 + r10*2]
+    mov esi, 51
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rdi, dword ptr [r15 + rbp + 2112]
+    movzx r8d, byte ptr [r15 + 64]
+    movzx eax, r8b
     test bl, 128
     jz 1f
 1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov edx, r8d
     mov ecx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    lock xadd qword ptr [r15 + 0], rsi
-    mov byte ptr [r14 + r9 + 2048], dl
     test ebx, 256
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 2112]
-    movzx edi, r8b
-    mov eax, 30
-    test ebx, 1074165824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 2176], rdi
-    mov r9d, 253
-    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, 88
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + rbp + 2176]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 2048]
+    mov ebp, 198
+    mov r8, rdx
+    movzx edx, byte ptr [r14 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 192]
+    mov rsi, r9
+    mov rax, rdi
+    test ebx, 1937838656
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], eax
     lea rbp, [r10*4]
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
     and rbp, 192
-    mov byte ptr [r15 + rbp + 384], cl
-    mov r8d, dword ptr [r14 + 0]
+    mov dword ptr [r15 + rbp + 384], 164
+    lea r8, [r10 + r10*4]
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 2176]
     lea r9, [r10 + r10*1]
+    mov esi, 4
     test bl, 128
     jz 1f
 1:
+    mov dword ptr [r15 + rbp + 320], 196
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + 0], rsi
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 144
-    test ebx, 4194368
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov ecx, r8d
-    mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 625295424
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r8, rdi
-    mov rdx, r8
-    test ebx, 2048
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov edx, r9d
+    test ebx, 747453504
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 320]
-    xchg qword ptr [r15 + rbp + 256], rax
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 192], rax
-    and r8, 64
-    inc dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + 0], dil
+    mov edi, 162
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    and edi, dword ptr [r15 + 64]
     test ebx, 1024
     jnz 1f
 1:
-    inc dword ptr [r15 + rbp + 448]
-    mov r9d, r8d
-    mov rbp, rbp
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 202179712
+    mov rsi, qword ptr [r15 + r8 + 2112]
+    cmp r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 2048
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + r8 + 2048], rsi
+    mov dword ptr [r15 + rbp + 256], 120
+    mov dword ptr [r15 + 64], esi
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test ebx, 1024
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + r8 + 192]
-    mov edx, 124
-    movsxd r8, dword ptr [r15 + 0]
-    movzx eax, dil
+    movzx ecx, byte ptr [r15 + 64]
+    crc32 rsi, rax
+    inc dword ptr [r14 + r9 + 192]
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 2304]
+    and r9d, dword ptr [r15 + r8 + 2240]
+    and esi, dword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    lea rbp, [r10*8]
-    mov dword ptr [r15 + 0], 84
-    and rbp, 16320
-    movzx edi, byte ptr [r14 + rbp + 16512]
-    inc dword ptr [r15 + rbp + 16448]
-    movsxd rsi, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*2]
+    lea rbp, [r10 + r10*1]
+    bswap r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r8d
+    lea rdi, [r15 + 270976]
+    lea rsi, [r15 + 275072]
+    mov ecx, 58
+    rep movsb
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1122735168
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 30
+    mov r8d, r9d
+    movsxd rdx, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    movsxd rdx, dword ptr [r15 + 0]
+    and r9, 64
+    add qword ptr [r15 + r9 + 192], rdx
     test ebx, 512
     jz 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 16704]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], 176
-    add r9, qword ptr [r15 + r8 + 1152]
-    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r14 + r9 + 128]
+    mov rax, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov rdx, r9
     movzx ecx, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    test ebx, 512
-    jnz 1f
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov esi, dword ptr [r14 + 0]
-    mov edi, eax
-    test ebx, 33554688
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 1753224320
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov edx, dword ptr [r15 + r8 + 1088]
-    mov r8, rbp
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 1024
+    mov edi, esi
+    mov esi, dword ptr [r15 + rbp + 192]
+    lea rbp, [r10 + r10*1]
+    popcnt r9, rsi
+    test ebx, 2048
+    jnz 1f
+1:
+    mov ecx, edx
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 128]
+    mov eax, edi
+    movzx r9d, dl
+    test ebx, 76611712
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 16640]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 145772672
+    mov rdx, qword ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
+    movzx esi, dil
+    test ebx, 806648960
     jnz 1f
 1:
-    mov edi, eax
-    mov edx, dword ptr [r14 + r9 + 128]
-    mov rsi, qword ptr [r15 + rbp + 16576]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + rbp + 16384], rsi
-    mov ebp, dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov edi, 176
+    mov esi, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
+    lea rbp, [r10*8]
+    and rbp, 4032
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 4224]
+    movzx edi, byte ptr [r15 + 0]
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    movzx eax, bpl
+    test ebx, 33554560
+    jz 1f
+1:
+    movzx edx, r9b
+    movsxd rcx, dword ptr [r15 + rbp + 4160]
+    mov rsi, qword ptr [r14 + 0]
+    test ebx, 1180969280
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ecx, dil
+    mov r9, rcx
+    mov eax, dword ptr [r15 + 64]
+    test ebx, 256
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
+    mov dword ptr [r15 + rbp + 4288], ebp
     lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 192]
-    movzx edx, byte ptr [r14 + 0]
-    test bl, 128
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
     mov edi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    mov ecx, dword ptr [r14 + 0]
-    mov edx, ebp
-    test ebx, 256
-    jz 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 4160], rdx
-    mov dword ptr [r15 + 0], ebp
-    mov edi, ebp
-    test ebx, 42226048
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 4096]
-    mov rcx, rsi
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov esi, 179
-    test ebx, 1268815552
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    add rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 64], r9
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, rdi
-    mov eax, dword ptr [r15 + 0]
-    mov rdi, rcx
-    test ebx, 512
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r14 + rbp + 4352], 173
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 576
     jnz 1f
 1:
     mov edx, dword ptr [r15 + 0]
-    mov rcx, rdx
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    test ebx, 2176
-    jz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 4224]
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, eax
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1132528384
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r9 + 128]
+    test bl, 128
     jnz 1f
 1:
-    mov r9d, ebp
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    movzx esi, r8b
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 1074274944
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 4096], r8b
+    movsxd rax, dword ptr [r15 + rbp + 4416]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
     lea rbp, [r10 + r10*4]
-    lock add qword ptr [r15 + 0], rbp
-    lea r9, [r10*4]
-    and rbp, 960
-    mov edx, dword ptr [r15 + rbp + 1216]
-    inc dword ptr [r15 + 0]
-    and r9, 192
-    mov byte ptr [r14 + r9 + 384], r9b
-    test ebx, 4194560
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 448], r9d
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    lock add qword ptr [r15 + rbp + 1152], rdi
-    test ebx, 256
-    jz 1f
-1:
     lea r8, [r10 + r10*1]
-    nop
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 16512]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    cmovne rsi, rdi
-    mov dword ptr [r15 + 0], eax
-    test ebx, 256
+    movzx esi, byte ptr [r15 + r8 + 128]
+    test ebx, 512
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 128]
-    popcnt rax, rdi
-    mov dword ptr [r15 + 0], 100
-    test ebx, 384
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1280], 202
-    mov r8d, dword ptr [r15 + rbp + 1088]
-    mov r8d, dword ptr [r15 + r9 + 256]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, ecx
-    cmp dword ptr [r15 + rbp + 1024], 111
-    popcnt rdx, rax
-    .byte 0x66, 0x90
-    test ebx, 572260800
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], eax
-    mov esi, dword ptr [r15 + r9 + 320]
-    movzx edi, bpl
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    lea r9, [r10*4]
+    mov ecx, dword ptr [r15 + rbp + 16448]
+    mov rax, qword ptr [r15 + rbp + 16640]
+    test ebx, 256
+    jz 1f
+1:
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + 0], rbp
+    movzx edi, byte ptr [r15 + rbp + 16384]
+    mov edx, dword ptr [r15 + r9 + 384]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rsi, rcx
+    cmp rsi, qword ptr [r15 + 0]
+    mov rdi, rsi
+    test ebx, 1024
+    jz 1f
+1:
+    mov ecx, 129
+    mov dword ptr [r14 + 64], 135
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, r9b
+    test ebx, 278462848
+    jz 1f
+1:
+    mov edi, ebp
+    mov dword ptr [r14 + r9 + 448], edi
+    mov eax, 43
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 512
+    jz 1f
+1:
+    mov esi, edi
+    mov esi, dword ptr [r15 + rbp + 16576]
+    mov qword ptr [r15 + 0], rdi
+    cmp rsi, qword ptr [r15 + r9 + 320]
+    test ebx, 256
+    jz 1f
+1:
+    mov r9d, esi
+    xor dword ptr [r15 + 0], r8d
+    mov ebp, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, rbp
-    mov qword ptr [r15 + 64], rdx
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    imul ebp, edx, 4
     lea r8, [r10 + r10*1]
-    mov eax, 30
+    mov rsi, r9
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    movzx edi, byte ptr [r15 + 64]
+    mov r9, rdx
+    test ebx, 42270848
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    test ebx, 78643264
+    jmp 1f
+1:
+    lea r9, [r10 + r10*2]
+    mov edx, r9d
+    and r9, 65472
+    mov qword ptr [r15 + r9 + 65664], rdx
+    test ebx, 119615104
     jz 1f
 1:
-    and r8, 65472
-    mov rdx, qword ptr [r15 + r8 + 65600]
-    mov r9, r8
-    mov ecx, dword ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov edi, edi
-    imul rcx, rbp
-    test ebx, 448856704
+    mov edx, 11
+    movsxd rdx, dword ptr [r15 + r9 + 65600]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 205934720
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
     movsxd rax, dword ptr [r15 + 0]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    test ebx, 1377828992
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov edx, 111
+    test ebx, 1088
     jz 1f
 1:
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + 0], ebp
-    mov rsi, qword ptr [r15 + r9 + 192]
-    and rbp, 192
-    add qword ptr [r15 + rbp + 448], rdx
-    test bl, 128
+    mov qword ptr [r15 + 0], rdx
+    mov ebp, 39
+    mov edx, ebp
+    test ebx, 1152
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 256]
-    movzx ecx, dl
-    mov r9, rcx
-    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    bt rcx, r8
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 128]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    test ebx, 65664
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 65536]
+    mov r9d, edx
+    mov rcx, r8
+    test ebx, 134504512
+    jz 1f
+1:
+    mov rdx, rcx
+    lock xadd qword ptr [r15 + r8 + 128], rax
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    bt r9, r8
     test ebx, 512
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 2080508416
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r14 + r8 + 65536]
-    mov esi, edi
-    mov rax, qword ptr [r15 + rbp + 320]
+    mov esi, r8d
+    mov rbp, rsi
+    movzx edi, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    lea r9, [r10 + r10*4]
-    and r9, 16320
-    mov dword ptr [r14 + r9 + 16448], 118
-    movzx esi, r8b
-    mov rax, qword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    lea r9, [r10*8]
+    movsxd rbp, dword ptr [r15 + 0]
+    and r9, 960
+    movsxd rdi, dword ptr [r15 + r9 + 1280]
+    mov rbp, rcx
+    test ebx, 2097664
+    jnz 1f
+1:
+    cmp dword ptr [r14 + r9 + 1344], 119
+    lock add qword ptr [r15 + 0], rcx
+    mov esi, edi
+    mov dword ptr [r15 + 0], 223
     test bl, 128
     jz 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 16512]
-    movzx r8d, r9b
-    movzx edi, byte ptr [r15 + r9 + 16384]
-    mov ebp, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 16576]
-    movzx edx, byte ptr [r15 + 0]
-    and r8, 192
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r8 + 320]
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rsi, rbp
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 76578880
-    jz 1f
-1:
-    cmovne rsi, rax
-    imul edi, esi, 109
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, 41
-    test ebx, 536871040
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov edx, 239
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r8 + 256]
-    mov edx, 155
+    mov edx, dword ptr [r15 + r9 + 1024]
+    lea r8, [r10*4]
     test ebx, 1024
+    jnz 1f
+1:
+    and r8, 192
+    mov rcx, qword ptr [r15 + r8 + 448]
+    mov byte ptr [r15 + r9 + 1152], al
+    mov rdi, qword ptr [r15 + r8 + 384]
+    add rbp, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movsxd r8, dword ptr [r14 + 64]
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + r9 + 16640], r9b
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r14 + r9 + 1088]
+    lea rdi, [r15 + 270976]
+    lea rsi, [r15 + 275072]
+    mov ecx, 12
+    rep movsb
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rsi
+    test ebx, 2176
+    jz 1f
+1:
+    mov edx, dword ptr [r14 + 0]
+    mov byte ptr [r15 + r9 + 1216], r9b
+    and eax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + rbp + 192]
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, 43
+    vmovdqu xmm11, xmmword ptr [r15 + r8 + 320]
+    mov edx, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, 34
-    mov qword ptr [r15 + 0], r9
-    cmp rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov ecx, 123
-    movzx edi, bpl
-    mov esi, edi
-    and rbp, 448
-    mov rsi, qword ptr [r14 + rbp + 576]
-    test bl, 128
-    jz 1f
-1:
-    mov r9, rdx
-    mov r8d, 182
-    mov eax, 255
-    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     lea r8, [r10 + r10*1]
-    test ebx, 819463552
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
+    mov rdi, rdi
+    xchg rcx, rcx
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    and r9, 65472
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 65536]
-    mov qword ptr [r15 + 64], r9
-    test ebx, 67273344
+    movzx esi, byte ptr [r15 + r8 + 128]
+    test bl, 128
+    jz 1f
+1:
+    movzx r9d, sil
+    mov edx, r9d
+    mov eax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 2048
     jnz 1f
 1:
-    mov edi, ebp
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 64
+    lea r9, [r10*8]
+    mov rdx, qword ptr [r15 + rbp + 192]
+    and r9, 960
+    movsxd rdi, dword ptr [r15 + r9 + 1024]
     movsxd rdx, dword ptr [r15 + 64]
-    test bl, 128
+    xor dword ptr [r15 + r9 + 1216], ecx
+    test ebx, 738303296
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rcx, rsi
-    mov eax, ebp
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1142776192
+    mov dword ptr [r15 + 0], edx
+    mov eax, edx
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 128
+    movzx esi, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r8d
+    mov edi, r8d
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 739399040
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 65600]
-    mov r9d, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + r8 + 128], ebp
+    mov ecx, ebp
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + rbp + 128]
+    test ebx, 136603968
+    jz 1f
+1:
+    movzx esi, r8b
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + r9 + 1088]
+    movzx ebp, byte ptr [r14 + r9 + 1152]
+    test ebx, 1613501120
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 1344]
+    mov rdi, rax
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 1280]
+    mov esi, r8d
+    mov byte ptr [r15 + 0], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    lea rbp, [r10*8]
-    lea r8, [r10 + r10*1]
-    and rbp, 4032
-    movsxd r9, dword ptr [r15 + rbp + 4160]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    movzx eax, byte ptr [r15 + rbp + 4416]
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 838899648
+    lea r9, [r10*4]
+    mov dword ptr [r15 + 0], 22
+    and r9, 192
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 6357184
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov ecx, edx
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 512
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    lea r8, [r10*4]
+    test ebx, 256
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + r9 + 448]
+    mov edx, dword ptr [r15 + 0]
+    and r8, 960
+    movsxd rsi, dword ptr [r15 + r8 + 1216]
+    mov eax, 90
+    test ebx, 8388864
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 1024]
+    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    btc dword ptr [r15 + 64], 11
+    test ebx, 256
     jz 1f
 1:
-    mov edx, dword ptr [r14 + 64]
-    mov rax, qword ptr [r15 + rbp + 4352]
-    mov rdx, rdx
-    movzx edi, byte ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov edx, dword ptr [r14 + rbp + 128]
+    movzx edi, r9b
+    mov eax, dword ptr [r15 + r8 + 1088]
+    test ebx, 723518656
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 209
+    mov qword ptr [r14 + r8 + 1152], rdx
+    movzx edi, byte ptr [r15 + rbp + 192]
     test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 4096], rdx
-    mov dword ptr [r15 + 0], 102
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1132464768
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + rbp + 4224]
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 768
+    imul r8d, r9d, 88
+    mov rbp, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r9d
+    test bl, 128
     jnz 1f
 1:
-    movzx r8d, cl
-    mov rdx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 542142016
-    jnz 1f
-1:
-    and r9, 64
-    inc dword ptr [r14 + r9 + 128]
-    cmp r9, qword ptr [r15 + rbp + 4288]
-    and ebp, dword ptr [r15 + 0]
-    mov ecx, ebp
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + r9 + 192], cl
-    inc dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov ecx, dword ptr [r15 + r9 + 384]
+    movsxd r9, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
-    mov esi, ecx
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*2]
+    lea rbp, [r10 + r10*4]
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, r10
     and rbp, 960
-    movsxd rax, dword ptr [r15 + rbp + 1216]
+    mov dword ptr [r15 + rbp + 1280], 204
     mov ecx, ebp
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 2176]
-    test ebx, 19267648
+    and r8, 65472
+    mov rsi, qword ptr [r14 + r8 + 65536]
+    lea r9, [r10 + r10*1]
+    test ebx, 604153472
     jz 1f
 1:
-    add qword ptr [r15 + r8 + 2112], r9
-    .byte 0x66, 0x90
-    mov r9, r8
-    mov byte ptr [r15 + 0], r9b
-    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 1216], rax
+    mov dword ptr [r15 + 0], eax
+    and eax, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov eax, 24
+    test ebx, 1024
+    jnz 1f
+1:
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    movzx edi, byte ptr [r14 + 0]
     test bl, 128
     jz 1f
 1:
-    mov rdx, qword ptr [r14 + rbp + 1024]
-    mov esi, edx
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 192]
+    .byte 0x66, 0x90
+    movzx esi, byte ptr [r15 + rbp + 1152]
+    mov r9, qword ptr [r15 + rbp + 1088]
     test ebx, 84938880
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + r9 + 128]
-    inc dword ptr [r15 + 0]
-    test ebx, 2048
+    mov ecx, 151
+    movzx esi, byte ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, 57
+    test ebx, 512
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 2048]
-    mov esi, dword ptr [r15 + rbp + 1088]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov edx, edi
-    mov rax, qword ptr [r15 + 64]
-    movzx esi, al
-    mov rdi, rbp
-    test ebx, 3039360
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 1152]
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, 13
-    mov ebp, dword ptr [r14 + 0]
-    nop
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 541197376
-    jnz 1f
-1:
-    imul rax, r9
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movzx edx, byte ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
-    lea r9, [r10 + r10*1]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 256], r9d
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    lea rbp, [r10*8]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + r9 + 320]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 768]
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movsxd r9, dword ptr [r14 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov eax, 253
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rdx, rbp
-    test ebx, 1345335488
+    lea r8, [r10*4]
+    inc dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    and r8, 192
+    movzx edi, byte ptr [r15 + r8 + 320]
+    and r9, 65472
+    mov dword ptr [r15 + r9 + 65536], 8
+    test ebx, 3039360
     jnz 1f
 1:
-    and esi, dword ptr [r15 + rbp + 512]
-    imul rax, rsi
-    mov ecx, eax
-    mov r8d, 182
-    test ebx, 134218240
+    mov eax, 239
+    popcnt rbp, rdx
+    mov byte ptr [r15 + 0], dl
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    bt rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    movzx ecx, byte ptr [r15 + r9 + 65664]
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 890257792
     jz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 832]
-    and esi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + rbp + 704]
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r8 + 256], cl
+    mov rdx, rdx
     test ebx, 512
     jz 1f
 1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 192]
-    mov rdx, qword ptr [r15 + r8 + 128]
-    mov eax, 118
-    mov qword ptr [r15 + rbp + 640], rax
-    test ebx, 336700032
+    cmp rdx, qword ptr [r15 + 0]
+    mov dword ptr [r14 + 0], edx
+    mov edx, r9d
+    mov rsi, rdx
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 14
+    mov edx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + r9 + 65600]
+    mov edi, edi
+    test ebx, 1024
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    test ebx, 512
     jz 1f
 1:
-    mov ebp, 152
-    imul rax, rbp
-    movsxd rcx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + r8 + 448]
+    mov rdx, qword ptr [r15 + 0]
+    or qword ptr [r15 + rbp + 192], 56
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
-    lea r8, [r10*4]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 512]
+    lea r8, [r10 + r10*1]
+    movzx ebp, byte ptr [r15 + 0]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 192]
+    and esi, dword ptr [r15 + 64]
     movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + r8 + 640], rdi
-    lea r9, [r10 + r10*2]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
+    test ebx, 1024
+    jz 1f
+1:
+    lea r9, [r10*4]
+    mov ecx, ecx
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 3
+    and r9, 192
+    movsxd rcx, dword ptr [r14 + r9 + 384]
+    test ebx, 512
     jnz 1f
 1:
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 2176]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov edx, 132
-    sete sil
-    test ebx, 40480832
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rcx
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    mov rsi, qword ptr [r15 + r9 + 448]
+    test ebx, 2048
+    jz 1f
+1:
+    mov eax, esi
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    cmovne rdx, rax
+    movzx ebp, dl
+    test ebx, 17350784
     jnz 1f
 1:
-    mov rcx, rsi
-    add rdx, qword ptr [r15 + r8 + 704]
-    cmp dword ptr [r15 + r9 + 2112], 88
-    movzx esi, dl
-    lea rbp, [r10 + r10*1]
+    .byte 0x0f, 0x1f, 0x00
+    mov rdi, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + 0], edi
+    mov ecx, edi
+    lea r8, [r10 + r10*2]
     test ebx, 256
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov rcx, rbp
-    crc32 rdx, rax
-    test ebx, 549267520
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + 0], rax
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 33554560
-    jz 1f
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 4096], r8
+    mov dword ptr [r15 + r8 + 4224], 199
+    inc dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 59255104
+    jnz 1f
 1:
-    imul edi, r8d, 87
-    movzx r8d, sil
-    movzx eax, byte ptr [r15 + rbp + 128]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
+    mov dword ptr [r15 + r9 + 256], eax
+    movzx r9d, r8b
+    movzx esi, r9b
+    mov eax, dword ptr [r15 + r8 + 4160]
+    test ebx, 12736
+    jnz 1f
 1:
-    mov ecx, r9d
-    mov esi, 223
-    mov ebp, esi
-    add qword ptr [r15 + 0], rbp
-    test ebx, 4224
-    jz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 2048]
-    mov r9d, 127
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8d, 108
+    movsxd rdx, dword ptr [r14 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
-    mov eax, r9d
-    movsxd r9, dword ptr [r15 + 64]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    movzx ecx, r9b
-    test ebx, 2048
-    jnz 1f
-1:
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    lock add qword ptr [r15 + 0], rax
-    mov ebp, eax
-    lea r8, [r10 + r10*1]
-    test ebx, 25634880
-    jnz 1f
-1:
-    mov rdi, r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1024
-    jnz 1f
-1:
-    popcnt rax, rdi
-    lea rbp, [r10 + r10*4]
-    cmp rbp, qword ptr [r14 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1615401088
-    jnz 1f
-1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 576]
-    mov edx, 236
-    movzx esi, r8b
-    mov r9d, dword ptr [r15 + rbp + 704]
-    test ebx, 2048
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 182
+    mov edi, 218
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 192]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 192]
+    lea rbp, [r10 + r10*4]
+    mov qword ptr [r14 + 0], rcx
+    and rbp, 960
+    movzx esi, byte ptr [r15 + rbp + 1152]
     test bl, 128
     jz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + r9 + 128]
-    movsxd r9, dword ptr [r15 + rbp + 512]
-    movzx r9d, r8b
+    mov edi, esi
+    movzx ecx, byte ptr [r15 + rbp + 1024]
+    mov esi, 208
+    test ebx, 512
+    jnz 1f
+1:
+    mov edx, eax
+    mov byte ptr [r15 + 0], dl
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    and r8, 16320
+    movsxd rdi, dword ptr [r15 + r8 + 16384]
+    test ebx, 565440
+    jz 1f
+1:
+    movzx eax, dil
+    mov dword ptr [r15 + rbp + 1216], 58
+    mov esi, 188
     test bl, 128
     jz 1f
 1:
-    imul r9, r9
-    jmp 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 640]
+    movzx edx, al
+    mov eax, edx
+    cmp rax, qword ptr [r15 + 0]
+    mov ecx, ebp
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 768], r8
-    movzx ecx, r9b
-    mov qword ptr [r15 + r8 + 192], rcx
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 16448]
+    mov rsi, qword ptr [r15 + rbp + 1280]
+    mov rdx, qword ptr [r15 + 64]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    mov edi, 31
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    cmp rdi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + rbp + 1088]
+    movzx ebp, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    lea r9, [r10*8]
-    bt r8, r9
+    lea r8, [r10*4]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    movzx ebp, cl
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov eax, esi
+    test ebx, 1134596800
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + 0]
+    test ebx, 63190080
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    and r9, 448
-    cmp dword ptr [r15 + r9 + 640], 39
+    mov esi, ebp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 122
-    jmp 1f
+    inc dword ptr [r15 + rbp + 192]
+    add rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    test ebx, 765657152
+    jnz 1f
 1:
-    test ebx, 2048
-    jz 1f
+    and r9, 4032
+    movsxd rdi, dword ptr [r15 + r9 + 4224]
+    mov edx, dword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 64]
+    test ebx, 1376063680
+    jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + r9 + 704]
-    mov rdx, rcx
+    movzx eax, cl
+    cmp dword ptr [r15 + r8 + 256], 24
+    bt rax, rax
+    test ebx, 320
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 4160]
+    nop
+    mov rsi, rax
+    test ebx, 413734080
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    imul rdi, r8
+    mov edx, dword ptr [r14 + r8 + 448]
+    mov esi, dword ptr [r15 + r8 + 320]
     test ebx, 256
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 832]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 192]
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    test ebx, 1187136896
+    vmovdqu xmm1, xmmword ptr [r15 + r9 + 4096]
+    mov byte ptr [r14 + 0], sil
+    .byte 0x66, 0x90
+    test ebx, 67109120
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 512]
-    mov eax, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + r9 + 768]
-    test ebx, 512
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 896]
-    mov r9d, ebp
-    movzx edi, r9b
-    lea r8, [r10 + r10*1]
-    mov esi, r8d
-    test ebx, 8589376
-    jnz 1f
-1:
-    and r8, 64
-    movsxd r9, dword ptr [r14 + r8 + 128]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rcx, r9
-    test ebx, 715704384
-    jz 1f
-1:
-    mov rax, rdi
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 192]
-    movzx edx, al
-    jmp 1f
-1:
-    test ebx, 256
-    jnz 1f
-1:
-    cmp rdx, qword ptr [r15 + 0]
-    mov edi, 183
-    movzx r8d, byte ptr [r15 + 0]
+    lock add qword ptr [r15 + rbp + 128], rbp
+    and ebp, dword ptr [r15 + 64]
+    lock add qword ptr [r15 + 0], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    lea rbp, [r10*4]
-    movzx edx, bpl
-    and rbp, 192
-    mov edi, dword ptr [r15 + rbp + 384]
-    movzx eax, byte ptr [r15 + rbp + 320]
-    lea r8, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 16640
+    lea r8, [r10*4]
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1216], r8b
+    mov r9d, r8d
+    movzx ecx, cl
+    mov esi, eax
+    test ebx, 2048
     jnz 1f
 1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + 0], rsi
-    mov esi, edx
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 134218752
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + 0], al
-    mov rax, qword ptr [r15 + rbp + 448]
-    mov dword ptr [r14 + 64], 121
-    test ebx, 1364305024
-    jnz 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + r8 + 192]
-    .byte 0x66, 0x90
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1610809472
-    jnz 1f
-1:
-    mov ecx, ebp
-    cmovne rdi, rcx
-    movzx ebp, r8b
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 165
-    add qword ptr [r15 + 0], r8
-    cmp dword ptr [r15 + 0], 62
-    mov r8d, dword ptr [r14 + 0]
-    test ebx, 512
-    jnz 1f
-1:
+    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + r8 + 1152]
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 192], edx
+    mov eax, 7
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    cmp dword ptr [r15 + 0], 72
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, edx
-    test bl, 128
+    test ebx, 256
     jz 1f
 1:
-    mov rbp, r10
-    movzx eax, r9b
-    mov r9, rbp
-    and rbp, 16320
-    movsxd rdi, dword ptr [r15 + rbp + 16384]
+    crc32 edi, bpl
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, 239
+    mov byte ptr [r15 + 0], dl
+    lea r9, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 185
+    mov ecx, dword ptr [r15 + 0]
+    sete dil
+    test bl, 192
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 1024], dil
+    mov rdx, rdi
+    imul rax, r9
+    test ebx, 1751132224
+    jz 1f
+1:
+    imul esi, edi, 102
+    mov dword ptr [r15 + rbp + 128], esi
+    mov eax, dword ptr [r15 + r8 + 1088]
+    mov edx, r8d
+    test ebx, 683999808
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, 48
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 192]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    imul rsi, r8
+    movzx edx, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    lea r8, [r10 + r10*2]
-    mov rdx, r8
-    mov ebp, dword ptr [r15 + 0]
-    and r8, 960
-    movzx ebp, byte ptr [r15 + r8 + 1024]
-    lea r9, [r10*4]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 2176
-    jnz 1f
-1:
+    lea r9, [r10 + r10*4]
+    mov dword ptr [r15 + 0], edi
+    add qword ptr [r15 + 0], r9
     and r9, 448
-    mov rsi, qword ptr [r15 + r9 + 512]
-    mov rax, rax
-    mov rdi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 2097216
+    mov edi, dword ptr [r15 + r9 + 576]
+    mov edi, dword ptr [r14 + 64]
+    test ebx, 1363193472
     jnz 1f
 1:
-    cmp rax, qword ptr [r15 + r9 + 576]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, al
+    lea rbp, [r10 + r10*1]
+    mov rdx, rax
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 192]
+    test ebx, 20975808
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov qword ptr [r15 + 0], rdx
+    movzx r8d, bpl
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 262208
+    jz 1f
+1:
+    mov rax, rdx
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov esi, 48
+    and r8, 64
+    movzx ecx, byte ptr [r14 + r8 + 128]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 704], ebp
+    test bl, 128
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 64]
     mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 768
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], 245
-    or esi, 1
-    xor edx, edx
-    div esi
-    movzx ecx, sil
+    mov byte ptr [r15 + 0], r8b
+    movzx edx, byte ptr [r15 + r9 + 512]
     test ebx, 512
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + 0], dil
-    mov rdi, qword ptr [r15 + r8 + 1152]
-    movzx ebp, byte ptr [r15 + r8 + 1088]
-    test ebx, 134351168
-    jz 1f
-1:
-    movzx edi, r9b
-    movzx ecx, byte ptr [r15 + r9 + 704]
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r14 + 0]
-    test ebx, 66048
+    movzx eax, r8b
+    mov dword ptr [r15 + rbp + 128], eax
+    inc dword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + 0], rax
+    test bl, 128
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, 218
-    mov ebp, dword ptr [r15 + r8 + 128]
-    test ebx, 537953408
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    add rdx, qword ptr [r14 + 0]
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    lea rbp, [r10 + r10*4]
-    mov dword ptr [r15 + 0], edi
-    and rbp, 448
+    lea rbp, [r10 + r10*1]
+    and rbp, 960
+    mov r9, qword ptr [r15 + rbp + 1024]
+    mov r9d, 218
+    mov r8d, edx
+    test ebx, 256
+    jz 1f
+1:
+    mov eax, 62
+    mov esi, 18
     lea r8, [r10*4]
-    movzx edi, byte ptr [r14 + rbp + 768]
-    movzx r9d, r8b
-    lea r9, [r10*4]
-    and r8, 65472
-    mov eax, dword ptr [r15 + r8 + 65728]
-    test ebx, 1343817024
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    and r9, 192
-    xor dword ptr [r15 + r9 + 320], r9d
-    movzx ecx, r9b
-    test ebx, 809535232
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 448], rcx
-    mov qword ptr [r15 + rbp + 640], rsi
-    mov dword ptr [r15 + rbp + 704], r9d
-    test ebx, 256
-    jnz 1f
-1:
-    cmp dword ptr [r15 + rbp + 512], 36
-    and esi, dword ptr [r15 + r8 + 65536]
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    test ebx, 1212162112
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 65664]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx edi, al
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 13
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + r9 + 384], eax
-    test ebx, 69380224
-    jz 1f
-1:
-    mov dword ptr [r14 + rbp + 576], edi
-    mov dword ptr [r15 + r8 + 65600], eax
-    mov ebp, eax
-    test ebx, 1075581696
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    movsxd rdx, dword ptr [r15 + 64]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c24:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10*4]
-    and r8, 64
-    xor dword ptr [r15 + r8 + 192], r8d
-    and r9, 192
-    and eax, dword ptr [r14 + r9 + 320]
-    mov dword ptr [r15 + 64], 76
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 89
     test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 192], 104
-    mov rsi, rsi
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    test ebx, 873934912
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rsi, r8
-    mov dword ptr [r15 + 0], 51
-    mov byte ptr [r15 + rbp + 128], sil
-    test ebx, 512
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov ebp, 195
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    mov esi, 75
-    test ebx, 2048
-    jz 1f
-1:
-    mov rdx, rsi
-    mov ebp, esi
-    vmovdqu xmm11, xmmword ptr [r14 + r9 + 448]
-    cmp dword ptr [r15 + 0], 16
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, ebp
-    mov rcx, r8
-    mov rdi, r9
-    mov dword ptr [r15 + 0], 159
-    test ebx, 1209073792
-    jz 1f
-1:
-    mov rax, r8
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 268519488
-    jz 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 128]
-    mov r8, r9
-    mov ecx, dword ptr [r15 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c25:
-    lea rbp, [r10 + r10*1]
-    and r8d, dword ptr [r15 + 0]
-    and rbp, 1984
-    movzx r8d, byte ptr [r15 + rbp + 2048]
-    mov edi, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    test ebx, 640
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    add qword ptr [r15 + 0], rdx
-    mov edx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*4]
-    test ebx, 1075613824
-    jz 1f
-1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], r8d
-    mov edx, dword ptr [r15 + 64]
-    .byte 0x66, 0x90
-    lea r9, [r10*4]
-    test ebx, 604013696
-    jnz 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 448], 106
-    movzx eax, al
-    cmp dword ptr [r15 + 0], 127
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + r8 + 1152]
-    mov dword ptr [r15 + 0], 56
-    movzx eax, sil
-    test ebx, 512
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 384]
-    mov rdx, qword ptr [r15 + r9 + 320]
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 256]
-    add qword ptr [r15 + r8 + 1280], rdi
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lock or dword ptr [r15 + r8 + 1088], 77
-    inc dword ptr [r15 + r8 + 1216]
-    movzx ecx, byte ptr [r15 + rbp + 2112]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c26:
-    cmp rcx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 143
-    mov edx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 605028928
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 0]
-    and rbp, 64
-    lock add qword ptr [r15 + rbp + 192], rbp
-    mov r9d, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    test ebx, 1641558144
-    jz 1f
-1:
-    mov eax, ecx
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 512
-    jz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov rdi, qword ptr [r14 + 0]
-    add qword ptr [r15 + 0], rdi
     and r8, 1984
-    mov byte ptr [r15 + r8 + 2048], sil
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    cmp r8, qword ptr [r15 + r8 + 2240]
+    movzx edx, r8b
+    movzx eax, dl
     test ebx, 512
     jz 1f
 1:
-    mov r9d, 96
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, rax
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    bt rsi, r9
-    mov rax, rsi
-    mov dword ptr [r15 + 64], 30
-    test ebx, 1589846592
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx ecx, byte ptr [r15 + r8 + 2112]
-    mov r9, rbp
-    test ebx, 256
+    bswap rsi
+    mov qword ptr [r15 + r8 + 2048], rax
+    lea rdi, [r15 + 270976]
+    mov ecx, 14
+    rep stosb
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov edi, r9d
+    movzx eax, bpl
+    movzx ecx, byte ptr [r15 + r8 + 2112]
+    mov edx, 211
+    test ebx, 262272
+    jz 1f
+1:
+    lea r9, [r10*4]
+    mov esi, 63
+    and r9, 192
+    mov dword ptr [r14 + r9 + 320], 158
+    mov rax, qword ptr [r15 + r9 + 256]
+    test ebx, 1075183744
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 384], sil
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    mov rdi, rbp
+    test ebx, 256
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 0], 38
+    movsxd rcx, dword ptr [r15 + rbp + 1088]
     movzx ebp, byte ptr [r15 + r8 + 2176]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
-.Lc1_b8_c27:
-    lea r8, [r10*4]
+.Lc1_b8_c24:
+    lea r8, [r10 + r10*4]
     lea r9, [r10 + r10*1]
-    and r8, 192
-    and eax, dword ptr [r14 + r8 + 256]
-    lea rbp, [r10 + r10*4]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 16448], dl
     and r9, 64
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 128]
-    mov esi, 38
-    and rbp, 1984
-    cmp rbp, qword ptr [r15 + rbp + 2112]
-    test ebx, 592545344
+    movzx eax, byte ptr [r15 + r9 + 192]
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, edi
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 33640512
     jnz 1f
 1:
-    mov rdx, rbp
-    mov rcx, qword ptr [r15 + rbp + 2304]
+    mov byte ptr [r15 + 0], cl
+    lea rbp, [r10 + r10*2]
+    imul rsi, rbp
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 4160], rbp
+    test ebx, 8454592
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, al
+    and esi, dword ptr [r15 + r9 + 128]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 637536384
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 16512]
+    test ebx, 1697677376
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    bt r9, rax
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r8 + 16640]
+    test ebx, 1024
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 78
+    mov rax, rdi
+    mov dword ptr [r15 + 0], 1
+    mov rsi, qword ptr [r15 + rbp + 4096]
+    test ebx, 270656128
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 4224]
+    cmp dword ptr [r14 + r8 + 16576], 106
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov rdi, qword ptr [r14 + r8 + 16384]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c25:
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    xchg rax, rsi
+    mov byte ptr [r15 + 0], dl
+    .byte 0x66, 0x90
+    cmp rsi, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 192]
+    test bl, 128
+    jnz 1f
+1:
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + rbp + 192]
     mov rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 53625344
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    test ebx, 176164928
+    jnz 1f
+1:
+    and rbp, 64
+    vpaddq xmm0, xmm0, xmmword ptr [r14 + rbp + 128]
+    not qword ptr [r15 + 0]
+    sete cl
+    test ebx, 269029504
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 0]
+    movzx esi, bpl
+    movzx r8d, r9b
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 192], edi
+    mov rcx, qword ptr [r15 + 0]
+    movzx r9d, cl
     test ebx, 256
     jz 1f
 1:
-    mov edi, 242
-    mov rdx, rbp
-    mov rax, qword ptr [r14 + r8 + 384]
-    mov byte ptr [r15 + 64], dl
-    test ebx, 702358592
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], esi
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c26:
+    lea rbp, [r10*4]
+    and rbp, 192
+    mov edx, dword ptr [r15 + rbp + 448]
+    mov esi, 147
+    mov edi, edi
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r10*8]
+    test ebx, 229952
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 154
-    mov edx, 208
-    movsxd rdi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + 0], rax
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 192]
+    test ebx, 335579200
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 128]
+    imul r8, rcx
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    test ebx, 109904960
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 256]
+    vmovdqu xmm13, xmmword ptr [r15 + r9 + 576]
+    mov qword ptr [r15 + 0], rsi
+    test bl, 128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov byte ptr [r15 + r9 + 512], r8b
+    mov rax, r8
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 896]
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    cmp dword ptr [r15 + rbp + 320], 84
     test ebx, 512
     jnz 1f
 1:
-    movzx esi, dil
-    cmp dword ptr [r15 + r9 + 192], 13
-    mov dword ptr [r15 + rbp + 2176], esi
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 5277824
+    mov ebp, ebp
+    mov r8d, dword ptr [r15 + r9 + 768]
+    mov ecx, 16
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov rax, qword ptr [r14 + 0]
+    mov rdx, qword ptr [r15 + r9 + 704]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c27:
+    mov dword ptr [r15 + 0], edi
+    mov r9d, 94
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
+    movzx esi, r9b
+    test bl, 128
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 448]
-    mov rax, r8
-    cmovne rdx, rax
-    test ebx, 2048
+    movzx r9d, byte ptr [r15 + 0]
+    mov edi, 63
+    lea rbp, [r10 + r10*1]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 192], r8d
+    lea r8, [r10*4]
+    test ebx, 176161856
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + r8 + 320], r8b
-    mov dword ptr [r15 + 0], 231
-    movzx edx, byte ptr [r15 + rbp + 2240]
+    and r8, 192
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r8 + 448]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 256], dl
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 192]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, esi
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, 239
+    movzx esi, al
     test ebx, 256
     jnz 1f
 1:
-    mov r8d, r9d
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 2048], r9d
+    .byte 0x66, 0x90
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, 39
+    mov rdx, r8
+    test ebx, 1662094464
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    movzx esi, byte ptr [r15 + r9 + 128]
+    cmp dword ptr [r15 + 0], 19
+    mov r9d, 97
+    test ebx, 919680
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 384]
+    bswap rdx
+    movzx r9d, dl
+    mov ecx, r9d
+    test ebx, 1380319872
+    jz 1f
+1:
+    cmp rcx, qword ptr [r14 + r8 + 320]
+    mov dword ptr [r15 + rbp + 128], ebp
+    mov rdi, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c28:
     lea rbp, [r10 + r10*1]
+    mov rsi, rbp
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 192]
+    popcnt rdx, rbp
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    movzx r8d, bpl
-    mov r9, r8
-    test ebx, 1220412544
-    jnz 1f
-1:
-    lea r8, [r10*4]
-    mov rsi, r9
-    mov byte ptr [r14 + rbp + 192], r8b
-    and r8, 16320
-    mov ebp, dword ptr [r14 + r8 + 16512]
-    and r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lea rbp, [r10*4]
-    mov byte ptr [r15 + 0], al
-    and rbp, 192
-    movzx eax, byte ptr [r15 + rbp + 320]
-    movzx ecx, al
-    test bl, 128
+    lea r9, [r10*4]
+    test ebx, 470291776
     jz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
-    add rax, qword ptr [r15 + r8 + 16448]
-    mov edx, eax
-    lock add qword ptr [r15 + 0], rdi
-    test ebx, 639690816
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    test ebx, 1073882240
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 16576]
-    movzx eax, r9b
-    or qword ptr [r15 + 0], 36
-    test ebx, 269492800
+    xchg rcx, rax
+    movsxd r8, dword ptr [r15 + 0]
+    and r9, 192
+    lea r8, [r10 + r10*4]
+    mov qword ptr [r15 + r9 + 448], r8
+    mov rdi, r8
+    test ebx, 1463814400
     jz 1f
 1:
-    movzx edi, r8b
-    mov r9d, 95
-    mov qword ptr [r15 + rbp + 384], r9
-    mov rdx, qword ptr [r15 + rbp + 448]
-    test ebx, 493225024
+    and r8, 1984
+    cmp dword ptr [r15 + r8 + 2176], 76
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1107853376
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    mov esi, edx
-    mov qword ptr [r15 + r8 + 16384], r8
+    movzx edi, byte ptr [r15 + r9 + 384]
+    mov esi, ebp
+    or qword ptr [r15 + 0], 106
+    mov rdi, qword ptr [r14 + r8 + 2240]
+    test ebx, 512
+    jz 1f
+1:
+    xor dword ptr [r15 + r8 + 2304], eax
+    movsxd rdx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 320], dl
+    mov rax, rdx
+    test ebx, 131328
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 128]
+    mov esi, 110
+    lock add qword ptr [r15 + r8 + 2112], rax
+    test ebx, 512
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    mov rdi, qword ptr [r15 + r8 + 2048]
+    mov esi, edi
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rax, rsi
+    mov qword ptr [r15 + r9 + 256], rsi
+    mov eax, dword ptr [r14 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c29:
-    lea rbp, [r10*8]
-    mov ecx, 5
-    mov eax, ebp
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 512], 224
-    mov r8d, ebp
+    cmp r9, qword ptr [r15 + 0]
+    mov edx, 214
+    mov r9d, edx
+    movzx r8d, r9b
+    test ebx, 1130447168
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx esi, dl
+    mov r9, qword ptr [r15 + 0]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 192]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, edx
+    mov qword ptr [r15 + 64], rax
+    mov ecx, dword ptr [r15 + 0]
+    or edi, 1
+    xor edx, edx
+    div edi
+    test ebx, 262656
+    jnz 1f
+1:
+    xchg r8, rdi
+    movsxd rcx, dword ptr [r14 + rbp + 128]
+    mov rsi, rcx
+    lea rbp, [r10*4]
+    test ebx, 536870976
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 64], 59
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 2240]
+    movsxd rsi, dword ptr [r15 + rbp + 2112]
+    movzx eax, r9b
     test ebx, 512
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    mov rdx, r8
-    xor dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + rbp + 640]
-    test ebx, 373298304
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 576]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    inc dword ptr [r15 + rbp + 832]
-    xor dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, 235
-    mov byte ptr [r15 + 0], sil
-    mov eax, dword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + 0], 109
+    mov rcx, qword ptr [r15 + rbp + 2176]
+    imul rdx, rdx
     lea r8, [r10 + r10*1]
-    test bl, 128
+    mov esi, 135
+    test ebx, 1108739200
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and r8, 64
-    cmp dword ptr [r15 + r8 + 128], 13
-    movzx ecx, bpl
-    test ebx, 1075397248
+    mov rdi, r8
+    and r8, 960
+    movzx esi, byte ptr [r15 + r8 + 1024]
+    mov rdx, rdx
+    mov r9d, 179
+    test ebx, 256
+    jnz 1f
+1:
+    mov edx, ebp
+    mov rax, qword ptr [r15 + rbp + 2048]
+    mov ebp, 230
+    test bl, 128
     jz 1f
 1:
-    mov rsi, rbp
-    mov r9, r10
-    mov rdi, qword ptr [r15 + r8 + 192]
-    sete dl
-    and r9, 65472
-    movsxd rcx, dword ptr [r15 + r9 + 65536]
-    test ebx, 2048
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r14 + rbp + 704]
-    cmp dword ptr [r15 + 0], 62
-    imul rcx, rbp
+    mov qword ptr [r15 + 0], rcx
+    mov esi, 175
+    movsxd rdx, dword ptr [r15 + r8 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c30:
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, ebp
-    movsxd r9, dword ptr [r15 + 0]
-    movzx esi, sil
-    test bl, 128
-    jz 1f
-1:
-    lea r8, [r10 + r10*2]
-    movzx edx, byte ptr [r14 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, cl
-    and r8, 65472
-    mov rax, qword ptr [r15 + r8 + 65600]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 65664], 202
-    popcnt rbp, rax
-    mov r9, rbp
-    test ebx, 1254134464
-    jz 1f
-1:
+    lea r8, [r10 + r10*4]
     lea rbp, [r10 + r10*1]
-    mov rax, rbp
     and rbp, 64
-    movsxd rdi, dword ptr [r14 + rbp + 128]
-    add qword ptr [r15 + 64], rbp
-    movzx ecx, dil
-    test ebx, 1612713856
+    mov byte ptr [r15 + rbp + 192], r8b
+    and r8, 448
+    mov qword ptr [r15 + r8 + 640], rax
+    mov eax, dword ptr [r15 + r8 + 768]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 192]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, 219
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ebp, esi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9, r10
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 538990976
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 16384], 46
-    movzx ecx, r8b
-    test ebx, 537068672
-    jnz 1f
-1:
+    mov rcx, qword ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + r8 + 65536]
-    mov r8d, eax
-    mov edx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + r8 + 576]
+    test ebx, 268435520
+    jz 1f
+1:
+    bt rbp, rbp
+    or eax, 1
+    xor edx, edx
+    div eax
+    movsxd rdi, dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    test ebx, 525312
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    test ebx, 1359085696
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + 0], r8d
+    cmp dword ptr [r14 + 0], 32
+    test ebx, 740201664
+    jnz 1f
+1:
+    btc dword ptr [r14 + 0], 25
+    xchg rsi, rdi
+    imul eax, edx, 47
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, dl
-    lock xadd qword ptr [r15 + 0], rdx
+    cmp dword ptr [r15 + r8 + 512], 64
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov ecx, dword ptr [r15 + r9 + 128]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 209
+    mov qword ptr [r15 + r8 + 704], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c31:
     lea rbp, [r10 + r10*1]
-    mov r8d, 230
-    lea r9, [r10 + r10*4]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 2048], rbp
-    and r9, 65472
-    movzx edx, byte ptr [r15 + r9 + 65664]
-    lea r8, [r10 + r10*1]
-    mov esi, 243
-    test bl, 128
+    lea r8, [r10*4]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 384], r8b
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + 0], 198
+    test ebx, 331612480
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 65728]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    movzx ecx, cl
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 35
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 478290560
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + r9 + 65600]
-    test ebx, 8320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 10
-    mov byte ptr [r15 + 0], bpl
-    crc32 r8d, r8b
-    test ebx, 2048
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 2112], ebp
-    test ebx, 2048
+    or qword ptr [r15 + 0], 38
+    imul rcx, rbp
+    .byte 0x66, 0x90
+    test ebx, 1213056
     jz 1f
 1:
-    movzx ebp, dil
-    mov edi, dword ptr [r15 + 64]
-    xor dword ptr [r14 + 64], r9d
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, dl
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
+    test ebx, 537068672
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 64]
+    xor dword ptr [r15 + 0], eax
+    test ebx, 256
+    jz 1f
+1:
+    lea rdi, [r15 + 270976]
+    mov ecx, 59
+    rep stosb
+    mov eax, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    test ebx, 705038976
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    mov ecx, dword ptr [r14 + rbp + 128]
+    test ebx, 512
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 256]
     test bl, 128
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 65792]
-    movzx esi, byte ptr [r15 + r9 + 65536]
-    jmp 1f
+    mov ebp, edx
+    mov esi, ebp
+    movzx eax, byte ptr [r15 + r9 + 128]
+    test ebx, 536870976
+    jz 1f
 1:
+    add r9, qword ptr [r15 + r8 + 448]
+    movzx r8d, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c32:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + 0], dl
-    and r9, 64
-    lock xadd qword ptr [r15 + r9 + 192], rdx
-    mov dword ptr [r15 + r9 + 128], 38
-    mov edx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, 126
+    and rbp, 960
+    vpaddq xmm11, xmm11, xmmword ptr [r14 + rbp + 1088]
+    imul r9, rcx
+    test ebx, 340435200
+    jnz 1f
+1:
+    lea r8, [r10*4]
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, cl
+    xor dword ptr [r15 + 0], ebp
+    and r8, 192
+    mov byte ptr [r15 + r8 + 384], dil
+    test ebx, 136462464
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov ecx, 143
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + r8 + 256]
     test ebx, 512
     jnz 1f
 1:
-    popcnt rax, rax
-    mov edi, 13
-    or esi, 1
-    xor edx, edx
-    div esi
-    test ebx, 1081126528
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 236
-    movzx edx, byte ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
+    bswap r9
+    lea r9, [r10*4]
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    mov ecx, 225
+    test ebx, 8320
+    jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea r9, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, eax
-    inc dword ptr [r15 + 64]
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1024], r9b
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r14 + 0]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 576], rax
+    mov esi, r9d
+    movzx eax, bpl
+    movzx edi, byte ptr [r15 + r9 + 512]
     test ebx, 512
     jz 1f
 1:
-    mov esi, ecx
-    mov r8d, dword ptr [r15 + r9 + 1088]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and r8d, dword ptr [r15 + rbp + 128]
-    test ebx, 134221184
-    jnz 1f
+    jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 199
+    mov byte ptr [r15 + 64], cl
+    movsxd rdx, dword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r14 + r8 + 320]
+    mov edi, esi
+    mov r8d, dword ptr [r15 + rbp + 1152]
+    test bl, 128
+    jz 1f
+1:
+    movzx ecx, sil
+    mov rax, qword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + r9 + 704], 113
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c33:
-    lea r9, [r10 + r10*2]
-    lea r8, [r10 + r10*4]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 512]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2112], 189
-    and ebp, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r14 + r8 + 2240]
+    mov dword ptr [r15 + 64], 98
+    lea r8, [r10 + r10*1]
+    cmp rbp, qword ptr [r15 + 0]
+    bswap rbp
+    and r8, 64
+    movsxd rdi, dword ptr [r14 + r8 + 192]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov esi, 125
+    lock or dword ptr [r15 + 0], 50
+    test ebx, 512
+    jz 1f
+1:
+    movzx edi, sil
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movzx edx, al
+    test ebx, 8320
+    jnz 1f
+1:
+    lea rbp, [r10*4]
+    mov rdi, rcx
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 320], dil
+    cmp dword ptr [r15 + 0], 71
+    test ebx, 1074807424
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 448], ebp
+    movzx ecx, cl
+    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 256
     jz 1f
 1:
-    mov eax, esi
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 337649728
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 576], bpl
-    lock add qword ptr [r15 + 0], rbp
-    mov edx, 1
-    mov rsi, rdx
-    lea rbp, [r10 + r10*1]
-    test ebx, 6578560
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rdi, dword ptr [r14 + rbp + 128]
-    lock or dword ptr [r15 + 0], 3
-    bswap rdx
-    test ebx, 1665335424
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 135
-    mov dword ptr [r15 + r9 + 640], 222
-    movzx r9d, byte ptr [r15 + 0]
+    and r9d, dword ptr [r15 + rbp + 384]
+    add rcx, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + 64], 15
     test bl, 128
-    jnz 1f
-1:
-    mov r9, r9
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 192]
-    test ebx, 61416512
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 2304]
-    mov dword ptr [r15 + r8 + 2048], ecx
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, 87
-    test ebx, 16777728
+    movsxd rdx, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    and rbp, 64
+    vmovdqu xmm13, xmmword ptr [r15 + rbp + 192]
+    mov rsi, qword ptr [r15 + rbp + 128]
+    test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 2176], r8b
-    mov r8, r8
-    mov rax, rax
+    mov rdi, rsi
+    mov esi, 29
+    mov eax, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c34:
-    lea r9, [r10*8]
-    mov esi, 96
-    and r9, 448
-    add rdi, qword ptr [r15 + r9 + 576]
-    sete cl
-    lea rbp, [r10*4]
-    mov eax, ecx
-    test ebx, 512
-    jnz 1f
+    lea r8, [r10*4]
+    popcnt rcx, r8
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 2048], cl
+    add rdx, qword ptr [r15 + r8 + 2176]
+    movzx ebp, byte ptr [r15 + r8 + 2112]
+    test bl, 128
+    jz 1f
 1:
-    and rbp, 192
-    lock add qword ptr [r15 + rbp + 448], rbp
-    inc dword ptr [r15 + 64]
-    movzx r8d, bpl
-    mov rcx, r8
-    test ebx, 512
-    jnz 1f
+    movzx ecx, byte ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + r9 + 704]
-    mov ecx, 202
-    mov rsi, qword ptr [r15 + 0]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    crc32 rax, rcx
+    mov esi, 147
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 128]
+    test ebx, 16777728
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov edi, r8d
     test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r9 + 512], dl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov rcx, rbp
+    mov qword ptr [r15 + 64], rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 2240]
     mov r8d, dword ptr [r15 + 0]
-    test ebx, 33554496
+    lock or dword ptr [r15 + 0], 27
+    mov edx, eax
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 640], r8
-    movzx esi, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + rbp + 384]
-    test ebx, 611332736
-    jnz 1f
-1:
+    mov edi, dword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    test ebx, 1756439680
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 320]
-    mov rax, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    add qword ptr [r15 + r9 + 768], rax
-    test ebx, 256
+    and eax, dword ptr [r15 + 0]
+    crc32 ecx, r9b
+    test ebx, 512
     jnz 1f
 1:
-    mov ecx, r9d
-    mov rsi, r9
-    xor dword ptr [r15 + r9 + 832], ecx
+    movzx r8d, byte ptr [r15 + r9 + 192]
+    movzx r9d, cl
+    mov dword ptr [r15 + rbp + 192], 47
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c35:
+    .byte 0x66, 0x90
+    movsxd rdi, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rdi
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 168084608
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    mov ecx, 77
+    mov rax, qword ptr [r15 + 0]
+    and r8, 448
+    mov rsi, qword ptr [r15 + r8 + 640]
+    test bl, 128
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 33
     lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    jmp 1f
+    mov byte ptr [r14 + 64], r9b
+    and rbp, 64
+    movsxd rsi, dword ptr [r14 + rbp + 128]
+    test ebx, 1090617408
+    jnz 1f
 1:
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    mov ecx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r8 + 576], 225
+    mov ecx, dword ptr [r15 + 64]
+    test bl, 128
+    jz 1f
+1:
+    lock add qword ptr [r15 + r8 + 512], rcx
+    mov rax, rcx
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + r9 + 128], eax
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    add qword ptr [r15 + 64], rcx
+    mov edx, 32
+    movzx ecx, dl
+    test ebx, 252724736
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r8, rdx
+    movzx r8d, r8b
+    cmp dword ptr [r15 + rbp + 192], 95
     test ebx, 512
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, dil
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 2097664
-    jz 1f
-1:
-    lea rbp, [r10 + r10*4]
-    jmp 1f
-1:
-    bswap rsi
-    and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 2176]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edx, 178
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 128]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 229
-    mov esi, 38
-    mov r9, qword ptr [r14 + r8 + 192]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 19404416
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 2048]
-    mov edi, 142
-    movzx eax, byte ptr [r15 + 0]
-    cmovne r8, rax
-    test ebx, 1024
-    jz 1f
-1:
-    mov r8, rax
-    mov edx, 26
-    movzx esi, dl
-    mov qword ptr [r15 + rbp + 2240], rdx
-    test ebx, 1075839808
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + rbp + 2304]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + rbp + 2112]
+    mov esi, 144
+    imul edi, esi, 72
+    mov r9, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c36:
-    lea rbp, [r10*4]
-    mov rdi, qword ptr [r15 + 64]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 4160], rbp
-    movsxd r8, dword ptr [r15 + 0]
-    mov r8, r8
-    test ebx, 428544576
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 4224]
-    mov r8, qword ptr [r14 + 0]
-    mov r8, r8
-    test ebx, 7360
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edx, bpl
-    test bl, 128
+    lea rbp, [r10*8]
+    cmovne rsi, rbp
+    mov edx, dword ptr [r15 + 0]
+    and rbp, 448
+    movsxd rdi, dword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + rbp + 832], edx
+    test ebx, 320899264
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    bswap rdi
+    mov rax, r9
+    and r9, 192
+    mov ecx, dword ptr [r14 + r9 + 256]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 4326784
+    jz 1f
+1:
+    cmovne r8, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 320], r8d
+    lea r9, [r10 + r10*1]
+    mov ecx, r9d
+    test ebx, 4194368
+    jnz 1f
+1:
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov rdx, qword ptr [r15 + 64]
     test bl, 128
     jz 1f
 1:
-    mov eax, ecx
-    movzx esi, byte ptr [r14 + r8 + 128]
+    mov ecx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + rbp + 512]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov rax, qword ptr [r15 + 64]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov rdi, qword ptr [r15 + rbp + 640]
+    mov r9d, 92
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r14 + rbp + 896]
+    movzx edi, byte ptr [r15 + rbp + 576]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 973626304
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 704]
     mov edi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, edi
-    mov rsi, qword ptr [r15 + 64]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    cmp dword ptr [r15 + rbp + 4288], 45
-    mov r8, rsi
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 4096]
-    mov edi, 134
-    movzx eax, byte ptr [r15 + r9 + 128]
+    movzx edx, byte ptr [r15 + rbp + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c37:
+    sete al
+    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov eax, ebp
+    and r9, 64
     lea r8, [r10 + r10*4]
-    lea rbp, [r10 + r10*1]
-    and r8, 960
-    inc dword ptr [r15 + r8 + 1280]
+    movsxd rbp, dword ptr [r15 + r9 + 128]
+    test ebx, 18219072
+    jz 1f
+1:
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 2304]
+    lea rbp, [r10 + r10*2]
+    mov rcx, qword ptr [r15 + 0]
+    and rbp, 960
+    movsxd rdi, dword ptr [r15 + rbp + 1088]
+    test ebx, 256
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 1152]
+    mov rax, qword ptr [r15 + r8 + 2240]
+    .byte 0x66, 0x90
+    movzx ecx, byte ptr [r15 + rbp + 1024]
+    test ebx, 512
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 192]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 310509632
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + r8 + 2048], rdx
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    cmp dword ptr [r14 + r8 + 2176], 67
+    mov esi, 31
+    movzx edx, sil
+    mov rdi, rsi
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 2112], dil
+    mov dword ptr [r15 + 64], 17
+    mov dword ptr [r15 + 0], 71
+    test ebx, 340067072
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 192], 64
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
-    test bl, 128
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 1088]
-    mov rax, rbp
-    movzx esi, byte ptr [r15 + r8 + 1216]
-    movsxd rbp, dword ptr [r15 + r8 + 1152]
-    test ebx, 2048
-    jz 1f
-1:
-    inc dword ptr [r15 + r8 + 1024]
-    mov r8, rdx
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], 98
-    and ecx, dword ptr [r14 + r9 + 128]
-    test ebx, 268435712
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    movsxd r9, dword ptr [r15 + 0]
-    xchg rsi, rdi
-    test ebx, 2048
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 122
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, 59
-    mov eax, dword ptr [r15 + 0]
-    mov r8, rdx
+    mov rcx, rdi
+    movzx r8d, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c38:
-    lea r9, [r10*8]
-    add rdx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    and r9, 448
-    mov rdx, qword ptr [r15 + r9 + 832]
-    movzx edi, r9b
+    lea rbp, [r10 + r10*4]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2176], 226
+    lea r9, [r10*4]
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    and r9, 192
+    mov rdi, qword ptr [r15 + r9 + 448]
+    movzx eax, al
+    lea r8, [r10 + r10*4]
     test bl, 128
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 31
-    lock add qword ptr [r15 + 0], rdi
-    and r8d, dword ptr [r15 + r9 + 704]
-    popcnt rax, r8
-    test ebx, 364955008
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 576]
-    movsxd r8, dword ptr [r15 + r9 + 768]
-    movzx esi, cl
-    movzx ecx, r8b
-    test ebx, 131136
-    jnz 1f
-1:
-    mov r8, rbp
-    jmp 1f
-1:
-    cmp r8, qword ptr [r14 + r9 + 512]
-    test ebx, 59397184
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, eax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test bl, 128
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx r8d, bpl
-    and rbp, 65472
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 65600]
-    mov eax, 107
-    lea r8, [r10 + r10*2]
-    mov rdi, qword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + r8 + 768], sil
+    mov eax, 205
+    xor dword ptr [r15 + r8 + 704], eax
+    mov dword ptr [r15 + rbp + 2240], eax
+    test ebx, 139067456
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 64]
+    add rax, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, byte ptr [r15 + r9 + 384]
     test ebx, 256
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 65536]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 256], r9b
-    mov ebp, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    test ebx, 16512
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + r8 + 384]
-    crc32 ebp, dl
-    movsxd rdx, dword ptr [r14 + r8 + 320]
-    test ebx, 1074664640
     jnz 1f
 1:
-    bt rcx, rax
-    mov eax, edx
-    mov ecx, 240
+    or qword ptr [r15 + r8 + 640], 115
+    movsxd rdx, dword ptr [r15 + rbp + 2048]
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, r9d
+    test ebx, 283475008
+    jz 1f
+1:
+    mov ecx, ebp
+    mov dword ptr [r15 + 0], 183
+    mov edi, ecx
+    mov r8d, ecx
+    test bl, 128
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 256]
+    movsxd rax, dword ptr [r14 + r9 + 320]
+    movzx edi, byte ptr [r15 + rbp + 2112]
+    cmp dword ptr [r15 + rbp + 2304], 119
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c39:
-    lea r8, [r10 + r10*2]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 576]
-    movsxd rdx, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    movzx edx, byte ptr [r15 + r8 + 512]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 448], dil
-    test ebx, 25169024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    imul esi, edx, 35
-    add qword ptr [r15 + rbp + 320], rsi
-    movzx eax, sil
-    test ebx, 102796608
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r14 + 0]
-    mov qword ptr [r15 + 64], rbp
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + rbp + 384]
-    test ebx, 2048
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*4]
+    and rbp, 64
+    movzx ecx, byte ptr [r14 + rbp + 192]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1088], 242
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 225
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    movzx edx, r8b
-    imul ecx, edx, 113
+    mov r8d, esi
     test ebx, 256
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rdx, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, al
-    test ebx, 1092649024
+    movsxd rdx, dword ptr [r15 + r9 + 1152]
+    bswap rcx
+    movzx edi, r9b
+    mov r8, qword ptr [r15 + r9 + 1216]
+    test ebx, 2048
     jz 1f
 1:
-    mov rsi, r9
-    mov eax, dword ptr [r15 + r8 + 640]
-    movzx r8d, byte ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov esi, 76
+    test ebx, 131328
+    jnz 1f
+1:
+    mov rcx, r9
+    cmp dword ptr [r15 + 0], 87
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    and ecx, dword ptr [r15 + r9 + 1024]
+    lea r9, [r10 + r10*4]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 768]
+    mov eax, dword ptr [r15 + rbp + 128]
+    mov r8d, esi
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 512], bpl
+    movzx edi, r8b
+    movzx esi, byte ptr [r15 + r9 + 576]
+    test ebx, 1367409280
+    jz 1f
+1:
+    mov ebp, esi
+    cmp rdi, qword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + 0], 144
+    mov edx, eax
+    test ebx, 671352896
+    jnz 1f
+1:
+    mov r8d, 198
+    mov rcx, qword ptr [r15 + r9 + 704]
+    mov edx, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c40:
-    mov ebp, eax
-    movzx r9d, dil
-    mov r8d, dword ptr [r15 + 0]
-    mov edi, 249
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    test ebx, 604832896
+    and r9, 4032
+    mov ecx, dword ptr [r14 + r9 + 4096]
+    mov dword ptr [r15 + 0], 204
+    and rbp, 64
+    btc dword ptr [r15 + rbp + 128], 15
+    mov edx, 136
+    test ebx, 2048
     jnz 1f
 1:
-    lea r8, [r10*4]
-    and rbp, 64
-    mov edx, dword ptr [r14 + rbp + 128]
-    and r8, 960
-    movzx eax, byte ptr [r15 + r8 + 1088]
-    lock or dword ptr [r15 + 64], 59
-    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], edx
+    imul r8d, ecx, 9
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 64]
+    mov edi, 137
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + r9 + 4160]
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r9, [r10*4]
+    test ebx, 512
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    and r9, 192
+    or qword ptr [r15 + r9 + 320], 94
+    mov rdx, qword ptr [r15 + r9 + 256]
     test ebx, 512
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 1216]
-    mov esi, dword ptr [r14 + 0]
-    mov r9d, esi
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
+    mov r8, qword ptr [r15 + 0]
+    mov rdx, r8
+    movzx eax, byte ptr [r15 + r9 + 448]
+    test ebx, 2330112
+    jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, r8
-    mov qword ptr [r15 + 0], rsi
-    lea r9, [r10 + r10*1]
-    test ebx, 1142949952
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    bswap rcx
-    and r9, 65472
-    cmp rbp, qword ptr [r15 + r9 + 65600]
-    mov rcx, qword ptr [r15 + r8 + 1024]
-    test ebx, 2097664
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + r9 + 65536], eax
+    mov rsi, rax
+    mov byte ptr [r15 + 0], bpl
+    mov eax, r9d
+    movzx esi, sil
     test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rsi
-    crc32 ebp, al
-    movsxd r9, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + rbp + 192]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + r8 + 1152], r8b
-    xchg rax, rdx
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 384], rdi
+    movsxd rcx, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c41:
     lea r8, [r10 + r10*1]
-    imul rax, r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], al
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    lea r9, [r10 + r10*4]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 16448], r8
+    and edi, dword ptr [r15 + 0]
+    lea r9, [r10*4]
+    lea rbp, [r10*4]
+    cmp dword ptr [r14 + 0], 15
+    and rbp, 448
+    cmp dword ptr [r15 + rbp + 704], 76
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 1984
+    cmp dword ptr [r15 + r9 + 2048], 17
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, edx
+    movzx esi, sil
     test ebx, 1024
     jnz 1f
 1:
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 2240]
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1075914112
-    jz 1f
-1:
-    mov edi, r8d
-    mov ebp, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    vpaddq xmm0, xmm0, xmmword ptr [r14 + r9 + 2176]
-    test ebx, 512
-    jnz 1f
-1:
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 128]
-    mov edi, dword ptr [r15 + rbp + 192]
-    add rdx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + r9 + 2112]
-    test ebx, 256
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r14 + r9 + 2048]
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 73487936
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + r9 + 2304]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 28
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r9
+    mov dword ptr [r15 + rbp + 512], ecx
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + r9 + 2240]
     test bl, 128
     jz 1f
 1:
-    jmp 1f
+    mov qword ptr [r15 + 0], r8
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 2176], eax
+    movzx edi, cl
+    test bl, 128
+    jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 98
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
+    movzx eax, dil
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 16384]
+    test ebx, 540771712
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 576], rax
+    mov rdx, qword ptr [r15 + rbp + 640]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 692083520
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov r8d, 185
+    mov byte ptr [r15 + 0], al
+    bt r8, r8
+    test ebx, 1024
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 2112]
+    mov ecx, r8d
+    mov eax, ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c42:
-    mov r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov edi, 36
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1086554240
-    jz 1f
-1:
-    mov edx, 49
-    mov r8, rax
-    movzx eax, byte ptr [r14 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    or esi, 1
-    xor edx, edx
-    div esi
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1380307008
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov edx, ecx
-    mov edi, r9d
-    and r8, 65472
-    movzx edi, byte ptr [r15 + r8 + 65600]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r9d, 218
-    mov rsi, qword ptr [r15 + rbp + 128]
-    lea r9, [r10 + r10*1]
-    movzx edi, sil
-    test bl, 128
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], ebp
-    inc dword ptr [r15 + r8 + 65536]
-    imul r8, rsi
-    test ebx, 67109120
-    jz 1f
-1:
-    mov edx, 214
-    jmp 1f
-1:
-    popcnt rbp, rdx
-    test ebx, 256
-    jnz 1f
-1:
-    mov eax, ecx
-    mov ecx, 13
-    inc dword ptr [r15 + r9 + 128]
+    add qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 64], 184
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov r9d, dword ptr [r15 + 64]
     test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], al
-    mov edi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, esi
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 546583168
+    jnz 1f
+1:
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    mov rsi, qword ptr [r15 + 0]
+    and rbp, 64
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 192]
+    test ebx, 19267712
+    jz 1f
+1:
+    mov ecx, ebp
+    movzx edx, byte ptr [r15 + rbp + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov ebp, dword ptr [r15 + 0]
+    mov edi, 255
+    lea r8, [r10 + r10*1]
+    test ebx, 8799616
+    jnz 1f
+1:
+    movzx r9d, r8b
+    movsxd rsi, dword ptr [r15 + 0]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    test ebx, 524416
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    cmp dword ptr [r15 + 0], 113
+    mov edx, 249
+    mov eax, dword ptr [r14 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov eax, edi
-    mov esi, esi
-    mov rdx, rsi
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r14 + r8 + 192], 90
+    movzx edi, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c43:
     lea rbp, [r10*4]
-    mov rcx, rcx
     and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lock xadd qword ptr [r15 + rbp + 448], r9
-    lea r9, [r10 + r10*4]
-    test ebx, 545605248
+    mov qword ptr [r15 + rbp + 256], rdi
+    lea r8, [r10 + r10*2]
+    movzx eax, r8b
+    movsxd rsi, dword ptr [r15 + 64]
+    and r8, 448
+    mov edi, dword ptr [r14 + r8 + 576]
+    test ebx, 558276672
     jnz 1f
 1:
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1216]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    xchg rcx, rcx
-    test ebx, 1745581632
-    jz 1f
-1:
-    cmp rdx, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r8 + 192]
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    mov rcx, qword ptr [r14 + 0]
-    test ebx, 33554688
-    jnz 1f
-1:
-    mov rax, rsi
-    mov esi, 134
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 1024], bpl
-    movsxd rdx, dword ptr [r15 + r9 + 1088]
-    mov edx, 251
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx edi, bpl
     mov rcx, qword ptr [r15 + 0]
-    mov esi, 235
-    test ebx, 1536
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 384]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 1280], rcx
-    .byte 0x66, 0x90
-    test ebx, 603992128
+    mov dword ptr [r15 + 64], edi
+    mov byte ptr [r15 + rbp + 320], cl
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 33588544
     jz 1f
 1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov qword ptr [r15 + r9 + 1152], rcx
+    bt rdx, rbp
+    imul rdx, rdx
+    lea r9, [r10 + r10*1]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx ecx, sil
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + r8 + 640]
+    mov edx, dword ptr [r15 + r9 + 192]
+    test ebx, 512
+    jnz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov edx, 195
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, al
+    mov rdx, qword ptr [r15 + rbp + 384]
+    test bl, 128
+    jz 1f
+1:
+    mov esi, 185
+    mov dword ptr [r15 + rbp + 448], 240
+    mov byte ptr [r15 + 0], dl
+    xchg qword ptr [r15 + 64], rax
+    test ebx, 512
+    jnz 1f
+1:
+    add qword ptr [r14 + 0], rax
+    mov qword ptr [r15 + r8 + 512], rax
+    mov qword ptr [r15 + 64], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c44:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*4]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 2048]
-    and r9, 4032
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 4288]
-    mov qword ptr [r15 + 0], r9
-    mov r8, r8
-    test bl, 128
+    lea rbp, [r10*4]
+    and rbp, 960
+    mov rsi, qword ptr [r15 + rbp + 1088]
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, rsi
+    movzx ecx, r8b
+    test bl, 192
+    jnz 1f
+1:
+    xor dword ptr [r15 + 64], ecx
+    mov r9, r9
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 655270720
     jz 1f
 1:
-    cmp dword ptr [r15 + r9 + 4224], 122
-    mov dword ptr [r15 + 64], r8d
-    movsxd r8, dword ptr [r15 + 0]
-    cmovne rcx, r8
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, dl
-    mov edx, 234
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 2112]
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, edi
-    mov rax, rax
+    mov dword ptr [r15 + 0], 208
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rsi
-    movzx edi, sil
-    lea rbp, [r10 + r10*1]
-    xchg rcx, rsi
-    and rbp, 64
-    cmp rcx, qword ptr [r15 + rbp + 128]
-    test bl, 128
-    jz 1f
-1:
-    mov rcx, rdx
-    and r8d, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + r9 + 4096], rdx
+    mov rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     test ebx, 256
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + rbp + 192]
-    mov rbp, qword ptr [r15 + r9 + 4352]
-    add qword ptr [r15 + r9 + 4160], r9
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 58886272
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + rbp + 1024], al
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    imul r9d, edi, 62
+    mov eax, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 2048
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r9d, r9b
-    movzx ebp, r9b
+    mov r9d, 27
+    mov qword ptr [r15 + 64], rdi
+    jmp 1f
+1:
+    test ebx, 142741632
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + rbp + 1152], rax
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r14 + 0]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 128]
+    test bl, 128
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 192]
+    add qword ptr [r15 + rbp + 1216], rdi
+    mov esi, edx
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edx, bpl
+    movzx ebp, bpl
+    movzx r9d, byte ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c45:
-    lea r8, [r10*8]
-    and r8, 448
-    cmp r8, qword ptr [r14 + r8 + 576]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], eax
-    movzx edi, bpl
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 704]
-    test ebx, 1912710464
-    jnz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rsi
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx esi, al
-    test ebx, 512
-    jnz 1f
-1:
-    popcnt rdx, rsi
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov edi, dword ptr [r14 + r8 + 832]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, al
-    mov qword ptr [r15 + 0], rcx
-    mov esi, dword ptr [r15 + r8 + 896]
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
+    lea rbp, [r10*4]
+    lea r9, [r10*4]
+    mov r8d, ebp
     and rbp, 65472
-    mov eax, dword ptr [r15 + rbp + 65536]
-    mov rdi, qword ptr [r15 + r8 + 960]
-    mov ecx, dword ptr [r15 + r8 + 768]
-    movsxd rsi, dword ptr [r15 + r8 + 640]
-    test ebx, 135791232
+    movsxd rcx, dword ptr [r15 + rbp + 65536]
+    mov rdi, qword ptr [r15 + 0]
+    and r9, 192
+    movzx esi, byte ptr [r15 + r9 + 448]
+    test ebx, 256
+    jnz 1f
+1:
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    cmovne rcx, rsi
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 65600]
+    cmp rcx, qword ptr [r15 + 64]
+    test ebx, 512
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 65600]
-    mov dword ptr [r15 + 0], 98
-    mov rdx, qword ptr [r15 + 0]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    test ebx, 134217984
+    lea r8, [r10 + r10*1]
+    xchg rcx, rax
+    mov esi, 157
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 2048
     jz 1f
 1:
-    xor dword ptr [r15 + 0], edx
-    cmp dword ptr [r15 + r8 + 512], 125
-    mov edx, 252
-    mov r8, rdx
+    mov edi, 254
+    mov rsi, rdi
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 8388672
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    xchg rdx, rdi
+    test ebx, 268435712
+    jz 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 320]
+    mov dword ptr [r14 + r9 + 256], 235
+    mov rdx, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r14 + rbp + 65664], 98
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, edi
+    mov byte ptr [r15 + r8 + 192], r9b
+    movsxd rsi, dword ptr [r15 + rbp + 65728]
+    movsxd r9, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c46:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    jmp 1f
-1:
-    mov rdi, r8
-    movzx r8d, dil
-    test ebx, 1024
-    jz 1f
-1:
-    movzx edi, al
-    mov eax, 66
-    lea r9, [r10*4]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1024
-    jz 1f
-1:
-    and r9, 65472
-    movzx eax, byte ptr [r15 + r9 + 65728]
-    mov ecx, r9d
-    movzx esi, sil
-    test ebx, 512
-    jz 1f
-1:
-    cmp dword ptr [r15 + 64], 22
-    lea rbp, [r10*4]
-    movzx edx, byte ptr [r15 + r9 + 65536]
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 998253120
+    cmovne rbp, r9
+    lea rdi, [r15 + 270976]
+    mov ecx, 9
+    rep stosb
+    movsxd r8, dword ptr [r14 + 0]
+    lea r9, [r10*8]
+    sete bpl
+    test ebx, 822763648
     jnz 1f
 1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 704]
-    mov edi, dword ptr [r14 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 872505472
-    jnz 1f
-1:
-    cmp rdi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r14 + rbp + 512]
-    add rdx, qword ptr [r15 + rbp + 576]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 640], r9d
+    movzx esi, byte ptr [r15 + r9 + 896]
+    mov r8d, 181
     test ebx, 256
     jz 1f
 1:
-    movzx edi, cl
-    mov rdx, r9
-    mov r8, qword ptr [r15 + r9 + 65664]
-    test ebx, 256
+    mov dword ptr [r15 + 64], r8d
+    mov r8d, dword ptr [r15 + r9 + 704]
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    lea rbp, [r10 + r10*2]
+    test ebx, 84934976
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 640], 70
-    movsxd rsi, dword ptr [r15 + r9 + 65600]
-    mov rbp, r10
-    lock or dword ptr [r15 + 0], 44
-    test ebx, 512
-    jz 1f
+    .byte 0x66, 0x90
+    and rbp, 65472
+    mov rdx, qword ptr [r15 + rbp + 65536]
+    mov edi, 26
+    test bl, 128
+    jnz 1f
 1:
-    lock add qword ptr [r15 + 0], rbp
-    and rbp, 16320
-    add qword ptr [r15 + rbp + 16384], rbp
+    mov byte ptr [r15 + r9 + 832], dil
+    lock or dword ptr [r15 + 64], 127
+    movsxd rdi, dword ptr [r15 + rbp + 65600]
+    mov rcx, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 768]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    mov edi, dword ptr [r15 + rbp + 65664]
+    test bl, 128
+    jnz 1f
+1:
+    movzx ebp, al
     mov rax, r9
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1413775680
+    jz 1f
+1:
+    mov rbp, rdi
+    movzx eax, byte ptr [r15 + r8 + 128]
+    mov ecx, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c47:
-    mov r8, qword ptr [r14 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 16384], dl
-    test ebx, 7410048
+    lea r9, [r10 + r10*4]
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov r8, rdx
+    and r9, 448
+    mov dword ptr [r15 + r9 + 704], r9d
+    add rsi, qword ptr [r15 + 64]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, 99
+    lea r8, [r10 + r10*1]
+    movzx eax, r8b
+    mov rdi, r8
+    test ebx, 512
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 64], r8b
     and r8, 64
-    mov r9, r10
-    mov rdx, qword ptr [r15 + r8 + 128]
-    movzx eax, byte ptr [r15 + 0]
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 256]
+    movzx esi, byte ptr [r15 + r8 + 128]
+    add rbp, qword ptr [r14 + r9 + 512]
+    mov rdx, rsi
+    test ebx, 256
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    cmovne rsi, rdx
+    lea rbp, [r10 + r10*2]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 640], rbp
     test bl, 128
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 16512]
-    mov r9, rcx
-    mov esi, 167
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 13199552
-    jz 1f
-1:
-    movzx eax, dl
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 16448]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    movsxd rdi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], bpl
-    test ebx, 256
+    mov byte ptr [r15 + 64], cl
+    movsxd rdi, dword ptr [r15 + r9 + 768]
+    test ebx, 536988928
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    popcnt rcx, rdx
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + rbp + 16384]
+    movsxd rdx, dword ptr [r15 + r9 + 576]
     cmp r9, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + rbp + 16448]
-    lock add qword ptr [r15 + 0], r9
-    test ebx, 2441280
+    test ebx, 256
     jnz 1f
 1:
-    mov r9d, 234
-    movzx ebp, r9b
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, edx
-    test ebx, 1074923648
+    add r9, qword ptr [r15 + r8 + 192]
+    movzx ecx, byte ptr [r15 + rbp + 16512]
+    movzx eax, dl
+    xor dword ptr [r15 + 0], ecx
+    test ebx, 1610622016
     jnz 1f
 1:
-    mov edx, edx
-    mov rdi, rdx
-    movzx eax, byte ptr [r15 + r8 + 192]
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r14 + 0], esi
+    mov r8, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c48:
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 124
-    bswap rdx
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*4]
-    test ebx, 256
-    jnz 1f
-1:
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 704]
-    imul rdx, rdx
-    mov esi, ebp
-    mov ecx, 120
-    test ebx, 512
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov edx, 61
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 192]
+    test ebx, 459840
     jz 1f
 1:
-    movzx edx, cl
-    mov qword ptr [r15 + 0], rdx
-    mov rcx, qword ptr [r14 + rbp + 512]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 576]
-    bt r8, rdx
-    and eax, dword ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 768]
-    xor dword ptr [r15 + 0], eax
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + rbp + 640], 124
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
+    mov edi, edi
+    mov dword ptr [r15 + 0], 203
     lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 64], rdi
-    mov eax, 32
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
+    movzx r8d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + r9 + 128]
+    test ebx, 1879056448
+    jz 1f
+1:
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 4160], rax
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, ebp
     test bl, 128
     jz 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 192], 21
-    mov qword ptr [r15 + r8 + 128], r8
-    mov r8, r8
+    movzx r9d, cl
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    xor dword ptr [r15 + 0], eax
     test ebx, 256
     jnz 1f
 1:
-    movzx ebp, r8b
-    mov rsi, rbp
-    mov rcx, r9
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov edx, 41
+    cmp rdx, qword ptr [r14 + 0]
+    test ebx, 403702400
+    jnz 1f
+1:
+    bt r8, rdx
+    or qword ptr [r14 + 0], 95
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 0], r8
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, ecx
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, rdi
+    mov byte ptr [r15 + 0], cl
+    mov r8, r10
+    movzx edi, dil
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 2048]
+    movzx ecx, bpl
+    mov qword ptr [r15 + rbp + 4096], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c49:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r9d, esi
-    cmp dword ptr [r15 + 0], 62
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r10 + r10*1]
-    test ebx, 622092800
+    lea rbp, [r10*4]
+    and rbp, 65472
+    mov qword ptr [r15 + rbp + 65536], rbp
+    mov dword ptr [r15 + 64], ebp
+    lea r9, [r10 + r10*1]
+    mov rdx, r9
+    mov byte ptr [r15 + 64], r9b
+    test ebx, 1547052224
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 174
+    mov esi, 31
+    mov rax, rsi
+    test ebx, 256
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 143475008
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 252
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    mov r9, qword ptr [r15 + rbp + 128]
+    movsxd rdi, dword ptr [r15 + rbp + 65600]
+    mov ecx, ecx
+    mov edx, dword ptr [r15 + rbp + 65728]
+    test ebx, 755516672
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + rbp + 65664], 253
+    test bl, 128
+    jnz 1f
+1:
+    mov r9, rcx
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, dil
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov edx, edx
-    and r8, 960
-    cmp rdx, qword ptr [r15 + r8 + 1088]
-    test ebx, 604242112
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 65
-    cmp dword ptr [r15 + 0], 3
-    test ebx, 329024
+    mov r9, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test ebx, 271917248
     jnz 1f
 1:
-    movzx edx, dl
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r14 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 2048
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov edx, ebp
-    mov ecx, 15
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, 77
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov rdx, qword ptr [r14 + 64]
-    test bl, 128
-    jz 1f
-1:
-    inc dword ptr [r15 + r8 + 1024]
-    mov rcx, rdx
-    movzx edi, byte ptr [r15 + r9 + 128]
+    vmovdqu xmm11, xmmword ptr [r15 + r8 + 192]
+    movzx ecx, r9b
+    movsxd r8, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c50:
-    movzx r8d, cl
-    .byte 0x0f, 0x1f, 0x00
-    cmp r8, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 64]
-    lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    and rbp, 64
-    lock or dword ptr [r15 + rbp + 192], 55
-    cmp dword ptr [r15 + 0], 65
+    add r8, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    mov qword ptr [r15 + 0], rcx
     test ebx, 256
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, ecx
-    lea r9, [r10*4]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
+    and rbp, 4032
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 4224]
+    mov byte ptr [r15 + 0], sil
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    test ebx, 1175554176
     jnz 1f
 1:
-    and r9, 1984
-    add rdi, qword ptr [r15 + r9 + 2240]
-    xor dword ptr [r15 + r9 + 2112], r9d
-    cmp dword ptr [r15 + 0], 61
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, edi
+    mov r9d, dword ptr [r15 + rbp + 4096]
+    mov rsi, rdx
+    test ebx, 105792256
+    jnz 1f
+1:
+    mov eax, edx
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 128], 122
+    mov rax, rbp
     lea r8, [r10 + r10*2]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 603990912
-    jnz 1f
-1:
-    lock add qword ptr [r15 + r9 + 2176], rbp
-    and r8, 448
-    inc dword ptr [r15 + r8 + 640]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], r8
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 95
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov rdi, rsi
-    test ebx, 705217792
-    jnz 1f
-1:
-    mov eax, 130
-    mov dword ptr [r15 + rbp + 128], 45
-    mov rbp, qword ptr [r15 + r9 + 2048]
-    mov r9, rbp
     test ebx, 256
+    jz 1f
+1:
+    mov edx, dword ptr [r14 + 0]
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1088]
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, rsi
+    test ebx, 1879623104
+    jz 1f
+1:
+    movzx esi, cl
+    mov r9, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r9
+    test ebx, 1024
+    jz 1f
+1:
+    imul rax, rax
+    lock add qword ptr [r15 + rbp + 4160], rax
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov qword ptr [r15 + r8 + 1024], rbp
+    test ebx, 512
     jnz 1f
 1:
-    mov r9d, 146
-    mov rbp, qword ptr [r15 + r8 + 576]
-    mov esi, edx
+    movsxd rcx, dword ptr [r15 + 0]
+    or qword ptr [r15 + r8 + 1152], 26
+    mov ebp, 64
+    mov edx, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c51:
-    lea r8, [r10*8]
-    mov edx, 121
-    and r8, 448
-    mov byte ptr [r15 + r8 + 512], cl
-    add qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 256
+    lea r8, [r10 + r10*1]
+    add rdi, qword ptr [r15 + 0]
+    movzx eax, sil
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 128]
+    or qword ptr [r15 + 0], 110
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test ebx, 278671424
     jnz 1f
 1:
-    mov edi, 78
-    jmp 1f
-1:
-    bt rdi, rdi
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 576]
-    test ebx, 306352384
+    mov edx, 11
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 192]
+    test ebx, 2048
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 768]
-    cmovne rsi, rcx
-    lea rbp, [r10 + r10*1]
-    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r14 + rbp + 128]
+    test ebx, 1645234560
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], edi
+    bt rdx, rdx
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 235
-    mov rax, qword ptr [r15 + r8 + 704]
-    mov edi, 160
-    mov r9d, 83
-    lea r9, [r10 + r10*1]
-    test ebx, 256
+    test ebx, 2560
     jnz 1f
 1:
-    mov ecx, 26
-    mov qword ptr [r15 + r8 + 896], r9
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 128
-    jz 1f
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov byte ptr [r14 + 0], r8b
+    cmp dword ptr [r15 + 0], 30
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1564807296
+    jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 192], dl
-    mov rbp, rcx
-    mov rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + r8 + 640]
+    mov edi, 240
+    cmp dword ptr [r15 + 0], 60
+    movzx edi, dil
     test ebx, 512
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 832]
-    mov r8d, dword ptr [r14 + r9 + 192]
-    mov rcx, rdi
-    mov byte ptr [r15 + 64], sil
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, eax
+    test ebx, 512
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 192]
+    and ecx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ebp, 3
+    mov dword ptr [r15 + 64], eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c52:
-    lea r9, [r10 + r10*4]
-    imul rsi, r9
-    movsxd rbp, dword ptr [r15 + 0]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 576]
-    mov eax, 69
-    test ebx, 1024
+    lea r8, [r10 + r10*4]
+    and r8, 65472
+    movzx r9d, byte ptr [r15 + r8 + 65600]
+    and eax, dword ptr [r15 + r8 + 65536]
+    mov rdx, rax
+    mov dword ptr [r15 + r8 + 65728], 158
+    test ebx, 256
     jz 1f
 1:
-    cmovne r8, rdi
-    mov dword ptr [r15 + r9 + 640], 85
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    test ebx, 40765504
+    and esi, dword ptr [r15 + 0]
+    nop
+    jmp 1f
+1:
+    sete dl
+    test ebx, 397952
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 177
-    mov byte ptr [r15 + 0], dl
-    lea r8, [r10 + r10*1]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 64
-    movsxd rdi, dword ptr [r14 + r8 + 128]
-    mov edx, dword ptr [r15 + r8 + 192]
+    cmovne rdi, rdx
+    lea rbp, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], esi
     test ebx, 512
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
-    movzx eax, byte ptr [r15 + r9 + 512]
-    test ebx, 256
-    jnz 1f
+    add qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], al
+    mov edx, ebp
+    test ebx, 1024
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 128]
-    mov r8d, 149
-    mov ebp, r8d
+    mov esi, 199
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    lea r9, [r10 + r10*1]
+    mov edi, 177
     test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    add qword ptr [r15 + rbp + 192], rax
+    mov dword ptr [r14 + 0], 30
+    cmp dword ptr [r14 + r8 + 65792], 105
+    test ebx, 150997184
     jnz 1f
 1:
-    movzx r8d, sil
-    jmp 1f
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 704]
-    test ebx, 171974720
-    jnz 1f
-1:
-    mov rsi, r9
-    movzx edx, sil
-    mov ebp, 11
-    test ebx, 2048
-    jnz 1f
-1:
-    movzx edi, byte ptr [r14 + r9 + 768]
-    mov r9d, 79
-    mov rax, rdi
+    mov edi, dword ptr [r15 + r9 + 128]
+    mov r9d, dword ptr [r15 + r8 + 65664]
+    mov ecx, 74
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c53:
+    lea r8, [r10*4]
+    mov rax, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    imul rax, rbp
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*2]
-    xchg qword ptr [r15 + 0], rdx
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 16320
-    movsxd r9, dword ptr [r15 + r8 + 16384]
-    test ebx, 615023680
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx ecx, cl
-    mov dword ptr [r15 + 64], ecx
-    mov edi, dword ptr [r15 + 0]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    test ebx, 940598592
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    test ebx, 117596672
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    and r8, 192
+    mov r9, qword ptr [r15 + r8 + 384]
+    test ebx, 12337472
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    mov qword ptr [r15 + r8 + 16448], rcx
-    mov edx, ebp
-    test ebx, 33554496
-    jz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 64]
     mov rsi, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 67109120
-    jz 1f
-1:
-    cmp rsi, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov edi, 159
-    mov esi, r9d
-    test ebx, 219694080
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 192]
-    movzx ebp, r9b
+    mov dword ptr [r15 + r8 + 448], r9d
+    mov edi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     test ebx, 512
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + r8 + 16512], rbp
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov eax, 91
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 128]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 192]
+    test ebx, 16448
+    jnz 1f
+1:
+    mov ecx, 190
+    mov dword ptr [r15 + 0], 253
+    mov r9, qword ptr [r15 + rbp + 576]
+    mov rax, r9
+    test ebx, 637936896
+    jz 1f
+1:
+    mov eax, 110
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov rbp, rax
+    test ebx, 603988288
+    jz 1f
+1:
+    mov edi, 48
+    add rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + r8 + 320], al
+    test ebx, 1111593344
+    jz 1f
+1:
+    movzx edx, al
+    cmp dword ptr [r15 + r8 + 256], 74
+    mov qword ptr [r14 + 64], r8
+    cmovne rdx, rdx
+    test ebx, 73662528
+    jnz 1f
+1:
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8d, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c54:
-    lea r8, [r10*4]
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1216]
-    mov r9, r8
-    mov rdx, qword ptr [r15 + r8 + 1152]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    cmp rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, rcx
-    test ebx, 1152
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx eax, cl
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 32896
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    sete cl
-    and rbp, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 192]
-    mov rsi, rdx
-    test ebx, 270270528
+    lea rbp, [r10*4]
+    mov esi, ebp
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 448]
+    vmovdqu xmm11, xmmword ptr [r15 + rbp + 320]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov edx, esi
-    mov edx, dword ptr [r14 + 64]
-    nop
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov eax, r8d
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
     lea r9, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
+    test ebx, 554697856
+    jz 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 1024
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov rcx, rsi
+    mov dword ptr [r15 + 0], 165
+    mov byte ptr [r15 + 0], dl
+    test ebx, 143147136
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 109
-    movzx eax, byte ptr [r15 + 0]
-    popcnt rcx, rax
-    test ebx, 69881152
+    mov rsi, qword ptr [r15 + 0]
+    movzx edi, dl
+    movzx edx, dil
+    movsxd rsi, dword ptr [r14 + 0]
+    test ebx, 25167424
     jz 1f
 1:
-    mov rbp, rcx
-    lock add qword ptr [r15 + r8 + 1088], rbp
-    mov edi, dword ptr [r15 + r8 + 1024]
+    cmp dword ptr [r15 + 0], 107
+    mov edx, 18
+    mov dword ptr [r15 + r8 + 192], 9
+    movzx r8d, dl
+    test ebx, 1024
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 128], bpl
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    mov rdx, qword ptr [r15 + rbp + 256]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9d, r8d
+    xchg qword ptr [r15 + rbp + 384], rbp
+    mov r9d, ebp
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov edx, edi
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + 64], ecx
+    mov eax, 56
+    crc32 rax, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c55:
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r14 + 0], sil
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r10 + r10*2]
-    lea rbp, [r10*4]
-    and r8, 192
-    movsxd rsi, dword ptr [r15 + r8 + 320]
+    lea r8, [r10*8]
+    mov rcx, rdi
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1088], r8
+    lea rbp, [r10 + r10*1]
+    lea rdi, [r15 + 270976]
+    mov ecx, 10
+    rep stosb
+    movzx esi, sil
+    test ebx, 2048
+    jz 1f
+1:
+    and rbp, 64
+    lea r9, [r10*4]
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov edx, dword ptr [r15 + r8 + 1280]
+    and r9, 192
+    inc dword ptr [r14 + r9 + 448]
+    test ebx, 411632832
+    jz 1f
+1:
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    mov rcx, qword ptr [r15 + r8 + 1152]
+    test ebx, 320
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    xor dword ptr [r15 + 0], ecx
+    mov rsi, qword ptr [r14 + r8 + 1024]
+    test ebx, 256
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 1216]
+    mov ecx, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 1344], edi
+    test ebx, 256
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + r9 + 320]
+    xchg qword ptr [r15 + rbp + 128], rbp
     test ebx, 512
     jnz 1f
 1:
-    and rbp, 960
-    mov r9d, dword ptr [r15 + rbp + 1216]
-    xchg qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx edi, dl
-    test ebx, 256
+    mov r8d, edi
+    movzx ecx, byte ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rcx, rcx
-    mov edx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov esi, r9d
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    imul edx, ebp, 125
-    add rdi, qword ptr [r15 + r9 + 192]
-    test ebx, 1313088
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 1152]
-    movsxd rax, dword ptr [r15 + rbp + 1088]
-    mov rsi, rax
-    cmp rbp, qword ptr [r15 + 64]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rdi, rcx
-    mov rax, qword ptr [r15 + r8 + 256]
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, 144
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 253
-    test bl, 128
-    jz 1f
-1:
-    mov eax, 59
-    movsxd rcx, dword ptr [r15 + rbp + 1024]
-    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 256], rcx
+    mov r9, rdx
+    movzx ecx, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c56:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov ebp, 169
+    mov edx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 192]
+    lea r8, [r10 + r10*2]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, 56
+    mov edx, 216
+    test bl, 128
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov edi, ebp
+    movzx esi, byte ptr [r15 + r8 + 320]
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], rdx
+    test ebx, 2048
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 384]
+    xor dword ptr [r15 + 0], ebp
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, al
+    test ebx, 67108992
+    jnz 1f
+1:
     jmp 1f
 1:
-    lea rbp, [r10*4]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1075977792
-    jnz 1f
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov rdx, rcx
+    jmp 1f
 1:
-    and rbp, 1984
-    mov r9d, dword ptr [r15 + rbp + 2112]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, r8d
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    cmp rcx, qword ptr [r15 + rbp + 2176]
-    and r8, 64
-    movsxd rcx, dword ptr [r14 + r8 + 128]
-    mov edi, ecx
-    test ebx, 542376064
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r14 + rbp + 2240]
-    lea r9, [r10*4]
-    mov byte ptr [r15 + 0], dl
-    mov rdx, qword ptr [r15 + 0]
-    and r9, 192
-    mov rcx, qword ptr [r14 + r9 + 448]
-    test ebx, 1812244800
-    jz 1f
-1:
-    and edx, dword ptr [r15 + r9 + 384]
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 2048]
-    mov ebp, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + r9 + 256]
-    test ebx, 750797120
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 320], 137
-    movzx eax, sil
-    cmp dword ptr [r15 + 0], 112
-    movzx r9d, byte ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    movzx esi, cl
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    movzx esi, byte ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 64]
-    or qword ptr [r15 + 0], 12
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 142999680
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, r8
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r14 + r9 + 192], eax
+    sete r9b
+    mov rdi, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c57:
-    lea rbp, [r10*8]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + 0], 192
-    movzx edi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + rbp + 768]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, 241
-    mov r8, rdx
-    test ebx, 1024
-    jz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    sete dl
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    mov edi, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov esi, dword ptr [r15 + 0]
-    sete dl
-    lea r8, [r10 + r10*1]
-    test ebx, 256
+    xchg rax, r9
+    lea r9, [r10*4]
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, dil
+    test ebx, 1342966912
     jnz 1f
 1:
-    movzx edx, byte ptr [r14 + rbp + 576]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 192]
-    movzx eax, byte ptr [r15 + rbp + 640]
-    movzx edi, dil
+    and r9, 192
+    movzx edi, byte ptr [r14 + r9 + 448]
+    mov rax, qword ptr [r14 + 0]
+    movzx ebp, al
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, r9b
+    cmp rbp, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 64]
+    test ebx, 33554496
+    jnz 1f
+1:
+    mov ecx, 180
+    mov edi, dword ptr [r15 + r9 + 256]
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + r9 + 320]
+    lea r8, [r10 + r10*1]
     test ebx, 512
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 704]
-    xchg qword ptr [r15 + r9 + 128], rdi
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1024
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 49
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rsi
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 2048
     jnz 1f
 1:
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 256
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, rbp
-    or qword ptr [r15 + rbp + 832], 119
-    test ebx, 315108992
-    jnz 1f
+    mov dword ptr [r15 + 0], r9d
+    movzx ecx, cl
+    or qword ptr [r15 + r8 + 128], 14
+    test ebx, 512
+    jz 1f
 1:
-    mov ebp, ebp
-    mov rsi, qword ptr [r15 + r8 + 128]
-    mov eax, esi
+    mov edi, ecx
+    movsxd r8, dword ptr [r14 + rbp + 128]
+    mov dword ptr [r15 + r9 + 384], edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov ebp, dword ptr [r15 + r8 + 192]
+    movzx ecx, bpl
+    mov byte ptr [r15 + 0], bpl
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 16384]
+    test ebx, 4194432
+    jz 1f
+1:
+    cmovne rdx, rdx
+    xor dword ptr [r15 + 0], edi
+    mov ebp, dword ptr [r15 + 0]
+    imul rbp, rsi
+    test ebx, 724897344
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 138305856
+    jz 1f
+1:
+    mov rdi, rsi
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    movzx eax, r8b
+    lea rbp, [r10 + r10*1]
+    movzx edx, bpl
+    test ebx, 1024
+    jz 1f
+1:
+    mov ecx, r8d
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 192]
+    add qword ptr [r15 + 64], rsi
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, r8b
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 512
+    test ebx, 2048
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rax
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    lea rbp, [r10*8]
-    test ebx, 134217984
-    jz 1f
-1:
-    cmovne rcx, r8
-    and rbp, 960
-    movsxd rcx, dword ptr [r15 + rbp + 1216]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 512
+    movsxd rsi, dword ptr [r15 + r9 + 16448]
+    mov qword ptr [r15 + 0], rsi
+    cmp dword ptr [r15 + r8 + 128], 23
+    mov r9d, 36
+    test ebx, 2315136
     jnz 1f
 1:
-    cmp rcx, qword ptr [r15 + 0]
-    movzx edi, bpl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx ecx, byte ptr [r14 + 0]
-    test ebx, 2237568
+    mov r8d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 36
+    mov r9, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    test ebx, 1851003328
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 1280]
-    mov dword ptr [r15 + rbp + 1344], 65
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 128]
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 1152]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 192]
-    mov r8, rcx
-    test ebx, 512
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + rbp + 1088]
-    movzx edx, byte ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r14 + 0]
-    test ebx, 604569664
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 1024]
-    mov ebp, edi
-    movzx edi, byte ptr [r15 + 64]
+    mov qword ptr [r14 + 0], rdx
+    mov eax, 120
+    mov dword ptr [r15 + 0], edi
+    mov rcx, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
-    lea r8, [r10*4]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    and r8, 4032
-    movsxd rbp, dword ptr [r15 + r8 + 4160]
-    mov eax, dword ptr [r15 + 64]
-    cmp rbp, qword ptr [r15 + 0]
-    test ebx, 1777606976
-    jnz 1f
-1:
     movzx eax, byte ptr [r15 + 0]
+    movzx edi, al
+    popcnt rdx, rdi
+    mov ecx, edx
+    test ebx, 71646592
+    jz 1f
+1:
     mov rbp, qword ptr [r15 + 0]
-    mov rdi, rsi
-    mov esi, 247
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    lea r9, [r10*4]
-    mov rcx, qword ptr [r15 + r8 + 4096]
-    movzx edx, dl
-    and r9, 192
-    mov eax, dword ptr [r15 + r9 + 256]
-    test ebx, 1744831104
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov rax, qword ptr [r15 + r9 + 384]
-    lea rbp, [r10 + r10*1]
-    cmp rbp, qword ptr [r15 + r9 + 448]
-    test ebx, 4195328
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 4288]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    mov edi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    test ebx, 2048
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    mov r9, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 56
-    xor dword ptr [r15 + r8 + 4224], r9d
-    test ebx, 8256
-    jz 1f
-1:
-    mov ecx, r9d
-    movsxd r8, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r14 + 0]
-    mov rdi, r8
-    test ebx, 16640
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 128]
+    xor dword ptr [r15 + 64], edi
     mov ecx, dword ptr [r15 + 0]
-    and ebp, dword ptr [r14 + 64]
+    movzx eax, cl
+    lea r8, [r10*4]
+    test ebx, 559186752
+    jz 1f
+1:
+    and r8, 192
+    add qword ptr [r15 + r8 + 384], rsi
+    mov rsi, qword ptr [r15 + r8 + 320]
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    test ebx, 2097408
+    jnz 1f
+1:
+    and r9, 64
+    inc dword ptr [r14 + r9 + 192]
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 0], edx
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, 163
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    mov esi, edx
+    test ebx, 537657728
+    jz 1f
+1:
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 192]
+    mov r8d, edx
+    mov rdi, rdi
+    mov ecx, 94
+    test ebx, 275001920
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    mov esi, 137
+    add qword ptr [r15 + 64], rcx
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, 213
+    bt rbp, r9
+    movzx eax, bpl
+    mov ecx, 55
+    test ebx, 2022244736
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8d, 166
+    mov byte ptr [r15 + r9 + 128], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
-    bswap rcx
-    mov r9d, 141
-    mov rcx, r9
-    movzx r8d, dl
-    lea rbp, [r10 + r10*2]
-    test ebx, 2048
+    lea r9, [r10*4]
+    lock add qword ptr [r15 + 0], r9
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 2240]
+    lea rbp, [r10*4]
+    mov rdi, rdi
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 256]
+    test ebx, 1024
     jz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1152], 81
-    lea r9, [r10*8]
-    mov byte ptr [r15 + rbp + 1024], r9b
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 640]
-    test ebx, 34144640
+    mov byte ptr [r15 + 0], cl
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    cmp dword ptr [r15 + 0], 41
+    cmovne rdi, r8
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov rdx, rdx
-    mov ecx, edx
-    test ebx, 512
+    cmp dword ptr [r15 + r9 + 2048], 16
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r14 + r9 + 2176]
+    test ebx, 5899904
     jnz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov esi, 116
-    mov edx, 180
-    jmp 1f
-1:
-    test ebx, 593888576
+    mov byte ptr [r15 + 0], al
+    mov rsi, qword ptr [r15 + 0]
+    mov eax, esi
+    test ebx, 1100513408
     jz 1f
 1:
-    mov r8, rdi
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, r10
-    test ebx, 131200
+    mov rdx, rax
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 448], esi
+    mov ebp, r9d
+    test ebx, 10112
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 576]
-    and r8, 4032
-    movsxd rcx, dword ptr [r15 + r8 + 4096]
-    movzx esi, r8b
-    mov r8d, dword ptr [r15 + r9 + 768]
-    test ebx, 1080066112
-    jz 1f
+    mov eax, 221
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + r9 + 704]
-    movzx edi, byte ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 262784]
+    and r12, 8128
+    movzx esi, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     test ebx, 256
     jz 1f
 1:
-    mov esi, 150
-    xor dword ptr [r15 + 0], ebp
-    mov rax, rsi
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1165181760
+    and r8, 64
+    cmp dword ptr [r15 + r8 + 128], 51
+    movzx edi, byte ptr [r15 + r9 + 2112]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 1088]
-    mov dword ptr [r15 + r9 + 512], ebp
-    mov esi, dword ptr [r14 + 64]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 123
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    mov r8, rax
-    lea r8, [r10*8]
-    and eax, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    lea r8, [r10 + r10*4]
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 2112]
+    cmp dword ptr [r15 + r8 + 2048], 92
+    movzx ecx, bpl
     test bl, 128
     jz 1f
 1:
-    mov rcx, r8
-    and r8, 448
-    mov qword ptr [r15 + r8 + 704], r8
-    movsxd rax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    cmp dword ptr [r15 + r8 + 768], 21
-    movsxd rdi, dword ptr [r14 + 0]
-    mov eax, edi
-    test ebx, 1518883200
+    movsxd rdx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + rbp + 384]
+    mov edi, 225
+    mov edx, 111
+    test ebx, 512
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 640]
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, rdi
-    lock add qword ptr [r15 + 64], rcx
-    test ebx, 256
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, r8d
+    jmp 1f
+1:
+    test bl, 128
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    cmp r8, qword ptr [r15 + 0]
-    mov rcx, rdi
+    mov eax, ecx
+    mov edx, 117
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    movzx edi, dl
+    test ebx, 3676032
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rsi, rdi
+    mov edi, esi
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 128]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 270009472
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 2304]
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
+    mov byte ptr [r15 + 0], dl
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 576]
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    movsxd rcx, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r14 + r9 + 192], 81
+    mov rax, rdx
+    cmp dword ptr [r15 + r8 + 2240], 55
+    movzx ecx, al
     test ebx, 1024
     jz 1f
 1:
-    mov edx, 134
-    mov ebp, 188
-    or qword ptr [r15 + r8 + 832], 122
-    mov r8, r9
-    test ebx, 768
-    jnz 1f
+    jmp 1f
 1:
-    cmp r9, qword ptr [r14 + r9 + 192]
-    mov r9d, r8d
-    mov r8d, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r14 + rbp + 448]
+    movzx esi, byte ptr [r15 + r8 + 2176]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov esi, dword ptr [r15 + rbp + 448]
-    xchg rdi, rsi
-    mov edx, edi
-    test bl, 128
+    movzx ebp, bpl
+    mov r8d, r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    sete dl
+    mov rbp, qword ptr [r14 + 0]
+    movzx edi, bpl
+    test ebx, 65792
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, r8b
-    movzx eax, r8b
-    mov edx, ecx
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 192]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov edx, edi
-    movzx r9d, byte ptr [r15 + 0]
-    cmp rdx, qword ptr [r15 + rbp + 384]
-    test ebx, 80235072
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + rbp + 320]
+    mov eax, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 0]
+    sete dil
     lea rbp, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    test ebx, 536870976
+    test ebx, 512
+    jnz 1f
+1:
+    and rbp, 1984
+    cmp dword ptr [r15 + rbp + 2112], 46
+    mov dword ptr [r15 + 0], r9d
+    lea r8, [r10 + r10*1]
+    cmp dword ptr [r15 + rbp + 2048], 28
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 4032
+    mov r9d, dword ptr [r15 + r8 + 4096]
+    mov ecx, r9d
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx r9d, cl
+    mov rdi, qword ptr [r15 + 0]
+    or eax, 1
+    xor edx, edx
+    div eax
+    test ebx, 512
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 192], 186
-    not qword ptr [r15 + 64]
-    mov r8d, 212
+    mov rbp, rdx
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov rdi, rsi
+    test ebx, 16448
+    jz 1f
+1:
+    xor dword ptr [r15 + r9 + 192], esi
+    nop
+    sete sil
+    test ebx, 9570432
+    jz 1f
+1:
+    cmp dword ptr [r15 + r8 + 4160], 50
+    movzx eax, byte ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movzx ecx, r8b
+    mov dword ptr [r15 + 64], edx
+    mov dword ptr [r15 + 64], esi
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 64], 248
-    test ebx, 4194432
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 186
-    mov dword ptr [r15 + rbp + 128], 23
-    mov esi, 52
-    test ebx, 1350633344
-    jz 1f
-1:
-    inc dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 0], 75
-    movzx ebp, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    lea r9, [r10 + r10*1]
-    mov esi, edi
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*4]
-    and r9, 64
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 128]
-    and r8, 65472
-    mov byte ptr [r15 + r8 + 65664], dl
-    test ebx, 366511040
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 64], al
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 128]
+    test ebx, 4194432
     jnz 1f
 1:
-    xchg qword ptr [r15 + r9 + 192], rdx
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, dil
-    mov dword ptr [r15 + 0], ecx
+    mov edi, 161
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov r9d, 242
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 536879808
+    jnz 1f
+1:
+    and r9, 64
+    vmovdqu xmm10, xmmword ptr [r15 + r9 + 128]
+    mov edi, r9d
+    cmp rdi, qword ptr [r15 + 0]
+    xchg rdi, rdi
+    test ebx, 287836992
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 112
+    mov dword ptr [r15 + 0], 14
+    mov r8d, edi
+    bt r8, r8
     test bl, 128
     jz 1f
 1:
+    movzx edi, byte ptr [r15 + 0]
+    popcnt r8, r9
+    movzx eax, r8b
+    or esi, 1
+    xor edx, edx
+    div esi
+    test ebx, 137887808
+    jz 1f
+1:
+    mov r8d, edx
+    mov ecx, edi
+    mov dword ptr [r14 + r9 + 192], 75
+    mov dword ptr [r15 + 0], 191
+    test ebx, 270024832
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 512]
+    cmp rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 262784]
     and r12, 8128
-    mov rdi, qword ptr [r15 + r8 + 65792]
-    imul r9d, edi, 53
-    movzx esi, dil
-    test ebx, 256
+    test ebx, 1093212672
     jnz 1f
 1:
-    mov rdi, qword ptr [r14 + r8 + 65600]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 64], 174
-    movzx eax, byte ptr [r14 + r8 + 65728]
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 1778651328
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    and r9, 64
-    cmp rsi, qword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r8 + 65536]
-    mov edi, eax
-    test ebx, 256
-    jz 1f
-1:
-    mov ebp, eax
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, edx
-    test ebx, 439561792
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov rbp, qword ptr [r15 + 0]
-    imul ecx, esi, 39
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -8620,7 +8641,7 @@ ditto_body_c2:
     jnz 1f
 1:
     lea rdi, [r15 + 2176]
-    mov ecx, 1
+    mov ecx, 14
     rep stosb
     mov rsi, rdx
     sete bpl
