@@ -2,7 +2,7 @@
 # Round trip: profile(generate(P)) ≈ P, field by field (`ditto diff`), for ground-truth programs and for
 # memcached's committed profile.
 #  - a ground-truth program (profiler/body/ground-truth) is profiled under the body tool (one request =
-#    one loop iteration), a clone is generated from that profile, its body is run by the body harness
+#    1,000 loop iterations, so that a request's body is thousands of instructions as in a service), a clone is generated from that profile, its body is run by the body harness
 #    (generator/tests/harness/body_harness.c: all bodies once per iteration) under the tool, and the two
 #    bodies are compared;
 #  - memcached: the clone in clones/memcached (skeleton subtracted) is profiled in launch mode under the
@@ -31,11 +31,11 @@ for c in "${cases[@]}"; do
   IFS='|' read -r name cmd iters <<<"$c"
   read -r -a argv <<<"$cmd"
   argv[0]="$work/gt/${argv[0]}"
-  "$ditto" profile --launch --requests "$iters" -o "$work/$name.json" -- "${argv[@]}" >/dev/null 2>&1
+  "$ditto" profile --launch --requests $((iters / 1000)) -o "$work/$name.json" -- "${argv[@]}" >/dev/null 2>&1
   "$ditto" generate "$work/$name.json" -o "$work/$name-clone" --seed 1 >/dev/null 2>&1
   (cd "$work/$name-clone" && cc -O2 -Iruntime/include -o harness \
     "$OLDPWD/generator/tests/harness/body_harness.c" src/config.c src/body.S)
-  "$ditto" profile --launch --requests 20000 -o "$work/$name-rt.json" -- "$work/$name-clone/harness" 20000 >/dev/null 2>&1
+  "$ditto" profile --launch --requests 2000 -o "$work/$name-rt.json" -- "$work/$name-clone/harness" 2000 >/dev/null 2>&1
   "$ditto" diff "$work/$name.json" "$work/$name-rt.json" > "$out/$name.txt"
   echo "$name: $(tail -1 "$out/$name.txt")"
 done

@@ -63,6 +63,8 @@ struct SetStacks {
     /// Hits by stack position, for each half of the sampled sets.
     hits_at: [[u64; 16]; 2],
     accesses: [u64; 2],
+    /// Hits at the top of their set found without touching the set (exact structures only).
+    top_hits: u64,
     sampled: bool,
 }
 
@@ -79,6 +81,7 @@ impl SetStacks {
             tags: vec![u64::MAX; (sets >> rate_shift) as usize * depth],
             hits_at: [[0; 16]; 2],
             accesses: [0; 2],
+            top_hits: 0,
             sampled: rate > 1,
         }
     }
@@ -152,12 +155,12 @@ impl SetStacks {
 
     /// Hit rate of the non-repeat accesses for a cache with `ways` ways, and the half-difference.
     fn hit_rate(&self, ways: u64) -> Option<(f64, f64)> {
-        let total = self.accesses[0] + self.accesses[1];
+        let total = self.accesses[0] + self.accesses[1] + self.top_hits;
         if total == 0 {
             return None;
         }
         let hits = |h: usize| -> u64 { self.hits_at[h][..ways as usize].iter().sum() };
-        let rate = (hits(0) + hits(1)) as f64 / total as f64;
+        let rate = (hits(0) + hits(1) + self.top_hits) as f64 / total as f64;
         let spread = if self.sampled && self.accesses[0] > 0 && self.accesses[1] > 0 {
             (hits(0) as f64 / self.accesses[0] as f64 - hits(1) as f64 / self.accesses[1] as f64)
                 .abs()
@@ -170,6 +173,7 @@ impl SetStacks {
     fn reset_counts(&mut self) {
         self.hits_at = [[0; 16]; 2];
         self.accesses = [0; 2];
+        self.top_hits = 0;
     }
 }
 
@@ -237,14 +241,25 @@ impl CurveSim {
         // the lines more recent than it that share its set. Alternating streams (memcpy's source and
         // destination, stack and heap) take this path.
         if let Some(p) = self.stacks[0].tags.iter().position(|&t| t == line) {
-            let mut tz = [0u32; 8];
-            for (z, &t) in tz.iter_mut().zip(&self.stacks[0].tags[..p]) {
-                *z = (t ^ line).trailing_zeros();
+            // rank_at_least[k]: lines more recent than this one that share its set when there are
+            // 2^k sets (their address differs from it only above bit k).
+            let mut rank_at_least = [0u8; 65];
+            for &t in &self.stacks[0].tags[..p] {
+                rank_at_least[(t ^ line).trailing_zeros() as usize] += 1;
+            }
+            for k in (0..64).rev() {
+                rank_at_least[k] += rank_at_least[k + 1];
             }
             for s in &mut self.stacks {
-                let k = s.sets.trailing_zeros();
-                let rank = tz[..p].iter().filter(|&&z| z >= k).count();
-                // A hit within the top 8 of the base: sampled structures do not count it.
+                let rank = rank_at_least[s.sets.trailing_zeros() as usize] as usize;
+                if rank == 0 {
+                    // Already on top of its set: no state change. Exact structures count the hit;
+                    // sampled ones do not (a hit in the base).
+                    if !s.sampled {
+                        s.top_hits += 1;
+                    }
+                    continue;
+                }
                 s.touch_at(line, rank, !s.sampled);
             }
             self.base_hits += 1;
@@ -341,6 +356,7 @@ impl CurveSim {
         self.others += other.others;
         self.base_hits += other.base_hits;
         for (a, b) in self.stacks.iter_mut().zip(&other.stacks) {
+            a.top_hits += b.top_hits;
             for h in 0..2 {
                 a.accesses[h] += b.accesses[h];
                 for p in 0..16 {
