@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job on a bundled target: set up and build, then start the target, load it and print the
-# result, then profile the running target from outside (attach mode) while ditto drives its load.
+# The main job on a bundled target, end to end: set up and build; profile the target (launch mode:
+# skeleton natively, body under the ditto-body Valgrind tool); generate a clone from the profile
+# (subtracting the runtime skeleton's own cost, checking confidentiality against the original binary);
+# tune the clone against the original; validate both under low/medium/high load; print the dashboard's path.
 # Usage: scripts/quickstart.sh [TARGET]   (TARGET: memcached (default), nginx, pix-baseline, pix-optimized)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,16 +12,24 @@ scripts/setup.sh
 ditto=target/release/ditto
 out="out/quickstart/$target"
 mkdir -p "$out"
+case "$target" in
+  memcached) original=/usr/bin/memcached ;;
+  nginx) original=/usr/sbin/nginx ;;
+  pix-*) original=target/pix/pix-ledger ;;
+esac
 
-echo "== load: $target at its medium level"
-"$ditto" load --target "targets/$target.toml" --level medium --json "$out/load.json"
+echo "== 1/4 profile $target (launch mode)"
+"$ditto" profile --launch --target "targets/$target.toml" -o "$out/profile.json"
 
-echo "== profile: attach to a running $target"
-DITTO=$ditto
-source scripts/serve-lib.sh
-trap serve_stop EXIT INT TERM
-serve_start "targets/$target.toml"
-"$ditto" profile --pid "$TARGET_PID" --target "targets/$target.toml" --duration 10 -o "$out/profile.json"
-serve_stop
+echo "== 2/4 generate the clone"
+skeleton=()
+[ -f "profiles/skeletons/$target.json" ] && skeleton=(--skeleton "profiles/skeletons/$target.json")
+"$ditto" generate "$out/profile.json" -o "$out/clone" "${skeleton[@]}" --original "$original"
 
-echo "quickstart: load report $out/load.json (HdrHistogram log $out/load.hlog), profile $out/profile.json"
+echo "== 3/4 tune the clone against $target"
+"$ditto" tune "$out/clone" --target "targets/$target.toml" --max-iterations "${TUNE_ITERATIONS:-3}"
+
+echo "== 4/4 validate: $target vs its clone at low, medium and high load"
+"$ditto" validate --target "targets/$target.toml" --clone "$out/clone" --out "$out/validate"
+
+echo "quickstart: profile $out/profile.json, clone $out/clone, dashboard $out/validate/index.html"

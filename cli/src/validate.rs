@@ -175,6 +175,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         step_s: args.sweep_step,
         warmup_s: 0.5,
         max_steps: args.sweep_steps,
+        refine_steps: 2,
         connections: high.connections,
     });
     eprintln!(

@@ -268,3 +268,65 @@ fn serve_stops_its_target_on_interrupt() {
         "memcached {pid} survived ditto's interrupt"
     );
 }
+
+#[test]
+fn launch_without_target_or_command_is_a_one_line_error() {
+    let o = common::ditto()
+        .args(["profile", "--launch", "-o", "/tmp/ditto-never-written.json"])
+        .output()
+        .expect("run ditto");
+    let err = assert_clean_failure(&o);
+    assert!(err.contains("--target") && err.contains("--"), "{err}");
+    assert!(!Path::new("/tmp/ditto-never-written.json").exists());
+}
+
+#[test]
+fn launch_profiles_a_plain_program_body() {
+    require_tool("/usr/bin/valgrind");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("true.json");
+    let o = common::ditto()
+        .args(["profile", "--launch", "--requests", "1", "-o"])
+        .arg(&out)
+        .args(["--", "/bin/true"])
+        .output()
+        .expect("run ditto");
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("profile written"))
+            .expect("json");
+    assert_eq!(p["conditions"]["mode"], "launch");
+    let body = &p["body"]["clusters"][0];
+    // /bin/true runs the dynamic loader and libc start-up: tens of thousands of instructions.
+    assert!(
+        body["instructions_per_request"].as_f64().unwrap_or(0.0) > 10_000.0,
+        "{body}"
+    );
+    assert!(!body["instruction_mix"].as_array().expect("mix").is_empty());
+}
+
+#[test]
+fn diff_refuses_a_profile_without_body() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/memcached.json"),
+        )
+        .expect("example profile"),
+    )
+    .expect("json");
+    p["body"] = serde_json::Value::Null;
+    let attach = dir.path().join("attach.json");
+    std::fs::write(&attach, p.to_string()).expect("write");
+    let o = common::ditto()
+        .arg("diff")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/memcached.json"))
+        .arg(&attach)
+        .output()
+        .expect("run ditto");
+    let err = assert_clean_failure(&o);
+    assert!(
+        err.contains("no body section") && err.contains("--launch"),
+        "{err}"
+    );
+}

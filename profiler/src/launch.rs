@@ -161,21 +161,33 @@ fn launch_service(
     })();
     let died = traced.try_exit_status();
     let _ = traced.stop(Duration::from_secs(30));
-    if let Some(e) = session.error() {
-        bail!("body trace: {e}");
-    }
-    let (report, counts, names, seconds) = match (run, died) {
-        (Ok(r), None) => r,
-        (Ok(_), Some(status)) | (Err(_), Some(status)) => bail!(
+    // A failed body pass keeps the skeleton: the profile is saved without a body, marked partial.
+    let failure = match (&run, died, session.error()) {
+        (_, _, Some(e)) => Some(format!("body trace: {e}")),
+        (_, Some(status), _) => Some(format!(
             "the target exited under the ditto-body tool ({status}); its log: {}",
             traced.log_tail()
+        )),
+        (Err(e), None, None) => Some(format!("{e:#}")),
+        (Ok((r, ..)), None, None) if r.requests_completed == 0 => Some(
+            "no request completed under the ditto-body tool; try a lower --body-rate".to_string(),
         ),
-        (Err(e), None) => return Err(e),
+        _ => None,
+    };
+    if let Some(why) = failure {
+        profile.conditions.partial =
+            Some(format!("{why}; the profile has the skeleton but no body"));
+        return Ok(LaunchResult {
+            profile,
+            body_load: None,
+            body_seconds: 0.0,
+            body_words: session.words(),
+        });
+    }
+    let Ok((report, counts, names, seconds)) = run else {
+        bail!("body pass failed");
     };
     let requests = report.requests_completed;
-    if requests == 0 {
-        bail!("no request completed under the ditto-body tool; try a lower --body-rate");
-    }
     let clusters: Vec<ClusterSlot> = profile
         .threads
         .clusters

@@ -117,6 +117,25 @@ impl CachegrindTotals {
         Self::parse(&text, path)
     }
 
+    /// Event-wise `self + other`.
+    pub fn plus(&self, o: &CachegrindTotals) -> CachegrindTotals {
+        CachegrindTotals {
+            ir: self.ir + o.ir,
+            i1mr: self.i1mr + o.i1mr,
+            ilmr: self.ilmr + o.ilmr,
+            dr: self.dr + o.dr,
+            d1mr: self.d1mr + o.d1mr,
+            dlmr: self.dlmr + o.dlmr,
+            dw: self.dw + o.dw,
+            d1mw: self.d1mw + o.d1mw,
+            dlmw: self.dlmw + o.dlmw,
+            bc: self.bc + o.bc,
+            bcm: self.bcm + o.bcm,
+            bi: self.bi + o.bi,
+            bim: self.bim + o.bim,
+        }
+    }
+
     /// Event-wise `self − other`.
     pub fn minus(&self, o: &CachegrindTotals) -> CachegrindTotals {
         CachegrindTotals {

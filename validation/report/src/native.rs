@@ -97,11 +97,18 @@ fn thin_cdf(points: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
 /// Per-request OS figures from /proc around the plain run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OsFigures {
+    /// False when /proc could not be read around the run; the figures are then not measured.
+    #[serde(default = "yes")]
+    pub measured: bool,
     pub cpu_user_us_per_request: f64,
     pub cpu_sys_us_per_request: f64,
     pub context_switches_per_request: f64,
     /// Bytes the storage layer read and wrote (`/proc/PID/io` read_bytes + write_bytes).
     pub disk_bytes_per_request: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What the attach profiler counted during its run.
@@ -207,6 +214,7 @@ fn os_figures(
             / n
     });
     OsFigures {
+        measured: true,
         cpu_user_us_per_request: 1e6 * user / n,
         cpu_sys_us_per_request: 1e6 * sys / n,
         context_switches_per_request: switches as f64 / n,

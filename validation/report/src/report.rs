@@ -176,10 +176,22 @@ pub fn run_value(def: &MetricDef, run: &RunRecord) -> (Option<f64>, String) {
         "network_bytes_out_per_request" => {
             (p.map(|p| p.network_bytes_out_per_request), profiler_source)
         }
-        "context_switches_per_request" => (Some(os.context_switches_per_request), "procfs".into()),
-        "cpu_user_us_per_request" => (Some(os.cpu_user_us_per_request), "procfs".into()),
-        "cpu_sys_us_per_request" => (Some(os.cpu_sys_us_per_request), "procfs".into()),
-        "disk_bytes_per_request" => (os.disk_bytes_per_request, "procfs".into()),
+        "context_switches_per_request" => (
+            os.measured.then_some(os.context_switches_per_request),
+            "procfs".into(),
+        ),
+        "cpu_user_us_per_request" => (
+            os.measured.then_some(os.cpu_user_us_per_request),
+            "procfs".into(),
+        ),
+        "cpu_sys_us_per_request" => (
+            os.measured.then_some(os.cpu_sys_us_per_request),
+            "procfs".into(),
+        ),
+        "disk_bytes_per_request" => (
+            os.disk_bytes_per_request.filter(|_| os.measured),
+            "procfs".into(),
+        ),
         "latency_p50_us" => (Some(l.p50_us), "ditto-load".into()),
         "latency_p95_us" => (Some(l.p95_us), "ditto-load".into()),
         "latency_p99_us" => (Some(l.p99_us), "ditto-load".into()),
@@ -386,6 +398,7 @@ pub(crate) mod tests {
                     cdf: vec![[0.0, 20.0], [50.0, 35.0 * scale], [100.0, 400.0]],
                 },
                 os: OsFigures {
+                    measured: true,
                     cpu_user_us_per_request: 4.0 * scale,
                     cpu_sys_us_per_request: 20.0,
                     context_switches_per_request: 1.5,

@@ -1,8 +1,8 @@
 //! Saturation throughput by an open-loop rate sweep.
 //!
 //! One target start; short runs at geometrically rising offered rates until the target (or the load
-//! generator) no longer keeps up. The saturation throughput is the highest achieved rate: once a run
-//! falls behind, what it achieved is what the server could serve. The points double as the
+//! generator) no longer keeps up, then a few bisection steps between the last rate kept up with and the
+//! first one not. The saturation throughput is the highest achieved rate. The points double as the
 //! latency-versus-load curve of the dashboard. An open-loop sweep is used rather than a closed loop
 //! because ditto's load generator is open-loop, so the same generator and arrival process drive both
 //! the levels and the sweep.
@@ -31,7 +31,14 @@ pub struct SweepSettings {
     pub step_s: f64,
     pub warmup_s: f64,
     pub max_steps: usize,
+    /// Bisection steps between the last rate kept up with and the first one not.
+    #[serde(default = "default_refine_steps")]
+    pub refine_steps: usize,
     pub connections: usize,
+}
+
+fn default_refine_steps() -> usize {
+    2
 }
 
 /// One step of the sweep.
@@ -89,12 +96,9 @@ pub fn sweep(
     let mut points = Vec::new();
     let mut rate = s.start_rate;
     let mut stopped_because = format!("reached the step limit ({})", s.max_steps);
-    let result = (|| -> Result<(), ValidateError> {
-        for step in 0..s.max_steps {
-            if rate > ditto_load::MAX_RATE {
-                stopped_because = "reached the load generator's rate limit".into();
-                break;
-            }
+    let mut result = Ok(());
+    {
+        let mut step = |rate: f64, what: &str, status: &mut dyn FnMut(&str)| {
             let lvl = ResolvedLevel {
                 rate,
                 connections: s.connections,
@@ -103,11 +107,7 @@ pub fn sweep(
                 ..level.clone()
             };
             let cfg = ditto_measure::load_config(spec, &lvl, target.addr(), opts);
-            status(&format!(
-                "saturation sweep step {}/{}: {rate:.0} req/s",
-                step + 1,
-                s.max_steps
-            ));
+            status(&format!("saturation sweep, {what}: {rate:.0} req/s"));
             let r = ditto_load::run(&cfg, progress)?;
             if let Some(st) = target.try_exit_status() {
                 return Err(ValidateError::TargetDied {
@@ -117,25 +117,72 @@ pub fn sweep(
                 });
             }
             let f = crate::native::LoadFigures::from_report(&r);
-            points.push(SweepPoint {
+            let p = SweepPoint {
                 offered_rate: rate,
                 achieved_rate: f.achieved_rate,
                 kept_up: f.kept_up,
                 p50_us: f.p50_us,
                 p95_us: f.p95_us,
                 p99_us: f.p99_us,
-            });
-            if !f.kept_up {
-                stopped_because = format!(
-                    "fell behind at {rate:.0} req/s: {}",
-                    f.kept_up_problem.unwrap_or_default()
-                );
+            };
+            Ok((p, f.kept_up_problem.unwrap_or_default()))
+        };
+        // Geometric steps until one falls behind, then bisection between the last kept-up rate and the
+        // first failed one: the step grid alone resolves saturation only to a factor of 1.5.
+        let mut good: Option<f64> = None;
+        let mut bad: Option<f64> = None;
+        for n in 0..s.max_steps {
+            if rate > ditto_load::MAX_RATE {
+                stopped_because = "reached the load generator's rate limit".into();
                 break;
             }
-            rate *= s.factor;
+            match step(rate, &format!("step {}/{}", n + 1, s.max_steps), status) {
+                Ok((p, problem)) => {
+                    let kept_up = p.kept_up;
+                    points.push(p);
+                    if kept_up {
+                        good = Some(rate);
+                        rate *= s.factor;
+                    } else {
+                        stopped_because = format!("fell behind at {rate:.0} req/s: {problem}");
+                        bad = Some(rate);
+                        break;
+                    }
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
         }
-        Ok(())
-    })();
+        if let (Some(mut lo), Some(mut hi), true) = (good, bad, result.is_ok()) {
+            for n in 0..s.refine_steps {
+                let mid = (lo * hi).sqrt();
+                match step(
+                    mid,
+                    &format!("refinement {}/{}", n + 1, s.refine_steps),
+                    status,
+                ) {
+                    Ok((p, _)) => {
+                        if p.kept_up {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                        points.push(p);
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            stopped_because.push_str(&format!(
+                "; kept up at {lo:.0}, fell behind at {hi:.0} req/s after refinement"
+            ));
+        }
+    }
+    points.sort_by(|a, b| a.offered_rate.total_cmp(&b.offered_rate));
     let stopped = target.stop(Duration::from_secs(10));
     result?;
     stopped?;

@@ -16,9 +16,11 @@
 //! elasticity (d ln metric / d ln knob). The first step assumes e (1 for the linear groups, 0.5 for
 //! IPC); once a group has two measurements at different knob values, e is the secant through the last
 //! two — which also absorbs offsets the knob does not scale (the skeleton's own instructions). Steps are
-//! clamped to a factor of 4. Branch mispredictions also depend on the instruction working set (the
-//! body's block loops are branches, paper §4.5), so the branch group waits an iteration whenever the
-//! instruction working set moved by more than 25%.
+//! clamped to a factor of 4. Once the history holds measurements on both sides of the original's value,
+//! the knob is interpolated between the nearest one above and the nearest one below (regula falsi),
+//! which stays inside the bracket on the steep cliffs miss rates have. Branch mispredictions also depend
+//! on the instruction working set (the body's block loops are branches, paper §4.5), so the branch group
+//! takes half its step whenever the instruction working set moved by more than 25%.
 //!
 //! The pointer-chase and regular-access scales change memory-level parallelism and prefetching, which
 //! cachegrind does not model and no generic perf event isolates; they are held and the history says so.
@@ -313,6 +315,78 @@ fn secant(history: &[Iteration], knob: Knob, driver: &str) -> Option<f64> {
     Some((last.1 - other.1) / (last.0 - other.0))
 }
 
+/// The knob (as a logarithm) at which `driver` should reach `target`, interpolated (log–log) between
+/// the measurements nearest to the target from above and from below, when the history has both.
+/// Regula falsi: unlike the secant through the last two points it never leaves the bracket, which
+/// matters for the steep cliffs of miss rates (an instruction working set that just fits in L1i).
+fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = history
+        .iter()
+        .filter_map(|it| {
+            let k = knob.get(&it.knobs);
+            figure(&it.figures, driver)
+                .filter(|m| *m > 0.0 && k > 0.0)
+                .map(|m| (k.ln(), m.ln()))
+        })
+        .collect();
+    let t = target.ln();
+    let above = pts
+        .iter()
+        .filter(|p| p.1 > t)
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let below = pts
+        .iter()
+        .filter(|p| p.1 < t)
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    if (above.0 - below.0).abs() < 1e-9 {
+        return None;
+    }
+    let f = (t - below.1) / (above.1 - below.1);
+    Some(below.0 + f * (above.0 - below.0))
+}
+
+/// Records the followers' and held knobs' changes for a group whose lead moved `from` → `to`.
+#[allow(clippy::too_many_arguments)]
+fn push_followers_and_held(
+    g: &Group,
+    current: &Knobs,
+    knobs: &mut Knobs,
+    from: f64,
+    to: f64,
+    o: f64,
+    c: f64,
+    out: &mut Vec<Adjustment>,
+) {
+    for &(f, share) in g.followers {
+        let ffrom = f.get(current);
+        let fto = (ffrom * (share * (to / from).ln()).exp()).clamp(KNOB_MIN, KNOB_MAX);
+        f.set(knobs, fto);
+        out.push(Adjustment {
+            group: g.name.to_string(),
+            knob: f.name().to_string(),
+            driver: g.driver.to_string(),
+            from: ffrom,
+            to: fto,
+            original: Some(o),
+            clone: Some(c),
+            reason: format!("follows {} with {share} of its step", g.knob.name()),
+        });
+    }
+    for &(h, why) in g.held {
+        let v = h.get(current);
+        out.push(Adjustment {
+            group: g.name.to_string(),
+            knob: h.name().to_string(),
+            driver: g.driver.to_string(),
+            from: v,
+            to: v,
+            original: Some(o),
+            clone: Some(c),
+            reason: format!("held: {why}"),
+        });
+    }
+}
+
 /// The next knobs from the history so far (the last iteration is the current clone).
 pub fn adjust(
     history: &[Iteration],
@@ -364,12 +438,32 @@ pub fn adjust(
             out.push(adj);
             continue;
         }
-        if g.knob == Knob::TransitionRate && iws_factor.ln().abs() > IWS_COUPLING.ln() {
-            hold(
-                &mut adj,
-                "held for one iteration: the instruction working set moved, which also moves branch mispredictions".into(),
+        // Branch mispredictions also move with the instruction working set: when that knob moved a
+        // lot this iteration, the branch group takes half its step (its driver will shift anyway).
+        let coupled = g.knob == Knob::TransitionRate && iws_factor.ln().abs() > IWS_COUPLING.ln();
+        let gain = if coupled { 0.5 } else { 1.0 };
+        let coupling_note = if coupled {
+            "; half step: the instruction working set moved too"
+        } else {
+            ""
+        };
+        if let Some(to_ln) = bracket(history, g.knob, g.driver, o) {
+            let step = (gain * (to_ln - from.ln())).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
+            let to = (from * step.exp()).clamp(KNOB_MIN, KNOB_MAX);
+            g.knob.set(&mut knobs, to);
+            adj.to = to;
+            adj.reason = format!(
+                "{} {:.4} vs original {:.4}: ×{:.3} (interpolated between the nearest measurements above and below{coupling_note})",
+                g.driver,
+                c,
+                o,
+                to / from
             );
+            if g.knob == Knob::InstructionWorkingSet {
+                iws_factor = to / from;
+            }
             out.push(adj);
+            push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
             continue;
         }
         let (e, how) = match secant(history, g.knob, g.driver) {
@@ -385,12 +479,12 @@ pub fn adjust(
             ),
             None => (g.elasticity, format!("assumed elasticity {}", g.elasticity)),
         };
-        let step = ((o / c).ln() / e).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
+        let step = (gain * (o / c).ln() / e).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
         let to = (from * step.exp()).clamp(KNOB_MIN, KNOB_MAX);
         g.knob.set(&mut knobs, to);
         adj.to = to;
         adj.reason = format!(
-            "{} {:.4} vs original {:.4}: ×{:.3} ({how})",
+            "{} {:.4} vs original {:.4}: ×{:.3} ({how}{coupling_note})",
             g.driver,
             c,
             o,
@@ -400,34 +494,7 @@ pub fn adjust(
             iws_factor = to / from;
         }
         out.push(adj);
-        for &(f, share) in g.followers {
-            let ffrom = f.get(&current.knobs);
-            let fto = (ffrom * (share * (to / from).ln()).exp()).clamp(KNOB_MIN, KNOB_MAX);
-            f.set(&mut knobs, fto);
-            out.push(Adjustment {
-                group: g.name.to_string(),
-                knob: f.name().to_string(),
-                driver: g.driver.to_string(),
-                from: ffrom,
-                to: fto,
-                original: Some(o),
-                clone: Some(c),
-                reason: format!("follows {} with {share} of its step", g.knob.name()),
-            });
-        }
-        for &(h, why) in g.held {
-            let v = h.get(&current.knobs);
-            out.push(Adjustment {
-                group: g.name.to_string(),
-                knob: h.name().to_string(),
-                driver: g.driver.to_string(),
-                from: v,
-                to: v,
-                original: Some(o),
-                clone: Some(c),
-                reason: format!("held: {why}"),
-            });
-        }
+        push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
     }
     (knobs, out)
 }
@@ -785,9 +852,10 @@ mod tests {
         // 4× asked for, clamped to the maximum step.
         assert!((k.instruction_working_set.size_scale - 4.0).abs() < 1e-12);
         assert_eq!(k.data_working_set.size_scale, 1.0, "within tolerance: held");
-        assert_eq!(
-            k.branches.transition_rate_scale, 1.0,
-            "waits for the i-cache group"
+        assert!(
+            (k.branches.transition_rate_scale - 0.5f64.sqrt()).abs() < 1e-12,
+            "half a step while the i-cache group moves: {}",
+            k.branches.transition_rate_scale
         );
         let b = adj
             .iter()
@@ -800,6 +868,54 @@ mod tests {
             .expect("ipc group listed");
         assert!(ipc.reason.contains("not tuned"), "{}", ipc.reason);
         k.validate().expect("adjusted knobs are valid");
+    }
+
+    #[test]
+    fn a_bracketed_target_is_interpolated_inside_the_bracket() {
+        let mk = |iws: f64, l1i: f64| Iteration {
+            iteration: 0,
+            knobs: {
+                let mut k = Knobs::default();
+                k.instruction_working_set.size_scale = iws;
+                k
+            },
+            figures: CounterFigures {
+                l1i_miss_rate: Some(l1i),
+                ..CounterFigures::default()
+            },
+            errors: BTreeMap::new(),
+            max_error: None,
+            within_tolerance: false,
+            adjustments: vec![],
+            elapsed_s: 0.0,
+        };
+        // A cliff: 0.0625 is far below the target, 0.0846 far above, the last point above too.
+        let h = [mk(0.25, 0.0158), mk(0.0625, 0.00042), mk(0.0846, 0.00453)];
+        let ln =
+            bracket(&h, Knob::InstructionWorkingSet, "l1i_miss_rate", 0.00092).expect("bracketed");
+        let k = ln.exp();
+        assert!(k > 0.0625 && k < 0.0846, "{k}");
+        let original = CounterFigures {
+            l1i_miss_rate: Some(0.00092),
+            ..CounterFigures::default()
+        };
+        let (next, adj) = adjust(&h, &original, &["l1i_miss_rate".to_string()], 0.1);
+        assert!((next.instruction_working_set.size_scale - k).abs() < 1e-12);
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "instruction_working_set.size_scale")
+            .expect("adjusted");
+        assert!(a.reason.contains("interpolated"), "{}", a.reason);
+        // Without a measurement on both sides there is no bracket.
+        assert_eq!(
+            bracket(
+                &h[..1],
+                Knob::InstructionWorkingSet,
+                "l1i_miss_rate",
+                0.00092
+            ),
+            None
+        );
     }
 
     #[test]

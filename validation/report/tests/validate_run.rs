@@ -124,6 +124,7 @@ fn validate_one_level_writes_a_complete_report_and_leaves_nothing_running() {
             step_s: 1.0,
             warmup_s: 0.2,
             max_steps: 2,
+            refine_steps: 1,
             connections: 8,
         }),
         seed: 1,
