@@ -20,9 +20,9 @@ pub const EXAMPLES: &str = "Examples:\n  \
     ditto validate --target targets/memcached.toml --clone clones/memcached\n  \
     ditto validate --target targets/nginx.toml --clone clones/nginx --levels medium --out out/validate/nginx\n  \
     ditto validate --target targets/pix-baseline.toml --clone clones/pix-baseline --platform paper-a\n  \
-    ditto validate --target targets/memcached.toml --clone clones/memcached --levels low --original-runs 1 \\\n      --duration 3 --no-saturation --sim-requests 200      # a quick look\n\n\
+    ditto validate --target targets/memcached.toml --clone clones/memcached --levels medium --original-runs 1 \\\n      --no-l2 --no-saturation      # a quick look (about 3 minutes)\n\n\
     Writes OUT/report.json (schema: docs/validation.md) and OUT/index.html (open it in a browser; no network needed).\n\
-    Default cost with the simulated counters, three levels: about 10-15 minutes for memcached.";
+    Default cost with the simulated counters, three levels: about 20 minutes for memcached.";
 
 /// Counter backend flag.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -85,8 +85,26 @@ pub struct SimFlags {
 
 impl SimFlags {
     pub fn backend(&self) -> Result<CounterBackend> {
-        let platform = Platform::by_name_or_path(&self.platform)
-            .with_context(|| format!("--platform {}", self.platform))?;
+        let platform = Platform::by_name_or_path(&self.platform).with_context(|| {
+            let mut bundled: Vec<String> = std::fs::read_dir(Platform::bundled_dir())
+                .map(|d| {
+                    d.flatten()
+                        .filter_map(|e| {
+                            let p = e.path();
+                            (p.extension()? == "toml")
+                                .then(|| p.file_stem()?.to_str().map(String::from))
+                                .flatten()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            bundled.sort();
+            format!(
+                "--platform {}: use a bundled platform ({}) or the path of a platform file",
+                self.platform,
+                bundled.join(", ")
+            )
+        })?;
         Ok(CounterBackend::select(self.counters.into(), &platform)?)
     }
 

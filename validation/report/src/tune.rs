@@ -18,7 +18,9 @@
 //! two — which also absorbs offsets the knob does not scale (the skeleton's own instructions). Steps are
 //! clamped to a factor of 4. Once the history holds measurements on both sides of the original's value,
 //! the knob is interpolated between the nearest one above and the nearest one below (regula falsi),
-//! which stays inside the bracket on the steep cliffs miss rates have. Branch mispredictions also depend
+//! which stays inside the bracket on the steep cliffs miss rates have. Without a bracket, a step that
+//! left its driver clearly worse (1.5× the log distance) than the best iteration so far is half undone:
+//! responses are not always monotone. Branch mispredictions also depend
 //! on the instruction working set (the body's block loops are branches, paper §4.5), so the branch group
 //! takes half its step whenever the instruction working set moved by more than 25%.
 //!
@@ -345,6 +347,32 @@ fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Opti
     Some(below.0 + f * (above.0 - below.0))
 }
 
+/// The knob value of the iteration whose `driver` was closest to `target` (in log distance), that
+/// distance, and the iteration's number.
+fn best_for(
+    history: &[Iteration],
+    knob: Knob,
+    driver: &str,
+    target: f64,
+) -> Option<(f64, f64, usize)> {
+    history
+        .iter()
+        .filter_map(|it| {
+            figure(&it.figures, driver)
+                .filter(|m| *m > 0.0)
+                .map(|m| (knob.get(&it.knobs), (m / target).ln().abs(), it.iteration))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn figure_at(history: &[Iteration], iteration: usize, driver: &str) -> f64 {
+    history
+        .iter()
+        .find(|it| it.iteration == iteration)
+        .and_then(|it| figure(&it.figures, driver))
+        .unwrap_or(f64::NAN)
+}
+
 /// Records the followers' and held knobs' changes for a group whose lead moved `from` → `to`.
 #[allow(clippy::too_many_arguments)]
 fn push_followers_and_held(
@@ -465,6 +493,29 @@ pub fn adjust(
             out.push(adj);
             push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
             continue;
+        }
+        // A step that made this driver clearly worse than the best seen (the response is not
+        // monotone, or another group's move dominated it): go back halfway toward the best value.
+        if let Some((best_k, best_dev, n)) = best_for(history, g.knob, g.driver, o) {
+            let dev = (c / o).ln().abs();
+            if dev > 1.5 * best_dev && (best_k.ln() - from.ln()).abs() > 1e-9 {
+                let to = (from * best_k).sqrt().clamp(KNOB_MIN, KNOB_MAX);
+                g.knob.set(&mut knobs, to);
+                adj.to = to;
+                adj.reason = format!(
+                    "{} {:.4} vs original {:.4}: worse than at iteration {n} ({:.4}); backtracked halfway to its value",
+                    g.driver,
+                    c,
+                    o,
+                    figure_at(history, n, g.driver)
+                );
+                if g.knob == Knob::InstructionWorkingSet {
+                    iws_factor = to / from;
+                }
+                out.push(adj);
+                push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
+                continue;
+            }
         }
         let (e, how) = match secant(history, g.knob, g.driver) {
             Some(e) if e.signum() == g.elasticity.signum() && (0.05..=20.0).contains(&e.abs()) => {
@@ -915,6 +966,48 @@ mod tests {
                 0.00092
             ),
             None
+        );
+    }
+
+    #[test]
+    fn a_step_that_made_things_worse_is_half_undone() {
+        let mk = |n: usize, dws: f64, l1d: f64| Iteration {
+            iteration: n,
+            knobs: {
+                let mut k = Knobs::default();
+                k.data_working_set.size_scale = dws;
+                k
+            },
+            figures: CounterFigures {
+                l1d_miss_rate: Some(l1d),
+                ..CounterFigures::default()
+            },
+            errors: BTreeMap::new(),
+            max_error: None,
+            within_tolerance: false,
+            adjustments: vec![],
+            elapsed_s: 0.0,
+        };
+        // Measured on the memcached clone: shrinking the data working set further made L1d worse.
+        let h = [
+            mk(1, 0.1, 0.035),
+            mk(2, 0.025, 0.0315),
+            mk(3, 0.0063, 0.129),
+        ];
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.0238),
+            ..CounterFigures::default()
+        };
+        let (k, adj) = adjust(&h, &original, &["l1d_miss_rate".to_string()], 0.1);
+        assert!((k.data_working_set.size_scale - (0.0063f64 * 0.025).sqrt()).abs() < 1e-12);
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "data_working_set.size_scale")
+            .expect("adjusted");
+        assert!(
+            a.reason.contains("backtracked") && a.reason.contains("iteration 2"),
+            "{}",
+            a.reason
         );
     }
 
