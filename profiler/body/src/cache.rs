@@ -86,10 +86,9 @@ impl SetStacks {
         }
     }
 
-    /// Updates the LRU state; counts the access when `count` (see `CurveSim::access`). Returns the
-    /// stack position of a hit, `Some(usize::MAX)` for a miss, `None` when the set is not sampled.
+    /// The slot (group) of `line`'s set and its half, or `None` when the set is not sampled.
     #[inline]
-    fn access(&mut self, line: u64, count: bool) -> Option<usize> {
+    fn locate(&self, line: u64) -> Option<(u64, usize)> {
         let set = line & (self.sets - 1);
         let group = set >> self.rate_shift;
         let mixed = group.wrapping_mul(GOLDEN);
@@ -99,7 +98,14 @@ impl SetStacks {
                 return None;
             }
         }
-        let half = ((mixed >> 32) & 1) as usize;
+        Some((group, ((mixed >> 32) & 1) as usize))
+    }
+
+    /// Updates the LRU state; counts the access when `count` (see `CurveSim::access`). Returns the
+    /// stack position of a hit, `Some(usize::MAX)` for a miss, `None` when the set is not sampled.
+    #[inline]
+    fn access(&mut self, line: u64, count: bool) -> Option<usize> {
+        let (group, half) = self.locate(line)?;
         let start = group as usize * self.depth;
         let stack = &mut self.tags[start..start + self.depth];
         // Small stacks: a plain scan and shift beat memmove calls.
@@ -126,16 +132,9 @@ impl SetStacks {
     /// Moves `line`, known to be at stack position `rank` of its set, to the front.
     #[inline]
     fn touch_at(&mut self, line: u64, rank: usize, count: bool) {
-        let set = line & (self.sets - 1);
-        let group = set >> self.rate_shift;
-        let mixed = group.wrapping_mul(GOLDEN);
-        if self.rate_shift > 0 {
-            let pick = mixed >> (64 - self.rate_shift);
-            if set & ((1 << self.rate_shift) - 1) != pick {
-                return;
-            }
-        }
-        let half = ((mixed >> 32) & 1) as usize;
+        let Some((group, half)) = self.locate(line) else {
+            return;
+        };
         if count {
             self.accesses[half] += 1;
             self.hits_at[half][rank] += 1;
