@@ -4,7 +4,7 @@
 //! difference of two runs that differ only in how many requests they serve: start-up, warm-up and shutdown
 //! cancel out, leaving the marginal cost of the extra requests.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -27,6 +27,78 @@ pub fn wrapper(platform: &Platform, out_file: &Path) -> Vec<String> {
         "--trace-children=no".into(),
         format!("--cachegrind-out-file={}", out_file.display()),
     ]
+}
+
+/// A world-writable folder for cachegrind's output, one file per process (`cachegrind.out.PID`); removed
+/// when dropped.
+///
+/// Why not the run folder: a server that forks workers under another user (nginx's master runs as root,
+/// its worker as www-data) has every process simulated by Valgrind, each writing its own file, and the
+/// workers cannot write into the master's folder; with one file name the last process to exit
+/// overwrote the others, so nginx's simulated work was only its master's.
+#[derive(Debug)]
+pub struct OutDir {
+    path: PathBuf,
+}
+
+impl OutDir {
+    pub fn new() -> Result<OutDir, MeasureError> {
+        use std::os::unix::fs::PermissionsExt;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("ditto-cachegrind-{}-{n}", std::process::id()));
+        let io = |cause| MeasureError::Read {
+            path: path.clone(),
+            cause,
+        };
+        std::fs::create_dir_all(&path).map_err(io)?;
+        // Sticky and writable by all: every process of the server may write its file, none another's.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o1777)).map_err(io)?;
+        Ok(OutDir { path })
+    }
+
+    /// The `--cachegrind-out-file` pattern.
+    pub fn pattern(&self) -> PathBuf {
+        self.path.join("cachegrind.out.%p")
+    }
+
+    /// The totals of every process, summed.
+    pub fn read_sum(&self) -> Result<CachegrindTotals, MeasureError> {
+        let entries = std::fs::read_dir(&self.path).map_err(|cause| MeasureError::Read {
+            path: self.path.clone(),
+            cause,
+        })?;
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("cachegrind.out."))
+            })
+            .collect();
+        files.sort();
+        let mut total: Option<CachegrindTotals> = None;
+        for f in &files {
+            let t = CachegrindTotals::read(f)?;
+            total = Some(match total {
+                Some(sum) => sum.plus(&t),
+                None => t,
+            });
+        }
+        total.ok_or_else(|| MeasureError::CachegrindOutput {
+            path: self.path.clone(),
+            message: "no cachegrind output was written (did the server start under Valgrind?)"
+                .into(),
+        })
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 /// Whole-program event totals from one cachegrind run (names as cachegrind prints them).
@@ -211,6 +283,20 @@ summary: 127757 1091 1072 29401 1224 1013 10266 343 311 25341 3164 279 150\n";
         assert_eq!(t.ir, 127757.0);
         assert_eq!(t.d1mw, 343.0);
         assert_eq!(t.bim, 150.0);
+    }
+
+    #[test]
+    fn every_process_file_is_summed_and_the_folder_removed() {
+        let out = OutDir::new().expect("out dir");
+        let dir = out.pattern().parent().expect("folder").to_path_buf();
+        assert!(out.read_sum().is_err(), "no files yet");
+        std::fs::write(dir.join("cachegrind.out.100"), FIXTURE).expect("write");
+        std::fs::write(dir.join("cachegrind.out.101"), FIXTURE).expect("write");
+        let t = out.read_sum().expect("sum");
+        assert_eq!(t.ir, 2.0 * 127757.0);
+        assert_eq!(t.bim, 300.0);
+        drop(out);
+        assert!(!dir.exists());
     }
 
     #[test]

@@ -27,7 +27,6 @@
 //!   inclusive, so an L1→LLC run misses the LLC where an L1→L2→LLC hierarchy would). Without the L2 runs the
 //!   LLC's accesses are the L1 misses, and the figure says so in its notes.
 
-use std::path::Path;
 use std::time::Duration;
 
 use ditto_load::Progress;
@@ -634,11 +633,10 @@ fn sim_run(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<SimRunRecord, MeasureError> {
     let spawned = std::time::Instant::now();
-    // The output file name is fixed inside the run folder, which the server's user owns.
-    let out_name = "cachegrind.out";
+    let out = cachegrind::OutDir::new()?;
     let launch = LaunchOptions {
         port: opts.port,
-        wrapper: cachegrind::wrapper(platform, Path::new(out_name)),
+        wrapper: cachegrind::wrapper(platform, &out.pattern()),
         ready_timeout: Some(Duration::from_secs(180)),
         ..LaunchOptions::default()
     };
@@ -674,7 +672,7 @@ fn sim_run(
     let lifetime_s = spawned.elapsed().as_secs_f64();
     // Valgrind writes its output when the guest exits; give it time.
     target.stop(Duration::from_secs(60))?;
-    let totals = CachegrindTotals::read(&target.run_dir().join(out_name));
+    let totals = out.read_sum();
     let report = report?;
     Ok(SimRunRecord {
         ll_as: String::new(),

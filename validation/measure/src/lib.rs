@@ -204,11 +204,11 @@ fn sim_once(
     status: &mut dyn FnMut(&str),
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<SimRun, MeasureError> {
-    // The output file name is fixed inside the run folder, which the server's user owns.
-    let out_name = "cachegrind.out";
+    // One output file per process, in a folder every process of the server can write to.
+    let out = cachegrind::OutDir::new()?;
     let launch = LaunchOptions {
         port: opts.port,
-        wrapper: cachegrind::wrapper(&sim.platform, std::path::Path::new(out_name)),
+        wrapper: cachegrind::wrapper(&sim.platform, &out.pattern()),
         ready_timeout: Some(Duration::from_secs(180)),
         ..LaunchOptions::default()
     };
@@ -236,7 +236,7 @@ fn sim_once(
     check_alive(&mut target, &spec.name)?;
     // Valgrind writes its output when the guest exits; give it time.
     target.stop(Duration::from_secs(60))?;
-    let totals = CachegrindTotals::read(&target.run_dir().join(out_name));
+    let totals = out.read_sum();
     let report = report?;
     Ok(SimRun {
         requests_completed: report.requests_completed,
