@@ -153,7 +153,6 @@ pub struct ProcessAnalysis {
     static_index: HashMap<(u64, [u8; 16]), u32>,
     sbs: Vec<Option<Superblock>>,
     strides: Vec<StrideState>,
-    n_branches: u32,
     branch_of_static: HashMap<u32, u32>,
     threads: Vec<Thread>,
     thread_index: HashMap<u32, usize>,
@@ -201,7 +200,6 @@ impl ProcessAnalysis {
             static_index: HashMap::new(),
             sbs: Vec::new(),
             strides: Vec::new(),
-            n_branches: 0,
             branch_of_static: HashMap::new(),
             threads: Vec::new(),
             thread_index: HashMap::new(),
@@ -336,11 +334,8 @@ impl ProcessAnalysis {
                 let fall_through = s.addr + s.len as u64;
                 // One id per static instruction: the same branch sits in every superblock that
                 // contains it (entries at different points of a loop give several).
-                let next = self.n_branches;
+                let next = self.branch_of_static.len() as u32;
                 let bid = *self.branch_of_static.entry(si).or_insert(next);
-                if bid == next {
-                    self.n_branches += 1;
-                }
                 branch_exit[e.instr as usize] = Some((k as u16, e.target != fall_through, bid));
             }
         }

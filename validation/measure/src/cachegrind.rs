@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::platform::Platform;
 use crate::MeasureError;
@@ -102,7 +102,7 @@ impl Drop for OutDir {
 }
 
 /// Whole-program event totals from one cachegrind run (names as cachegrind prints them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct CachegrindTotals {
     /// Instructions executed.
     pub ir: f64,

@@ -487,65 +487,7 @@ pub struct SimRunRecord {
     /// unless a start-up took longer than the first run's margin).
     #[serde(default)]
     pub lifetime_s: f64,
-    pub totals: CachegrindTotalsRecord,
-}
-
-/// Cachegrind totals as stored in reports (the same fields as [`CachegrindTotals`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CachegrindTotalsRecord {
-    pub ir: f64,
-    pub i1mr: f64,
-    pub ilmr: f64,
-    pub dr: f64,
-    pub d1mr: f64,
-    pub dlmr: f64,
-    pub dw: f64,
-    pub d1mw: f64,
-    pub dlmw: f64,
-    pub bc: f64,
-    pub bcm: f64,
-    pub bi: f64,
-    pub bim: f64,
-}
-
-impl From<CachegrindTotals> for CachegrindTotalsRecord {
-    fn from(t: CachegrindTotals) -> Self {
-        CachegrindTotalsRecord {
-            ir: t.ir,
-            i1mr: t.i1mr,
-            ilmr: t.ilmr,
-            dr: t.dr,
-            d1mr: t.d1mr,
-            dlmr: t.dlmr,
-            dw: t.dw,
-            d1mw: t.d1mw,
-            dlmw: t.dlmw,
-            bc: t.bc,
-            bcm: t.bcm,
-            bi: t.bi,
-            bim: t.bim,
-        }
-    }
-}
-
-impl From<CachegrindTotalsRecord> for CachegrindTotals {
-    fn from(t: CachegrindTotalsRecord) -> Self {
-        CachegrindTotals {
-            ir: t.ir,
-            i1mr: t.i1mr,
-            ilmr: t.ilmr,
-            dr: t.dr,
-            d1mr: t.d1mr,
-            dlmr: t.dlmr,
-            dw: t.dw,
-            d1mw: t.d1mw,
-            dlmw: t.dlmw,
-            bc: t.bc,
-            bcm: t.bcm,
-            bi: t.bi,
-            bim: t.bim,
-        }
-    }
+    pub totals: CachegrindTotals,
 }
 
 /// A simulated measurement: the figures and every run they came from.
@@ -681,7 +623,7 @@ fn sim_run(
         requests_completed: report.requests_completed,
         startup_s,
         lifetime_s,
-        totals: totals?.into(),
+        totals: totals?,
     })
 }
 
@@ -709,7 +651,7 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
             return None;
         }
         rs.sort_by(|a, b| a.offered_rate.total_cmp(&b.offered_rate));
-        let d = CachegrindTotals::from(rs[1].totals).minus(&CachegrindTotals::from(rs[0].totals));
+        let d = rs[1].totals.minus(&rs[0].totals);
         let n = rs[1].requests_completed as f64 - rs[0].requests_completed as f64;
         Some((d, n))
     };
@@ -809,7 +751,7 @@ pub fn sim_figures(runs: &[SimRunRecord], platform: &str) -> Result<CounterFigur
 mod tests {
     use super::*;
 
-    fn run(ll: &str, rate: f64, n: u64, t: CachegrindTotalsRecord) -> SimRunRecord {
+    fn run(ll: &str, rate: f64, n: u64, t: CachegrindTotals) -> SimRunRecord {
         SimRunRecord {
             ll_as: ll.into(),
             offered_rate: rate,
@@ -822,10 +764,10 @@ mod tests {
     }
 
     /// Totals of a server with fixed costs, per-second background work and per-request work.
-    fn totals(requests: f64, seconds: f64, ll_miss_per_req: f64) -> CachegrindTotalsRecord {
+    fn totals(requests: f64, seconds: f64, ll_miss_per_req: f64) -> CachegrindTotals {
         let fixed = 1e6;
         let per_s = 5e5;
-        CachegrindTotalsRecord {
+        CachegrindTotals {
             ir: fixed + per_s * seconds + 1e4 * requests,
             i1mr: 10.0 * requests + 50.0 * seconds,
             ilmr: 1.0 * requests,

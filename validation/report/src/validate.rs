@@ -371,13 +371,15 @@ pub struct CloneTuneBackend {
     pub request_timeout: Duration,
 }
 
-impl crate::tune::TuneBackend for CloneTuneBackend {
-    fn measure_original(
-        &mut self,
+impl CloneTuneBackend {
+    /// Counter figures of one target at this tuner's level.
+    fn measure(
+        &self,
+        spec: &TargetSpec,
         status: &mut dyn FnMut(&str),
     ) -> Result<CounterFigures, ValidateError> {
         let (f, _) = measure_counters(
-            &self.original,
+            spec,
             &self.level,
             &self.backend,
             &self.sim,
@@ -388,6 +390,15 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
         )?;
         Ok(f)
     }
+}
+
+impl crate::tune::TuneBackend for CloneTuneBackend {
+    fn measure_original(
+        &mut self,
+        status: &mut dyn FnMut(&str),
+    ) -> Result<CounterFigures, ValidateError> {
+        self.measure(&self.original, status)
+    }
 
     fn measure_clone(
         &mut self,
@@ -396,17 +407,7 @@ impl crate::tune::TuneBackend for CloneTuneBackend {
         if !self.clone.dir.join("clone").is_file() {
             self.clone.build()?;
         }
-        let (f, _) = measure_counters(
-            &self.clone.spec,
-            &self.level,
-            &self.backend,
-            &self.sim,
-            self.seed,
-            self.request_timeout,
-            status,
-            &mut |_| {},
-        )?;
-        Ok(f)
+        self.measure(&self.clone.spec, status)
     }
 
     fn regenerate(
