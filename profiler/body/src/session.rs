@@ -15,8 +15,14 @@ use crate::classes::ClassTable;
 
 const READ_CHUNK: usize = 1 << 20;
 
+/// One guest process's stream. The analysis and the reader's progress have separate locks: the reader
+/// must never wait for a chunk's analysis, or the tool stalls on a full socket.
 struct StreamState {
-    analysis: ProcessAnalysis,
+    analysis: Mutex<ProcessAnalysis>,
+    progress: Mutex<Progress>,
+}
+
+struct Progress {
     /// When the last bytes arrived from the tool.
     last_data: Instant,
     /// Chunks received but not analysed yet.
@@ -27,7 +33,7 @@ struct StreamState {
 }
 
 struct Shared {
-    streams: Mutex<Vec<Arc<Mutex<StreamState>>>>,
+    streams: Mutex<Vec<Arc<StreamState>>>,
     stop: AtomicBool,
     table: ClassTable,
 }
@@ -75,7 +81,7 @@ impl BodySession {
         self.addr
     }
 
-    fn streams(&self) -> Vec<Arc<Mutex<StreamState>>> {
+    fn streams(&self) -> Vec<Arc<StreamState>> {
         lock(&self.shared.streams).clone()
     }
 
@@ -86,12 +92,14 @@ impl BodySession {
 
     /// Words received over all streams.
     pub fn words(&self) -> u64 {
-        self.streams().iter().map(|s| lock(s).analysis.words).sum()
+        self.streams().iter().map(|s| lock(&s.analysis).words).sum()
     }
 
     /// First analysis error of any stream (a malformed stream stops only that stream).
     pub fn error(&self) -> Option<String> {
-        self.streams().iter().find_map(|s| lock(s).error.clone())
+        self.streams()
+            .iter()
+            .find_map(|s| lock(&s.progress).error.clone())
     }
 
     /// Waits until a guest process has connected.
@@ -123,10 +131,14 @@ impl BodySession {
             let newest = self
                 .streams()
                 .iter()
-                .map(|s| lock(s).last_data)
+                .map(|s| lock(&s.progress).last_data)
                 .max()
                 .unwrap_or_else(Instant::now);
-            let pending: usize = self.streams().iter().map(|s| lock(s).pending).sum();
+            let pending: usize = self
+                .streams()
+                .iter()
+                .map(|s| lock(&s.progress).pending)
+                .sum();
             if pending == 0 && (newest.elapsed() >= quiet || start.elapsed() >= settle) {
                 return Ok(());
             }
@@ -143,7 +155,7 @@ impl BodySession {
     /// Starts the measurement window on every stream.
     pub fn reset_counts(&self) {
         for s in self.streams() {
-            lock(&s).analysis.reset_counts();
+            lock(&s.analysis).reset_counts();
         }
     }
 
@@ -151,14 +163,14 @@ impl BodySession {
     pub fn snapshot(&self) -> Vec<ProcessCounts> {
         self.streams()
             .iter()
-            .map(|s| lock(s).analysis.snapshot())
+            .map(|s| lock(&s.analysis).snapshot())
             .collect()
     }
 
     /// Whether every stream has closed (the traced processes exited).
     pub fn all_closed(&self) -> bool {
         let s = self.streams();
-        !s.is_empty() && s.iter().all(|s| lock(s).closed)
+        !s.is_empty() && s.iter().all(|s| lock(&s.progress).closed)
     }
 
     /// Waits until every stream has closed.
@@ -187,13 +199,15 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                let state = Arc::new(Mutex::new(StreamState {
-                    analysis: ProcessAnalysis::new(&shared.table),
-                    last_data: Instant::now(),
-                    pending: 0,
-                    closed: false,
-                    error: None,
-                }));
+                let state = Arc::new(StreamState {
+                    analysis: Mutex::new(ProcessAnalysis::new(&shared.table)),
+                    progress: Mutex::new(Progress {
+                        last_data: Instant::now(),
+                        pending: 0,
+                        closed: false,
+                        error: None,
+                    }),
+                });
                 lock(&shared.streams).push(state.clone());
                 let _ = std::thread::Builder::new()
                     .name("body-stream".into())
@@ -212,36 +226,44 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 /// at its own speed and the analysis drains the backlog when the program idles.
 const MAX_PENDING_CHUNKS: usize = 4096;
 
-fn read_loop(mut stream: TcpStream, state: Arc<Mutex<StreamState>>) {
+fn read_loop(mut stream: TcpStream, state: Arc<StreamState>) {
     let _ = stream.set_nonblocking(false);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(MAX_PENDING_CHUNKS);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u64>>(MAX_PENDING_CHUNKS);
     let analysis_state = state.clone();
     let analysis = std::thread::Builder::new()
         .name("body-analysis".into())
         .spawn(move || analyse_loop(rx, analysis_state));
-    let mut carry: Vec<u8> = Vec::new();
+    // One read buffer for the whole stream; each chunk leaves as words of exactly the size read, so a
+    // small read (the tool flushes before every syscall) costs its own size, not the buffer's.
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut carried = 0;
     loop {
-        let mut buf = vec![0u8; READ_CHUNK];
-        buf[..carry.len()].copy_from_slice(&carry);
-        let n = match stream.read(&mut buf[carry.len()..]) {
+        let n = match stream.read(&mut buf[carried..]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => {
-                lock(&state).error = Some(format!("body trace stream: {e}"));
+                lock(&state.progress).error = Some(format!("body trace stream: {e}"));
                 break;
             }
         };
-        let filled = carry.len() + n;
+        let filled = carried + n;
         let whole = filled / 8 * 8;
-        carry = buf[whole..filled].to_vec();
-        buf.truncate(whole);
-        {
-            let mut st = lock(&state);
-            st.last_data = Instant::now();
-            st.pending += 1;
+        let words: Vec<u64> = buf[..whole]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect();
+        buf.copy_within(whole..filled, 0);
+        carried = filled - whole;
+        if words.is_empty() {
+            continue;
         }
-        if tx.send(buf).is_err() {
+        {
+            let mut p = lock(&state.progress);
+            p.last_data = Instant::now();
+            p.pending += 1;
+        }
+        if tx.send(words).is_err() {
             break;
         }
     }
@@ -250,14 +272,14 @@ fn read_loop(mut stream: TcpStream, state: Arc<Mutex<StreamState>>) {
         Ok(handle) => {
             let _ = handle.join();
         }
-        Err(e) => lock(&state).error = Some(format!("body analysis thread: {e}")),
+        Err(e) => lock(&state.progress).error = Some(format!("body analysis thread: {e}")),
     }
-    let mut st = lock(&state);
-    st.closed = true;
-    st.last_data = Instant::now();
+    let mut p = lock(&state.progress);
+    p.closed = true;
+    p.last_data = Instant::now();
 }
 
-fn analyse_loop(rx: std::sync::mpsc::Receiver<Vec<u8>>, state: Arc<Mutex<StreamState>>) {
+fn analyse_loop(rx: std::sync::mpsc::Receiver<Vec<u64>>, state: Arc<StreamState>) {
     // Yield the CPU to the traced program and the load generator: the analysis works through its
     // backlog when they idle, instead of slowing the target during bursts on a small machine.
     // SAFETY: gettid and setpriority on the calling thread have no memory-safety preconditions.
@@ -265,20 +287,53 @@ fn analyse_loop(rx: std::sync::mpsc::Receiver<Vec<u8>>, state: Arc<Mutex<StreamS
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, 10);
     }
-    let mut words: Vec<u64> = Vec::with_capacity(READ_CHUNK / 8);
-    while let Ok(chunk) = rx.recv() {
-        words.clear();
-        words.extend(
-            chunk
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
-        );
-        let mut st = lock(&state);
-        if st.error.is_none() {
-            if let Err(e) = st.analysis.feed(&words) {
-                st.error = Some(format!("{e:#}"));
-            }
+    while let Ok(words) = rx.recv() {
+        let failed = lock(&state.progress).error.is_some();
+        let result = if failed {
+            Ok(())
+        } else {
+            lock(&state.analysis).feed(&words)
+        };
+        let mut p = lock(&state.progress);
+        if let Err(e) = result {
+            p.error = Some(format!("{e:#}"));
         }
-        st.pending -= 1;
+        p.pending -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_reader_drains_the_socket_while_the_analysis_is_busy() {
+        let session = BodySession::listen().expect("listen");
+        let mut client = TcpStream::connect(session.addr()).expect("connect");
+        session
+            .wait_connected(Duration::from_secs(10))
+            .expect("connected");
+        // Hold the analysis lock, as a long chunk's analysis would, while the tool writes far more
+        // than a socket buffers: the writes must still complete.
+        let stream = session.streams()[0].clone();
+        let busy = lock(&stream.analysis);
+        let writer = std::thread::spawn(move || {
+            let chunk = vec![0u8; 1 << 20];
+            for _ in 0..16 {
+                client.write_all(&chunk).expect("write");
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !writer.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "the tool's writes stalled while the analysis held its lock"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(lock(&stream.progress).pending > 0);
+        drop(busy);
+        writer.join().expect("writer");
     }
 }
