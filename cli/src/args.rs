@@ -289,8 +289,10 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "FILE")]
     pub knobs: Option<PathBuf>,
     /// Profile of the runtime's empty skeleton (a clone generated with `--empty-body`, profiled with
-    /// `ditto profile --launch`): its request workers' instructions per request are subtracted from the
-    /// body, so the body adds only what the skeleton lacks. Overrides `instructions.skeleton_instructions`.
+    /// `ditto profile --launch`): its request workers' instructions per request and their mix, branch,
+    /// dependency and access distributions are subtracted from the body's targets, so the body adds only
+    /// what the skeleton lacks. Overrides `instructions.skeleton_instructions`; kept in the clone as
+    /// `skeleton.json` for `ditto tune`.
     #[arg(long, value_name = "PROFILE")]
     pub skeleton: Option<PathBuf>,
     /// Generate the bare skeleton: no body instructions (to profile the runtime's own cost).

@@ -12,22 +12,31 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         Some(path) => Knobs::load(path)?,
         None => Knobs::default(),
     };
+    let mut skeleton = None;
     if let Some(path) = &args.skeleton {
-        let skeleton = ditto_profile::Profile::load(path)?;
-        let Some(body) = &skeleton.body else {
+        let profile = ditto_profile::Profile::load(path)?;
+        let Some(body) = &profile.body else {
             bail!(
                 "{}: the skeleton profile has no body section; take it with `ditto profile --launch`",
                 path.display()
             );
         };
         // The skeleton's busiest cluster is the one serving requests.
-        let cost = body
-            .clusters
-            .iter()
-            .map(|c| c.instructions_per_request)
-            .fold(0.0, f64::max);
-        eprintln!("ditto: subtracting the skeleton's {cost:.0} instructions per request");
+        let Some(workers) = body.clusters.iter().max_by(|a, b| {
+            a.instructions_per_request
+                .total_cmp(&b.instructions_per_request)
+        }) else {
+            bail!(
+                "{}: the skeleton profile's body has no clusters; re-profile the skeleton",
+                path.display()
+            );
+        };
+        let cost = workers.instructions_per_request;
+        eprintln!(
+            "ditto: subtracting the skeleton's {cost:.0} instructions per request and its distributions"
+        );
         knobs.instructions.skeleton_instructions = cost;
+        skeleton = Some(workers.clone());
     }
     if args.empty_body {
         knobs.instructions.per_request_scale = f64::MIN_POSITIVE;
@@ -37,6 +46,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         out: args.output.clone(),
         seed: args.seed,
         knobs,
+        skeleton,
     })?;
     for w in &clone.warnings {
         eprintln!("ditto: warning: {w}");

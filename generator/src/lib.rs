@@ -9,6 +9,7 @@ pub mod knobs;
 pub mod output;
 pub mod plan;
 pub mod render;
+pub mod residual;
 pub mod rng;
 pub mod skeleton;
 pub mod synth;
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use ditto_profile::ClusterBody;
 use ditto_profile::Profile;
 
 pub use confidentiality::{check_clone, Report};
@@ -35,7 +37,14 @@ pub struct Options {
     pub out: PathBuf,
     pub seed: u64,
     pub knobs: Knobs,
+    /// The runtime skeleton's own body (request workers of a clone generated with `--empty-body`,
+    /// profiled): its distributions are subtracted from the original's (see `residual`). The clone
+    /// keeps it as `skeleton.json`, so that regenerating (tuning) subtracts it again.
+    pub skeleton: Option<ClusterBody>,
 }
+
+/// Where a clone keeps the skeleton body it was generated with.
+pub const SKELETON_FILE: &str = "skeleton.json";
 
 /// A rendered clone, before it is written.
 #[derive(Debug, Clone)]
@@ -81,6 +90,7 @@ pub fn render_clone(
     name: &str,
     seed: u64,
     knobs: &Knobs,
+    skeleton: Option<&ClusterBody>,
 ) -> Result<CloneFiles> {
     knobs
         .validate()
@@ -122,9 +132,19 @@ pub fn render_clone(
                 cl.id
             ));
         }
+        // Request workers run the skeleton beside the body: the body's target is what the original
+        // does beyond the skeleton, in every distribution.
+        let residual = match (found, skeleton) {
+            (Some(b), Some(s)) if cl.role == "DITTO_ROLE_WORKER" => {
+                let (r, w) = residual::subtract(b, s);
+                warnings.extend(w);
+                Some(r)
+            }
+            _ => None,
+        };
         let p = plan::plan(
             &plan::PlanInput {
-                body: found,
+                body: residual.as_ref().or(found),
                 calls_per_request: cl.calls_per_request,
                 cluster: &cl.id,
                 // The skeleton's own cost is per request, in the threads that serve requests.
@@ -226,6 +246,11 @@ pub fn render_clone(
     put("README.md", readme.into_bytes());
     put("profile.json", profile_bytes.to_vec());
     put("knobs.toml", knobs.to_documented_toml(seed).into_bytes());
+    if let Some(s) = skeleton {
+        let mut text = serde_json::to_vec_pretty(s).context("serialising the skeleton body")?;
+        text.push(b'\n');
+        put(SKELETON_FILE, text);
+    }
     put(
         "src/main.c",
         render::fill(render::TEMPLATE_MAIN, &[("name", name)])?.into_bytes(),
@@ -255,7 +280,14 @@ pub fn generate(opts: &Options) -> Result<CloneFiles> {
     // Refuse early, before any work, if the target is not ours to replace.
     output::check_target(&opts.out)?;
     let name = clone_name(&opts.out);
-    let clone = render_clone(&profile, &bytes, &name, opts.seed, &opts.knobs)?;
+    let clone = render_clone(
+        &profile,
+        &bytes,
+        &name,
+        opts.seed,
+        &opts.knobs,
+        opts.skeleton.as_ref(),
+    )?;
     output::write_clone(&opts.out, &clone.files)?;
     Ok(clone)
 }

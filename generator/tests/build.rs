@@ -77,6 +77,7 @@ fn clone_builds_and_bodies_run_clean() {
         out: out.clone(),
         seed: 1,
         knobs: Knobs::default(),
+        skeleton: None,
     })
     .expect("generate");
     common::run(
@@ -141,6 +142,7 @@ fn example_profiles_build_and_run_clean() {
             out: out.clone(),
             seed: 3,
             knobs: Knobs::default(),
+            skeleton: None,
         })
         .expect("generate");
         common::run(

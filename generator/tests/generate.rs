@@ -101,6 +101,7 @@ fn malformed_profile_names_the_field() {
         out: dir.path().join("out"),
         seed: 1,
         knobs: Knobs::default(),
+        skeleton: None,
     })
     .expect_err("malformed profile");
     let msg = format!("{err:#}");
@@ -123,6 +124,7 @@ fn malformed_profile_names_the_field() {
         out: dir.path().join("out"),
         seed: 1,
         knobs: Knobs::default(),
+        skeleton: None,
     })
     .expect_err("wrong version");
     assert!(format!("{err:#}").contains("schema version 9.0"), "{err:#}");
@@ -137,6 +139,7 @@ fn writes_atomically_and_refuses_foreign_directories() {
         out: out.clone(),
         seed: 1,
         knobs: Knobs::default(),
+        skeleton: None,
     };
     generate(&opts).expect("first generation");
     assert!(out.join("src/body.S").is_file() && out.join(".ditto-clone").is_file());
@@ -175,6 +178,7 @@ fn confidentiality_section_can_be_recorded() {
         out: out.clone(),
         seed: 1,
         knobs: Knobs::default(),
+        skeleton: None,
     })
     .expect("generate");
     ditto_generator::record_confidentiality(&out, "**Passed** (test).").expect("record");
@@ -183,4 +187,68 @@ fn confidentiality_section_can_be_recorded() {
         readme.contains("## Confidentiality\n\n**Passed** (test).\n\n## Warnings"),
         "{readme}"
     );
+}
+
+#[test]
+fn a_skeleton_body_is_subtracted_from_the_workers_targets_and_kept_in_the_clone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = ditto_profile::Profile::load(&common::fixture_path("kv.json")).expect("fixture");
+    let workers = profile
+        .body
+        .as_ref()
+        .and_then(|b| b.clusters.iter().find(|c| c.cluster == "c1"))
+        .expect("worker body")
+        .clone();
+    // A skeleton doing a third of the workers' instructions, all of them plain register ALU work.
+    let mut skeleton = workers.clone();
+    skeleton.instructions_per_request = workers.instructions_per_request / 3.0;
+    skeleton.instruction_mix = vec![ditto_profile::MixShare {
+        class: "alu".into(),
+        operand: "reg".into(),
+        share: 1.0,
+    }];
+    let alu_reg_target = |skeleton: Option<ditto_profile::ClusterBody>, out: &str| -> f64 {
+        let clone = generate(&Options {
+            profile: common::fixture_path("kv.json"),
+            out: dir.path().join(out),
+            seed: 1,
+            knobs: Knobs::default(),
+            skeleton,
+        })
+        .expect("generates");
+        let body = clone
+            .bodies
+            .iter()
+            .find(|b| b.body_symbol.ends_with("c1"))
+            .expect("worker body generated");
+        body.stats
+            .mix
+            .get(&(
+                ditto_generator::isa::Class::Alu,
+                ditto_generator::isa::Opnd::Reg,
+            ))
+            .map_or(0.0, |(target, _)| *target)
+    };
+    let plain = alu_reg_target(None, "plain");
+    let subtracted = alu_reg_target(Some(skeleton.clone()), "subtracted");
+    // The body no longer has to supply the ALU work the skeleton already does.
+    assert!(
+        subtracted < plain - 0.05,
+        "alu/reg target {subtracted} with the skeleton, {plain} without"
+    );
+    let kept: ditto_profile::ClusterBody = serde_json::from_slice(
+        &std::fs::read(
+            dir.path()
+                .join("subtracted")
+                .join(ditto_generator::SKELETON_FILE),
+        )
+        .expect("skeleton.json written"),
+    )
+    .expect("skeleton.json parses");
+    assert_eq!(kept, skeleton);
+    assert!(!dir
+        .path()
+        .join("plain")
+        .join(ditto_generator::SKELETON_FILE)
+        .exists());
 }

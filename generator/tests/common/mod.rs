@@ -22,7 +22,7 @@ pub fn example_path(name: &str) -> PathBuf {
 pub fn render(path: &Path, name: &str, seed: u64, knobs: &Knobs) -> CloneFiles {
     let profile = Profile::load(path).expect("profile loads");
     let bytes = std::fs::read(path).expect("profile bytes");
-    render_clone(&profile, &bytes, name, seed, knobs).expect("clone renders")
+    render_clone(&profile, &bytes, name, seed, knobs, None).expect("clone renders")
 }
 
 pub fn text(c: &CloneFiles, file: &str) -> String {

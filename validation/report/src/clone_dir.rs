@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ditto_generator::Knobs;
+use ditto_profile::ClusterBody;
 use ditto_target::TargetSpec;
 
 use crate::ValidateError;
@@ -21,6 +22,8 @@ pub struct CloneDir {
     pub profile_path: PathBuf,
     pub knobs: Knobs,
     pub seed: u64,
+    /// The skeleton body it was generated with (`skeleton.json`), subtracted again on regeneration.
+    pub skeleton: Option<ClusterBody>,
 }
 
 impl CloneDir {
@@ -53,6 +56,19 @@ impl CloneDir {
         let seed = read_seed(dir).ok_or_else(|| {
             bad("the seed it was generated with is not recorded in knobs.toml or src/config.c: regenerate it with `ditto generate`".into())
         })?;
+        let skeleton_path = dir.join(ditto_generator::SKELETON_FILE);
+        let skeleton = if skeleton_path.is_file() {
+            let text = std::fs::read(&skeleton_path)
+                .map_err(|e| bad(format!("cannot read {}: {e}", skeleton_path.display())))?;
+            Some(serde_json::from_slice(&text).map_err(|e| {
+                bad(format!(
+                    "{} is not a skeleton body ({e}): regenerate the clone with `ditto generate --skeleton`",
+                    skeleton_path.display()
+                ))
+            })?)
+        } else {
+            None
+        };
         Ok(CloneDir {
             dir: dir.to_path_buf(),
             spec_path,
@@ -60,6 +76,7 @@ impl CloneDir {
             profile_path,
             knobs,
             seed,
+            skeleton,
         })
     }
 
@@ -86,6 +103,7 @@ impl CloneDir {
             out: self.dir.clone(),
             seed: self.seed,
             knobs: knobs.clone(),
+            skeleton: self.skeleton.clone(),
         });
         let _ = std::fs::remove_file(&tmp);
         generated.map_err(|e| ValidateError::Generate(format!("{e:#}")))?;

@@ -60,6 +60,7 @@ fn setup(dir: &Path) -> (TargetSpec, CloneDir) {
         out: clone_dir.clone(),
         seed: 3,
         knobs: ditto_generator::Knobs::default(),
+        skeleton: None,
     })
     .expect("clone generated");
     let mut clone = CloneDir::open(&clone_dir).expect("clone opens");

@@ -24,10 +24,10 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 279168]
-    mov r10, qword ptr [r15 + 279176]
-    mov r12, qword ptr [r15 + 279184]
-    and r12, 8128
+    mov r11, qword ptr [r15 + 270976]
+    mov r10, qword ptr [r15 + 270984]
+    mov r12, qword ptr [r15 + 270992]
+    and r12, 0
     xor eax, eax
     xor ecx, ecx
     xor edx, edx
@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 8192 bytes, 32 chunk(s), 6 chunk executions per call
-    mov rbx, qword ptr [r15 + 279192]
-    lea rcx, [rbx + 6]
-    mov qword ptr [r15 + 279192], rcx
-    mov r13d, 6
+// block 0: 8192 bytes, 32 chunk(s), 7 chunk executions per call
+    mov rbx, qword ptr [r15 + 271000]
+    lea rcx, [rbx + 7]
+    mov qword ptr [r15 + 271000], rcx
+    mov r13d, 7
     mov eax, ebx
     and eax, 31
     lea rcx, [rip + .Lc1_b0_stubs]
@@ -116,2152 +116,2112 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b0_c0:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*4]
-    mov dword ptr [r15 + 64], 219
+    mov qword ptr [r15 + 0], rbp
     and rbp, 64
-    mov eax, dword ptr [r14 + rbp + 128]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 512], 59
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    test ebx, 2112
+    movsxd rcx, dword ptr [r14 + rbp + 192]
+    lea r8, [r10 + r10*1]
+    mov edi, edx
+    imul ecx, r9d, 116
+    test ebx, 33554464
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx ebp, r9b
-    mov rdi, qword ptr [r15 + r8 + 576]
-    test ebx, 512
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ecx
-    movzx ebp, byte ptr [r15 + r8 + 768]
-    mov byte ptr [r15 + 0], dil
-    lea r9, [r10 + r10*1]
-    test ebx, 134217760
+    and r8, 64
+    or qword ptr [r15 + r8 + 128], 118
+    lea r9, [r10*4]
+    mov edi, dword ptr [r14 + rbp + 128]
+    and r9, 192
+    movzx esi, byte ptr [r15 + r9 + 384]
+    test ebx, 205689984
     jnz 1f
 1:
-    mov edi, 250
-    mov dword ptr [r15 + r8 + 640], 103
-    and r9, 16320
-    mov edi, dword ptr [r15 + r9 + 16384]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov ebp, 103
+    test ebx, 16777248
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 448]
+    inc dword ptr [r14 + r9 + 256]
+    cmp rbp, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rbp, rcx
-    test bl, 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], 220
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rdi, qword ptr [r14 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 64
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, ecx
-    test ebx, 25206816
+    mov rdx, rdi
+    add qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 8732704
     jz 1f
 1:
-    xor dword ptr [r15 + r9 + 16448], r8d
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    movsxd rbp, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 0]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r9 + 320]
+    test ebx, 12797440
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dl
+    mov edi, 120
+    add rsi, qword ptr [r15 + 64]
+    test ebx, 33554464
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rax
+    movzx ebp, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 192]
-    xchg rax, rcx
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edx, eax
-    movzx edi, byte ptr [r14 + 64]
-    imul rax, rdx
-    movzx esi, r9b
-    test ebx, 1638445120
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*2]
     lea r8, [r10 + r10*1]
-    and rbp, 960
-    mov ecx, dword ptr [r15 + rbp + 1152]
-    and r8, 4032
-    mov eax, dword ptr [r15 + r8 + 4096]
-    mov rdx, r9
-    test bl, 64
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    inc dword ptr [r15 + rbp + 1024]
-    mov qword ptr [r15 + rbp + 1088], rax
-    test ebx, 1085571136
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 4160], rax
-    xor dword ptr [r15 + 0], r9d
-    xor dword ptr [r14 + 0], ebp
-    movzx ecx, r8b
-    test ebx, 235938144
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 65
-    mov eax, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 0]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 192]
+    movzx esi, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 64]
     test bl, 64
     jz 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r9 + 128]
-    mov r9d, 80
-    mov rbp, rax
-    mov dword ptr [r15 + 64], r9d
-    test bl, 64
-    jnz 1f
-1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    lock add qword ptr [r15 + 0], r9
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 139462688
+    mov rsi, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r14 + r8 + 128]
+    movzx r8d, dil
+    vpaddd ymm5, ymm5, ymmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*4]
+    test ebx, 537458752
     jz 1f
 1:
-    mov esi, edi
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 128]
+    mov rsi, qword ptr [r15 + 0]
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 16576]
+    mov edi, 182
+    test ebx, 16777344
+    jnz 1f
+1:
+    mov r8, rdi
+    bswap rdi
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 25180928
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 16640]
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    mov eax, ebp
+    mov qword ptr [r14 + 0], rsi
+    test ebx, 1677772320
+    jz 1f
+1:
+    mov esi, 32
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + r9 + 16448]
+    mov rax, rbp
+    test ebx, 268435488
+    jnz 1f
+1:
+    movzx ecx, dl
+    inc dword ptr [r15 + r9 + 16512]
+    mov dword ptr [r15 + rbp + 192], esi
+    xor dword ptr [r15 + r9 + 16384], ecx
+    test ebx, 4194336
+    jz 1f
+1:
+    bt rbp, rcx
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    lea r9, [r10*4]
+    and ebp, dword ptr [r15 + 0]
+    lea r8, [r10*8]
+    test bl, 64
+    jz 1f
+1:
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 256]
     lea rbp, [r10 + r10*1]
+    and r8, 16320
+    movzx esi, byte ptr [r15 + r8 + 16512]
+    movzx esi, byte ptr [r15 + r9 + 320]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 14
-    mov rdi, r8
-    mov r9d, 120
-    mov r8d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    test ebx, 268435584
+    jnz 1f
+1:
+    lock add qword ptr [r15 + rbp + 192], rdx
+    cmovne rax, rdx
+    mov rdi, qword ptr [r15 + 0]
+    mov ebp, 36
+    test bl, 128
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + r8 + 16640]
+    mov esi, 203
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 16704]
+    mov qword ptr [r15 + r8 + 16384], rbp
+    mov qword ptr [r14 + r8 + 16448], rax
+    mov dword ptr [r15 + r9 + 384], ecx
     test ebx, 256
-    jz 1f
-1:
-    xchg rdi, rcx
-    mov dword ptr [r15 + 0], 8
-    lea r8, [r10 + r10*1]
-    mov rsi, rcx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 64
-    jz 1f
-1:
-    and r8, 64
-    vmovdqu xmm9, xmmword ptr [r15 + r8 + 128]
-    lock xadd qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + r8 + 192]
-    test ebx, 608707136
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov ecx, 3
-    and r9, 65472
-    cmp rcx, qword ptr [r15 + r9 + 65536]
-    mov edi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 805404704
+    and edx, dword ptr [r15 + r8 + 16576]
+    mov ecx, dword ptr [r15 + r9 + 448]
+    bswap rsi
+    movsxd rdi, dword ptr [r14 + 64]
+    test ebx, 1132912704
     jnz 1f
 1:
-    mov edx, 185
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    imul rdi, rcx
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, rdi
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, edx
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 67108896
-    jz 1f
-1:
-    mov edx, esi
-    mov rdi, rbp
-    mov rax, qword ptr [r15 + r9 + 65600]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx edi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    cmp rdx, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r14 + 64]
-    lea r9, [r10*4]
-    movzx ecx, dl
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    and r9, 960
-    movzx esi, byte ptr [r15 + r9 + 1088]
-    movsxd rdi, dword ptr [r15 + r9 + 1216]
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, edi
-    movzx esi, byte ptr [r15 + 0]
-    cmp dword ptr [r14 + r9 + 1152], 18
-    test bl, 128
-    jz 1f
-1:
-    mov rax, r8
-    movzx ecx, byte ptr [r15 + 0]
-    bt r8, rax
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, r8b
     lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    test ebx, 1128743008
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 128]
-    lea rdi, [r15 + 270976]
-    lea rsi, [r15 + 275072]
-    mov ecx, 52
-    rep movsb
-    mov dword ptr [r15 + 0], 55
-    test ebx, 256
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 128], r8b
+    imul rax, rdi
+    mov byte ptr [r14 + 64], al
+    mov eax, dword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r8, qword ptr [r15 + r9 + 1024]
-    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r8
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 43030592
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 128]
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    bt rdi, rbp
+    test bl, 64
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    bswap rdx
+    and r9, 64
+    lock or dword ptr [r15 + r9 + 192], 19
+    mov rcx, qword ptr [r15 + r8 + 192]
+    test ebx, 67338272
+    jz 1f
+1:
+    xchg rsi, rdi
+    mov r8, r8
+    mov eax, 89
+    test ebx, 4194336
+    jz 1f
+1:
+    mov edx, 171
+    mov ecx, dword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 8679808
+    jnz 1f
+1:
+    movzx eax, r8b
+    mov qword ptr [r15 + 0], rcx
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 557842592
+    jnz 1f
+1:
+    mov ebp, ebp
+    vpaddd ymm5, ymm14, ymmword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov dword ptr [r15 + 0], 160
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, r9b
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 269615392
-    jz 1f
-1:
-    and r9, 64
+    lea r9, [r10*8]
+    mov r8, rbp
+    and r9, 448
     lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + 0], edx
+    movsxd rcx, dword ptr [r14 + r9 + 704]
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    test ebx, 1073742080
-    jnz 1f
-1:
-    mov rcx, qword ptr [r14 + 0]
-    imul r8d, edx, 39
-    mov edx, 115
-    inc dword ptr [r15 + 0]
-    test ebx, 131104
-    jnz 1f
-1:
-    mov rdx, rdi
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov qword ptr [r15 + 0], r8
-    test bl, 128
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 35
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx r8d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 209715744
-    jnz 1f
-1:
-    or qword ptr [r15 + r9 + 128], 103
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov r9d, r8d
+    mov dword ptr [r15 + rbp + 128], eax
+    cmovne rax, rbp
     test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 26
-    mov dword ptr [r15 + r8 + 128], 160
-    mov dword ptr [r15 + 0], 81
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 575279168
+    movzx esi, sil
+    cmp dword ptr [r15 + 0], 43
+    movsxd rcx, dword ptr [r15 + 64]
+    cmp rcx, qword ptr [r14 + r9 + 640]
+    test ebx, 35180800
     jz 1f
 1:
-    mov ecx, 236
-    movzx esi, byte ptr [r15 + 64]
-    mov qword ptr [r15 + rbp + 192], rcx
+    mov edx, 110
+    movsxd rax, dword ptr [r15 + r9 + 768]
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    test ebx, 168826176
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 576]
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 128]
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rbp, rdi
+    mov ebp, dword ptr [r15 + r8 + 192]
+    .byte 0x0f, 0x1f, 0x00
+    test bl, 64
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + r9 + 832]
+    test ebx, 411121760
+    jnz 1f
+1:
+    mov esi, 23
+    mov r8d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 22
+    test ebx, 536945184
+    jnz 1f
+1:
+    movzx eax, r9b
+    mov r9d, 66
+    movsxd r9, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
+    lea r9, [r10*8]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r9, 1984
+    movzx edi, byte ptr [r14 + r9 + 2048]
     lea rbp, [r10 + r10*1]
-    test ebx, 204759584
-    jz 1f
-1:
-    and rbp, 1984
-    movzx edx, byte ptr [r14 + rbp + 2112]
-    movzx eax, byte ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 671162400
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, 49
-    mov byte ptr [r14 + 0], dil
-    test ebx, 256
-    jz 1f
-1:
-    mov r9d, 83
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    sete sil
-    test ebx, 256
+    mov eax, dword ptr [r15 + r9 + 2112]
+    mov r8d, ecx
+    test bl, 64
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 2048]
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 64], 100
-    crc32 rbp, r8
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 135366560
-    jz 1f
-1:
-    lea rdi, [r15 + 270976]
-    lea rsi, [r15 + 275072]
-    mov ecx, 47
-    rep movsb
-    lea rbp, [r10 + r10*1]
-    add rax, qword ptr [r15 + r8 + 192]
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    test ebx, 403997280
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    mov rax, qword ptr [r15 + r9 + 2432]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    xor dword ptr [r15 + rbp + 192], r8d
-    mov r9d, r8d
-    cmovne rbp, r8
-    test ebx, 4194336
+    movsxd rcx, dword ptr [r15 + r9 + 2304]
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + r9 + 2176]
+    test ebx, 139001888
     jnz 1f
 1:
-    movzx ecx, r8b
-    jmp 1f
+    mov rdi, qword ptr [r14 + 64]
+    mov ecx, 187
+    sete r8b
+    test ebx, 1073741856
+    jz 1f
 1:
-    mov edx, ebp
+    mov dword ptr [r15 + r9 + 2368], ecx
+    mov r8, qword ptr [r15 + 0]
+    movzx edx, r8b
+    lea r8, [r10 + r10*1]
+    nop
+    test ebx, 134217760
+    jnz 1f
+1:
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 128]
+    movsxd rsi, dword ptr [r15 + r9 + 2240]
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    test ebx, 945918080
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + r8 + 192]
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov rax, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], dl
-    lea rbp, [r10*8]
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 2304], rbp
-    xchg r9, rdi
+    lea r8, [r10 + r10*8]
+    and r8, 960
+    movzx ebp, byte ptr [r15 + r8 + 1088]
+    movzx eax, r8b
+    and edx, dword ptr [r15 + r8 + 1472]
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 1056
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 152
+    cmovne rdx, r9
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r14 + r8 + 1216]
     test ebx, 256
     jz 1f
 1:
-    and esi, dword ptr [r15 + rbp + 2048]
-    lock or dword ptr [r15 + 0], 22
-    add qword ptr [r15 + rbp + 2432], r8
-    mov ecx, 95
-    test ebx, 33554560
+    movzx edx, byte ptr [r15 + r8 + 1408]
+    mov byte ptr [r15 + 64], dl
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    bswap rdi
+    lea rbp, [r10 + r10*1]
+    test ebx, 511737920
     jnz 1f
 1:
-    mov rdx, rcx
-    mov dword ptr [r14 + r8 + 128], ecx
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, 70
-    lea r8, [r10 + r10*1]
-    test bl, 64
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    add rdi, qword ptr [r15 + r8 + 1536]
+    mov rdx, rsi
+    test ebx, 37818400
     jnz 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    movsxd rax, dword ptr [r14 + rbp + 2368]
-    mov rdi, qword ptr [r15 + rbp + 2176]
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 2240]
-    movzx r9d, sil
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov esi, ecx
-    mov edi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 0], sil
-    and ecx, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    mov esi, ecx
-    mov ecx, 103
-    mov rax, qword ptr [r15 + 0]
-    mov edx, 248
-    test ebx, 268435488
+    mov rsi, qword ptr [r15 + r9 + 128]
+    or qword ptr [r15 + r8 + 1152], 42
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r8 + 1344]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 512
     jnz 1f
 1:
-    xchg qword ptr [r15 + rbp + 2112], rbp
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, qword ptr [r15 + r8 + 192]
+    mov edi, dword ptr [r15 + r8 + 1280]
+    movzx esi, dil
+    imul r9, rdi
+    mov qword ptr [r15 + rbp + 192], rsi
+    test ebx, 268435584
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    cmp dword ptr [r15 + 0], 101
+    cmp r9, qword ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + 64], 158
-    lea r9, [r10*8]
-    and rbp, 192
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and r9, 65472
-    mov r8d, dword ptr [r15 + r9 + 65536]
-    test ebx, 2097184
+    .byte 0x66, 0x90
+    mov edx, 7
+    movzx edx, dl
+    movzx esi, sil
+    test ebx, 131104
     jz 1f
 1:
-    xchg r8, rax
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r14 + r9 + 65792]
-    bt rax, r8
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 72401120
+    movzx r8d, al
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r10 + r10*1]
+    test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + rbp + 384]
-    movzx edx, byte ptr [r15 + r9 + 65728]
-    test ebx, 4194432
-    jz 1f
-1:
-    add qword ptr [r15 + r9 + 65856], rax
-    mov rdi, rdx
-    movzx esi, sil
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1109721728
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 320]
     and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    movzx edi, byte ptr [r15 + rbp + 256]
+    mov rsi, qword ptr [r15 + r8 + 192]
+    cmp dword ptr [r15 + 64], 24
+    movzx esi, dl
+    mov rdx, qword ptr [r15 + r8 + 128]
+    lea rbp, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 56
-    mov rbp, qword ptr [r15 + r9 + 65664]
-    movzx ecx, byte ptr [r15 + r9 + 65920]
-    test ebx, 256
+    movzx eax, bpl
+    .byte 0x66, 0x90
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 135
+    test ebx, 336668928
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 128]
+    test ebx, 2097184
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov qword ptr [r15 + 0], rcx
+    mov r8d, dword ptr [r14 + rbp + 128]
+    test ebx, 209719328
+    jnz 1f
+1:
+    mov rcx, r8
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rbp
+    movzx r8d, byte ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, qword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    cmp rbp, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    mov ebp, dword ptr [r15 + r9 + 65600]
+    cmp dword ptr [r15 + r9 + 192], 5
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c8:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 64]
-    test bl, 64
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov ecx, 46
-    mov rax, rdx
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 16448], ebp
-    test bl, 64
-    jnz 1f
-1:
-    movzx esi, dl
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 64
-    movzx edx, byte ptr [r14 + r8 + 192]
-    test ebx, 273170464
-    jnz 1f
-1:
-    mov ecx, 111
-    mov rdx, rdi
-    add rdi, qword ptr [r15 + r8 + 128]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 64
-    jnz 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 16384], r9
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 4096], rax
-    test ebx, 495452704
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    popcnt rax, r9
-    mov qword ptr [r15 + 64], rax
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], dl
-    movsxd rdx, dword ptr [r15 + r9 + 4160]
-    mov r9d, ebp
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 239075360
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + 64], ebp
-    test ebx, 256
-    jz 1f
-1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 64]
     mov r8d, esi
-    movsxd rsi, dword ptr [r15 + rbp + 16512]
-    mov dword ptr [r15 + 0], r8d
+    lea r9, [r10*4]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, 202
+    lea rbp, [r10*8]
+    and r9, 192
+    mov esi, dword ptr [r14 + r9 + 320]
+    movzx esi, dl
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2048], edx
+    test bl, 64
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 24
+    movzx esi, byte ptr [r15 + 0]
+    mov rdx, rsi
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 1048608
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 256]
+    mov rsi, qword ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 32
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 0]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r9 + 384], r8
+    inc dword ptr [r15 + rbp + 2432]
+    test bl, 128
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 2176]
+    mov rdx, rax
+    movzx eax, byte ptr [r15 + rbp + 2112]
+    vpaddd ymm5, ymm9, ymmword ptr [r15 + rbp + 2368]
+    test ebx, 12920928
+    jz 1f
+1:
+    cmp dword ptr [r15 + rbp + 2240], 62
+    mov rsi, qword ptr [r15 + r8 + 192]
+    movsxd r8, dword ptr [r15 + rbp + 2304]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c9:
-    lea r8, [r10 + r10*4]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2112], ebp
-    mov rsi, r8
-    lea rbp, [r10 + r10*1]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    test ebx, 326273088
-    jz 1f
+    lea rbp, [r10 + r10*4]
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1152], r8d
+    movzx r8d, bpl
+    movzx ecx, r8b
+    mov dword ptr [r14 + rbp + 1024], edx
+    test ebx, 37664
+    jnz 1f
 1:
-    mov esi, 213
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    bt rsi, rax
+    movzx edx, cl
+    movzx eax, dl
+    mov edi, 251
+    movsxd rdx, dword ptr [r15 + rbp + 1216]
     test ebx, 256
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + r8 + 2176]
-    mov edx, dword ptr [r15 + r8 + 2240]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1644250176
+    lea r8, [r10 + r10*1]
+    movzx edi, al
+    mov rcx, qword ptr [r15 + 64]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    movsxd r9, dword ptr [r15 + 64]
+    test ebx, 131200
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edi, r9b
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 1280], eax
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + r8 + 2304]
-    test ebx, 541333120
+    mov qword ptr [r15 + 0], rsi
+    test bl, 64
     jz 1f
 1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], r8b
-    mov dword ptr [r15 + r8 + 2048], edi
-    mov dword ptr [r14 + 0], 139
-    jmp 1f
-1:
-    test bl, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    mov rdi, rsi
+    movzx eax, sil
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741856
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
-    mov rdi, qword ptr [r15 + 0]
-    mov r8d, 160
-    test ebx, 256
+    mov rsi, rbp
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + r8 + 128]
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    test ebx, 16512
     jz 1f
 1:
-    movzx eax, r8b
-    mov rdx, qword ptr [r15 + rbp + 128]
-    mov eax, dword ptr [r14 + 0]
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, 189
-    movzx esi, cl
+    mov byte ptr [r15 + rbp + 1088], sil
+    and edi, dword ptr [r15 + 0]
+    mov ebp, 13
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c10:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov edx, dword ptr [r15 + 64]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    and r9d, dword ptr [r14 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    bswap r9
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    test ebx, 42468384
-    jz 1f
-1:
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    mov edi, dword ptr [r15 + 0]
-    and rbp, 192
-    mov esi, dword ptr [r15 + rbp + 448]
-    lock add qword ptr [r15 + 64], rsi
+    xor dword ptr [r15 + 0], edi
+    lea r9, [r10*4]
+    cmp dword ptr [r15 + 0], 47
+    mov rdx, r9
+    and r9, 192
+    movsxd rdi, dword ptr [r15 + r9 + 448]
     test bl, 64
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + rbp + 320]
-    lea r9, [r10 + r10*1]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    test bl, 64
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + r9 + 384]
+    mov edx, ecx
+    test ebx, 512
     jz 1f
 1:
-    vmovdqu xmm9, xmmword ptr [r15 + rbp + 384]
-    and r9, 16320
-    mov rax, qword ptr [r15 + r9 + 16384]
-    mov esi, 82
+    mov eax, 91
+    lea rbp, [r10 + r10*1]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 33554560
+    test bl, 64
+    jz 1f
+1:
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 192], 64
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 95
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 43272512
     jnz 1f
 1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r8 + 192], r8b
-    add rcx, qword ptr [r15 + rbp + 256]
-    test ebx, 2176
+    mov rcx, qword ptr [r15 + 0]
+    mov edi, 156
+    movzx esi, dil
+    movzx edx, byte ptr [r14 + r8 + 192]
+    test ebx, 807552064
+    jnz 1f
+1:
+    sete dil
+    mov dword ptr [r14 + 64], edi
+    mov r8, qword ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + r9 + 256]
+    and edi, dword ptr [r15 + rbp + 128]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 72876064
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 16448]
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    movsxd r9, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 64
+    jnz 1f
 1:
-    mov r9d, 242
-    popcnt r8, rbp
-    nop
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c11:
-    lea rbp, [r10*4]
-    mov rcx, qword ptr [r15 + 0]
+    lea r8, [r10*4]
+    lea rbp, [r10*8]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r8, 192
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 2496]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r8 + 256]
+    test bl, 64
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 2176]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 2432], esi
+    mov ecx, edi
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 64], 108
+    mov esi, edx
+    mov qword ptr [r15 + 0], rsi
+    test bl, 64
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    and rbp, 448
-    mov r8, qword ptr [r15 + rbp + 576]
+    mov edi, r9d
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + rbp + 2112]
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    movsxd rsi, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + r9 + 128]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], edx
-    cmp rsi, qword ptr [r15 + rbp + 512]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, dil
-    add rsi, qword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + rbp + 704]
-    test ebx, 69206688
+    movzx eax, byte ptr [r14 + 0]
+    mov ecx, esi
+    mov esi, r9d
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov edi, 137
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    test ebx, 256
+    movsxd rsi, dword ptr [r15 + rbp + 2240]
+    movzx edx, byte ptr [r15 + rbp + 2048]
+    mov eax, dword ptr [r15 + rbp + 2368]
+    mov byte ptr [r15 + r9 + 192], al
+    test bl, 128
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 189
-    test ebx, 256
-    jnz 1f
-1:
-    mov edx, dword ptr [r14 + r8 + 192]
-    cmovne rax, rdx
-    and ecx, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + rbp + 640], 14
-    test ebx, 36528160
-    jz 1f
-1:
-    mov ebp, 178
-    mov edi, 80
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 64
-    jnz 1f
-1:
-    movzx esi, dil
-    mov r8, r9
-    mov dword ptr [r15 + r9 + 192], r8d
+    mov r9, qword ptr [r15 + 64]
+    xchg qword ptr [r15 + rbp + 2304], rcx
+    mov byte ptr [r15 + 0], r8b
+    mov rsi, qword ptr [r14 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c12:
-    mov rdx, qword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r10*8]
-    add rcx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*4]
     and rbp, 960
-    movzx ecx, byte ptr [r15 + rbp + 1216]
-    test ebx, 1746965568
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r14 + 64], rdi
-    mov esi, dword ptr [r15 + rbp + 1280]
-    test ebx, 100667936
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + rbp + 1152], 103
-    test ebx, 524416
+    movsxd rsi, dword ptr [r15 + rbp + 1152]
+    movzx esi, bpl
+    add rax, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov rcx, r8
-    movzx r9d, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    bt r8, r8
-    test bl, 192
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 299442336
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 1088]
     lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov edx, 229
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov edx, 235
-    test ebx, 1610720032
+    lea r8, [r10 + r10*1]
+    lock or dword ptr [r15 + r9 + 192], 97
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 64
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r9 + 128], r8
-    mov r9d, dword ptr [r15 + 0]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 128]
+    movsxd rax, dword ptr [r15 + rbp + 1216]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + rbp + 1280]
+    test bl, 64
+    jz 1f
+1:
+    mov edx, 219
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, 63
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    lock or dword ptr [r15 + r9 + 128], 100
+    mov byte ptr [r15 + r8 + 192], bpl
+    movzx r8d, dil
+    test ebx, 39585632
+    jnz 1f
+1:
+    mov edx, 180
+    mov edx, 93
+    mov r9d, 147
+    test ebx, 638588480
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    xor dword ptr [r14 + 0], ebp
+    and r9d, dword ptr [r15 + rbp + 1024]
+    mov byte ptr [r15 + rbp + 1088], r9b
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, r9
+    movzx r8d, dl
+    mov rsi, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c13:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 64]
     lea rbp, [r10 + r10*1]
-    movzx edi, dl
-    test ebx, 256
-    jz 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    popcnt r9, rax
     and rbp, 64
-    lea r8, [r10 + r10*4]
-    mov r9, qword ptr [r15 + rbp + 128]
-    and r8, 960
-    mov rdx, qword ptr [r15 + r8 + 1088]
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 1745436800
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov ecx, dword ptr [r15 + r8 + 1280]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test bl, 64
+    or qword ptr [r15 + rbp + 192], 37
+    mov esi, ebp
+    lea r8, [r10*8]
+    mov eax, 234
+    test ebx, 285605920
     jnz 1f
 1:
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 640]
+    mov rcx, rdx
+    movzx edx, dil
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    test bl, 64
+    jz 1f
+1:
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 512]
     lea r9, [r10 + r10*1]
-    mov eax, eax
+    mov rdi, qword ptr [r15 + r8 + 832]
+    test ebx, 384
+    jz 1f
+1:
+    movzx ecx, sil
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 192]
-    mov rsi, rsi
-    .byte 0x66, 0x90
-    test ebx, 256
-    jz 1f
+    mov dword ptr [r15 + r9 + 128], r9d
+    movzx edi, al
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
+    test ebx, 1073741856
+    jnz 1f
 1:
-    movzx edi, sil
-    add qword ptr [r15 + 64], r8
-    mov ecx, 248
-    mov rsi, qword ptr [r15 + r9 + 128]
+    movzx edx, byte ptr [r14 + r8 + 768]
+    movzx eax, r9b
+    mov rcx, qword ptr [r15 + 64]
+    movzx esi, al
+    test ebx, 33554464
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rdi, rbp
+    mov rsi, rdi
+    and eax, dword ptr [r15 + r8 + 704]
     test bl, 64
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 192]
-    movzx ebp, sil
-    movzx eax, byte ptr [r14 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 25188576
     jnz 1f
 1:
-    mov edx, r8d
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
-    mov rbp, r8
-    movsxd r9, dword ptr [r15 + r8 + 1152]
+    imul r8d, esi, 96
+    mov dword ptr [r15 + 0], eax
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 128]
+    movsxd rbp, dword ptr [r15 + 64]
     test ebx, 256
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx edi, dil
-    mov byte ptr [r15 + r8 + 1216], r8b
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + r9 + 192], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c14:
+    lea r9, [r10*4]
+    lea rbp, [r10*4]
+    and r9, 65472
+    mov dword ptr [r15 + r9 + 65600], r9d
+    movzx ecx, bpl
+    mov ecx, 174
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 448], al
+    test ebx, 1344290848
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
+    vmulsd xmm9, xmm9, xmm5
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 25188576
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, 110
+    movsxd rsi, dword ptr [r15 + 64]
+    cmp rsi, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    cmovne rsi, r8
-    lea rbp, [r10*8]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 4096], r8d
-    movzx edi, byte ptr [r15 + r8 + 4160]
-    and rbp, 16320
-    movzx eax, byte ptr [r15 + rbp + 16768]
-    test bl, 128
+    mov edi, edi
+    mov esi, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov dword ptr [r15 + rbp + 16384], 224
-    test ebx, 16448
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16384], ebp
+    movzx edi, byte ptr [r15 + r9 + 65728]
+    mov byte ptr [r15 + r9 + 65536], r8b
+    mov rsi, qword ptr [r15 + rbp + 256]
+    test ebx, 68747296
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 16576], 156
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov dword ptr [r15 + 0], 65
+    cmovne rdi, rsi
+    and esi, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 0], 44
+    test bl, 64
+    jnz 1f
+1:
+    add qword ptr [r14 + rbp + 320], rsi
+    movsxd rsi, dword ptr [r15 + r9 + 65664]
+    movzx eax, sil
+    mov r9d, dword ptr [r15 + r8 + 16448]
     test ebx, 512
     jz 1f
 1:
-    inc dword ptr [r15 + rbp + 16704]
-    vmovdqu xmm9, xmmword ptr [r15 + rbp + 16640]
-    mov r9, rdx
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 33554560
-    jz 1f
-1:
-    movzx edx, r8b
-    and r8, 64
-    mov rax, qword ptr [r14 + r8 + 128]
-    mov esi, ebp
-    test ebx, 1218068736
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 192], 239
-    mov r8d, dword ptr [r15 + rbp + 16448]
-    xor dword ptr [r15 + 0], r8d
-    test ebx, 1083444096
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + rbp + 16512], 44
+    mov eax, dword ptr [r15 + rbp + 384]
+    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c15:
-    movsxd r8, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    vpaddq xmm9, xmm9, xmmword ptr [r14 + 64]
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*4]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 33816992
-    jnz 1f
-1:
-    cmovne rsi, rdi
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 640]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], edx
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 64], bpl
+    and r9, 64
+    lea rbp, [r10*8]
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov eax, 14
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1216], 249
+    lea r8, [r10*4]
     test bl, 64
     jnz 1f
 1:
-    mov rax, rdx
-    mov dword ptr [r15 + 0], 215
-    mov r9, r10
-    movzx edx, byte ptr [r15 + 0]
-    and r9, 1984
-    mov esi, dword ptr [r14 + r9 + 2048]
-    test ebx, 1745396256
+    and r8, 192
+    movzx edx, byte ptr [r15 + r8 + 320]
+    movzx esi, byte ptr [r15 + rbp + 1024]
+    mov edi, dword ptr [r15 + r8 + 384]
+    test ebx, 256
+    jz 1f
+1:
+    xor dword ptr [r14 + 0], ebp
+    mov dword ptr [r15 + 0], r9d
+    mov rsi, qword ptr [r15 + r9 + 192]
+    test ebx, 512
     jnz 1f
 1:
-    sete al
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + r8 + 704], rbp
-    movsxd rax, dword ptr [r15 + r8 + 768]
+    cmp rax, qword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + 0], sil
+    cmp rsi, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov esi, 163
+    movsxd rax, dword ptr [r14 + rbp + 1152]
+    mov r9d, dword ptr [r15 + r8 + 256]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, cl
+    mov rdx, qword ptr [r15 + rbp + 1088]
+    mov qword ptr [r15 + r8 + 448], rdx
     test ebx, 256
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    imul rax, rax
-    mov ecx, eax
-    mov r9d, dword ptr [r15 + r8 + 512]
-    test ebx, 659817056
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov edx, r9d
-    mov rcx, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 576], edx
-    test bl, 64
-    jnz 1f
+    and ecx, dword ptr [r15 + rbp + 1344]
+    jmp 1f
 1:
     .byte 0x66, 0x90
-    bt rbp, rcx
-    mov ecx, dword ptr [r15 + rbp + 448]
-    mov edi, 160
-    test bl, 128
+    test bl, 64
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, rcx
+    mov dword ptr [r15 + rbp + 1280], 85
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c16:
-    mov rax, rsi
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], eax
-    mov r8d, eax
-    test ebx, 19138592
+    lea rbp, [r10 + r10*4]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 2304]
+    lea r9, [r10 + r10*1]
+    mov rsi, r9
+    mov edx, dword ptr [r15 + rbp + 2240]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    test ebx, 419704192
     jnz 1f
 1:
-    imul r8d, ebp, 86
-    mov byte ptr [r14 + 0], r8b
-    mov eax, r8d
+    mov r8, qword ptr [r15 + rbp + 2176]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8, r10
+    movzx eax, cl
+    mov qword ptr [r15 + 0], r8
+    test ebx, 282607680
+    jnz 1f
+1:
+    and r8, 65472
+    mov qword ptr [r15 + r8 + 65536], r8
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + rbp + 2048], r8
     test bl, 64
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov r9d, 73
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov ecx, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], cl
-    lea r9, [r10*4]
-    test ebx, 201414432
     jz 1f
 1:
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 2048]
-    mov esi, 182
-    movzx ecx, byte ptr [r15 + r9 + 2176]
-    test ebx, 277531968
+    xor dword ptr [r15 + 0], r8d
+    lock xadd qword ptr [r15 + rbp + 2112], rbp
+    mov dword ptr [r15 + 0], ebp
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    test ebx, 1078600832
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r9 + 2112]
-    mov ecx, 53
-    test ebx, 256
-    jnz 1f
+    add rbp, qword ptr [r14 + 0]
+    add rbp, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edi
+    test bl, 64
+    jz 1f
 1:
-    mov ebp, 23
+    movzx edi, r8b
     mov rax, qword ptr [r15 + 0]
-    mov rsi, rbp
-    movzx ebp, sil
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rsi
-    mov dword ptr [r15 + 0], ebp
-    add rsi, qword ptr [r14 + r8 + 128]
-    test bl, 64
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    cmp rsi, qword ptr [r15 + 0]
-    bswap rsi
-    mov rdx, qword ptr [r15 + r9 + 2240]
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 128], rbp
+    movzx r9d, cl
+    mov rcx, r9
+    test ebx, 256
+    jz 1f
+1:
+    mov ebp, 128
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 118
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c17:
-    lock xadd qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], edi
-    mov esi, 177
-    movzx r8d, sil
-    test ebx, 1208034912
-    jz 1f
-1:
-    mov ecx, esi
-    and eax, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    test ebx, 256
+    movzx esi, byte ptr [r15 + 0]
+    lea r8, [r10*8]
+    mov byte ptr [r15 + 64], dl
+    movzx edx, dl
+    and r8, 1984
+    mov eax, dword ptr [r15 + r8 + 2112]
+    test ebx, 1212240128
     jnz 1f
 1:
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 320], rdx
-    mov rdx, qword ptr [r15 + rbp + 448]
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 0], r8
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r14 + r8 + 128]
-    mov ecx, ecx
-    jmp 1f
-1:
-    test ebx, 155235936
-    jz 1f
-1:
-    mov rdx, rcx
-    movzx esi, dl
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 615710816
-    jz 1f
-1:
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    crc32 rdi, rax
-    mov byte ptr [r15 + r8 + 192], bpl
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r8d
-    .byte 0x66, 0x90
-    mov ecx, 5
-    test ebx, 419430976
-    jnz 1f
-1:
-    mov eax, 177
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
+    inc dword ptr [r15 + 64]
+    cmp dword ptr [r15 + r8 + 2368], 105
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     test ebx, 512
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 384]
-    movzx esi, al
-    mov esi, dword ptr [r15 + r9 + 128]
+    mov edi, 64
+    movzx eax, byte ptr [r15 + r8 + 2048]
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 268435488
+    jnz 1f
+1:
+    and rbp, 64
+    cmp r9, qword ptr [r15 + rbp + 128]
+    mov r9, qword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov rax, qword ptr [r15 + r8 + 2304]
+    test bl, 64
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r8 + 2176]
+    and r9, 64
+    and edx, dword ptr [r14 + r9 + 192]
+    mov dword ptr [r15 + r8 + 2240], 165
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + rbp + 192]
+    or qword ptr [r15 + 0], 13
+    test ebx, 1611759776
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, rbp
+    mov dword ptr [r15 + 64], 33
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c18:
-    movzx ebp, sil
-    mov rcx, rbp
-    add rdx, qword ptr [r15 + 0]
-    bswap r9
-    mov esi, 106
+    mov ebp, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    and r9, 64
+    mov dword ptr [r14 + r9 + 192], 134
+    vpaddq xmm9, xmm9, xmmword ptr [r14 + 0]
+    test ebx, 102768672
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    test ebx, 2016473632
+    movzx edx, r8b
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 192]
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    test bl, 96
     jnz 1f
 1:
-    movzx edi, cl
-    and r8, 64
-    add qword ptr [r15 + r8 + 128], rax
-    mov rdx, r8
-    movzx ecx, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx esi, cl
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    mov esi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 4224
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov ecx, 73
+    mov edx, 40
+    test ebx, 34471968
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 192], dil
+    mov edi, edx
+    inc dword ptr [r15 + 0]
+    test ebx, 8224
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    bswap rdx
+    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + r8 + 128], dl
     test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 64]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and rbp, 65472
-    mov esi, dword ptr [r15 + rbp + 65536]
-    cmp dword ptr [r15 + 0], 51
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 128]
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 51908800
-    jnz 1f
-1:
-    inc dword ptr [r15 + r8 + 192]
-    mov eax, dword ptr [r15 + rbp + 65600]
-    mov rsi, r8
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 256
+    mov r8, rdx
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, 100
+    test bl, 128
     jz 1f
 1:
-    add qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rcx
-    mov r8, rcx
-    movzx ebp, r8b
-    test ebx, 16512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx edi, bpl
-    mov ecx, dword ptr [r15 + 0]
-    add qword ptr [r14 + r9 + 192], rcx
-    test ebx, 8256
-    jz 1f
-1:
-    movzx edx, cl
-    movzx eax, dl
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, r8d
+    mov edx, 144
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c19:
-    lea r8, [r10 + r10*1]
-    and edi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*4]
-    imul eax, esi, 109
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 640]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
-    test ebx, 1797801024
+    lea rbp, [r10*4]
+    lea r8, [r10 + r10*4]
+    movzx esi, bpl
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1152], dil
+    add qword ptr [r15 + 0], r9
+    and rbp, 192
+    mov r9, qword ptr [r15 + rbp + 448]
+    test bl, 64
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    mov ecx, eax
+    mov edx, dword ptr [r15 + r8 + 1024]
+    test ebx, 294762560
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + rbp + 256]
+    and eax, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + r8 + 1216]
+    test ebx, 110118112
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, 251
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 64
-    jnz 1f
+    mov edi, 45
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 384]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, qword ptr [r14 + 0]
+    test ebx, 1789397536
+    jz 1f
 1:
-    cmp rdi, qword ptr [r15 + rbp + 768]
-    and r9, 65472
-    movzx ecx, byte ptr [r15 + r9 + 65536]
-    movzx eax, byte ptr [r15 + r8 + 192]
-    test bl, 64
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 512], sil
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r14 + 0], esi
-    test ebx, 9764896
+    mov qword ptr [r15 + 64], rax
+    mov rdx, rax
+    test ebx, 1757439168
+    jz 1f
+1:
+    xor dword ptr [r14 + r8 + 1280], r8d
+    mov ecx, dword ptr [r15 + rbp + 320]
+    add rax, qword ptr [r15 + r8 + 1088]
+    mov esi, 199
+    test ebx, 256
     jz 1f
 1:
     movsxd rsi, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + rbp + 576]
-    movzx ecx, dl
-    mov edi, eax
-    test bl, 64
-    jnz 1f
-1:
-    mov r8d, edi
-    mov r9d, r8d
-    mov rdx, rdx
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, 21
-    mov esi, 179
-    test ebx, 256
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r14 + 64], 150
-    test ebx, 262272
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], 134
-    imul eax, ebp, 32
-    .byte 0x0f, 0x1f, 0x00
+    mov eax, dword ptr [r15 + 0]
+    sete r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c20:
-    lea rbp, [r10 + r10*4]
-    lea r8, [r10*4]
-    mov esi, dword ptr [r15 + 0]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 576], bpl
-    .byte 0x66, 0x90
-    and r8, 192
-    mov edi, dword ptr [r14 + r8 + 448]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 240
-    movzx ecx, dil
-    mov r9, r9
     jmp 1f
 1:
+    lea rbp, [r10 + r10*1]
+    add r8, qword ptr [r14 + 0]
+    mov rax, r8
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
     test bl, 64
+    jz 1f
+1:
+    lea r9, [r10*4]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 216
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2112], 156
+    test ebx, 184895008
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 2240], r8
+    mov dword ptr [r15 + 0], edx
+    mov ecx, dword ptr [r15 + rbp + 192]
+    lea r8, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16384], 125
+    mov edx, r8d
+    mov dword ptr [r15 + 0], 100
+    test bl, 192
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     mov rdx, qword ptr [r15 + 0]
-    xor dword ptr [r15 + rbp + 640], edx
-    mov edx, edx
-    mov edi, eax
-    lea r9, [r10 + r10*1]
+    inc dword ptr [r15 + 0]
+    sete dl
+    test ebx, 169934880
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 41
     test bl, 64
     jnz 1f
 1:
-    mov eax, edi
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 192]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + rbp + 768]
-    test ebx, 571080736
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 384]
-    mov rdx, qword ptr [r15 + r8 + 320]
-    movzx eax, byte ptr [r15 + rbp + 512]
-    mov rcx, rax
-    test ebx, 84159616
-    jz 1f
-1:
-    cmp rsi, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], cl
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 64]
-    test ebx, 71314752
+    mov ebp, eax
+    mov edx, ebp
+    cmp dword ptr [r15 + r9 + 2176], 89
+    mov eax, 206
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], r8d
-    movzx r9d, dil
-    mov qword ptr [r15 + r8 + 256], rbp
-    jmp 1f
-1:
-    test ebx, 169897504
-    jnz 1f
-1:
-    mov r8d, r8d
-    movzx edx, r8b
-    movsxd rdi, dword ptr [r15 + rbp + 704]
-    sete dl
+    movzx edi, byte ptr [r15 + 0]
+    vmovdqu xmm5, xmmword ptr [r15 + r8 + 16448]
+    mov r8d, dword ptr [r15 + r9 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c21:
-    bt rbp, rbp
-    mov edx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10*4]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 192]
+    and rbp, 192
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 384]
+    cmp rbp, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 33686816
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    mov rsi, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx ecx, byte ptr [r15 + 0]
+    nop
+    test bl, 64
+    jz 1f
+1:
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + rbp + 448], rcx
+    bt r8, rcx
+    test ebx, 632294560
+    jnz 1f
+1:
+    mov edi, 85
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    and r9d, dword ptr [r15 + 64]
+    cmp dword ptr [r14 + 0], 35
+    test ebx, 640189472
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], r9b
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 17076256
+    jz 1f
+1:
+    movzx esi, bpl
+    add rdi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 220
+    add rsi, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
+    test ebx, 256
+    jz 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    test ebx, 256
-    jnz 1f
-1:
-    and r9, 960
-    add qword ptr [r15 + r9 + 1088], r9
-    lea r8, [r10*4]
-    mov dword ptr [r15 + 0], 152
-    add qword ptr [r15 + 0], rcx
-    test ebx, 256
-    jz 1f
-1:
-    and r8, 1984
-    vpaddq xmm9, xmm9, xmmword ptr [r14 + r8 + 2240]
-    mov ecx, r8d
-    mov esi, 59
-    mov edx, dword ptr [r15 + r9 + 1024]
-    test ebx, 65600
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 2176]
-    mov byte ptr [r15 + 0], bpl
-    movzx eax, byte ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, rcx
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 33554688
-    jz 1f
-1:
-    xor dword ptr [r15 + 64], r9d
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov dword ptr [r15 + r8 + 2048], 48
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test ebx, 2439232
-    jnz 1f
-1:
-    cmp dword ptr [r15 + rbp + 192], 109
-    or qword ptr [r15 + r9 + 1152], 14
-    mov ebp, r9d
-    test ebx, 1077461248
-    jz 1f
-1:
-    imul rax, rbp
-    movsxd r9, dword ptr [r14 + r8 + 2112]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + rbp + 192], 68
+    movsxd r9, dword ptr [r14 + rbp + 128]
+    movzx edx, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c22:
-    lea r8, [r10*4]
-    lea r9, [r10 + r10*2]
-    lea rbp, [r10*4]
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1088]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 128]
+    lea r9, [r10*4]
+    and rbp, 64
+    vmovdqu xmm5, xmmword ptr [r15 + rbp + 192]
+    sete dl
     and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 320]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 2176]
-    mov rax, qword ptr [r15 + rbp + 2112]
-    test ebx, 73756992
+    mov eax, dword ptr [r15 + r9 + 320]
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, 28
+    mov edx, ecx
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    test ebx, 39968
+    jnz 1f
+1:
+    add qword ptr [r14 + r9 + 256], rax
+    mov rcx, rdx
+    cmp dword ptr [r15 + 0], 116
+    mov rdx, rcx
+    test ebx, 553810464
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, sil
+    mov rbp, qword ptr [r15 + 0]
+    mov rcx, rsi
+    test bl, 64
     jz 1f
 1:
-    mov esi, 215
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, 121
+    mov rdi, rsi
+    or qword ptr [r15 + r8 + 192], 38
+    test bl, 64
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + r9 + 448], al
+    test bl, 64
+    jz 1f
+1:
+    movzx ecx, al
+    mov esi, 224
     mov rdi, qword ptr [r15 + 0]
-    mov eax, r9d
-    mov edx, dword ptr [r15 + rbp + 2048]
-    test bl, 128
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 164364320
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 1024], rax
-    add rax, qword ptr [r15 + r8 + 1152]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 158
-    mov ecx, 78
-    mov eax, ecx
-    test ebx, 948060224
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + r9 + 256], r9d
-    movzx edi, cl
-    mov dword ptr [r15 + 64], 168
-    test ebx, 11360
-    jz 1f
-1:
-    mov ecx, 160
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, rsi
-    test bl, 64
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 1216]
-    mov r8d, edx
-    mov esi, dword ptr [r15 + 0]
-    vmovdqu xmm9, xmmword ptr [r15 + r9 + 384]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, esi
-    not qword ptr [r14 + rbp + 2240]
-    add qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 168
+    mov qword ptr [r15 + 64], rbp
+    mov rax, qword ptr [r15 + r9 + 384]
+    mov r9, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c23:
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 38
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    or qword ptr [r15 + 0], 114
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    test ebx, 136350592
-    jz 1f
-1:
-    mov rbp, rcx
-    mov rsi, rbp
-    mov rdi, qword ptr [r14 + 0]
-    test ebx, 742426240
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, eax
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov rdi, r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    and r9, 64
-    movzx eax, byte ptr [r14 + r9 + 128]
-    test ebx, 1128270400
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov edi, 48
-    mov dword ptr [r15 + r8 + 192], 37
-    test bl, 64
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    mov r9, rsi
-    add r8, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, esi
-    mov rsi, rdi
-    mov byte ptr [r15 + 0], sil
-    mov r8d, 24
-    test bl, 64
-    jnz 1f
-1:
+    lea r8, [r10*4]
+    and r8, 192
+    vmovdqu xmm5, xmmword ptr [r15 + r8 + 320]
     movzx edx, r8b
-    mov r9d, 122
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 128
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea r9, [r10*4]
+    lea rbp, [r10 + r10*1]
+    test bl, 64
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 64], bpl
-    mov rbp, qword ptr [r15 + 0]
+    and r9, 16320
+    mov rax, qword ptr [r15 + r9 + 16448]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 192]
+    movzx eax, sil
+    test ebx, 2097280
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 16384]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 16576], edi
+    .byte 0x66, 0x90
+    test ebx, 256
+    jnz 1f
+1:
+    mov edi, 239
+    mov rsi, qword ptr [r15 + 64]
+    xchg qword ptr [r15 + rbp + 128], rbp
+    test ebx, 4194368
+    jnz 1f
+1:
+    mov rbp, rdx
+    mov esi, 97
+    mov byte ptr [r15 + 0], sil
+    mov rdx, qword ptr [r15 + r8 + 256]
+    test ebx, 256
+    jz 1f
+1:
+    vmovdqu xmm9, xmmword ptr [r15 + r8 + 448]
+    mov ecx, 141
+    mov rbp, rcx
+    test ebx, 270681280
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 384]
+    mov r8, r8
+    mov r8d, dword ptr [r15 + r9 + 16512]
+    mov rbp, qword ptr [r15 + 64]
+    test bl, 96
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 64]
+    mov byte ptr [r14 + 0], sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c24:
-    mov byte ptr [r15 + 64], cl
-    add rax, qword ptr [r15 + 0]
-    mov rbp, rax
-    lea rdi, [r15 + 270976]
-    lea rsi, [r15 + 275072]
-    mov ecx, 37
-    rep movsb
-    test bl, 128
+    lea rbp, [r10*4]
+    mov eax, ebp
+    mov esi, dword ptr [r15 + 0]
+    and rbp, 192
+    cmp rbp, qword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 26283296
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movzx eax, dil
+    test ebx, 256
     jnz 1f
 1:
+    movzx edx, byte ptr [r15 + rbp + 256]
+    add r9, qword ptr [r15 + rbp + 448]
+    movzx ecx, byte ptr [r14 + 0]
+    test ebx, 536870976
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 384]
+    lea rbp, [r10*4]
+    inc dword ptr [r14 + 0]
+    and rbp, 960
+    mov esi, dword ptr [r15 + rbp + 1088]
+    test ebx, 551051840
+    jnz 1f
+1:
+    mov r9d, ebp
+    mov edi, 34
     lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*2]
-    and r8, 448
-    vmovdqu xmm9, xmmword ptr [r15 + r8 + 512]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 4160]
-    cmp rax, qword ptr [r15 + r9 + 4224]
-    mov esi, 209
-    test ebx, 256
+    jmp 1f
+1:
+    test ebx, 537497888
     jnz 1f
 1:
-    mov rax, rsi
-    mov edx, dword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + r9 + 4096]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 256
+    and r8, 64
+    inc dword ptr [r15 + r8 + 192]
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + rbp + 1024], cl
+    test ebx, 1448158464
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    or qword ptr [r15 + r8 + 128], 66
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 302059552
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 1216]
+    add rcx, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movzx r9d, dl
-    mov ecx, r9d
-    mov edx, 78
-    test ebx, 1751155776
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    lea rdi, [r15 + 270976]
-    mov ecx, 9
-    rep stosb
-    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + rbp + 1152]
+    movsxd rbp, dword ptr [r15 + 64]
     xor dword ptr [r15 + 0], r8d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
-    test ebx, 336283680
-    jnz 1f
-1:
-    mov ecx, 77
-    and r9d, dword ptr [r15 + 64]
-    add qword ptr [r14 + r8 + 576], r9
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 21496096
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov esi, 156
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    mov rsi, r8
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, 143
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 155615744
+    lea r9, [r10*8]
+    movsxd r8, dword ptr [r15 + 0]
+    and r9, 1984
+    mov byte ptr [r14 + r9 + 2176], r9b
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, r9
+    test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 64], rbp
-    mov rdx, rsi
-    lea r8, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r14 + r9 + 2304]
     lea rbp, [r10 + r10*1]
-    movzx esi, bpl
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 2048]
-    test ebx, 1024
+    or qword ptr [r15 + 0], 51
+    mov ecx, ebp
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 128]
+    test ebx, 256
     jnz 1f
 1:
-    movzx ecx, dil
-    mov r9, r10
-    movzx esi, byte ptr [r15 + 0]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 4096]
-    mov dword ptr [r15 + 64], 170
-    test ebx, 131104
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 2112]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 64
+    mov r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + r9 + 2240]
+    mov rcx, rax
+    imul edx, edx, 83
+    test bl, 128
     jz 1f
 1:
-    movzx ebp, cl
-    movzx eax, bpl
-    movzx edi, cl
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1921009088
+    jnz 1f
+1:
+    mov rax, rbp
+    mov rdx, rax
+    movzx eax, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
     test ebx, 256
     jz 1f
 1:
-    cmp dword ptr [r14 + 64], 16
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ecx, esi
-    mov r9d, dword ptr [r15 + 0]
-    popcnt rsi, rsi
-    test ebx, 225595424
+    mov rbp, qword ptr [r15 + r9 + 2368]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    vsubsd xmm5, xmm5, xmm9
+    mov ebp, dword ptr [r15 + r9 + 2048]
+    test ebx, 256
     jnz 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 192]
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], esi
+    mov edi, dword ptr [r15 + r8 + 128]
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, edi
+    mov dword ptr [r15 + r9 + 2112], 148
+    mov qword ptr [r15 + 0], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    lea rbp, [r10 + r10*1]
     lea r9, [r10*4]
-    movzx edx, byte ptr [r15 + 0]
+    mov rdi, r9
     and r9, 192
-    mov dword ptr [r15 + r9 + 448], edi
+    mov ecx, dword ptr [r15 + r9 + 256]
+    mov rbp, r10
+    mov r8d, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 64], 31
+    and rbp, 65472
+    cmp dword ptr [r15 + rbp + 65536], 105
+    test ebx, 578363424
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + r9 + 448]
+    mov esi, 47
+    mov edx, r8d
+    add rdi, qword ptr [r14 + r9 + 320]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], edx
+    vpaddd ymm5, ymm5, ymmword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, rdi
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, rcx
+    mov r8, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + r9 + 384]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1359487072
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 64]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    lea r8, [r10*8]
-    mov edx, edi
-    and r8, 448
-    cmp r8, qword ptr [r15 + r8 + 768]
-    mov rdi, r8
-    test ebx, 604588256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx eax, byte ptr [r15 + r9 + 320]
-    movzx eax, byte ptr [r14 + r9 + 256]
-    mov esi, eax
-    test bl, 64
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r15 + r9 + 384], cl
-    mov dword ptr [r15 + 0], 175
-    test ebx, 153227680
-    jz 1f
-1:
-    xchg qword ptr [r15 + r8 + 640], rdx
-    cmp dword ptr [r14 + 0], 32
-    movzx ecx, dl
-    mov esi, 130
-    test ebx, 16512
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r8 + 832], rdi
-    test bl, 128
-    jnz 1f
-1:
-    mov rdi, rdi
-    movsxd rsi, dword ptr [r15 + r8 + 704]
-    movzx edi, sil
-    mov rbp, rbp
+    movzx edi, byte ptr [r15 + rbp + 192]
     test bl, 128
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 512]
-    mov ecx, eax
-    mov edx, dword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, 6
+    mov r8, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 64]
+    mov ecx, r8d
+    test ebx, 337642016
+    jnz 1f
+1:
+    mov qword ptr [r15 + 64], r8
+    mov qword ptr [r15 + rbp + 128], rbp
+    movzx edi, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r9
-    mov r9, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rsi, r9
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9d, 40
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r10*4]
+    lea rbp, [r10 + r10*2]
     lea r9, [r10 + r10*1]
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 576]
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, r8
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    test bl, 128
-    jz 1f
-1:
-    mov edi, edx
-    movzx esi, r8b
-    movsxd rax, dword ptr [r15 + r9 + 192]
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 1088]
+    mov r8d, dword ptr [r15 + 64]
     lea r8, [r10*4]
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + rbp + 512]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
     and r8, 192
-    mov edx, dword ptr [r15 + r8 + 448]
-    mov r9d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + r8 + 320]
     test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + 0], rbp
-    movzx esi, byte ptr [r15 + rbp + 640]
-    test bl, 160
     jnz 1f
 1:
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + 0], esi
-    and ecx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + rbp + 704]
-    test ebx, 604340960
+    cmp dword ptr [r15 + 0], 70
+    bt rsi, rdi
+    movzx edx, dl
+    test ebx, 279199936
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, rbp
-    mov dword ptr [r14 + r8 + 320], 195
+    movzx edi, byte ptr [r15 + rbp + 1152]
+    mov eax, 134
+    mov esi, eax
+    test ebx, 9191488
+    jz 1f
+1:
+    sete dil
+    cmp dword ptr [r15 + rbp + 1024], 38
+    mov rcx, qword ptr [r15 + r8 + 256]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov rbp, rcx
+    test ebx, 818233376
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 448]
+    mov edi, dword ptr [r15 + 0]
+    mov edx, edi
+    test ebx, 1115685952
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 384]
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 64
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx esi, r8b
+    jmp 1f
+1:
+    test ebx, 1143342112
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r9d, ecx
+    or qword ptr [r14 + 0], 18
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    movzx esi, bpl
-    movzx edx, sil
-    mov byte ptr [r15 + 64], sil
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    lea r8, [r10 + r10*4]
-    test bl, 64
-    jz 1f
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
 1:
-    and r8, 1984
-    lock xadd qword ptr [r15 + r8 + 2048], rax
-    movzx edi, al
-    movzx r9d, r9b
-    lea rbp, [r10 + r10*1]
+    movzx ecx, bpl
+    lea rbp, [r10*4]
+    mov rsi, rcx
+    test ebx, 1073741888
+    jnz 1f
+1:
+    movzx ecx, bpl
+    lea r9, [r10*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 448], 177
+    lea r8, [r10 + r10*1]
+    and r9, 1984
+    movsxd rdi, dword ptr [r15 + r9 + 2240]
     test bl, 128
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    mov eax, ebp
-    lea r9, [r10*4]
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 128], 85
-    and r9, 192
-    cmp r9, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 192]
+    vmovdqu xmm5, xmmword ptr [r15 + r9 + 2048]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 320]
+    or qword ptr [r15 + r8 + 128], 25
     test bl, 64
     jz 1f
 1:
-    not qword ptr [r15 + r9 + 384]
-    add rax, qword ptr [r15 + r9 + 256]
-    nop
+    mov edx, dword ptr [r14 + rbp + 256]
+    mov dword ptr [r15 + 64], 41
+    movsxd r8, dword ptr [r15 + 64]
     test bl, 64
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 2176]
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r8 + 2112]
-    mov rax, rdx
-    test ebx, 67108992
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 2240], r8
-    cmovne rcx, rbp
-    mov ecx, ecx
-    test bl, 64
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + r9 + 2176], 83
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, esi
+    test ebx, 256
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r9 + 320]
-    movzx edi, byte ptr [r15 + r8 + 2304]
-    mov dword ptr [r15 + rbp + 192], edi
-    test ebx, 544
+    xor dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + r9 + 2112]
+    mov edx, dword ptr [r15 + 64]
+    test bl, 64
     jz 1f
 1:
-    mov esi, dword ptr [r14 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, 6
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    mov qword ptr [r14 + rbp + 384], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c29:
-    mov byte ptr [r15 + 0], r9b
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], 242
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 536870944
-    jz 1f
-1:
-    lea r9, [r10*4]
-    movzx eax, byte ptr [r14 + 64]
-    xchg rsi, rdx
-    and r9, 192
-    add qword ptr [r15 + r9 + 256], rdi
-    mov qword ptr [r15 + r9 + 384], r8
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rsi, rdi
-    test bl, 160
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 162
-    test ebx, 256
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    mov rax, rbp
+    test bl, 128
+    jz 1f
+1:
+    movzx edi, al
+    lea r9, [r10 + r10*2]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 16448], r9d
+    lea r8, [r10*4]
+    inc dword ptr [r15 + rbp + 192]
+    test bl, 64
     jnz 1f
 1:
-    mov r8d, ebp
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r8d, 194
-    test ebx, 140550464
+    mov rbp, r8
+    and r8, 192
+    mov qword ptr [r15 + r8 + 256], r8
+    cmp dword ptr [r15 + 0], 107
+    mov rax, qword ptr [r15 + r9 + 16512]
+    test ebx, 145475840
     jz 1f
 1:
-    cmp r8, qword ptr [r15 + 0]
-    mov r8d, 128
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + r9 + 448]
-    lea r8, [r10 + r10*1]
-    test ebx, 1749288576
+    mov edx, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, r8
+    mov edi, dword ptr [r14 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ecx, byte ptr [r15 + r9 + 16384]
+    mov r9d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + r8 + 448]
+    test ebx, 1573088
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 192]
-    cmp r8, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + rbp + 192]
-    test ebx, 256
+    mov qword ptr [r15 + 0], r9
+    mov ebp, 175
+    mov r9d, ebp
+    mov eax, 71
+    test ebx, 134217760
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    cmp rbp, qword ptr [r15 + r8 + 128]
+    mov ebp, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + 0], 236
+    mov edx, dword ptr [r15 + 64]
+    mov r9d, edi
+    test ebx, 1073742080
+    jz 1f
+1:
+    mov esi, dword ptr [r14 + r8 + 384]
+    bswap rdi
+    movsxd r8, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c30:
-    lea r9, [r10 + r10*4]
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 1024]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 2240]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 128]
-    mov rdi, rsi
-    test ebx, 1342734368
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], cl
+    mov edi, eax
+    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    test ebx, 404815904
     jz 1f
 1:
-    add rdx, qword ptr [r15 + 64]
-    mov rax, rax
-    movzx esi, r8b
-    mov rdi, qword ptr [r15 + r9 + 2112]
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 0]
+    and r9, 64
+    lock xadd qword ptr [r15 + r9 + 192], rdx
+    and rbp, 960
+    movzx r8d, byte ptr [r15 + rbp + 1088]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], edx
     test ebx, 256
     jz 1f
 1:
-    mov rcx, rbp
-    movsxd rdx, dword ptr [r15 + r9 + 2304]
-    mov eax, ecx
+    mov rdx, rdx
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 54
+    test ebx, 17041568
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 1152]
+    mov ecx, edx
+    mov esi, 238
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    lea r9, [r10 + r10*1]
+    test ebx, 1024
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 36
+    lock xadd qword ptr [r15 + rbp + 1024], rbp
+    movzx esi, bpl
+    test ebx, 571474016
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 65
     jmp 1f
 1:
-    test ebx, 256
-    jnz 1f
-1:
-    not qword ptr [r15 + 0]
-    mov rdi, rax
-    mov dword ptr [r15 + 0], 184
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 816455712
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 192], rdx
-    mov rsi, rdx
-    mov dword ptr [r15 + 0], esi
-    test bl, 192
-    jz 1f
-1:
-    movzx ebp, sil
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r9 + 2176]
-    mov edx, 202
-    test bl, 64
-    jz 1f
-1:
-    mov qword ptr [r14 + 64], rax
-    mov qword ptr [r15 + 0], r8
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + r9 + 2048]
-    test bl, 64
-    jnz 1f
-1:
-    cmp rsi, qword ptr [r15 + r8 + 1088]
-    mov ecx, r8d
-    imul rdi, rcx
-    mov r9d, edi
+    bswap rbp
+    movsxd rax, dword ptr [r15 + r9 + 128]
     test ebx, 256
     jz 1f
 1:
-    imul rdi, r8
-    .byte 0x66, 0x90
-    .byte 0x66, 0x90
+    mov qword ptr [r15 + 64], rbp
+    movzx ecx, byte ptr [r15 + 0]
+    mov ebp, 151
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
-    mov r8, r10
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    and r8, 16320
-    or qword ptr [r14 + r8 + 16384], 97
-    mov rax, r8
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 140843264
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    lea rbp, [r10 + r10*2]
-    mov esi, 129
-    movzx r8d, bpl
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 192
-    mov esi, dword ptr [r15 + rbp + 256]
-    mov ecx, ecx
-    mov edi, 129
-    test ebx, 384
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 384]
-    mov rcx, qword ptr [r15 + rbp + 320]
-    mov rax, qword ptr [r14 + 0]
-    test bl, 64
-    jnz 1f
-1:
+    lea r8, [r10*8]
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], ecx
+    and r8, 448
+    and esi, dword ptr [r15 + r8 + 896]
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 832], sil
     and r9, 64
-    cmp dword ptr [r15 + r9 + 192], 25
-    mov rsi, r9
-    mov ecx, 9
-    test ebx, 109445760
+    mov edi, dword ptr [r15 + r9 + 128]
+    test ebx, 176848928
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 64]
-    test bl, 128
+    bt r9, r9
+    mov rdx, qword ptr [r15 + r8 + 512]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 67108896
     jz 1f
 1:
-    mov ecx, 204
-    mov byte ptr [r15 + r9 + 128], dil
-    movzx edi, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    lea rbp, [r10 + r10*1]
+    add qword ptr [r15 + 0], rbp
+    and rbp, 64
+    vmovdqu xmm5, xmmword ptr [r15 + rbp + 128]
+    movzx esi, bpl
+    test bl, 64
+    jnz 1f
+1:
+    movzx eax, al
+    lock add qword ptr [r15 + r9 + 192], rdi
+    mov dword ptr [r15 + r8 + 704], 66
+    test ebx, 1780884736
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    mov r9d, r8d
+    mov dword ptr [r15 + 64], r9d
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, dword ptr [r14 + rbp + 192]
+    mov qword ptr [r14 + r8 + 768], r9
+    mov rdx, qword ptr [r15 + 0]
+    mov ecx, r8d
+    test bl, 64
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 640], 250
     test ebx, 256
     jnz 1f
 1:
+    mov r9d, dword ptr [r15 + 64]
+    cmp r9, qword ptr [r15 + r8 + 576]
     movsxd r8, dword ptr [r15 + 0]
-    mov r9d, 152
-    mov rdi, rcx
-    test ebx, 33748288
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 64]
-    inc dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 100 chunk executions per call
-    mov rbx, qword ptr [r15 + 279200]
+    mov rbx, qword ptr [r15 + 271008]
     lea rcx, [rbx + 100]
-    mov qword ptr [r15 + 279200], rcx
+    mov qword ptr [r15 + 271008], rcx
     mov r13d, 100
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rbp, r10
-    mov dword ptr [r15 + 0], ebp
+    mov r8, r10
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    and rbp, 131008
-    movzx esi, byte ptr [r15 + rbp + 131072]
-    mov ecx, dword ptr [r14 + 0]
+    and r8, 131008
+    movzx ecx, byte ptr [r15 + r8 + 131072]
+    mov esi, dword ptr [r14 + 0]
     mov r8, r10
     test ebx, 1624328238
     jnz 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmm9
-    movzx r9d, byte ptr [r15 + 0]
+    vpcmpeqb xmm5, xmm5, xmm5
+    movzx esi, byte ptr [r15 + 0]
     and r8, 1984
-    mov qword ptr [r15 + r8 + 2048], r9
+    mov qword ptr [r15 + r8 + 2048], rdi
     test ebx, 536879120
     jnz 1f
 1:
-    mov r8, r11
-    mov ebp, 93
-    xchg rdi, rdx
-    movsxd r9, dword ptr [r15 + 0]
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 8192]
+    mov rbp, r11
+    mov ecx, 4
+    xchg rcx, rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 8128
+    add rdi, qword ptr [r15 + rbp + 8192]
     test ebx, 2293762
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
     jmp 1f
 1:
-    mov ebp, ecx
+    mov ebp, edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
-    mov rbx, qword ptr [r15 + 279208]
-    lea rcx, [rbx + 32]
-    mov qword ptr [r15 + 279208], rcx
-    mov r13d, 32
+// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
+    mov rbx, qword ptr [r15 + 271016]
+    lea rcx, [rbx + 33]
+    mov qword ptr [r15 + 271016], rcx
+    mov r13d, 33
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov rsi, rbp
-    lea r8, [r10 + r10*1]
-    vpaddd ymm9, ymm9, ymmword ptr [r15 + 0]
-    and r8, 32704
-    movzx ebp, byte ptr [r15 + r8 + 32768]
-    movzx ebp, dil
+    lea rbp, [r10 + r10*2]
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 1088]
+    mov byte ptr [r15 + 64], bpl
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9d, 173
     test bl, 2
     jnz 1f
 1:
-    movzx edi, dil
-    mov dword ptr [r15 + 0], ecx
-    mov esi, dword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 0]
-    lea r9, [r10*4]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx r9d, byte ptr [r15 + 64]
     test bl, 4
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    and r9, 960
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 1152], rdx
+    mov rax, rsi
+    test ebx, 343934016
+    jz 1f
+1:
+    inc dword ptr [r15 + rbp + 1024]
+    movsxd rax, dword ptr [r15 + 0]
+    lea rdi, [r15 + 262784]
+    mov ecx, 35
+    rep stosb
+    test bl, 4
+    jz 1f
+1:
+    imul rsi, rcx
+    lea r8, [r10 + r10*2]
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 1152], bpl
-    and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 4096]
-    test ebx, 32772
-    jz 1f
-1:
-    mov rcx, rsi
-    inc dword ptr [r15 + r9 + 1024]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 1150320708
+    and r8, 4032
+    add r9, qword ptr [r15 + r8 + 4160]
+    movsxd rax, dword ptr [r15 + r8 + 4096]
+    and rbp, 32704
+    mov rdx, qword ptr [r15 + rbp + 32832]
+    test ebx, 65540
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 64], al
+    mov byte ptr [r15 + r8 + 4224], bpl
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + rbp + 32768]
+    test ebx, 65792
+    jz 1f
+1:
+    mov ebp, ecx
+    movzx ecx, cl
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rsi, dword ptr [r15 + r8 + 32832]
-    test bl, 4
-    jz 1f
-1:
-    movzx r8d, byte ptr [r14 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 2
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 4160]
-    movsxd rbp, dword ptr [r15 + 0]
-    vaddsd xmm9, xmm9, xmm9
-    mov eax, 173
-    test ebx, 8194
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    movzx r8d, byte ptr [r15 + r9 + 1216]
-    movsxd rax, dword ptr [r15 + r9 + 1088]
+    mov r9d, 144
+    mov byte ptr [r15 + 0], r9b
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 4096 bytes, 16 chunk(s), 10 chunk executions per call
-    mov rbx, qword ptr [r15 + 279216]
+    mov rbx, qword ptr [r15 + 271024]
     lea rcx, [rbx + 10]
-    mov qword ptr [r15 + 279216], rcx
+    mov qword ptr [r15 + 271024], rcx
     mov r13d, 10
     mov eax, ebx
     and eax, 15
@@ -2305,1015 +2265,1008 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b3_c0:
     lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
+    xor dword ptr [r15 + 0], r8d
     and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    movzx edx, byte ptr [r15 + 0]
-    imul rbp, rcx
+    add r8, qword ptr [r15 + r9 + 192]
+    mov eax, dword ptr [r15 + 0]
+    imul rdi, rsi
+    lea rbp, [r10*4]
     test bl, 128
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 8933392
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    add rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    test ebx, 1342984464
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test ebx, 1040
+    lea r8, [r10*8]
+    and rbp, 192
+    movsxd rdx, dword ptr [r14 + rbp + 384]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 2048]
+    test ebx, 1048640
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], al
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 192]
-    movsxd rsi, dword ptr [r14 + 64]
+    xor dword ptr [r15 + 0], ecx
+    movzx ecx, byte ptr [r15 + r8 + 2240]
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
     test bl, 32
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    add qword ptr [r14 + r9 + 128], rax
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 528
+    movsxd rdi, dword ptr [r15 + r8 + 2368]
+    mov edi, 215
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    test ebx, 1356944
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 448]
+    mov eax, dword ptr [r15 + r8 + 2176]
+    mov rcx, qword ptr [r15 + 64]
+    mov rsi, rsi
+    test bl, 32
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + rbp + 320]
+    mov rax, qword ptr [r15 + r9 + 128]
+    test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    imul rdx, rdx
-    mov dword ptr [r15 + 64], 119
-    mov edi, dword ptr [r15 + r8 + 192]
-    test ebx, 67108880
+    mov r9, qword ptr [r15 + r8 + 2112]
+    mov rsi, qword ptr [r15 + r8 + 2304]
+    mov rcx, qword ptr [r14 + 0]
+    test ebx, 1073741840
     jnz 1f
 1:
-    cmp rdi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r14 + rbp + 256], rdx
+    mov r8d, dword ptr [r15 + 64]
+    add qword ptr [r15 + 0], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rbp, [r10*4]
-    and rbp, 192
-    lea r8, [r10 + r10*4]
-    mov rsi, qword ptr [r15 + rbp + 256]
-    sete dl
-    mov rsi, qword ptr [r15 + 0]
-    and r8, 65472
-    mov qword ptr [r15 + r8 + 65600], r9
-    test bl, 64
-    jz 1f
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], edx
+    and rbp, 448
+    lea r8, [r10 + r10*1]
+    inc dword ptr [r15 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r8, 64
+    add qword ptr [r15 + r8 + 192], r8
+    lea r9, [r10*8]
+    test ebx, 103287904
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 64]
-    vmovdqu xmm9, xmmword ptr [r15 + r8 + 65536]
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1152], rbp
+    movzx eax, byte ptr [r15 + r9 + 1344]
+    mov edx, dword ptr [r15 + r9 + 1024]
+    mov edi, ebp
+    test bl, 32
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 34
+    movsxd rcx, dword ptr [r15 + r9 + 1408]
+    and edx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 1280]
+    mov rdx, qword ptr [r14 + 0]
+    add rdi, qword ptr [r15 + 0]
+    movzx eax, al
+    test bl, 128
+    jnz 1f
+1:
+    mov rcx, r9
+    mov eax, esi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 960528416
+    jnz 1f
+1:
+    movzx ecx, sil
+    movsxd rdx, dword ptr [r15 + 64]
+    mov rsi, rcx
     test bl, 32
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    vpaddq xmm14, xmm14, xmmword ptr [r14 + 0]
-    movzx esi, r9b
-    and r9, 64
-    mov dword ptr [r14 + r9 + 128], ebp
-    movzx ecx, cl
-    test ebx, 1101038624
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + 0], rcx
-    inc dword ptr [r15 + rbp + 448]
-    test ebx, 335544624
+    mov edi, 66
+    movsxd rcx, dword ptr [r15 + r9 + 1216]
+    bswap rax
+    mov esi, dword ptr [r15 + r9 + 1088]
+    test ebx, 301999936
     jz 1f
 1:
-    or qword ptr [r15 + r8 + 65792], 62
-    cmp dword ptr [r15 + r8 + 65728], 115
-    mov esi, edi
-    movzx eax, dil
-    test ebx, 79704640
-    jnz 1f
-1:
-    mov ecx, 174
-    cmp rsi, qword ptr [r15 + rbp + 384]
-    add qword ptr [r15 + 0], rcx
-    test ebx, 688981552
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 65664]
-    mov qword ptr [r15 + 0], rcx
-    mov rdi, qword ptr [r15 + 64]
-    cmp dword ptr [r15 + r9 + 192], 3
-    test ebx, 336117920
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, 198
-    movzx r8d, sil
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    and r9, 64
-    movzx eax, byte ptr [r14 + r9 + 192]
-    mov dword ptr [r15 + 64], 67
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov r9d, esi
+    test ebx, 10723360
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + 64]
+    mov edi, 106
+    cmovne rsi, rsi
+    test ebx, 640682848
+    jnz 1f
+1:
+    movzx esi, cl
+    lea r8, [r10 + r10*4]
+    mov byte ptr [r15 + 0], dl
+    mov rbp, rcx
+    and r8, 1984
+    cmp dword ptr [r15 + r8 + 2048], 46
+    lea r9, [r10*4]
+    test bl, 64
+    jnz 1f
+1:
+    and r9, 192
+    cmp rdi, qword ptr [r15 + r9 + 384]
+    mov eax, 1
+    sete bpl
     test bl, 32
     jz 1f
 1:
+    movzx edx, al
+    movsxd rcx, dword ptr [r15 + r8 + 2304]
+    mov rdx, rsi
+    movzx edi, byte ptr [r15 + r8 + 2176]
     lea rbp, [r10 + r10*1]
-    mov eax, 249
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], esi
+    mov byte ptr [r15 + r8 + 2112], r8b
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    mov edx, 243
-    test bl, 32
+    add rsi, qword ptr [r15 + rbp + 128]
+    test ebx, 131088
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, 150
-    or qword ptr [r15 + rbp + 128], 45
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 32
-    jnz 1f
-1:
-    mov rbp, rdi
-    mov ebp, 45
-    lock add qword ptr [r15 + 0], rbp
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rcx
+    mov rdi, qword ptr [r15 + r9 + 320]
+    mov esi, r8d
     test bl, 32
     jz 1f
 1:
-    mov rsi, rbp
-    lea r8, [r10*4]
-    mov rax, qword ptr [r14 + 0]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16448], r8d
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, bpl
-    mov edi, dword ptr [r15 + r8 + 16512]
-    movsxd rbp, dword ptr [r15 + 64]
-    test bl, 32
-    jz 1f
-1:
-    lock add qword ptr [r15 + 0], r9
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, edx
-    mov dword ptr [r15 + r8 + 16576], 26
-    test ebx, 35356944
-    jz 1f
-1:
+    inc dword ptr [r14 + r9 + 256]
     mov rcx, rdx
-    mov rbp, qword ptr [r15 + r9 + 128]
-    movsxd rdi, dword ptr [r15 + r8 + 16384]
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    test bl, 32
+    jnz 1f
+1:
+    cmp dword ptr [r15 + rbp + 192], 59
+    movzx r9d, dl
+    mov ebp, dword ptr [r15 + r8 + 2240]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    lea r9, [r10*4]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov edx, esi
+    mov eax, edx
+    sete cl
+    movsxd rdx, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 0]
     lea r8, [r10*4]
-    and r9, 65472
-    mov dword ptr [r15 + r9 + 65664], 78
-    test ebx, 67108880
-    jnz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 576], r8d
-    movsxd rsi, dword ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + 0], al
     test bl, 32
+    jz 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 384], r9d
+    lock xadd qword ptr [r15 + 0], r9
+    mov rdi, qword ptr [r15 + r8 + 320]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1745035328
+    jz 1f
+1:
+    mov edx, esi
+    movzx edx, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and esi, dword ptr [r14 + 0]
+    test bl, 64
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    lock xadd qword ptr [r15 + 0], rsi
+    and r9, 64
+    add qword ptr [r15 + r9 + 128], r8
+    sete al
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    mov eax, eax
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 65536]
-    .byte 0x0f, 0x1f, 0x00
-    movzx eax, byte ptr [r15 + r9 + 65728]
-    test bl, 32
-    jnz 1f
-1:
-    cmp rdi, qword ptr [r15 + r8 + 512]
-    bt rdi, rax
-    movsxd rdi, dword ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 33554448
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, r8d
-    movzx eax, cl
+    mov dword ptr [r15 + rbp + 128], 246
+    movzx eax, r8b
     test bl, 32
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + r8 + 704]
-    movzx eax, dl
-    movsxd r8, dword ptr [r15 + r9 + 65600]
-    test ebx, 2959696
+    and ecx, dword ptr [r15 + 64]
+    xchg qword ptr [r15 + 0], rsi
+    movzx edi, byte ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    test ebx, 1088
     jz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 256], r8
+    mov ebp, 168
+    test bl, 32
+    jnz 1f
+1:
+    inc dword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + r8 + 448], r8
+    movzx edi, dil
+    mov r9d, 92
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    lea rbp, [r10*4]
-    mov rdx, rcx
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 192
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    test ebx, 138543248
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 320], dl
-    crc32 rcx, rax
-    and r8, 4032
-    add rdx, qword ptr [r15 + r8 + 4160]
-    mov eax, dword ptr [r15 + 64]
-    test bl, 32
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + r9 + 128]
-    mov edi, edx
-    popcnt r9, rdi
-    mov esi, ebp
-    test ebx, 1412399136
-    jz 1f
-1:
-    mov eax, 31
-    movzx eax, r9b
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    vaddsd xmm5, xmm5, xmm5
     nop
-    mov r9, qword ptr [r15 + 64]
-    lock add qword ptr [r15 + 0], r9
-    test ebx, 1212452912
+    lea r8, [r10 + r10*2]
+    movzx edi, r9b
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2112], ecx
+    test ebx, 1048592
+    jz 1f
+1:
+    mov edx, 120
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx esi, sil
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 192], 61
+    movzx eax, dil
+    movzx ecx, r9b
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 285593616
+    jmp 1f
+1:
+    mov r9d, esi
+    mov byte ptr [r15 + 0], r9b
+    test bl, 128
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + r8 + 2176]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 448
+    movsxd rdi, dword ptr [r14 + r9 + 512]
+    test ebx, 819003424
     jz 1f
 1:
-    mov rdi, qword ptr [r14 + rbp + 448]
-    mov dword ptr [r15 + rbp + 256], 2
-    movsxd rcx, dword ptr [r15 + r8 + 4096]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 142758208
+    mov esi, 121
+    mov rcx, rdi
+    mov edi, eax
+    test bl, 128
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov rcx, rax
-    mov r8, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + r8 + 2048]
+    xor dword ptr [r15 + 0], r8d
+    mov rax, r8
+    mov r8, rax
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 84
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 576]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    xchg rdi, rbp
+    movsxd rdx, dword ptr [r14 + 64]
+    movzx esi, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    lea rbp, [r10 + r10*2]
-    mov eax, 170
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 4096]
-    mov qword ptr [r15 + 0], rsi
-    mov r8d, edi
-    test ebx, 1077969424
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 116
-    mov dword ptr [r14 + 0], 168
-    mov edi, esi
-    mov ecx, 1
-    lea r9, [r10 + r10*1]
-    test ebx, 285343792
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 4160], rdi
-    mov rdi, qword ptr [r15 + 0]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], dil
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov edi, 212
-    xchg rdx, rsi
-    lea r8, [r10 + r10*4]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1280445488
+    lea r9, [r10*4]
+    mov ebp, eax
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1216], dl
+    mov dword ptr [r15 + 0], 145
+    mov eax, dword ptr [r15 + r9 + 1024]
+    lea r8, [r10 + r10*2]
+    lea rbp, [r10*4]
+    test ebx, 672426384
     jnz 1f
 1:
-    mov esi, 235
-    and r8, 448
-    movsxd rdx, dword ptr [r15 + r8 + 576]
-    mov rdi, rdx
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    test ebx, 256
-    jnz 1f
-1:
+    and rbp, 192
+    btc dword ptr [r15 + rbp + 384], 0
+    and r8, 65472
+    mov rdx, qword ptr [r15 + r8 + 65536]
     movzx eax, byte ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + r9 + 128]
-    cmp rax, qword ptr [r15 + r8 + 704]
-    test ebx, 585107168
-    jz 1f
+    mov edi, 12
+    test ebx, 131104
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 768]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, 39
-    movzx edi, byte ptr [r15 + r8 + 640]
+    movzx esi, byte ptr [r15 + 64]
+    movzx edx, sil
+    mov qword ptr [r15 + 0], rcx
+    mov eax, dword ptr [r15 + rbp + 448]
     test bl, 32
     jz 1f
 1:
-    mov r8d, ecx
-    mov rsi, qword ptr [r15 + rbp + 4224]
-    mov rax, rbp
+    mov edi, ecx
+    mov ecx, dword ptr [r15 + rbp + 320]
+    not qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + r8 + 65600]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 1152]
+    xchg rsi, rdx
+    mov dword ptr [r15 + 0], 171
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, 109
+    mov esi, r9d
+    bt rdi, rdi
+    mov qword ptr [r15 + rbp + 256], rax
+    test bl, 128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 64]
+    movsxd rcx, dword ptr [r15 + r9 + 1088]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rcx, qword ptr [r15 + r8 + 65664]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 41168
-    jnz 1f
-1:
-    mov edx, edx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rdx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 172122640
+    vmovdqu xmm7, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ecx
+    lea rbp, [r10*4]
+    mov r8d, r8d
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    test bl, 32
     jz 1f
 1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 192]
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], edi
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 2097216
-    jnz 1f
-1:
-    mov rdi, rcx
-    add qword ptr [r15 + 0], rsi
-    mov rdx, r9
-    cmp dword ptr [r15 + 0], 83
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov eax, 153
-    mov edx, dword ptr [r15 + rbp + 128]
+    movzx r9d, byte ptr [r15 + rbp + 256]
+    movzx esi, byte ptr [r15 + 64]
     mov rdi, qword ptr [r15 + 0]
-    test bl, 32
+    test ebx, 1040
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + 0], r8
-    and rbp, 64
-    movsxd r9, dword ptr [r14 + rbp + 128]
+    mov qword ptr [r15 + 0], rsi
+    movsxd rcx, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + rbp + 320]
+    and r8, 64
+    lock or dword ptr [r15 + r8 + 192], 33
+    lea r9, [r10*4]
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 26
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 320]
+    movzx eax, byte ptr [r14 + rbp + 384]
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    or qword ptr [r15 + 64], 106
+    mov dword ptr [r15 + 0], 207
+    cmovne rbp, rdi
+    test ebx, 1073741840
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rbp
+    mov rcx, qword ptr [r15 + r9 + 384]
+    test ebx, 272633936
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 256], edx
+    mov rsi, rcx
+    mov dword ptr [r15 + 0], esi
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 553846880
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 448]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 128]
+    movsxd rax, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov r8d, 121
-    inc dword ptr [r15 + 0]
-    mov edi, 41
-    popcnt rsi, rax
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, 46
-    add rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 6
+    mov r9d, 11
+    mov ecx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    movzx ebp, r8b
+    test ebx, 1040
+    jz 1f
+1:
+    lea rbp, [r10*4]
+    add rsi, qword ptr [r15 + 0]
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 128]
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 320], rax
+    mov edx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    lea r9, [r10*4]
-    movzx edx, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    and r9, 192
-    movzx esi, byte ptr [r15 + r9 + 256]
+    mov eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r14 + 64]
+    mov rsi, r9
+    lea r9, [r10 + r10*1]
+    xor dword ptr [r15 + r8 + 192], ebp
     test bl, 32
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov rax, r9
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    imul rdi, rdi
-    test bl, 32
+    add rdi, qword ptr [r15 + 0]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    mov r8d, ecx
+    test bl, 64
     jz 1f
 1:
-    mov ecx, 178
-    mov dword ptr [r15 + 0], edi
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    imul rdi, rdx
-    movzx esi, r9b
-    movzx edx, r8b
-    inc dword ptr [r14 + 64]
-    test ebx, 102777280
-    jz 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 448]
+    movzx edx, byte ptr [r15 + r9 + 128]
+    mov rsi, qword ptr [r15 + 0]
     mov edi, edx
-    cmp dword ptr [r15 + r9 + 320], 110
-    jmp 1f
-1:
-    test bl, 128
+    test ebx, 276924608
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    or qword ptr [r15 + r8 + 192], 9
-    mov rcx, rdx
-    mov byte ptr [r14 + rbp + 192], r8b
-    test bl, 128
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 64], rdi
+    bswap rcx
+    mov qword ptr [r15 + rbp + 384], rax
+    test bl, 32
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 448]
-    jmp 1f
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, 77
+    mov r9, qword ptr [r14 + rbp + 256]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, 89
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*8]
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    and r9, 1984
-    movzx eax, byte ptr [r15 + r9 + 2368]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 542638512
+    lea r8, [r10*4]
+    lea rbp, [r10*4]
+    mov rcx, qword ptr [r15 + 0]
+    and rbp, 960
+    mov eax, dword ptr [r15 + rbp + 1152]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16576], 38
+    movsxd r9, dword ptr [r15 + r8 + 16384]
+    test bl, 32
     jz 1f
 1:
-    mov esi, 252
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp rdi, qword ptr [r14 + 0]
-    test ebx, 256
+    imul rdx, rdi
+    mov dword ptr [r15 + 64], 163
+    movzx esi, byte ptr [r14 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov edi, 201
-    add qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + r9 + 2304]
+    movsxd rcx, dword ptr [r15 + r8 + 16448]
+    mov edi, 222
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1814597696
+    jz 1f
+1:
+    lock add qword ptr [r15 + r8 + 16512], r9
+    mov dword ptr [r15 + 0], 84
+    movzx esi, r9b
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 2176], ecx
-    mov edx, 119
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 444598624
-    jz 1f
+    xor dword ptr [r15 + 0], eax
+    jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 2112], r9
-    mov edi, 112
-    mov esi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 80879648
+    jnz 1f
+1:
+    mov r9, rdx
     lea r8, [r10 + r10*1]
-    test ebx, 21190704
-    jz 1f
-1:
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 1024]
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 128], r8d
-    add qword ptr [r15 + r8 + 128], rcx
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 64
-    movzx ebp, byte ptr [r15 + r9 + 2048]
-    mov esi, esi
+    mov ecx, dword ptr [r15 + r8 + 192]
     test bl, 128
     jz 1f
 1:
-    mov ecx, 201
-    mov qword ptr [r15 + r9 + 2240], rsi
-    mov dword ptr [r15 + 0], 143
+    mov esi, 168
+    add rdx, qword ptr [r15 + rbp + 1216]
+    movzx edi, byte ptr [r15 + rbp + 1088]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    movzx eax, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    mov r9, qword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 102
-    test ebx, 1917345824
-    jz 1f
-1:
-    mov edx, r9d
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r9d, eax
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 132
-    test bl, 32
-    jz 1f
-1:
-    movzx eax, dil
-    mov r8d, r9d
-    mov qword ptr [r15 + 0], r8
-    movzx esi, dil
-    test bl, 32
+    mov r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 1
+    mov rbp, rcx
+    test ebx, 65568
     jnz 1f
 1:
-    cmovne r9, rsi
-    mov qword ptr [r15 + 0], rdi
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + rbp + 128]
-    lea rbp, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    and rbp, 64
-    or qword ptr [r15 + rbp + 192], 35
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov esi, 114
-    test ebx, 77246608
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 128], rbp
-    cmp dword ptr [r15 + 0], 81
-    mov eax, 224
-    mov rax, qword ptr [r15 + 64]
+    movzx esi, dil
+    lea r9, [r10*4]
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, 33
+    and r9, 192
+    lea r8, [r10*4]
+    mov dword ptr [r15 + r9 + 448], 12
     test ebx, 256
     jnz 1f
 1:
-    not qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    movzx edx, byte ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 2176]
+    mov byte ptr [r15 + r9 + 256], cl
+    vsubsd xmm5, xmm5, xmm7
+    mov rdx, rdx
+    test bl, 32
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx ebp, byte ptr [r14 + 0]
+    or qword ptr [r15 + 0], 17
+    test ebx, 16400
     jz 1f
 1:
-    mov rbp, r10
-    movzx edx, al
-    mov r8, qword ptr [r15 + 0]
-    and rbp, 4032
-    movzx eax, byte ptr [r14 + rbp + 4096]
-    add qword ptr [r15 + 0], rcx
+    cmp rbp, qword ptr [r15 + r8 + 2112]
+    mov edx, 63
+    mov rcx, qword ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r15 + r8 + 2240]
+    test ebx, 1088
+    jz 1f
+1:
+    cmp rbp, qword ptr [r15 + 0]
+    mov rdi, rbp
+    mov eax, 214
+    lea rbp, [r10 + r10*1]
+    cmp rax, qword ptr [r15 + r8 + 2048]
+    test ebx, 1006896192
+    jnz 1f
+1:
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r14 + r9 + 384], r9d
+    add qword ptr [r15 + rbp + 192], r8
+    cmp r8, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    movzx ecx, byte ptr [r15 + 64]
-    mov edi, 159
-    test bl, 32
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rax, r9
-    test bl, 32
-    jz 1f
-1:
+    lea rbp, [r10*4]
     lea r8, [r10 + r10*2]
-    mov rdx, qword ptr [r15 + 0]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 2112]
-    mov rcx, qword ptr [r14 + rbp + 192]
-    test bl, 32
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rdi, rbp
-    movzx edi, byte ptr [r15 + 0]
-    mov edi, 216
+    and rbp, 448
+    and r9d, dword ptr [r15 + rbp + 576]
+    mov r9, rdx
+    and r8, 960
+    mov rax, qword ptr [r15 + r8 + 1024]
+    lea r9, [r10*4]
+    mov eax, dword ptr [r15 + 64]
     test bl, 64
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + r8 + 2176]
-    mov eax, esi
-    test bl, 32
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, 31
-    mov ebp, 216
-    test ebx, 173293776
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 128], bpl
+    and r9, 192
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov edx, 238
+    vmovdqu ymm5, ymmword ptr [r15 + 64]
+    test bl, 32
+    jz 1f
+1:
+    mov rcx, rsi
+    mov dword ptr [r15 + 0], 125
+    mov byte ptr [r15 + rbp + 512], sil
+    test ebx, 1091575824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 704]
+    movzx edx, byte ptr [r15 + 64]
+    add rsi, qword ptr [r14 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + r9 + 256]
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    test ebx, 276830224
+    jz 1f
+1:
     jmp 1f
 1:
-    add qword ptr [r14 + 0], rsi
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1228972736
+    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 1088]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 32
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + r8 + 2048]
-    mov esi, edx
-    test ebx, 140576880
-    jz 1f
+    mov esi, 248
+    mov rdx, qword ptr [r15 + r8 + 1152]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 740298848
+    jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, edi
+    mov ecx, 164
+    mov byte ptr [r15 + rbp + 640], r8b
+    movzx eax, byte ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], ebp
+    movzx edi, byte ptr [r15 + 0]
     lea rbp, [r10*4]
-    mov edx, 235
-    mov r8d, 97
-    test ebx, 1111490704
-    jnz 1f
-1:
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r14 + 0], al
     and rbp, 192
+    mov rsi, qword ptr [r14 + rbp + 256]
+    test bl, 128
+    jnz 1f
+1:
+    movzx r9d, dil
+    mov rdx, rdi
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 591464640
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 448]
     lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + rbp + 384]
-    cmovne r8, rdi
+    and ecx, dword ptr [r15 + rbp + 320]
     and r9, 64
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 128], 61
-    and r8, 960
-    and edi, dword ptr [r15 + r8 + 1088]
-    test ebx, 555487952
+    mov rax, qword ptr [r15 + r9 + 192]
+    mov eax, 144
+    test ebx, 135528528
     jnz 1f
 1:
-    cmp rdi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r8 + 1024]
-    mov rdi, qword ptr [r15 + rbp + 320]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test bl, 32
-    jnz 1f
-1:
-    imul edi, esi, 7
-    mov r8d, 67
-    bt rdx, rcx
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 64], 111
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 221
-    test ebx, 262208
+    movzx edi, al
+    mov byte ptr [r15 + 0], sil
+    lock or dword ptr [r15 + 0], 93
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    test ebx, 487131184
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], 236
-    movzx edx, bpl
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 79691856
+    mov esi, esi
+    mov rcx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 64
+    mov r8, rcx
+    test bl, 128
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rsi
-    xor dword ptr [r15 + 0], r9d
+    movzx edx, r8b
+    cmovne rdi, rax
+    movsxd r9, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    test bl, 32
+    jz 1f
+1:
+    mov rax, rbp
+    mov r8, qword ptr [r15 + 0]
+    mov ecx, 179
+    cmp r9, qword ptr [r15 + 0]
+    test ebx, 572540000
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + rbp + 384]
+    and r9, 64
+    cmp rbp, qword ptr [r15 + r9 + 128]
+    mov rsi, qword ptr [r15 + r9 + 192]
+    mov r8, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx esi, byte ptr [r14 + r9 + 128]
-    mov dword ptr [r15 + 64], r9d
-    mov r8, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    imul rdx, r8
-    test ebx, 1075904784
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 4032
-    movzx eax, byte ptr [r15 + r8 + 4096]
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1126311952
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], dl
-    and rbp, 16320
-    mov eax, dword ptr [r15 + rbp + 16448]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    inc dword ptr [r15 + r9 + 192]
-    test ebx, 671252912
+    mov edx, 106
+    mov r9, qword ptr [r15 + 0]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 128], edx
+    lea r9, [r10 + r10*1]
+    test bl, 128
     jnz 1f
 1:
-    movsxd r9, dword ptr [r14 + 64]
-    mov r9, qword ptr [r15 + r8 + 4224]
-    mov rcx, qword ptr [r15 + r8 + 4160]
-    test ebx, 1073741840
+    nop
+    nop
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    lea r8, [r10*8]
+    test ebx, 256
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], r8d
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 84117776
+    and r8, 448
+    btc dword ptr [r15 + r8 + 704], 10
+    mov edx, dword ptr [r15 + r8 + 640]
+    test ebx, 335978752
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    and ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r8 + 832]
+    test ebx, 1208246656
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 110
+    cmp rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 768], rcx
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 32
     jnz 1f
 1:
+    add rcx, qword ptr [r15 + r8 + 512]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    cmp rbp, qword ptr [r14 + rbp + 192]
+    test ebx, 117442336
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 64], esi
+    test ebx, 524304
+    jz 1f
+1:
+    mov edi, dword ptr [r14 + r8 + 576]
+    mov qword ptr [r15 + 64], rdi
     movzx edx, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + rbp + 16384]
-    mov rbp, rsi
-    test ebx, 1948586080
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 141
-    mov esi, dword ptr [r15 + 0]
-    mov rsi, r9
-    jmp 1f
-1:
-    test ebx, 544604784
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    mov qword ptr [r15 + 0], rsi
-    cmp rdi, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    mov r8, r10
-    mov esi, 237
-    mov rdi, rdx
-    lea rbp, [r10*4]
-    and r8, 65472
-    and ecx, dword ptr [r15 + r8 + 65536]
-    lea r9, [r10*4]
-    and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 384]
-    test bl, 32
-    jnz 1f
-1:
-    movzx edx, bpl
-    and r9, 1984
-    cmp dword ptr [r15 + r9 + 2240], 34
-    movzx r8d, cl
-    test ebx, 8208
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rcx
-    mov esi, 93
-    cmp rcx, qword ptr [r15 + 0]
+    lea r8, [r10*4]
+    mov ecx, 142
+    lea r9, [r10 + r10*1]
     mov rsi, rdi
-    test ebx, 540030496
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + r9 + 2112], edi
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 65600
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 256]
-    movsxd rdx, dword ptr [r14 + r9 + 2048]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    mov ecx, eax
-    mov edi, dword ptr [r15 + rbp + 448]
-    lea rdi, [r15 + 270976]
-    mov ecx, 9
-    rep stosb
-    test bl, 32
-    jz 1f
-1:
-    movzx r8d, dil
-    mov qword ptr [r15 + r9 + 2176], rcx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 256
+    and r8, 192
+    mov ebp, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], rax
+    test ebx, 537417280
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + r8 + 320]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 32
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + r8 + 448]
+    vmulsd xmm7, xmm7, xmm5
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 205851776
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and eax, dword ptr [r15 + 0]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 128]
     mov dword ptr [r15 + 64], 182
+    mov dword ptr [r15 + 0], edi
+    test bl, 32
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 192]
+    vmovdqu xmm7, xmmword ptr [r15 + 64]
+    cmp rdx, qword ptr [r15 + r9 + 192]
+    test ebx, 1048640
+    jnz 1f
+1:
+    jmp 1f
+1:
     nop
+    movzx esi, al
+    mov ecx, r8d
+    test bl, 128
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 256], dl
+    movzx r9d, al
+    test ebx, 1078080032
+    jnz 1f
+1:
+    nop
+    imul rsi, r9
+    mov rcx, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    lea r8, [r10*8]
-    and r8, 1984
-    mov r9d, dword ptr [r15 + r8 + 2112]
-    mov rdi, rax
-    bt rsi, rbp
-    mov edx, 169
-    lea r9, [r10 + r10*1]
-    test bl, 128
+    movsxd r8, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 145
+    test bl, 32
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 2304]
-    mov esi, dword ptr [r15 + 64]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    movzx ecx, bpl
-    test ebx, 287334496
-    jnz 1f
-1:
-    mov rdx, rcx
-    mov rsi, rdx
-    movsxd rbp, dword ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 64]
+    add qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rdi
+    add r9, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    bswap rdi
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r14 + r8 + 2176]
-    test ebx, 671223104
+    movzx edx, dil
+    popcnt rax, rdi
+    add rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10*4]
+    test ebx, 93454720
     jz 1f
 1:
-    mov ebp, 128
-    lock or dword ptr [r15 + r8 + 2432], 116
-    mov edi, dword ptr [r15 + r8 + 2048]
+    mov r8d, r9d
     lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 268435488
-    jz 1f
-1:
+    and r9, 65472
+    movzx esi, byte ptr [r15 + r9 + 65728]
+    mov rdi, rdi
     and rbp, 64
-    movzx eax, byte ptr [r14 + rbp + 192]
-    mov edx, edx
-    mov dword ptr [r15 + r9 + 192], 243
-    movsxd rdi, dword ptr [r15 + r8 + 2240]
-    test ebx, 537149968
+    mov edi, dword ptr [r15 + rbp + 192]
+    test bl, 144
     jz 1f
 1:
-    jmp 1f
+    cmp rdi, qword ptr [r15 + rbp + 128]
+    movzx ebp, byte ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov edi, 106
+    test bl, 32
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    mov rsi, rdx
-    test bl, 128
+    mov ebp, dword ptr [r15 + 0]
+    mov edx, ebp
+    mov rcx, qword ptr [r15 + r9 + 65600]
+    mov dword ptr [r14 + 0], edx
+    test bl, 32
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 2368]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, rax
+    mov edi, dword ptr [r15 + 64]
+    mov rax, qword ptr [r14 + r9 + 65664]
+    lea r8, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 160
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 65536]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 143
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
     lea rbp, [r10 + r10*2]
-    mov dword ptr [r15 + 0], r8d
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1024]
-    add rcx, qword ptr [r15 + 0]
-    bswap r8
-    test bl, 32
-    jnz 1f
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 65
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rcx
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 192]
-    mov rsi, qword ptr [r15 + r9 + 128]
-    test bl, 32
-    jz 1f
-1:
-    add qword ptr [r15 + rbp + 1152], rax
-    mov byte ptr [r15 + 0], al
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    lea r8, [r10 + r10*4]
-    mov r9d, eax
-    mov ecx, r9d
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 448
-    cmp dword ptr [r15 + r8 + 704], 107
-    test bl, 32
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r9d
-    mov dword ptr [r14 + r8 + 768], ecx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 1073760784
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + r8 + 576], bpl
-    mov ecx, edi
-    test bl, 32
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
+    and rbp, 448
+    mov rsi, qword ptr [r15 + rbp + 640]
     mov r9, rcx
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r15 + 0]
+    test ebx, 268435472
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 230
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + 0], 96
+    test ebx, 88090816
+    jz 1f
+1:
+    bt r8, rax
+    bswap rsi
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 192]
+    movzx edx, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 38
+    lea r8, [r10*4]
+    mov edi, ecx
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 192
+    lock xadd qword ptr [r15 + r8 + 448], rdx
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov edi, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + 0], rbp
     test ebx, 268435472
     jz 1f
 1:
-    mov rsi, qword ptr [r14 + 0]
-    not qword ptr [r15 + rbp + 1088]
-    mov byte ptr [r15 + 64], r9b
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    bt rbp, r9
+    mov ebp, ebp
+    test ebx, 65552
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    xor dword ptr [r15 + r9 + 128], ebp
+    mov dword ptr [r15 + 0], 203
+    mov r9d, dword ptr [r15 + r8 + 320]
+    test ebx, 152056864
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    cmovne r8, r9
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 1024 bytes, 4 chunk(s), 17 chunk executions per call
-    mov rbx, qword ptr [r15 + 279224]
+    mov rbx, qword ptr [r15 + 271032]
     lea rcx, [rbx + 17]
-    mov qword ptr [r15 + 279224], rcx
+    mov qword ptr [r15 + 271032], rcx
     mov r13d, 17
     mov eax, ebx
     and eax, 3
@@ -3332,250 +3285,256 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    lea rbp, [r10*4]
-    movzx eax, byte ptr [r15 + 0]
-    and rbp, 192
-    add qword ptr [r15 + rbp + 384], rcx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movsxd rdi, dword ptr [r15 + rbp + 448]
-    lea r8, [r10*8]
-    test ebx, 1160022020
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 320], rdi
-    and r8, 16320
-    not qword ptr [r15 + r8 + 16384]
     mov r9, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov edx, edi
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 192], 81
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 8
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, qword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 12
+    mov edi, dword ptr [r14 + 0]
+    test ebx, 10036816
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    lea r9, [r10*4]
+    movzx esi, cl
+    movzx edx, byte ptr [r15 + 64]
+    and r9, 192
+    mov eax, dword ptr [r15 + r9 + 256]
     test bl, 16
+    jnz 1f
+1:
+    crc32 rdi, rcx
+    mov rcx, qword ptr [r15 + 64]
+    crc32 rdi, rdi
+    test bl, 8
     jz 1f
 1:
-    movzx edi, dl
-    cmp dword ptr [r15 + r8 + 16576], 1
-    mov esi, 235
-    lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + r8 + 16512]
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rbp
-    and esi, dword ptr [r15 + rbp + 256]
-    test ebx, 1079074976
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 128]
-    movsxd rcx, dword ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + r8 + 16448]
-    test ebx, 512
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + r9 + 448]
+    cmp dword ptr [r15 + 0], 52
+    mov ecx, dword ptr [r15 + r8 + 192]
+    test bl, 8
     jz 1f
 1:
-    imul r9, rdx
-    vmovdqu xmm12, xmmword ptr [r15 + 64]
-    inc dword ptr [r14 + r8 + 16704]
-    test ebx, 339755264
-    jnz 1f
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 320], ecx
+    mov rdi, qword ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 545273352
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + r8 + 16640], 22
-    mov eax, dword ptr [r15 + r8 + 16768]
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    cmp rbp, qword ptr [r15 + 0]
+    mov rdx, rbp
+    movzx esi, r9b
+    test bl, 8
+    jz 1f
+1:
+    mov eax, 212
+    vmovdqu xmm7, xmmword ptr [r15 + 64]
+    mov r9, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov edx, ebp
-    movzx r8d, r8b
-    lea rbp, [r10*4]
-    movsxd rdi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    test ebx, 512
+    mov ebp, eax
+    movsxd rcx, dword ptr [r15 + 64]
+    add qword ptr [r15 + 0], rbp
+    mov esi, dword ptr [r15 + 0]
+    lea r8, [r10*4]
+    test ebx, 201384480
     jnz 1f
 1:
-    and rbp, 192
-    lock or dword ptr [r15 + rbp + 384], 120
-    mov r8, rbp
-    lea r9, [r10 + r10*1]
-    mov esi, esi
-    cmp dword ptr [r15 + 64], 21
-    test ebx, 852005384
-    jnz 1f
-1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    imul edi, edx, 90
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    and r8, 192
+    mov rax, qword ptr [r14 + r8 + 320]
+    xor dword ptr [r15 + r8 + 256], ebp
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    imul ecx, r9d, 70
-    mov rsi, qword ptr [r14 + rbp + 320]
-    mov dword ptr [r15 + rbp + 256], 157
-    mov dword ptr [r14 + 0], 31
-    test ebx, 1084751904
-    jnz 1f
-1:
-    mov rdx, rsi
-    cmp rdx, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*2]
-    movsxd rsi, dword ptr [r15 + 0]
+    movzx r9d, cl
+    cmp rsi, qword ptr [r15 + 0]
+    movzx edx, r9b
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    and r8, 16320
-    mov eax, dword ptr [r15 + r8 + 16448]
-    mov rsi, r8
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 512
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], edi
+    lea r9, [r10 + r10*1]
+    inc dword ptr [r15 + 0]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    test bl, 16
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 16384]
-    mov dword ptr [r15 + r9 + 192], edi
-    movzx r9d, dil
-    mov dword ptr [r15 + 64], eax
-    test ebx, 537270688
+    mov edi, 46
+    movzx esi, byte ptr [r14 + 64]
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu xmm15, xmmword ptr [r15 + r9 + 128]
+    test ebx, 71460048
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + r8 + 16512]
-    cmp r9, qword ptr [r15 + rbp + 448]
+    mov rcx, qword ptr [r15 + r8 + 448]
+    mov edi, 76
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 541229256
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 108
+    vpaddd ymm11, ymm15, ymmword ptr [r15 + r8 + 384]
+    cmp dword ptr [r15 + 0], 120
+    test ebx, 8388612
+    jnz 1f
+1:
+    mov r8, r9
+    add r9, qword ptr [r15 + rbp + 128]
+    mov rdx, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rbp, [r10*4]
-    and rbp, 192
-    add rcx, qword ptr [r15 + rbp + 448]
-    mov eax, 182
-    mov r8d, 192
-    mov rsi, rsi
-    test bl, 80
+    lea rbp, [r10 + r10*2]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 512]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, 91
+    mov rcx, qword ptr [r15 + 0]
+    lea r8, [r10*8]
+    test bl, 32
+    jnz 1f
+1:
+    mov esi, 155
+    and r8, 65472
+    mov dword ptr [r15 + r8 + 65856], 253
+    mov edi, r8d
+    movsxd rax, dword ptr [r15 + r8 + 65920]
+    test bl, 32
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    mov esi, esi
-    and r8, 448
-    cmp dword ptr [r15 + r8 + 512], 4
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + 0], 43
-    mov dword ptr [r15 + 0], 212
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    test ebx, 4194320
-    jnz 1f
-1:
-    imul eax, esi, 70
-    mov r8, qword ptr [r14 + 64]
-    movzx ecx, r8b
-    test bl, 16
-    jnz 1f
-1:
-    cmovne rcx, rdi
-    mov r9, qword ptr [r15 + rbp + 320]
-    movzx edx, cl
-    lea r8, [r10 + r10*1]
-    mov edi, ecx
-    test ebx, 1183186992
+    movzx r9d, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    cmp r9, qword ptr [r15 + 0]
+    and r9, 64
+    or qword ptr [r15 + r9 + 192], 9
+    mov edx, eax
+    test ebx, 1073741832
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 192]
-    mov edx, edx
-    nop
+    and edi, dword ptr [r15 + r8 + 65600]
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 640]
+    mov eax, ecx
+    add rsi, qword ptr [r15 + 0]
     test bl, 8
-    jnz 1f
-1:
-    mov rcx, rdx
-    mov rcx, rcx
-    vpaddq xmm12, xmm12, xmmword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 128], r9
-    test ebx, 134835204
     jz 1f
 1:
-    cmp rcx, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + rbp + 256]
-    movzx edi, bpl
+    imul ecx, edx, 102
+    mov rax, qword ptr [r15 + rbp + 576]
+    mov dword ptr [r14 + r8 + 65792], 179
+    mov ecx, dword ptr [r15 + r8 + 65728]
+    test ebx, 260
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 65664]
+    popcnt rbp, rcx
+    movzx edx, cl
+    mov ebp, dword ptr [r15 + r8 + 65536]
+    test bl, 8
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + r8 + 65984]
+    mov r8, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea rbp, [r10*8]
-    and rbp, 448
-    mov rax, qword ptr [r14 + rbp + 704]
-    mov r8, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + rbp + 832]
-    popcnt r9, rbp
-    test bl, 8
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r14 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 16918592
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov rdi, rcx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    imul rcx, rdi
-    and r8, 192
-    mov edi, dword ptr [r15 + r8 + 320]
-    test ebx, 536870920
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 64]
-    mov eax, eax
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r8 + 256]
-    test bl, 16
-    jz 1f
-1:
-    cmp r8, qword ptr [r15 + rbp + 512]
-    mov esi, dword ptr [r15 + rbp + 640]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 35143712
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 104
-    lock or dword ptr [r15 + rbp + 768], 16
-    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea rbp, [r10 + r10*2]
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 192]
+    not qword ptr [r15 + r9 + 192]
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 16512]
+    mov rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     test bl, 8
+    jnz 1f
+1:
+    and r8, 64
+    cmp rdi, qword ptr [r14 + r8 + 192]
+    mov byte ptr [r15 + 64], r8b
+    mov eax, r8d
+    test ebx, 65552
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 128]
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + r8 + 384]
-    test bl, 8
+    mov rsi, rdx
+    movzx ecx, r8b
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    test ebx, 1073741828
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + r9 + 128]
+    mov rdx, rax
+    test bl, 32
+    jnz 1f
+1:
+    movzx r9d, sil
+    mov dword ptr [r15 + 0], 180
+    or qword ptr [r15 + 0], 55
+    test ebx, 562061448
+    jnz 1f
+1:
+    mov esi, r9d
+    xor dword ptr [r15 + r8 + 128], ebp
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 71471448
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 576], dl
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov byte ptr [r15 + 64], bpl
+    mov rax, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + rbp + 16448]
+    test ebx, 469827588
+    jz 1f
+1:
+    mov ecx, eax
+    mov edx, edi
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1275199656
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 16384]
+    mov rbp, qword ptr [r14 + 64]
+    movsxd rdi, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 2048 bytes, 8 chunk(s), 13 chunk executions per call
-    mov rbx, qword ptr [r15 + 279232]
+    mov rbx, qword ptr [r15 + 271040]
     lea rcx, [rbx + 13]
-    mov qword ptr [r15 + 279232], rcx
+    mov qword ptr [r15 + 271040], rcx
     mov r13d, 13
     mov eax, ebx
     and eax, 7
@@ -3602,529 +3561,504 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, rdi
-    and rbp, 64
-    cmp rax, qword ptr [r15 + rbp + 192]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 576], r8d
-    movzx edx, byte ptr [r15 + 0]
+    lea r8, [r10*4]
     lea r9, [r10 + r10*1]
-    test ebx, 1677734272
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 246
-    mov esi, esi
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    and r8, 192
+    movzx esi, byte ptr [r15 + r8 + 256]
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    mov edi, 196
-    test bl, 16
+    movzx edi, byte ptr [r15 + r9 + 128]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 64], edi
+    test bl, 32
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    sete al
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 7352976
     jz 1f
 1:
-    cmp rsi, qword ptr [r15 + rbp + 128]
-    add qword ptr [r15 + 0], rdi
-    movzx eax, byte ptr [r15 + 0]
-    .byte 0x66, 0x90
+    movzx eax, r8b
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, 212
+    mov dword ptr [r15 + 64], 22
     test bl, 16
     jnz 1f
 1:
-    mov esi, eax
-    mov ebp, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 291037216
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + r8 + 320], bpl
     movzx esi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    test ebx, 1212155720
+    imul edx, ebp, 100
+    vpaddd ymm15, ymm5, ymmword ptr [r15 + 0]
+    test ebx, 262152
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + r9 + 192]
-    mov edi, 207
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    test ebx, 252199456
-    jz 1f
-1:
-    mov edx, 195
-    mov r9, qword ptr [r15 + 0]
-    imul r9, r9
-    movsxd rbp, dword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + rbp + 192], 192
+    movzx ebp, byte ptr [r14 + r8 + 448]
+    mov rcx, qword ptr [r15 + r9 + 192]
     test bl, 16
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], ecx
-    mov rsi, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + r8 + 384]
+    movzx eax, r9b
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, 156
+    mov esi, 130
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea r8, [r10*4]
     lea rbp, [r10 + r10*1]
-    or qword ptr [r15 + 0], 23
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 2112]
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 192]
-    mov rax, rdi
-    test ebx, 1343770152
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and r9, 448
-    or qword ptr [r15 + r9 + 576], 79
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    test ebx, 11536448
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 2240]
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, 209
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 0]
-    lock add qword ptr [r15 + 64], rsi
-    movzx esi, byte ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rax, rsi
-    mov dword ptr [r15 + 0], eax
-    lock or dword ptr [r15 + 0], 98
-    mov dword ptr [r15 + r8 + 2048], 87
-    test ebx, 65544
+    add rcx, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + 0], 95
+    mov r9, qword ptr [r15 + rbp + 128]
+    lea r8, [r10 + r10*8]
+    mov qword ptr [r15 + 0], rax
+    test bl, 16
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx edi, dl
-    mov qword ptr [r15 + r9 + 512], rdx
-    test bl, 128
-    jnz 1f
+    mov dword ptr [r15 + 0], edi
+    and r8, 960
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + r8 + 1088]
+    cmp rsi, qword ptr [r15 + r8 + 1472]
+    test ebx, 1116258720
+    jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9, rbp
-    mov edi, dword ptr [r15 + r8 + 2176]
-    mov r8, r8
+    nop
+    lea rbp, [r10 + r10*1]
+    add rsi, qword ptr [r15 + r8 + 1344]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 158
     test bl, 32
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + r8 + 1408]
+    movsxd rdi, dword ptr [r15 + r8 + 1216]
+    mov ecx, 250
+    test bl, 16
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 70
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    movzx esi, al
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 28
+    xor dword ptr [r15 + rbp + 192], esi
+    movzx ebp, byte ptr [r15 + r8 + 1536]
+    test bl, 16
+    jnz 1f
+1:
+    movzx esi, bpl
+    mov byte ptr [r15 + r8 + 1280], dl
+    jmp 1f
+1:
+    test ebx, 274205728
+    jz 1f
+1:
+    lock add qword ptr [r15 + 0], rax
+    mov rdx, qword ptr [r15 + r8 + 1024]
+    mov rsi, qword ptr [r15 + r8 + 1152]
+    test bl, 16
+    jnz 1f
+1:
+    mov r8d, r9d
+    mov dword ptr [r15 + 64], esi
+    vmaxsd xmm5, xmm5, xmm15
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    mov edx, dword ptr [r15 + 64]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 520
-    jnz 1f
-1:
-    lea r8, [r10*4]
-    lea r9, [r10 + r10*2]
-    and r8, 65472
-    movzx ecx, byte ptr [r15 + r8 + 65664]
-    lock xadd qword ptr [r15 + 0], rax
-    and r9, 16320
-    mov edx, dword ptr [r15 + r9 + 16384]
-    test ebx, 457775120
-    jz 1f
-1:
-    vmovdqu xmm14, xmmword ptr [r14 + r8 + 65536]
-    mov rdi, r9
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     lea rbp, [r10 + r10*1]
-    bswap rcx
-    test ebx, 2080
+    test ebx, 1075597872
     jz 1f
 1:
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 576]
+    and rbp, 64
+    lea r8, [r10 + r10*4]
+    movzx esi, byte ptr [r15 + rbp + 192]
+    movzx eax, byte ptr [r15 + 0]
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 2240]
+    movsxd r9, dword ptr [r15 + r8 + 2112]
+    lea r9, [r10 + r10*1]
+    test ebx, 165290256
+    jnz 1f
+1:
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 128]
     mov rsi, qword ptr [r15 + 0]
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    test ebx, 336340280
+    mov ecx, r8d
+    test bl, 64
     jnz 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r8 + 65728]
-    movsxd rcx, dword ptr [r14 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1499240
+    mov edx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, ebp
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 34080008
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 16512]
-    mov dword ptr [r15 + r8 + 65600], esi
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 16392
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 512]
-    mov qword ptr [r15 + 0], rdi
-    mov edx, esi
-    test ebx, 67129416
+    add qword ptr [r14 + r8 + 2304], rcx
+    mov rax, qword ptr [r15 + rbp + 128]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 643055880
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 33
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1089800
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rdi, rax
+    mov esi, dword ptr [r15 + 64]
+    test ebx, 573572176
+    jnz 1f
 1:
-    inc dword ptr [r15 + r9 + 16448]
-    mov r8d, r9d
-    cmovne r9, r9
+    xor dword ptr [r15 + 0], ebp
+    mov ecx, dword ptr [r15 + r8 + 2048]
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 2176]
+    test bl, 64
+    jnz 1f
+1:
+    mov r8d, edi
+    mov dword ptr [r15 + 0], 8
+    mov rdx, qword ptr [r14 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea rbp, [r10*4]
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 192
-    mov edi, dword ptr [r15 + rbp + 448]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
+    movsxd rbp, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r9
+    mov r9d, ebp
+    mov esi, dword ptr [r15 + 0]
     test bl, 16
-    jz 1f
+    jnz 1f
 1:
-    crc32 rax, r9
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + 0]
-    mov eax, eax
-    test ebx, 151527488
-    jz 1f
+    cmp dword ptr [r15 + 0], 115
+    mov dword ptr [r15 + 0], 221
+    mov rdi, rdx
+    mov qword ptr [r15 + 0], rsi
+    test bl, 16
+    jnz 1f
 1:
+    mov rdx, qword ptr [r15 + 0]
+    mov eax, edx
+    mov ebp, 100
+    mov rcx, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    lea r9, [r10*4]
+    add rax, qword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
+    and r9, 192
+    mov rdi, qword ptr [r15 + r9 + 256]
+    test bl, 40
+    jnz 1f
+1:
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 128]
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    xchg qword ptr [r15 + 64], r8
+    mov rax, qword ptr [r15 + rbp + 192]
+    test ebx, 16392
+    jnz 1f
+1:
     mov edx, dword ptr [r15 + 0]
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 576]
-    mov rdi, qword ptr [r14 + 64]
-    mov esi, 102
-    test bl, 16
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8d, dword ptr [r15 + 64]
+    movzx esi, cl
+    test ebx, 46285888
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 320]
     mov ecx, dword ptr [r15 + 0]
-    movzx eax, sil
-    mov rdi, qword ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov esi, 82
-    mov eax, esi
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 192], cl
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r14 + 0], r9
+    mov ebp, ecx
+    mov rdi, qword ptr [r15 + r9 + 384]
     test bl, 16
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 512]
-    mov edi, dword ptr [r15 + rbp + 384]
-    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], esi
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + r9 + 448]
+    movzx ecx, r9b
+    mov eax, 173
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    lea r9, [r10*4]
-    mov ecx, ebp
-    and r9, 65472
-    lea rbp, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + r9 + 65728]
-    movzx esi, byte ptr [r14 + 0]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 576], rsi
-    test bl, 32
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 512]
-    mov edx, edi
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + 64], rcx
-    test ebx, 79695176
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + r8 + 128], 48
+    lea r8, [r10*8]
     jmp 1f
 1:
-    test bl, 16
+    and r8, 448
+    add r9, qword ptr [r15 + r8 + 704]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx ebp, dl
+    lea r9, [r10 + r10*1]
+    test ebx, 1346445840
+    jz 1f
+1:
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 128]
+    cmp dword ptr [r15 + 0], 92
+    mov eax, dword ptr [r15 + r8 + 896]
+    movzx esi, byte ptr [r15 + r9 + 192]
+    test ebx, 32776
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    cmp dword ptr [r15 + 0], 54
-    mov edx, 166
-    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov ebp, esi
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + 64], dl
+    test ebx, 16777224
+    jnz 1f
+1:
+    cmp dword ptr [r15 + r8 + 640], 89
+    lea r9, [r10 + r10*1]
+    or qword ptr [r14 + 0], 33
+    mov dword ptr [r15 + 0], 125
     test bl, 16
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 65664]
-    movsxd rdi, dword ptr [r15 + r9 + 65600]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 32
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    imul edi, ebp, 39
+    mov ecx, ebp
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    test ebx, 373819520
     jz 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov esi, dword ptr [r14 + 0]
-    mov edx, 169
-    test ebx, 637622296
+    movsxd rbp, dword ptr [r15 + r8 + 768]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r9d, 144
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1284144
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + r9 + 65536], 4
+    mov qword ptr [r15 + 0], r8
+    mov edi, 118
     mov ecx, edx
-    mov r8d, r9d
-    test bl, 64
+    mov rsi, qword ptr [r15 + r8 + 512]
+    test bl, 32
     jnz 1f
 1:
-    mov eax, ecx
-    mov r9, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rax
+    movzx edx, sil
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rbp, [r10 + r10*1]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 4160], rbp
-    mov rdi, qword ptr [r14 + 64]
-    mov rdx, qword ptr [r15 + 0]
-    movzx eax, dl
-    lea r8, [r10 + r10*1]
-    test ebx, 43794456
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    and r8, 64
-    vmovdqu xmm11, xmmword ptr [r15 + r8 + 128]
-    mov r9, qword ptr [r15 + 0]
-    mov edx, 70
-    test ebx, 21389888
-    jnz 1f
-1:
+    movsxd rsi, dword ptr [r15 + 0]
+    lea rbp, [r10*8]
+    mov r8d, 225
     lea r9, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov eax, edx
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1152], 238
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 65568
+    jnz 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], rsi
-    test bl, 16
-    jz 1f
-1:
-    imul rsi, rdx
-    movzx esi, bpl
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + rbp + 4096], al
-    test bl, 16
-    jz 1f
-1:
-    imul rdi, rsi
-    mov qword ptr [r15 + 0], rsi
-    mov rcx, rdx
-    mov edi, dword ptr [r15 + 64]
-    test bl, 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    movzx eax, dil
-    and eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea r8, [r10 + r10*1]
+    movzx edi, al
     test bl, 16
     jnz 1f
 1:
-    movzx ecx, al
-    mov rbp, rbp
-    mov edi, 161
-    xor dword ptr [r15 + 0], edi
-    test ebx, 1342727184
+    movzx ecx, cl
+    and r8, 65472
+    mov edi, dword ptr [r15 + r8 + 65600]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 91334664
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 237
-    mov rdx, rdi
-    mov ebp, r8d
-    mov dword ptr [r15 + r9 + 192], ebp
-    test ebx, 570949656
+    mov edx, dword ptr [r15 + rbp + 1344]
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 65536]
+    movsxd rdi, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 1280], edi
+    test ebx, 24872
     jnz 1f
 1:
-    movzx esi, r9b
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, 18
+    mov qword ptr [r15 + 0], rdi
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov edx, 141
+    test bl, 16
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 1024]
+    mov byte ptr [r15 + 64], bpl
+    mov ecx, 184
+    test bl, 16
+    jz 1f
+1:
+    mov qword ptr [r14 + rbp + 1088], r9
+    mov dword ptr [r15 + rbp + 1216], 182
+    add r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea r8, [r10 + r10*4]
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 4096]
-    bswap r9
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test bl, 64
-    jnz 1f
-1:
     lea rbp, [r10*4]
-    mov r9, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + r8 + 4352]
-    and rbp, 65472
-    mov eax, dword ptr [r15 + rbp + 65536]
-    test ebx, 67253408
-    jz 1f
-1:
-    crc32 r9d, bpl
-    mov byte ptr [r15 + 0], cl
-    mov rdi, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 4195208
+    imul r9d, ebp, 27
+    and rbp, 192
+    or qword ptr [r15 + rbp + 256], 72
+    lea r8, [r10*4]
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 42478616
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 65600]
-    bt rdx, rdi
-    mov dword ptr [r15 + 64], 234
-    test ebx, 269373864
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 4160]
-    mov rsi, qword ptr [r15 + r8 + 4224]
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, edx
-    test bl, 16
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 65728]
-    movzx edi, byte ptr [r15 + 64]
-    mov r9, r8
-    mov r9, r10
-    test bl, 16
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 4288], r9b
-    and r9, 960
-    movzx r8d, byte ptr [r15 + r9 + 1024]
-    mov qword ptr [r15 + rbp + 65664], r9
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 715140240
-    jnz 1f
-1:
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    mov rax, r9
-    mov rbp, qword ptr [r14 + 64]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r14 + r8 + 704], sil
+    test ebx, 739246088
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + r8 + 576]
+    mov edx, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov r8d, dword ptr [r15 + rbp + 384]
+    test ebx, 25732128
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 192]
+    mov edi, ebp
+    vmovdqu ymm0, ymmword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movzx esi, cl
+    add rcx, qword ptr [r15 + 0]
+    movzx eax, dil
+    test bl, 16
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r14 + rbp + 448]
+    mov r8d, ebp
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov r9d, edx
+    movzx eax, byte ptr [r15 + 0]
+    mov ebp, ebp
+    movzx ecx, cl
+    test ebx, 537077904
+    jnz 1f
+1:
+    mov eax, 222
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    bswap rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    lea r8, [r10 + r10*1]
-    mov rsi, rsi
-    and r8, 64
-    movzx edx, byte ptr [r14 + r8 + 128]
-    bswap rbp
-    mov ecx, edi
-    test bl, 16
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, r9
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
-    movzx edi, bpl
-    movzx esi, al
-    test ebx, 1191253384
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 64]
     mov rax, qword ptr [r15 + 0]
-    xor dword ptr [r14 + 0], r8d
-    imul r9d, eax, 120
+    mov rsi, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], esi
     test bl, 32
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 0]
+    and r9d, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    mov eax, edi
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 285677856
+    jnz 1f
+1:
+    mov edx, edi
+    mov rdi, rdi
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 544
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 127
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, esi
+    test ebx, 4390952
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + r8 + 192]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 944775232
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    cmp rcx, qword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    test ebx, 25165880
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 192], r9b
+    mov edx, 234
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 4194320
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 128]
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], 126
+    mov r9, r9
     test bl, 64
     jnz 1f
 1:
-    and r9, 4032
-    mov rcx, qword ptr [r15 + r9 + 4096]
-    mov rsi, rax
-    crc32 esi, r9b
-    test bl, 16
-    jnz 1f
-1:
-    mov rax, rsi
-    mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + r8 + 192], 158
-    test bl, 16
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 103
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], r8b
-    test bl, 16
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 247
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    xchg r9, rdx
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 6: 512 bytes, 2 chunk(s), 25 chunk executions per call
-    mov rbx, qword ptr [r15 + 279240]
+    mov rbx, qword ptr [r15 + 271048]
     lea rcx, [rbx + 25]
-    mov qword ptr [r15 + 279240], rcx
+    mov qword ptr [r15 + 271048], rcx
     mov r13d, 25
     mov eax, ebx
     and eax, 1
@@ -4139,155 +4073,152 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10*8]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and rbp, 448
-    mov r9, r10
-    or qword ptr [r15 + rbp + 704], 98
-    movzx eax, byte ptr [r15 + rbp + 576]
-    test ebx, 66048
-    jnz 1f
-1:
-    and r9, 65472
-    add r8, qword ptr [r15 + r9 + 65536]
-    imul rdi, r8
-    mov r9d, 160
-    test ebx, 1610613632
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 896]
-    lea rdi, [r15 + 270976]
-    lea rsi, [r15 + 275072]
-    mov ecx, 4096
-    rep movsb
-    movzx edx, dl
-    test ebx, 2097154
+    lea rbp, [r10*4]
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 448], 174
+    mov r9d, dword ptr [r15 + 0]
+    mov rsi, rcx
+    lea r8, [r10*8]
+    test ebx, 65540
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 512], rsi
-    lea r8, [r10*4]
-    movzx edi, byte ptr [r15 + rbp + 640]
-    and esi, dword ptr [r15 + rbp + 960]
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 256]
-    test ebx, 680265252
+    lea r9, [r10 + r10*1]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 512]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 128]
+    mov eax, ecx
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 126
-    .byte 0x0f, 0x1f, 0x00
-    xor dword ptr [r15 + rbp + 832], edi
-    test ebx, 11669636
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov rdi, rbp
-    movzx edx, byte ptr [r15 + rbp + 768]
-    test ebx, 117969492
+    mov ecx, 66
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    xchg qword ptr [r15 + r8 + 640], rcx
+    mov rdi, qword ptr [r15 + r8 + 832]
+    test ebx, 24992
     jz 1f
 1:
-    mov rbp, rbp
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov rbp, qword ptr [r15 + r8 + 320]
+    movzx eax, byte ptr [r15 + r8 + 768]
+    xor dword ptr [r14 + r9 + 192], eax
+    mov rsi, qword ptr [r15 + rbp + 320]
+    test bl, 4
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 960], 123
+    movsxd r9, dword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + r8 + 896], dl
+    or eax, 1
+    xor edx, edx
+    div eax
+    test ebx, 115639330
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 704]
+    movzx r8d, byte ptr [r14 + rbp + 256]
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, edi
+    test ebx, 256
+    jnz 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx esi, sil
+    mov edi, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov rax, rbp
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    test bl, 4
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, dil
-    test bl, 4
+    .byte 0x0f, 0x1f, 0x00
+    lea r9, [r10*4]
+    movzx eax, bpl
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    and r9, 192
+    mov ebp, dword ptr [r15 + r9 + 448]
+    lea r8, [r10 + r10*2]
+    test bl, 8
     jnz 1f
 1:
-    popcnt rax, rdi
-    movzx edx, byte ptr [r15 + 0]
-    mov rcx, rdx
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 128]
-    lea r8, [r10*4]
-    cmp dword ptr [r15 + 0], 76
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    test ebx, 271646736
-    jz 1f
-1:
-    and r8, 192
-    cmp rsi, qword ptr [r15 + r8 + 256]
-    mov byte ptr [r15 + 0], r8b
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16512], edi
+    xchg rcx, rdi
     test bl, 4
     jz 1f
 1:
-    mov rsi, r8
-    mov byte ptr [r14 + 64], r8b
-    cmp rcx, qword ptr [r15 + 0]
-    test bl, 20
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + r8 + 320]
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + r8 + 448], cl
-    mov rax, r9
-    test ebx, 537067616
+    movzx esi, byte ptr [r15 + r9 + 384]
+    vpaddd ymm15, ymm4, ymmword ptr [r15 + 0]
+    movzx edx, byte ptr [r14 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 545791746
     jz 1f
 1:
-    mov edi, eax
-    movzx edi, byte ptr [r14 + r9 + 192]
+    mov byte ptr [r15 + r8 + 16384], r9b
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 64]
+    test ebx, 12652876
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 16448], al
+    and rbp, 448
+    movsxd rdx, dword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + rbp + 512], r8
+    mov ecx, r9d
+    test bl, 8
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov eax, edi
+    cmp dword ptr [r15 + r9 + 256], 46
+    test ebx, 136881220
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov esi, 184
     mov edx, r9d
-    test bl, 16
+    vmaxsd xmm15, xmm15, xmm15
+    test ebx, 555783682
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], edx
+    .byte 0x0f, 0x1f, 0x00
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1082392736
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r14 + r9 + 320]
+    mov r9d, ecx
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 279248]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 279248], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rbp, r10
-    mov r9d, 34
-    and rbp, 64
     mov r8, r10
-    mov rcx, qword ptr [r15 + rbp + 128]
-    test bl, 2
-    jnz 1f
-1:
-    movzx edi, dil
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 2048], r8b
+    and r8, 16320
+    mov edx, dword ptr [r15 + r8 + 16384]
+    mov rbp, r10
+    mov esi, 58
+    mov r9, r10
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1024]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
     add r10, r11
-    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 8: 16384 bytes, 64 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 279256]
+    mov rbx, qword ptr [r15 + 271064]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 279256], rcx
+    mov qword ptr [r15 + 271064], rcx
     mov r13d, 3
     mov eax, ebx
     and eax, 63
@@ -4426,4085 +4357,4013 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    lea rbp, [r10 + r10*2]
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 512]
-    lea r8, [r10*4]
-    movzx edx, byte ptr [r15 + 0]
-    lea r9, [r10*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 256], 36
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 2048]
-    test ebx, 680658240
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    mov rdx, rsi
-    mov esi, 236
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 96
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov edi, dword ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + r8 + 448], rdi
-    test ebx, 256
-    jnz 1f
-1:
-    mov edi, edi
-    movzx eax, dil
-    movsxd rdx, dword ptr [r15 + r9 + 2176]
-    test bl, 128
-    jz 1f
-1:
-    mov edi, 127
-    movzx ecx, byte ptr [r15 + 0]
-    movzx esi, r8b
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 384], rsi
-    movzx r8d, byte ptr [r15 + r9 + 2240]
-    mov rsi, qword ptr [r15 + 0]
-    popcnt rdx, rbp
-    test ebx, 256
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 640]
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, 201
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    cmp rdi, qword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 192]
     test ebx, 512
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 2112], al
-    mov r9, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 0]
+    and rbp, 192
+    mov ecx, dword ptr [r15 + rbp + 256]
+    mov rsi, rsi
+    lea r8, [r10 + r10*1]
+    mov eax, 231
+    test ebx, 512
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 128]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 2112]
+    mov r9d, dword ptr [r15 + r8 + 2048]
+    and esi, dword ptr [r15 + rbp + 320]
+    test bl, 128
+    jnz 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov edx, 159
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073939520
+    jz 1f
+1:
+    movzx r8d, cl
+    mov qword ptr [r15 + rbp + 448], r8
+    mov ecx, 244
+    movzx edx, byte ptr [r15 + rbp + 384]
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov edi, 2
+    mov dword ptr [r15 + 0], esi
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 216
+    mov ebp, esi
+    mov ecx, 241
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1216479680
+    jnz 1f
+1:
+    cmovne rbp, rbp
+    mov dword ptr [r15 + 0], 97
+    movzx esi, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    lea r8, [r10 + r10*4]
-    mov ecx, dword ptr [r15 + 0]
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    cmp rsi, qword ptr [r15 + 64]
-    mov rdx, rsi
+    sete dl
     lea rbp, [r10*4]
+    movzx r9d, bpl
+    and rbp, 192
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    movzx eax, byte ptr [r15 + rbp + 256]
+    test ebx, 1358954880
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 12
+    mov edi, r9d
+    movzx ecx, byte ptr [r14 + 0]
+    mov qword ptr [r15 + rbp + 320], rcx
+    lea r9, [r10 + r10*2]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 512]
+    mov rdx, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov edi, edx
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
+    test ebx, 1883247744
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 162
+    movsxd rdx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + rbp + 448], edx
+    and ecx, dword ptr [r15 + r9 + 640]
     test bl, 128
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 640]
-    mov edi, edi
-    and rbp, 16320
-    add rdi, qword ptr [r15 + rbp + 16512]
-    mov r9, rbp
-    lea r9, [r10 + r10*1]
-    test ebx, 1509966656
-    jz 1f
-1:
-    mov esi, r9d
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + rbp + 16576]
-    test ebx, 256
+    mov rdi, rcx
+    mov rbp, qword ptr [r15 + 0]
+    popcnt rcx, rbp
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 688131008
     jnz 1f
 1:
-    or qword ptr [r15 + r8 + 576], 30
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + r8 + 768]
-    test ebx, 824307840
+    movzx ebp, dl
+    and eax, dword ptr [r15 + r9 + 576]
+    mov ecx, ebp
+    cmp rax, qword ptr [r15 + 64]
+    test bl, 128
     jz 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + rbp + 16384]
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, al
-    test ebx, 1347585088
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    movzx r8d, r8b
-    mov rdi, r8
-    or qword ptr [r15 + rbp + 16448], 40
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, byte ptr [r14 + r9 + 128]
-    and ebp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd r8, dword ptr [r14 + 0]
-    .byte 0x66, 0x90
-    mov qword ptr [r15 + 64], r8
+    mov r9d, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + 0], r9
+    bt rsi, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea rbp, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*4]
+    lea rbp, [r10 + r10*2]
+    movzx r9d, byte ptr [r15 + 0]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 640]
+    movzx eax, byte ptr [r15 + r8 + 512]
+    and rbp, 960
+    mov rdi, qword ptr [r15 + rbp + 1152]
+    test ebx, 1024
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rcx
+    jmp 1f
+1:
     movzx ecx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rcx
-    mov byte ptr [r15 + 0], al
-    test ebx, 1327680
+    test ebx, 512
     jz 1f
 1:
-    not qword ptr [r15 + 64]
-    mov edx, dword ptr [r14 + 0]
-    mov byte ptr [r15 + rbp + 192], dl
-    movzx eax, dl
+    movsxd rdx, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, dword ptr [r15 + 0]
+    cmovne rcx, rdx
+    test ebx, 1469710848
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 768]
+    mov qword ptr [r15 + 0], rsi
+    mov rsi, rcx
+    mov dword ptr [r15 + rbp + 1024], ecx
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 576]
+    lock or dword ptr [r15 + 0], 118
+    movzx edi, cl
+    mov qword ptr [r15 + r8 + 704], rdi
+    test ebx, 512
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r14 + rbp + 1088]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 54
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r14 + r9 + 128]
+    mov r9d, r9d
     test bl, 128
     jz 1f
 1:
-    imul rax, rdi
-    mov qword ptr [r15 + 0], rax
-    lea r9, [r10 + r10*1]
-    cmp dword ptr [r15 + 64], 40
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 171982976
-    jnz 1f
-1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 2112]
-    lea rbp, [r10 + r10*1]
-    mov rsi, rax
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 128]
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 1230241920
-    jnz 1f
-1:
-    popcnt rax, rcx
-    mov rcx, qword ptr [r15 + 64]
-    movzx edx, r8b
-    mov dword ptr [r15 + 0], 34
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, edx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 203440192
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + r9 + 2048]
-    add r9, qword ptr [r14 + 0]
-    mov r8d, ecx
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, eax
-    cmp dword ptr [r15 + rbp + 192], 44
-    mov esi, 54
+    mov dword ptr [r15 + 0], ebp
+    movzx edi, byte ptr [r15 + 64]
+    movzx ecx, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
+    mov r8, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 51
+    movzx ebp, cl
+    mov rax, rcx
+    test ebx, 268435712
+    jz 1f
+1:
     lea rbp, [r10 + r10*2]
-    lea r8, [r10 + r10*1]
-    and rbp, 192
-    mov rdi, qword ptr [r15 + rbp + 384]
-    mov rax, rbp
-    bswap r9
-    and r8, 64
-    lock add qword ptr [r15 + r8 + 192], r9
-    lea r9, [r10 + r10*1]
-    test ebx, 268435968
-    jz 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 4096], 68
-    movzx ecx, dl
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 822182656
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov edx, 250
-    jmp 1f
-1:
-    test ebx, 916291776
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 256]
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov ecx, dword ptr [r15 + rbp + 320]
-    test ebx, 369119872
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    movsxd rbp, dword ptr [r14 + 64]
-    mov esi, dword ptr [r15 + r8 + 128]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 97
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 16512], esi
+    mov rsi, rbp
+    lea r9, [r10*4]
     test bl, 128
     jnz 1f
 1:
-    imul rdx, rdi
-    movzx edi, byte ptr [r15 + 64]
-    mov esi, 196
-    test ebx, 18909312
+    mov rax, qword ptr [r15 + rbp + 16448]
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    movsxd rsi, dword ptr [r14 + rbp + 16384]
+    mov edi, ecx
+    test bl, 128
     jnz 1f
 1:
-    movzx edi, sil
-    add rdi, qword ptr [r15 + r9 + 4160]
-    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rbp, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 77
+    test ebx, 608647680
+    jz 1f
+1:
+    vmovdqu xmm0, xmmword ptr [r15 + 64]
+    mov ecx, 57
+    cmp rdx, qword ptr [r14 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    popcnt rdx, rcx
+    imul rbp, r8
+    movzx eax, byte ptr [r15 + r9 + 256]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 16777280
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 384], ebp
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 128]
     test ebx, 256
     jnz 1f
 1:
-    mov r8d, 106
-    mov ecx, r9d
-    mov esi, r8d
+    mov dword ptr [r15 + r9 + 448], 219
+    mov ecx, dword ptr [r15 + r8 + 192]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
     lea r9, [r10 + r10*2]
-    lea rbp, [r10*8]
-    and rbp, 960
-    movsxd r8, dword ptr [r15 + rbp + 1024]
-    and r9, 65472
-    movsxd rdi, dword ptr [r15 + r9 + 65664]
-    mov rdx, rax
-    bswap rax
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1628460544
+    and r9, 16320
+    or qword ptr [r15 + r9 + 16448], 21
+    mov eax, dword ptr [r15 + r9 + 16512]
+    imul rsi, rax
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r14 + 0], rdx
+    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1152], al
-    mov ecx, r9d
-    sete r8b
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 218107968
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 192]
+    mov ecx, 129
+    mov edi, 131
+    movzx esi, bpl
+    test ebx, 2103616
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + rbp + 1216]
-    imul rdx, rdi
+    lock add qword ptr [r15 + 0], rdi
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rax, r8
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov rdi, qword ptr [r14 + 0]
-    add qword ptr [r15 + 64], rdi
-    mov edx, edx
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + r9 + 16384], cl
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, cl
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 64]
     lea r8, [r10 + r10*1]
-    test ebx, 512
-    jz 1f
+    mov rcx, r9
+    test ebx, 1124610624
+    jnz 1f
 1:
-    mov ecx, dword ptr [r14 + 0]
-    mov edx, 21
     and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    movsxd rax, dword ptr [r15 + r9 + 65536]
-    test ebx, 352895232
-    jnz 1f
-1:
-    mov edi, esi
-    mov eax, r8d
-    mov byte ptr [r15 + 0], al
-    mov ecx, dword ptr [r15 + r8 + 128]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 1088]
-    mov esi, r8d
-    mov eax, esi
+    mov rdx, qword ptr [r15 + r8 + 192]
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    cmp rbp, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    mov ecx, 184
-    movsxd rdx, dword ptr [r15 + rbp + 1280]
-    mov ebp, 142
-    movzx edi, byte ptr [r15 + r9 + 65600]
+    jmp 1f
+1:
+    imul r9, r8
+    movsxd rax, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + rbp + 128], rax
+    test ebx, 1073741952
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r14 + 0]
+    vpaddd ymm0, ymm15, ymmword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    imul r9d, ecx, 82
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r10*4]
-    lea r9, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 62
-    and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 384]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 101713024
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10*4]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    and r8, 65472
+    mov qword ptr [r15 + r8 + 65536], rax
+    mov esi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 65728], rdi
+    test ebx, 4194432
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 320], 164
-    mov r8d, ecx
-    or edi, 1
-    xor edx, edx
-    div edi
-    lea r8, [r10 + r10*2]
+    mov rdi, rsi
+    add qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 64], 6
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + rbp + 192]
+    movzx ecx, dil
     test ebx, 512
     jz 1f
 1:
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1024], sil
-    mov ecx, r8d
-    movzx esi, r8b
-    test bl, 128
+    mov dword ptr [r15 + 64], edi
+    mov byte ptr [r15 + 0], dl
+    cmp rdi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 717488192
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r14 + 64]
-    mov edx, 20
-    test ebx, 2112
-    jz 1f
-1:
-    crc32 rax, rdx
-    inc dword ptr [r15 + r9 + 128]
-    mov r9, rax
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 1152]
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, rbp
-    test bl, 128
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 1088]
-    mov r9, qword ptr [r15 + rbp + 256]
-    mov r8, rsi
-    test ebx, 679789632
+    movzx r9d, byte ptr [r15 + r8 + 65664]
+    mov edx, 54
+    cmp dword ptr [r15 + r8 + 65600], 76
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 536871168
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov dword ptr [r15 + rbp + 448], 10
-    jmp 1f
+    inc dword ptr [r15 + 0]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 29364288
+    jnz 1f
 1:
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + 64], cl
+    mov eax, 173
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    nop
+    mov edx, dword ptr [r14 + 64]
+    mov dword ptr [r15 + 0], 153
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    lea rbp, [r10*8]
-    and rbp, 448
-    add rcx, qword ptr [r14 + rbp + 704]
-    mov edx, 254
-    movzx esi, r8b
+    lea rbp, [r10*4]
+    imul rcx, rbp
+    and rbp, 960
+    movsxd rsi, dword ptr [r15 + rbp + 1088]
+    bt rax, rbp
+    mov qword ptr [r15 + 64], rsi
+    test bl, 128
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 512
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
+    mov edx, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov eax, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 2048
+    mov qword ptr [r15 + r9 + 128], rsi
+    jmp 1f
+1:
+    test ebx, 1024
     jz 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + r9 + 192]
-    mov edx, dword ptr [r14 + rbp + 832]
-    mov byte ptr [r15 + rbp + 768], dl
-    test ebx, 2048
+    mov r8d, dword ptr [r14 + r9 + 192]
+    mov edi, edx
+    mov rcx, qword ptr [r15 + rbp + 1216]
+    lea r9, [r10 + r10*2]
+    test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 192], bpl
-    movzx esi, byte ptr [r15 + rbp + 576]
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 689386304
-    jz 1f
+    mov rsi, rdi
+    and r9, 192
+    mov dword ptr [r15 + r9 + 256], 21
+    mov edi, 77
+    mov r8d, edx
+    test bl, 128
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 64], 51
-    test ebx, 813703232
-    jz 1f
+    mov qword ptr [r15 + r9 + 320], rax
+    movzx edx, byte ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 1152], 137
+    jmp 1f
 1:
-    imul r8, rcx
-    mov rcx, r8
-    mov edx, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + 0], 194
     test ebx, 512
     jz 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov esi, ecx
-    mov r8d, dword ptr [r15 + rbp + 512]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 39846272
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + r9 + 384]
+    cmp dword ptr [r15 + 0], 48
+    test ebx, 256
     jz 1f
 1:
-    mov r8d, ebp
-    lock xadd qword ptr [r15 + 0], rax
-    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9d, ebp
+    mov ebp, 133
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    test ebx, 4160
+    jnz 1f
+1:
+    mov eax, 181
+    cmp rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov ebp, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    .byte 0x66, 0x90
-    test ebx, 512
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r10 + r10*4]
+    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 960
+    lea r9, [r10*8]
+    movzx ecx, byte ptr [r15 + rbp + 1088]
+    test ebx, 1024
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 960
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 1024]
-    mov esi, r8d
-    test ebx, 256
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r8 + 1088]
-    lea rbp, [r10 + r10*2]
-    mov esi, 51
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 512
+    popcnt rdi, rsi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 512], 196
+    movzx esi, byte ptr [r14 + 0]
+    test bl, 128
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rdi, dword ptr [r15 + rbp + 2112]
-    movzx r8d, byte ptr [r15 + 64]
-    movzx eax, r8b
-    test bl, 128
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 64], edx
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 192]
+    lock add qword ptr [r15 + 0], rax
+    test ebx, 512
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edx, r8d
-    mov ecx, dword ptr [r15 + 0]
+    vmovdqu xmm15, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 128], eax
+    test ebx, 1687199808
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 640]
+    or qword ptr [r15 + rbp + 1152], 31
+    mov ecx, dword ptr [r15 + r9 + 832]
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    test ebx, 524544
+    jnz 1f
+1:
+    cmp rcx, qword ptr [r15 + rbp + 1280]
+    movzx edi, r9b
+    mov rcx, rdi
     test ebx, 256
     jnz 1f
 1:
-    mov esi, 88
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + rbp + 2176]
-    test bl, 128
+    mov esi, 196
+    movzx edi, byte ptr [r15 + rbp + 1216]
+    mov rdx, qword ptr [r15 + rbp + 1024]
+    test ebx, 512
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 2048]
-    mov ebp, 198
-    mov r8, rdx
-    movzx edx, byte ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + r9 + 192]
-    mov rsi, r9
-    mov rax, rdi
-    test ebx, 1937838656
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
+    mov ebp, dword ptr [r15 + r9 + 704]
+    mov r8, qword ptr [r15 + r9 + 768]
+    mov eax, 81
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 384], 164
-    lea r8, [r10 + r10*4]
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 2176]
-    lea r9, [r10 + r10*1]
-    mov esi, 4
+    lea r9, [r10*4]
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, r9
+    and r9, 192
+    mov esi, dword ptr [r15 + r9 + 448]
+    mov edx, edx
+    test ebx, 33554496
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 45
+    lea rbp, [r10 + r10*4]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 960
+    movzx r8d, byte ptr [r15 + rbp + 1152]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 320], 196
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov edx, r9d
-    test ebx, 747453504
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov edi, 162
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and edi, dword ptr [r15 + 64]
-    test ebx, 1024
+    mov esi, ebp
+    movsxd rcx, dword ptr [r15 + 64]
+    mov eax, ebp
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 2112]
-    cmp r9, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + r8 + 2048], rsi
-    mov dword ptr [r15 + rbp + 256], 120
-    mov dword ptr [r15 + 64], esi
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    crc32 rsi, rax
-    inc dword ptr [r14 + r9 + 192]
+    movsxd rdx, dword ptr [r14 + 0]
+    mov edi, dword ptr [r15 + rbp + 1088]
+    movsxd r8, dword ptr [r15 + r9 + 320]
+    bt rdi, rdi
     test bl, 128
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 2304]
-    and r9d, dword ptr [r15 + r8 + 2240]
-    and esi, dword ptr [r15 + rbp + 448]
+    movsxd rdi, dword ptr [r15 + rbp + 1280]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 1216], ebp
+    and r8, 64
+    mov rdx, qword ptr [r14 + r8 + 128]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r9 + 256]
+    mov rsi, r9
+    test ebx, 33554496
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 1024]
+    mov byte ptr [r15 + r8 + 192], al
+    mov ebp, dword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    lea rbp, [r10 + r10*1]
-    bswap r8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
-    lea rdi, [r15 + 270976]
-    lea rsi, [r15 + 275072]
-    mov ecx, 58
-    rep movsb
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1122735168
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, 129
+    lea r9, [r10 + r10*1]
+    mov r8d, dword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 805374016
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 30
-    mov r8d, r9d
-    movsxd rdx, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 192]
+    movsxd rax, dword ptr [r15 + 64]
+    movzx esi, al
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    test ebx, 134218240
+    jz 1f
+1:
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 16448]
+    and edx, dword ptr [r15 + 0]
+    mov ecx, eax
+    movzx ebp, cl
+    test ebx, 906301760
+    jz 1f
+1:
+    mov qword ptr [r14 + r8 + 16384], rdx
+    lea rbp, [r10 + r10*1]
+    mov ecx, ebp
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 192]
+    mov edx, dword ptr [r15 + r9 + 128]
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    movsxd rdx, dword ptr [r15 + 0]
-    and r9, 64
-    add qword ptr [r15 + r9 + 192], rdx
+    mov dword ptr [r15 + 0], 26
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + rbp + 128]
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     test ebx, 512
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + r9 + 128]
-    mov rax, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r8 + 16512]
+    mov rbp, rdi
+    mov r8d, 139
+    .byte 0x0f, 0x1f, 0x00
     test bl, 128
-    jz 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 1753224320
-    jz 1f
-1:
-    mov edi, esi
-    mov esi, dword ptr [r15 + rbp + 192]
-    lea rbp, [r10 + r10*1]
-    popcnt r9, rsi
-    test ebx, 2048
     jnz 1f
 1:
-    mov ecx, edx
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 128]
-    mov eax, edi
-    movzx r9d, dl
-    test ebx, 76611712
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    movzx esi, dil
-    test ebx, 806648960
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    mov edi, 176
-    mov esi, dword ptr [r15 + rbp + 192]
+    mov ecx, r9d
+    movzx esi, r8b
+    mov eax, dword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    lea rbp, [r10*8]
-    and rbp, 4032
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 4224]
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    movzx eax, bpl
-    test ebx, 33554560
-    jz 1f
-1:
-    movzx edx, r9b
-    movsxd rcx, dword ptr [r15 + rbp + 4160]
-    mov rsi, qword ptr [r14 + 0]
-    test ebx, 1180969280
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, dil
-    mov r9, rcx
-    mov eax, dword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov dword ptr [r15 + rbp + 4288], ebp
     lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 512
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 49
+    xchg rdi, rdi
+    .byte 0x0f, 0x1f, 0x00
+    lea rbp, [r10*8]
+    test bl, 128
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r14 + rbp + 4352], 173
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 576
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 832]
+    test ebx, 1024
+    jz 1f
+1:
+    or qword ptr [r15 + rbp + 640], 66
+    mov edi, 173
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov edx, 145
+    test ebx, 1745093824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 896]
+    mov qword ptr [r15 + rbp + 512], r8
     movsxd rcx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r9 + 128]
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movzx esi, r8b
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 1074274944
+    vmovdqu xmm0, xmmword ptr [r15 + r9 + 128]
+    xor dword ptr [r15 + rbp + 960], r8d
+    add r9, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, r9d
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 4096], r8b
-    movsxd rax, dword ptr [r15 + rbp + 4416]
+    mov r9d, eax
+    movzx ecx, sil
+    mov byte ptr [r15 + rbp + 768], al
+    lea r8, [r10 + r10*1]
+    inc dword ptr [r14 + rbp + 576]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], eax
+    mov byte ptr [r15 + r8 + 192], cl
+    movzx edx, byte ptr [r15 + rbp + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    lea rbp, [r10 + r10*4]
-    lea r8, [r10 + r10*1]
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 16512]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    test ebx, 512
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r9, [r10*4]
-    mov ecx, dword ptr [r15 + rbp + 16448]
-    mov rax, qword ptr [r15 + rbp + 16640]
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + 0], rbp
-    movzx edi, byte ptr [r15 + rbp + 16384]
-    mov edx, dword ptr [r15 + r9 + 384]
-    test ebx, 1024
+    movzx edi, byte ptr [r15 + 64]
+    lea rbp, [r10*4]
+    movzx r9d, byte ptr [r15 + 0]
+    lea r8, [r10*4]
+    and rbp, 960
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1152]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 512]
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, rcx
-    cmp rsi, qword ptr [r15 + 0]
-    mov rdi, rsi
-    test ebx, 1024
+    movzx eax, sil
+    and esi, dword ptr [r15 + rbp + 1024]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r14 + 64], 49
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    test bl, 128
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    mov rcx, qword ptr [r15 + rbp + 1216]
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r14 + r9 + 192]
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, dl
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx r9d, sil
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 277889152
     jz 1f
 1:
-    mov ecx, 129
-    mov dword ptr [r14 + 64], 135
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, r9b
-    test ebx, 278462848
+    mov byte ptr [r15 + r8 + 576], al
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + 0], r8b
+    cmp dword ptr [r15 + 0], 74
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, 255
+    mov eax, dword ptr [r15 + r8 + 704]
+    and esi, dword ptr [r15 + 64]
+    movzx ecx, sil
+    test ebx, 1275072576
     jz 1f
 1:
-    mov edi, ebp
-    mov dword ptr [r14 + r9 + 448], edi
-    mov eax, 43
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, edi
-    mov esi, dword ptr [r15 + rbp + 16576]
-    mov qword ptr [r15 + 0], rdi
-    cmp rsi, qword ptr [r15 + r9 + 320]
-    test ebx, 256
-    jz 1f
-1:
-    mov r9d, esi
-    xor dword ptr [r15 + 0], r8d
-    mov ebp, dword ptr [r15 + r8 + 192]
+    mov rdi, qword ptr [r15 + rbp + 1088]
+    or qword ptr [r15 + 0], 28
+    mov r8d, 156
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    lea r8, [r10 + r10*1]
-    mov rsi, r9
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    movzx edi, byte ptr [r15 + 64]
-    mov r9, rdx
-    test ebx, 42270848
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    jmp 1f
-1:
-    lea r9, [r10 + r10*2]
-    mov edx, r9d
-    and r9, 65472
-    mov qword ptr [r15 + r9 + 65664], rdx
-    test ebx, 119615104
-    jz 1f
-1:
-    mov edx, 11
-    movsxd rdx, dword ptr [r15 + r9 + 65600]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 205934720
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov edx, 111
-    test ebx, 1088
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov ebp, 39
-    mov edx, ebp
-    test ebx, 1152
-    jz 1f
-1:
+    cmp rdi, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    bt rcx, r8
+    mov rdi, qword ptr [r15 + 0]
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    test ebx, 65664
+    mov r8, qword ptr [r15 + rbp + 192]
+    .byte 0x66, 0x90
+    test ebx, 454184448
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r9 + 65536]
-    mov r9d, edx
-    mov rcx, r8
-    test ebx, 134504512
+    lea r9, [r10 + r10*1]
+    add qword ptr [r15 + 0], r9
+    mov edi, r9d
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    test ebx, 1040786944
     jz 1f
 1:
-    mov rdx, rcx
-    lock xadd qword ptr [r15 + r8 + 128], rax
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    bt r9, r8
+    mov edx, edi
+    cmp rdx, qword ptr [r15 + 0]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov edi, r8d
+    and r8, 65472
+    movsxd rcx, dword ptr [r15 + r8 + 65536]
+    mov byte ptr [r15 + 64], al
+    add qword ptr [r15 + 0], rcx
     test ebx, 512
     jnz 1f
 1:
-    mov esi, r8d
-    mov rbp, rsi
-    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    cmp dword ptr [r15 + 0], 77
+    cmp rax, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, eax
+    mov rcx, rax
+    test bl, 128
+    jz 1f
+1:
+    xchg qword ptr [r15 + 0], rdx
+    mov dword ptr [r14 + 64], 209
+    mov dword ptr [r14 + 0], 47
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
+    test ebx, 1949111168
+    jnz 1f
+1:
+    popcnt rsi, r9
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    and edi, dword ptr [r15 + r8 + 65600]
+    test ebx, 606351424
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 65664]
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    cmp rdi, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    mov qword ptr [r15 + 0], rbp
-    lea r9, [r10*8]
-    movsxd rbp, dword ptr [r15 + 0]
-    and r9, 960
-    movsxd rdi, dword ptr [r15 + r9 + 1280]
-    mov rbp, rcx
-    test ebx, 2097664
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*2]
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 128]
+    and rbp, 65472
+    movzx edx, byte ptr [r15 + rbp + 65600]
+    cmp rbp, qword ptr [r15 + rbp + 65664]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1712192
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 123
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 128
     jnz 1f
 1:
-    cmp dword ptr [r14 + r9 + 1344], 119
-    lock add qword ptr [r15 + 0], rcx
-    mov esi, edi
-    mov dword ptr [r15 + 0], 223
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movsxd rdi, dword ptr [r14 + 0]
     test bl, 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 1024]
-    lea r8, [r10*4]
+    mov ecx, edx
+    mov eax, 115
+    imul rsi, r9
     test ebx, 1024
     jnz 1f
 1:
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 448]
-    mov byte ptr [r15 + r9 + 1152], al
-    mov rdi, qword ptr [r15 + r8 + 384]
-    add rbp, qword ptr [r15 + 0]
-    test bl, 128
+    imul rsi, r8
+    cmp dword ptr [r15 + rbp + 65536], 100
+    mov dword ptr [r15 + r8 + 192], r9d
+    mov edi, 104
+    test ebx, 637674048
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r14 + r9 + 1088]
-    lea rdi, [r15 + 270976]
-    lea rsi, [r15 + 275072]
-    mov ecx, 12
-    rep movsb
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rsi
-    test ebx, 2176
-    jz 1f
-1:
-    mov edx, dword ptr [r14 + 0]
-    mov byte ptr [r15 + r9 + 1216], r9b
-    and eax, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + rbp + 192]
-    test bl, 128
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, 62
+    mov rdx, qword ptr [r15 + 0]
+    mov esi, 1
+    test ebx, 512
     jnz 1f
 1:
-    mov ebp, 43
-    vmovdqu xmm11, xmmword ptr [r15 + r8 + 320]
-    mov edx, dword ptr [r15 + r8 + 256]
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov esi, 95
+    or qword ptr [r15 + 0], 111
+    test ebx, 1024
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 88
+    add rax, qword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    mov qword ptr [r15 + 0], rdi
-    lea r8, [r10 + r10*1]
-    mov rdi, rdi
-    xchg rcx, rcx
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
+    lea r9, [r10*4]
+    xchg rbp, rcx
+    and r9, 192
+    mov r8, qword ptr [r15 + r9 + 384]
+    movzx ebp, dil
+    xchg rax, rcx
     test bl, 128
     jz 1f
 1:
-    movzx r9d, sil
-    mov edx, r9d
-    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 11
+    movzx edi, byte ptr [r15 + 0]
+    bt rsi, rdi
     lea rbp, [r10 + r10*1]
-    test ebx, 2048
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r10*8]
-    mov rdx, qword ptr [r15 + rbp + 192]
-    and r9, 960
-    movsxd rdi, dword ptr [r15 + r9 + 1024]
-    movsxd rdx, dword ptr [r15 + 64]
-    xor dword ptr [r15 + r9 + 1216], ecx
-    test ebx, 738303296
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov eax, edx
-    mov rcx, qword ptr [r15 + 0]
+    mov rsi, rdx
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r14 + rbp + 128], rbp
+    mov rsi, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 247
+    test ebx, 512
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, dl
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rdi
+    test ebx, 348670016
+    jz 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r14 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, r9b
+    test ebx, 889600512
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 192]
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movzx r8d, byte ptr [r15 + r9 + 320]
+    test ebx, 67109888
+    jz 1f
+1:
+    mov edi, r8d
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov ecx, 173
+    mov r9, r9
     test ebx, 256
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 0], r8d
-    mov edi, r8d
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 739399040
-    jz 1f
-1:
-    mov ecx, ebp
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + rbp + 128]
-    test ebx, 136603968
-    jz 1f
-1:
-    movzx esi, r8b
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + r9 + 1088]
-    movzx ebp, byte ptr [r14 + r9 + 1152]
-    test ebx, 1613501120
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 1344]
-    mov rdi, rax
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 1280]
-    mov esi, r8d
-    mov byte ptr [r15 + 0], r9b
+    movzx r8d, byte ptr [r15 + 64]
+    mov rcx, r8
+    mov byte ptr [r15 + rbp + 192], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    lea r9, [r10*4]
-    mov dword ptr [r15 + 0], 22
-    and r9, 192
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 6357184
+    lea rbp, [r10*4]
+    mov r9d, r8d
+    popcnt rsi, rax
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 384]
+    lea r9, [r10 + r10*1]
+    mov edx, r8d
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    lea r8, [r10*4]
-    test ebx, 256
-    jnz 1f
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 192]
+    mov ecx, edi
+    imul rsi, rdi
+    test ebx, 512
+    jz 1f
 1:
-    and edi, dword ptr [r15 + r9 + 448]
-    mov edx, dword ptr [r15 + 0]
-    and r8, 960
-    movsxd rsi, dword ptr [r15 + r8 + 1216]
-    mov eax, 90
-    test ebx, 8388864
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 1024]
-    mov ecx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    btc dword ptr [r15 + 64], 11
+    mov r8d, esi
+    cmp rdi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + rbp + 448]
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    lea r9, [r10*8]
     test ebx, 256
     jz 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r14 + rbp + 128]
-    movzx edi, r9b
-    mov eax, dword ptr [r15 + r8 + 1088]
-    test ebx, 723518656
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 209
-    mov qword ptr [r14 + r8 + 1152], rdx
-    movzx edi, byte ptr [r15 + rbp + 192]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2240], 26
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov esi, dword ptr [r15 + rbp + 256]
     test bl, 128
     jz 1f
 1:
-    imul r8d, r9d, 88
-    mov rbp, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + r9 + 2112], 143
+    mov rdi, r9
+    movsxd rcx, dword ptr [r14 + 64]
     test bl, 128
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    mov ecx, dword ptr [r15 + r9 + 384]
-    movsxd r9, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + r9 + 2048]
+    inc dword ptr [r15 + rbp + 320]
+    mov edx, dword ptr [r15 + r9 + 2176]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 33024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov rbp, rax
+    cmp r9, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 2368]
+    movzx edx, byte ptr [r15 + r9 + 2304]
+    mov rdi, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
-    lea rbp, [r10 + r10*4]
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, r10
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1280], 204
-    mov ecx, ebp
-    and r8, 65472
-    mov rsi, qword ptr [r14 + r8 + 65536]
-    lea r9, [r10 + r10*1]
-    test ebx, 604153472
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov r8d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + rbp + 1216], rax
-    mov dword ptr [r15 + 0], eax
-    and eax, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov eax, 24
-    test ebx, 1024
-    jnz 1f
-1:
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    movzx edi, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 52
+    mov rsi, rsi
+    lea r8, [r10*8]
+    and r9, 64
+    mov ecx, dword ptr [r14 + r9 + 192]
+    and r8, 960
+    movzx edi, byte ptr [r15 + r8 + 1088]
     test bl, 128
     jz 1f
 1:
-    .byte 0x66, 0x90
-    movzx esi, byte ptr [r15 + rbp + 1152]
-    mov r9, qword ptr [r15 + rbp + 1088]
-    test ebx, 84938880
-    jz 1f
-1:
-    mov ecx, 151
-    movzx esi, byte ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, 57
-    test ebx, 512
+    mov ecx, ebp
+    mov edx, dword ptr [r15 + 0]
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    test ebx, 1073918528
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + r8 + 1344]
+    mov eax, 143
+    mov ecx, dword ptr [r15 + 0]
+    and edi, dword ptr [r14 + 0]
+    test ebx, 320
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 1216]
+    mov dword ptr [r15 + 0], 255
+    mov edi, dword ptr [r15 + 64]
+    and edi, dword ptr [r15 + r9 + 128]
+    test ebx, 50401984
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 64]
+    cmp rbp, qword ptr [r15 + r8 + 1152]
+    movzx edi, cl
+    test ebx, 576
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 1280]
+    cmovne rax, rsi
+    mov edx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + r8 + 1024]
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rbp
+    not qword ptr [r15 + rbp + 128]
+    mov rdx, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
-    lea r8, [r10*4]
-    inc dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    and r8, 192
-    movzx edi, byte ptr [r15 + r8 + 320]
-    and r9, 65472
-    mov dword ptr [r15 + r9 + 65536], 8
-    test ebx, 3039360
+    lea rbp, [r10*8]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea r8, [r10 + r10*1]
+    and rbp, 448
+    add qword ptr [r15 + rbp + 896], rdi
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 192]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov eax, 239
-    popcnt rbp, rdx
-    mov byte ptr [r15 + 0], dl
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + rbp + 512]
+    add qword ptr [r15 + 0], rdx
+    movzx eax, byte ptr [r15 + 64]
+    test bl, 128
+    jz 1f
 1:
-    bt rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx ecx, byte ptr [r15 + r9 + 65664]
-    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, r10
     mov ecx, dword ptr [r15 + 0]
-    test ebx, 890257792
-    jz 1f
-1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r8 + 256], cl
-    mov rdx, rdx
+    and r9, 16320
+    mov rdx, qword ptr [r15 + r9 + 16384]
     test ebx, 512
     jz 1f
 1:
-    cmp rdx, qword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], edx
-    mov edx, r9d
-    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rdi, qword ptr [r15 + rbp + 768]
+    movsxd rax, dword ptr [r14 + 0]
+    mov r9, qword ptr [r14 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 128]
+    mov edi, dword ptr [r15 + rbp + 704]
+    xchg r9, rsi
+    mov r8, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 14
-    mov edx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + r9 + 65600]
-    mov edi, edi
-    test ebx, 1024
+    movzx ecx, bpl
+    mov eax, dword ptr [r15 + rbp + 640]
+    cmovne r9, rax
+    test ebx, 256
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 384]
+    mov r9, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + rbp + 576]
+    movzx r8d, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + rbp + 832], 30
     test ebx, 512
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 448]
-    mov rdx, qword ptr [r15 + 0]
-    or qword ptr [r15 + rbp + 192], 56
+    mov qword ptr [r15 + 0], r8
+    mov eax, r8d
+    movzx ebp, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], ebp
     lea r8, [r10 + r10*1]
-    movzx ebp, byte ptr [r15 + 0]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 192]
-    and esi, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
+    jmp 1f
 1:
-    lea r9, [r10*4]
-    mov ecx, ecx
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 3
-    and r9, 192
-    movsxd rcx, dword ptr [r14 + r9 + 384]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 128]
+    and rbp, 64
+    or qword ptr [r15 + rbp + 128], 7
     test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rcx
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    mov rsi, qword ptr [r15 + r9 + 448]
-    test ebx, 2048
+    mov rax, qword ptr [r15 + r8 + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, sil
+    test ebx, 134217792
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10*4]
+    inc dword ptr [r15 + 64]
+    test ebx, 1048832
     jz 1f
 1:
-    mov eax, esi
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    cmovne rdx, rax
-    movzx ebp, dl
+    and r9, 192
+    mov byte ptr [r14 + r9 + 320], dl
+    mov rsi, rdi
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    movzx r8d, sil
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, r9b
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 256], rsi
+    test ebx, 817366592
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, 102
+    movzx edi, dil
+    movsxd r8, dword ptr [r15 + r9 + 448]
+    test ebx, 1409351744
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov rdi, rsi
+    test ebx, 1024
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + rbp + 192]
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, dword ptr [r14 + 0]
     test ebx, 17350784
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rdi, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + 0], edi
-    mov ecx, edi
-    lea r8, [r10 + r10*2]
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 4096], r8
-    mov dword ptr [r15 + r8 + 4224], 199
-    inc dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 59255104
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 256], eax
-    movzx r9d, r8b
-    movzx esi, r9b
-    mov eax, dword ptr [r15 + r8 + 4160]
-    test ebx, 12736
-    jnz 1f
-1:
-    mov r8d, 108
-    movsxd rdx, dword ptr [r14 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + r9 + 384], edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
     lea r9, [r10 + r10*1]
-    mov edi, 218
+    mov rcx, qword ptr [r15 + 0]
     and r9, 64
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 192]
-    lea rbp, [r10 + r10*4]
-    mov qword ptr [r14 + 0], rcx
-    and rbp, 960
-    movzx esi, byte ptr [r15 + rbp + 1152]
+    movsxd rbp, dword ptr [r15 + r9 + 192]
+    lea r8, [r10*8]
+    add qword ptr [r15 + 64], rdx
+    and r8, 1984
+    movsxd rcx, dword ptr [r15 + r8 + 2432]
     test bl, 128
     jz 1f
 1:
-    mov edi, esi
-    movzx ecx, byte ptr [r15 + rbp + 1024]
-    mov esi, 208
-    test ebx, 512
+    mov edx, edx
+    mov qword ptr [r15 + r8 + 2176], rcx
+    lea rbp, [r10*4]
+    mov ecx, edi
+    and rbp, 192
+    or qword ptr [r14 + rbp + 384], 10
+    test ebx, 9504896
     jnz 1f
 1:
-    mov edx, eax
-    mov byte ptr [r15 + 0], dl
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and r8, 16320
-    movsxd rdi, dword ptr [r15 + r8 + 16384]
-    test ebx, 565440
+    lock add qword ptr [r15 + rbp + 320], rdi
+    mov esi, 51
+    or qword ptr [r15 + r9 + 128], 74
+    mov byte ptr [r15 + r8 + 2304], cl
+    test ebx, 1346440000
     jz 1f
 1:
-    movzx eax, dil
-    mov dword ptr [r15 + rbp + 1216], 58
-    mov esi, 188
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lock add qword ptr [r15 + 0], rsi
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 1627472448
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    mov rax, qword ptr [r15 + 0]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r8 + 2240]
+    movsxd rcx, dword ptr [r15 + r8 + 2112]
+    test ebx, 1244075008
     jz 1f
 1:
-    movzx edx, al
-    mov eax, edx
-    cmp rax, qword ptr [r15 + 0]
-    mov ecx, ebp
+    movzx edx, byte ptr [r15 + r8 + 2048]
+    mov r9d, dword ptr [r15 + 64]
+    mov eax, r9d
+    mov rdi, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 16448]
-    mov rsi, qword ptr [r15 + rbp + 1280]
-    mov rdx, qword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    mov edi, 31
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    cmp rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + rbp + 1088]
-    movzx ebp, al
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r8 + 2368]
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    movzx r8d, byte ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    lea r8, [r10*4]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx ebp, cl
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov eax, esi
-    test ebx, 1134596800
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*4]
+    bt rcx, rbp
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2112], 180
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rsi
+    movzx ecx, dl
+    test bl, 128
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov esi, edx
+    mov r8, rax
+    test ebx, 256
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + r9 + 2240], 98
+    mov qword ptr [r15 + r9 + 2176], rsi
+    lea rbp, [r10 + r10*1]
+    mov rcx, r9
+    test ebx, 33599552
+    jz 1f
+1:
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 192]
+    inc dword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + rbp + 128]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov eax, esi
+    lea r8, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r9d
     test ebx, 63190080
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov esi, ebp
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 192]
-    add rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    test ebx, 765657152
-    jnz 1f
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov edi, r8d
+    jmp 1f
 1:
-    and r9, 4032
-    movsxd rdi, dword ptr [r15 + r9 + 4224]
-    mov edx, dword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 64]
-    test ebx, 1376063680
-    jnz 1f
+    test ebx, 168821312
+    jz 1f
 1:
-    movzx eax, cl
-    cmp dword ptr [r15 + r8 + 256], 24
-    bt rax, rax
-    test ebx, 320
-    jnz 1f
+    mov ecx, 162
+    movzx esi, byte ptr [r15 + r8 + 128]
+    bswap rbp
+    test ebx, 1669349504
+    jz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 4160]
-    nop
-    mov rsi, rax
-    test ebx, 413734080
-    jnz 1f
+    mov byte ptr [r15 + r9 + 2048], r9b
+    jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    imul rdi, r8
-    mov edx, dword ptr [r14 + r8 + 448]
-    mov esi, dword ptr [r15 + r8 + 320]
-    test ebx, 256
-    jnz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + r9 + 4096]
-    mov byte ptr [r14 + 0], sil
-    .byte 0x66, 0x90
-    test ebx, 67109120
-    jnz 1f
-1:
-    lock add qword ptr [r15 + rbp + 128], rbp
-    and ebp, dword ptr [r15 + 64]
-    lock add qword ptr [r15 + 0], rbp
+    mov r8d, dword ptr [r14 + r9 + 2304]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    lea r8, [r10*4]
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1216], r8b
-    mov r9d, r8d
-    movzx ecx, cl
-    mov esi, eax
-    test ebx, 2048
+    inc dword ptr [r14 + 0]
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 64]
+    and r9, 16320
+    movsxd r8, dword ptr [r15 + r9 + 16384]
+    add rbp, qword ptr [r15 + 64]
+    test bl, 128
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 1152]
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 192], edx
-    mov eax, 7
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
+    lea r9, [r10*4]
+    mov rax, qword ptr [r15 + 64]
+    and r9, 192
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov edx, dword ptr [r15 + r9 + 256]
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 43
+    mov rsi, r8
+    movsxd rsi, dword ptr [r15 + 64]
     test ebx, 256
     jz 1f
 1:
-    crc32 edi, bpl
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, 239
-    mov byte ptr [r15 + 0], dl
-    lea r9, [r10 + r10*1]
-    test ebx, 512
+    mov qword ptr [r15 + r9 + 448], rcx
+    imul ecx, esi, 31
+    mov rbp, rdi
+    test ebx, 268993600
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 185
-    mov ecx, dword ptr [r15 + 0]
-    sete dil
-    test bl, 192
+    cmp rsi, qword ptr [r15 + r9 + 320]
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx edi, dl
+    test ebx, 16448
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r8 + 1024], dil
-    mov rdx, rdi
-    imul rax, r9
-    test ebx, 1751132224
-    jz 1f
-1:
-    imul esi, edi, 102
-    mov dword ptr [r15 + rbp + 128], esi
-    mov eax, dword ptr [r15 + r8 + 1088]
-    mov edx, r8d
-    test ebx, 683999808
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, 48
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 192]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 256
+    mov dword ptr [r15 + 64], 49
+    mov eax, 31
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    imul rsi, r8
-    movzx edx, sil
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 192]
+    mov r8d, 37
+    movsxd rsi, dword ptr [r14 + 64]
+    mov r9d, esi
+    test ebx, 1088
+    jnz 1f
+1:
+    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 236
+    xchg qword ptr [r15 + 64], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    lea r9, [r10 + r10*4]
-    mov dword ptr [r15 + 0], edi
-    add qword ptr [r15 + 0], r9
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 576]
-    mov edi, dword ptr [r14 + 64]
-    test ebx, 1363193472
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, al
-    lea rbp, [r10 + r10*1]
-    mov rdx, rax
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 192]
-    test ebx, 20975808
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], eax
-    mov qword ptr [r15 + 0], rdx
-    movzx r8d, bpl
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 262208
-    jz 1f
-1:
-    mov rax, rdx
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
     lea r8, [r10 + r10*1]
-    mov esi, 48
+    lea rbp, [r10 + r10*1]
     and r8, 64
-    movzx ecx, byte ptr [r14 + r8 + 128]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + r9 + 704], ebp
+    mov rdi, qword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + 0], r8b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 97
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edx, bpl
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 133
+    mov rsi, qword ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    test ebx, 4194432
+    jz 1f
+1:
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1088], r9d
+    cmovne rax, r9
+    mov edi, 128
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1280
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    test ebx, 605044800
+    jnz 1f
+1:
+    mov ebp, eax
+    mov dword ptr [r14 + 0], eax
+    mov rsi, qword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 0]
+    movzx edx, bpl
     mov byte ptr [r15 + 0], r8b
-    movzx edx, byte ptr [r15 + r9 + 512]
-    test ebx, 512
-    jz 1f
-1:
-    movzx eax, r8b
-    mov dword ptr [r15 + rbp + 128], eax
-    inc dword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + 0], rax
+    movsxd rdi, dword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + r8 + 192]
+    mov eax, 137
+    movzx edi, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + 0], 8
+    mov dword ptr [r15 + r9 + 1024], 219
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 64]
+    movzx r9d, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    lea rbp, [r10 + r10*1]
-    and rbp, 960
-    mov r9, qword ptr [r15 + rbp + 1024]
-    mov r9d, 218
-    mov r8d, edx
+    lea r8, [r10*8]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov eax, 188
     test ebx, 256
     jz 1f
 1:
-    mov eax, 62
-    mov esi, 18
-    lea r8, [r10*4]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 64], 68
+    mov rdi, rsi
+    test ebx, 67108928
+    jz 1f
+1:
+    mov esi, edx
+    mov r9, qword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + r8 + 576]
+    test ebx, 25198784
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 0]
+    mov edx, 185
+    .byte 0x0f, 0x1f, 0x00
+    mov qword ptr [r15 + 0], rdx
+    lea r9, [r10 + r10*1]
+    test ebx, 671236160
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r14 + r9 + 192], eax
+    movzx esi, byte ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + r8 + 704]
+    mov rcx, qword ptr [r15 + r8 + 896]
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 640]
+    mov rdi, rdx
+    inc dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    and edx, dword ptr [r15 + r8 + 512]
     test bl, 128
     jnz 1f
 1:
-    and r8, 1984
-    cmp r8, qword ptr [r15 + r8 + 2240]
-    movzx edx, r8b
-    movzx eax, dl
-    test ebx, 512
-    jz 1f
+    mov r8, r10
+    mov edx, esi
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1024], rdx
+    jmp 1f
 1:
-    bswap rsi
-    mov qword ptr [r15 + r8 + 2048], rax
-    lea rdi, [r15 + 270976]
-    mov ecx, 14
-    rep stosb
-    test ebx, 512
-    jz 1f
-1:
-    movzx eax, bpl
-    movzx ecx, byte ptr [r15 + r8 + 2112]
-    mov edx, 211
-    test ebx, 262272
-    jz 1f
-1:
-    lea r9, [r10*4]
-    mov esi, 63
-    and r9, 192
-    mov dword ptr [r14 + r9 + 320], 158
-    mov rax, qword ptr [r15 + r9 + 256]
-    test ebx, 1075183744
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 384], sil
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    mov rdi, rbp
-    test ebx, 256
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 0], 38
-    movsxd rcx, dword ptr [r15 + rbp + 1088]
-    movzx ebp, byte ptr [r15 + r8 + 2176]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c24:
-    lea r8, [r10 + r10*4]
-    lea r9, [r10 + r10*1]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 16448], dl
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, edi
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 33640512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    lea rbp, [r10 + r10*2]
-    imul rsi, rbp
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 4160], rbp
-    test ebx, 8454592
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*4]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    and r9, 448
+    movzx esi, byte ptr [r14 + r9 + 576]
+    mov qword ptr [r15 + r9 + 704], rsi
+    mov qword ptr [r15 + 64], rsi
+    test ebx, 512
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, al
-    and esi, dword ptr [r15 + r9 + 128]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 637536384
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 512]
+    lea r8, [r10*4]
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 768]
+    and r8, 192
+    mov rax, qword ptr [r15 + r8 + 320]
+    test ebx, 740726272
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r9 + 640], eax
+    mov ecx, edi
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 16512]
-    test ebx, 1697677376
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 268435712
     jz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    bt r9, rax
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + r8 + 16640]
-    test ebx, 1024
+    mov rdi, qword ptr [r15 + r8 + 384]
+    sete r9b
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1058368
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 78
-    mov rax, rdi
-    mov dword ptr [r15 + 0], 1
-    mov rsi, qword ptr [r15 + rbp + 4096]
-    test ebx, 270656128
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 44645888
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 4224]
-    cmp dword ptr [r14 + r8 + 16576], 106
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rdi, qword ptr [r14 + r8 + 16384]
+    mov ecx, 13
+    mov r9d, ecx
+    sete dl
+    test ebx, 512
+    jz 1f
+1:
+    and esi, dword ptr [r15 + r8 + 256]
+    mov edi, 145
+    movzx edx, byte ptr [r15 + 0]
+    add qword ptr [r15 + rbp + 128], rbp
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 448], esi
+    mov rax, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c25:
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 64]
-    test bl, 128
+    movzx ebp, al
+    lea r8, [r10*4]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 153
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 2176]
+    test ebx, 581014208
     jnz 1f
 1:
-    xchg rax, rsi
-    mov byte ptr [r15 + 0], dl
-    .byte 0x66, 0x90
-    cmp rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 128]
-    mov rax, qword ptr [r15 + rbp + 192]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 53625344
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    test ebx, 176164928
-    jnz 1f
-1:
-    and rbp, 64
-    vpaddq xmm0, xmm0, xmmword ptr [r14 + rbp + 128]
-    not qword ptr [r15 + 0]
-    sete cl
-    test ebx, 269029504
-    jnz 1f
-1:
-    mov r9, qword ptr [r14 + 0]
-    movzx esi, bpl
-    movzx r8d, r9b
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 192], edi
-    mov rcx, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     movzx r9d, cl
-    test ebx, 256
+    mov rdx, qword ptr [r15 + r8 + 2240]
+    test ebx, 1315200
     jz 1f
 1:
-    jmp 1f
+    mov ecx, r9d
+    mov eax, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    mov rsi, rbp
+    movzx edi, byte ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], esi
+    and rbp, 192
+    mov edx, dword ptr [r15 + rbp + 256]
+    movsxd r9, dword ptr [r15 + r8 + 2112]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1350634560
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 64]
+    movzx r9d, al
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 56
+    movzx eax, al
+    mov byte ptr [r15 + rbp + 448], dil
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + rbp + 320]
+    movzx eax, byte ptr [r15 + rbp + 384]
+    mov rdx, r8
+    test ebx, 828027520
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 64]
+    mov dword ptr [r15 + r9 + 128], 158
+    movsxd rsi, dword ptr [r15 + r8 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c26:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov edx, dword ptr [r15 + rbp + 448]
-    mov esi, 147
-    mov edi, edi
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r10*8]
-    test ebx, 229952
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + 0], rax
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 192]
-    test ebx, 335579200
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 128]
-    imul r8, rcx
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    test ebx, 109904960
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 256]
-    vmovdqu xmm13, xmmword ptr [r15 + r9 + 576]
-    mov qword ptr [r15 + 0], rsi
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov byte ptr [r15 + r9 + 512], r8b
-    mov rax, r8
-    test ebx, 256
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 896]
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    cmp dword ptr [r15 + rbp + 320], 84
+    mov edx, dword ptr [r15 + 0]
+    lea r8, [r10*4]
+    xor dword ptr [r14 + 0], ebp
+    and r8, 192
+    movsxd rbp, dword ptr [r15 + r8 + 256]
+    movzx r9d, dil
+    lea rbp, [r10 + r10*1]
+    inc dword ptr [r15 + 0]
     test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*2]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r9, 65472
+    movzx esi, byte ptr [r15 + r9 + 65664]
+    movzx edx, cl
+    test ebx, 419496000
     jnz 1f
 1:
-    mov ebp, ebp
-    mov r8d, dword ptr [r15 + r9 + 768]
-    mov ecx, 16
+    mov edi, edi
+    cmp dword ptr [r15 + 64], 22
+    mov dword ptr [r15 + 0], 221
+    movzx ecx, byte ptr [r14 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov rax, qword ptr [r14 + 0]
-    mov rdx, qword ptr [r15 + r9 + 704]
+    lock or dword ptr [r15 + 64], 44
+    .byte 0x0f, 0x1f, 0x00
+    vpaddd ymm9, ymm5, ymmword ptr [r15 + r9 + 65600]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 142872704
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 65536]
+    or qword ptr [r15 + r8 + 448], 107
+    mov edx, dword ptr [r15 + r8 + 320]
+    mov r9, rdx
+    test ebx, 2097408
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    bswap rcx
+    mov qword ptr [r15 + rbp + 128], rcx
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 65792
+    jz 1f
+1:
+    movzx ebp, cl
+    movzx eax, r8b
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c27:
-    mov dword ptr [r15 + 0], edi
-    mov r9d, 94
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
-    movzx esi, r9b
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    cmp dword ptr [r15 + r8 + 192], 36
+    or qword ptr [r15 + 64], 115
+    movzx ecx, byte ptr [r15 + 0]
+    popcnt r9, r8
     test bl, 128
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, 63
+    lea r9, [r10*4]
+    mov esi, eax
+    and r9, 192
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1158697280
+    jnz 1f
+1:
+    mov rax, rdx
+    mov byte ptr [r15 + 0], al
+    mov rdi, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r9 + 256], rdi
+    test bl, 128
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + r8 + 128], 26
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    or r9d, 1
-    xor edx, edx
-    div r9d
+    mov rcx, qword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + 64], cl
     and rbp, 64
-    xor dword ptr [r15 + rbp + 192], r8d
-    lea r8, [r10*4]
-    test ebx, 176161856
-    jz 1f
-1:
-    and r8, 192
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r8 + 448]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r8 + 256], dl
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    test bl, 128
+    movzx eax, byte ptr [r15 + rbp + 128]
+    test ebx, 33024
     jnz 1f
 1:
-    mov edi, esi
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, 239
-    movzx esi, al
-    test ebx, 256
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 192]
+    mov edi, 207
+    mov dword ptr [r15 + 64], 213
+    test ebx, 270664640
+    jz 1f
+1:
+    mov rbp, r9
+    mov rsi, rbp
+    mov r9d, dword ptr [r15 + 0]
+    popcnt r8, rdi
+    test ebx, 34865472
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, 39
-    mov rdx, r8
-    test ebx, 1662094464
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    movzx esi, byte ptr [r15 + r9 + 128]
-    cmp dword ptr [r15 + 0], 19
-    mov r9d, 97
-    test ebx, 919680
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 384]
-    bswap rdx
-    movzx r9d, dl
-    mov ecx, r9d
-    test ebx, 1380319872
-    jz 1f
-1:
-    cmp rcx, qword ptr [r14 + r8 + 320]
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov rdi, rcx
+    mov rcx, r8
+    mov edi, dword ptr [r15 + 64]
+    cmp rcx, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c28:
-    lea rbp, [r10 + r10*1]
-    mov rsi, rbp
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 192]
-    popcnt rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    lea r9, [r10*4]
-    test ebx, 470291776
-    jz 1f
-1:
-    xchg rcx, rax
-    movsxd r8, dword ptr [r15 + 0]
-    and r9, 192
-    lea r8, [r10 + r10*4]
-    mov qword ptr [r15 + r9 + 448], r8
-    mov rdi, r8
-    test ebx, 1463814400
-    jz 1f
-1:
-    and r8, 1984
-    cmp dword ptr [r15 + r8 + 2176], 76
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1107853376
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + r9 + 384]
-    mov esi, ebp
-    or qword ptr [r15 + 0], 106
-    mov rdi, qword ptr [r14 + r8 + 2240]
+    lea rbp, [r10 + r10*2]
+    mov r9d, edi
+    lea r8, [r10 + r10*1]
+    and rbp, 960
+    mov rcx, qword ptr [r14 + rbp + 1024]
+    and r8, 64
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 192]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    xor dword ptr [r15 + r8 + 2304], eax
+    bt rcx, rbp
+    movsxd rcx, dword ptr [r14 + rbp + 1088]
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], edi
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, 147
+    mov rax, qword ptr [r15 + rbp + 1152]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, r8
+    xor dword ptr [r15 + 0], r8d
+    mov r9, rsi
+    test bl, 128
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, 21
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea r8, [r10 + r10*2]
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rdi, rdi
+    and r8, 448
+    btc dword ptr [r15 + r8 + 512], 20
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 576]
+    mov ecx, edi
     movsxd rdx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + r9 + 320], dl
-    mov rax, rdx
-    test ebx, 131328
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 128]
-    mov esi, 110
-    lock add qword ptr [r15 + r8 + 2112], rax
+    movsxd r9, dword ptr [r15 + 64]
     test ebx, 512
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    mov rdi, qword ptr [r15 + r8 + 2048]
-    mov esi, edi
-    test ebx, 1024
-    jnz 1f
-1:
-    mov rax, rsi
-    mov qword ptr [r15 + r9 + 256], rsi
-    mov eax, dword ptr [r14 + 64]
+    add rdi, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + r8 + 640]
+    movzx r8d, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c29:
-    cmp r9, qword ptr [r15 + 0]
-    mov edx, 214
-    mov r9d, edx
-    movzx r8d, r9b
-    test ebx, 1130447168
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx esi, dl
-    mov r9, qword ptr [r15 + 0]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 192]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, edx
-    mov qword ptr [r15 + 64], rax
-    mov ecx, dword ptr [r15 + 0]
-    or edi, 1
-    xor edx, edx
-    div edi
-    test ebx, 262656
-    jnz 1f
-1:
-    xchg r8, rdi
-    movsxd rcx, dword ptr [r14 + rbp + 128]
-    mov rsi, rcx
     lea rbp, [r10*4]
-    test ebx, 536870976
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 16320
+    cmp r8, qword ptr [r15 + rbp + 16384]
+    movzx edi, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edx, cl
+    test ebx, 673716544
     jnz 1f
 1:
-    cmp dword ptr [r15 + 64], 59
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 2240]
-    movsxd rsi, dword ptr [r15 + rbp + 2112]
-    movzx eax, r9b
-    test ebx, 512
+    mov eax, r8d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r9
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 2176]
-    imul rdx, rdx
-    lea r8, [r10 + r10*1]
-    mov esi, 135
-    test ebx, 1108739200
-    jnz 1f
-1:
-    mov rdi, r8
-    and r8, 960
-    movzx esi, byte ptr [r15 + r8 + 1024]
-    mov rdx, rdx
-    mov r9d, 179
-    test ebx, 256
-    jnz 1f
-1:
-    mov edx, ebp
-    mov rax, qword ptr [r15 + rbp + 2048]
-    mov ebp, 230
+    mov qword ptr [r15 + 0], rsi
+    movzx r9d, sil
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + rbp + 16576]
     test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov esi, 175
-    movsxd rdx, dword ptr [r15 + r8 + 1088]
+    mov rdi, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 192]
+    or qword ptr [r15 + 0], 34
+    or qword ptr [r15 + 0], 53
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r14 + rbp + 16448], al
+    mov esi, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 64], esi
+    test ebx, 2098176
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 202
+    mov edx, 57
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 524352
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov rdx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + rbp + 16512]
+    mov rdi, qword ptr [r15 + r9 + 128]
+    test ebx, 1751253056
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    imul rbp, r8
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, qword ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c30:
+    lea r9, [r10 + r10*1]
+    mov esi, eax
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], dl
     lea r8, [r10 + r10*4]
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], r8b
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     and r8, 448
-    mov qword ptr [r15 + r8 + 640], rax
-    mov eax, dword ptr [r15 + r8 + 768]
-    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov edi, ebp
+    sete al
     test bl, 128
     jz 1f
 1:
+    mov qword ptr [r15 + r9 + 192], rdi
+    vmovdqu xmm15, xmmword ptr [r14 + r8 + 576]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, bpl
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    mov r9, r8
+    cmp dword ptr [r15 + r8 + 640], 96
+    test ebx, 1024
+    jnz 1f
+1:
+    cmp rsi, qword ptr [r15 + 0]
+    mov edi, 172
+    movzx esi, dil
+    inc dword ptr [r15 + r8 + 704]
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov rbp, r9
+    mov edx, 252
+    xor dword ptr [r15 + 0], edi
+    test ebx, 1613759680
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    bt r9, rax
+    xchg r9, rdi
     mov rcx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + r8 + 576]
-    test ebx, 268435520
+    test ebx, 67111360
     jz 1f
 1:
-    bt rbp, rbp
-    or eax, 1
-    xor edx, edx
-    div eax
-    movsxd rdi, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    test ebx, 525312
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    test ebx, 1359085696
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + 0], r8d
-    cmp dword ptr [r14 + 0], 32
-    test ebx, 740201664
-    jnz 1f
-1:
-    btc dword ptr [r14 + 0], 25
-    xchg rsi, rdi
-    imul eax, edx, 47
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    cmp dword ptr [r15 + r8 + 512], 64
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov ecx, dword ptr [r15 + r9 + 128]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 209
-    mov qword ptr [r15 + r8 + 704], rcx
+    mov esi, 99
+    mov ebp, edi
+    mov rdx, qword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c31:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 384], r8b
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + 0], 198
-    test ebx, 331612480
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 38
-    imul rcx, rbp
-    .byte 0x66, 0x90
-    test ebx, 1213056
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, dl
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 537068672
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 64]
-    xor dword ptr [r15 + 0], eax
-    test ebx, 256
-    jz 1f
-1:
-    lea rdi, [r15 + 270976]
-    mov ecx, 59
-    rep stosb
-    mov eax, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    test ebx, 705038976
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    mov ecx, dword ptr [r14 + rbp + 128]
-    test ebx, 512
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 256]
+    lea r8, [r10 + r10*2]
+    and r8, 65472
+    mov byte ptr [r15 + r8 + 65536], r8b
+    sete cl
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10*4]
+    movsxd rdi, dword ptr [r15 + 64]
     test bl, 128
-    jnz 1f
-1:
-    mov ebp, edx
-    mov esi, ebp
-    movzx eax, byte ptr [r15 + r9 + 128]
-    test ebx, 536870976
     jz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 448]
-    movzx r8d, byte ptr [r15 + 0]
+    and rbp, 192
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    mov qword ptr [r14 + 0], rbp
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    movzx r9d, dl
+    mov edi, 82
+    test ebx, 859865664
+    jz 1f
+1:
+    mov rax, rsi
+    movzx edi, byte ptr [r15 + r8 + 65600]
+    mov ecx, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx esi, al
+    test ebx, 578838720
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 256]
+    movsxd rdi, dword ptr [r15 + 0]
+    cmp r8, qword ptr [r15 + rbp + 320]
+    test ebx, 512
+    jnz 1f
+1:
+    mov eax, edi
+    mov ecx, eax
+    xchg rsi, rsi
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 448], 103
+    mov ebp, 16
+    mov rdx, rsi
+    test ebx, 512
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 65664]
+    movzx eax, byte ptr [r15 + r9 + 192]
+    mov rdi, qword ptr [r15 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c32:
-    lea rbp, [r10 + r10*2]
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, 126
-    and rbp, 960
-    vpaddq xmm11, xmm11, xmmword ptr [r14 + rbp + 1088]
-    imul r9, rcx
-    test ebx, 340435200
+    lea r8, [r10*8]
+    lea r9, [r10 + r10*1]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 704]
+    and r9, 65472
+    cmp rsi, qword ptr [r15 + r9 + 65536]
+    and ebp, dword ptr [r15 + r8 + 896]
+    mov rcx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 199241216
     jnz 1f
 1:
-    lea r8, [r10*4]
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, cl
-    xor dword ptr [r15 + 0], ebp
-    and r8, 192
-    mov byte ptr [r15 + r8 + 384], dil
-    test ebx, 136462464
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov ecx, 143
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r8 + 256]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    bswap r9
-    lea r9, [r10*4]
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    mov ecx, 225
-    test ebx, 8320
+    mov rax, rbp
+    mov byte ptr [r15 + 0], al
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 92
+    and edi, dword ptr [r15 + r8 + 832]
+    test ebx, 8256
     jz 1f
 1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 576], rax
-    mov esi, r9d
-    movzx eax, bpl
-    movzx edi, byte ptr [r15 + r9 + 512]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], cl
-    movsxd rdx, dword ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r14 + r8 + 320]
-    mov edi, esi
-    mov r8d, dword ptr [r15 + rbp + 1152]
+    movzx esi, dil
+    movzx eax, r8b
+    movsxd rdx, dword ptr [r14 + r8 + 576]
+    movsxd rsi, dword ptr [r14 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx ecx, sil
-    mov rax, qword ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + r9 + 704], 113
+    mov dword ptr [r15 + 0], 166
+    movsxd rdi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + r8 + 768]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 302006912
+    jnz 1f
+1:
+    movzx ecx, al
+    mov dword ptr [r15 + 0], r8d
+    and edi, dword ptr [r15 + 0]
+    xor dword ptr [r15 + r8 + 640], r8d
+    test bl, 128
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 65600]
+    mov eax, 120
+    .byte 0x0f, 0x1f, 0x00
+    mov r9, qword ptr [r15 + rbp + 128]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + r8 + 512], r8d
+    movzx r8d, r8b
+    mov esi, 91
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c33:
-    mov dword ptr [r15 + 64], 98
-    lea r8, [r10 + r10*1]
-    cmp rbp, qword ptr [r15 + 0]
-    bswap rbp
-    and r8, 64
-    movsxd rdi, dword ptr [r14 + r8 + 192]
+    lea rbp, [r10*4]
+    movsxd rcx, dword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
+    and rbp, 192
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r14 + rbp + 384]
+    test ebx, 1646831680
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    lea r8, [r10*8]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1024
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, 125
-    lock or dword ptr [r15 + 0], 50
-    test ebx, 512
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 576]
+    add qword ptr [r15 + r8 + 832], rsi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 640], 223
+    test bl, 128
     jz 1f
 1:
-    movzx edi, sil
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    movzx edx, al
-    test ebx, 8320
+    cmp rbp, qword ptr [r15 + r8 + 512]
+    not qword ptr [r15 + r8 + 768]
+    or qword ptr [r15 + 0], 57
+    test ebx, 1744986240
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 243
+    sete sil
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 225
+    test bl, 128
+    jz 1f
+1:
+    mov esi, 228
+    movzx edx, byte ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + r9 + 128], 235
+    test ebx, 1260519488
     jnz 1f
 1:
-    lea rbp, [r10*4]
-    mov rdi, rcx
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 320], dil
-    cmp dword ptr [r15 + 0], 71
-    test ebx, 1074807424
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 448], ebp
-    movzx ecx, cl
-    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 256
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 384]
-    add rcx, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + 64], 15
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and rbp, 64
-    vmovdqu xmm13, xmmword ptr [r15 + rbp + 192]
-    mov rsi, qword ptr [r15 + rbp + 128]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, rsi
-    mov esi, 29
-    mov eax, dword ptr [r15 + r8 + 128]
+    mov r9, qword ptr [r15 + rbp + 448]
+    movsxd r8, dword ptr [r15 + 0]
+    inc dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c34:
-    lea r8, [r10*4]
-    popcnt rcx, r8
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 2048], cl
-    add rdx, qword ptr [r15 + r8 + 2176]
-    movzx ebp, byte ptr [r15 + r8 + 2112]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    crc32 rax, rcx
-    mov esi, 147
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
-    test ebx, 16777728
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov edi, r8d
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov rcx, rbp
-    mov qword ptr [r15 + 64], rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 2240]
-    mov r8d, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 27
-    mov edx, eax
-    test ebx, 512
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    crc32 ecx, r9b
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    movzx r9d, cl
-    mov dword ptr [r15 + rbp + 192], 47
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c35:
-    .byte 0x66, 0x90
-    movsxd rdi, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rdi
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 168084608
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    mov ecx, 77
-    mov rax, qword ptr [r15 + 0]
-    and r8, 448
-    mov rsi, qword ptr [r15 + r8 + 640]
-    test bl, 128
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 33
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + 64], r9b
-    and rbp, 64
-    movsxd rsi, dword ptr [r14 + rbp + 128]
-    test ebx, 1090617408
-    jnz 1f
-1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r8 + 576], 225
-    mov ecx, dword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    lock add qword ptr [r15 + r8 + 512], rcx
-    mov rax, rcx
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + r9 + 128], eax
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    add qword ptr [r15 + 64], rcx
-    mov edx, 32
-    movzx ecx, dl
-    test ebx, 252724736
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r8, rdx
-    movzx r8d, r8b
-    cmp dword ptr [r15 + rbp + 192], 95
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, 144
-    imul edi, esi, 72
-    mov r9, qword ptr [r15 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c36:
-    lea rbp, [r10*8]
-    cmovne rsi, rbp
-    mov edx, dword ptr [r15 + 0]
-    and rbp, 448
-    movsxd rdi, dword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + rbp + 832], edx
-    test ebx, 320899264
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rax, r9
-    and r9, 192
-    mov ecx, dword ptr [r14 + r9 + 256]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 4326784
-    jz 1f
-1:
-    cmovne r8, rcx
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 320], r8d
-    lea r9, [r10 + r10*1]
-    mov ecx, r9d
-    test ebx, 4194368
-    jnz 1f
-1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    mov rdx, qword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + rbp + 512]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov rdi, qword ptr [r15 + rbp + 640]
-    mov r9d, 92
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r14 + rbp + 896]
-    movzx edi, byte ptr [r15 + rbp + 576]
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 973626304
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 704]
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + rbp + 768]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c37:
-    sete al
-    mov rbp, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov eax, ebp
-    and r9, 64
-    lea r8, [r10 + r10*4]
-    movsxd rbp, dword ptr [r15 + r9 + 128]
-    test ebx, 18219072
-    jz 1f
-1:
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 2304]
-    lea rbp, [r10 + r10*2]
-    mov rcx, qword ptr [r15 + 0]
-    and rbp, 960
-    movsxd rdi, dword ptr [r15 + rbp + 1088]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 1152]
-    mov rax, qword ptr [r15 + r8 + 2240]
-    .byte 0x66, 0x90
-    movzx ecx, byte ptr [r15 + rbp + 1024]
-    test ebx, 512
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 192]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 310509632
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + r8 + 2048], rdx
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    cmp dword ptr [r14 + r8 + 2176], 67
-    mov esi, 31
-    movzx edx, sil
-    mov rdi, rsi
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 2112], dil
-    mov dword ptr [r15 + 64], 17
-    mov dword ptr [r15 + 0], 71
-    test ebx, 340067072
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rcx, rdi
-    movzx r8d, cl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c38:
-    lea rbp, [r10 + r10*4]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2176], 226
-    lea r9, [r10*4]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    and r9, 192
-    mov rdi, qword ptr [r15 + r9 + 448]
-    movzx eax, al
-    lea r8, [r10 + r10*4]
-    test bl, 128
-    jz 1f
-1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 768], sil
-    mov eax, 205
-    xor dword ptr [r15 + r8 + 704], eax
-    mov dword ptr [r15 + rbp + 2240], eax
-    test ebx, 139067456
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 64]
-    add rax, qword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    test ebx, 256
-    jnz 1f
-1:
-    or qword ptr [r15 + r8 + 640], 115
-    movsxd rdx, dword ptr [r15 + rbp + 2048]
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, r9d
-    test ebx, 283475008
-    jz 1f
-1:
-    mov ecx, ebp
-    mov dword ptr [r15 + 0], 183
-    mov edi, ecx
-    mov r8d, ecx
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 256]
-    movsxd rax, dword ptr [r14 + r9 + 320]
-    movzx edi, byte ptr [r15 + rbp + 2112]
-    cmp dword ptr [r15 + rbp + 2304], 119
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c39:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*4]
-    and rbp, 64
-    movzx ecx, byte ptr [r14 + rbp + 192]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1088], 242
-    jmp 1f
-1:
-    mov r8d, esi
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 1152]
-    bswap rcx
-    movzx edi, r9b
-    mov r8, qword ptr [r15 + r9 + 1216]
-    test ebx, 2048
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov esi, 76
-    test ebx, 131328
-    jnz 1f
-1:
-    mov rcx, r9
-    cmp dword ptr [r15 + 0], 87
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    and ecx, dword ptr [r15 + r9 + 1024]
-    lea r9, [r10 + r10*4]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 768]
-    mov eax, dword ptr [r15 + rbp + 128]
-    mov r8d, esi
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 512], bpl
-    movzx edi, r8b
-    movzx esi, byte ptr [r15 + r9 + 576]
-    test ebx, 1367409280
-    jz 1f
-1:
-    mov ebp, esi
-    cmp rdi, qword ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + 0], 144
-    mov edx, eax
-    test ebx, 671352896
-    jnz 1f
-1:
-    mov r8d, 198
-    mov rcx, qword ptr [r15 + r9 + 704]
-    mov edx, r8d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c40:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 4032
-    mov ecx, dword ptr [r14 + r9 + 4096]
-    mov dword ptr [r15 + 0], 204
-    and rbp, 64
-    btc dword ptr [r15 + rbp + 128], 15
-    mov edx, 136
-    test ebx, 2048
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    imul r8d, ecx, 9
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 64]
-    mov edi, 137
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + r9 + 4160]
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r9, [r10*4]
-    test ebx, 512
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    and r9, 192
-    or qword ptr [r15 + r9 + 320], 94
-    mov rdx, qword ptr [r15 + r9 + 256]
-    test ebx, 512
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rdx, r8
-    movzx eax, byte ptr [r15 + r9 + 448]
-    test ebx, 2330112
-    jz 1f
-1:
-    mov rsi, rax
-    mov byte ptr [r15 + 0], bpl
-    mov eax, r9d
-    movzx esi, sil
-    test bl, 128
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + rbp + 192]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 384], rdi
-    movsxd rcx, dword ptr [r14 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c41:
-    lea r8, [r10 + r10*1]
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 16448], r8
-    and edi, dword ptr [r15 + 0]
-    lea r9, [r10*4]
     lea rbp, [r10*4]
-    cmp dword ptr [r14 + 0], 15
-    and rbp, 448
-    cmp dword ptr [r15 + rbp + 704], 76
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 1984
-    cmp dword ptr [r15 + r9 + 2048], 17
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, edx
-    movzx esi, sil
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 512], ecx
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + r9 + 2240]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + r9 + 2176], eax
-    movzx edi, cl
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx eax, dil
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 16384]
-    test ebx, 540771712
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 576], rax
-    mov rdx, qword ptr [r15 + rbp + 640]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 692083520
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r8d, 185
-    mov byte ptr [r15 + 0], al
-    bt r8, r8
-    test ebx, 1024
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 2112]
-    mov ecx, r8d
-    mov eax, ecx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c42:
-    add qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 64], 184
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, esi
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 546583168
-    jnz 1f
-1:
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    mov rsi, qword ptr [r15 + 0]
-    and rbp, 64
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 192]
-    test ebx, 19267712
-    jz 1f
-1:
-    mov ecx, ebp
-    movzx edx, byte ptr [r15 + rbp + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    mov ebp, dword ptr [r15 + 0]
-    mov edi, 255
-    lea r8, [r10 + r10*1]
-    test ebx, 8799616
-    jnz 1f
-1:
-    movzx r9d, r8b
-    movsxd rsi, dword ptr [r15 + 0]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    test ebx, 524416
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    cmp dword ptr [r15 + 0], 113
-    mov edx, 249
-    mov eax, dword ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r14 + r8 + 192], 90
-    movzx edi, dil
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c43:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 256], rdi
-    lea r8, [r10 + r10*2]
-    movzx eax, r8b
-    movsxd rsi, dword ptr [r15 + 64]
-    and r8, 448
-    mov edi, dword ptr [r14 + r8 + 576]
-    test ebx, 558276672
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], edi
-    mov byte ptr [r15 + rbp + 320], cl
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 33588544
-    jz 1f
-1:
-    bt rdx, rbp
-    imul rdx, rdx
-    lea r9, [r10 + r10*1]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, sil
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r8 + 640]
-    mov edx, dword ptr [r15 + r9 + 192]
-    test ebx, 512
-    jnz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov edx, 195
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, al
-    mov rdx, qword ptr [r15 + rbp + 384]
-    test bl, 128
-    jz 1f
-1:
-    mov esi, 185
-    mov dword ptr [r15 + rbp + 448], 240
-    mov byte ptr [r15 + 0], dl
-    xchg qword ptr [r15 + 64], rax
-    test ebx, 512
-    jnz 1f
-1:
-    add qword ptr [r14 + 0], rax
-    mov qword ptr [r15 + r8 + 512], rax
-    mov qword ptr [r15 + 64], r8
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c44:
-    lea rbp, [r10*4]
-    and rbp, 960
-    mov rsi, qword ptr [r15 + rbp + 1088]
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, rsi
-    movzx ecx, r8b
-    test bl, 192
-    jnz 1f
-1:
-    xor dword ptr [r15 + 64], ecx
-    mov r9, r9
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 655270720
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 208
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rsi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + rbp + 1024], al
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    imul r9d, edi, 62
-    mov eax, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r9d, 27
-    mov qword ptr [r15 + 64], rdi
-    jmp 1f
-1:
-    test ebx, 142741632
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + rbp + 1152], rax
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r14 + 0]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    test bl, 128
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 192]
-    add qword ptr [r15 + rbp + 1216], rdi
-    mov esi, edx
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edx, bpl
-    movzx ebp, bpl
-    movzx r9d, byte ptr [r15 + r8 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c45:
-    lea rbp, [r10*4]
-    lea r9, [r10*4]
-    mov r8d, ebp
-    and rbp, 65472
-    movsxd rcx, dword ptr [r15 + rbp + 65536]
-    mov rdi, qword ptr [r15 + 0]
-    and r9, 192
-    movzx esi, byte ptr [r15 + r9 + 448]
-    test ebx, 256
-    jnz 1f
-1:
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    cmovne rcx, rsi
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 65600]
-    cmp rcx, qword ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    xchg rcx, rax
-    mov esi, 157
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    mov edi, 254
-    mov rsi, rdi
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 8388672
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    xchg rdx, rdi
-    test ebx, 268435712
-    jz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 320]
-    mov dword ptr [r14 + r9 + 256], 235
-    mov rdx, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r14 + rbp + 65664], 98
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, edi
-    mov byte ptr [r15 + r8 + 192], r9b
-    movsxd rsi, dword ptr [r15 + rbp + 65728]
-    movsxd r9, dword ptr [r15 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c46:
-    cmovne rbp, r9
-    lea rdi, [r15 + 270976]
-    mov ecx, 9
-    rep stosb
-    movsxd r8, dword ptr [r14 + 0]
-    lea r9, [r10*8]
-    sete bpl
-    test ebx, 822763648
-    jnz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 640], r9d
-    movzx esi, byte ptr [r15 + r9 + 896]
-    mov r8d, 181
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    mov r8d, dword ptr [r15 + r9 + 704]
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    lea rbp, [r10 + r10*2]
-    test ebx, 84934976
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    and rbp, 65472
-    mov rdx, qword ptr [r15 + rbp + 65536]
-    mov edi, 26
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 832], dil
-    lock or dword ptr [r15 + 64], 127
-    movsxd rdi, dword ptr [r15 + rbp + 65600]
-    mov rcx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 768]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    mov edi, dword ptr [r15 + rbp + 65664]
-    test bl, 128
-    jnz 1f
-1:
-    movzx ebp, al
-    mov rax, r9
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1413775680
-    jz 1f
-1:
-    mov rbp, rdi
-    movzx eax, byte ptr [r15 + r8 + 128]
-    mov ecx, dword ptr [r15 + r9 + 576]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c47:
-    lea r9, [r10 + r10*4]
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov r8, rdx
-    and r9, 448
-    mov dword ptr [r15 + r9 + 704], r9d
-    add rsi, qword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, 99
-    lea r8, [r10 + r10*1]
-    movzx eax, r8b
-    mov rdi, r8
-    test ebx, 512
-    jz 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    add rbp, qword ptr [r14 + r9 + 512]
-    mov rdx, rsi
-    test ebx, 256
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    cmovne rsi, rdx
-    lea rbp, [r10 + r10*2]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 640], rbp
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 16448]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov byte ptr [r15 + 64], cl
-    movsxd rdi, dword ptr [r15 + r9 + 768]
-    test ebx, 536988928
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 16384]
-    movsxd rdx, dword ptr [r15 + r9 + 576]
-    cmp r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + r8 + 192]
-    movzx ecx, byte ptr [r15 + rbp + 16512]
-    movzx eax, dl
-    xor dword ptr [r15 + 0], ecx
-    test ebx, 1610622016
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], esi
-    mov r8, r8
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c48:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov edx, 61
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 192]
-    test ebx, 459840
-    jz 1f
-1:
-    mov edi, edi
-    mov dword ptr [r15 + 0], 203
-    lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + r9 + 128]
-    test ebx, 1879056448
-    jz 1f
-1:
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 4160], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, ebp
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, cl
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    xor dword ptr [r15 + 0], eax
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov edx, 41
-    cmp rdx, qword ptr [r14 + 0]
-    test ebx, 403702400
-    jnz 1f
-1:
-    bt r8, rdx
-    or qword ptr [r14 + 0], 95
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 0], r8
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, ecx
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, rdi
-    mov byte ptr [r15 + 0], cl
-    mov r8, r10
-    movzx edi, dil
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 2048]
-    movzx ecx, bpl
-    mov qword ptr [r15 + rbp + 4096], rcx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c49:
-    lea rbp, [r10*4]
-    and rbp, 65472
-    mov qword ptr [r15 + rbp + 65536], rbp
-    mov dword ptr [r15 + 64], ebp
-    lea r9, [r10 + r10*1]
-    mov rdx, r9
-    mov byte ptr [r15 + 64], r9b
-    test ebx, 1547052224
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 174
-    mov esi, 31
-    mov rax, rsi
-    test ebx, 256
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 143475008
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 65600]
-    mov ecx, ecx
-    mov edx, dword ptr [r15 + rbp + 65728]
-    test ebx, 755516672
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 65664], 253
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, rcx
-    mov rax, qword ptr [r15 + 0]
-    movzx ebp, dil
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test ebx, 271917248
-    jnz 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + r8 + 192]
-    movzx ecx, r9b
-    movsxd r8, dword ptr [r15 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c50:
-    add r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 256
-    jz 1f
-1:
-    and rbp, 4032
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 4224]
-    mov byte ptr [r15 + 0], sil
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    test ebx, 1175554176
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, edi
-    mov r9d, dword ptr [r15 + rbp + 4096]
-    mov rsi, rdx
-    test ebx, 105792256
-    jnz 1f
-1:
-    mov eax, edx
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + r8 + 128], 122
-    mov rax, rbp
-    lea r8, [r10 + r10*2]
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, dword ptr [r14 + 0]
-    and r8, 960
-    movsxd rax, dword ptr [r15 + r8 + 1088]
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, rsi
-    test ebx, 1879623104
-    jz 1f
-1:
-    movzx esi, cl
-    mov r9, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r9
-    test ebx, 1024
-    jz 1f
-1:
-    imul rax, rax
-    lock add qword ptr [r15 + rbp + 4160], rax
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov qword ptr [r15 + r8 + 1024], rbp
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    or qword ptr [r15 + r8 + 1152], 26
-    mov ebp, 64
-    mov edx, esi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c51:
-    lea r8, [r10 + r10*1]
-    add rdi, qword ptr [r15 + 0]
-    movzx eax, sil
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 128]
-    or qword ptr [r15 + 0], 110
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 278671424
-    jnz 1f
-1:
-    mov edx, 11
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 192]
-    test ebx, 2048
-    jz 1f
-1:
-    mov rdi, rsi
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + rbp + 128]
-    test ebx, 1645234560
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], edi
-    bt rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 2560
-    jnz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov byte ptr [r14 + 0], r8b
-    cmp dword ptr [r15 + 0], 30
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 1564807296
-    jnz 1f
-1:
-    mov edi, 240
-    cmp dword ptr [r15 + 0], 60
-    movzx edi, dil
-    test ebx, 512
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, eax
-    test ebx, 512
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 192]
-    and ecx, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ebp, 3
-    mov dword ptr [r15 + 64], eax
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c52:
-    lea r8, [r10 + r10*4]
-    and r8, 65472
-    movzx r9d, byte ptr [r15 + r8 + 65600]
-    and eax, dword ptr [r15 + r8 + 65536]
-    mov rdx, rax
-    mov dword ptr [r15 + r8 + 65728], 158
-    test ebx, 256
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    nop
-    jmp 1f
-1:
-    sete dl
-    test ebx, 397952
-    jnz 1f
-1:
-    cmovne rdi, rdx
-    lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 64]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], esi
-    test ebx, 512
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], al
-    mov edx, ebp
-    test ebx, 1024
-    jz 1f
-1:
-    mov esi, 199
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    lea r9, [r10 + r10*1]
-    mov edi, 177
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    add qword ptr [r15 + rbp + 192], rax
-    mov dword ptr [r14 + 0], 30
-    cmp dword ptr [r14 + r8 + 65792], 105
-    test ebx, 150997184
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 128]
-    mov r9d, dword ptr [r15 + r8 + 65664]
-    mov ecx, 74
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c53:
-    lea r8, [r10*4]
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    and r8, 192
-    mov r9, qword ptr [r15 + r8 + 384]
-    test ebx, 12337472
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + r8 + 448], r9d
-    mov edi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, 91
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 128]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 192]
-    test ebx, 16448
-    jnz 1f
-1:
-    mov ecx, 190
-    mov dword ptr [r15 + 0], 253
-    mov r9, qword ptr [r15 + rbp + 576]
-    mov rax, r9
-    test ebx, 637936896
-    jz 1f
-1:
-    mov eax, 110
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov rbp, rax
-    test ebx, 603988288
-    jz 1f
-1:
-    mov edi, 48
-    add rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + r8 + 320], al
-    test ebx, 1111593344
-    jz 1f
-1:
-    movzx edx, al
-    cmp dword ptr [r15 + r8 + 256], 74
-    mov qword ptr [r14 + 64], r8
-    cmovne rdx, rdx
-    test ebx, 73662528
-    jnz 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8d, edx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c54:
-    lea rbp, [r10*4]
-    mov esi, ebp
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 448]
-    vmovdqu xmm11, xmmword ptr [r15 + rbp + 320]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov eax, r8d
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    lea r9, [r10 + r10*1]
-    test ebx, 554697856
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov rcx, rsi
-    mov dword ptr [r15 + 0], 165
-    mov byte ptr [r15 + 0], dl
-    test ebx, 143147136
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx edi, dl
-    movzx edx, dil
-    movsxd rsi, dword ptr [r14 + 0]
-    test ebx, 25167424
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 107
-    mov edx, 18
-    mov dword ptr [r15 + r8 + 192], 9
-    movzx r8d, dl
-    test ebx, 1024
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 128], bpl
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r8d, bpl
-    mov rdx, qword ptr [r15 + rbp + 256]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, r8d
-    xchg qword ptr [r15 + rbp + 384], rbp
-    mov r9d, ebp
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov eax, 56
-    crc32 rax, r8
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c55:
     lea r8, [r10*8]
-    mov rcx, rdi
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1088], r8
-    lea rbp, [r10 + r10*1]
-    lea rdi, [r15 + 270976]
-    mov ecx, 10
-    rep stosb
-    movzx esi, sil
-    test ebx, 2048
-    jz 1f
-1:
-    and rbp, 64
-    lea r9, [r10*4]
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    mov edx, dword ptr [r15 + r8 + 1280]
-    and r9, 192
-    inc dword ptr [r14 + r9 + 448]
-    test ebx, 411632832
-    jz 1f
-1:
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov rcx, qword ptr [r15 + r8 + 1152]
-    test ebx, 320
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 64]
-    xor dword ptr [r15 + 0], ecx
-    mov rsi, qword ptr [r14 + r8 + 1024]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 1216]
-    mov ecx, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 1344], edi
-    test ebx, 256
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + r9 + 320]
-    xchg qword ptr [r15 + rbp + 128], rbp
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8d, edi
-    movzx ecx, byte ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 256], rcx
-    mov r9, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c56:
-    mov edx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    lea r8, [r10 + r10*2]
+    and rbp, 192
+    cmp rcx, qword ptr [r15 + rbp + 256]
+    and r8, 1984
+    movzx ecx, byte ptr [r14 + r8 + 2048]
+    mov edi, ecx
     movzx eax, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, 56
-    mov edx, 216
-    test bl, 128
-    jnz 1f
-1:
+    mov qword ptr [r15 + r8 + 2240], rbp
+    mov dword ptr [r15 + r8 + 2112], 49
     lea r9, [r10 + r10*1]
-    mov edi, ebp
-    movzx esi, byte ptr [r15 + r8 + 320]
-    movsxd rdx, dword ptr [r15 + rbp + 128]
+    mov edx, r9d
+    test ebx, 813889024
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], rdx
-    test ebx, 2048
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    xor dword ptr [r15 + 0], ebp
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, al
-    test ebx, 67108992
+    mov rsi, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r14 + r8 + 2304], 129
+    test ebx, 403755136
     jnz 1f
 1:
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov rdx, rcx
-    jmp 1f
-1:
-    test ebx, 256
+    movzx ecx, byte ptr [r15 + r8 + 2176]
+    add qword ptr [r15 + 0], rsi
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 142999680
+    movzx eax, byte ptr [r15 + r8 + 2368]
+    mov dword ptr [r15 + 64], r8d
+    mov qword ptr [r15 + rbp + 448], rdi
+    nop
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, r8
-    test ebx, 256
-    jz 1f
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 384], 119
+    test bl, 128
+    jnz 1f
 1:
-    mov dword ptr [r14 + r9 + 192], eax
-    sete r9b
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + rbp + 320]
+    mov eax, r8d
+    test ebx, 524352
+    jnz 1f
+1:
+    mov rdi, rax
+    mov dword ptr [r15 + 0], 202
     mov rdi, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
-.Lc1_b8_c57:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+.Lc1_b8_c35:
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 0], 81
+    and rbp, 64
+    vmovdqu xmm15, xmmword ptr [r15 + rbp + 128]
+    mov byte ptr [r14 + 64], bpl
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 537147584
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lea r8, [r10*4]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 56
+    mov edx, 43
+    and r8, 192
+    mov qword ptr [r15 + r8 + 320], r8
+    test ebx, 42041408
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + r8 + 256]
+    mov ecx, dword ptr [r15 + rbp + 192]
+    imul edi, ecx, 63
     test bl, 128
     jnz 1f
 1:
-    xchg rax, r9
-    lea r9, [r10*4]
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, dil
-    test ebx, 1342966912
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 9
+    vmovdqu xmm15, xmmword ptr [r14 + 0]
+    test ebx, 32832
     jnz 1f
 1:
-    and r9, 192
-    movzx edi, byte ptr [r14 + r9 + 448]
-    mov rax, qword ptr [r14 + 0]
-    movzx ebp, al
+    jmp 1f
+1:
+    mov ebp, 3
+    mov edx, 120
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 384], edx
+    mov rdx, rdx
+    mov edx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + r9 + 192], 118
+    test ebx, 1082499200
+    jnz 1f
+1:
+    or qword ptr [r15 + 64], 19
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    mov r9d, 221
     test ebx, 256
     jz 1f
 1:
-    movzx eax, r9b
-    cmp rbp, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 33554496
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    nop
+    mov byte ptr [r15 + 0], r9b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c36:
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r9d, r8d
+    lea rbp, [r10 + r10*1]
+    cmp rsi, qword ptr [r15 + 0]
+    test ebx, 1136264192
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 192]
+    sete sil
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 192]
+    mov esi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    test ebx, 512
     jnz 1f
 1:
-    mov ecx, 180
-    mov edi, dword ptr [r15 + r9 + 256]
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + r9 + 320]
-    lea r8, [r10 + r10*1]
+    and r9, 448
+    add rdi, qword ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1093304384
+    jnz 1f
+1:
+    mov eax, 80
+    mov rdx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + rbp + 128]
+    mov ebp, dword ptr [r15 + 64]
     test ebx, 512
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 49
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rsi
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 2048
+    cmovne rsi, rbp
+    mov ecx, dword ptr [r15 + 64]
+    movzx eax, dl
+    cmp dword ptr [r15 + r9 + 576], 107
+    test ebx, 1053120
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + r8 + 128]
+    test ebx, 235898752
     jnz 1f
+1:
+    movzx edi, sil
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 4194368
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + r9 + 640], 120
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, r9
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c37:
+    lea r9, [r10 + r10*1]
+    and r9, 65472
+    lock add qword ptr [r15 + r9 + 65600], rdx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx eax, bpl
+    test ebx, 524544
+    jz 1f
+1:
+    movzx edx, r9b
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov rdi, rax
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 192]
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], dil
+    add rax, qword ptr [r15 + 64]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    test ebx, 1101285184
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 218
+    mov byte ptr [r15 + rbp + 128], r8b
+    movzx ecx, cl
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 134217792
+    jz 1f
+1:
+    mov ebp, 20
+    mov dword ptr [r15 + 0], ebp
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 1083265152
+    jz 1f
+1:
+    btc dword ptr [r15 + 0], 7
+    movzx eax, byte ptr [r15 + 0]
+    mov rcx, rax
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    inc dword ptr [r14 + 0]
+    mov edx, dword ptr [r15 + r9 + 65536]
+    cmp dword ptr [r15 + 0], 90
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r14 + r8 + 128], edx
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 256
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdx, r8
+    movzx eax, r8b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c38:
+    lea rbp, [r10*8]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 576]
+    mov rdx, rbp
+    lea r8, [r10 + r10*2]
+    mov rsi, qword ptr [r14 + rbp + 640]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1749647424
+    jz 1f
+1:
+    and r8, 1984
+    lock or dword ptr [r15 + r8 + 2176], 93
+    and eax, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 0], bpl
+    movsxd rdx, dword ptr [r14 + rbp + 832]
+    test ebx, 256
+    jz 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + r9 + 128], ebp
+    mov dword ptr [r15 + 64], eax
+    test ebx, 768
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov ecx, 49
+    mov eax, eax
+    mov r9d, dword ptr [r15 + r8 + 2112]
+    test ebx, 256
+    jnz 1f
+1:
+    mov edx, 109
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], edx
+    lock xadd qword ptr [r15 + rbp + 512], rdx
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 768]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + rbp + 704]
+    popcnt r9, rdx
+    test ebx, 589242880
+    jnz 1f
+1:
+    mov r9d, 120
+    mov byte ptr [r15 + 0], r9b
+    mov rcx, qword ptr [r15 + r8 + 2048]
+    movzx ebp, bpl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c39:
+    lea r8, [r10*4]
+    and r8, 448
+    cmp dword ptr [r14 + r8 + 640], 71
+    mov edi, 143
+    lea rbp, [r10*4]
+    movsxd rdi, dword ptr [r15 + 0]
+    and rbp, 192
+    cmp rbp, qword ptr [r15 + rbp + 320]
+    test bl, 128
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    cmp rdx, qword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    movzx eax, r9b
+    test ebx, 256
+    jz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    bswap rdi
+    jmp 1f
+1:
+    test ebx, 592753152
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    mov edx, 67
+    vaddsd xmm15, xmm15, xmm15
+    test bl, 128
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 576]
+    test ebx, 536870976
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    and r9d, dword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + 0], sil
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 384], rdx
+    movzx edi, dl
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073756608
+    jz 1f
+1:
+    mov edx, 17
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, 150
+    test ebx, 4160
+    jnz 1f
+1:
+    mov eax, 102
+    mov r9, qword ptr [r15 + r8 + 704]
+    mov r8, qword ptr [r15 + rbp + 256]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c40:
+    lea rbp, [r10*8]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov rdi, qword ptr [r14 + 64]
+    lea r8, [r10*4]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 192
+    add qword ptr [r15 + r8 + 448], r8
+    movsxd rax, dword ptr [r15 + 0]
+    imul edx, r8d, 71
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 268962880
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 768]
+    mov rcx, r9
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 128]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 939664448
+    jz 1f
+1:
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 192], rbp
+    mov rsi, rcx
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 2048
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 640]
+    mov ecx, eax
+    mov edi, 122
+    mov r9, qword ptr [r15 + r8 + 256]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + 64], rdi
+    mov rdx, qword ptr [r15 + rbp + 576]
+    test ebx, 512
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + rbp + 704], ebp
+    mov qword ptr [r15 + r8 + 320], r9
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c41:
+    lea rbp, [r10*4]
+    movzx r8d, r8b
+    mov rsi, qword ptr [r15 + 0]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1088], r8d
+    lea r9, [r10 + r10*1]
+    mov rax, r9
+    test bl, 128
+    jz 1f
+1:
+    mov esi, 14
+    and r9, 64
+    inc dword ptr [r15 + r9 + 192]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, sil
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + rbp + 1216], 105
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, ecx
+    mov edx, edx
+    mov qword ptr [r14 + 64], rdx
+    test ebx, 1481113920
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*4]
+    movsxd rax, dword ptr [r15 + 0]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 2048]
+    mov rsi, qword ptr [r15 + r8 + 2240]
+    test ebx, 25297984
+    jz 1f
+1:
+    lock or dword ptr [r15 + r8 + 2176], 29
+    mov rax, qword ptr [r15 + r8 + 2304]
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    test ebx, 672320
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 2112]
+    mov r9, qword ptr [r14 + rbp + 1024]
+    mov dword ptr [r15 + 0], 155
+    test ebx, 16448
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + rbp + 1152]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c42:
+    lea rbp, [r10*4]
+    and rbp, 192
+    movzx edi, byte ptr [r15 + rbp + 448]
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    bswap rsi
+    lea r8, [r10 + r10*1]
+    mov r9d, 241
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, r9d
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 192]
+    vaddsd xmm8, xmm8, xmm15
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 128]
+    test ebx, 640
+    jz 1f
+1:
+    cmp dword ptr [r15 + rbp + 384], 34
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1676151680
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and eax, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 142655552
+    jz 1f
+1:
+    and r8, 64
+    movzx esi, byte ptr [r14 + r8 + 192]
+    mov eax, edx
+    mov dword ptr [r15 + 64], 135
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 369557632
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 320], rdx
+    mov dword ptr [r15 + 0], 38
+    inc dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 536871040
+    jz 1f
+1:
+    mov ebp, r8d
+    inc dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 42
+    test ebx, 18418752
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + r8 + 128]
+    lock xadd qword ptr [r15 + 0], r8
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c43:
+    lea r9, [r10*8]
+    lock add qword ptr [r15 + 0], r9
+    movzx edx, byte ptr [r15 + 0]
+    and r9, 448
+    add qword ptr [r15 + r9 + 704], rsi
+    bswap rdi
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], dil
+    lea rbp, [r10 + r10*1]
+    mov esi, 48
+    and rbp, 64
+    cmp rbp, qword ptr [r15 + rbp + 128]
+    test ebx, 512
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r14 + 64]
+    movsxd r8, dword ptr [r14 + r9 + 576]
+    mov dword ptr [r15 + r9 + 896], r8d
+    test ebx, 50497344
+    jz 1f
+1:
+    mov rcx, rcx
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + 0], edx
+    test bl, 128
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov esi, esi
+    mov edi, dword ptr [r15 + rbp + 192]
+    test bl, 128
+    jnz 1f
+1:
+    movzx ebp, bpl
+    movzx r8d, r8b
+    mov rbp, r10
+    movzx edx, r8b
+    test ebx, 1024
+    jnz 1f
+1:
+    and rbp, 65472
+    mov dword ptr [r15 + rbp + 65536], 26
+    mov eax, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + r9 + 512]
+    test ebx, 1024
+    jz 1f
 1:
     movsxd rcx, dword ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + r9 + 640], r9
+    movzx r9d, cl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c44:
+    lea r8, [r10 + r10*1]
+    bswap rbp
+    mov rcx, rdi
+    mov eax, r9d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r9
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + r8 + 128]
+    and r9, 64
+    lea rbp, [r10*4]
+    mov rax, qword ptr [r15 + r9 + 192]
+    and rbp, 192
+    mov esi, dword ptr [r14 + rbp + 256]
+    test ebx, 2097280
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, dil
+    xchg qword ptr [r15 + 0], rdx
+    test ebx, 1073741888
+    jnz 1f
+1:
+    mov r8, rdx
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    xor dword ptr [r15 + rbp + 320], r8d
+    movsxd r8, dword ptr [r14 + 0]
+    test ebx, 525312
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], al
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 448], rbp
+    popcnt rdx, rdi
+    imul rax, r9
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1048832
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    imul r8d, r9d, 16
+    cmp rcx, qword ptr [r15 + rbp + 384]
+    test ebx, 320
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], 89
+    mov rbp, qword ptr [r15 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c45:
+    lea r9, [r10*4]
+    mov rcx, r9
+    mov esi, dword ptr [r15 + 0]
+    and r9, 192
+    cmp dword ptr [r15 + r9 + 384], 15
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1154212992
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    cmp dword ptr [r15 + 0], 107
+    mov edi, r8d
+    sete sil
     test ebx, 256
     jz 1f
 1:
+    movzx ebp, sil
+    mov r8d, r8d
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 131584
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    movsxd rsi, dword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + 0], cl
+    lea r8, [r10 + r10*2]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 128]
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 16320
+    movzx eax, byte ptr [r14 + r8 + 16384]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, 98
+    mov rdx, rdi
+    cmp rdx, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r14 + r8 + 16512], r9
+    mov esi, dword ptr [r15 + r8 + 16448]
+    movzx r8d, sil
+    test ebx, 512
+    jnz 1f
+1:
+    mov rdi, rdi
+    xchg qword ptr [r15 + 0], rbp
+    mov rax, qword ptr [r15 + r9 + 448]
     mov dword ptr [r15 + 0], r9d
-    movzx ecx, cl
-    or qword ptr [r15 + r8 + 128], 14
+    test ebx, 256
+    jnz 1f
+1:
+    mov rcx, rax
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c46:
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], sil
+    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rdi
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 40108096
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 24
+    lea rbp, [r10 + r10*4]
+    mov rcx, qword ptr [r15 + 0]
+    and rbp, 65472
+    mov r9, qword ptr [r15 + rbp + 65728]
     test ebx, 512
     jz 1f
 1:
+    add rcx, qword ptr [r15 + 0]
+    imul rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 134226368
+    jnz 1f
+1:
+    mov edx, 5
+    mov edi, dword ptr [r15 + 0]
+    add qword ptr [r14 + 0], rdx
+    test bl, 128
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 65600]
+    mov dword ptr [r15 + 0], 180
+    mov qword ptr [r15 + 0], rbp
+    mov r9d, dword ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1179206720
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 65792]
+    mov dword ptr [r15 + rbp + 65664], ebp
+    movzx edx, byte ptr [r15 + rbp + 65536]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c47:
+    lea rbp, [r10*8]
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1408]
+    imul r8, rdx
+    sete dl
+    mov esi, edi
+    test ebx, 1990920320
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + rbp + 1088]
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], ecx
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, 205
+    mov eax, 109
+    mov ecx, dword ptr [r15 + rbp + 1216]
+    mov rdi, rcx
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 1152], eax
+    test ebx, 113582144
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1024]
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + r9 + 128]
+    movsxd r9, dword ptr [r15 + 64]
+    test bl, 128
+    jz 1f
+1:
+    mov r8, qword ptr [r14 + rbp + 1280]
+    mov byte ptr [r15 + 0], r9b
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    and r9, 64
+    movzx eax, byte ptr [r14 + r9 + 192]
+    test ebx, 512
+    jnz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 128]
+    mov rdi, rbp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 1344]
+    mov rsi, r9
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c48:
+    lea rbp, [r10 + r10*4]
+    lea r8, [r10 + r10*1]
+    and rbp, 1984
+    lea r9, [r10*4]
+    mov dword ptr [r15 + rbp + 2048], 157
+    and r8, 64
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 128]
+    and r9, 192
+    lock add qword ptr [r15 + r9 + 320], r9
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 620765888
+    jz 1f
+1:
+    movzx esi, dl
+    add rax, qword ptr [r15 + rbp + 2112]
+    cmp dword ptr [r15 + rbp + 2176], 117
+    test ebx, 1088
+    jnz 1f
+1:
+    mov rcx, rcx
     mov edi, ecx
-    movsxd r8, dword ptr [r14 + rbp + 128]
-    mov dword ptr [r15 + r9 + 384], edi
+    mov edx, dword ptr [r15 + rbp + 2240]
+    mov eax, edi
+    test bl, 128
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 128
+    jnz 1f
+1:
+    mov rsi, qword ptr [r14 + r9 + 384]
+    mov dword ptr [r15 + r9 + 256], ebp
+    mov edx, 252
+    test ebx, 1141407808
+    jz 1f
+1:
+    mov dword ptr [r14 + rbp + 2304], r9d
+    add qword ptr [r15 + 0], rsi
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 448], ecx
+    test ebx, 1090520256
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movzx eax, cl
+    test bl, 128
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 192], bpl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c49:
+    lea r8, [r10*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 320], 129
+    mov qword ptr [r15 + 0], r8
+    cmp dword ptr [r15 + r8 + 384], 56
+    mov byte ptr [r15 + 0], r8b
+    mov edi, 158
+    lea r9, [r10 + r10*1]
+    test ebx, 335554624
+    jnz 1f
+1:
+    mov rbp, rsi
+    and eax, dword ptr [r15 + 0]
+    and r9, 64
+    cmp dword ptr [r15 + r9 + 192], 44
+    mov ecx, 247
+    test bl, 128
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    bswap rdi
+    .byte 0x0f, 0x1f, 0x00
+    mov esi, dword ptr [r15 + 64]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 16384], edx
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 16448]
+    cmp dword ptr [r15 + 0], 19
+    mov eax, edx
+    bswap rcx
+    test bl, 128
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 256]
+    mov eax, r8d
+    mov rsi, r8
+    mov byte ptr [r15 + r9 + 128], r8b
+    inc dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    sete cl
+    mov edi, dword ptr [r15 + r8 + 448]
+    mov ebp, 237
+    xor dword ptr [r15 + 0], r8d
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, eax
+    mov r9d, eax
+    .byte 0x0f, 0x1f, 0x00
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, rsi
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, 59
+    movzx esi, byte ptr [r14 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c50:
+    movzx r8d, byte ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 0]
+    mov edi, r8d
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*4]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], r8
+    test bl, 128
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    and r9, 192
+    movsxd r8, dword ptr [r15 + r9 + 320]
+    movzx ecx, r9b
+    test ebx, 373341248
+    jnz 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov rsi, qword ptr [r15 + rbp + 192]
+    test ebx, 757088320
+    jz 1f
+1:
+    lea rbp, [r10*4]
+    mov r8, qword ptr [r15 + r9 + 384]
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 512], bpl
+    test ebx, 25332352
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rax
+    mov dword ptr [r14 + rbp + 576], edi
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1074209984
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 256]
+    mov edi, 60
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 807897152
+    jz 1f
+1:
+    lock add qword ptr [r15 + rbp + 640], r9
+    mov r8, r8
+    mov r8, r8
+    mov edx, eax
+    test ebx, 1229374976
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + rbp + 704]
+    mov ebp, eax
+    mov byte ptr [r15 + r9 + 448], r8b
+    test ebx, 178744448
+    jnz 1f
+1:
+    bt rbp, rbp
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, r9d
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c51:
+    lea rbp, [r10*8]
+    xchg qword ptr [r15 + 0], r9
+    and rbp, 960
+    movsxd rcx, dword ptr [r15 + rbp + 1344]
+    movzx r8d, bpl
+    mov rdx, rdx
+    test bl, 128
+    jz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov rdi, rdi
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 268435520
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r14 + rbp + 1408]
+    mov rdi, qword ptr [r15 + rbp + 1024]
+    test ebx, 805315648
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + rbp + 1216]
+    movsxd rdi, dword ptr [r15 + rbp + 1088]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    test ebx, 641249344
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 1152]
+    lea r8, [r10 + r10*2]
+    mov esi, 239
+    mov rcx, rcx
+    and r8, 448
+    or qword ptr [r15 + r8 + 512], 92
+    test ebx, 1089099264
+    jnz 1f
+1:
+    sete dl
+    sete dil
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 2304
+    jz 1f
+1:
+    imul rax, rdi
+    and edi, dword ptr [r15 + r8 + 640]
+    add qword ptr [r15 + 0], rbp
+    add rcx, qword ptr [r14 + 0]
+    test ebx, 40962880
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 1280]
+    mov rbp, qword ptr [r15 + r9 + 128]
+    xor dword ptr [r15 + r8 + 576], ebp
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c52:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    cmp dword ptr [r15 + r8 + 128], 35
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 536870976
+    jz 1f
+1:
+    movzx edx, r8b
+    mov ebp, dword ptr [r15 + 0]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    mov ecx, esi
+    test ebx, 1210942016
+    jnz 1f
+1:
+    movzx esi, sil
+    mov eax, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 42
+    mov dword ptr [r15 + 0], 24
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 67109120
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    lea r9, [r10*4]
+    xor dword ptr [r15 + 0], edi
+    movzx edi, byte ptr [r15 + 0]
+    and r9, 192
+    mov dword ptr [r14 + r9 + 448], r9d
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    mov ecx, 84
+    mov esi, 151
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 671163840
+    jnz 1f
+1:
+    bt rbp, rax
+    movzx esi, byte ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + 0], 32
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    test bl, 128
+    jz 1f
+1:
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + r8 + 128]
+    mov r8d, ecx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c53:
+    lea rbp, [r10*8]
+    movsxd r8, dword ptr [r15 + 0]
+    and rbp, 960
+    mov edx, dword ptr [r15 + rbp + 1024]
+    mov rax, qword ptr [r14 + rbp + 1344]
+    mov r9, qword ptr [r15 + rbp + 1152]
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    popcnt rdi, rdi
+    xchg qword ptr [r15 + rbp + 1088], r8
+    jmp 1f
+1:
+    test ebx, 1208324160
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8d, esi
+    cmp dword ptr [r15 + 0], 30
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rdx, r8
+    mov dword ptr [r15 + 0], 188
+    mov r9, r10
+    mov esi, dword ptr [r15 + rbp + 1280]
+    and r9, 65472
+    mov eax, dword ptr [r15 + r9 + 65536]
+    test ebx, 1091577152
+    jnz 1f
+1:
+    mov rdi, rax
+    mov byte ptr [r15 + 64], cl
+    .byte 0x66, 0x90
+    mov r8d, ebp
+    test ebx, 42012736
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 64], dl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    test ebx, 8256
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 1216]
+    mov eax, 162
+    cmp dword ptr [r15 + 64], 63
+    mov rsi, rax
+    test ebx, 512
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + r9 + 192]
+    movzx r8d, byte ptr [r15 + 0]
+    imul edi, ebp, 71
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c54:
+    lea rbp, [r10 + r10*2]
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, r9d
+    and rbp, 960
+    mov byte ptr [r14 + rbp + 1088], bpl
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 102796096
+    jnz 1f
+1:
+    jmp 1f
+1:
+    cmp rsi, qword ptr [r15 + 0]
+    mov r9, rcx
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r10*8]
+    mov qword ptr [r15 + 64], rdx
+    and r8, 448
+    mov dword ptr [r15 + r8 + 512], r9d
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r15 + r8 + 704]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 1024]
+    inc dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    test ebx, 170121728
+    jnz 1f
+1:
+    and r9, 64
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 128]
+    lock add qword ptr [r15 + r8 + 640], r9
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov edx, 14
+    movzx ecx, dil
+    movzx edi, byte ptr [r15 + rbp + 1152]
+    test ebx, 271581824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r9 + 192], ecx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c55:
+    or qword ptr [r15 + 0], 117
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 2123366720
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, ecx
+    mov r9d, 208
+    test bl, 128
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + 0]
+    mov dword ptr [r14 + 64], 188
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1140985920
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 128]
+    lock add qword ptr [r15 + 0], rdx
+    test ebx, 33628800
+    jz 1f
+1:
+    mov ecx, 116
+    movzx eax, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    add qword ptr [r15 + 0], r9
+    and r8, 64
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 128]
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    and r9, 64
+    cmp dword ptr [r15 + r9 + 192], 125
+    movzx esi, byte ptr [r15 + r9 + 128]
+    mov r9, qword ptr [r15 + rbp + 192]
+    test ebx, 512
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rax, qword ptr [r15 + r8 + 192]
+    test ebx, 41157696
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov esi, r8d
+    movzx edx, byte ptr [r15 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c56:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], cl
+    .byte 0x66, 0x90
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    lea r9, [r10 + r10*2]
+    movsxd rbp, dword ptr [r15 + 64]
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1088]
+    add qword ptr [r15 + 64], rsi
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    mov ecx, 119
+    mov r8, r8
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8d, r8d
+    mov edx, r8d
+    movzx esi, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1088
+    jz 1f
+1:
+    movzx r8d, sil
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 192], esi
+    inc dword ptr [r15 + 0]
+    test ebx, 38854720
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    movzx r8d, sil
+    test ebx, 1778925760
+    jnz 1f
+1:
+    mov eax, r8d
+    mov dword ptr [r15 + r9 + 1024], eax
+    movzx esi, r9b
+    movsxd r8, dword ptr [r15 + r9 + 1152]
+    test ebx, 541591616
+    jnz 1f
+1:
+    imul edi, r8d, 40
+    mov r9, rdi
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    mov esi, ecx
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, edx
+    mov dword ptr [r15 + 0], 13
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c57:
+    lea r9, [r10 + r10*4]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2176], 112
+    movzx edi, dl
+    mov ecx, r8d
+    lea rbp, [r10*8]
+    lea r8, [r10 + r10*1]
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1152], 137
+    test ebx, 538153024
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov rdi, qword ptr [r15 + rbp + 1088]
+    mov byte ptr [r15 + rbp + 1280], al
+    test ebx, 135275648
+    jz 1f
+1:
+    cmovne rax, r9
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    movzx esi, cl
+    mov rdx, qword ptr [r15 + r9 + 2048]
+    test ebx, 1627669312
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + rbp + 1216]
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    test ebx, 56660032
+    jnz 1f
+1:
+    sete sil
+    movzx edx, byte ptr [r15 + r9 + 2112]
+    mov eax, 70
+    mov r8d, edx
+    test ebx, 256
+    jnz 1f
+1:
+    vmovdqu ymm8, ymmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + rbp + 1024]
+    mov rsi, r9
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    test bl, 128
+    jz 1f
+1:
+    cmp rcx, qword ptr [r15 + r9 + 2304]
+    movsxd rbp, dword ptr [r15 + r9 + 2240]
+    mov r9, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
     lea r8, [r10 + r10*1]
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    mov ebp, dword ptr [r15 + r8 + 192]
-    movzx ecx, bpl
-    mov byte ptr [r15 + 0], bpl
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 16384]
-    test ebx, 4194432
-    jz 1f
-1:
-    cmovne rdx, rdx
-    xor dword ptr [r15 + 0], edi
-    mov ebp, dword ptr [r15 + 0]
-    imul rbp, rsi
-    test ebx, 724897344
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 138305856
-    jz 1f
-1:
-    mov rdi, rsi
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
     movzx eax, r8b
-    lea rbp, [r10 + r10*1]
-    movzx edx, bpl
-    test ebx, 1024
+    mov byte ptr [r15 + 0], r8b
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov ecx, r8d
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 192]
-    add qword ptr [r15 + 64], rsi
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 2048
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 16448]
-    mov qword ptr [r15 + 0], rsi
-    cmp dword ptr [r15 + r8 + 128], 23
-    mov r9d, 36
-    test ebx, 2315136
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 36
-    mov r9, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    test ebx, 1851003328
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rdx
-    mov eax, 120
+    or qword ptr [r15 + 0], 114
     mov dword ptr [r15 + 0], edi
-    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r14 + 0], cl
+    lea rbp, [r10*4]
+    test ebx, 1552024640
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 448]
+    and r9, 64
+    mov rax, qword ptr [r14 + r9 + 128]
+    test ebx, 1210253888
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    imul r8, r8
+    mov edi, edi
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + r9 + 192]
+    movzx edi, byte ptr [r15 + rbp + 384]
+    mov esi, r8d
+    test ebx, 512
+    jz 1f
+1:
+    movzx eax, dil
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov rcx, rax
+    test ebx, 2080590336
+    jnz 1f
+1:
+    xchg r9, rsi
+    imul rdx, rdx
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 256
+    jnz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 64]
+    mov rcx, r9
+    nop
+    test ebx, 33631040
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], ecx
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 159
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, al
-    popcnt rdx, rdi
-    mov ecx, edx
-    test ebx, 71646592
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 64], edi
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, cl
+    lea rbp, [r10 + r10*1]
     lea r8, [r10*4]
-    test ebx, 559186752
-    jz 1f
-1:
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + 0], r9d
     and r8, 192
-    add qword ptr [r15 + r8 + 384], rsi
-    mov rsi, qword ptr [r15 + r8 + 320]
     lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    test ebx, 2097408
-    jnz 1f
+    mov byte ptr [r15 + r8 + 384], r9b
+    movzx edi, r9b
+    test ebx, 142874240
+    jz 1f
 1:
     and r9, 64
-    inc dword ptr [r14 + r9 + 192]
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], edx
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, 163
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    mov esi, edx
-    test ebx, 537657728
+    movzx edx, byte ptr [r15 + r9 + 128]
+    mov esi, r9d
+    vpaddq xmm8, xmm8, xmmword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 192]
-    mov r8d, edx
-    mov rdi, rdi
-    mov ecx, 94
-    test ebx, 275001920
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov esi, 137
-    add qword ptr [r15 + 64], rcx
-    test ebx, 256
+    mov rsi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + r8 + 256]
+    mov ecx, eax
+    movzx edx, dil
+    test ebx, 277226560
+    jz 1f
+1:
+    bswap rax
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    bt rdi, r9
+    test bl, 128
     jnz 1f
 1:
-    mov ebp, 213
-    bt rbp, r9
-    movzx eax, bpl
-    mov ecx, 55
-    test ebx, 2022244736
+    mov edi, dword ptr [r14 + 0]
+    mov esi, 52
+    mov dword ptr [r15 + 0], esi
+    btc dword ptr [r15 + 0], 29
+    test ebx, 413026816
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8d, 166
-    mov byte ptr [r15 + r9 + 128], r8b
+    add rax, qword ptr [r15 + r8 + 320]
+    mov edi, 209
+    mov byte ptr [r15 + r8 + 448], dil
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    test ebx, 262400
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rdi
+    lock or dword ptr [r15 + 0], 74
+    mov byte ptr [r15 + r9 + 192], al
+    mov byte ptr [r15 + 0], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
-    lea r9, [r10*4]
-    lock add qword ptr [r15 + 0], r9
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 2240]
-    lea rbp, [r10*4]
-    mov rdi, rdi
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 256]
-    test ebx, 1024
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 87
+    mov r9d, ebp
+    test ebx, 201280
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    cmp dword ptr [r15 + 0], 41
-    cmovne rdi, r8
+    lea r8, [r10 + r10*2]
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    and r8, 448
+    add qword ptr [r15 + r8 + 512], rdi
     test bl, 128
-    jz 1f
-1:
-    cmp dword ptr [r15 + r9 + 2048], 16
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r14 + r9 + 2176]
-    test ebx, 5899904
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov rdi, r8
     mov rsi, qword ptr [r15 + 0]
-    mov eax, esi
-    test ebx, 1100513408
+    mov ecx, edx
+    test ebx, 1611465344
     jz 1f
 1:
-    mov rdx, rax
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + rbp + 448], esi
-    mov ebp, r9d
-    test ebx, 10112
+    xchg rdi, rcx
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 447234176
     jnz 1f
 1:
-    mov eax, 221
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    movzx esi, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 256
+    cmp rax, qword ptr [r15 + 64]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 169935680
     jz 1f
 1:
-    and r8, 64
-    cmp dword ptr [r15 + r8 + 128], 51
-    movzx edi, byte ptr [r15 + r9 + 2112]
-    mov r9d, dword ptr [r15 + r8 + 192]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    test bl, 128
+    cmp dword ptr [r15 + r8 + 576], 64
+    mov r9, qword ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    test ebx, 131200
     jnz 1f
 1:
-    jmp 1f
+    and r9, 65472
+    mov rdx, qword ptr [r15 + r9 + 65664]
+    mov rcx, qword ptr [r15 + r9 + 65600]
+    movzx edi, byte ptr [r15 + 64]
+    mov rax, rbp
+    test ebx, 538075776
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, r9
+    mov rdi, rax
+    mov rsi, qword ptr [r15 + rbp + 192]
+    mov ebp, 85
+    test ebx, 1082133568
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + r8 + 640]
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + r9 + 65536]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*4]
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 2112]
-    cmp dword ptr [r15 + r8 + 2048], 92
-    movzx ecx, bpl
-    test bl, 128
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], dl
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 64]
+    vmovdqu ymm8, ymmword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 2112
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + rbp + 384]
-    mov edi, 225
-    mov edx, 111
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + 0], 192
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, r8d
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov eax, ecx
-    mov edx, 117
-    movsxd rcx, dword ptr [r15 + rbp + 256]
-    movzx edi, dl
-    test ebx, 3676032
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rsi, rdi
-    mov edi, esi
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rsi, rbp
     mov rcx, qword ptr [r15 + 0]
-    test ebx, 270009472
+    movsxd r8, dword ptr [r14 + 0]
+    test ebx, 512
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 2304]
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    mov byte ptr [r15 + 0], dl
+    lea r8, [r10 + r10*2]
+    movzx edi, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 0]
+    and r8, 65472
+    or qword ptr [r15 + r8 + 65600], 68
+    mov edx, dword ptr [r15 + r8 + 65664]
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r14 + r9 + 192], 81
-    mov rax, rdx
-    cmp dword ptr [r15 + r8 + 2240], 55
-    movzx ecx, al
-    test ebx, 1024
+    mov edx, 38
+    mov esi, ebp
+    bswap rdi
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 192]
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, r9d
+    mov edx, 130
+    test ebx, 593625152
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 65536]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 0], 192
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, byte ptr [r14 + rbp + 448]
-    movzx esi, byte ptr [r15 + r8 + 2176]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    movzx ebp, bpl
-    mov r8d, r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    sete dl
-    mov rbp, qword ptr [r14 + 0]
-    movzx edi, bpl
-    test ebx, 65792
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 0]
-    sete dil
-    lea rbp, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and rbp, 1984
-    cmp dword ptr [r15 + rbp + 2112], 46
-    mov dword ptr [r15 + 0], r9d
-    lea r8, [r10 + r10*1]
-    cmp dword ptr [r15 + rbp + 2048], 28
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 4032
-    mov r9d, dword ptr [r15 + r8 + 4096]
-    mov ecx, r9d
-    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*4]
+    mov rsi, rbp
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1280], 226
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea r8, [r10 + r10*2]
+    movzx r9d, r8b
     test bl, 128
     jnz 1f
 1:
-    movzx r9d, cl
-    mov rdi, qword ptr [r15 + 0]
-    or eax, 1
-    xor edx, edx
-    div eax
-    test ebx, 512
+    mov ecx, r8d
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 2176]
+    mov r9, rax
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 62
+    movzx edx, byte ptr [r15 + r8 + 2112]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 570999936
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 1152]
+    movzx eax, sil
+    inc dword ptr [r15 + r8 + 2048]
+    test ebx, 285888
     jz 1f
 1:
-    mov rbp, rdx
+    mov r8, qword ptr [r15 + rbp + 1216]
+    cmp dword ptr [r15 + rbp + 1024], 75
+    or qword ptr [r15 + 0], 68
+    mov ecx, 12
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, ecx
     lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + rbp + 1088]
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov rdi, rsi
-    test ebx, 16448
-    jz 1f
-1:
-    xor dword ptr [r15 + r9 + 192], esi
-    nop
-    sete sil
-    test ebx, 9570432
-    jz 1f
-1:
-    cmp dword ptr [r15 + r8 + 4160], 50
-    movzx eax, byte ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + r9 + 192]
     test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    mov dword ptr [r15 + 64], esi
-    jmp 1f
+    mov dword ptr [r15 + 0], r9d
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov qword ptr [r14 + 0], rbp
+    imul r9, rbp
+    test ebx, 256
+    jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, r9b
+    movzx edx, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*2]
+    movzx ecx, byte ptr [r15 + 0]
+    and r8, 1984
+    mov qword ptr [r14 + r8 + 2112], rax
+    mov rdi, rax
     mov byte ptr [r15 + 64], al
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 576]
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 128]
-    test ebx, 4194432
+    test ebx, 1024
     jnz 1f
 1:
-    mov edi, 161
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov r9d, 242
+    cmp rdi, qword ptr [r15 + 64]
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 536879808
-    jnz 1f
-1:
+    lea rbp, [r10*8]
+    mov edx, 125
     and r9, 64
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 128]
-    mov edi, r9d
-    cmp rdi, qword ptr [r15 + 0]
-    xchg rdi, rdi
-    test ebx, 287836992
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 192], 112
-    mov dword ptr [r15 + 0], 14
-    mov r8d, edi
-    bt r8, r8
+    inc dword ptr [r15 + r9 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], 187
     test bl, 128
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    popcnt r8, r9
-    movzx eax, r8b
-    or esi, 1
-    xor edx, edx
-    div esi
-    test ebx, 137887808
-    jz 1f
-1:
-    mov r8d, edx
-    mov ecx, edi
-    mov dword ptr [r14 + r9 + 192], 75
-    mov dword ptr [r15 + 0], 191
-    test ebx, 270024832
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 512]
-    cmp rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 262784]
-    and r12, 8128
-    test ebx, 1093212672
+    mov dword ptr [r15 + rbp + 704], 58
+    mov eax, dword ptr [r15 + rbp + 576]
+    movzx eax, byte ptr [r15 + r9 + 192]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 512]
+    test ebx, 256
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, r9d
+    mov esi, dword ptr [r15 + 0]
+    bt rsi, r8
+    mov edx, 103
+    cmp rdx, qword ptr [r15 + 0]
+    test ebx, 1594909184
+    jnz 1f
+1:
+    mov r9, rdx
+    mov dword ptr [r15 + rbp + 640], 147
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, rax
+    test ebx, 1141113920
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 2176]
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    movzx edi, dil
+    mov qword ptr [r15 + r8 + 2048], r8
+    test bl, 128
+    jz 1f
+1:
+    movzx edx, dil
+    vmovdqu ymm3, ymmword ptr [r15 + 64]
+    sete bpl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-    mov qword ptr [r15 + 279168], r11
-    mov qword ptr [r15 + 279176], r10
-    mov qword ptr [r15 + 279184], r12
+    mov qword ptr [r15 + 270976], r11
+    mov qword ptr [r15 + 270984], r10
+    mov qword ptr [r15 + 270992], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -8524,9 +8383,9 @@ ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     mov rdi, r8
     xor eax, eax
-    mov rcx, 279296
+    mov rcx, 271104
     rep stosb
-    lea rdi, [r8 + 279192]
+    lea rdi, [r8 + 271000]
     mov ecx, 9
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
@@ -8535,17 +8394,17 @@ ditto_body_init_c1:
     add rdi, 8
     dec ecx
     jnz 1b
-    lea rdi, [r8 + 262784]
+    lea rdi, [r8 + 0]
     xor ecx, ecx
 2:  imul rax, rcx, 5
-    add rax, 223
-    and rax, 127
+    add rax, 1
+    and rax, 0
     shl rax, 6
     mov rdx, rcx
     shl rdx, 6
     mov qword ptr [rdi + rdx], rax
     inc rcx
-    cmp rcx, 128
+    cmp rcx, 1
     jb 2b
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
@@ -8570,10 +8429,10 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 10368]
-    mov r10, qword ptr [r15 + 10376]
-    mov r12, qword ptr [r15 + 10384]
-    and r12, 448
+    mov r11, qword ptr [r15 + 9856]
+    mov r10, qword ptr [r15 + 9864]
+    mov r12, qword ptr [r15 + 9872]
+    and r12, 0
     xor eax, eax
     xor ecx, ecx
     xor edx, edx
@@ -8584,9 +8443,9 @@ ditto_body_c2:
     xor r9d, r9d
     vzeroall
 // block 0: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 10392]
+    mov rbx, qword ptr [r15 + 9880]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 10392], rcx
+    mov qword ptr [r15 + 9880], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 1
@@ -8640,7 +8499,7 @@ ditto_body_c2:
     test bl, 64
     jnz 1f
 1:
-    lea rdi, [r15 + 2176]
+    lea rdi, [r15 + 1664]
     mov ecx, 14
     rep stosb
     mov rsi, rdx
@@ -8745,9 +8604,9 @@ ditto_body_c2:
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 10400]
+    mov rbx, qword ptr [r15 + 9888]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 10400], rcx
+    mov qword ptr [r15 + 9888], rcx
     mov r13d, 8
     jmp .Lc2_b1_c0
     .p2align 6
@@ -8785,9 +8644,9 @@ ditto_body_c2:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 256 bytes, 1 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 10408]
+    mov rbx, qword ptr [r15 + 9896]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 10408], rcx
+    mov qword ptr [r15 + 9896], rcx
     mov r13d, 3
     jmp .Lc2_b2_c0
     .p2align 6
@@ -8867,9 +8726,9 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-    mov qword ptr [r15 + 10368], r11
-    mov qword ptr [r15 + 10376], r10
-    mov qword ptr [r15 + 10384], r12
+    mov qword ptr [r15 + 9856], r11
+    mov qword ptr [r15 + 9864], r10
+    mov qword ptr [r15 + 9872], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -8889,9 +8748,9 @@ ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     mov rdi, r8
     xor eax, eax
-    mov rcx, 10432
+    mov rcx, 9920
     rep stosb
-    lea rdi, [r8 + 10392]
+    lea rdi, [r8 + 9880]
     mov ecx, 3
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
@@ -8900,17 +8759,17 @@ ditto_body_init_c2:
     add rdi, 8
     dec ecx
     jnz 1b
-    lea rdi, [r8 + 1664]
+    lea rdi, [r8 + 0]
     xor ecx, ecx
 2:  imul rax, rcx, 5
-    add rax, 11
-    and rax, 7
+    add rax, 1
+    and rax, 0
     shl rax, 6
     mov rdx, rcx
     shl rdx, 6
     mov qword ptr [rdi + rdx], rax
     inc rcx
-    cmp rcx, 8
+    cmp rcx, 1
     jb 2b
     ret
     .size ditto_body_init_c2, .-ditto_body_init_c2
