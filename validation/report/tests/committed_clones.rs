@@ -1,0 +1,114 @@
+//! The committed clones in `clones/` as a user gets them: each builds with plain `make`, serves the
+//! load its own `target.toml` describes, and runs memcheck-clean under that load (runtime and
+//! synthetic body together, every process of a multi-process clone), with no request lost.
+//!
+//! A missing tool (cc, make, valgrind) fails the test with the package to install.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ditto_load::LoadConfig;
+use ditto_target::{LaunchOptions, RunningTarget, TargetSpec};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn require(tool: &str, package: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "`{tool}` is not installed: install the Debian package `{package}` (scripts/setup.sh does)"
+    );
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Copies a committed clone without build outputs, as a fresh checkout has it.
+fn fresh_copy(name: &str, into: &Path) -> PathBuf {
+    let out = into.join(name);
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(repo().join("clones").join(name))
+        .arg(&out)
+        .status()
+        .expect("cp");
+    assert!(status.success(), "copying clones/{name}");
+    let _ = std::fs::remove_file(out.join("clone"));
+    let _ = std::fs::remove_file(out.join("clone-asan"));
+    out
+}
+
+#[test]
+fn committed_clones_build_serve_their_load_and_run_memcheck_clean() {
+    require("cc", "build-essential");
+    require("make", "build-essential");
+    require("valgrind", "valgrind");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["memcached", "nginx", "pix-baseline", "pix-optimized"] {
+        let clone = fresh_copy(name, dir.path());
+        let spec = TargetSpec::load(&clone.join("target.toml")).expect("the clone's target.toml");
+        let opts = LaunchOptions {
+            port: Some(free_port()),
+            wrapper: [
+                "valgrind",
+                "--tool=memcheck",
+                "--error-exitcode=99",
+                "--trace-children=yes",
+                "--child-silent-after-fork=no",
+            ]
+            .map(String::from)
+            .to_vec(),
+            keep_run_dir: true,
+            skip_build: false,
+            ready_timeout: Some(Duration::from_secs(300)),
+        };
+        // The spec's build step is the plain `make`.
+        let mut target = RunningTarget::start(&spec, &opts)
+            .unwrap_or_else(|e| panic!("{name}: the clone did not build or start: {e}"));
+        let mut cfg = LoadConfig::new(target.addr(), spec.workload.clone(), 50.0);
+        cfg.connections = 2;
+        cfg.warmup = Duration::ZERO;
+        cfg.duration = Duration::from_secs(2);
+        // The first requests wait for the bodies' buffers to be set up under memcheck.
+        cfg.request_timeout = Duration::from_secs(240);
+        let report = ditto_load::run(&cfg, &mut |_| {}).expect("load runs");
+        let status = target.stop(Duration::from_secs(120)).expect("stops");
+        let log = std::fs::read_to_string(target.run_dir().join("target.log")).unwrap_or_default();
+        assert!(
+            report.requests_completed > 0
+                && report.requests_completed == report.requests_sent
+                && report.outcomes.errors_total == 0,
+            "{name}: {} of {} requests answered, errors {:?}; log:\n{log}",
+            report.requests_completed,
+            report.requests_sent,
+            report.outcomes.errors
+        );
+        // One summary per process (nginx's clone: the master and each worker).
+        let summaries: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("ERROR SUMMARY:"))
+            .collect();
+        assert!(
+            !summaries.is_empty()
+                && summaries
+                    .iter()
+                    .all(|l| l.contains("ERROR SUMMARY: 0 errors")),
+            "{name}: memcheck reported errors (exit {status}):\n{log}"
+        );
+        assert_ne!(
+            status.code(),
+            Some(99),
+            "{name}: memcheck's error exit:\n{log}"
+        );
+    }
+}
