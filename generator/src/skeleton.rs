@@ -530,6 +530,26 @@ pub fn skeleton(p: &Profile) -> Skeleton {
         clusters.insert(first_worker.min(pos), c);
     }
 
+    // Payload sizes: the send calls' sizes are log2 bins that include the protocol's framing, so
+    // sampling them as payloads overshoots (a 4 KiB memcached value sampled from [4096, 8192) averages
+    // 6 KiB). Without a file part (sendfile carries nginx's bodies, in bins of their own), the bins are
+    // scaled so that payload plus the clone's own framing gives the profile's exact bytes out per
+    // request.
+    if !extras.iter().any(|e| e.op == "DITTO_OP_SENDFILE") {
+        let sends = send.map(|s| s.1.per_request).unwrap_or(1.0);
+        let recv_bins = recv.map(|r| bins_of(&r.1.bytes)).unwrap_or_default();
+        if let Some((calibrated, note)) = calibrate_payload(
+            &response,
+            framing,
+            &recv_bins,
+            net.bytes_out_per_request,
+            sends,
+        ) {
+            response = calibrated;
+            warnings.push(note);
+        }
+    }
+
     Skeleton {
         net_model,
         net_model_why: why,
@@ -548,6 +568,103 @@ pub fn skeleton(p: &Profile) -> Skeleton {
         not_extras,
         warnings,
     }
+}
+
+/// Mean of a bin distribution as the runtime samples it (uniform in [lo, hi)).
+fn bins_mean(b: &Bins) -> Option<f64> {
+    let n: u64 = b.iter().map(|x| x.2).sum();
+    (n > 0).then(|| {
+        b.iter()
+            .map(|&(lo, hi, c)| (lo + hi.max(lo + 1) - 1) as f64 / 2.0 * c as f64)
+            .sum::<f64>()
+            / n as f64
+    })
+}
+
+/// Scales the response bins so that payload + the clone's framing per response, times responses per
+/// request, is `bytes_out` per request. memcached: the short replies (`STORED`, `END`: bins below 32
+/// bytes) are the runtime's own answers to other commands, so only the value responses are scaled, and
+/// the overhead of a value response (`VALUE <key> 0 <n>\r\n` … `\r\nEND\r\n`) takes the key length
+/// from the requests' dominant size bin (`get <key>\r\n`). Returns the bins and a note for the README.
+fn calibrate_payload(
+    response: &Bins,
+    framing: &str,
+    recv: &Bins,
+    bytes_out: f64,
+    sends_per_request: f64,
+) -> Option<(Bins, String)> {
+    if !(bytes_out.is_finite() && bytes_out > 0.0 && sends_per_request > 0.0) {
+        return None;
+    }
+    let per_response = bytes_out / sends_per_request;
+    let digits = |v: f64| (v.max(1.0).log10().floor() + 1.0).max(1.0);
+    let (values, target): (Bins, f64) = match framing {
+        "DITTO_FRAME_MEMCACHED_TEXT" => {
+            let (short, values): (Bins, Bins) = response.iter().partition(|b| b.1 <= 32);
+            let all: u64 = response.iter().map(|b| b.2).sum();
+            let value_count: u64 = values.iter().map(|b| b.2).sum();
+            if all == 0 || value_count == 0 {
+                return None;
+            }
+            let share = value_count as f64 / all as f64;
+            let short_bytes = bins_mean(&short).unwrap_or(0.0) * (1.0 - share);
+            let key = recv
+                .iter()
+                .max_by_key(|b| b.2)
+                .map(|b| ((b.0 + b.1) as f64 / 2.0 - 6.0).max(1.0))
+                .unwrap_or(16.0);
+            let mean_value = (per_response - short_bytes) / share;
+            let overhead = 18.0 + key + digits(mean_value);
+            let mut out = short;
+            let scaled = scale_bins(&values, (mean_value - overhead).max(1.0))?;
+            out.extend(scaled);
+            out.sort();
+            return Some((
+                out,
+                format!(
+                    "response payloads scaled to {:.0} bytes per value response (key ~{key:.0} bytes), so                      bytes out per request match the profile's {bytes_out:.0}",
+                    (mean_value - overhead).max(1.0)
+                ),
+            ));
+        }
+        "DITTO_FRAME_HTTP1" => (
+            response.clone(),
+            per_response - (37.0 + digits(per_response)),
+        ),
+        _ => (response.clone(), per_response - 4.0),
+    };
+    let scaled = scale_bins(&values, target.max(1.0))?;
+    Some((
+        scaled,
+        format!(
+            "response payloads scaled to a mean of {:.0} bytes, so bytes out per request match the \
+             profile's {bytes_out:.0}",
+            target.max(1.0)
+        ),
+    ))
+}
+
+/// The bins with every edge multiplied so that their sampled mean is `target`.
+fn scale_bins(b: &Bins, target: f64) -> Option<Bins> {
+    let mean = bins_mean(b)?;
+    if mean <= 0.0 {
+        return None;
+    }
+    let f = target / mean;
+    Some(
+        b.iter()
+            .map(|&(lo, hi, c)| {
+                let l = ((lo as f64) * f).round().max(0.0) as u64;
+                // Keep the bin's relative width; a bin of one value stays one value.
+                let h = if hi <= lo + 1 {
+                    l + 1
+                } else {
+                    ((hi as f64 - 1.0) * f).round().max(l as f64) as u64 + 1
+                };
+                (l, h, c)
+            })
+            .collect(),
+    )
 }
 
 /// Wakeups per request of a timer or background cluster, from the syscall its trigger blocks in.
@@ -665,5 +782,36 @@ mod tests {
         let ops: Vec<&str> = s.extras.iter().map(|e| e.op).collect();
         assert!(ops.contains(&"DITTO_OP_MPROTECT"), "{ops:?}");
         assert!(ops.contains(&"DITTO_OP_EVENTFD_WRITE"));
+    }
+
+    #[test]
+    fn payloads_are_scaled_so_framing_plus_payload_gives_the_profiled_bytes_out() {
+        // Length-prefixed: 4 bytes of prefix per response.
+        let (b, _) = calibrate_payload(
+            &vec![(64, 128, 10)],
+            "DITTO_FRAME_LENGTH_PREFIXED",
+            &Bins::new(),
+            72.0,
+            1.0,
+        )
+        .expect("calibrated");
+        let mean = bins_mean(&b).expect("mean");
+        assert!((mean + 4.0 - 72.0).abs() < 1.0, "{b:?}: mean {mean}");
+        // memcached: 90% value responses of 4 KiB in a log2 bin, 10% "STORED\r\n"; 30-byte keys.
+        let bytes_out = 0.9 * (4096.0 + 18.0 + 30.0 + 4.0) + 0.1 * 8.0;
+        let (b, _) = calibrate_payload(
+            &vec![(8, 16, 10), (4096, 8192, 90)],
+            "DITTO_FRAME_MEMCACHED_TEXT",
+            &vec![(32, 40, 90), (4096, 8192, 10)],
+            bytes_out,
+            1.0,
+        )
+        .expect("calibrated");
+        assert_eq!(b[0], (8, 16, 10), "short replies are left alone");
+        let value = bins_mean(&b[1..].to_vec()).expect("mean");
+        assert!(
+            (value - 4096.0).abs() < 4096.0 * 0.01,
+            "{b:?}: value mean {value}"
+        );
     }
 }

@@ -130,6 +130,9 @@ enum Mem {
     Window { buf: Buf, group: usize, line: u32 },
 }
 
+/// A one-line memory location: (shared buffer?, displacement).
+type LineKey = (u8, u64);
+
 #[derive(Debug, Clone)]
 struct Group {
     class: usize,
@@ -425,6 +428,7 @@ impl Composer<'_> {
         // Order: the sampled instructions shuffled; pattern branches spread evenly; each window a
         // few instructions before its first use; loop control last.
         self.rng.shuffle(&mut body);
+        self.runs_of_same_line(&mut body);
         let n = body.len();
         let mut ordered: Vec<Item> = Vec::with_capacity(n + patterns.len() + 8);
         let np = patterns.len();
@@ -461,6 +465,46 @@ impl Composer<'_> {
         c.instrs = instrs;
         c.bytes = bytes;
         c
+    }
+
+    /// Makes the accesses to each one-line location adjacent in access order, keeping which slots of
+    /// the chunk touch memory. A 64-byte cache holds one line, so a one-line class's accesses hit
+    /// there only when nothing comes between them, as in a real program's bursts on a stack frame or
+    /// a structure; shuffled among the other classes' accesses they would almost all miss and the
+    /// smallest sizes of the curve would come out far below the profile's.
+    fn runs_of_same_line(&self, body: &mut [Item]) {
+        let classes = &self.plan.data_classes;
+        let chase_line =
+            (classes[self.chase_class].size <= LINE).then(|| classes[self.chase_class].lo);
+        let line_of = |it: &Item| -> Option<LineKey> {
+            match it {
+                Item::Tpl {
+                    mem: Some(Mem::Static { buf, disp }),
+                    ..
+                } => Some((u8::from(*buf == Buf::Shared), *disp)),
+                Item::Chase => chase_line.map(|l| (0, l)),
+                _ => None,
+            }
+        };
+        let slots: Vec<usize> = body
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| matches!(it, Item::Tpl { mem: Some(_), .. } | Item::Chase))
+            .map(|(i, _)| i)
+            .collect();
+        // Buckets in order of first appearance: one per line, one per other access.
+        let mut buckets: Vec<(Option<LineKey>, Vec<Item>)> = Vec::new();
+        for &i in &slots {
+            let it = body[i].clone();
+            let key = line_of(&it);
+            match key.and_then(|k| buckets.iter_mut().find(|b| b.0 == Some(k))) {
+                Some(b) => b.1.push(it),
+                None => buckets.push((key, vec![it])),
+            }
+        }
+        for (slot, it) in slots.into_iter().zip(buckets.into_iter().flat_map(|b| b.1)) {
+            body[slot] = it;
+        }
     }
 
     /// One pattern branch: a taken-rate bin and a feasible transition-rate bin, realised as a mask.

@@ -16,8 +16,8 @@ void ditto_body_c1(struct ditto_body_ctx *ctx);
 void ditto_body_init_c1(struct ditto_body_ctx *ctx);
 
 /* Response payload bytes per request. */
-static const uint64_t response_lo[] = {UINT64_C(8), UINT64_C(16), UINT64_C(32), UINT64_C(64)};
-static const uint64_t response_hi[] = {UINT64_C(16), UINT64_C(32), UINT64_C(64), UINT64_C(128)};
+static const uint64_t response_lo[] = {UINT64_C(6), UINT64_C(13), UINT64_C(25), UINT64_C(50)};
+static const uint64_t response_hi[] = {UINT64_C(13), UINT64_C(25), UINT64_C(50), UINT64_C(101)};
 static const uint64_t response_cum[] = {UINT64_C(18), UINT64_C(27), UINT64_C(3322), UINT64_C(19958)};
 
 /* extra 0: sched_yield (0.0166 per request) */
@@ -53,8 +53,8 @@ const struct ditto_config ditto_clone_config = {
     .n_extras = 4,
     .clusters = clusters,
     .n_clusters = 2,
-    .priv_bytes = 4203328,
-    .shared_bytes = 4194944,
+    .priv_bytes = 2106176,
+    .shared_bytes = 2097792,
     .data_file_bytes = 0,
     .data_files = 0,
     .seed = UINT64_C(1),

@@ -227,6 +227,10 @@ int ditto_conn_process(struct ditto_conn *c, struct ditto_worker *w)
             break;
         }
         pos += req.head_len;
+        /* One request per read is the usual case: stop here instead of asking the parser about an
+         * empty buffer, which would add a branch that flips on every request to the skeleton. */
+        if (pos == c->in_len)
+            break;
     }
     if (pos > 0) {
         memmove(c->in, c->in + pos, c->in_len - pos);
@@ -301,6 +305,8 @@ enum ditto_flush ditto_conn_flush(struct ditto_conn *c, struct ditto_worker *w)
                 return DITTO_FLUSH_WAIT;
             return DITTO_FLUSH_ERROR;
         }
+        if ((size_t)n == total && c->head + (uint32_t)cnt == c->n_segs)
+            break; /* everything went out in one call, the usual case: no walk over the pieces */
         advance(c, (size_t)n);
         if ((size_t)n < total && !c->blocking)
             return DITTO_FLUSH_WAIT;

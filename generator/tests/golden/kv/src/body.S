@@ -24,9 +24,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 270976]
-    mov r10, qword ptr [r15 + 270984]
-    mov r12, qword ptr [r15 + 270992]
+    mov r11, qword ptr [r15 + 139904]
+    mov r10, qword ptr [r15 + 139912]
+    mov r12, qword ptr [r15 + 139920]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 8192 bytes, 32 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 271000]
-    lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 271000], rcx
-    mov r13d, 7
+// block 0: 8192 bytes, 32 chunk(s), 6 chunk executions per call
+    mov rbx, qword ptr [r15 + 139928]
+    lea rcx, [rbx + 6]
+    mov qword ptr [r15 + 139928], rcx
+    mov r13d, 6
     mov eax, ebx
     and eax, 31
     lea rcx, [rip + .Lc1_b0_stubs]
@@ -115,2113 +115,2220 @@ ditto_body_c1:
     jmp .Lc1_b0_c31
     .p2align 6
 .Lc1_b0_c0:
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 192]
-    lea r8, [r10 + r10*1]
-    mov edi, edx
-    imul ecx, r9d, 116
-    test ebx, 33554464
-    jz 1f
-1:
-    and r8, 64
-    or qword ptr [r15 + r8 + 128], 118
-    lea r9, [r10*4]
-    mov edi, dword ptr [r14 + rbp + 128]
-    and r9, 192
-    movzx esi, byte ptr [r15 + r9 + 384]
-    test ebx, 205689984
+    mov dword ptr [r15 + 0], 81
+    and ebp, dword ptr [r15 + 0]
+    mov eax, 128
+    and edi, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 524416
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 126
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1614058016
+    jnz 1f
+1:
     movzx eax, byte ptr [r15 + 0]
-    mov ebp, 103
-    test ebx, 16777248
-    jnz 1f
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, sil
+    mov ecx, 244
+    test ebx, 1191782944
+    jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r9 + 448]
-    inc dword ptr [r14 + r9 + 256]
-    cmp rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, cl
+    movzx ebp, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rdi, qword ptr [r14 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 64
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r14 + 0], rcx
+    test ebx, 256
     jnz 1f
 1:
-    mov rdx, rdi
-    add qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 8732704
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + r9 + 320]
-    test ebx, 12797440
+    lea r9, [r10 + r10*1]
+    cmp rax, qword ptr [r14 + 0]
+    and rbp, 64
+    or qword ptr [r15 + rbp + 128], 4
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 1024]
+    movzx edi, al
+    lea r8, [r10 + r10*2]
+    test ebx, 60559904
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], dl
-    mov edi, 120
-    add rsi, qword ptr [r15 + 64]
-    test ebx, 33554464
+    and r8, 192
+    add qword ptr [r15 + r8 + 256], rdi
+    mov eax, dword ptr [r15 + r8 + 320]
+    movzx edx, dl
+    test ebx, 131104
     jz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rax
-    movzx ebp, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + r8 + 192]
+    cmp rdx, qword ptr [r15 + r9 + 1088]
+    mov dword ptr [r15 + r8 + 384], r8d
+    movsxd rsi, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 192]
-    movzx esi, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r14 + r8 + 128]
-    movzx r8d, dil
-    vpaddd ymm5, ymm5, ymmword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*4]
-    test ebx, 537458752
-    jz 1f
-1:
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
-    mov rsi, qword ptr [r15 + 0]
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 16576]
-    mov edi, 182
-    test ebx, 16777344
-    jnz 1f
-1:
-    mov r8, rdi
-    bswap rdi
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 25180928
+    mov edi, dword ptr [r15 + rbp + 128]
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov r8d, 219
+    test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 16640]
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    mov eax, ebp
-    mov qword ptr [r14 + 0], rsi
-    test ebx, 1677772320
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov esi, 32
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + r9 + 16448]
-    mov rax, rbp
-    test ebx, 268435488
+    bt rcx, rdx
+    mov qword ptr [r15 + 0], rcx
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, rsi
+    test ebx, 16512
     jnz 1f
 1:
-    movzx ecx, dl
-    inc dword ptr [r15 + r9 + 16512]
-    mov dword ptr [r15 + rbp + 192], esi
-    xor dword ptr [r15 + r9 + 16384], ecx
+    mov edi, r9d
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1353852960
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, esi
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    lea r9, [r10 + r10*2]
+    lea r8, [r10 + r10*1]
+    imul esi, ecx, 58
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2112], esi
+    popcnt rdx, r9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 13
     test ebx, 4194336
-    jz 1f
+    jnz 1f
 1:
-    bt rbp, rcx
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 192], r8d
+    mov rdi, qword ptr [r15 + r8 + 192]
+    movzx edx, dil
+    movzx edi, byte ptr [r14 + r9 + 2048]
+    test ebx, 155214400
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 0]
+    mov edx, eax
+    mov ecx, dword ptr [r15 + r9 + 2176]
+    popcnt r8, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    lea r9, [r10*4]
-    and ebp, dword ptr [r15 + 0]
-    lea r8, [r10*8]
+    movzx r8d, cl
+    movzx esi, r8b
+    movzx ecx, byte ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 13296736
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 8
+    mov ebp, 19
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1915224576
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    lea rbp, [r10 + r10*1]
-    and r8, 16320
-    movzx esi, byte ptr [r15 + r8 + 16512]
-    movzx esi, byte ptr [r15 + r9 + 320]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    test ebx, 268435584
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 91
+    mov rcx, rax
+    test ebx, 354598944
     jnz 1f
 1:
-    lock add qword ptr [r15 + rbp + 192], rdx
-    cmovne rax, rdx
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, 36
-    test bl, 128
+    mov rcx, rsi
+    cmp dword ptr [r15 + 0], 14
+    movzx esi, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    test bl, 64
     jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + r8 + 16640]
-    mov esi, 203
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 16704]
-    mov qword ptr [r15 + r8 + 16384], rbp
-    mov qword ptr [r14 + r8 + 16448], rax
-    mov dword ptr [r15 + r9 + 384], ecx
-    test ebx, 256
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + r8 + 16576]
-    mov ecx, dword ptr [r15 + r9 + 448]
-    bswap rsi
-    movsxd rdi, dword ptr [r14 + 64]
-    test ebx, 1132912704
-    jnz 1f
 1:
     movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx edi, r9b
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 128]
+    test ebx, 8388640
+    jnz 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + r9 + 192]
+    mov r9, r8
+    mov byte ptr [r15 + rbp + 192], r8b
+    lea rbp, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 192], 67
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 128]
+    mov dword ptr [r14 + 64], edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    imul rax, rdi
-    mov byte ptr [r14 + 64], al
-    mov eax, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov ebp, 41
+    test ebx, 469844960
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     test ebx, 256
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r8
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 43030592
+    mov qword ptr [r15 + 0], rbp
+    mov rdx, rdx
+    mov r8d, edi
+    imul rsi, rdx
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 28
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1153461280
+    jz 1f
+1:
+    cmp rdx, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    cmp dword ptr [r15 + 0], 30
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    test ebx, 512
+    jz 1f
+1:
+    and r9, 192
+    mov edi, dword ptr [r15 + r9 + 320]
+    mov rbp, qword ptr [r15 + r9 + 256]
+    mov ecx, 238
+    mov eax, r9d
+    test bl, 128
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    bt rdi, rbp
-    test bl, 64
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    bswap rdx
-    and r9, 64
-    lock or dword ptr [r15 + r9 + 192], 19
-    mov rcx, qword ptr [r15 + r8 + 192]
-    test ebx, 67338272
-    jz 1f
-1:
-    xchg rsi, rdi
-    mov r8, r8
-    mov eax, 89
+    mov dword ptr [r14 + 0], 134
+    mov rcx, qword ptr [r14 + 0]
+    mov edx, ecx
     test ebx, 4194336
     jz 1f
 1:
-    mov edx, 171
-    mov ecx, dword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 8679808
-    jnz 1f
-1:
-    movzx eax, r8b
-    mov qword ptr [r15 + 0], rcx
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 557842592
-    jnz 1f
-1:
-    mov ebp, ebp
-    vpaddd ymm5, ymm14, ymmword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
+    mov rbp, r10
+    mov byte ptr [r15 + r8 + 192], sil
+    movsxd r8, dword ptr [r15 + 64]
+    and rbp, 32704
+    mov dword ptr [r15 + rbp + 32768], edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea r9, [r10*8]
-    mov r8, rbp
-    and r9, 448
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, eax
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1375781184
+    jnz 1f
+1:
+    xchg rbp, rdi
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 206
+    test ebx, 1090573216
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movzx esi, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r9d
     lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r14 + r9 + 704]
+    test ebx, 1073741856
+    jnz 1f
+1:
+    nop
+    mov byte ptr [r15 + 0], bpl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], eax
-    cmovne rax, rbp
-    test bl, 64
-    jz 1f
-1:
-    movzx esi, sil
-    cmp dword ptr [r15 + 0], 43
-    movsxd rcx, dword ptr [r15 + 64]
-    cmp rcx, qword ptr [r14 + r9 + 640]
-    test ebx, 35180800
-    jz 1f
-1:
-    mov edx, 110
-    movsxd rax, dword ptr [r15 + r9 + 768]
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    test ebx, 168826176
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    test ebx, 512
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 576]
+    mov rdx, r8
+    mov r9d, r9d
+    lea r8, [r10 + r10*2]
+    mov edx, 54
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1152]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 137
+    mov ecx, edi
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 16416
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 1088], 186
+    mov edi, 224
+    mov eax, edi
+    test ebx, 33554560
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 1024]
+    mov qword ptr [r14 + 0], rsi
     lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, rdi
-    mov ebp, dword ptr [r15 + r8 + 192]
-    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + rbp + 192], r8b
     test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 832]
-    test ebx, 411121760
-    jnz 1f
-1:
-    mov esi, 23
-    mov r8d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 22
-    test ebx, 536945184
-    jnz 1f
-1:
-    movzx eax, r9b
-    mov r9d, 66
-    movsxd r9, dword ptr [r15 + 64]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    mov rcx, qword ptr [r15 + r8 + 192]
+    mov r8d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea r9, [r10*8]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and r9, 1984
-    movzx edi, byte ptr [r14 + r9 + 2048]
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r9 + 2112]
-    mov r8d, ecx
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    mov rax, qword ptr [r15 + r9 + 2432]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 2304]
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + r9 + 2176]
-    test ebx, 139001888
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + 64]
-    mov ecx, 187
-    sete r8b
-    test ebx, 1073741856
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 2368], ecx
     mov r8, qword ptr [r15 + 0]
-    movzx edx, r8b
-    lea r8, [r10 + r10*1]
-    nop
-    test ebx, 134217760
-    jnz 1f
-1:
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 128]
-    movsxd rsi, dword ptr [r15 + r9 + 2240]
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    test ebx, 945918080
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + r8 + 192]
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test bl, 64
-    jnz 1f
+    jmp 1f
 1:
     mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx ebp, dl
+    test bl, 64
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 70
+    test ebx, 268567712
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r8b
+    mov r8, rdx
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 192]
+    mov r9d, ebp
+    test ebx, 256
+    jnz 1f
+1:
+    vpaddq xmm4, xmm4, xmmword ptr [r14 + rbp + 128]
+    mov r9, r9
+    mov edi, edi
+    mov edx, r9d
+    test ebx, 673316896
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    mov dword ptr [r15 + 64], 249
+    movzx eax, byte ptr [r15 + 64]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 640]
+    mov edi, ebp
+    test ebx, 22156800
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 576]
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, 148
+    lea r9, [r10 + r10*1]
+    test ebx, 16777344
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 512]
+    and r9, 32704
+    mov dword ptr [r15 + r9 + 32768], edx
+    add rsi, qword ptr [r15 + r9 + 32832]
+    mov ecx, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea r8, [r10 + r10*8]
-    and r8, 960
-    movzx ebp, byte ptr [r15 + r8 + 1088]
-    movzx eax, r8b
-    and edx, dword ptr [r15 + r8 + 1472]
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 1056
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 152
-    cmovne rdx, r9
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r14 + r8 + 1216]
-    test ebx, 256
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 1408]
-    mov byte ptr [r15 + 64], dl
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    bswap rdi
-    lea rbp, [r10 + r10*1]
-    test ebx, 511737920
-    jnz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    add rdi, qword ptr [r15 + r8 + 1536]
-    mov rdx, rsi
-    test ebx, 37818400
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 128]
-    or qword ptr [r15 + r8 + 1152], 42
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r8 + 1344]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r8, [r10 + r10*1]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 576]
+    mov edx, 43
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 79
     test ebx, 512
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 1280]
-    movzx esi, dil
-    imul r9, rdi
-    mov qword ptr [r15 + rbp + 192], rsi
-    test ebx, 268435584
+    xchg rbp, rdx
+    cmp dword ptr [r15 + 0], 41
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1073741856
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 15
+    and esi, dword ptr [r15 + 0]
+    mov r9, rsi
+    test bl, 64
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    cmp dword ptr [r15 + 0], 101
-    cmp r9, qword ptr [r15 + r8 + 1024]
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    mov ecx, r9d
+    sete bpl
+    or qword ptr [r15 + 0], 94
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, ebp
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r10 + r10*1]
+    test bl, 160
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 8192]
+    mov ecx, 2
+    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + r8 + 512]
+    test ebx, 71763104
+    jnz 1f
+1:
+    mov r8, qword ptr [r14 + 0]
+    and rbp, 64
+    mov edi, dword ptr [r14 + rbp + 192]
+    movzx eax, byte ptr [r15 + 64]
+    test ebx, 1277473312
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 8256]
+    cmovne r9, rax
+    mov dword ptr [r15 + rbp + 128], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    .byte 0x66, 0x90
-    mov edx, 7
-    movzx edx, dl
-    movzx esi, sil
-    test ebx, 131104
-    jz 1f
-1:
-    movzx r8d, al
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 192]
-    cmp dword ptr [r15 + 64], 24
-    movzx esi, dl
-    mov rdx, qword ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*2]
     lea rbp, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, bpl
-    .byte 0x66, 0x90
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 135
-    test ebx, 336668928
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 128]
-    test ebx, 2097184
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov qword ptr [r15 + 0], rcx
-    mov r8d, dword ptr [r14 + rbp + 128]
-    test ebx, 209719328
-    jnz 1f
-1:
-    mov rcx, r8
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rbp
-    movzx r8d, byte ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, qword ptr [r14 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 2048]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 33850400
     jz 1f
 1:
-    cmp dword ptr [r15 + r9 + 192], 5
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, 115
+    mov dword ptr [r15 + 0], edx
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 272672192
+    jnz 1f
+1:
+    nop
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8, rdx
+    mov eax, edx
+    test ebx, 67109120
+    jz 1f
+1:
     movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 57888
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    lea r8, [r10*4]
+    mov dword ptr [r15 + r9 + 2176], ecx
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 640]
+    mov rsi, qword ptr [r15 + r8 + 512]
+    mov edi, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rsi
+    test ebx, 262208
+    jz 1f
+1:
+    bt rbp, rbp
+    mov dword ptr [r15 + r8 + 576], edi
+    movzx ebp, r9b
+    or qword ptr [r15 + r8 + 704], 59
+    test bl, 64
+    jnz 1f
+1:
+    movzx r8d, bpl
+    mov rdi, r8
+    mov dword ptr [r15 + r9 + 2112], r9d
+    movzx r9d, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c8:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 64]
-    mov r8d, esi
-    lea r9, [r10*4]
-    test bl, 64
+    lea rbp, [r10 + r10*1]
+    add r9, qword ptr [r15 + 64]
+    mov esi, 125
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov esi, 202
-    lea rbp, [r10*8]
-    and r9, 192
-    mov esi, dword ptr [r14 + r9 + 320]
-    movzx esi, dl
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2048], edx
-    test bl, 64
+    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 604307488
+    jnz 1f
+1:
+    mov r9, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 16640
     jz 1f
 1:
-    or qword ptr [r15 + 0], 24
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, rsi
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 1048608
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov rsi, qword ptr [r15 + r9 + 448]
+    movzx eax, r9b
     mov qword ptr [r15 + 0], rdx
-    mov edx, 32
-    test bl, 128
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r9 + 384], r8
-    inc dword ptr [r15 + rbp + 2432]
-    test bl, 128
+    movzx eax, dl
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 807552064
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 2176]
-    mov rdx, rax
-    movzx eax, byte ptr [r15 + rbp + 2112]
-    vpaddd ymm5, ymm9, ymmword ptr [r15 + rbp + 2368]
-    test ebx, 12920928
+    bt rdx, rdx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 403092640
     jz 1f
 1:
-    cmp dword ptr [r15 + rbp + 2240], 62
-    mov rsi, qword ptr [r15 + r8 + 192]
-    movsxd r8, dword ptr [r15 + rbp + 2304]
+    mov rdx, rbp
+    sete cl
+    cmp dword ptr [r15 + 0], 24
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1097990912
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 576]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov esi, ebp
+    test ebx, 1376094624
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], r9
+    bt r8, r8
+    imul r9, rbp
+    movzx ecx, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    cmp dword ptr [r15 + rbp + 192], 94
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 128]
+    mov edi, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c9:
-    lea rbp, [r10 + r10*4]
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1152], r8d
-    movzx r8d, bpl
-    movzx ecx, r8b
-    mov dword ptr [r14 + rbp + 1024], edx
-    test ebx, 37664
+    lea rbp, [r10 + r10*2]
+    and rbp, 192
+    add r9, qword ptr [r15 + rbp + 384]
+    cmp dword ptr [r15 + 0], 90
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 136321056
     jnz 1f
 1:
-    movzx edx, cl
-    movzx eax, dl
-    mov edi, 251
-    movsxd rdx, dword ptr [r15 + rbp + 1216]
-    test ebx, 256
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx edi, al
-    mov rcx, qword ptr [r15 + 64]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    movsxd r9, dword ptr [r15 + 64]
-    test ebx, 131200
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 1280], eax
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rsi
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], dl
+    mov r9d, 67
     test bl, 64
     jz 1f
 1:
+    cmp dword ptr [r15 + 0], 74
+    mov byte ptr [r15 + 0], r9b
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx edx, dil
+    mov dword ptr [r15 + 0], edx
+    lea r8, [r10 + r10*2]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r8, 8128
+    mov edi, dword ptr [r15 + r8 + 8320]
+    test ebx, 537690144
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], ecx
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r14 + 0], al
+    movzx ecx, byte ptr [r14 + 0]
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    mov rdi, rsi
-    movzx eax, sil
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741856
+    mov rcx, qword ptr [r15 + r9 + 128]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 256]
+    mov ebp, 34
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 131200
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rsi, rsi
+    mov rdi, qword ptr [r15 + r8 + 8192]
+    mov dword ptr [r15 + r9 + 192], 220
+    test ebx, 2013415712
     jz 1f
 1:
-    mov rsi, rbp
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    test ebx, 16512
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1088], sil
-    and edi, dword ptr [r15 + 0]
-    mov ebp, 13
+    mov r9d, edi
+    mov rax, r9
+    movsxd rbp, dword ptr [r15 + r8 + 8256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c10:
-    xor dword ptr [r15 + 0], edi
-    lea r9, [r10*4]
-    cmp dword ptr [r15 + 0], 47
-    mov rdx, r9
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 448]
-    test bl, 64
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + r9 + 384]
-    mov edx, ecx
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, 91
-    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 0]
+    mov r8, rdx
+    mov r9d, r8d
     movsxd r8, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    test ebx, 42862880
+    jnz 1f
+1:
+    cmovne rbp, rsi
+    lock or dword ptr [r15 + 0], 54
+    mov rsi, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 192], 64
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 95
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 43272512
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 16416
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov edi, 156
-    movzx esi, dil
-    movzx edx, byte ptr [r14 + r8 + 192]
-    test ebx, 807552064
+    mov dword ptr [r15 + 0], 137
+    lea r8, [r10 + r10*2]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r8
+    and r8, 448
+    mov qword ptr [r14 + r8 + 512], rcx
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    test ebx, 8320
     jnz 1f
 1:
-    sete dil
-    mov dword ptr [r14 + 64], edi
-    mov r8, qword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + r8 + 640]
+    movzx esi, cl
+    mov edx, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*4]
+    movzx r8d, byte ptr [r15 + 64]
     test bl, 64
     jnz 1f
 1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + r9 + 256]
-    and edi, dword ptr [r15 + rbp + 128]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 72876064
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    movsxd r9, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rbp
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 16640]
+    mov dword ptr [r15 + rbp + 16448], 178
+    mov edx, 80
     test bl, 64
     jnz 1f
 1:
-    jmp 1f
+    mov eax, 55
+    mov rsi, r9
+    mov edi, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + rbp + 16576], r9d
+    test ebx, 1092912192
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r9d, dword ptr [r14 + 0]
+    mov eax, dword ptr [r15 + rbp + 16384]
+    movsxd rdx, dword ptr [r15 + rbp + 16512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c11:
-    lea r8, [r10*4]
-    lea rbp, [r10*8]
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 16416
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 15
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, 83
+    mov rax, rbp
+    mov r8, rdi
+    test ebx, 1208488000
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, 157
+    test ebx, 268435488
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r8, 192
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 2496]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r8 + 256]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 16448], r8b
+    lea rbp, [r10 + r10*1]
     test bl, 64
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 2176]
-    movzx edi, byte ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + rbp + 2432], esi
-    mov ecx, edi
-    test bl, 64
+    and rbp, 32704
+    mov rdx, qword ptr [r15 + rbp + 32768]
+    nop
+    mov rdx, rsi
+    test ebx, 536870944
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 64], 108
     mov esi, edx
-    mov qword ptr [r15 + 0], rsi
-    test bl, 64
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edi, r9d
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + rbp + 2112]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    test bl, 64
+    mov rdi, r9
+    add qword ptr [r15 + rbp + 32832], rax
+    lea rbp, [r10 + r10*1]
+    mov esi, esi
+    test ebx, 16796224
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    mov ecx, esi
-    mov esi, r9d
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 512
+    mov dword ptr [r15 + r8 + 16384], 174
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
+    test ebx, 256
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 2240]
-    movzx edx, byte ptr [r15 + rbp + 2048]
-    mov eax, dword ptr [r15 + rbp + 2368]
-    mov byte ptr [r15 + r9 + 192], al
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    xchg qword ptr [r15 + rbp + 2304], rcx
-    mov byte ptr [r15 + 0], r8b
-    mov rsi, qword ptr [r14 + r8 + 448]
+    movsxd rcx, dword ptr [r14 + 0]
+    movzx ecx, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c12:
-    lea rbp, [r10 + r10*4]
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 1152]
-    movzx esi, bpl
-    add rax, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edx, 229
-    and r9, 64
-    lea r8, [r10 + r10*1]
-    lock or dword ptr [r15 + r9 + 192], 97
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test bl, 64
-    jz 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
-    movsxd rax, dword ptr [r15 + rbp + 1216]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + rbp + 1280]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, 219
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, 63
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + r9 + 128], 100
-    mov byte ptr [r15 + r8 + 192], bpl
-    movzx r8d, dil
-    test ebx, 39585632
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    sete bpl
+    test ebx, 262176
     jnz 1f
 1:
-    mov edx, 180
-    mov edx, 93
-    mov r9d, 147
-    test ebx, 638588480
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    xor dword ptr [r14 + 0], ebp
-    and r9d, dword ptr [r15 + rbp + 1024]
-    mov byte ptr [r15 + rbp + 1088], r9b
+    mov r9, qword ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
+    movzx esi, dl
+    sete dil
     test bl, 128
     jnz 1f
 1:
-    mov rdx, r9
-    movzx r8d, dl
-    mov rsi, rbp
+    xchg rcx, rcx
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    imul rcx, rdx
+    add qword ptr [r15 + 0], rdx
+    mov r8, r8
+    test bl, 64
+    jz 1f
+1:
+    movzx edx, bpl
+    mov dword ptr [r15 + 0], ebp
+    add rax, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rbp, r10
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    cmp rsi, qword ptr [r15 + 0]
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 2048], rax
+    test ebx, 512
+    jz 1f
+1:
+    mov r8d, ebp
+    mov esi, r8d
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    test bl, 64
+    jz 1f
+1:
+    and rbp, 960
+    movsxd rdi, dword ptr [r15 + rbp + 1024]
+    mov eax, 56
+    mov qword ptr [r15 + 64], r9
+    mov byte ptr [r15 + 64], al
+    test ebx, 605123616
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1088], 237
+    mov dword ptr [r14 + 0], ecx
+    movzx edi, byte ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c13:
-    lea rbp, [r10 + r10*1]
-    popcnt r9, rax
-    and rbp, 64
-    or qword ptr [r15 + rbp + 192], 37
-    mov esi, ebp
-    lea r8, [r10*8]
-    mov eax, 234
-    test ebx, 285605920
+    lea r9, [r10*4]
+    .byte 0x66, 0x90
+    .byte 0x0f, 0x1f, 0x00
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + r9 + 576], r9b
+    test bl, 128
     jnz 1f
 1:
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 640]
-    mov rcx, rdx
-    movzx edx, dil
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    test bl, 64
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 58
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 537461792
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r8d
+    lea rbp, [r10*4]
+    movzx ecx, bpl
+    test ebx, 537133280
     jz 1f
 1:
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 2112], eax
+    mov eax, 248
+    movzx r8d, byte ptr [r14 + 0]
+    sete sil
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + rbp + 2176], sil
+    mov edi, esi
+    mov dword ptr [r15 + rbp + 2240], 33
+    test ebx, 371595392
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], dil
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r8 + 832]
-    test ebx, 384
+    movzx eax, byte ptr [r15 + 64]
+    test ebx, 256
     jz 1f
 1:
-    movzx ecx, sil
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movzx edi, al
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
-    test ebx, 1073741856
+    mov edi, 177
+    movsxd rsi, dword ptr [r15 + 64]
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 64]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + rbp + 2048]
+    test ebx, 1394626592
     jnz 1f
 1:
-    movzx edx, byte ptr [r14 + r8 + 768]
-    movzx eax, r9b
-    mov rcx, qword ptr [r15 + 64]
-    movzx esi, al
-    test ebx, 33554464
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rdi, rbp
-    mov rsi, rdi
-    and eax, dword ptr [r15 + r8 + 704]
-    test bl, 64
-    jnz 1f
-1:
-    imul r8d, esi, 96
-    mov dword ptr [r15 + 0], eax
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 128]
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + r9 + 192], ecx
+    and r8, 960
+    and ebp, dword ptr [r15 + r8 + 1024]
+    mov edi, 51
+    mov qword ptr [r15 + r9 + 704], r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c14:
-    lea r9, [r10*4]
-    lea rbp, [r10*4]
-    and r9, 65472
-    mov dword ptr [r15 + r9 + 65600], r9d
-    movzx ecx, bpl
-    mov ecx, 174
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 448], al
-    test ebx, 1344290848
+    mov r9, r10
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 8192], ecx
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 29
+    test ebx, 65568
     jz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    vmulsd xmm9, xmm9, xmm5
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 25188576
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, 110
-    movsxd rsi, dword ptr [r15 + 64]
-    cmp rsi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov edi, edi
-    mov esi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16384], ebp
-    movzx edi, byte ptr [r15 + r9 + 65728]
-    mov byte ptr [r15 + r9 + 65536], r8b
-    mov rsi, qword ptr [r15 + rbp + 256]
-    test ebx, 68747296
-    jz 1f
-1:
-    cmovne rdi, rsi
-    and esi, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 0], 44
-    test bl, 64
-    jnz 1f
-1:
-    add qword ptr [r14 + rbp + 320], rsi
-    movsxd rsi, dword ptr [r15 + r9 + 65664]
-    movzx eax, sil
-    mov r9d, dword ptr [r15 + r8 + 16448]
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 384]
-    movzx edx, al
+    mov r9, rcx
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
+    test ebx, 2013791296
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    lea r8, [r10*4]
+    movzx edi, byte ptr [r15 + 0]
+    and r8, 960
+    mov eax, dword ptr [r15 + r8 + 1024]
+    movzx edx, byte ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + r8 + 1216]
+    test ebx, 256
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 1152]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 1088], bpl
+    movzx ecx, sil
+    test bl, 64
+    jz 1f
+1:
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 128], esi
+    mov eax, dword ptr [r14 + 0]
+    mov esi, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c15:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 64], bpl
-    and r9, 64
-    lea rbp, [r10*8]
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov eax, 14
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1216], 249
-    lea r8, [r10*4]
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 192
-    movzx edx, byte ptr [r15 + r8 + 320]
-    movzx esi, byte ptr [r15 + rbp + 1024]
-    mov edi, dword ptr [r15 + r8 + 384]
+    lea r8, [r10 + r10*2]
+    and r8, 448
+    inc dword ptr [r14 + r8 + 640]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 72
     test ebx, 256
     jz 1f
 1:
-    xor dword ptr [r14 + 0], ebp
-    mov dword ptr [r15 + 0], r9d
-    mov rsi, qword ptr [r15 + r9 + 192]
-    test ebx, 512
-    jnz 1f
-1:
-    cmp rax, qword ptr [r15 + rbp + 1408]
+    mov esi, dword ptr [r15 + 0]
+    mov ebp, 176
     mov byte ptr [r15 + 0], sil
-    cmp rsi, qword ptr [r15 + 0]
-    test bl, 64
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1056
+    jnz 1f
+1:
+    movzx ecx, sil
+    movzx edi, dl
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 163640928
     jz 1f
 1:
-    mov esi, 163
-    movsxd rax, dword ptr [r14 + rbp + 1152]
-    mov r9d, dword ptr [r15 + r8 + 256]
-    movsxd rcx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
+    sete dl
+    mov eax, 139
+    mov rsi, rdx
     test bl, 64
     jnz 1f
 1:
-    movzx edi, cl
-    mov rdx, qword ptr [r15 + rbp + 1088]
-    mov qword ptr [r15 + r8 + 448], rdx
-    test ebx, 256
+    movsxd rax, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
+    cmp rax, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1140883744
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    test bl, 64
+    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    test ebx, 512
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, rcx
-    mov dword ptr [r15 + rbp + 1280], 85
+    xor dword ptr [r15 + r9 + 128], r9d
+    mov byte ptr [r15 + r8 + 576], r9b
+    lea rbp, [r10 + r10*2]
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    and rbp, 192
+    xor dword ptr [r15 + rbp + 320], ebp
+    test ebx, 16777248
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 256]
+    mov r9, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r14 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c16:
-    lea rbp, [r10 + r10*4]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 2304]
-    lea r9, [r10 + r10*1]
-    mov rsi, r9
-    mov edx, dword ptr [r15 + rbp + 2240]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    test ebx, 419704192
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 2176]
+    lea r9, [r10*4]
+    and r9, 192
+    mov ebp, dword ptr [r15 + r9 + 448]
+    movsxd rdx, dword ptr [r15 + r9 + 320]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r8, r10
-    movzx eax, cl
-    mov qword ptr [r15 + 0], r8
-    test ebx, 282607680
-    jnz 1f
-1:
-    and r8, 65472
-    mov qword ptr [r15 + r8 + 65536], r8
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + rbp + 2048], r8
+    mov qword ptr [r15 + 0], rbp
     test bl, 64
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    lock xadd qword ptr [r15 + rbp + 2112], rbp
-    mov dword ptr [r15 + 0], ebp
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    test ebx, 1078600832
     jnz 1f
 1:
-    add rbp, qword ptr [r14 + 0]
-    add rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edi
-    test bl, 64
-    jz 1f
-1:
-    movzx edi, r8b
-    mov rax, qword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, cl
+    mov rsi, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    test bl, 128
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 128], rbp
-    movzx r9d, cl
-    mov rcx, r9
-    test ebx, 256
+    mov qword ptr [r15 + 0], r9
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, rcx
+    mov esi, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r8d
+    test ebx, 294894624
     jz 1f
 1:
-    mov ebp, 128
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 118
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 8256
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    nop
+    and r8, 448
+    mov eax, dword ptr [r15 + r8 + 576]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 118
+    movzx esi, byte ptr [r14 + 0]
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    test ebx, 1539441184
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 512]
+    mov r8d, edi
+    mov rbp, qword ptr [r14 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c17:
-    movzx esi, byte ptr [r15 + 0]
-    lea r8, [r10*8]
-    mov byte ptr [r15 + 64], dl
-    movzx edx, dl
-    and r8, 1984
-    mov eax, dword ptr [r15 + r8 + 2112]
-    test ebx, 1212240128
-    jnz 1f
-1:
-    inc dword ptr [r15 + 64]
-    cmp dword ptr [r15 + r8 + 2368], 105
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, 64
-    movzx eax, byte ptr [r15 + r8 + 2048]
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 268435488
-    jnz 1f
-1:
-    and rbp, 64
-    cmp r9, qword ptr [r15 + rbp + 128]
-    mov r9, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov rax, qword ptr [r15 + r8 + 2304]
+    lea r9, [r10 + r10*4]
+    mov rsi, r9
+    and r9, 448
+    mov ebp, dword ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + 0], dl
+    movzx edx, byte ptr [r15 + 0]
     test bl, 64
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r8 + 2176]
-    and r9, 64
-    and edx, dword ptr [r14 + r9 + 192]
-    mov dword ptr [r15 + r8 + 2240], 165
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r14 + 0]
-    mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + rbp + 192]
-    or qword ptr [r15 + 0], 13
-    test ebx, 1611759776
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, rbp
-    mov dword ptr [r15 + 64], 33
+    mov edx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov edi, ecx
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 262272
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 192
+    mov ecx, 106
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    lock add qword ptr [r15 + 0], r8
+    mov rdx, qword ptr [r15 + r9 + 640]
+    cmp dword ptr [r15 + 64], 83
+    mov r8d, 216
+    test bl, 64
+    jz 1f
+1:
+    mov rcx, r8
+    lea rbp, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], r9b
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1024], r8d
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, r8d
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    test ebx, 17442432
+    jnz 1f
+1:
+    mov ebp, 168
+    mov edx, dword ptr [r15 + r8 + 1088]
+    mov esi, 208
+    mov r8d, 239
+    test ebx, 1651067488
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 704], 89
+    and r8d, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 768], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c18:
-    mov ebp, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
     and r9, 64
-    mov dword ptr [r14 + r9 + 192], 134
-    vpaddq xmm9, xmm9, xmmword ptr [r14 + 0]
-    test ebx, 102768672
-    jz 1f
+    mov rdi, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], 88
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 202768960
+    jnz 1f
 1:
-    lea r8, [r10 + r10*1]
     movzx edx, r8b
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 192]
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    test bl, 96
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rax
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, cl
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    mov esi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 4224
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov ecx, 73
-    mov edx, 40
-    test ebx, 34471968
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 192], dil
-    mov edi, edx
-    inc dword ptr [r15 + 0]
-    test ebx, 8224
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    bswap rdx
-    .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + r8 + 128], dl
-    test bl, 128
-    jnz 1f
-1:
-    mov r8, rdx
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, 100
-    test bl, 128
-    jz 1f
-1:
-    mov edx, 144
-    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
+    not qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 16777248
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 52
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    lea r8, [r10*4]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edi, dil
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 320], 199
+    lea rbp, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    mov edi, ebp
+    and rbp, 64
+    cmp rdx, qword ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], al
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    mov rdx, qword ptr [r15 + r9 + 192]
+    test ebx, 576
+    jz 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
+    cmp rax, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 448]
+    test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r14 + r8 + 256], r9
+    mov ebp, r9d
+    mov r8, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c19:
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*4]
-    movzx esi, bpl
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1152], dil
-    add qword ptr [r15 + 0], r9
-    and rbp, 192
-    mov r9, qword ptr [r15 + rbp + 448]
-    test bl, 64
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    mov ecx, eax
-    mov edx, dword ptr [r15 + r8 + 1024]
-    test ebx, 294762560
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + rbp + 256]
-    and eax, dword ptr [r15 + 0]
+    and r9, 192
+    mov eax, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + 64], 188
+    mov rcx, rcx
+    mov r8, qword ptr [r15 + 64]
     test bl, 64
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rsi, r8
+    movzx edi, r8b
+    cmp dword ptr [r15 + 0], 24
+    test ebx, 1536
+    jz 1f
+1:
+    movzx esi, dil
+    add qword ptr [r15 + 0], rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    mov eax, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + r8 + 1216]
-    test ebx, 110118112
-    jz 1f
+    bt r8, rdx
+    mov rdi, qword ptr [r15 + 0]
+    sete cl
+    mov dword ptr [r15 + 0], 18
+    test ebx, 4194816
+    jnz 1f
 1:
-    mov edi, 45
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + rbp + 384]
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, qword ptr [r14 + 0]
-    test ebx, 1789397536
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], esi
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    mov rdx, rax
-    test ebx, 1757439168
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 47
+    lea r8, [r10*4]
+    test ebx, 131136
     jz 1f
 1:
-    xor dword ptr [r14 + r8 + 1280], r8d
-    mov ecx, dword ptr [r15 + rbp + 320]
-    add rax, qword ptr [r15 + r8 + 1088]
-    mov esi, 199
-    test ebx, 256
+    add rsi, qword ptr [r15 + r9 + 256]
+    and r8, 1984
+    vmovdqu xmm2, xmmword ptr [r15 + r8 + 2048]
+    movzx esi, bpl
+    test ebx, 288
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 2176], r9b
+    movzx ecx, byte ptr [r15 + r8 + 2112]
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    mov ecx, 214
+    test ebx, 512
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    sete r8b
+    mov rbp, rax
+    cmp dword ptr [r15 + r8 + 2240], 41
+    mov eax, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c20:
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, edi
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    add r8, qword ptr [r14 + 0]
-    mov rax, r8
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
     test bl, 64
     jz 1f
 1:
-    lea r9, [r10*4]
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 216
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2112], 156
-    test ebx, 184895008
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 2240], r8
-    mov dword ptr [r15 + 0], edx
-    mov ecx, dword ptr [r15 + rbp + 192]
-    lea r8, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, sil
+    movzx eax, byte ptr [r15 + 0]
+    mov rsi, r9
     test bl, 64
-    jz 1f
+    jnz 1f
 1:
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16384], 125
-    mov edx, r8d
-    mov dword ptr [r15 + 0], 100
-    test bl, 192
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, rdi
+    lea rbp, [r10 + r10*2]
+    mov esi, r9d
+    test ebx, 33554688
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rdx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    sete dl
-    test ebx, 169934880
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1088], 76
+    mov edx, 112
+    mov r9d, ecx
+    test ebx, 11360
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 41
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov r8d, 248
+    test bl, 64
+    jz 1f
+1:
+    sete dl
+    mov rax, r8
+    movsxd rsi, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 1024
+    jz 1f
+1:
+    mov edx, 153
+    mov rax, rsi
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    mov rcx, rbp
+    test ebx, 131136
+    jz 1f
+1:
+    and r9, 192
+    add rax, qword ptr [r15 + r9 + 320]
+    and r8, 64
+    cmp r8, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 192], r8d
+    movzx edi, bpl
     test bl, 64
     jnz 1f
 1:
-    mov ebp, eax
-    mov edx, ebp
-    cmp dword ptr [r15 + r9 + 2176], 89
-    mov eax, 206
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    vmovdqu xmm5, xmmword ptr [r15 + r8 + 16448]
-    mov r8d, dword ptr [r15 + r9 + 2048]
+    mov qword ptr [r15 + r9 + 256], rbp
+    or qword ptr [r14 + rbp + 1152], 43
+    mov esi, dword ptr [r14 + rbp + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c21:
-    lea r8, [r10 + r10*1]
     lea rbp, [r10*4]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 192]
-    and rbp, 192
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + rbp + 384]
-    cmp rbp, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 33686816
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + 0], 126
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 128
     jnz 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    mov rsi, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 256
+    mov rcx, rax
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 233
+    test ebx, 4128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx ecx, byte ptr [r15 + 0]
-    nop
+    mov rax, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edi
+    mov r8d, ebp
+    test ebx, 256
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rdi, rsi
+    mov rsi, qword ptr [r15 + rbp + 640]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 226
+    movsxd rsi, dword ptr [r14 + rbp + 576]
     test bl, 64
-    jz 1f
-1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + rbp + 448], rcx
-    bt r8, rcx
-    test ebx, 632294560
     jnz 1f
 1:
-    mov edi, 85
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    and r9d, dword ptr [r15 + 64]
-    cmp dword ptr [r14 + 0], 35
-    test ebx, 640189472
+    mov rcx, qword ptr [r15 + r9 + 128]
+    lea r8, [r10*4]
+    mov rdi, r9
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 2048]
+    jmp 1f
+1:
+    test ebx, 6373408
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], r9b
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 17076256
-    jz 1f
+    movzx eax, r9b
+    mov byte ptr [r15 + r8 + 2176], cl
+    mov ecx, dword ptr [r14 + r8 + 2240]
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 47719200
+    jnz 1f
 1:
-    movzx esi, bpl
-    add rdi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 220
-    add rsi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 68
-    movsxd r9, dword ptr [r14 + rbp + 128]
-    movzx edx, byte ptr [r15 + 64]
+    movzx edx, cl
+    mov edx, 76
+    mov rsi, qword ptr [r15 + rbp + 512]
+    mov eax, dword ptr [r15 + r8 + 2112]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c22:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    lea r9, [r10*4]
-    and rbp, 64
-    vmovdqu xmm5, xmmword ptr [r15 + rbp + 192]
-    sete dl
-    and r9, 192
-    mov eax, dword ptr [r15 + r9 + 320]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, 28
-    mov edx, ecx
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    test ebx, 39968
-    jnz 1f
-1:
-    add qword ptr [r14 + r9 + 256], rax
-    mov rcx, rdx
-    cmp dword ptr [r15 + 0], 116
-    mov rdx, rcx
-    test ebx, 553810464
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, sil
-    mov rbp, qword ptr [r15 + 0]
-    mov rcx, rsi
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 57
+    movzx edx, bpl
+    mov r8d, edx
     test bl, 64
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, 121
-    mov rdi, rsi
-    or qword ptr [r15 + r8 + 192], 38
-    test bl, 64
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 34608160
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov rdx, r8
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 2108448
     jz 1f
 1:
     mov r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + r9 + 448], al
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, r8d
+    imul r8, rdi
     test bl, 64
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rax, r8
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    movzx ecx, al
-    mov esi, 224
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 164364320
+    lea rbp, [r10 + r10*1]
+    mov r8d, ebp
+    cmp dword ptr [r14 + 0], 23
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], dl
+    lea r9, [r10 + r10*1]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 168
-    mov qword ptr [r15 + 64], rbp
-    mov rax, qword ptr [r15 + r9 + 384]
-    mov r9, r9
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    or qword ptr [r15 + r9 + 128], 33
+    lea r9, [r10 + r10*2]
+    mov edx, 45
+    test ebx, 1212154176
+    jnz 1f
+1:
+    mov edx, r9d
+    and r9, 192
+    mov r8, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 192], ecx
+    mov r8d, dword ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + r9 + 384]
+    movzx ebp, byte ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c23:
-    lea r8, [r10*4]
-    and r8, 192
-    vmovdqu xmm5, xmmword ptr [r15 + r8 + 320]
-    movzx edx, r8b
-    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, dil
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, r9b
+    mov rsi, rsi
+    test ebx, 288
+    jnz 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    lea r9, [r10*4]
-    lea rbp, [r10 + r10*1]
-    test bl, 64
+    mov rdi, r9
+    test ebx, 512
+    jnz 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    bt rdi, rdi
+    jmp 1f
+1:
+    test ebx, 1048608
     jz 1f
 1:
-    and r9, 16320
-    mov rax, qword ptr [r15 + r9 + 16448]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    movzx eax, sil
-    test ebx, 2097280
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 16384]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + r9 + 16576], edi
-    .byte 0x66, 0x90
-    test ebx, 256
-    jnz 1f
-1:
-    mov edi, 239
-    mov rsi, qword ptr [r15 + 64]
-    xchg qword ptr [r15 + rbp + 128], rbp
-    test ebx, 4194368
-    jnz 1f
-1:
-    mov rbp, rdx
-    mov esi, 97
-    mov byte ptr [r15 + 0], sil
-    mov rdx, qword ptr [r15 + r8 + 256]
+    imul edi, ecx, 118
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    vmovdqu xmm9, xmmword ptr [r15 + r8 + 448]
-    mov ecx, 141
+    lea r8, [r10 + r10*1]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 2
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    movzx ecx, r9b
+    test bl, 128
+    jnz 1f
+1:
+    imul esi, ebp, 73
     mov rbp, rcx
-    test ebx, 270681280
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 384]
-    mov r8, r8
-    mov r8d, dword ptr [r15 + r9 + 16512]
-    mov rbp, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + r8 + 128]
     test bl, 96
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 64]
-    mov byte ptr [r14 + 0], sil
+    movzx eax, byte ptr [r15 + 64]
+    lock or dword ptr [r15 + 64], 41
+    mov r8d, eax
+    mov r9d, edx
+    lea rbp, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 64]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 192]
+    test ebx, 1780647968
+    jnz 1f
+1:
+    add qword ptr [r14 + r8 + 128], r8
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    mov r8d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c24:
-    lea rbp, [r10*4]
-    mov eax, ebp
-    mov esi, dword ptr [r15 + 0]
-    and rbp, 192
-    cmp rbp, qword ptr [r15 + rbp + 320]
+    movzx r9d, byte ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 94
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 26283296
+    test ebx, 8923968
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    movzx eax, dil
+    add r8, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 82
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 16512
+    jnz 1f
+1:
+    popcnt rcx, rdi
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 256]
-    add r9, qword ptr [r15 + rbp + 448]
-    movzx ecx, byte ptr [r14 + 0]
-    test ebx, 536870976
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 384]
-    lea rbp, [r10*4]
-    inc dword ptr [r14 + 0]
-    and rbp, 960
-    mov esi, dword ptr [r15 + rbp + 1088]
-    test ebx, 551051840
-    jnz 1f
-1:
-    mov r9d, ebp
-    mov edi, 34
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 537497888
-    jnz 1f
-1:
-    and r8, 64
-    inc dword ptr [r15 + r8 + 192]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + rbp + 1024], cl
-    test ebx, 1448158464
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    or qword ptr [r15 + r8 + 128], 66
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 302059552
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + rbp + 1216]
-    add rcx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    imul rsi, rdi
+    mov dword ptr [r15 + 0], edi
+    cmp dword ptr [r15 + 0], 124
+    lea r9, [r10 + r10*1]
     test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov rbp, qword ptr [r15 + 0]
+    and r9, 64
+    or qword ptr [r15 + r9 + 192], 37
+    lea r8, [r10 + r10*2]
+    mov rcx, rdi
+    test ebx, 134217760
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 512], r8
+    and rbp, 192
+    xchg qword ptr [r15 + rbp + 256], rdi
+    movzx esi, r9b
+    movzx edi, byte ptr [r15 + r8 + 576]
+    test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 1152]
-    movsxd rbp, dword ptr [r15 + 64]
-    xor dword ptr [r15 + 0], r8d
+    mov rax, rsi
+    cmp dword ptr [r14 + 0], 16
+    mov rdi, qword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + r8 + 640]
+    test ebx, 940638400
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + rbp + 320]
+    mov r8, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    lea r9, [r10*8]
-    movsxd r8, dword ptr [r15 + 0]
-    and r9, 1984
-    mov byte ptr [r14 + r9 + 2176], r9b
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, r9
+    movzx r9d, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 180
+    mov r9, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + r9 + 2304]
-    lea rbp, [r10 + r10*1]
-    or qword ptr [r15 + 0], 51
-    mov ecx, ebp
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r9 + 2240]
-    mov rcx, rax
-    imul edx, edx, 83
-    test bl, 128
+    or qword ptr [r15 + 0], 89
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1056
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1921009088
-    jnz 1f
-1:
-    mov rax, rbp
-    mov rdx, rax
-    movzx eax, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], r9
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 2368]
+    mov byte ptr [r15 + 0], sil
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    vsubsd xmm5, xmm5, xmm9
-    mov ebp, dword ptr [r15 + r9 + 2048]
-    test ebx, 256
+    lea r8, [r10 + r10*2]
+    test bl, 160
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], esi
-    mov edi, dword ptr [r15 + r8 + 128]
-    test bl, 128
+    mov edi, r8d
+    mov r9d, dword ptr [r15 + 0]
+    and r8, 8128
+    mov rax, qword ptr [r14 + r8 + 8192]
+    test bl, 64
+    jz 1f
+1:
+    add rax, qword ptr [r14 + 0]
+    mov edi, 67
+    lea rbp, [r10 + r10*1]
+    mov rdx, rdx
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*2]
+    test ebx, 961351712
     jnz 1f
 1:
-    mov esi, edi
-    mov dword ptr [r15 + r9 + 2112], 148
-    mov qword ptr [r15 + 0], rsi
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 576]
+    mov qword ptr [r15 + r9 + 640], r9
+    mov rax, qword ptr [r15 + 64]
+    mov esi, r9d
+    test ebx, 1157628448
+    jnz 1f
+1:
+    mov ecx, 162
+    movzx edx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 512], dl
+    movsxd r9, dword ptr [r15 + r8 + 8320]
+    test ebx, 588251200
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 128]
+    movsxd rcx, dword ptr [r15 + r8 + 8256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    lea r9, [r10*4]
-    mov rdi, r9
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 256]
-    mov rbp, r10
-    mov r8d, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 64], 31
-    and rbp, 65472
-    cmp dword ptr [r15 + rbp + 65536], 105
-    test ebx, 578363424
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + r9 + 448]
-    mov esi, 47
-    mov edx, r8d
-    add rdi, qword ptr [r14 + r9 + 320]
+    mov r8d, r8d
+    mov r9, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], edx
-    vpaddd ymm5, ymm5, ymmword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, rdi
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, rcx
-    mov r8, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + r9 + 384]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1359487072
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 64]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 147
     mov edx, dword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    .byte 0x66, 0x90
+    test ebx, 16416
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rax, rbp
+    test ebx, 256
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 47
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], r8b
     test bl, 64
     jnz 1f
 1:
-    mov eax, 6
-    mov r8, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 64]
-    mov ecx, r8d
-    test ebx, 337642016
+    mov r8d, dword ptr [r15 + 0]
+    popcnt rsi, r8
+    mov rbp, rbp
+    mov r8d, ebp
+    test ebx, 1178609824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, r9d
+    test ebx, 1753358848
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r8d, ebp
+    and rbp, 1984
+    lea r9, [r10 + r10*2]
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 2112]
+    lea r8, [r10 + r10*1]
+    and r9, 448
+    mov esi, dword ptr [r15 + r9 + 512]
+    movzx edx, sil
+    test ebx, 839521440
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], r8
-    mov qword ptr [r15 + rbp + 128], rbp
-    movzx edi, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 0]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 128]
+    mov rcx, qword ptr [r15 + r9 + 640]
+    movsxd rdi, dword ptr [r14 + 64]
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 2048]
+    mov rsi, qword ptr [r15 + r8 + 192]
+    mov rcx, qword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    lea rbp, [r10 + r10*2]
+    lea rbp, [r10*4]
+    and rbp, 16320
     lea r9, [r10 + r10*1]
-    and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 1088]
-    mov r8d, dword ptr [r15 + 64]
-    lea r8, [r10*4]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    and r8, 192
-    movsxd rsi, dword ptr [r15 + r8 + 320]
-    test ebx, 256
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 70
-    bt rsi, rdi
-    movzx edx, dl
-    test ebx, 279199936
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 1152]
-    mov eax, 134
-    mov esi, eax
-    test ebx, 9191488
-    jz 1f
-1:
-    sete dil
-    cmp dword ptr [r15 + rbp + 1024], 38
-    mov rcx, qword ptr [r15 + r8 + 256]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, rcx
-    test ebx, 818233376
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 448]
-    mov edi, dword ptr [r15 + 0]
-    mov edx, edi
-    test ebx, 1115685952
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 384]
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    mov r8, qword ptr [r15 + rbp + 16512]
+    mov ecx, r9d
+    mov esi, edx
+    and r9, 1984
+    mov edx, dword ptr [r15 + r9 + 2048]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    movzx esi, r8b
+    mov rdi, qword ptr [r15 + r9 + 2112]
+    mov dword ptr [r15 + rbp + 16576], edi
+    mov r9, rdi
+    mov dword ptr [r15 + 0], eax
+    test bl, 128
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rdi, rbp
+    test ebx, 16512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx edi, byte ptr [r15 + 0]
+    mov r9d, 170
+    mov qword ptr [r15 + 0], r9
+    test ebx, 256901216
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, r8d
+    and eax, dword ptr [r15 + 0]
+    test ebx, 826933504
+    jz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1143342112
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    cmp r8, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 608567616
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 16448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 10
+    cmp dword ptr [r15 + rbp + 16384], 98
+    movsxd rbp, dword ptr [r14 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r9d, ecx
-    or qword ptr [r14 + 0], 18
+    movsxd rbp, dword ptr [r14 + 0]
+    movsxd rcx, dword ptr [r14 + r8 + 128]
+    mov dword ptr [r15 + 64], ebp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    movsxd r8, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, edi
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, bpl
-    lea rbp, [r10*4]
-    mov rsi, rcx
-    test ebx, 1073741888
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, 190
+    lock xadd qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 217
+    test bl, 64
     jnz 1f
 1:
-    movzx ecx, bpl
-    lea r9, [r10*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 448], 177
-    lea r8, [r10 + r10*1]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 2240]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov ebp, esi
+    mov rdx, qword ptr [r15 + 0]
     test bl, 128
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, r9d
+    not qword ptr [r15 + 0]
+    bt rcx, rcx
+    test ebx, 512
     jnz 1f
 1:
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 192]
-    vmovdqu xmm5, xmmword ptr [r15 + r9 + 2048]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 320]
-    or qword ptr [r15 + r8 + 128], 25
+    movzx edx, byte ptr [r14 + 64]
+    movzx esi, sil
+    lea r9, [r10 + r10*1]
+    lock xadd qword ptr [r15 + 64], rsi
+    test ebx, 538476608
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    jmp 1f
+1:
+    mov rsi, r9
+    movzx edi, byte ptr [r15 + r9 + 192]
     test bl, 64
     jz 1f
 1:
-    mov edx, dword ptr [r14 + rbp + 256]
-    mov dword ptr [r15 + 64], 41
-    movsxd r8, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + r9 + 2176], 83
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, esi
-    test ebx, 256
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov rax, rax
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
+    and r8, 32704
+    mov eax, dword ptr [r15 + r8 + 32832]
+    test ebx, 52757632
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + r9 + 2112]
-    mov edx, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, 6
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r8d, bpl
-    mov qword ptr [r14 + rbp + 384], rbp
+    add rax, qword ptr [r15 + rbp + 128]
+    mov r9d, 242
+    lock xadd qword ptr [r15 + r8 + 32768], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c29:
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    mov rax, rbp
-    test bl, 128
+    mov rcx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 51
+    imul r8d, ecx, 20
+    mov rdx, rdx
+    test ebx, 291122592
     jz 1f
 1:
-    movzx edi, al
-    lea r9, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 16448], r9d
-    lea r8, [r10*4]
-    inc dword ptr [r15 + rbp + 192]
+    mov ecx, dword ptr [r15 + 0]
+    mov rdx, rcx
+    lock or dword ptr [r15 + 0], 34
+    test ebx, 67108896
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 114
+    mov esi, ecx
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1075849280
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, r9d
+    test ebx, 1498423552
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    popcnt rdi, r9
+    mov dword ptr [r15 + 0], edx
+    cmp dword ptr [r15 + 0], 123
+    test ebx, 680691008
+    jnz 1f
+1:
+    mov r8d, 246
+    lea rbp, [r10 + r10*4]
+    mov edx, dword ptr [r15 + 0]
+    and rbp, 448
+    mov esi, dword ptr [r15 + rbp + 512]
+    lea r9, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    mov rbp, r8
-    and r8, 192
-    mov qword ptr [r15 + r8 + 256], r8
-    cmp dword ptr [r15 + 0], 107
-    mov rax, qword ptr [r15 + r9 + 16512]
-    test ebx, 145475840
-    jz 1f
+    movzx edx, byte ptr [r15 + rbp + 640]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    jmp 1f
 1:
-    mov edx, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, r8
-    mov edi, dword ptr [r14 + 0]
+    and ecx, dword ptr [r15 + rbp + 576]
     test bl, 64
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx ecx, byte ptr [r15 + r9 + 16384]
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + r8 + 448]
-    test ebx, 1573088
-    jz 1f
+    mov dword ptr [r14 + 0], eax
+    mov byte ptr [r15 + rbp + 704], cl
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 768], r8
+    test ebx, 178782688
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov ebp, 175
-    mov r9d, ebp
-    mov eax, 71
-    test ebx, 134217760
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + 0], 236
-    mov edx, dword ptr [r15 + 64]
-    mov r9d, edi
-    test ebx, 1073742080
-    jz 1f
-1:
-    mov esi, dword ptr [r14 + r8 + 384]
-    bswap rdi
-    movsxd r8, dword ptr [r15 + 0]
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 128]
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    add rdi, qword ptr [r14 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c30:
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], cl
-    mov edi, eax
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    test ebx, 404815904
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and r9, 64
-    lock xadd qword ptr [r15 + r9 + 192], rdx
-    and rbp, 960
-    movzx r8d, byte ptr [r15 + rbp + 1088]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 0]
+    mov r9d, edx
+    and r9d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov dword ptr [r15 + 0], edx
-    test ebx, 256
-    jz 1f
-1:
-    mov rdx, rdx
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 54
-    test ebx, 17041568
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 1152]
-    mov ecx, edx
-    mov esi, 238
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    lea r9, [r10 + r10*1]
-    test ebx, 1024
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 36
-    lock xadd qword ptr [r15 + rbp + 1024], rbp
-    movzx esi, bpl
-    test ebx, 571474016
+    test ebx, 268435584
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 65
-    jmp 1f
+    mov ecx, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r8, rdx
+    sete bpl
+    test ebx, 8224
+    jz 1f
 1:
-    bswap rbp
-    movsxd rax, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], r8d
+    mov rsi, rdx
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, al
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, edi
+    mov dword ptr [r15 + 0], r8d
+    test bl, 64
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
+    mov edi, r8d
+    mov rdx, rdi
+    test ebx, 512
+    jnz 1f
+1:
+    mov r8d, 122
+    mov qword ptr [r15 + 0], r8
+    add qword ptr [r14 + 0], r8
+    popcnt r9, r8
+    lea rbp, [r10 + r10*1]
     test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rbp
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, 151
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + 0]
+    and rbp, 1984
+    add rdi, qword ptr [r15 + rbp + 2112]
+    and r8, 32704
+    mov dword ptr [r15 + r8 + 32768], edi
+    mov ecx, r8d
+    mov r9, r10
+    test ebx, 824504384
+    jnz 1f
+1:
+    mov rax, rax
+    movzx edi, al
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1024]
+    .byte 0x66, 0x90
+    test ebx, 1347585344
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 32832]
+    mov byte ptr [r15 + rbp + 2048], r9b
+    mov rcx, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
-    lea r8, [r10*8]
-    lea r9, [r10 + r10*1]
-    and r8, 448
-    and esi, dword ptr [r15 + r8 + 896]
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r8 + 832], sil
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    test ebx, 176848928
+    mov rbp, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test bl, 64
     jz 1f
 1:
-    bt r9, r9
-    mov rdx, qword ptr [r15 + r8 + 512]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 67108896
+    movzx edx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r8, rsi
+    test ebx, 268435520
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov esi, eax
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r9d
+    mov eax, 204
+    test ebx, 512
+    jnz 1f
+1:
+    movzx esi, dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    imul rdx, rdi
+    lea r8, [r10 + r10*1]
+    test ebx, 813766816
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 192]
+    and r9, 192
+    add qword ptr [r15 + r9 + 384], rbp
+    test ebx, 554971200
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 49
+    mov rsi, qword ptr [r14 + 0]
+    mov ebp, dword ptr [r15 + r9 + 320]
     lea rbp, [r10 + r10*1]
-    add qword ptr [r15 + 0], rbp
-    and rbp, 64
-    vmovdqu xmm5, xmmword ptr [r15 + rbp + 128]
-    movzx esi, bpl
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, al
-    lock add qword ptr [r15 + r9 + 192], rdi
-    mov dword ptr [r15 + r8 + 704], 66
-    test ebx, 1780884736
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 960]
-    mov r9d, r8d
-    mov dword ptr [r15 + 64], r9d
-    test bl, 64
+    test bl, 128
     jz 1f
 1:
-    mov r9d, dword ptr [r14 + rbp + 192]
-    mov qword ptr [r14 + r8 + 768], r9
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, r8d
-    test bl, 64
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], r8b
+    cmovne rcx, rax
+    mov eax, dword ptr [r15 + r9 + 256]
+    test ebx, 339755040
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + r8 + 640], 250
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 64]
-    cmp r9, qword ptr [r15 + r8 + 576]
-    movsxd r8, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + rbp + 128]
+    mov r9d, eax
+    cmp r8, qword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 100 chunk executions per call
-    mov rbx, qword ptr [r15 + 271008]
+    mov rbx, qword ptr [r15 + 139936]
     lea rcx, [rbx + 100]
-    mov qword ptr [r15 + 271008], rcx
+    mov qword ptr [r15 + 139936], rcx
     mov r13d, 100
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov r8, r10
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
-    and r8, 131008
-    movzx ecx, byte ptr [r15 + r8 + 131072]
-    mov esi, dword ptr [r14 + 0]
-    mov r8, r10
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 1624328238
     jnz 1f
 1:
-    vpcmpeqb xmm5, xmm5, xmm5
-    movzx esi, byte ptr [r15 + 0]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 2048], rdi
+    vpcmpeqb xmm2, xmm2, xmm2
+    and r9, 65472
+    movzx esi, byte ptr [r15 + r9 + 65536]
+    mov r8d, dword ptr [r14 + 0]
+    mov r9, r10
     test ebx, 536879120
     jnz 1f
 1:
+    mov r8d, 35
+    xchg rcx, r8
+    and r9, 448
     mov rbp, r11
-    mov ecx, 4
-    xchg rcx, rsi
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 8128
-    add rdi, qword ptr [r15 + rbp + 8192]
+    mov qword ptr [r15 + r9 + 512], rbp
+    movsxd rax, dword ptr [r15 + 64]
     test ebx, 2293762
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 4032
+    add rsi, qword ptr [r15 + rbp + 4096]
     jmp 1f
 1:
-    mov ebp, edi
+    mov r9d, edi
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
-    mov rbx, qword ptr [r15 + 271016]
-    lea rcx, [rbx + 33]
-    mov qword ptr [r15 + 271016], rcx
-    mov r13d, 33
+// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
+    mov rbx, qword ptr [r15 + 139944]
+    lea rcx, [rbx + 32]
+    mov qword ptr [r15 + 139944], rcx
+    mov r13d, 32
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    lea rbp, [r10 + r10*2]
-    and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 1088]
-    mov byte ptr [r15 + 64], bpl
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r9d, 173
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 2
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    movzx edx, sil
+    mov edi, 41
+    mov qword ptr [r15 + 0], rcx
+    test bl, 4
+    jz 1f
+1:
+    lea rdi, [r15 + 131712]
+    mov ecx, 35
+    rep stosb
+    mov esi, 222
+    mov byte ptr [r15 + 0], dil
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 2403394
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movzx r9d, byte ptr [r15 + 64]
+    vpaddd ymm2, ymm2, ymmword ptr [r15 + 0]
     test bl, 4
     jz 1f
 1:
     movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + rbp + 1152], rdx
-    mov rax, rsi
-    test ebx, 343934016
-    jz 1f
-1:
-    inc dword ptr [r15 + rbp + 1024]
-    movsxd rax, dword ptr [r15 + 0]
-    lea rdi, [r15 + 262784]
-    mov ecx, 35
-    rep stosb
-    test bl, 4
-    jz 1f
-1:
-    imul rsi, rcx
-    lea r8, [r10 + r10*2]
-    lea rbp, [r10 + r10*1]
-    and r8, 4032
-    add r9, qword ptr [r15 + r8 + 4160]
-    movsxd rax, dword ptr [r15 + r8 + 4096]
-    and rbp, 32704
-    mov rdx, qword ptr [r15 + rbp + 32832]
-    test ebx, 65540
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1088421920
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 4224], bpl
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + rbp + 32768]
-    test ebx, 65792
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, 112
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 2112]
+    test ebx, 2097156
     jz 1f
 1:
-    mov ebp, ecx
-    movzx ecx, cl
-    mov edx, dword ptr [r15 + 0]
+    mov r9, r10
+    lea rbp, [r10 + r10*1]
+    and r9, 16320
+    movzx edi, byte ptr [r15 + r9 + 16384]
+    movsxd r9, dword ptr [r15 + r8 + 2048]
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1024]
+    nop
     test bl, 128
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9d, 144
-    mov byte ptr [r15 + 0], r9b
+    mov r8, rdx
+    vsubsd xmm2, xmm2, xmm2
+    mov byte ptr [r15 + rbp + 1088], al
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 4096 bytes, 16 chunk(s), 10 chunk executions per call
-    mov rbx, qword ptr [r15 + 271024]
+    mov rbx, qword ptr [r15 + 139952]
     lea rcx, [rbx + 10]
-    mov qword ptr [r15 + 271024], rcx
+    mov qword ptr [r15 + 139952], rcx
     mov r13d, 10
     mov eax, ebx
     and eax, 15
@@ -2264,1010 +2371,1043 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    lea r9, [r10 + r10*1]
-    xor dword ptr [r15 + 0], r8d
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 192]
-    mov eax, dword ptr [r15 + 0]
-    imul rdi, rsi
-    lea rbp, [r10*4]
-    test bl, 128
-    jz 1f
+    mov dword ptr [r15 + 0], eax
+    movzx edx, byte ptr [r15 + 0]
+    mov edx, edx
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 67108880
+    jnz 1f
 1:
-    lea r8, [r10*8]
-    and rbp, 192
-    movsxd rdx, dword ptr [r14 + rbp + 384]
+    mov qword ptr [r15 + 0], rax
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    popcnt rdx, rsi
+    test ebx, 134217792
+    jnz 1f
+1:
+    cmp rbp, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 43
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    test bl, 64
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 2048]
-    test ebx, 1048640
+    movzx edi, r8b
+    movzx r9d, r8b
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 131200
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r14 + 0]
+    test bl, 32
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], ecx
-    movzx ecx, byte ptr [r15 + r8 + 2240]
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r14 + 0]
+    and r9d, dword ptr [r14 + 0]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], al
+    mov r9, qword ptr [r15 + 64]
     test bl, 32
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 2368]
-    mov edi, 215
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    test ebx, 1356944
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 448]
-    mov eax, dword ptr [r15 + r8 + 2176]
-    mov rcx, qword ptr [r15 + 64]
-    mov rsi, rsi
-    test bl, 32
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + rbp + 320]
-    mov rax, qword ptr [r15 + r9 + 128]
-    test bl, 128
+    mov dword ptr [r15 + 64], 243
+    lea r9, [r10 + r10*1]
+    add qword ptr [r15 + 64], r9
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    movzx esi, byte ptr [r15 + r8 + 192]
+    test ebx, 1073741888
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 2112]
-    mov rsi, qword ptr [r15 + r8 + 2304]
-    mov rcx, qword ptr [r14 + 0]
-    test ebx, 1073741840
-    jnz 1f
-1:
-    mov qword ptr [r14 + rbp + 256], rdx
-    mov r8d, dword ptr [r15 + 64]
-    add qword ptr [r15 + 0], r8
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    movzx r8d, byte ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rbp, [r10 + r10*1]
     mov dword ptr [r15 + 0], edx
-    and rbp, 448
-    lea r8, [r10 + r10*1]
-    inc dword ptr [r15 + rbp + 576]
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r8, 64
-    add qword ptr [r15 + r8 + 192], r8
-    lea r9, [r10*8]
-    test ebx, 103287904
-    jnz 1f
-1:
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1152], rbp
-    movzx eax, byte ptr [r15 + r9 + 1344]
-    mov edx, dword ptr [r15 + r9 + 1024]
-    mov edi, ebp
+    mov edx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 34
-    movsxd rcx, dword ptr [r15 + r9 + 1408]
-    and edx, dword ptr [r15 + 0]
-    test bl, 64
+    add rbp, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9, rdx
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1048592
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov rbp, qword ptr [r15 + 0]
+    lea r8, [r10*4]
+    test ebx, 268435472
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 1280]
-    mov rdx, qword ptr [r14 + 0]
-    add rdi, qword ptr [r15 + 0]
-    movzx eax, al
+    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 960
+    movzx eax, byte ptr [r15 + r8 + 1088]
+    and edx, dword ptr [r15 + 64]
+    mov eax, 155
+    lea rbp, [r10 + r10*1]
+    test ebx, 8388640
+    jz 1f
+1:
+    movzx edx, al
+    movzx esi, byte ptr [r15 + 64]
+    and rbp, 448
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 576], ecx
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 192]
+    test ebx, 1142968608
+    jz 1f
+1:
+    mov edx, 216
+    nop
+    mov edi, dword ptr [r15 + r8 + 1216]
+    movsxd rsi, dword ptr [r14 + 0]
     test bl, 128
-    jnz 1f
-1:
-    mov rcx, r9
-    mov eax, esi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 960528416
-    jnz 1f
-1:
-    movzx ecx, sil
-    movsxd rdx, dword ptr [r15 + 64]
-    mov rsi, rcx
-    test bl, 32
     jz 1f
 1:
-    mov edi, 66
-    movsxd rcx, dword ptr [r15 + r9 + 1216]
-    bswap rax
-    mov esi, dword ptr [r15 + r9 + 1088]
-    test ebx, 301999936
+    add qword ptr [r14 + 0], r9
+    movzx eax, byte ptr [r15 + r8 + 1024]
+    vmovdqu xmm15, xmmword ptr [r15 + r9 + 128]
+    mov rcx, rax
+    test ebx, 16777280
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + rbp + 512]
+    mov rdx, qword ptr [r15 + r8 + 1152]
+    bt rbp, rbp
+    mov dword ptr [r15 + rbp + 512], edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ebp, ebp
+    mov edi, dword ptr [r15 + 0]
+    imul r8, r8
+    mov rsi, rsi
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 10485872
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 138
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rdi, rax
+    cmp rbp, qword ptr [r15 + 0]
+    test ebx, 675284192
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9d, esi
-    test ebx, 10723360
-    jz 1f
-1:
-    mov rax, qword ptr [r14 + 64]
-    mov edi, 106
-    cmovne rsi, rsi
-    test ebx, 640682848
-    jnz 1f
-1:
-    movzx esi, cl
-    lea r8, [r10 + r10*4]
-    mov byte ptr [r15 + 0], dl
-    mov rbp, rcx
-    and r8, 1984
-    cmp dword ptr [r15 + r8 + 2048], 46
-    lea r9, [r10*4]
-    test bl, 64
-    jnz 1f
-1:
-    and r9, 192
-    cmp rdi, qword ptr [r15 + r9 + 384]
-    mov eax, 1
-    sete bpl
-    test bl, 32
-    jz 1f
-1:
-    movzx edx, al
-    movsxd rcx, dword ptr [r15 + r8 + 2304]
-    mov rdx, rsi
-    movzx edi, byte ptr [r15 + r8 + 2176]
-    lea rbp, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], esi
-    mov byte ptr [r15 + r8 + 2112], r8b
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 128]
-    test ebx, 131088
-    jnz 1f
-1:
     mov rax, qword ptr [r15 + 0]
-    mov rcx, rcx
-    mov rdi, qword ptr [r15 + r9 + 320]
-    mov esi, r8d
+    test ebx, 256
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rsi
+    mov edx, eax
+    mov rdi, rcx
     test bl, 32
     jz 1f
 1:
-    inc dword ptr [r14 + r9 + 256]
-    mov rcx, rdx
-    movsxd rdx, dword ptr [r15 + r9 + 448]
+    mov esi, 181
+    mov ebp, ebp
+    lea r9, [r10 + r10*2]
+    mov dword ptr [r15 + 0], 179
+    lea r8, [r10 + r10*1]
+    test ebx, 42076384
+    jnz 1f
+1:
+    and r9, 960
+    movzx ebp, byte ptr [r15 + r9 + 1024]
+    and r8, 192
+    mov rcx, qword ptr [r14 + r8 + 320]
+    lea rbp, [r10 + r10*1]
+    mov eax, 7
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 1152]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 148
     test bl, 32
     jnz 1f
 1:
-    cmp dword ptr [r15 + rbp + 192], 59
-    movzx r9d, dl
-    mov ebp, dword ptr [r15 + r8 + 2240]
+    mov rcx, rax
+    movsxd rbp, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r9 + 1088], 82
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov eax, edx
-    sete cl
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    test bl, 32
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8d, 252
+    test ebx, 201327888
     jz 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 384], r9d
-    lock xadd qword ptr [r15 + 0], r9
-    mov rdi, qword ptr [r15 + r8 + 320]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1745035328
+    xor dword ptr [r15 + 0], r8d
+    xor dword ptr [r15 + 0], r8d
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 474024336
     jz 1f
 1:
-    mov edx, esi
-    movzx edx, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and esi, dword ptr [r14 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov ecx, r8d
+    mov ebp, dword ptr [r15 + 0]
+    and r9, 64
+    movzx r8d, byte ptr [r14 + r9 + 128]
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 192], esi
+    lea r8, [r10*8]
+    mov edx, 31
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 640]
     test bl, 64
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    add qword ptr [r15 + r9 + 128], r8
-    sete al
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 246
-    movzx eax, r8b
-    test bl, 32
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 64]
-    xchg qword ptr [r15 + 0], rsi
-    movzx edi, byte ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    test ebx, 1088
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + r8 + 256], r8
-    mov ebp, 168
-    test bl, 32
-    jnz 1f
-1:
-    inc dword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + r8 + 448], r8
-    movzx edi, dil
-    mov r9d, 92
+    movsxd rsi, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + r9 + 192]
+    cmp dword ptr [r15 + rbp + 128], 50
+    cmp rax, qword ptr [r15 + r8 + 576]
     test bl, 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    xchg rcx, rsi
+    xchg rax, rsi
+    movzx r9d, al
+    add rbp, qword ptr [r15 + r8 + 704]
+    test ebx, 1101365328
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 832], r9b
+    mov rdx, qword ptr [r15 + r8 + 512]
+    mov rax, rbp
+    mov rdi, rdx
+    test bl, 32
+    jz 1f
+1:
+    movzx ebp, dil
+    add qword ptr [r14 + 0], rbp
+    add rsi, qword ptr [r15 + r8 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    vaddsd xmm5, xmm5, xmm5
-    nop
-    lea r8, [r10 + r10*2]
-    movzx edi, r9b
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2112], ecx
-    test ebx, 1048592
-    jz 1f
-1:
-    mov edx, 120
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx esi, sil
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 192], 61
-    movzx eax, dil
-    movzx ecx, r9b
-    mov rdx, qword ptr [r15 + 0]
+    and eax, dword ptr [r14 + 0]
+    mov ebp, edi
+    mov ecx, 69
+    or qword ptr [r14 + 0], 52
     test bl, 32
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 80
+    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    mov r9d, esi
-    mov byte ptr [r15 + 0], r9b
-    test bl, 128
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 524352
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, r9b
+    test bl, 64
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + 0]
+    mov eax, ebp
+    test ebx, 272
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r8 + 2176]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r9, 448
-    movsxd rdi, dword ptr [r14 + r9 + 512]
-    test ebx, 819003424
-    jz 1f
-1:
-    mov esi, 121
-    mov rcx, rdi
+    movzx edx, byte ptr [r15 + 0]
     mov edi, eax
-    test bl, 128
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 327888
+    jnz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 2048]
-    xor dword ptr [r15 + 0], r8d
-    mov rax, r8
-    mov r8, rax
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, ecx
+    mov rbp, rcx
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 84
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 576]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
+    mov r9d, r9d
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 16416
     jz 1f
 1:
-    xchg rdi, rbp
-    movsxd rdx, dword ptr [r14 + 64]
-    movzx esi, bpl
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 64], dil
+    lea r8, [r10 + r10*1]
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 16384]
+    test ebx, 2080
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    movzx edi, byte ptr [r15 + r9 + 192]
+    movzx eax, byte ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    lea r9, [r10*4]
-    mov ebp, eax
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1216], dl
-    mov dword ptr [r15 + 0], 145
-    mov eax, dword ptr [r15 + r9 + 1024]
-    lea r8, [r10 + r10*2]
-    lea rbp, [r10*4]
-    test ebx, 672426384
-    jnz 1f
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 65
+    test ebx, 1048592
+    jz 1f
 1:
-    and rbp, 192
-    btc dword ptr [r15 + rbp + 384], 0
-    and r8, 65472
-    mov rdx, qword ptr [r15 + r8 + 65536]
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, 12
-    test ebx, 131104
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    movzx edx, sil
-    mov qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + rbp + 448]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov edi, ecx
-    mov ecx, dword ptr [r15 + rbp + 320]
-    not qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + r8 + 65600]
-    test bl, 128
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 49
+    mov ecx, 255
+    test ebx, 320
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 1152]
-    xchg rsi, rdx
-    mov dword ptr [r15 + 0], 171
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, ecx
+    mov r9d, 234
+    movzx ebp, bpl
+    test bl, 32
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, rax
+    mov dword ptr [r15 + 0], 251
+    movzx esi, cl
+    test ebx, 1747976480
     jnz 1f
 1:
-    mov edi, 109
-    mov esi, r9d
-    bt rdi, rdi
-    mov qword ptr [r15 + rbp + 256], rax
-    test bl, 128
+    mov rax, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 64], al
+    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 64]
+    and rbp, 64
+    xor dword ptr [r14 + rbp + 192], r9d
+    test bl, 32
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rcx, r8
+    mov dword ptr [r15 + rbp + 128], r9d
+    lea rbp, [r10 + r10*1]
+    and r8, 1984
+    movzx edx, byte ptr [r15 + r8 + 2048]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 512]
+    test ebx, 67108928
     jnz 1f
 1:
-    mov rdi, qword ptr [r14 + 64]
-    movsxd rcx, dword ptr [r15 + r9 + 1088]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rcx, qword ptr [r15 + r8 + 65664]
+    movzx r9d, byte ptr [r15 + rbp + 576]
+    movzx esi, byte ptr [r14 + 64]
+    mov eax, dword ptr [r15 + r8 + 2112]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    vmovdqu xmm7, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], ecx
     lea rbp, [r10*4]
-    mov r8d, r8d
     and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    test bl, 32
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 256]
-    movzx esi, byte ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1040
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movsxd rcx, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 320]
-    and r8, 64
-    lock or dword ptr [r15 + r8 + 192], 33
-    lea r9, [r10*4]
-    test bl, 32
-    jz 1f
-1:
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 320]
-    movzx eax, byte ptr [r14 + rbp + 384]
-    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + rbp + 256]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 320]
+    mov r8d, edi
+    cmp dword ptr [r15 + 0], 15
     test bl, 128
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    or qword ptr [r15 + 64], 106
-    mov dword ptr [r15 + 0], 207
-    cmovne rbp, rdi
-    test ebx, 1073741840
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rbp
-    mov rcx, qword ptr [r15 + r9 + 384]
-    test ebx, 272633936
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 256], edx
-    mov rsi, rcx
-    mov dword ptr [r15 + 0], esi
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 553846880
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, sil
+    mov esi, 163
+    mov edi, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 448]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 128]
-    movsxd rax, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    nop
+    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    lea r8, [r10 + r10*1]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1152], 175
+    test ebx, 18875024
+    jz 1f
+1:
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    movzx edi, byte ptr [r14 + 64]
+    movzx ecx, al
+    test ebx, 272
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 384]
+    cmovne rcx, rcx
+    mov dword ptr [r15 + rbp + 448], ebp
+    movzx ebp, byte ptr [r15 + r9 + 1088]
+    test ebx, 750928416
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], ebp
+    mov esi, 13
+    xor dword ptr [r15 + r9 + 1024], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 6
-    mov r9d, 11
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 1040
-    jz 1f
-1:
-    lea rbp, [r10*4]
-    add rsi, qword ptr [r15 + 0]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 320], rax
-    mov edx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
     mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r14 + 64]
-    mov rsi, r9
-    lea r9, [r10 + r10*1]
-    xor dword ptr [r15 + r8 + 192], ebp
-    test bl, 32
+    cmp rax, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 216018960
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    mov r8d, ecx
-    test bl, 64
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 115
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 2097168
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 448]
-    movzx edx, byte ptr [r15 + r9 + 128]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, edx
-    test ebx, 276924608
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 64], rdi
-    bswap rcx
-    mov qword ptr [r15 + rbp + 384], rax
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, 77
-    mov r9, qword ptr [r14 + rbp + 256]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, 89
+    movzx ebp, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
+    mov ecx, 22
+    test bl, 32
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, 138
+    test bl, 64
+    jnz 1f
+1:
+    movzx r9d, dil
+    add qword ptr [r15 + 0], r8
+    cmovne rsi, rdi
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    mov r8, r10
+    lea r9, [r10 + r10*1]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 2048]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
+    movzx edi, byte ptr [r14 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r14 + rbp + 192]
+    mov r8d, ebp
+    mov dword ptr [r15 + 64], 54
+    test bl, 32
+    jz 1f
+1:
+    mov ecx, 7
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    mov r8d, 181
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    lea r8, [r10*4]
-    lea rbp, [r10*4]
+    movzx r9d, byte ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    and rbp, 960
-    mov eax, dword ptr [r15 + rbp + 1152]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16576], 38
-    movsxd r9, dword ptr [r15 + r8 + 16384]
-    test bl, 32
+    movzx esi, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 173018272
     jz 1f
 1:
-    imul rdx, rdi
-    mov dword ptr [r15 + 64], 163
-    movzx esi, byte ptr [r14 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 16448]
-    mov edi, 222
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1814597696
-    jz 1f
-1:
-    lock add qword ptr [r15 + r8 + 16512], r9
-    mov dword ptr [r15 + 0], 84
-    movzx esi, r9b
+    movzx r9d, sil
+    mov rax, r9
+    cmovne rsi, rdx
     test bl, 32
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], eax
-    jmp 1f
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, r8
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 48
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 80879648
+    cmp dword ptr [r15 + 0], 7
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    imul rdx, rdx
+    test ebx, 302121488
+    jz 1f
+1:
+    mov r8, rdx
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov edx, 82
+    mov qword ptr [r15 + 0], rdx
+    mov edi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 524304
     jnz 1f
 1:
-    mov r9, rdx
+    mov dword ptr [r15 + 0], ecx
+    and rbp, 32704
+    mov eax, dword ptr [r15 + rbp + 32768]
+    .byte 0x66, 0x90
+    mov dword ptr [r14 + 0], 163
+    test ebx, 43812160
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 1024]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    test bl, 128
-    jz 1f
-1:
-    mov esi, 168
-    add rdx, qword ptr [r15 + rbp + 1216]
-    movzx edi, byte ptr [r15 + rbp + 1088]
+    mov ecx, ecx
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 576]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    movzx eax, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + rbp + 32832]
+    mov ebp, dword ptr [r15 + r8 + 512]
+    mov rcx, qword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 1
-    mov rbp, rcx
-    test ebx, 65568
+    movzx edi, al
+    lea r8, [r10 + r10*2]
+    mov r9, rax
+    and r8, 192
+    mov rdi, qword ptr [r15 + r8 + 384]
+    inc dword ptr [r15 + 0]
+    test ebx, 411174432
     jnz 1f
 1:
-    movzx esi, dil
+    movzx r9d, dil
+    mov dword ptr [r15 + 0], 191
+    movzx edi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx ebp, al
+    mov dword ptr [r15 + 0], ecx
+    movzx esi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741952
+    jz 1f
+1:
+    mov edi, r9d
+    cmp rbp, qword ptr [r15 + 0]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 192]
     lea r9, [r10*4]
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, 33
-    and r9, 192
-    lea r8, [r10*4]
-    mov dword ptr [r15 + r9 + 448], 12
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 2176]
-    mov byte ptr [r15 + r9 + 256], cl
-    vsubsd xmm5, xmm5, xmm7
-    mov rdx, rdx
     test bl, 32
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx ebp, byte ptr [r14 + 0]
-    or qword ptr [r15 + 0], 17
-    test ebx, 16400
-    jz 1f
-1:
-    cmp rbp, qword ptr [r15 + r8 + 2112]
-    mov edx, 63
-    mov rcx, qword ptr [r15 + r9 + 320]
-    mov esi, dword ptr [r15 + r8 + 2240]
-    test ebx, 1088
-    jz 1f
-1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov rdi, rbp
-    mov eax, 214
-    lea rbp, [r10 + r10*1]
-    cmp rax, qword ptr [r15 + r8 + 2048]
-    test ebx, 1006896192
+    mov rsi, rdx
+    mov ecx, 75
+    and r9, 960
+    mov rax, qword ptr [r15 + r9 + 1152]
+    mov dword ptr [r15 + r9 + 1024], r9d
+    test bl, 128
     jnz 1f
 1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r14 + r9 + 384], r9d
-    add qword ptr [r15 + rbp + 192], r8
-    cmp r8, qword ptr [r15 + 0]
+    mov edx, eax
+    and esi, dword ptr [r15 + r8 + 256]
+    mov edi, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 16400
+    jnz 1f
+1:
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + rbp + 128]
+    mov rdi, qword ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + r9 + 1088]
+    test ebx, 60049520
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 320]
+    mov rdx, qword ptr [r15 + r9 + 1216]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*2]
-    and rbp, 448
-    and r9d, dword ptr [r15 + rbp + 576]
-    mov r9, rdx
-    and r8, 960
-    mov rax, qword ptr [r15 + r8 + 1024]
-    lea r9, [r10*4]
-    mov eax, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
+    or qword ptr [r15 + 0], 53
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, 62
+    test bl, 32
+    jnz 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 448], ebp
-    mov edx, 238
-    vmovdqu ymm5, ymmword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, 69
+    and edx, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov rcx, rsi
-    mov dword ptr [r15 + 0], 125
-    mov byte ptr [r15 + rbp + 512], sil
-    test ebx, 1091575824
-    jz 1f
+    mov esi, 99
+    imul edi, edx, 30
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 1480721616
+    jnz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 704]
-    movzx edx, byte ptr [r15 + 64]
-    add rsi, qword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], 75
+    mov ebp, 9
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    xor dword ptr [r15 + 0], ebp
+    lea r8, [r10 + r10*1]
     test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + r9 + 256]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    test ebx, 276830224
+    mov ebp, r8d
+    movzx ecx, byte ptr [r15 + 0]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    test ebx, 407000352
     jz 1f
 1:
+    and edi, dword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 64]
+    test bl, 128
+    jz 1f
+1:
+    movzx eax, dl
+    movzx esi, byte ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 64], r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    test bl, 32
+    jz 1f
+1:
+    mov edi, ebp
     jmp 1f
 1:
-    vpaddq xmm5, xmm5, xmmword ptr [r15 + r8 + 1088]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    cmp r8, qword ptr [r14 + r8 + 128]
+    mov r9, r10
     test bl, 32
     jnz 1f
 1:
-    mov esi, 248
-    mov rdx, qword ptr [r15 + r8 + 1152]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 740298848
-    jnz 1f
-1:
-    mov ecx, 164
-    mov byte ptr [r15 + rbp + 640], r8b
-    movzx eax, byte ptr [r15 + r9 + 384]
+    and r9, 960
+    movsxd rsi, dword ptr [r15 + r9 + 1024]
+    mov rdi, qword ptr [r15 + rbp + 192]
+    mov r8, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    movzx edi, byte ptr [r15 + 0]
-    lea rbp, [r10*4]
-    mov r8, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r14 + 0], al
-    and rbp, 192
-    mov rsi, qword ptr [r14 + rbp + 256]
-    test bl, 128
+    mov ebp, 52
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    test ebx, 59328064
     jnz 1f
 1:
-    movzx r9d, dil
-    mov rdx, rdi
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 591464640
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 448]
-    lea r9, [r10 + r10*1]
-    and ecx, dword ptr [r15 + rbp + 320]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    mov eax, 144
-    test ebx, 135528528
-    jnz 1f
-1:
-    movzx edi, al
-    mov byte ptr [r15 + 0], sil
-    lock or dword ptr [r15 + 0], 93
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    test ebx, 487131184
-    jz 1f
-1:
-    mov esi, esi
-    mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 64
-    mov r8, rcx
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, r8b
-    cmovne rdi, rax
-    movsxd r9, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
+    movzx esi, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     test bl, 32
     jz 1f
 1:
-    mov rax, rbp
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, 179
-    cmp r9, qword ptr [r15 + 0]
-    test ebx, 572540000
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    nop
+    mov ecx, 110
+    test ebx, 1147158688
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov ebp, edx
+    test ebx, 1152
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 194
+    movzx r9d, r9b
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1253081104
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 384]
-    and r9, 64
-    cmp rbp, qword ptr [r15 + r9 + 128]
-    mov rsi, qword ptr [r15 + r9 + 192]
-    mov r8, r8
+    mov r8, r10
+    mov dword ptr [r15 + 0], 212
+    lea rbp, [r10 + r10*2]
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 16384]
+    and rbp, 192
+    mov edx, dword ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*1]
+    test ebx, 134217792
+    jz 1f
+1:
+    and r8, 1984
+    btc dword ptr [r15 + r8 + 2048], 0
+    mov ecx, dword ptr [r14 + 0]
+    mov edi, 118
+    mov rsi, qword ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 320]
+    bswap rdi
+    mov r9d, esi
+    test ebx, 8256
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 2112]
+    mov rsi, r9
+    mov eax, dword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    lea rbp, [r10 + r10*1]
-    mov edx, 106
-    mov r9, qword ptr [r15 + 0]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 128], edx
-    lea r9, [r10 + r10*1]
+    lea r9, [r10*4]
+    and r9, 960
+    mov rbp, qword ptr [r14 + r9 + 1216]
+    cmovne rcx, r9
+    mov esi, 223
+    movzx edx, sil
     test bl, 128
-    jnz 1f
-1:
-    nop
-    nop
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    lea r8, [r10*8]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    and r8, 448
-    btc dword ptr [r15 + r8 + 704], 10
-    mov edx, dword ptr [r15 + r8 + 640]
-    test ebx, 335978752
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
+    mov edi, edi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 57
     and ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + r8 + 832]
-    test ebx, 1208246656
+    test ebx, 268435472
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 110
-    cmp rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + r8 + 768], rcx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, al
+    mov edi, 183
+    inc dword ptr [r15 + 0]
+    test ebx, 544
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, dil
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 272
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 168
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + r9 + 1024], rbp
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 192]
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, r9
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 128], 33
+    add rcx, qword ptr [r15 + r9 + 1088]
     test bl, 32
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 512]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    cmp rbp, qword ptr [r14 + rbp + 192]
-    test ebx, 117442336
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r9 + 128]
-    mov eax, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 64], esi
-    test ebx, 524304
-    jz 1f
-1:
-    mov edi, dword ptr [r14 + r8 + 576]
-    mov qword ptr [r15 + 64], rdi
-    movzx edx, byte ptr [r15 + 0]
+    movzx esi, r9b
+    mov rbp, qword ptr [r15 + r9 + 1152]
+    mov eax, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    lea r8, [r10*4]
-    mov ecx, 142
-    lea r9, [r10 + r10*1]
-    mov rsi, rdi
-    and r8, 192
-    mov ebp, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rax
-    test ebx, 537417280
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 22874192
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + r8 + 320]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    cmp dword ptr [r15 + 0], 116
+    lock xadd qword ptr [r15 + 0], r9
+    test bl, 32
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 113
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
+    lea r8, [r10*4]
     test bl, 32
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + r8 + 448]
-    vmulsd xmm7, xmm7, xmm5
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 205851776
     jnz 1f
 1:
+    lea r9, [r10 + r10*4]
+    and r8, 960
+    mov rdi, qword ptr [r15 + r8 + 1088]
+    mov rbp, qword ptr [r15 + r8 + 1216]
+    mov edx, 33
+    and r9, 1984
+    movzx esi, byte ptr [r14 + r9 + 2240]
+    test ebx, 8388736
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 2304]
     lea rbp, [r10 + r10*1]
-    and eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 64]
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + 64], 182
-    mov dword ptr [r15 + 0], edi
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    cmp dword ptr [r15 + r9 + 2112], 119
     test bl, 32
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 192]
-    vmovdqu xmm7, xmmword ptr [r15 + 64]
-    cmp rdx, qword ptr [r15 + r9 + 192]
-    test ebx, 1048640
-    jnz 1f
-1:
-    jmp 1f
-1:
-    nop
-    movzx esi, al
-    mov ecx, r8d
+    mov qword ptr [r15 + rbp + 192], rdx
+    mov rsi, qword ptr [r15 + r9 + 2176]
+    movsxd rdi, dword ptr [r15 + r8 + 1152]
+    mov rbp, rsi
     test bl, 128
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r8 + 256], dl
-    movzx r9d, al
-    test ebx, 1078080032
     jnz 1f
 1:
-    nop
-    imul rsi, r9
-    mov rcx, rcx
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + r8 + 1024]
+    lock xadd qword ptr [r15 + r9 + 2048], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rax, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 122
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 227
+    mov ecx, 97
     mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 145
-    test bl, 32
+    test ebx, 131088
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    add qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rdi
-    add r9, qword ptr [r15 + 0]
-    test bl, 32
+    mov r9, r8
+    cmp r8, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movzx edx, dil
-    popcnt rax, rdi
-    add rdi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10*4]
-    test ebx, 93454720
-    jz 1f
+    mov dword ptr [r15 + 0], edx
+    cmp dword ptr [r15 + 0], 107
+    movzx ecx, r8b
+    test bl, 64
+    jnz 1f
 1:
-    mov r8d, r9d
-    lea rbp, [r10 + r10*1]
-    and r9, 65472
-    movzx esi, byte ptr [r15 + r9 + 65728]
-    mov rdi, rdi
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 192]
-    test bl, 144
-    jz 1f
-1:
-    cmp rdi, qword ptr [r15 + rbp + 128]
-    movzx ebp, byte ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov edi, 106
-    test bl, 32
-    jz 1f
-1:
+    inc dword ptr [r15 + 0]
+    bt rdx, rcx
+    mov edi, dword ptr [r15 + 0]
     mov ebp, dword ptr [r15 + 0]
-    mov edx, ebp
-    mov rcx, qword ptr [r15 + r9 + 65600]
-    mov dword ptr [r14 + 0], edx
     test bl, 32
     jnz 1f
 1:
-    mov rdx, rax
-    mov edi, dword ptr [r15 + 64]
-    mov rax, qword ptr [r14 + r9 + 65664]
+    movsxd rdx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    imul rcx, rsi
+    inc dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 160
+    test bl, 128
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r9 + 65536]
+    and r9, 192
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r9 + 256]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 143
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + r8 + 192]
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    and rbp, 64
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 128]
+    test bl, 32
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r14 + r9 + 320]
+    cmp rsi, qword ptr [r15 + 64]
+    test ebx, 2176
+    jnz 1f
+1:
+    mov eax, 108
+    mov r9, qword ptr [r15 + rbp + 192]
+    mov ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    lea rbp, [r10 + r10*2]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    and rbp, 448
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov r9, rcx
-    test ebx, 268435472
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 230
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + 0], 96
-    test ebx, 88090816
+    lea r8, [r10*4]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov r9d, dword ptr [r14 + 64]
+    mov esi, r8d
+    movsxd r9, dword ptr [r15 + r8 + 704]
+    lea rbp, [r10 + r10*1]
+    mov r9, r10
+    test bl, 32
     jz 1f
 1:
-    bt r8, rax
-    bswap rsi
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r15 + r8 + 576]
+    and r9, 32704
+    cmp dword ptr [r15 + r9 + 32768], 73
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 46138208
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 108
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 192]
-    movzx edx, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 38
-    lea r8, [r10*4]
-    mov edi, ecx
-    test bl, 64
+    mov qword ptr [r15 + 0], rdx
+    mov rax, rdx
+    mov dword ptr [r15 + 0], 93
+    test ebx, 1090721824
+    jz 1f
+1:
+    mov rdx, rax
+    or eax, 1
+    xor edx, edx
+    div eax
+    movzx r9d, byte ptr [r15 + 0]
+    mov esi, 129
+    test bl, 32
     jnz 1f
 1:
-    and r8, 192
-    lock xadd qword ptr [r15 + r8 + 448], rdx
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov edi, dword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 268435472
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    bt rbp, r9
-    mov ebp, ebp
-    test ebx, 65552
-    jz 1f
-1:
     movzx ecx, byte ptr [r15 + 0]
-    xor dword ptr [r15 + r9 + 128], ebp
-    mov dword ptr [r15 + 0], 203
-    mov r9d, dword ptr [r15 + r8 + 320]
-    test ebx, 152056864
+    mov byte ptr [r15 + 0], r8b
+    .byte 0x0f, 0x1f, 0x00
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1091698704
+    jnz 1f
+1:
+    mov rax, rbp
+    mov rdx, rbp
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 64]
+    test bl, 32
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    cmovne r8, r9
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    mov edi, dword ptr [r15 + r8 + 640]
+    movzx r8d, r8b
+    mov esi, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 17 chunk executions per call
-    mov rbx, qword ptr [r15 + 271032]
-    lea rcx, [rbx + 17]
-    mov qword ptr [r15 + 271032], rcx
-    mov r13d, 17
+// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+    mov rbx, qword ptr [r15 + 139960]
+    lea rcx, [rbx + 16]
+    mov qword ptr [r15 + 139960], rcx
+    mov r13d, 16
     mov eax, ebx
     and eax, 3
     lea rcx, [rip + .Lc1_b4_stubs]
@@ -3285,257 +3425,268 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    mov r9, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov edx, edi
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 192], 81
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 8
+    not qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 671416384
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov rdi, qword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 12
-    mov edi, dword ptr [r14 + 0]
-    test ebx, 10036816
+    and eax, dword ptr [r15 + 0]
+    mov ebp, 28
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 4104
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    cmp dword ptr [r15 + 0], 113
+    movzx ecx, bpl
+    test ebx, 8196
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    xchg rbp, rdi
+    lea rbp, [r10*4]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r8d
+    and rbp, 32704
+    movsxd r8, dword ptr [r15 + rbp + 32768]
+    test ebx, 1117955088
+    jz 1f
+1:
+    imul r8d, r8d, 89
+    mov edi, 112
+    mov edx, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    test ebx, 2097160
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 32960]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    lea r9, [r10*4]
-    movzx esi, cl
-    movzx edx, byte ptr [r15 + 64]
-    and r9, 192
-    mov eax, dword ptr [r15 + r9 + 256]
+    mov esi, dword ptr [r15 + r8 + 128]
+    movzx edi, byte ptr [r15 + rbp + 32832]
+    test ebx, 1627948576
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 128], rdi
+    mov r9d, dword ptr [r15 + rbp + 32896]
+    mov ecx, 58
+    movzx esi, byte ptr [r15 + r8 + 192]
     test bl, 16
     jnz 1f
 1:
-    crc32 rdi, rcx
-    mov rcx, qword ptr [r15 + 64]
-    crc32 rdi, rdi
-    test bl, 8
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + r9 + 448]
-    cmp dword ptr [r15 + 0], 52
-    mov ecx, dword ptr [r15 + r8 + 192]
-    test bl, 8
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + r9 + 320], ecx
-    mov rdi, qword ptr [r15 + rbp + 128]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 545273352
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 384]
-    cmp rbp, qword ptr [r15 + 0]
-    mov rdx, rbp
-    movzx esi, r9b
-    test bl, 8
-    jz 1f
-1:
-    mov eax, 212
-    vmovdqu xmm7, xmmword ptr [r15 + 64]
-    mov r9, rcx
+    imul ebp, esi, 52
+    mov edi, 154
+    mov ecx, 123
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov ebp, eax
-    movsxd rcx, dword ptr [r15 + 64]
-    add qword ptr [r15 + 0], rbp
-    mov esi, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    test ebx, 201384480
-    jnz 1f
-1:
-    and r8, 192
-    mov rax, qword ptr [r14 + r8 + 320]
-    xor dword ptr [r15 + r8 + 256], ebp
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movzx r9d, cl
-    cmp rsi, qword ptr [r15 + 0]
-    movzx edx, r9b
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 128]
+    imul edx, eax, 17
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], edi
-    lea r9, [r10 + r10*1]
-    inc dword ptr [r15 + 0]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    test bl, 16
-    jz 1f
-1:
-    mov edi, 46
-    movzx esi, byte ptr [r14 + 64]
-    mov rax, qword ptr [r15 + 0]
-    vmovdqu xmm15, xmmword ptr [r15 + r9 + 128]
-    test ebx, 71460048
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 448]
-    mov edi, 76
+    mov eax, 136
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 541229256
+    mov r9d, 5
+    mov rax, rbp
+    test bl, 16
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 108
-    vpaddd ymm11, ymm15, ymmword ptr [r15 + r8 + 384]
-    cmp dword ptr [r15 + 0], 120
-    test ebx, 8388612
+    mov qword ptr [r15 + 0], rdi
+    mov esi, 213
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, dil
+    test bl, 8
     jnz 1f
 1:
-    mov r8, r9
-    add r9, qword ptr [r15 + rbp + 128]
-    mov rdx, qword ptr [r15 + 64]
+    movzx ecx, dl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 62922896
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rdx, rbp
+    lea r9, [r10*4]
+    mov rax, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 64], 9
+    test ebx, 369234060
+    jnz 1f
+1:
+    and r9, 192
+    movzx edi, byte ptr [r15 + r9 + 256]
+    mov ebp, 132
+    add rdx, qword ptr [r15 + r9 + 384]
+    mov esi, dword ptr [r15 + r8 + 192]
+    test ebx, 4100
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ebp, al
+    cmp dword ptr [r15 + r9 + 320], 51
+    imul eax, r8d, 44
+    and r8, 960
+    movzx edx, byte ptr [r15 + r8 + 1088]
+    test ebx, 4100
+    jz 1f
+1:
+    add qword ptr [r14 + 0], r8
+    vmovdqu xmm15, xmmword ptr [r15 + r9 + 448]
+    movzx ecx, byte ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea rbp, [r10 + r10*2]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 512]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, 91
-    mov rcx, qword ptr [r15 + 0]
-    lea r8, [r10*8]
-    test bl, 32
+    mov rax, qword ptr [r14 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9d, eax
+    mov dword ptr [r14 + 0], r9d
+    test bl, 8
     jnz 1f
 1:
-    mov esi, 155
-    and r8, 65472
-    mov dword ptr [r15 + r8 + 65856], 253
-    mov edi, r8d
-    movsxd rax, dword ptr [r15 + r8 + 65920]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov eax, edx
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 73728192
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r8, r9
     test bl, 32
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    cmp r9, qword ptr [r15 + 0]
-    and r9, 64
-    or qword ptr [r15 + r9 + 192], 9
-    mov edx, eax
-    test ebx, 1073741832
-    jz 1f
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rdi, rcx
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 262148
+    jnz 1f
 1:
-    and edi, dword ptr [r15 + r8 + 65600]
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 640]
-    mov eax, ecx
-    add rsi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 243670020
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rsi, rdi
+    lea r8, [r10 + r10*1]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 8
+    jnz 1f
+1:
+    lea r9, [r10 + r10*2]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    and r9, 32704
+    mov qword ptr [r15 + r9 + 32896], rax
+    movzx ecx, byte ptr [r15 + r9 + 32768]
+    test ebx, 272452
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 64]
+    mov edx, ebp
+    mov dword ptr [r15 + r8 + 128], 128
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + r9 + 32832], rbp
     test bl, 8
     jz 1f
 1:
-    imul ecx, edx, 102
-    mov rax, qword ptr [r15 + rbp + 576]
-    mov dword ptr [r14 + r8 + 65792], 179
-    mov ecx, dword ptr [r15 + r8 + 65728]
-    test ebx, 260
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 65664]
-    popcnt rbp, rcx
-    movzx edx, cl
-    mov ebp, dword ptr [r15 + r8 + 65536]
-    test bl, 8
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + r8 + 65984]
-    mov r8, qword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 192]
+    cmp rsi, qword ptr [r15 + r8 + 128]
+    mov edi, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea rbp, [r10 + r10*2]
-    and r9, 64
-    not qword ptr [r15 + r9 + 192]
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 16512]
-    mov rsi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 8
-    jnz 1f
-1:
-    and r8, 64
-    cmp rdi, qword ptr [r14 + r8 + 192]
-    mov byte ptr [r15 + 64], r8b
-    mov eax, r8d
-    test ebx, 65552
-    jz 1f
-1:
-    mov rsi, rdx
-    movzx ecx, r8b
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    test ebx, 1073741828
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    mov rdx, rax
-    test bl, 32
-    jnz 1f
-1:
-    movzx r9d, sil
-    mov dword ptr [r15 + 0], 180
-    or qword ptr [r15 + 0], 55
-    test ebx, 562061448
-    jnz 1f
-1:
+    xor dword ptr [r15 + 64], esi
+    mov r9d, dword ptr [r15 + 64]
     mov esi, r9d
-    xor dword ptr [r15 + r8 + 128], ebp
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 71471448
+    mov qword ptr [r15 + 64], rdi
+    test ebx, 587204640
     jz 1f
 1:
-    movzx r8d, cl
-    mov byte ptr [r15 + 64], bpl
-    mov rax, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + rbp + 16448]
-    test ebx, 469827588
+    mov eax, esi
+    mov esi, dword ptr [r15 + 0]
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov ecx, eax
-    mov edx, edi
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1275199656
+    bswap r9
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 274989120
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 16384]
-    mov rbp, qword ptr [r14 + 64]
-    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, bpl
+    mov ebp, dword ptr [r15 + 0]
+    mov esi, 219
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 8388612
+    jnz 1f
+1:
+    mov r9d, eax
+    mov byte ptr [r15 + 0], bpl
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 352325636
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 101
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 106
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 576], rcx
+    lea r8, [r10 + r10*1]
+    test ebx, 16777232
+    jz 1f
+1:
+    lea r9, [r10*4]
+    and r8, 960
+    mov esi, dword ptr [r15 + r8 + 1088]
+    mov ecx, dword ptr [r15 + r8 + 1024]
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + r9 + 384], al
+    test bl, 32
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 256]
+    movsxd rcx, dword ptr [r14 + 0]
+    or qword ptr [r15 + rbp + 512], 18
+    movsxd r8, dword ptr [r14 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 13 chunk executions per call
-    mov rbx, qword ptr [r15 + 271040]
-    lea rcx, [rbx + 13]
-    mov qword ptr [r15 + 271040], rcx
-    mov r13d, 13
+// block 5: 2048 bytes, 8 chunk(s), 12 chunk executions per call
+    mov rbx, qword ptr [r15 + 139968]
+    lea rcx, [rbx + 12]
+    mov qword ptr [r15 + 139968], rcx
+    mov r13d, 12
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b5_stubs]
@@ -3561,505 +3712,540 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    lea r8, [r10*4]
-    lea r9, [r10 + r10*1]
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 256]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 128]
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 64], edi
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 202
+    test bl, 72
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movzx edx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r9d, edx
+    mov byte ptr [r15 + 0], sil
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], r9d
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r9d, 101
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    mov rcx, r9
+    and r9, 192
+    inc dword ptr [r15 + r9 + 320]
+    cmp r9, qword ptr [r14 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + r9 + 256]
+    mov qword ptr [r15 + rbp + 128], rsi
+    movzx ebp, sil
     test bl, 32
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    sete al
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 7352976
-    jz 1f
-1:
-    movzx eax, r8b
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, 212
-    mov dword ptr [r15 + 64], 22
+    mov r9d, edi
+    movsxd rdx, dword ptr [r15 + 64]
+    or eax, 1
+    xor edx, edx
+    div eax
     test bl, 16
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 320], bpl
-    movzx esi, byte ptr [r15 + 0]
-    imul edx, ebp, 100
-    vpaddd ymm15, ymm5, ymmword ptr [r15 + 0]
-    test ebx, 262152
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + rbp + 192], 192
-    movzx ebp, byte ptr [r14 + r8 + 448]
-    mov rcx, qword ptr [r15 + r9 + 192]
-    test bl, 16
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 384]
-    movzx eax, r9b
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, 156
-    mov esi, 130
+    mov dword ptr [r15 + r8 + 192], 196
+    mov r8, rcx
+    mov edi, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
     lea rbp, [r10 + r10*1]
+    mov esi, ebp
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + 0], 95
-    mov r9, qword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*8]
-    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + rbp + 192], sil
+    lea r9, [r10 + r10*1]
+    mov ecx, ecx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 34
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], r9d
+    imul edx, edx, 31
+    mov edi, dword ptr [r14 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 202215688
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 33
+    mov eax, 53
+    mov esi, 244
+    jmp 1f
+1:
+    test ebx, 42035216
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, ebp
+    movsxd r8, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], r8
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx r8d, r9b
+    mov byte ptr [r15 + 0], r8b
+    movzx ebp, byte ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    and r8, 960
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + r8 + 1088]
-    cmp rsi, qword ptr [r15 + r8 + 1472]
-    test ebx, 1116258720
-    jz 1f
-1:
-    nop
-    lea rbp, [r10 + r10*1]
-    add rsi, qword ptr [r15 + r8 + 1344]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 158
+    imul eax, r9d, 35
+    mov edx, dword ptr [r15 + 0]
+    mov esi, r9d
+    mov r8d, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + r8 + 1408]
-    movsxd rdi, dword ptr [r15 + r8 + 1216]
-    mov ecx, 250
-    test bl, 16
+    lea rbp, [r10 + r10*1]
+    bswap r8
+    movsxd r8, dword ptr [r15 + 0]
+    imul rax, r9
+    and rbp, 64
+    movzx r8d, byte ptr [r14 + rbp + 192]
+    test ebx, 288
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 28
-    xor dword ptr [r15 + rbp + 192], esi
-    movzx ebp, byte ptr [r15 + r8 + 1536]
-    test bl, 16
-    jnz 1f
-1:
-    movzx esi, bpl
-    mov byte ptr [r15 + r8 + 1280], dl
-    jmp 1f
-1:
-    test ebx, 274205728
-    jz 1f
-1:
-    lock add qword ptr [r15 + 0], rax
-    mov rdx, qword ptr [r15 + r8 + 1024]
-    mov rsi, qword ptr [r15 + r8 + 1152]
-    test bl, 16
-    jnz 1f
-1:
-    mov r8d, r9d
-    mov dword ptr [r15 + 64], esi
-    vmaxsd xmm5, xmm5, xmm15
+    cmp r9, qword ptr [r15 + rbp + 128]
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov ecx, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    lea rbp, [r10 + r10*1]
-    test ebx, 1075597872
+    mov qword ptr [r15 + 0], r9
+    mov r8d, 89
+    movzx eax, r8b
+    mov eax, r9d
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    add rdi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, edx
+    test ebx, 131080
     jz 1f
 1:
-    and rbp, 64
-    lea r8, [r10 + r10*4]
-    movzx esi, byte ptr [r15 + rbp + 192]
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 2240]
-    movsxd r9, dword ptr [r15 + r8 + 2112]
-    lea r9, [r10 + r10*1]
-    test ebx, 165290256
-    jnz 1f
-1:
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, r8d
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
+    mov rdx, rdx
+    mov dword ptr [r15 + 0], ecx
     movzx esi, byte ptr [r15 + 0]
-    mov eax, ebp
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 34080008
+    test bl, 80
     jz 1f
 1:
-    add qword ptr [r14 + r8 + 2304], rcx
-    mov rax, qword ptr [r15 + rbp + 128]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 643055880
-    jnz 1f
-1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rdi, rax
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 573572176
+    test ebx, 289951800
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], ebp
-    mov ecx, dword ptr [r15 + r8 + 2048]
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 2176]
-    test bl, 64
+    mov r8, rax
+    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test bl, 16
     jnz 1f
 1:
-    mov r8d, edi
-    mov dword ptr [r15 + 0], 8
-    mov rdx, qword ptr [r14 + 64]
+    and rbp, 64
+    lea r9, [r10 + r10*2]
+    and esi, dword ptr [r15 + rbp + 128]
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 2048]
+    mov rdx, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r14 + 0]
+    test bl, 40
+    jnz 1f
+1:
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 512]
+    mov rcx, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 192], eax
+    test ebx, 52461968
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 2112]
+    mov eax, esi
+    mov dword ptr [r15 + r9 + 2176], 76
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r9
-    mov r9d, ebp
-    mov esi, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    and rbp, 16320
+    mov qword ptr [r15 + rbp + 16448], rdx
+    mov rsi, qword ptr [r15 + 0]
+    mov edx, 251
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 16
-    jnz 1f
+    jz 1f
 1:
-    cmp dword ptr [r15 + 0], 115
-    mov dword ptr [r15 + 0], 221
-    mov rdi, rdx
-    mov qword ptr [r15 + 0], rsi
-    test bl, 16
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, edx
-    mov ebp, 100
-    mov rcx, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    lea r9, [r10*4]
-    add rax, qword ptr [r15 + r8 + 192]
-    lea rbp, [r10 + r10*1]
-    and r9, 192
-    mov rdi, qword ptr [r15 + r9 + 256]
-    test bl, 40
-    jnz 1f
-1:
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 128]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    xchg qword ptr [r15 + 64], r8
-    mov rax, qword ptr [r15 + rbp + 192]
-    test ebx, 16392
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r8d, dword ptr [r15 + 64]
-    movzx esi, cl
-    test ebx, 46285888
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r14 + 0], r9
-    mov ebp, ecx
-    mov rdi, qword ptr [r15 + r9 + 384]
+    mov eax, 187
     test bl, 16
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 448]
-    movzx ecx, r9b
-    mov eax, 173
+    mov byte ptr [r15 + 0], al
+    mov ecx, 73
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 67108872
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, 24
+    test bl, 16
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 0]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 16512], 115
+    mov rax, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*2]
+    test bl, 32
+    jz 1f
+1:
+    or qword ptr [r14 + 0], 26
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 1152]
+    mov rsi, qword ptr [r15 + r8 + 1024]
+    mov dword ptr [r15 + 64], 250
+    test ebx, 1880326304
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 16384], rbp
+    cmp rdi, qword ptr [r15 + rbp + 16576]
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    mov r9, qword ptr [r15 + r8 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    lea r8, [r10*8]
+    movzx r9d, dl
+    mov dword ptr [r15 + 0], 167
+    mov rdi, r9
     jmp 1f
 1:
-    and r8, 448
-    add r9, qword ptr [r15 + r8 + 704]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx ebp, dl
-    lea r9, [r10 + r10*1]
-    test ebx, 1346445840
-    jz 1f
-1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
-    cmp dword ptr [r15 + 0], 92
-    mov eax, dword ptr [r15 + r8 + 896]
-    movzx esi, byte ptr [r15 + r9 + 192]
-    test ebx, 32776
+    test ebx, 8208
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov ebp, esi
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + 64], dl
-    test ebx, 16777224
-    jnz 1f
-1:
-    cmp dword ptr [r15 + r8 + 640], 89
-    lea r9, [r10 + r10*1]
-    or qword ptr [r14 + 0], 33
-    mov dword ptr [r15 + 0], 125
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov edx, 173
+    cmovne rsi, r8
     test bl, 16
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
+    btc dword ptr [r15 + 0], 13
+    test bl, 16
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, 197
+    lea rbp, [r10 + r10*1]
+    test ebx, 882904264
     jz 1f
 1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    imul edi, ebp, 39
-    mov ecx, ebp
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    test ebx, 373819520
-    jz 1f
+    mov qword ptr [r15 + 0], rdi
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    movzx r9d, cl
+    test ebx, 162137744
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 768]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r9d, 144
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1284144
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov edi, 118
-    mov ecx, edx
-    mov rsi, qword ptr [r15 + r8 + 512]
+    imul rcx, r9
+    mov eax, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 64], rax
+    and r8, 192
+    mov qword ptr [r15 + r8 + 256], rax
     test bl, 32
     jnz 1f
 1:
-    movzx edx, sil
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov rax, qword ptr [r15 + 0]
+    mov edi, r8d
+    imul eax, edi, 107
+    or esi, 1
+    xor edx, edx
+    div esi
+    test bl, 16
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx ecx, bpl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], ebp
+    movsxd rdi, dword ptr [r14 + 0]
+    mov rcx, r9
+    test ebx, 4721672
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 192], edi
+    movzx eax, byte ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r9 + 192], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea rbp, [r10*8]
-    mov r8d, 225
-    lea r9, [r10 + r10*1]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1152], 238
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 65568
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    and rbp, 32704
+    movsxd rdi, dword ptr [r15 + rbp + 32832]
+    movzx ecx, dil
+    lea r8, [r10*4]
+    movzx r9d, byte ptr [r14 + rbp + 32768]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 2240]
+    test ebx, 1119985704
+    jz 1f
 1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    lea r8, [r10 + r10*1]
-    movzx edi, al
+    mov edx, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    movzx ecx, cl
-    and r8, 65472
-    mov edi, dword ptr [r15 + r8 + 65600]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 91334664
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 1344]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 65536]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 1280], edi
-    test ebx, 24872
-    jnz 1f
-1:
+    mov edi, 109
+    bswap rdx
     mov qword ptr [r15 + 0], rdi
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov edx, 141
     test bl, 16
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 1024]
-    mov byte ptr [r15 + 64], bpl
-    mov ecx, 184
-    test bl, 16
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], rbp
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + r8 + 2176]
+    lea r9, [r10 + r10*2]
+    movzx edx, byte ptr [r15 + r8 + 2112]
+    test ebx, 67387912
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 2048]
+    and r9, 192
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 320]
+    mov r8, qword ptr [r15 + 64]
+    test ebx, 543294384
     jz 1f
 1:
-    mov qword ptr [r14 + rbp + 1088], r9
-    mov dword ptr [r15 + rbp + 1216], 182
-    add r8, qword ptr [r14 + 0]
+    mov eax, eax
+    mov rdi, r8
+    mov r8, qword ptr [r15 + 64]
+    test bl, 32
+    jz 1f
+1:
+    cmp dword ptr [r15 + r9 + 384], 86
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    mov eax, 75
+    test ebx, 41951304
+    jz 1f
+1:
+    mov r9, rdx
+    mov dword ptr [r14 + 0], eax
+    cmovne rcx, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea rbp, [r10*4]
-    imul r9d, ebp, 27
-    and rbp, 192
-    or qword ptr [r15 + rbp + 256], 72
-    lea r8, [r10*4]
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 42478616
-    jnz 1f
-1:
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r14 + r8 + 704], sil
-    test ebx, 739246088
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + r8 + 576]
-    mov edx, dword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov r8d, dword ptr [r15 + rbp + 384]
-    test ebx, 25732128
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 192]
-    mov edi, ebp
-    vmovdqu ymm0, ymmword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movzx esi, cl
-    add rcx, qword ptr [r15 + 0]
-    movzx eax, dil
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rsi
+    lock add qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], bpl
+    cmp rsi, qword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r14 + rbp + 448]
-    mov r8d, ebp
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov r9d, edx
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, ebp
-    movzx ecx, cl
-    test ebx, 537077904
-    jnz 1f
-1:
-    mov eax, 222
+    movzx edi, sil
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    bswap rbp
+    mov byte ptr [r15 + 0], dil
+    test bl, 160
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    sete cl
+    mov byte ptr [r15 + 0], sil
+    bswap r8
+    test bl, 16
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 30
+    mov qword ptr [r15 + 0], rax
+    cmp rax, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 88
+    mov byte ptr [r15 + 64], r9b
+    mov dword ptr [r15 + 64], edi
+    lea r9, [r10 + r10*1]
+    movzx edi, al
+    test ebx, 268830784
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*2]
+    test bl, 16
+    jz 1f
+1:
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 8256]
+    mov r8d, ebp
+    mov rcx, r8
+    movzx esi, byte ptr [r15 + r9 + 192]
+    test ebx, 1082140976
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 8320]
+    mov r8d, r9d
+    or qword ptr [r15 + rbp + 8192], 81
+    movsxd rax, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], esi
+    cmp rbp, qword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    test bl, 16
+    jz 1f
+1:
+    cmp rdi, qword ptr [r15 + 0]
+    movzx edi, al
+    mov dword ptr [r15 + 0], edx
+    test bl, 16
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ebp
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov ecx, dword ptr [r15 + 64]
+    mov rbp, rsi
     test bl, 32
     jnz 1f
 1:
-    and r9d, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    mov eax, edi
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 285677856
-    jnz 1f
-1:
-    mov edx, edi
-    mov rdi, rdi
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 544
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 127
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, esi
-    test ebx, 4390952
+    movzx esi, bpl
+    mov qword ptr [r15 + 64], rsi
+    mov r8d, 122
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 67297336
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    and r8, 64
+    movsxd rcx, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + r8 + 192]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 944775232
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    cmp rcx, qword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    test ebx, 25165880
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 192], r9b
-    mov edx, 234
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 4194320
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], 126
-    mov r9, r9
+    movzx eax, al
+    and rbp, 192
+    mov rdx, qword ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*2]
     test bl, 64
     jnz 1f
 1:
-    xchg r9, rdx
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 64]
+    and r8, 8128
+    xor dword ptr [r15 + r8 + 8256], r8d
+    add qword ptr [r15 + r8 + 8320], r8
+    mov dword ptr [r15 + r8 + 8192], edi
+    lea r8, [r10 + r10*2]
+    imul ecx, r8d, 89
+    test bl, 64
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 320], rdi
+    and r8, 448
+    mov r9, qword ptr [r14 + r8 + 512]
+    mov rdi, r9
+    test bl, 16
+    jz 1f
+1:
+    mov ebp, 159
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    cmp rsi, qword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 25 chunk executions per call
-    mov rbx, qword ptr [r15 + 271048]
-    lea rcx, [rbx + 25]
-    mov qword ptr [r15 + 271048], rcx
-    mov r13d, 25
+// block 6: 512 bytes, 2 chunk(s), 24 chunk executions per call
+    mov rbx, qword ptr [r15 + 139976]
+    lea rcx, [rbx + 24]
+    mov qword ptr [r15 + 139976], rcx
+    mov r13d, 24
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b6_stubs]
@@ -4073,152 +4259,162 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10*4]
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 448], 174
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, rcx
-    lea r8, [r10*8]
-    test ebx, 65540
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 512]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 128]
-    mov eax, ecx
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 256
+    mov rsi, rsi
+    xor dword ptr [r15 + 0], ecx
+    mov r8d, 58
+    cmp dword ptr [r15 + 0], 21
+    test ebx, 10651936
     jnz 1f
 1:
-    mov ecx, 66
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    xchg qword ptr [r15 + r8 + 640], rcx
-    mov rdi, qword ptr [r15 + r8 + 832]
-    test ebx, 24992
+    mov r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 2048
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 537068740
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 768]
-    xor dword ptr [r14 + r9 + 192], eax
-    mov rsi, qword ptr [r15 + rbp + 320]
+    cmp rdx, qword ptr [r15 + 0]
+    lea r9, [r10*4]
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], esi
+    test ebx, 8194
+    jz 1f
+1:
+    and r9, 192
+    lock add qword ptr [r15 + r9 + 448], r9
+    movsxd rdi, dword ptr [r14 + 0]
+    mov r8, rdi
+    cmp rdi, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*2]
     test bl, 4
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 960], 123
-    movsxd r9, dword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + r8 + 896], dl
-    or eax, 1
-    xor edx, edx
-    div eax
-    test ebx, 115639330
+    mov eax, ebp
+    and rbp, 8128
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 8320]
+    movzx ecx, dl
+    lea r8, [r10 + r10*1]
+    xor dword ptr [r15 + r9 + 320], ecx
+    test ebx, 1625440330
+    jz 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
+    mov rax, r9
+    lock add qword ptr [r15 + rbp + 8192], rdi
+    mov rcx, qword ptr [r14 + r9 + 256]
+    test bl, 8
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 704]
-    movzx r8d, byte ptr [r14 + rbp + 256]
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, edi
-    test ebx, 256
-    jnz 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx esi, sil
-    mov edi, esi
+    cmp dword ptr [r15 + r8 + 192], 5
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    movsxd rcx, dword ptr [r15 + rbp + 8256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    .byte 0x0f, 0x1f, 0x00
-    lea r9, [r10*4]
-    movzx eax, bpl
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    and r9, 192
-    mov ebp, dword ptr [r15 + r9 + 448]
-    lea r8, [r10 + r10*2]
-    test bl, 8
+    crc32 r9, rsi
+    cmp r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1082722530
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16512], edi
-    xchg rcx, rdi
-    test bl, 4
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 384]
-    vpaddd ymm15, ymm4, ymmword ptr [r15 + 0]
-    movzx edx, byte ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    test ebx, 545791746
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 16384], r9b
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 64]
-    test ebx, 12652876
+    mov rbp, rax
+    test bl, 4
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 16448], al
-    and rbp, 448
-    movsxd rdx, dword ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + rbp + 512], r8
-    mov ecx, r9d
+    mov rax, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    cmp rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1048580
+    jnz 1f
+1:
+    mov rcx, rbp
+    lea r8, [r10 + r10*1]
+    mov ebp, dword ptr [r14 + 0]
+    mov esi, dword ptr [r14 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 159
+    test ebx, 287310132
+    jz 1f
+1:
+    bswap rbp
+    mov byte ptr [r15 + r8 + 192], bpl
+    mov edi, 33
+    test bl, 4
+    jnz 1f
+1:
+    mov edx, edx
+    mov r9d, 57
+    lea r8, [r10*4]
+    mov eax, eax
+    and r8, 192
+    movzx ecx, byte ptr [r15 + r8 + 448]
     test bl, 8
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov eax, edi
-    cmp dword ptr [r15 + r9 + 256], 46
-    test ebx, 136881220
-    jnz 1f
+    and eax, dword ptr [r15 + r8 + 320]
+    add rdx, qword ptr [r15 + r8 + 384]
+    mov rbp, r10
+    movzx edi, byte ptr [r15 + r8 + 256]
+    test ebx, 37751312
+    jz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    mov esi, 184
-    mov edx, r9d
-    vmaxsd xmm15, xmm15, xmm15
-    test ebx, 555783682
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    .byte 0x0f, 0x1f, 0x00
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1082392736
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r14 + r9 + 320]
-    mov r9d, ecx
+    movzx r8d, byte ptr [r15 + 64]
+    and rbp, 960
+    movzx eax, byte ptr [r15 + rbp + 1024]
+    imul eax, esi, 117
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 139984]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 139984], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov r8, r10
-    and r8, 16320
-    mov edx, dword ptr [r15 + r8 + 16384]
-    mov rbp, r10
-    mov esi, 58
     mov r9, r10
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1024]
+    mov rbp, r10
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r9 + 128], r9b
+    and rbp, 192
+    mov rsi, qword ptr [r15 + rbp + 256]
+    test ebx, 10514502
+    jz 1f
+1:
+    mov ecx, 46
+    mov ebp, 122
     add r10, r11
+    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 8: 16384 bytes, 64 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 271064]
+    mov rbx, qword ptr [r15 + 139992]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 271064], rcx
+    mov qword ptr [r15 + 139992], rcx
     mov r13d, 3
     mov eax, ebx
     and eax, 63
@@ -4357,4013 +4553,4280 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    cmp rdi, qword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 192
-    mov ecx, dword ptr [r15 + rbp + 256]
-    mov rsi, rsi
     lea r8, [r10 + r10*1]
-    mov eax, 231
-    test ebx, 512
+    mov rdx, rcx
+    and r8, 64
+    mov edi, dword ptr [r14 + r8 + 128]
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    mov ecx, edi
+    test bl, 128
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 128]
-    and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 2112]
-    mov r9d, dword ptr [r15 + r8 + 2048]
-    and esi, dword ptr [r15 + rbp + 320]
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
     test bl, 128
     jnz 1f
 1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov edx, 159
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073939520
-    jz 1f
-1:
-    movzx r8d, cl
-    mov qword ptr [r15 + rbp + 448], r8
-    mov ecx, 244
-    movzx edx, byte ptr [r15 + rbp + 384]
-    test ebx, 256
+    mov r9, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 195
+    test ebx, 1024
     jz 1f
 1:
     mov esi, dword ptr [r15 + 0]
-    mov edi, 2
-    mov dword ptr [r15 + 0], esi
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 216
+    mov dword ptr [r15 + 0], 163
+    mov edi, dword ptr [r15 + 0]
     mov ebp, esi
-    mov ecx, 241
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1216479680
+    test ebx, 538017856
     jnz 1f
 1:
-    cmovne rbp, rbp
-    mov dword ptr [r15 + 0], 97
-    movzx esi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov eax, esi
+    mov dword ptr [r15 + 0], eax
+    test ebx, 256
+    jnz 1f
+1:
+    movzx esi, al
+    lea r8, [r10 + r10*2]
+    movsxd rax, dword ptr [r15 + 0]
+    and r8, 16320
+    add qword ptr [r15 + r8 + 16512], r8
+    test ebx, 256
+    jnz 1f
+1:
+    mov rax, r8
+    mov eax, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 64]
+    mov esi, 35
+    test ebx, 1711441472
+    jz 1f
+1:
+    mov rdi, rdi
+    imul eax, edi, 62
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 16384], r9b
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 0]
+    mov byte ptr [r14 + r8 + 16448], r9b
+    xchg qword ptr [r15 + rbp + 192], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    sete dl
-    lea rbp, [r10*4]
-    movzx r9d, bpl
-    and rbp, 192
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    movzx eax, byte ptr [r15 + rbp + 256]
-    test ebx, 1358954880
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 47
+    test ebx, 4194432
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 12
-    mov edi, r9d
-    movzx ecx, byte ptr [r14 + 0]
-    mov qword ptr [r15 + rbp + 320], rcx
-    lea r9, [r10 + r10*2]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 512]
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov edi, edx
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    test ebx, 1883247744
+    mov ebp, edi
+    mov rcx, rbp
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 218107968
     jnz 1f
 1:
     movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    lea r9, [r10*8]
+    lea rbp, [r10 + r10*1]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 8384], rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 129
+    mov r8, r10
+    xor dword ptr [r15 + r9 + 8640], esi
     test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 162
-    movsxd rdx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + rbp + 448], edx
-    and ecx, dword ptr [r15 + r9 + 640]
-    test bl, 128
     jnz 1f
 1:
-    mov rdi, rcx
-    mov rbp, qword ptr [r15 + 0]
-    popcnt rcx, rbp
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 688131008
+    and r8, 960
+    movsxd rsi, dword ptr [r15 + r8 + 1024]
+    movzx eax, r8b
+    mov edi, esi
+    test ebx, 584355904
     jnz 1f
 1:
-    movzx ebp, dl
-    and eax, dword ptr [r15 + r9 + 576]
-    mov ecx, ebp
-    cmp rax, qword ptr [r15 + 64]
+    mov esi, edi
+    mov r8d, 218
+    mov rsi, rbp
+    add rdi, qword ptr [r15 + rbp + 192]
     test bl, 128
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + 0], r9
-    bt rsi, rbp
+    movzx ebp, byte ptr [r15 + r9 + 8448]
+    movzx edi, bpl
+    movzx edx, byte ptr [r14 + r9 + 8512]
+    mov rax, qword ptr [r15 + r9 + 8576]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 8192]
+    movsxd rbp, dword ptr [r15 + r9 + 8256]
+    movzx edi, byte ptr [r15 + r9 + 8320]
+    bswap rdx
+    test ebx, 33560192
+    jnz 1f
+1:
+    bswap r8
+    mov eax, r8d
+    mov r8d, 66
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea r8, [r10 + r10*4]
-    lea rbp, [r10 + r10*2]
-    movzx r9d, byte ptr [r15 + 0]
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 640]
-    movzx eax, byte ptr [r15 + r8 + 512]
-    and rbp, 960
-    mov rdi, qword ptr [r15 + rbp + 1152]
-    test ebx, 1024
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, r9
+    mov r9d, dword ptr [r15 + 0]
+    bt r9, rsi
     mov qword ptr [r15 + 0], r9
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rcx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 512
+    test bl, 128
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, dword ptr [r15 + 0]
-    cmovne rcx, rdx
-    test ebx, 1469710848
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 768]
-    mov qword ptr [r15 + 0], rsi
-    mov rsi, rcx
-    mov dword ptr [r15 + rbp + 1024], ecx
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov ebp, ebp
+    mov esi, ebp
+    mov byte ptr [r15 + 0], bpl
     test bl, 128
+    jz 1f
+1:
+    mov r9, rdi
+    mov qword ptr [r15 + 0], r9
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 576]
-    lock or dword ptr [r15 + 0], 118
-    movzx edi, cl
-    mov qword ptr [r15 + r8 + 704], rdi
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r14 + rbp + 1088]
     mov esi, dword ptr [r15 + 0]
-    test ebx, 512
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, edx
+    test ebx, 256
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 54
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r14 + r9 + 128]
-    mov r9d, r9d
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, dl
+    test ebx, 2048
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    xchg rdx, rdx
+    lea rbp, [r10 + r10*1]
+    mov r8d, edx
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 128]
+    lea r9, [r10*4]
+    test ebx, 256
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 16320
+    movsxd rdi, dword ptr [r15 + r9 + 16576]
+    mov esi, r9d
+    mov r8, r10
+    mov dword ptr [r15 + r9 + 16384], esi
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movzx edi, byte ptr [r15 + 64]
-    movzx ecx, dil
+    movzx esi, byte ptr [r15 + r9 + 16512]
+    and r8, 32704
+    cmp dword ptr [r15 + r8 + 32768], 109
+    mov esi, dword ptr [r15 + r9 + 16448]
+    mov edx, dword ptr [r15 + rbp + 192]
+    test ebx, 201374400
+    jz 1f
+1:
+    mov eax, eax
+    mov rbp, qword ptr [r15 + 64]
+    popcnt rcx, rax
+    mov rsi, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov r8, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 51
-    movzx ebp, cl
-    mov rax, rcx
-    test ebx, 268435712
+    lea r9, [r10 + r10*1]
+    mov eax, 13
+    lea rbp, [r10*4]
+    mov r8d, 55
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 2048]
+    and rbp, 192
+    movzx esi, byte ptr [r15 + rbp + 256]
+    test ebx, 512
     jz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    cmp dword ptr [r15 + 0], 97
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 16512], esi
-    mov rsi, rbp
-    lea r9, [r10*4]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 244
+    mov byte ptr [r15 + 0], cl
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 256
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov rcx, rcx
+    mov byte ptr [r15 + 0], cl
+    movzx esi, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 16448]
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    movsxd rsi, dword ptr [r14 + rbp + 16384]
-    mov edi, ecx
-    test bl, 128
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, rcx
+    .byte 0x66, 0x90
+    test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movsxd rbp, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 77
-    test ebx, 608647680
+    mov dword ptr [r15 + 0], ecx
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 140151232
     jz 1f
 1:
-    vmovdqu xmm0, xmmword ptr [r15 + 64]
-    mov ecx, 57
-    cmp rdx, qword ptr [r14 + 0]
-    test bl, 128
+    movsxd rcx, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r14 + rbp + 384], rbp
+    lea r8, [r10 + r10*2]
+    mov byte ptr [r15 + r9 + 2112], al
+    mov edx, dword ptr [r15 + rbp + 448]
+    test ebx, 1094746240
     jnz 1f
 1:
-    popcnt rdx, rcx
-    imul rbp, r8
-    movzx eax, byte ptr [r15 + r9 + 256]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 16777280
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 384], ebp
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 448], 219
-    mov ecx, dword ptr [r15 + r8 + 192]
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    and r8, 960
+    xor dword ptr [r15 + r8 + 1024], edx
+    mov eax, dword ptr [r15 + r8 + 1152]
+    mov byte ptr [r14 + r8 + 1088], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    lea r9, [r10 + r10*2]
-    and r9, 16320
-    or qword ptr [r15 + r9 + 16448], 21
-    mov eax, dword ptr [r15 + r9 + 16512]
-    imul rsi, rax
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rdx
+    mov r9d, 120
+    movsxd rbp, dword ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    inc dword ptr [r14 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r8, rdx
     test ebx, 512
     jnz 1f
 1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 192]
-    mov ecx, 129
-    mov edi, 131
-    movzx esi, bpl
-    test ebx, 2103616
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 0], rdi
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rax, r8
-    test bl, 128
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + r9 + 16384], cl
+    popcnt rcx, rdx
+    movsxd rsi, dword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov rdx, rdi
     test bl, 128
     jz 1f
 1:
-    movzx esi, cl
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    mov rcx, r9
-    test ebx, 1124610624
+    mov dword ptr [r15 + 0], edi
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    cmp rbp, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
+    mov rdi, r8
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1024
+    jz 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, r9d
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 136609920
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    imul r9, r8
-    movsxd rax, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + rbp + 128], rax
-    test ebx, 1073741952
+    test ebx, 33555456
+    jz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    mov edx, ebp
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 2176]
+    movzx eax, byte ptr [r15 + rbp + 2112]
+    mov edi, dword ptr [r15 + 64]
+    test ebx, 1640512
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r14 + 0]
-    vpaddd ymm0, ymm15, ymmword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], eax
+    mov r9d, edi
+    add qword ptr [r15 + 64], r8
+    mov r8, r10
+    test ebx, 287040
+    jnz 1f
+1:
+    mov r9, r10
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 512]
+    and r9, 8128
+    cmp dword ptr [r15 + r9 + 8192], 38
+    movsxd rcx, dword ptr [r15 + rbp + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    and r8, 65472
-    mov qword ptr [r15 + r8 + 65536], rax
     mov esi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + r8 + 65728], rdi
-    test ebx, 4194432
+    lea rbp, [r10 + r10*4]
+    and r9d, dword ptr [r15 + 64]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8320], 147
+    mov eax, dword ptr [r15 + rbp + 8448]
+    lea r8, [r10 + r10*1]
+    test ebx, 33554944
     jnz 1f
 1:
-    mov rdi, rsi
-    add qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 64], 6
-    movsxd rax, dword ptr [r15 + 0]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 2048]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 219
     test ebx, 512
     jnz 1f
 1:
     movzx esi, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + rbp + 192]
-    movzx ecx, dil
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1243677824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov eax, 108
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 2048
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movsxd rcx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov r9d, r8d
     test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + 64], edi
-    mov byte ptr [r15 + 0], dl
-    cmp rdi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 717488192
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + rbp + 8192]
+    test ebx, 512
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 65664]
-    mov edx, 54
-    cmp dword ptr [r15 + r8 + 65600], 76
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 536871168
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 29364288
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + 64], cl
-    mov eax, 173
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
+    mov byte ptr [r14 + 0], sil
+    mov rdx, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + rbp + 8384]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 192]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    nop
-    mov edx, dword ptr [r14 + 64]
-    mov dword ptr [r15 + 0], 153
+    lock xadd qword ptr [r15 + r9 + 128], rcx
+    mov rdi, qword ptr [r15 + r8 + 2112]
+    mov r8, qword ptr [r15 + rbp + 8256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    lea rbp, [r10*4]
-    imul rcx, rbp
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 1088]
-    bt rax, rbp
-    mov qword ptr [r15 + 64], rsi
-    test bl, 128
+    or qword ptr [r15 + 64], 109
+    movsxd rdx, dword ptr [r15 + 64]
+    mov ebp, 30
+    movzx ecx, dl
+    test ebx, 303104128
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rsi
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov r8d, dword ptr [r14 + r9 + 192]
-    mov edi, edx
-    mov rcx, qword ptr [r15 + rbp + 1216]
-    lea r9, [r10 + r10*2]
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, rdi
-    and r9, 192
-    mov dword ptr [r15 + r9 + 256], 21
-    mov edi, 77
-    mov r8d, edx
-    test bl, 128
+    mov rdi, qword ptr [r14 + 0]
+    xor dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], dil
+    mov r9d, edi
+    test ebx, 1111492672
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rax
-    movzx edx, byte ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + rbp + 1152], 137
-    jmp 1f
-1:
-    test ebx, 512
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + r9 + 384]
-    cmp dword ptr [r15 + 0], 48
-    test ebx, 256
-    jz 1f
+    mov dword ptr [r15 + 0], 9
+    movzx edi, r8b
+    mov dword ptr [r15 + 0], edi
+    test ebx, 843346304
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r9d, ebp
-    mov ebp, 133
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    test ebx, 4160
+    mov rax, rdi
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 539181440
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], r8b
+    lea rbp, [r10 + r10*2]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 12
+    and rbp, 1984
+    mov ecx, dword ptr [r15 + rbp + 2176]
+    test ebx, 437192768
     jnz 1f
 1:
-    mov eax, 181
-    cmp rcx, qword ptr [r15 + 64]
-    jmp 1f
+    movzx eax, byte ptr [r15 + rbp + 2112]
+    mov rdi, qword ptr [r15 + r8 + 128]
+    .byte 0x66, 0x90
+    lea r8, [r10 + r10*1]
+    mov esi, r8d
+    test ebx, 100731776
+    jnz 1f
 1:
+    and r8, 960
+    mov qword ptr [r15 + r8 + 1024], rdx
+    cmp rdx, qword ptr [r15 + rbp + 2048]
+    movsxd rdx, dword ptr [r15 + r8 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov r8d, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
-    lea rbp, [r10 + r10*4]
-    movsxd rsi, dword ptr [r15 + 0]
-    and rbp, 960
-    lea r9, [r10*8]
-    movzx ecx, byte ptr [r15 + rbp + 1088]
-    test ebx, 1024
-    jnz 1f
-1:
-    popcnt rdi, rsi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 512], 196
-    movzx esi, byte ptr [r14 + 0]
-    test bl, 128
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, ebp
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 604766272
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 64], edx
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 192]
-    lock add qword ptr [r15 + 0], rax
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmm15, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + r8 + 128], eax
-    test ebx, 1687199808
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 640]
-    or qword ptr [r15 + rbp + 1152], 31
-    mov ecx, dword ptr [r15 + r9 + 832]
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    test ebx, 524544
-    jnz 1f
-1:
-    cmp rcx, qword ptr [r15 + rbp + 1280]
-    movzx edi, r9b
-    mov rcx, rdi
+    mov edx, dword ptr [r15 + 0]
+    mov rbp, rdx
+    sete al
     test ebx, 256
     jnz 1f
 1:
-    mov esi, 196
-    movzx edi, byte ptr [r15 + rbp + 1216]
-    mov rdx, qword ptr [r15 + rbp + 1024]
+    cmovne rdx, rax
+    or qword ptr [r15 + 0], 8
+    mov r8, rdx
+    test bl, 128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rcx, rcx
+    mov edi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 512
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movzx esi, sil
+    mov ebp, 138
+    test ebx, 33554944
+    jnz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    cmp r8, qword ptr [r15 + 0]
+    test ebx, 294417472
+    jnz 1f
+1:
+    and r8, 8128
+    movzx ecx, byte ptr [r15 + r8 + 8192]
+    lea rbp, [r10 + r10*1]
+    mov rsi, rdx
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + rbp + 128]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    test ebx, 1088
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 704]
-    mov r8, qword ptr [r15 + r9 + 768]
-    mov eax, 81
+    movzx eax, byte ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r14 + rbp + 192], 243
+    test ebx, 16777280
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    or qword ptr [r15 + r8 + 8256], 85
+    and r8d, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    lea r9, [r10*4]
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, r9
-    and r9, 192
-    mov esi, dword ptr [r15 + r9 + 448]
-    mov edx, edx
-    test ebx, 33554496
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 45
-    lea rbp, [r10 + r10*4]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 512
+    movzx ebp, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, esi
+    test ebx, 221022848
     jz 1f
 1:
-    and rbp, 960
-    movzx r8d, byte ptr [r15 + rbp + 1152]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 128
-    jz 1f
-1:
-    mov esi, ebp
-    movsxd rcx, dword ptr [r15 + 64]
-    mov eax, ebp
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 0]
-    mov edi, dword ptr [r15 + rbp + 1088]
-    movsxd r8, dword ptr [r15 + r9 + 320]
-    bt rdi, rdi
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 1280]
+    mov dword ptr [r15 + 0], r9d
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov r9, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 1216], ebp
+    test ebx, 16830528
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 128]
     and r8, 64
-    mov rdx, qword ptr [r14 + r8 + 128]
+    mov ecx, dword ptr [r14 + r8 + 192]
+    movzx esi, r8b
+    movzx r9d, byte ptr [r15 + 64]
+    test ebx, 256
+    jz 1f
+1:
+    cmp rax, qword ptr [r15 + 64]
+    mov rdi, rbp
+    mov byte ptr [r15 + 64], dil
+    cmovne rax, rax
     test bl, 128
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + r9 + 256]
+    lea r9, [r10*4]
     mov rsi, r9
-    test ebx, 33554496
+    mov ecx, 21
+    and r9, 192
+    add rax, qword ptr [r15 + r9 + 448]
+    movzx edi, r8b
+    test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 1024]
-    mov byte ptr [r15 + r8 + 192], al
-    mov ebp, dword ptr [r15 + r9 + 384]
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov r8d, dword ptr [r15 + r9 + 256]
+    movzx edx, byte ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + rbp + 192], r8b
+    test ebx, 1024
+    jz 1f
+1:
+    mov ecx, dword ptr [r14 + 0]
+    movzx ebp, byte ptr [r15 + r9 + 320]
+    popcnt rax, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, 129
-    lea r9, [r10 + r10*1]
-    mov r8d, dword ptr [r14 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 805374016
-    jnz 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 192]
-    movsxd rax, dword ptr [r15 + 64]
-    movzx esi, al
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    test ebx, 134218240
-    jz 1f
-1:
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 16448]
-    and edx, dword ptr [r15 + 0]
-    mov ecx, eax
-    movzx ebp, cl
-    test ebx, 906301760
-    jz 1f
-1:
-    mov qword ptr [r14 + r8 + 16384], rdx
-    lea rbp, [r10 + r10*1]
-    mov ecx, ebp
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    mov edx, dword ptr [r15 + r9 + 128]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 26
     movsxd r9, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 128
+    mov edi, 142
+    mov qword ptr [r15 + 0], rdi
+    cmp rdi, qword ptr [r15 + 0]
+    test ebx, 887664960
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + rbp + 128]
-    movzx esi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx esi, dl
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 109084800
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, 9
+    mov edx, 42
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 512
+    mov esi, ecx
+    test bl, 128
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 16512]
-    mov rbp, rdi
-    mov r8d, 139
-    .byte 0x0f, 0x1f, 0x00
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 233
+    mov edx, 46
+    lea r9, [r10 + r10*2]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1749569600
+    jz 1f
+1:
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 2048]
+    mov ebp, eax
+    cmp rax, qword ptr [r15 + r9 + 2176]
+    test ebx, 262400
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 2112], ebp
+    mov qword ptr [r14 + 0], r9
+    movzx esi, byte ptr [r14 + 0]
+    mov r8, r10
+    mov ecx, 163
+    lea rbp, [r10 + r10*1]
     test bl, 128
     jnz 1f
 1:
-    mov ecx, r9d
-    movzx esi, r8b
-    mov eax, dword ptr [r15 + 0]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 16384], rdi
+    and rbp, 64
+    or qword ptr [r15 + rbp + 192], 76
+    mov edi, eax
+    test ebx, 23376704
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    mov r9, qword ptr [r15 + rbp + 128]
+    mov rdx, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    lea r9, [r10 + r10*1]
-    jmp 1f
+    movzx ebp, byte ptr [r14 + 0]
+    mov dword ptr [r15 + 0], 38
+    xchg rdi, rbp
+    mov dword ptr [r15 + 0], 13
+    test ebx, 16448
+    jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 49
-    xchg rdi, rdi
-    .byte 0x0f, 0x1f, 0x00
-    lea rbp, [r10*8]
-    test bl, 128
+    mov byte ptr [r15 + 0], bpl
+    xchg rsi, rdi
+    cmp rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 621020864
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 832]
-    test ebx, 1024
-    jz 1f
-1:
-    or qword ptr [r15 + rbp + 640], 66
-    mov edi, 173
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov edx, 145
-    test ebx, 1745093824
+    movzx r8d, dil
+    test ebx, 256
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + rbp + 512], r8
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + r9 + 128]
-    xor dword ptr [r15 + rbp + 960], r8d
-    add r9, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, r9d
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, eax
-    movzx ecx, sil
-    mov byte ptr [r15 + rbp + 768], al
+    lea rbp, [r10*4]
+    mov edx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 51
+    and rbp, 960
+    mov rdi, qword ptr [r15 + rbp + 1216]
     lea r8, [r10 + r10*1]
-    inc dword ptr [r14 + rbp + 576]
-    test bl, 128
-    jz 1f
+    test ebx, 2048
+    jnz 1f
 1:
+    mov rax, rdi
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], eax
-    mov byte ptr [r15 + r8 + 192], cl
-    movzx edx, byte ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 128], 245
+    mov ecx, r8d
+    mov rsi, r8
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r9d, ecx
+    movsxd rdi, dword ptr [r15 + rbp + 1088]
+    nop
+    movsxd rcx, dword ptr [r15 + rbp + 1152]
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 1024], cl
+    mov ebp, 181
+    lea r9, [r10 + r10*1]
+    mov edx, r9d
+    mov rcx, qword ptr [r15 + r8 + 192]
+    test bl, 128
+    jnz 1f
+1:
+    and r9, 32704
+    movsxd rax, dword ptr [r15 + r9 + 32832]
+    and edx, dword ptr [r15 + r9 + 32768]
+    mov r8, qword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    movzx edi, byte ptr [r15 + 64]
     lea rbp, [r10*4]
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10*4]
     and rbp, 960
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 1152]
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 512]
-    test bl, 128
+    mov dword ptr [r15 + rbp + 1152], ebp
+    jmp 1f
+1:
+    mov rdx, qword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], esi
+    test ebx, 256
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, rcx
+    mov esi, dword ptr [r15 + 0]
+    mov r9, rsi
+    test ebx, 309428288
     jnz 1f
 1:
-    movzx eax, sil
-    and esi, dword ptr [r15 + rbp + 1024]
+    mov eax, 200
+    mov esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 0]
+    mov edi, ecx
+    mov edx, ecx
+    test ebx, 142688320
+    jz 1f
+1:
+    movzx r8d, dil
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, 66
     lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + 64], 49
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 1216]
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    test bl, 128
+    mov rax, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 1088], eax
+    test ebx, 12599680
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    mov rcx, qword ptr [r15 + rbp + 1216]
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r14 + r9 + 192]
-    test bl, 128
+    lea r8, [r10 + r10*2]
+    sete al
+    popcnt rdi, r8
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 640]
+    mov eax, edx
+    test ebx, 276860992
     jnz 1f
 1:
-    movzx edi, dl
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx r9d, sil
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 277889152
+    movzx ecx, al
+    mov edx, dword ptr [r15 + r8 + 512]
+    mov esi, dword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + 64], ebp
+    test ebx, 4195328
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 576], al
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + 0], r8b
-    cmp dword ptr [r15 + 0], 74
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, 255
-    mov eax, dword ptr [r15 + r8 + 704]
-    and esi, dword ptr [r15 + 64]
-    movzx ecx, sil
-    test ebx, 1275072576
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 1088]
-    or qword ptr [r15 + 0], 28
-    mov r8d, 156
+    mov ebp, dword ptr [r15 + r8 + 576]
+    movzx esi, byte ptr [r15 + r9 + 192]
+    nop
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    cmp rdi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 142
+    movzx ecx, al
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    movzx ebp, dil
+    lock xadd qword ptr [r15 + 0], rcx
+    mov esi, 95
     mov rdi, qword ptr [r15 + 0]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    .byte 0x66, 0x90
-    test ebx, 454184448
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    add qword ptr [r15 + 0], r9
-    mov edi, r9d
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    test ebx, 1040786944
-    jz 1f
-1:
-    mov edx, edi
-    cmp rdx, qword ptr [r15 + 0]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    lea r8, [r10 + r10*2]
-    mov edi, r8d
-    and r8, 65472
-    movsxd rcx, dword ptr [r15 + r8 + 65536]
-    mov byte ptr [r15 + 64], al
-    add qword ptr [r15 + 0], rcx
-    test ebx, 512
+    mov r8d, r8d
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, cl
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, edx
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 2097216
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 127
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    cmp dword ptr [r15 + 0], 77
-    cmp rax, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, eax
-    mov rcx, rax
+    mov rsi, rdx
     test bl, 128
-    jz 1f
-1:
-    xchg qword ptr [r15 + 0], rdx
-    mov dword ptr [r14 + 64], 209
-    mov dword ptr [r14 + 0], 47
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
-    test ebx, 1949111168
     jnz 1f
 1:
-    popcnt rsi, r9
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    and edi, dword ptr [r15 + r8 + 65600]
-    test ebx, 606351424
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 960
+    cmp rbp, qword ptr [r15 + rbp + 1088]
+    mov rdx, qword ptr [r15 + rbp + 1024]
+    and r9, 16320
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 16384], r9b
+    test ebx, 1024
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 65664]
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    cmp rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + r9 + 16448]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 192]
+    mov rsi, qword ptr [r14 + 0]
+    movsxd r9, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*2]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 128]
-    and rbp, 65472
-    movzx edx, byte ptr [r15 + rbp + 65600]
-    cmp rbp, qword ptr [r15 + rbp + 65664]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1712192
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 123
-    movsxd r8, dword ptr [r15 + 0]
+    mov r8, r9
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     movzx ecx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    test ebx, 1109132224
+    jz 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 21496128
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    lea r8, [r10*4]
+    mov rdx, qword ptr [r15 + 64]
+    and r8, 192
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    mov ebp, edx
+    lea r9, [r10 + r10*2]
     test bl, 128
     jnz 1f
 1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movsxd rdi, dword ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, edx
-    mov eax, 115
-    imul rsi, r9
-    test ebx, 1024
+    and r9, 960
+    movsxd rax, dword ptr [r15 + r9 + 1152]
+    movzx edx, dil
+    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
+    mov rbp, r10
+    popcnt rdx, rbp
+    test ebx, 76491328
     jnz 1f
 1:
-    imul rsi, r8
-    cmp dword ptr [r15 + rbp + 65536], 100
-    mov dword ptr [r15 + r8 + 192], r9d
-    mov edi, 104
-    test ebx, 637674048
+    mov dword ptr [r14 + 0], 12
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 16384]
+    mov ecx, dword ptr [r14 + r8 + 320]
+    test ebx, 256
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, 62
-    mov rdx, qword ptr [r15 + 0]
-    mov esi, 1
+    mov rdi, qword ptr [r15 + r8 + 256]
+    mov esi, dword ptr [r15 + r8 + 448]
+    mov ecx, esi
     test ebx, 512
     jnz 1f
 1:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov esi, 95
-    or qword ptr [r15 + 0], 111
-    test ebx, 1024
-    jz 1f
+    mov dword ptr [r15 + r9 + 1088], 252
+    mov rbp, r9
+    mov r8, rbp
+    test ebx, 139543680
+    jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 88
-    add rax, qword ptr [r15 + r9 + 192]
+    mov rdi, r8
+    mov ebp, edi
+    movsxd rax, dword ptr [r15 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    lea r9, [r10*4]
-    xchg rbp, rcx
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 384]
-    movzx ebp, dil
-    xchg rax, rcx
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 11
-    movzx edi, byte ptr [r15 + 0]
-    bt rsi, rdi
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, rdx
-    and rbp, 64
+    cmp dword ptr [r15 + 64], 90
+    movsxd r9, dword ptr [r15 + 64]
     lea r8, [r10 + r10*1]
-    mov qword ptr [r14 + rbp + 128], rbp
-    mov rsi, r8
+    mov rdi, qword ptr [r15 + 64]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 247
+    mov rbp, qword ptr [r15 + r8 + 128]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    movzx esi, r8b
+    popcnt rdx, rdx
+    test ebx, 817366592
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rdx
+    mov rax, qword ptr [r15 + 0]
+    mov rax, rcx
+    test ebx, 1409351744
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, al
+    mov ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, esi
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1099732608
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov edi, esi
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r9, [r10*4]
+    test bl, 128
+    jnz 1f
+1:
+    and r9, 192
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rcx
+    mov edx, dword ptr [r15 + r9 + 448]
+    movzx eax, r8b
     test ebx, 512
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, dl
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rdi
-    test ebx, 348670016
     jz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r14 + 64]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ecx, r9b
-    test ebx, 889600512
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 192]
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movzx r8d, byte ptr [r15 + r9 + 320]
-    test ebx, 67109888
-    jz 1f
-1:
-    mov edi, r8d
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    mov ecx, 173
-    mov r9, r9
-    test ebx, 256
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov rcx, r8
-    mov byte ptr [r15 + rbp + 192], bpl
+    movzx edi, byte ptr [r15 + r8 + 192]
+    cmp rdi, qword ptr [r14 + rbp + 192]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r9 + 256], dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    lea rbp, [r10*4]
-    mov r9d, r8d
-    popcnt rsi, rax
-    and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 384]
-    lea r9, [r10 + r10*1]
-    mov edx, r8d
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov ecx, edi
-    imul rsi, rdi
-    test ebx, 512
-    jz 1f
-1:
-    mov r8d, esi
-    cmp rdi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + rbp + 448]
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    lea r9, [r10*8]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 221
     test ebx, 256
     jz 1f
 1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2240], 26
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov esi, dword ptr [r15 + rbp + 256]
+    movsxd rdx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 188
+    mov eax, 35
+    test ebx, 524544
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    movzx ecx, sil
+    test ebx, 1024
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 63
+    movzx esi, cl
+    movzx edx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 337873984
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r14 + 0], rbp
+    mov r8, r10
+    movzx edi, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 132096
+    jnz 1f
+1:
+    and r8, 448
+    and ebp, dword ptr [r15 + r8 + 512]
+    and r9, 960
+    movzx ecx, byte ptr [r15 + r9 + 1088]
+    mov edx, 226
+    test ebx, 2048
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 1024], rax
+    mov eax, 108
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov rbp, r10
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 2112], 143
-    mov rdi, r9
-    movsxd rcx, dword ptr [r14 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 2048]
-    inc dword ptr [r15 + rbp + 320]
-    mov edx, dword ptr [r15 + r9 + 2176]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 33024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov rbp, rax
-    cmp r9, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 2368]
-    movzx edx, byte ptr [r15 + r9 + 2304]
-    mov rdi, rax
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 32704
+    mov dword ptr [r15 + rbp + 32768], 74
+    mov eax, 108
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rdi, r9
+    test ebx, 512
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, ecx
+    popcnt r9, rsi
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 558370624
+    jz 1f
+1:
+    mov esi, 153
+    mov edx, 97
+    movsxd rax, dword ptr [r15 + 0]
+    mov rcx, rcx
+    test ebx, 1094920256
+    jz 1f
+1:
+    mov edi, eax
+    mov rcx, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
+    mov rsi, rcx
+    test ebx, 512
+    jnz 1f
+1:
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + rbp + 128]
+    mov r8, rcx
+    popcnt rdi, r9
+    popcnt rdx, rdi
+    mov r9, r10
+    test ebx, 8320
+    jz 1f
+1:
+    lea r8, [r10 + r10*4]
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    and r8, 1984
+    mov rdi, qword ptr [r15 + r8 + 2112]
+    movsxd rdx, dword ptr [r15 + r8 + 2176]
+    mov r9, qword ptr [r14 + 0]
+    test ebx, 290944
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 192], rdx
+    mov ecx, 39
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + r8 + 2304]
     test ebx, 256
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 52
-    mov rsi, rsi
-    lea r8, [r10*8]
-    and r9, 64
-    mov ecx, dword ptr [r14 + r9 + 192]
-    and r8, 960
-    movzx edi, byte ptr [r15 + r8 + 1088]
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, ebp
-    mov edx, dword ptr [r15 + 0]
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    test ebx, 1073918528
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 1344]
-    mov eax, 143
-    mov ecx, dword ptr [r15 + 0]
-    and edi, dword ptr [r14 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 1216]
-    mov dword ptr [r15 + 0], 255
-    mov edi, dword ptr [r15 + 64]
-    and edi, dword ptr [r15 + r9 + 128]
-    test ebx, 50401984
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 64]
-    cmp rbp, qword ptr [r15 + r8 + 1152]
-    movzx edi, cl
-    test ebx, 576
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 1280]
-    cmovne rax, rsi
-    mov edx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + r8 + 1024]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], rbp
-    not qword ptr [r15 + rbp + 128]
-    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 2048], 199
+    bswap rbp
+    mov byte ptr [r15 + r8 + 2240], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
-    lea rbp, [r10*8]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r8, [r10 + r10*1]
-    and rbp, 448
-    add qword ptr [r15 + rbp + 896], rdi
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 192]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
+    jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + rbp + 512]
-    add qword ptr [r15 + 0], rdx
-    movzx eax, byte ptr [r15 + 64]
+    mov edx, ebp
+    mov r8, qword ptr [r15 + 0]
+    imul r8, rdx
     test bl, 128
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, r10
-    mov ecx, dword ptr [r15 + 0]
-    and r9, 16320
-    mov rdx, qword ptr [r15 + r9 + 16384]
-    test ebx, 512
-    jz 1f
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov ebp, r8d
+    mov r8d, 133
+    cmp dword ptr [r15 + 0], 24
+    test bl, 128
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rdi, qword ptr [r15 + rbp + 768]
-    movsxd rax, dword ptr [r14 + 0]
-    mov r9, qword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test bl, 128
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov r8d, ecx
+    mov byte ptr [r15 + 64], cl
+    mov edx, 148
+    lea r8, [r10 + r10*1]
     test ebx, 1024
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 128]
-    mov edi, dword ptr [r15 + rbp + 704]
-    xchg r9, rsi
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 32704
+    mov rsi, qword ptr [r15 + rbp + 32832]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    cmovne rsi, r8
+    test ebx, 20447296
+    jz 1f
 1:
-    movzx ecx, bpl
-    mov eax, dword ptr [r15 + rbp + 640]
-    cmovne r9, rax
+    lea r9, [r10 + r10*2]
+    movzx esi, byte ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    and r9, 192
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    movsxd rsi, dword ptr [r15 + r9 + 256]
     test ebx, 256
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + rbp + 576]
-    movzx r8d, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + rbp + 832], 30
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov eax, r8d
-    movzx ebp, al
+    mov eax, dword ptr [r15 + r8 + 128]
+    cmp dword ptr [r15 + r9 + 384], 33
+    mov qword ptr [r15 + rbp + 32768], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], ebp
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rdi, rsi
+    test ebx, 1615069248
+    jz 1f
+1:
+    mov esi, 123
+    mov eax, 129
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 275974208
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 706806144
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov rdx, rsi
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 512
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    mov esi, 203
+    test ebx, 256
+    jnz 1f
+1:
+    and rbp, 192
+    mov rdx, qword ptr [r15 + rbp + 320]
+    movzx eax, byte ptr [r14 + 0]
+    movzx edi, byte ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    jmp 1f
+    mov byte ptr [r15 + rbp + 448], cl
+    test ebx, 545792896
+    jnz 1f
 1:
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 128]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 128], 7
-    test ebx, 512
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    mov r9, r10
+    mov edx, r9d
+    and r9, 960
+    mov rcx, qword ptr [r15 + r9 + 1024]
+    test ebx, 1572998720
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 192]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 0]
-    movzx r8d, sil
-    test ebx, 134217792
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10*4]
-    inc dword ptr [r15 + 64]
-    test ebx, 1048832
-    jz 1f
-1:
-    and r9, 192
-    mov byte ptr [r14 + r9 + 320], dl
-    mov rsi, rdi
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    movzx r8d, sil
-    test bl, 128
-    jnz 1f
-1:
-    movzx ecx, r9b
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 256], rsi
-    test ebx, 817366592
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, 102
-    movzx edi, dil
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    test ebx, 1409351744
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rdi, rsi
-    test ebx, 1024
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + rbp + 192]
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, dword ptr [r14 + 0]
-    test ebx, 17350784
-    jnz 1f
-1:
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + r9 + 384], edx
+    mov esi, dword ptr [r15 + rbp + 256]
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    and edi, dword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    lea r8, [r10*8]
-    add qword ptr [r15 + 64], rdx
-    and r8, 1984
-    movsxd rcx, dword ptr [r15 + r8 + 2432]
+    add qword ptr [r15 + 0], rax
+    imul r8, r9
+    movsxd rax, dword ptr [r15 + 0]
+    imul r8, r8
     test bl, 128
-    jz 1f
-1:
-    mov edx, edx
-    mov qword ptr [r15 + r8 + 2176], rcx
-    lea rbp, [r10*4]
-    mov ecx, edi
-    and rbp, 192
-    or qword ptr [r14 + rbp + 384], 10
-    test ebx, 9504896
     jnz 1f
 1:
-    lock add qword ptr [r15 + rbp + 320], rdi
-    mov esi, 51
-    or qword ptr [r15 + r9 + 128], 74
-    mov byte ptr [r15 + r8 + 2304], cl
-    test ebx, 1346440000
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], ebp
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    lock add qword ptr [r15 + 0], rsi
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 1627472448
+    lock or dword ptr [r15 + 0], 52
+    test ebx, 1178734720
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    mov rax, qword ptr [r15 + 0]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r8 + 2240]
-    movsxd rcx, dword ptr [r15 + r8 + 2112]
-    test ebx, 1244075008
+    cmp dword ptr [r15 + 0], 106
+    mov r9d, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 35
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 17109120
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov eax, edi
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10*4]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 2048]
-    mov r9d, dword ptr [r15 + 64]
-    mov eax, r9d
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    and r8, 8128
+    vmovdqu xmm11, xmmword ptr [r15 + r8 + 8192]
+    movzx edi, byte ptr [r14 + rbp + 320]
+    movsxd rdx, dword ptr [r15 + 64]
+    test ebx, 1276682560
     jnz 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r8 + 2368]
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    movzx r8d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + 64]
+    movzx esi, r9b
+    nop
+    test ebx, 33024
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 8256], r9d
+    .byte 0x0f, 0x1f, 0x00
+    lock or dword ptr [r15 + rbp + 384], 63
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 192]
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 448], r9
+    mov r8, qword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 128], 161
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*4]
-    bt rcx, rbp
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2112], 180
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rsi
-    movzx ecx, dl
-    test bl, 128
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov esi, edx
-    mov r8, rax
+    nop
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], 181
     test ebx, 256
     jz 1f
 1:
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + r9 + 2240], 98
-    mov qword ptr [r15 + r9 + 2176], rsi
-    lea rbp, [r10 + r10*1]
-    mov rcx, r9
-    test ebx, 33599552
+    cmp dword ptr [r15 + 0], 64
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, 78
+    test ebx, 1073946752
     jz 1f
 1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    inc dword ptr [r15 + 0]
-    mov rdi, qword ptr [r14 + rbp + 128]
-    test ebx, 1024
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov eax, esi
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    sete cl
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov esi, 69
+    mov byte ptr [r15 + 0], sil
+    or qword ptr [r15 + 0], 74
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov rsi, rcx
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movzx ebp, byte ptr [r14 + 0]
+    test ebx, 3072
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 64]
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 16448]
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], r9d
-    test ebx, 63190080
+    mov rsi, qword ptr [r14 + r8 + 192]
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 16384]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    test ebx, 2048
     jz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov edi, r8d
-    jmp 1f
-1:
-    test ebx, 168821312
-    jz 1f
-1:
-    mov ecx, 162
-    movzx esi, byte ptr [r15 + r8 + 128]
-    bswap rbp
-    test ebx, 1669349504
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 2048], r9b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r14 + r9 + 2304]
+    mov dword ptr [r15 + 64], r9d
+    mov qword ptr [r15 + r8 + 128], rcx
+    movsxd r8, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    inc dword ptr [r14 + 0]
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 64]
-    and r9, 16320
-    movsxd r8, dword ptr [r15 + r9 + 16384]
-    add rbp, qword ptr [r15 + 64]
-    test bl, 128
+    mov rbp, r10
+    and rbp, 960
+    and edx, dword ptr [r15 + rbp + 1024]
+    and edi, dword ptr [r15 + 0]
+    movzx ecx, dl
+    popcnt r9, rax
+    test ebx, 1192232064
     jnz 1f
 1:
-    lea r9, [r10*4]
-    mov rax, qword ptr [r15 + 64]
-    and r9, 192
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov edx, dword ptr [r15 + r9 + 256]
-    lea r8, [r10 + r10*1]
-    test bl, 128
-    jz 1f
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add qword ptr [r15 + 0], rax
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 4194816
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 43
-    mov rsi, r8
-    movsxd rsi, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, sil
+    mov dword ptr [r15 + 0], edi
     test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 448], rcx
-    imul ecx, esi, 31
-    mov rbp, rdi
-    test ebx, 268993600
     jnz 1f
 1:
-    cmp rsi, qword ptr [r15 + r9 + 320]
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx edi, dl
-    test ebx, 16448
+    sete al
+    movzx r9d, al
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 2048
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 49
-    mov eax, 31
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    lea r8, [r10*4]
     movsxd rax, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r8 + 192]
-    mov r8d, 37
-    movsxd rsi, dword ptr [r14 + 64]
-    mov r9d, esi
-    test ebx, 1088
+    lea rbp, [r10*4]
+    and r8, 448
+    mov edx, dword ptr [r14 + r8 + 704]
+    movzx edx, byte ptr [r15 + r8 + 576]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov edi, ebp
+    test ebx, 256
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 448]
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + rbp + 384], rdx
+    test ebx, 1342756544
     jnz 1f
 1:
-    vpaddd ymm15, ymm15, ymmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 236
-    xchg qword ptr [r15 + 64], r8
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    mov rdx, qword ptr [r15 + rbp + 320]
+    add rax, qword ptr [r14 + 64]
+    mov r9d, edx
+    test ebx, 524416
+    jnz 1f
+1:
+    movzx esi, al
+    movsxd rdi, dword ptr [r15 + r8 + 640]
+    mov r8, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 97
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edx, bpl
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 133
-    mov rsi, qword ptr [r15 + rbp + 192]
-    lea r9, [r10 + r10*1]
-    test ebx, 4194432
+    mov rbp, rbp
+    cmp rbp, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1078173824
     jz 1f
 1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1088], r9d
-    cmovne rax, r9
-    mov edi, 128
+    mov dword ptr [r15 + 0], 121
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test bl, 128
+    jnz 1f
+1:
     mov ebp, dword ptr [r15 + 0]
-    test ebx, 1280
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    test ebx, 605044800
-    jnz 1f
-1:
-    mov ebp, eax
-    mov dword ptr [r14 + 0], eax
-    mov rsi, qword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    movzx edi, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx edx, bpl
-    mov byte ptr [r15 + 0], r8b
-    movsxd rdi, dword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    test bl, 128
+    mov rdx, rcx
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    imul rcx, r9
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 2048
     jnz 1f
 1:
-    mov eax, 137
-    movzx edi, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + 0], 8
-    mov dword ptr [r15 + r9 + 1024], 219
-    test bl, 128
-    jnz 1f
+    movzx r9d, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*4]
+    mov rsi, r9
+    and r8, 448
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    test ebx, 170303616
+    jz 1f
 1:
-    jmp 1f
+    lea r9, [r10 + r10*1]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 16384], 35
+    and r9, 960
+    and eax, dword ptr [r15 + r9 + 1024]
+    movzx edx, r9b
+    test ebx, 268435520
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    movzx r9d, r8b
+    mov esi, dword ptr [r14 + r8 + 576]
+    mov dword ptr [r15 + r8 + 768], 132
+    mov eax, esi
+    test ebx, 537137728
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 640]
+    and edi, dword ptr [r15 + r9 + 1088]
+    add rbp, qword ptr [r15 + r8 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    lea r8, [r10*8]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 768]
+    mov r9d, ebp
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, r9
+    mov rdi, qword ptr [r15 + 0]
+    mov ebp, 158
+    test ebx, 1024
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
+1:
+    mov edx, ecx
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], ecx
+    add r9, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx eax, r9b
+    test ebx, 1024
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov eax, 188
-    test ebx, 256
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 262272
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 64], 68
-    mov rdi, rsi
-    test ebx, 67108928
-    jz 1f
-1:
-    mov esi, edx
-    mov r9, qword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + r8 + 576]
-    test ebx, 25198784
-    jnz 1f
-1:
-    mov ebp, dword ptr [r14 + 0]
-    mov edx, 185
-    .byte 0x0f, 0x1f, 0x00
-    mov qword ptr [r15 + 0], rdx
-    lea r9, [r10 + r10*1]
-    test ebx, 671236160
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r14 + r9 + 192], eax
-    movzx esi, byte ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r8 + 704]
-    mov rcx, qword ptr [r15 + r8 + 896]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10*4]
+    mov esi, 82
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 704]
+    lea r8, [r10 + r10*1]
     test bl, 128
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 640]
-    mov rdi, rdx
-    inc dword ptr [r15 + 0]
-    test ebx, 256
+    movsxd rdi, dword ptr [r15 + r9 + 576]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 192]
+    cmp rax, qword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + 64], sil
+    test ebx, 32896
+    jz 1f
+1:
+    movzx eax, sil
+    movzx edx, byte ptr [r15 + 64]
+    mov rdi, qword ptr [r14 + 0]
+    movzx esi, dil
+    test ebx, 471893312
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + r8 + 832]
-    and edx, dword ptr [r15 + r8 + 512]
-    test bl, 128
-    jnz 1f
-1:
-    mov r8, r10
-    mov edx, esi
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1024], rdx
-    jmp 1f
-1:
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov edi, 118
+    cmp dword ptr [r14 + r8 + 128], 35
+    and rbp, 1984
+    mov rcx, qword ptr [r15 + rbp + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c24:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    and r9, 448
-    movzx esi, byte ptr [r14 + r9 + 576]
-    mov qword ptr [r15 + r9 + 704], rsi
-    mov qword ptr [r15 + 64], rsi
-    test ebx, 512
-    jz 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + r9 + 512]
     lea r8, [r10*4]
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 768]
-    and r8, 192
-    mov rax, qword ptr [r15 + r8 + 320]
-    test ebx, 740726272
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 640], eax
-    mov ecx, edi
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 268435712
-    jz 1f
+    and r8, 960
+    movsxd rbp, dword ptr [r15 + r8 + 1024]
+    lea r9, [r10 + r10*2]
+    mov eax, 16
+    and r9, 192
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    test ebx, 207811008
+    jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 384]
-    sete r9b
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1058368
+    mov qword ptr [r15 + 0], rdx
+    mov rcx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 807510528
     jnz 1f
 1:
     mov rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 44645888
-    jnz 1f
-1:
-    mov ecx, 13
-    mov r9d, ecx
-    sete dl
-    test ebx, 512
-    jz 1f
-1:
-    and esi, dword ptr [r15 + r8 + 256]
-    mov edi, 145
-    movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + rbp + 128], rbp
+    cmp dword ptr [r15 + 0], 50
+    movzx edx, dil
     test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], esi
-    mov rax, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + r8 + 1152]
+    movzx ecx, byte ptr [r15 + r8 + 1216]
+    test ebx, 256
+    jz 1f
+1:
+    xor dword ptr [r15 + r9 + 384], ecx
+    mov dword ptr [r15 + 64], 179
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 64], rbp
+    test ebx, 262656
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 2112]
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 1108082752
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 320]
+    movzx r9d, byte ptr [r15 + rbp + 2048]
+    mov dword ptr [r15 + r8 + 1088], 208
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c25:
-    movzx ebp, al
-    lea r8, [r10*4]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 153
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 2176]
-    test ebx, 581014208
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, cl
-    mov rdx, qword ptr [r15 + r8 + 2240]
-    test ebx, 1315200
-    jz 1f
-1:
-    mov ecx, r9d
-    mov eax, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    mov rsi, rbp
-    movzx edi, byte ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 192
-    mov edx, dword ptr [r15 + rbp + 256]
-    movsxd r9, dword ptr [r15 + r8 + 2112]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1350634560
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    movzx r9d, al
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 56
-    movzx eax, al
-    mov byte ptr [r15 + rbp + 448], dil
-    mov edi, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    nop
     test ebx, 1024
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + rbp + 320]
-    movzx eax, byte ptr [r15 + rbp + 384]
-    mov rdx, r8
-    test ebx, 828027520
     jz 1f
 1:
-    add rax, qword ptr [r15 + 64]
-    mov dword ptr [r15 + r9 + 128], 158
-    movsxd rsi, dword ptr [r15 + r8 + 2048]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 87
+    test ebx, 65600
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, rdi
+    inc dword ptr [r15 + 0]
+    mov rdi, r8
+    test ebx, 1141377152
+    jz 1f
+1:
+    mov r8d, 20
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 160
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov edx, edx
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    and r9, 64
+    cmp dword ptr [r15 + r9 + 192], 125
+    mov edi, 26
+    test bl, 128
+    jz 1f
+1:
+    mov edx, edi
+    mov edi, edx
+    mov esi, dword ptr [r14 + 0]
+    mov r8, qword ptr [r15 + r9 + 128]
+    test ebx, 65600
+    jnz 1f
+1:
+    lea r9, [r10 + r10*2]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r14 + r9 + 512], 156
+    test ebx, 1207960896
+    jnz 1f
+1:
+    mov eax, eax
+    mov edi, dword ptr [r15 + r9 + 640]
+    mov r9, rax
+    mov rdx, qword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c26:
-    mov edx, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    xor dword ptr [r14 + 0], ebp
-    and r8, 192
-    movsxd rbp, dword ptr [r15 + r8 + 256]
-    movzx r9d, dil
-    lea rbp, [r10 + r10*1]
+    imul ebp, eax, 114
+    movzx ecx, byte ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + 64]
+    mov r9, r8
+    test ebx, 256
+    jnz 1f
+1:
     inc dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rax, r8
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rbp, rax
+    test ebx, 2048
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, r9
+    test ebx, 2112
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 512
     jz 1f
 1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 192]
-    lea r9, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and r9, 65472
-    movzx esi, byte ptr [r15 + r9 + 65664]
-    movzx edx, cl
-    test ebx, 419496000
+    mov rbp, rdx
+    add rdx, qword ptr [r15 + 0]
+    inc dword ptr [r14 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov edi, edi
-    cmp dword ptr [r15 + 64], 22
-    mov dword ptr [r15 + 0], 221
-    movzx ecx, byte ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 64], 44
-    .byte 0x0f, 0x1f, 0x00
-    vpaddd ymm9, ymm5, ymmword ptr [r15 + r9 + 65600]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 142872704
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 65536]
-    or qword ptr [r15 + r8 + 448], 107
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov r9, rdx
-    test ebx, 2097408
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    bswap rcx
-    mov qword ptr [r15 + rbp + 128], rcx
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 65792
-    jz 1f
-1:
-    movzx ebp, cl
-    movzx eax, r8b
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + r8 + 384]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
+    mov rsi, qword ptr [r14 + 0]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 8192]
+    mov r9, r10
+    test ebx, 8448
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    mov edi, dword ptr [r15 + r8 + 8256]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2048], 124
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c27:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    cmp dword ptr [r15 + r8 + 192], 36
-    or qword ptr [r15 + 64], 115
-    movzx ecx, byte ptr [r15 + 0]
-    popcnt r9, r8
-    test bl, 128
-    jz 1f
-1:
-    lea r9, [r10*4]
-    mov esi, eax
-    and r9, 192
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1158697280
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, 159
+    test ebx, 34747264
     jnz 1f
 1:
-    mov rax, rdx
-    mov byte ptr [r15 + 0], al
-    mov rdi, qword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r9 + 256], rdi
-    test bl, 128
+    mov r8d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edi
+    test ebx, 71385152
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + r8 + 128], 26
-    movzx r8d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 222
+    mov edi, eax
+    test ebx, 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    add qword ptr [r15 + 0], rdi
+    and eax, dword ptr [r15 + 0]
+    movzx ebp, al
     test ebx, 512
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + 64], cl
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    test ebx, 33024
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    popcnt rcx, r8
+    test ebx, 2048
     jnz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 192]
-    mov edi, 207
-    mov dword ptr [r15 + 64], 213
-    test ebx, 270664640
+    mov r8d, r9d
+    mov r9, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 64]
+    mov edi, 65
+    test ebx, 2097664
+    jnz 1f
+1:
+    mov ecx, eax
+    movzx esi, dl
+    movsxd rbp, dword ptr [r14 + 0]
+    movzx esi, dl
+    lea r8, [r10 + r10*2]
+    test ebx, 445680896
     jz 1f
 1:
-    mov rbp, r9
-    mov rsi, rbp
-    mov r9d, dword ptr [r15 + 0]
-    popcnt r8, rdi
-    test ebx, 34865472
+    and r8, 960
+    cmp rdx, qword ptr [r15 + r8 + 1152]
+    mov dword ptr [r15 + r8 + 1088], r8d
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 1024], edx
+    mov edx, ebp
+    test ebx, 499526720
     jnz 1f
 1:
-    mov rcx, r8
-    mov edi, dword ptr [r15 + 64]
-    cmp rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and rbp, 1984
+    add qword ptr [r15 + rbp + 2048], rbp
+    and r9, 192
+    mov qword ptr [r15 + r9 + 256], rcx
+    movsxd rdi, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c28:
-    lea rbp, [r10 + r10*2]
-    mov r9d, edi
-    lea r8, [r10 + r10*1]
-    and rbp, 960
-    mov rcx, qword ptr [r14 + rbp + 1024]
-    and r8, 64
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 192]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    bt rcx, rbp
-    movsxd rcx, dword ptr [r14 + rbp + 1088]
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], edi
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, 147
-    mov rax, qword ptr [r15 + rbp + 1152]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rsi, r8
-    xor dword ptr [r15 + 0], r8d
-    mov r9, rsi
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, 21
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    lea r8, [r10 + r10*2]
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    sete r9b
+    cmp dword ptr [r15 + 0], 84
+    test ebx, 106976320
+    jnz 1f
+1:
+    mov r9d, 46
+    mov rsi, qword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdi, rdi
-    and r8, 448
-    btc dword ptr [r15 + r8 + 512], 20
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, eax
+    and r9d, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 576]
-    mov ecx, edi
-    movsxd rdx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
+    mov rsi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test bl, 128
+    jnz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + r8 + 640]
-    movzx r8d, byte ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    imul rsi, rbp
+    and rbp, 8128
+    lea r8, [r10 + r10*1]
+    lock xadd qword ptr [r15 + rbp + 8192], rax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 98
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r14 + 0], r8b
+    mov dword ptr [r14 + 0], ecx
+    mov rdx, qword ptr [r15 + rbp + 8256]
+    sete dil
+    test bl, 128
+    jnz 1f
+1:
+    mov r9d, edi
+    mov byte ptr [r15 + 64], dil
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    test ebx, 512
+    jnz 1f
+1:
+    imul r8d, esi, 22
+    mov rbp, r10
+    xchg r8, r8
+    and rbp, 16320
+    mov ecx, dword ptr [r15 + rbp + 16384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c29:
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 16320
-    cmp r8, qword ptr [r15 + rbp + 16384]
-    movzx edi, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edx, cl
-    test ebx, 673716544
-    jnz 1f
-1:
-    mov eax, r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r9
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movzx r9d, sil
     lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + rbp + 16576]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 192]
-    or qword ptr [r15 + 0], 34
-    or qword ptr [r15 + 0], 53
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r14 + rbp + 16448], al
-    mov esi, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 64], esi
-    test ebx, 2098176
+    lea rbp, [r10 + r10*2]
+    and r9, 8128
+    movsxd rcx, dword ptr [r14 + r9 + 8192]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2048], 2
+    mov esi, ebp
+    mov edx, 113
+    test ebx, 33554688
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 202
-    mov edx, 57
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 524352
+    cmp dword ptr [r15 + 0], 76
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rsi, dword ptr [r15 + 0]
+    mov esi, 103
+    test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov rdx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + rbp + 16512]
-    mov rdi, qword ptr [r15 + r9 + 128]
-    test ebx, 1751253056
+    mov eax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov rdi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 114
+    test ebx, 640
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
+    mov r8, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    mov edx, 56
+    test ebx, 512
+    jnz 1f
 1:
-    imul rbp, r8
-    test bl, 128
+    movsxd rcx, dword ptr [r14 + 0]
+    xor dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 64], ecx
+    test ebx, 134355008
     jz 1f
 1:
-    mov rdx, qword ptr [r14 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + rbp + 2176]
+    lea r8, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + rbp + 2112]
+    test ebx, 2048
+    jz 1f
+1:
+    lock add qword ptr [r15 + r9 + 8256], r8
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 128]
+    cmp dword ptr [r15 + r8 + 192], 108
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c30:
-    lea r9, [r10 + r10*1]
-    mov esi, eax
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 0], dl
-    lea r8, [r10 + r10*4]
-    test ebx, 512
-    jnz 1f
+    movzx ebp, byte ptr [r15 + 0]
+    xchg r9, rdx
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rdx
+    test bl, 128
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r8, 448
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov edi, ebp
-    sete al
-    test bl, 128
+    mov qword ptr [r15 + 0], rsi
+    mov r8d, r9d
+    test ebx, 414777920
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 192], rdi
-    vmovdqu xmm15, xmmword ptr [r14 + r8 + 576]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 128
+    mov esi, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 8388672
     jnz 1f
 1:
-    movzx ecx, bpl
-    movsxd rax, dword ptr [r15 + r8 + 768]
-    mov r9, r8
-    cmp dword ptr [r15 + r8 + 640], 96
-    test ebx, 1024
-    jnz 1f
-1:
-    cmp rsi, qword ptr [r15 + 0]
-    mov edi, 172
-    movzx esi, dil
-    inc dword ptr [r15 + r8 + 704]
-    lea r8, [r10 + r10*1]
-    test bl, 128
+    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movzx ebp, r9b
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 805483584
     jz 1f
 1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    mov rbp, r9
-    mov edx, 252
-    xor dword ptr [r15 + 0], edi
-    test ebx, 1613759680
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    bt r9, rax
-    xchg r9, rdi
+    mov edi, ebp
+    lea r8, [r10*4]
     mov rcx, qword ptr [r15 + 0]
-    test ebx, 67111360
+    mov edx, dword ptr [r15 + 0]
+    and r8, 448
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 704]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1258310400
+    jnz 1f
+1:
+    and rbp, 64
+    vpaddq xmm15, xmm15, xmmword ptr [r14 + rbp + 192]
+    mov r9d, 145
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r8 + 512]
+    and r9, 192
+    add rsi, qword ptr [r15 + r9 + 320]
+    test ebx, 256
     jz 1f
 1:
-    mov esi, 99
-    mov ebp, edi
-    mov rdx, qword ptr [r15 + r8 + 192]
+    popcnt rsi, rdi
+    mov dword ptr [r14 + 0], esi
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov qword ptr [r15 + r8 + 640], rdi
+    test ebx, 373457088
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 256], dil
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    mov rcx, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c31:
-    lea r8, [r10 + r10*2]
-    and r8, 65472
-    mov byte ptr [r15 + r8 + 65536], r8b
-    sete cl
-    movzx eax, byte ptr [r15 + 0]
-    lea rbp, [r10*4]
-    movsxd rdi, dword ptr [r15 + 64]
-    test bl, 128
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, rcx
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 541716544
     jz 1f
 1:
-    and rbp, 192
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    mov qword ptr [r14 + 0], rbp
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1024
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rbp
+    mov eax, 159
+    test ebx, 587863808
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    movzx r9d, dl
-    mov edi, 82
-    test ebx, 859865664
+    cmp dword ptr [r15 + 0], 5
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 572789120
+    jnz 1f
+1:
+    bswap rdx
+    and esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov rax, rsi
-    movzx edi, byte ptr [r15 + r8 + 65600]
-    mov ecx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx esi, al
-    test ebx, 578838720
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 256]
-    movsxd rdi, dword ptr [r15 + 0]
-    cmp r8, qword ptr [r15 + rbp + 320]
+    lea r9, [r10 + r10*2]
+    mov dword ptr [r15 + 0], edi
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 2048]
+    or qword ptr [r15 + r9 + 2112], 56
+    lea rbp, [r10 + r10*1]
+    nop
     test ebx, 512
     jnz 1f
 1:
-    mov eax, edi
-    mov ecx, eax
-    xchg rsi, rsi
+    and rbp, 64
+    lock add qword ptr [r15 + rbp + 128], rbp
+    mov ecx, ebp
+    mov r8d, dword ptr [r15 + 64]
+    test ebx, 1048640
+    jnz 1f
+1:
+    mov edi, ecx
+    lea r8, [r10 + r10*2]
+    mov esi, 194
+    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 8128
+    cmp dword ptr [r15 + r8 + 8192], 90
+    mov ecx, dword ptr [r15 + rbp + 192]
+    movsxd rdx, dword ptr [r15 + r8 + 8256]
     test ebx, 256
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], 103
-    mov ebp, 16
-    mov rdx, rsi
-    test ebx, 512
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 65664]
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov rdi, qword ptr [r15 + 0]
+    bswap rbp
+    movsxd rax, dword ptr [r15 + r9 + 2176]
+    mov edi, dword ptr [r15 + r8 + 8320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c32:
-    lea r8, [r10*8]
-    lea r9, [r10 + r10*1]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 704]
-    and r9, 65472
-    cmp rsi, qword ptr [r15 + r9 + 65536]
-    and ebp, dword ptr [r15 + r8 + 896]
+    lea r9, [r10 + r10*2]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 512]
+    mov ebp, edi
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741888
+    jz 1f
+1:
+    mov rdx, rsi
+    jmp 1f
+1:
+    btc dword ptr [r15 + 0], 17
+    mov rax, rdx
+    test ebx, 512
+    jnz 1f
+1:
+    xchg rax, rcx
+    .byte 0x66, 0x90
+    movzx esi, cl
+    bswap rax
+    test ebx, 512
+    jz 1f
+1:
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov rax, rdi
     mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 199241216
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov rax, rbp
-    mov byte ptr [r15 + 0], al
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 92
-    and edi, dword ptr [r15 + r8 + 832]
-    test ebx, 8256
-    jz 1f
-1:
-    movzx esi, dil
-    movzx eax, r8b
-    movsxd rdx, dword ptr [r14 + r8 + 576]
-    movsxd rsi, dword ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 166
-    movsxd rdi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + r8 + 768]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 302006912
+    .byte 0x66, 0x90
+    movzx edx, dil
+    mov rdi, qword ptr [r15 + 0]
+    mov ebp, 29
+    test ebx, 152640
     jnz 1f
 1:
-    movzx ecx, al
-    mov dword ptr [r15 + 0], r8d
-    and edi, dword ptr [r15 + 0]
-    xor dword ptr [r15 + r8 + 640], r8d
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 65600]
-    mov eax, 120
-    .byte 0x0f, 0x1f, 0x00
-    mov r9, qword ptr [r15 + rbp + 128]
-    test ebx, 1024
+    mov rax, qword ptr [r15 + r9 + 576]
+    mov rsi, rax
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 221
+    test ebx, 1543542144
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + r8 + 512], r8d
-    movzx r8d, r8b
-    mov esi, 91
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, r8
+    mov rcx, qword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + r9 + 640]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov r9, r9
+    mov edx, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r14 + 0], r9d
+    test ebx, 340067072
+    jz 1f
+1:
+    mov r8, r10
+    movzx edi, byte ptr [r14 + 0]
+    and r8, 192
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    mov ebp, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c33:
-    lea rbp, [r10*4]
-    movsxd rcx, dword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
-    and rbp, 192
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r14 + rbp + 384]
-    test ebx, 1646831680
+    mov r8, rbp
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 130
+    test ebx, 117648768
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov esi, 162
+    add rcx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov edx, 146
+    test ebx, 954228864
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    cmp rcx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx r8d, r8b
     jmp 1f
 1:
-    lea r8, [r10*8]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1024
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 16777280
     jz 1f
 1:
-    and r8, 448
-    and eax, dword ptr [r15 + r8 + 576]
-    add qword ptr [r15 + r8 + 832], rsi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + r8 + 640], 223
-    test bl, 128
+    mov r8d, dword ptr [r15 + 0]
+    mov edi, 39
+    mov qword ptr [r15 + 0], rbp
+    lea rbp, [r10 + r10*1]
+    test ebx, 147859584
     jz 1f
 1:
-    cmp rbp, qword ptr [r15 + r8 + 512]
-    not qword ptr [r15 + r8 + 768]
-    or qword ptr [r15 + 0], 57
-    test ebx, 1744986240
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 243
-    sete sil
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 225
-    test bl, 128
-    jz 1f
-1:
-    mov esi, 228
-    movzx edx, byte ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + r9 + 128], 235
-    test ebx, 1260519488
+    movsxd rcx, dword ptr [r15 + 0]
+    and rbp, 1984
+    cmp dword ptr [r15 + rbp + 2048], 111
+    cmp dword ptr [r15 + rbp + 2112], 91
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 411042112
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 448]
-    movsxd r8, dword ptr [r15 + 0]
-    inc dword ptr [r15 + rbp + 320]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 64], r9b
+    movzx ebp, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    bswap rax
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov r8, r10
+    movzx eax, byte ptr [r14 + 0]
+    and r8, 32704
+    movsxd r9, dword ptr [r14 + r8 + 32768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c34:
-    lea rbp, [r10*4]
-    lea r8, [r10*8]
-    and rbp, 192
-    cmp rcx, qword ptr [r15 + rbp + 256]
-    and r8, 1984
-    movzx ecx, byte ptr [r14 + r8 + 2048]
-    mov edi, ecx
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    add qword ptr [r15 + 0], r8
+    mov r8, r9
+    test ebx, 1024
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 2240], rbp
-    mov dword ptr [r15 + r8 + 2112], 49
-    lea r9, [r10 + r10*1]
-    mov edx, r9d
-    test ebx, 813889024
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r14 + r8 + 2304], 129
-    test ebx, 403755136
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 2176]
-    add qword ptr [r15 + 0], rsi
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 2368]
-    mov dword ptr [r15 + 64], r8d
-    mov qword ptr [r15 + rbp + 448], rdi
-    nop
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rbp, dword ptr [r15 + 0]
     mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 384], 119
-    test bl, 128
+    mov eax, edi
+    test ebx, 25018432
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx edi, cl
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    bt rcx, r9
+    movzx r9d, sil
+    test ebx, 538969280
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + rbp + 320]
-    mov eax, r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, r8d
+    movzx edx, bpl
+    test ebx, 939724928
+    jz 1f
+1:
+    add qword ptr [r15 + 64], rcx
+    bswap rbp
+    mov qword ptr [r15 + 64], rbp
+    lea r8, [r10 + r10*1]
+    .byte 0x66, 0x90
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 23
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1024]
+    mov ebp, 162
+    lea r9, [r10 + r10*1]
     test ebx, 524352
     jnz 1f
 1:
-    mov rdi, rax
-    mov dword ptr [r15 + 0], 202
-    mov rdi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    mov rdx, qword ptr [r15 + r9 + 192]
+    vmovdqu xmm1, xmmword ptr [r15 + r8 + 1088]
+    mov rbp, r10
+    test bl, 128
+    jnz 1f
+1:
+    cmp rdi, qword ptr [r14 + 0]
+    mov byte ptr [r14 + 0], bpl
+    and rbp, 8128
+    mov esi, dword ptr [r15 + rbp + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c35:
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 81
-    and rbp, 64
-    vmovdqu xmm15, xmmword ptr [r15 + rbp + 128]
-    mov byte ptr [r14 + 64], bpl
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 537147584
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea r8, [r10*4]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 56
-    mov edx, 43
-    and r8, 192
-    mov qword ptr [r15 + r8 + 320], r8
-    test ebx, 42041408
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + r8 + 256]
-    mov ecx, dword ptr [r15 + rbp + 192]
-    imul edi, ecx, 63
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 9
-    vmovdqu xmm15, xmmword ptr [r14 + 0]
-    test ebx, 32832
-    jnz 1f
-1:
+    mov eax, edi
+    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov ebp, 3
-    mov edx, 120
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], edx
-    mov rdx, rdx
     mov edx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + r9 + 192], 118
-    test ebx, 1082499200
-    jnz 1f
-1:
-    or qword ptr [r15 + 64], 19
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    mov r9d, 221
     test ebx, 256
     jz 1f
 1:
+    cmp dword ptr [r15 + 0], 91
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov eax, r8d
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    nop
-    mov byte ptr [r15 + 0], r9b
+    cmp rsi, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    test ebx, 256
+    jnz 1f
+1:
+    cmp r8, qword ptr [r15 + 0]
+    mov edi, r9d
+    lea rbp, [r10 + r10*4]
+    lea r8, [r10 + r10*1]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 576]
+    mov qword ptr [r14 + rbp + 704], rsi
+    test ebx, 605055808
+    jnz 1f
+1:
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    mov rcx, rdx
+    inc dword ptr [r15 + rbp + 512]
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    test ebx, 67377280
+    jz 1f
+1:
+    mov rdx, qword ptr [r14 + 0]
+    and r9, 192
+    movzx eax, byte ptr [r15 + r9 + 256]
+    and r8d, dword ptr [r15 + rbp + 768]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 320]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 640]
+    movzx eax, dil
+    movzx ecx, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c36:
-    mov r8d, ecx
-    jmp 1f
-1:
-    mov r9d, r8d
     lea rbp, [r10 + r10*1]
-    cmp rsi, qword ptr [r15 + 0]
-    test ebx, 1136264192
+    lea r8, [r10 + r10*1]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 512], ebp
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    lea r9, [r10 + r10*1]
+    mov edi, r9d
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rdx
+    test ebx, 16448
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 192]
-    sete sil
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + 0], 197
+    mov eax, eax
     mov esi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
     test ebx, 512
     jnz 1f
 1:
-    and r9, 448
-    add rdi, qword ptr [r15 + r9 + 512]
+    mov rdx, qword ptr [r15 + 0]
+    cmp rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1093304384
+    mov eax, 89
+    mov ecx, 48
+    test ebx, 256
     jnz 1f
 1:
-    mov eax, 80
-    mov rdx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + rbp + 128]
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
-1:
-    cmovne rsi, rbp
-    mov ecx, dword ptr [r15 + 64]
-    movzx eax, dl
-    cmp dword ptr [r15 + r9 + 576], 107
-    test ebx, 1053120
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    test ebx, 235898752
-    jnz 1f
-1:
+    mov edx, eax
+    movzx esi, byte ptr [r15 + 0]
+    mov rax, rdx
     movzx edi, sil
-    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 4194368
+    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + r9 + 640], 120
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, r9
+    mov edx, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 16777472
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    nop
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r14 + 0]
+    test ebx, 268435584
+    jnz 1f
+1:
+    cmp r9, qword ptr [r15 + 64]
+    mov eax, ebp
+    mov edi, dword ptr [r15 + 64]
+    test ebx, 268435584
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 128]
+    movzx edx, byte ptr [r15 + rbp + 576]
+    and ecx, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c37:
-    lea r9, [r10 + r10*1]
-    and r9, 65472
-    lock add qword ptr [r15 + r9 + 65600], rdx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx eax, bpl
-    test ebx, 524544
+    mov ebp, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, r8d
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov edi, 192
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 136847488
     jz 1f
 1:
-    movzx edx, r9b
-    lea rbp, [r10 + r10*1]
+    .byte 0x0f, 0x1f, 0x00
+    mov rsi, rax
+    imul edx, esi, 60
+    or qword ptr [r15 + 0], 16
+    test bl, 128
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    cmp rbp, qword ptr [r15 + 0]
+    mov esi, 109
+    mov rbp, r10
+    lea r9, [r10 + r10*4]
+    test ebx, 1024
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    and rbp, 192
+    mov rdi, qword ptr [r15 + rbp + 256]
+    and r9, 8128
+    mov ebp, dword ptr [r15 + r9 + 8384]
+    mov ecx, dword ptr [r15 + r9 + 8256]
+    test ebx, 524352
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 8320]
+    movzx eax, cl
+    mov dword ptr [r15 + r9 + 8192], 190
     lea r8, [r10 + r10*1]
-    mov rdi, rax
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    test bl, 128
+    mov ecx, 246
+    test ebx, 512
     jnz 1f
 1:
+    mov byte ptr [r15 + 64], dil
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], dil
-    add rax, qword ptr [r15 + 64]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    test ebx, 1101285184
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], 218
-    mov byte ptr [r15 + rbp + 128], r8b
-    movzx ecx, cl
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 134217792
-    jz 1f
-1:
-    mov ebp, 20
-    mov dword ptr [r15 + 0], ebp
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 1083265152
-    jz 1f
-1:
-    btc dword ptr [r15 + 0], 7
-    movzx eax, byte ptr [r15 + 0]
-    mov rcx, rax
+    mov dword ptr [r15 + r8 + 192], esi
+    mov rsi, rsi
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    inc dword ptr [r14 + 0]
-    mov edx, dword ptr [r15 + r9 + 65536]
-    cmp dword ptr [r15 + 0], 90
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r14 + r8 + 128], edx
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 256
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdx, r8
-    movzx eax, r8b
+    mov dword ptr [r15 + r8 + 128], 54
+    mov edi, ebp
+    xor dword ptr [r15 + r9 + 8448], edi
+    bt rdi, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c38:
-    lea rbp, [r10*8]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 576]
-    mov rdx, rbp
-    lea r8, [r10 + r10*2]
-    mov rsi, qword ptr [r14 + rbp + 640]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1749647424
+    bt rdi, r9
+    mov edx, edi
+    lea r8, [r10*4]
+    mov eax, r8d
+    movzx edx, dil
+    test ebx, 1107849344
     jz 1f
 1:
-    and r8, 1984
-    lock or dword ptr [r15 + r8 + 2176], 93
-    and eax, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    movsxd rdx, dword ptr [r14 + rbp + 832]
-    test ebx, 256
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1088], edx
+    mov rbp, r8
+    mov r9, rbp
+    test bl, 128
     jz 1f
 1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
+    mov rcx, r9
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov dword ptr [r15 + r9 + 128], ebp
-    mov dword ptr [r15 + 64], eax
-    test ebx, 768
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, bpl
+    test ebx, 1048832
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, 49
-    mov eax, eax
-    mov r9d, dword ptr [r15 + r8 + 2112]
-    test ebx, 256
-    jnz 1f
+    jmp 1f
 1:
-    mov edx, 109
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 0], edx
-    lock xadd qword ptr [r15 + rbp + 512], rdx
+    mov dword ptr [r15 + 0], 174
+    mov r9d, eax
+    mov qword ptr [r15 + 0], r8
+    test ebx, 525312
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 768]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + rbp + 704]
-    popcnt r9, rdx
-    test ebx, 589242880
-    jnz 1f
+    and r9, 16320
+    movsxd rcx, dword ptr [r15 + r9 + 16448]
+    mov rdx, qword ptr [r15 + r9 + 16512]
+    mov dword ptr [r15 + r8 + 1216], 161
+    jmp 1f
 1:
-    mov r9d, 120
-    mov byte ptr [r15 + 0], r9b
-    mov rcx, qword ptr [r15 + r8 + 2048]
-    movzx ebp, bpl
+    test ebx, 1048832
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 16384], bpl
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r14 + rbp + 192], r8d
+    test ebx, 320
+    jz 1f
+1:
+    inc dword ptr [r15 + r8 + 1152]
+    mov r9, qword ptr [r15 + r8 + 1024]
+    mov rdi, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c39:
-    lea r8, [r10*4]
-    and r8, 448
-    cmp dword ptr [r14 + r8 + 640], 71
-    mov edi, 143
-    lea rbp, [r10*4]
-    movsxd rdi, dword ptr [r15 + 0]
-    and rbp, 192
-    cmp rbp, qword ptr [r15 + rbp + 320]
-    test bl, 128
+    lea r8, [r10 + r10*1]
+    movzx r9d, r8b
+    and r8, 32704
+    mov ebp, dword ptr [r15 + r8 + 32832]
+    mov esi, 157
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    cmp rdx, qword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    movzx eax, r9b
+    mov dword ptr [r15 + 0], esi
+    add qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rax, rax
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 218
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov ebp, dword ptr [r15 + 0]
+    movzx edi, bpl
+    mov rax, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    bswap rdi
-    jmp 1f
-1:
-    test ebx, 592753152
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 64]
-    mov edx, 67
-    vaddsd xmm15, xmm15, xmm15
-    test bl, 128
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 576]
-    test ebx, 536870976
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    and r9d, dword ptr [r15 + rbp + 448]
-    mov byte ptr [r15 + 0], sil
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 384], rdx
-    movzx edi, dl
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073756608
-    jz 1f
-1:
-    mov edx, 17
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, 150
-    test ebx, 4160
+    mov rdx, rdx
+    mov edi, dword ptr [r15 + 64]
+    mov edx, edi
+    mov byte ptr [r15 + 64], dil
+    lea r9, [r10 + r10*1]
+    test ebx, 262400
     jnz 1f
 1:
-    mov eax, 102
-    mov r9, qword ptr [r15 + r8 + 704]
-    mov r8, qword ptr [r15 + rbp + 256]
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 8192]
+    lea rbp, [r10*4]
+    btc dword ptr [r14 + r8 + 32768], 15
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 448], bpl
+    test ebx, 33554560
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 320]
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    mov rax, rsi
+    mov r8, qword ptr [r14 + rbp + 384]
+    test ebx, 256
+    jnz 1f
+1:
+    nop
+    mov ebp, r8d
+    add qword ptr [r15 + r9 + 8256], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c40:
-    lea rbp, [r10*8]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov rdi, qword ptr [r14 + 64]
-    lea r8, [r10*4]
-    movzx esi, sil
+    mov rcx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 256
-    jz 1f
-1:
-    and r8, 192
-    add qword ptr [r15 + r8 + 448], r8
-    movsxd rax, dword ptr [r15 + 0]
-    imul edx, r8d, 71
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 268962880
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 768]
-    mov rcx, r9
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 128]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 939664448
-    jz 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 192], rbp
-    mov rsi, rcx
+    mov rdx, r8
     movzx edi, byte ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 640]
-    mov ecx, eax
-    mov edi, 122
-    mov r9, qword ptr [r15 + r8 + 256]
-    test ebx, 512
+    mov byte ptr [r15 + 0], dl
+    test ebx, 66048
     jnz 1f
 1:
-    jmp 1f
+    movzx edx, dil
+    mov ecx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, edx
+    test ebx, 256
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 512]
-    mov qword ptr [r15 + 64], rdi
-    mov rdx, qword ptr [r15 + rbp + 576]
-    test ebx, 512
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov edi, 204
+    and rbp, 960
+    movzx ecx, byte ptr [r15 + rbp + 1088]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 8256], 150
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 203554880
     jz 1f
 1:
     movzx edi, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + rbp + 704], ebp
-    mov qword ptr [r15 + r8 + 320], r9
+    mov r9d, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov eax, edi
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 302121536
+    jz 1f
+1:
+    and r9, 64
+    cmp r9, qword ptr [r15 + r9 + 192]
+    mov edi, 117
+    movzx eax, byte ptr [r15 + r9 + 128]
+    mov ecx, eax
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r14 + rbp + 1024], rcx
+    mov byte ptr [r15 + r8 + 8192], dl
+    or esi, 1
+    xor edx, edx
+    div esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c41:
-    lea rbp, [r10*4]
-    movzx r8d, r8b
-    mov rsi, qword ptr [r15 + 0]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1088], r8d
-    lea r9, [r10 + r10*1]
-    mov rax, r9
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    movzx r9d, byte ptr [r14 + rbp + 8256]
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, r9
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov esi, 14
-    and r9, 64
-    inc dword ptr [r15 + r9 + 192]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, al
+    test ebx, 512
     jnz 1f
 1:
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + rbp + 1216], 105
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 242
     test ebx, 256
     jz 1f
 1:
-    mov esi, ecx
-    mov edx, edx
-    mov qword ptr [r14 + 64], rdx
-    test ebx, 1481113920
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rax
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 263168
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*4]
-    movsxd rax, dword ptr [r15 + 0]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 2048]
-    mov rsi, qword ptr [r15 + r8 + 2240]
-    test ebx, 25297984
-    jz 1f
-1:
-    lock or dword ptr [r15 + r8 + 2176], 29
-    mov rax, qword ptr [r15 + r8 + 2304]
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    test ebx, 672320
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 2112]
-    mov r9, qword ptr [r14 + rbp + 1024]
-    mov dword ptr [r15 + 0], 155
-    test ebx, 16448
+    mov rdx, rax
+    mov ecx, 37
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + rbp + 1152]
+    mov qword ptr [r15 + 0], rbp
+    or eax, 1
+    xor edx, edx
+    div eax
+    bt r8, rdx
+    test bl, 128
+    jnz 1f
+1:
+    sete r8b
+    mov edi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1024
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 192]
+    mov rsi, qword ptr [r15 + r9 + 128]
+    lea r8, [r10 + r10*1]
+    test ebx, 39223424
+    jnz 1f
+1:
+    xchg qword ptr [r15 + rbp + 8192], r9
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 192]
+    add r9, qword ptr [r14 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c42:
-    lea rbp, [r10*4]
-    and rbp, 192
-    movzx edi, byte ptr [r15 + rbp + 448]
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    bswap rsi
-    lea r8, [r10 + r10*1]
-    mov r9d, 241
+    lea rbp, [r10 + r10*1]
+    and rbp, 960
+    mov ecx, dword ptr [r15 + rbp + 1088]
+    add rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edi, sil
+    test ebx, 1024
+    jz 1f
+1:
+    mov esi, 71
+    mov ecx, dword ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, ecx
+    movzx edi, cl
+    mov dword ptr [r15 + 0], 237
+    test ebx, 13199552
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, r9b
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov ecx, r9d
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 192]
-    vaddsd xmm8, xmm8, xmm15
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 128]
-    test ebx, 640
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    lea r8, [r10 + r10*2]
+    test ebx, 256
     jz 1f
 1:
-    cmp dword ptr [r15 + rbp + 384], 34
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1676151680
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 576]
+    movzx esi, byte ptr [r14 + 0]
+    mov edx, edi
+    test ebx, 2441280
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and eax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 142655552
+    movsxd rdi, dword ptr [r15 + r9 + 128]
+    bswap rdi
+    mov r9, rdi
+    mov byte ptr [r15 + r8 + 640], dil
+    test ebx, 134218752
     jz 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r14 + r8 + 192]
-    mov eax, edx
-    mov dword ptr [r15 + 64], 135
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 369557632
+    mov eax, 135
+    popcnt r9, rax
+    mov rdi, rbp
+    test ebx, 536871936
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 320], rdx
-    mov dword ptr [r15 + 0], 38
-    inc dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 536871040
-    jz 1f
-1:
-    mov ebp, r8d
-    inc dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 42
-    test ebx, 18418752
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + r8 + 128]
-    lock xadd qword ptr [r15 + 0], r8
+    mov eax, dword ptr [r15 + r8 + 512]
+    mov r8, rdi
+    mov r9, qword ptr [r15 + rbp + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c43:
-    lea r9, [r10*8]
-    lock add qword ptr [r15 + 0], r9
-    movzx edx, byte ptr [r15 + 0]
-    and r9, 448
-    add qword ptr [r15 + r9 + 704], rsi
-    bswap rdi
-    test bl, 128
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rdx, r8
+    xor dword ptr [r15 + 0], edx
+    test ebx, 1088
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx edi, cl
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov ecx, eax
+    lea r9, [r10 + r10*1]
+    test ebx, 2048
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 768], dil
+    mov rax, qword ptr [r15 + 0]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    and r9, 32704
+    mov rsi, qword ptr [r15 + r9 + 32832]
+    mov ebp, ebp
+    test ebx, 412099712
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov esi, 48
+    bswap rax
+    movzx edi, byte ptr [r14 + 0]
     and rbp, 64
-    cmp rbp, qword ptr [r15 + rbp + 128]
-    test ebx, 512
+    lea r8, [r10*4]
+    mov dword ptr [r15 + rbp + 192], 21
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 2048]
+    test ebx, 256
     jz 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r14 + 64]
-    movsxd r8, dword ptr [r14 + r9 + 576]
-    mov dword ptr [r15 + r9 + 896], r8d
-    test ebx, 50497344
-    jz 1f
-1:
-    mov rcx, rcx
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + 0], edx
-    test bl, 128
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov esi, esi
-    mov edi, dword ptr [r15 + rbp + 192]
+    mov rdx, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + r8 + 2112]
+    mov esi, edx
     test bl, 128
     jnz 1f
 1:
-    movzx ebp, bpl
-    movzx r8d, r8b
-    mov rbp, r10
-    movzx edx, r8b
-    test ebx, 1024
-    jnz 1f
-1:
-    and rbp, 65472
-    mov dword ptr [r15 + rbp + 65536], 26
-    mov eax, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + r9 + 512]
-    test ebx, 1024
+    mov eax, dword ptr [r14 + rbp + 128]
+    mov edx, 216
+    mov edi, edx
+    mov esi, dword ptr [r15 + r8 + 2176]
+    test ebx, 256
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 640], r9
-    movzx r9d, cl
+    mov rbp, rsi
+    mov dword ptr [r15 + r9 + 32768], 211
+    mov rcx, r9
+    mov rax, qword ptr [r15 + r8 + 2240]
+    test ebx, 656707392
+    jnz 1f
+1:
+    mov r8d, 142
+    mov edi, eax
+    mov r9d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c44:
-    lea r8, [r10 + r10*1]
-    bswap rbp
-    mov rcx, rdi
-    mov eax, r9d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r9
-    lea r9, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r8b
+    imul rsi, r9
+    mov rax, rsi
+    sete r8b
     test bl, 128
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    and r9, 64
-    lea rbp, [r10*4]
-    mov rax, qword ptr [r15 + r9 + 192]
-    and rbp, 192
-    mov esi, dword ptr [r14 + rbp + 256]
-    test ebx, 2097280
+    mov dword ptr [r15 + 0], 156
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, bpl
+    mov esi, 75
+    test ebx, 512
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movzx ecx, dil
-    xchg qword ptr [r15 + 0], rdx
-    test ebx, 1073741888
+    mov ecx, 76
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, ecx
+    test ebx, 1613104000
     jnz 1f
 1:
-    mov r8, rdx
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    xor dword ptr [r15 + rbp + 320], r8d
-    movsxd r8, dword ptr [r14 + 0]
-    test ebx, 525312
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rax, rax
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 262400
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], al
-    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rax, rdi
+    mov dword ptr [r15 + 0], eax
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 448], rbp
-    popcnt rdx, rdi
-    imul rax, r9
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1048832
-    jz 1f
+    mov edi, 6
+    mov eax, 103
+    cmp r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    imul r8d, r9d, 16
-    cmp rcx, qword ptr [r15 + rbp + 384]
-    test ebx, 320
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 2048
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], 89
-    mov rbp, qword ptr [r15 + 0]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 128]
+    mov r8d, r8d
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov rbp, r10
+    mov r9d, esi
+    mov r8, r10
+    test ebx, 1024
+    jnz 1f
+1:
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1024], r8d
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 2048], dil
+    mov esi, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c45:
-    lea r9, [r10*4]
-    mov rcx, r9
-    mov esi, dword ptr [r15 + 0]
-    and r9, 192
-    cmp dword ptr [r15 + r9 + 384], 15
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1154212992
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    cmp dword ptr [r15 + 0], 107
-    mov edi, r8d
-    sete sil
-    test ebx, 256
-    jz 1f
-1:
-    movzx ebp, sil
-    mov r8d, r8d
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 131584
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    movsxd rsi, dword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + 0], cl
-    lea r8, [r10 + r10*2]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 128]
-    test ebx, 256
-    jz 1f
-1:
-    and r8, 16320
-    movzx eax, byte ptr [r14 + r8 + 16384]
+    lea rbp, [r10*4]
+    and rbp, 960
+    lea r8, [r10 + r10*1]
+    inc dword ptr [r15 + rbp + 1152]
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 8192]
+    or r9d, 1
+    xor edx, edx
+    div r9d
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
     test bl, 128
     jz 1f
 1:
-    mov ecx, 98
-    mov rdx, rdi
-    cmp rdx, qword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 512
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, r8d
+    test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r14 + r8 + 16512], r9
-    mov esi, dword ptr [r15 + r8 + 16448]
-    movzx r8d, sil
-    test ebx, 512
-    jnz 1f
+    jmp 1f
 1:
-    mov rdi, rdi
-    xchg qword ptr [r15 + 0], rbp
-    mov rax, qword ptr [r15 + r9 + 448]
+    mov edx, 128
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r9d, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r9d
+    inc dword ptr [r15 + 0]
+    test ebx, 1904792000
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
     test ebx, 256
     jnz 1f
 1:
-    mov rcx, rax
-    jmp 1f
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 64]
+    movzx ecx, bpl
+    test ebx, 2176
+    jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 64], ecx
+    mov rdx, rcx
+    mov byte ptr [r15 + 64], dl
+    test ebx, 248939712
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 8256]
+    mov dword ptr [r15 + rbp + 1088], 0
+    mov eax, dword ptr [r14 + 0]
+    movsxd r8, dword ptr [r14 + rbp + 1024]
+    test ebx, 1275494976
+    jnz 1f
+1:
+    mov r9, r10
+    mov rsi, r9
+    and r9, 32704
+    movzx ecx, byte ptr [r15 + r9 + 32768]
+    mov edi, dword ptr [r15 + rbp + 1216]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c46:
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], sil
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rdi
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 40108096
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], 24
-    lea rbp, [r10 + r10*4]
-    mov rcx, qword ptr [r15 + 0]
-    and rbp, 65472
-    mov r9, qword ptr [r15 + rbp + 65728]
-    test ebx, 512
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    imul rsi, rcx
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 134226368
-    jnz 1f
-1:
-    mov edx, 5
-    mov edi, dword ptr [r15 + 0]
-    add qword ptr [r14 + 0], rdx
+    and ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     test bl, 128
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 65600]
-    mov dword ptr [r15 + 0], 180
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], ebp
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 36742272
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 159
+    mov rbp, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 128]
     mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1179206720
+    imul r8, rbp
+    sete al
+    mov byte ptr [r15 + 0], al
+    lea r9, [r10 + r10*1]
+    test ebx, 336207488
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    inc dword ptr [r15 + 0]
+    and r9, 64
+    mov eax, dword ptr [r14 + r9 + 192]
+    mov r8, r9
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 320], rbp
+    test ebx, 1148339456
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 64]
+    lea r8, [r10 + r10*2]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    and r8, 448
+    add rax, qword ptr [r15 + r8 + 576]
     test bl, 128
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 65792]
-    mov dword ptr [r15 + rbp + 65664], ebp
-    movzx edx, byte ptr [r15 + rbp + 65536]
+    movzx eax, byte ptr [r14 + 0]
+    mov byte ptr [r15 + r9 + 128], sil
+    cmp dword ptr [r15 + r8 + 640], 45
+    movzx esi, byte ptr [r15 + r8 + 512]
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, rsi
+    mov dword ptr [r15 + rbp + 256], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c47:
-    lea rbp, [r10*8]
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1408]
-    imul r8, rdx
-    sete dl
-    mov esi, edi
-    test ebx, 1990920320
-    jz 1f
-1:
+    mov byte ptr [r14 + 0], dl
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + rbp + 1088]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, cl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], ecx
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, 205
-    mov eax, 109
-    mov ecx, dword ptr [r15 + rbp + 1216]
-    mov rdi, rcx
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 1152], eax
-    test ebx, 113582144
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 1024]
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + r9 + 128]
-    movsxd r9, dword ptr [r15 + 64]
+    add qword ptr [r14 + 0], rbp
+    and rbp, 192
+    movsxd rdx, dword ptr [r15 + rbp + 320]
+    and r9, 960
+    cmp dword ptr [r15 + r9 + 1088], 18
     test bl, 128
     jz 1f
 1:
-    mov r8, qword ptr [r14 + rbp + 1280]
-    mov byte ptr [r15 + 0], r9b
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    and r9, 64
-    movzx eax, byte ptr [r14 + r9 + 192]
+    movzx esi, r9b
+    lea r8, [r10*4]
+    mov eax, 5
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 704]
+    test ebx, 2021130560
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 70
+    mov dword ptr [r15 + 0], edx
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 128]
-    mov rdi, rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 256
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 168165504
     jnz 1f
 1:
-    jmp 1f
+    mov qword ptr [r15 + 0], rcx
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1141171008
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 1344]
-    mov rsi, r9
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 1024], cl
+    cmp dword ptr [r15 + r8 + 576], 101
+    mov rax, qword ptr [r15 + r8 + 512]
+    test ebx, 512
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    movzx ecx, al
+    mov qword ptr [r15 + rbp + 256], rbp
+    test ebx, 1169729088
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 64]
+    mov edi, 3
+    mov ecx, 240
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c48:
-    lea rbp, [r10 + r10*4]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, dword ptr [r15 + 0]
+    mov esi, 78
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1280
+    jnz 1f
+1:
+    sete bpl
+    mov r8, qword ptr [r15 + 0]
+    mov esi, 250
+    jmp 1f
+1:
+    test ebx, 282067008
+    jnz 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov ecx, r8d
+    mov r9d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 83887488
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov esi, 166
+    test ebx, 2048
+    jz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    mov r8, qword ptr [r15 + 0]
+    mov rax, r8
+    lea r9, [r10 + r10*1]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1024], rbp
+    bswap r8
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov r9d, r9d
     lea r8, [r10 + r10*1]
-    and rbp, 1984
-    lea r9, [r10*4]
-    mov dword ptr [r15 + rbp + 2048], 157
+    mov dword ptr [r14 + rbp + 1088], 212
+    test ebx, 605373504
+    jz 1f
+1:
+    mov edi, r8d
     and r8, 64
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 128]
-    and r9, 192
-    lock add qword ptr [r15 + r9 + 320], r9
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 620765888
-    jz 1f
+    inc dword ptr [r15 + r8 + 192]
+    mov r9, r8
+    jmp 1f
 1:
-    movzx esi, dl
-    add rax, qword ptr [r15 + rbp + 2112]
-    cmp dword ptr [r15 + rbp + 2176], 117
-    test ebx, 1088
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov edi, ecx
-    mov edx, dword ptr [r15 + rbp + 2240]
-    mov eax, edi
-    test bl, 128
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
     test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r14 + r9 + 384]
-    mov dword ptr [r15 + r9 + 256], ebp
-    mov edx, 252
-    test ebx, 1141407808
-    jz 1f
-1:
-    mov dword ptr [r14 + rbp + 2304], r9d
-    add qword ptr [r15 + 0], rsi
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + r9 + 448], ecx
-    test ebx, 1090520256
+    mov r9d, r9d
+    movzx ecx, r9b
+    mov ecx, ecx
+    mov rdx, rdx
+    test ebx, 1359573056
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx eax, cl
-    test bl, 128
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r8 + 192], bpl
+    movzx esi, byte ptr [r15 + r8 + 128]
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + rbp + 1152]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c49:
-    lea r8, [r10*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 320], 129
-    mov qword ptr [r15 + 0], r8
-    cmp dword ptr [r15 + r8 + 384], 56
-    mov byte ptr [r15 + 0], r8b
-    mov edi, 158
-    lea r9, [r10 + r10*1]
-    test ebx, 335554624
-    jnz 1f
-1:
-    mov rbp, rsi
-    and eax, dword ptr [r15 + 0]
-    and r9, 64
-    cmp dword ptr [r15 + r9 + 192], 44
-    mov ecx, 247
-    test bl, 128
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    bswap rdi
-    .byte 0x0f, 0x1f, 0x00
-    mov esi, dword ptr [r15 + 64]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 16384], edx
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 16448]
-    cmp dword ptr [r15 + 0], 19
-    mov eax, edx
-    bswap rcx
-    test bl, 128
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rax
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 475314496
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 256]
-    mov eax, r8d
-    mov rsi, r8
-    mov byte ptr [r15 + r9 + 128], r8b
-    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, dl
+    mov rax, rbp
+    test ebx, 512
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 536871040
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx edx, r9b
+    add rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
     test bl, 128
     jnz 1f
 1:
-    sete cl
-    mov edi, dword ptr [r15 + r8 + 448]
-    mov ebp, 237
-    xor dword ptr [r15 + 0], r8d
-    test bl, 128
+    or qword ptr [r15 + 0], 87
+    xor dword ptr [r14 + 0], esi
+    lea rbp, [r10 + r10*1]
+    or qword ptr [r14 + 0], 74
+    and rbp, 64
+    lea r9, [r10 + r10*2]
+    cmp rsi, qword ptr [r15 + rbp + 128]
+    test ebx, 256
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, eax
-    mov r9d, eax
-    .byte 0x0f, 0x1f, 0x00
-    test bl, 128
-    jnz 1f
+    and r9, 192
+    movzx edi, byte ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r15 + r9 + 384]
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 64], rsi
+    and r8, 64
+    add qword ptr [r15 + r8 + 128], rsi
+    test ebx, 256
+    jz 1f
 1:
-    mov rax, rsi
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, 59
-    movzx esi, byte ptr [r14 + 0]
+    mov edi, dword ptr [r15 + r8 + 192]
+    mov esi, dword ptr [r15 + r9 + 256]
+    mov ecx, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c50:
-    movzx r8d, byte ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 0]
-    mov edi, r8d
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*4]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], r8
+    xor dword ptr [r14 + 0], eax
+    mov r9d, edi
+    movzx eax, byte ptr [r14 + 0]
+    mov rcx, rax
     test bl, 128
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    and r9, 192
-    movsxd r8, dword ptr [r15 + r9 + 320]
-    movzx ecx, r9b
-    test ebx, 373341248
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov rsi, qword ptr [r15 + rbp + 192]
-    test ebx, 757088320
     jz 1f
 1:
-    lea rbp, [r10*4]
-    mov r8, qword ptr [r15 + r9 + 384]
-    mov rdi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 512], bpl
-    test ebx, 25332352
+    mov dword ptr [r15 + 0], 63
+    test ebx, 256
     jz 1f
 1:
-    add qword ptr [r15 + 0], rax
-    mov dword ptr [r14 + rbp + 576], edi
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1074209984
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 256]
-    mov edi, 60
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 807897152
-    jz 1f
-1:
-    lock add qword ptr [r15 + rbp + 640], r9
-    mov r8, r8
-    mov r8, r8
-    mov edx, eax
-    test ebx, 1229374976
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + rbp + 704]
-    mov ebp, eax
-    mov byte ptr [r15 + r9 + 448], r8b
-    test ebx, 178744448
+    lea rbp, [r10 + r10*2]
+    mov dword ptr [r15 + 0], 9
+    add qword ptr [r15 + 0], rbp
+    lea r9, [r10 + r10*1]
+    and rbp, 192
+    movzx eax, byte ptr [r15 + rbp + 320]
+    test ebx, 1024
     jnz 1f
 1:
-    bt rbp, rbp
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, r9d
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    mov edx, r9d
+    lea r8, [r10 + r10*2]
+    movzx eax, dl
+    test ebx, 990070592
+    jnz 1f
+1:
+    and r8, 1984
+    cmp rsi, qword ptr [r15 + r8 + 2176]
+    mov rdi, r8
+    mov rdx, qword ptr [r15 + 64]
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, dil
+    mov edi, dword ptr [r15 + 64]
+    mov rdx, rdi
+    test ebx, 1611211136
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 192]
+    movsxd rcx, dword ptr [r15 + r8 + 2048]
+    mov dword ptr [r15 + rbp + 384], 242
+    test ebx, 8388864
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + r8 + 2112], rdi
+    mov ecx, dword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c51:
-    lea rbp, [r10*8]
-    xchg qword ptr [r15 + 0], r9
-    and rbp, 960
-    movsxd rcx, dword ptr [r15 + rbp + 1344]
-    movzx r8d, bpl
-    mov rdx, rdx
+    lea r8, [r10 + r10*2]
+    and r8, 32704
+    and eax, dword ptr [r15 + r8 + 32896]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 268760064
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 543236480
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    sete dl
+    movzx ecx, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov rdi, rdi
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 268435520
+    movsxd rdx, dword ptr [r15 + 0]
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r14 + rbp + 1408]
-    mov rdi, qword ptr [r15 + rbp + 1024]
-    test ebx, 805315648
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov rax, r9
+    mov ebp, r9d
+    test ebx, 695087680
     jz 1f
 1:
+    mov r9, r10
+    mov rdx, qword ptr [r15 + r8 + 32832]
+    mov edi, r9d
+    movzx esi, dl
+    and r9, 16320
+    mov ecx, dword ptr [r15 + r9 + 16384]
     lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + rbp + 1216]
-    movsxd rdi, dword ptr [r15 + rbp + 1088]
+    test bl, 128
+    jnz 1f
+1:
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    test ebx, 641249344
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 1152]
-    lea r8, [r10 + r10*2]
-    mov esi, 239
-    mov rcx, rcx
-    and r8, 448
-    or qword ptr [r15 + r8 + 512], 92
-    test ebx, 1089099264
-    jnz 1f
-1:
-    sete dl
-    sete dil
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 2304
+    add rdx, qword ptr [r15 + r9 + 128]
+    mov edx, dword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + r8 + 32768]
+    cmp dword ptr [r14 + 0], 75
+    test ebx, 512
     jz 1f
 1:
-    imul rax, rdi
-    and edi, dword ptr [r15 + r8 + 640]
-    add qword ptr [r15 + 0], rbp
-    add rcx, qword ptr [r14 + 0]
-    test ebx, 40962880
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 1280]
-    mov rbp, qword ptr [r15 + r9 + 128]
-    xor dword ptr [r15 + r8 + 576], ebp
+    mov r8d, ecx
+    add rsi, qword ptr [r14 + r9 + 192]
+    mov r9d, 58
+    movzx ecx, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c52:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    cmp dword ptr [r15 + r8 + 128], 35
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 536870976
-    jz 1f
-1:
-    movzx edx, r8b
-    mov ebp, dword ptr [r15 + 0]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    mov ecx, esi
-    test ebx, 1210942016
+    .byte 0x66, 0x90
+    lea rbp, [r10 + r10*2]
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 512]
+    test ebx, 256
     jnz 1f
 1:
-    movzx esi, sil
+    cmp rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 622134400
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, r9b
+    mov ecx, 33
+    test bl, 128
+    jz 1f
+1:
+    mov r9, rdi
+    mov esi, dword ptr [r15 + 0]
+    bt rsi, rsi
+    lea r8, [r10 + r10*2]
+    test ebx, 65664
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r8, 32704
+    mov dword ptr [r15 + r8 + 32832], r8d
+    imul rsi, r8
+    lea r9, [r10 + r10*1]
     mov eax, esi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1851003328
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 32896]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 192]
+    mov ecx, dword ptr [r15 + rbp + 640]
+    test ebx, 380652608
+    jnz 1f
+1:
+    mov esi, 180
+    movzx edi, byte ptr [r14 + 0]
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    cmovne rdx, rbp
+    inc dword ptr [r15 + r8 + 32768]
     test ebx, 512
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 42
-    mov dword ptr [r15 + 0], 24
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 67109120
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    lea r9, [r10*4]
-    xor dword ptr [r15 + 0], edi
-    movzx edi, byte ptr [r15 + 0]
-    and r9, 192
-    mov dword ptr [r14 + r9 + 448], r9d
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    mov ecx, 84
-    mov esi, 151
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 671163840
-    jnz 1f
-1:
-    bt rbp, rax
-    movzx esi, byte ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + 0], 32
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    test bl, 128
-    jz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + r8 + 128]
-    mov r8d, ecx
+    mov r8d, 67
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + rbp + 576], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c53:
-    lea rbp, [r10*8]
-    movsxd r8, dword ptr [r15 + 0]
-    and rbp, 960
-    mov edx, dword ptr [r15 + rbp + 1024]
-    mov rax, qword ptr [r14 + rbp + 1344]
-    mov r9, qword ptr [r15 + rbp + 1152]
-    test ebx, 1024
+    mov rbp, rdx
+    mov r9, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
+    bt r9, r9
+    test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    popcnt rdi, rdi
-    xchg qword ptr [r15 + rbp + 1088], r8
-    jmp 1f
+    mov rcx, rdx
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, ecx
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 2048
+    jnz 1f
 1:
-    test ebx, 1208324160
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, edi
+    mov ecx, r9d
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, edi
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, bpl
+    test ebx, 646735296
+    jnz 1f
+1:
+    not qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov ebp, 58
+    test ebx, 281682112
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r8d, r8d
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, 122
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    mov ebp, dword ptr [r15 + 0]
+    mov edx, 25
+    and r8, 960
+    lea r9, [r10 + r10*1]
+    mov ebp, dword ptr [r15 + r8 + 1088]
+    mov rbp, r10
+    test ebx, 1073741952
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8d, esi
-    cmp dword ptr [r15 + 0], 30
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    mov rdx, r8
-    mov dword ptr [r15 + 0], 188
-    mov r9, r10
-    mov esi, dword ptr [r15 + rbp + 1280]
-    and r9, 65472
-    mov eax, dword ptr [r15 + r9 + 65536]
-    test ebx, 1091577152
-    jnz 1f
-1:
-    mov rdi, rax
-    mov byte ptr [r15 + 64], cl
-    .byte 0x66, 0x90
-    mov r8d, ebp
-    test ebx, 42012736
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 64], dl
-    .byte 0x0f, 0x1f, 0x40, 0x00
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    test ebx, 8256
+    inc dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 192], 71
+    and rbp, 448
+    movzx esi, byte ptr [r15 + rbp + 512]
+    mov qword ptr [r14 + 0], rbp
+    test ebx, 650659904
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 1216]
-    mov eax, 162
-    cmp dword ptr [r15 + 64], 63
-    mov rsi, rax
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + r9 + 192]
-    movzx r8d, byte ptr [r15 + 0]
-    imul edi, ebp, 71
+    mov rax, qword ptr [r15 + r8 + 1024]
+    mov rcx, qword ptr [r15 + r8 + 1152]
+    bt rdx, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c54:
-    lea rbp, [r10 + r10*2]
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, r9d
-    and rbp, 960
-    mov byte ptr [r14 + rbp + 1088], bpl
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 102796096
+    lea r8, [r10 + r10*1]
+    movzx edx, dl
+    imul esi, r8d, 4
+    and r8, 8128
+    xor dword ptr [r15 + r8 + 8256], r8d
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1049600
     jnz 1f
-1:
-    jmp 1f
-1:
-    cmp rsi, qword ptr [r15 + 0]
-    mov r9, rcx
-    test bl, 128
-    jz 1f
-1:
-    lea r8, [r10*8]
-    mov qword ptr [r15 + 64], rdx
-    and r8, 448
-    mov dword ptr [r15 + r8 + 512], r9d
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    mov rax, qword ptr [r15 + r8 + 704]
-    test bl, 128
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, 36
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 1024]
-    inc dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    test ebx, 170121728
-    jnz 1f
-1:
-    and r9, 64
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 128]
-    lock add qword ptr [r15 + r8 + 640], r9
-    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, 252
     test ebx, 256
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov edx, 14
-    movzx ecx, dil
-    movzx edi, byte ptr [r15 + rbp + 1152]
-    test ebx, 271581824
+    mov rbp, rdi
+    mov rax, qword ptr [r15 + 0]
+    mov edi, 153
+    mov dword ptr [r15 + 0], eax
+    test bl, 128
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 0]
-    movzx edi, byte ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r9 + 192], ecx
+    lea r9, [r10 + r10*1]
+    mov rsi, r9
+    mov eax, 156
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], eax
+    lea rbp, [r10*4]
+    vmovdqu xmm0, xmmword ptr [r14 + r9 + 128]
+    test ebx, 778212672
+    jz 1f
+1:
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 704]
+    mov ecx, dword ptr [r15 + rbp + 576]
+    movzx eax, byte ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 8388672
+    jnz 1f
+1:
+    imul rdi, rax
+    movzx eax, r8b
+    mov r9, r8
+    mov edi, dword ptr [r15 + 64]
+    test ebx, 2048
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + rbp + 640]
+    movzx edx, byte ptr [r15 + rbp + 512]
+    movsxd rbp, dword ptr [r15 + r8 + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c55:
-    or qword ptr [r15 + 0], 117
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, r8
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx r9d, al
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, r9b
+    mov r9d, 135
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 130
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 2123366720
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 3150144
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, ecx
-    mov r9d, 208
-    test bl, 128
-    jz 1f
-1:
-    mov rax, qword ptr [r14 + 0]
-    mov dword ptr [r14 + 64], 188
-    lea rbp, [r10 + r10*1]
+    movzx ebp, bpl
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, edi
     mov rdi, qword ptr [r15 + 0]
-    test ebx, 1140985920
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov eax, edx
+    lea rbp, [r10 + r10*4]
+    and r8, 448
+    movzx edi, byte ptr [r14 + r8 + 576]
+    mov dword ptr [r15 + r8 + 512], 11
+    test ebx, 1621466688
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    lock add qword ptr [r15 + 0], rdx
-    test ebx, 33628800
-    jz 1f
-1:
-    mov ecx, 116
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    add qword ptr [r15 + 0], r9
-    and r8, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 128]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 64]
+    and rbp, 960
+    movsxd r8, dword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + rbp + 1216], ebp
+    mov edi, dword ptr [r15 + rbp + 1152]
     lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
+    mov edx, dword ptr [r15 + rbp + 1088]
+    test ebx, 33280
     jnz 1f
 1:
     and r9, 64
-    cmp dword ptr [r15 + r9 + 192], 125
-    movzx esi, byte ptr [r15 + r9 + 128]
-    mov r9, qword ptr [r15 + rbp + 192]
-    test ebx, 512
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov rax, qword ptr [r15 + r8 + 192]
-    test ebx, 41157696
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov esi, r8d
-    movzx edx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + r9 + 192]
+    inc dword ptr [r14 + rbp + 1280]
+    mov ebp, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c56:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], cl
-    .byte 0x66, 0x90
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lea r9, [r10 + r10*2]
-    movsxd rbp, dword ptr [r15 + 64]
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1088]
-    add qword ptr [r15 + 64], rsi
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    mov ecx, 119
-    mov r8, r8
+    mov eax, r9d
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8d, r8d
-    mov edx, r8d
+    mov dword ptr [r15 + 0], 65
+    mov byte ptr [r15 + 0], r8b
     movzx esi, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1088
+    mov edi, 103
+    test ebx, 256
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1786134848
+    jnz 1f
+1:
+    bswap rbp
+    mov qword ptr [r15 + 0], r8
+    bt r9, rbp
+    xor dword ptr [r15 + 0], eax
+    test ebx, 65792
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rax, rdx
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 190876288
     jz 1f
 1:
-    movzx r8d, sil
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 192], esi
-    inc dword ptr [r15 + 0]
-    test ebx, 38854720
-    jnz 1f
+    mov edx, eax
+    mov ebp, ecx
+    mov esi, 77
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    movzx r8d, sil
-    test ebx, 1778925760
-    jnz 1f
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], edi
+    imul eax, r8d, 70
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 124
+    test ebx, 564747072
+    jz 1f
 1:
-    mov eax, r8d
-    mov dword ptr [r15 + r9 + 1024], eax
-    movzx esi, r9b
-    movsxd r8, dword ptr [r15 + r9 + 1152]
-    test ebx, 541591616
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 64], 94
+    movzx esi, byte ptr [r15 + r8 + 128]
+    and rbp, 32704
+    mov qword ptr [r15 + rbp + 32768], rsi
+    lea r8, [r10 + r10*1]
+    and edi, dword ptr [r15 + rbp + 32832]
+    test ebx, 421527680
+    jz 1f
 1:
-    imul edi, r8d, 40
-    mov r9, rdi
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    mov esi, ecx
-    test bl, 128
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, edx
-    mov dword ptr [r15 + 0], 13
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 192]
+    movzx esi, byte ptr [r15 + r8 + 128]
+    movzx ecx, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c57:
-    lea r9, [r10 + r10*4]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2176], 112
-    movzx edi, dl
-    mov ecx, r8d
-    lea rbp, [r10*8]
-    lea r8, [r10 + r10*1]
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1152], 137
-    test ebx, 538153024
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    mov rdi, qword ptr [r15 + rbp + 1088]
-    mov byte ptr [r15 + rbp + 1280], al
-    test ebx, 135275648
-    jz 1f
-1:
-    cmovne rax, r9
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    movzx esi, cl
-    mov rdx, qword ptr [r15 + r9 + 2048]
-    test ebx, 1627669312
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + rbp + 1216]
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    test ebx, 56660032
-    jnz 1f
-1:
-    sete sil
-    movzx edx, byte ptr [r15 + r9 + 2112]
-    mov eax, 70
-    mov r8d, edx
-    test ebx, 256
-    jnz 1f
-1:
-    vmovdqu ymm8, ymmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + rbp + 1024]
-    mov rsi, r9
-    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 37
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     test bl, 128
     jz 1f
 1:
-    cmp rcx, qword ptr [r15 + r9 + 2304]
-    movsxd rbp, dword ptr [r15 + r9 + 2240]
-    mov r9, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1024
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, rcx
+    mov qword ptr [r15 + 0], r9
+    test ebx, 384
+    jz 1f
+1:
+    lea r9, [r10*4]
+    mov rbp, r9
+    xor dword ptr [r15 + 0], r9d
+    cmp rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    and r9, 192
+    mov edx, dword ptr [r15 + r9 + 448]
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 960
+    movzx esi, byte ptr [r15 + r8 + 1024]
+    movsxd rcx, dword ptr [r15 + r8 + 1152]
+    cmp dword ptr [r15 + r9 + 320], 21
+    movzx ebp, byte ptr [r14 + r8 + 1088]
+    test ebx, 512
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    sete sil
+    mov dword ptr [r14 + r9 + 256], 104
+    mov r8, r10
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 2048], rdi
+    movsxd r8, dword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
-    lea r8, [r10 + r10*1]
-    movzx eax, r8b
-    mov byte ptr [r15 + 0], r8b
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov edx, dword ptr [r14 + 0]
+    mov edi, 189
+    test ebx, 68561024
     jz 1f
 1:
-    or qword ptr [r15 + 0], 114
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r14 + 0], cl
-    lea rbp, [r10*4]
-    test ebx, 1552024640
-    jz 1f
-1:
+    mov r9d, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 448]
-    and r9, 64
-    mov rax, qword ptr [r14 + r9 + 128]
-    test ebx, 1210253888
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    imul r8, r8
-    mov edi, edi
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + r9 + 192]
-    movzx edi, byte ptr [r15 + rbp + 384]
-    mov esi, r8d
-    test ebx, 512
-    jz 1f
-1:
-    movzx eax, dil
-    mov qword ptr [r15 + rbp + 256], rbp
-    mov rcx, rax
-    test ebx, 2080590336
-    jnz 1f
-1:
-    xchg r9, rsi
-    imul rdx, rdx
-    mov r8d, edx
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 256
+    test ebx, 4194432
     jnz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 64]
-    mov rcx, r9
-    nop
-    test ebx, 33631040
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], ecx
     movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 159
+    mov ecx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 384
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rdx, rbp
+    mov esi, dword ptr [r15 + 0]
+    mov edi, edx
+    test ebx, 32896
+    jnz 1f
+1:
+    mov ebp, 161
+    mov r8d, dword ptr [r15 + 0]
+    movzx edx, dl
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    test ebx, 563511360
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, r10
+    mov rsi, qword ptr [r15 + 64]
+    movzx edx, bpl
+    lea r8, [r10 + r10*1]
+    and rbp, 8128
+    movsxd rax, dword ptr [r14 + rbp + 8192]
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, rax
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    add qword ptr [r15 + r8 + 128], r9
+    mov rax, r8
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    test ebx, 238150080
+    jz 1f
+1:
+    mov eax, edi
+    vmovdqu xmm0, xmmword ptr [r15 + r9 + 128]
+    or qword ptr [r15 + r8 + 192], 97
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + 0], r9d
-    and r8, 192
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 384], r9b
-    movzx edi, r9b
-    test ebx, 142874240
+    movsxd rdi, dword ptr [r15 + 0]
+    imul r8, rbp
+    mov ecx, 186
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, dl
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1089273984
     jz 1f
 1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    mov esi, r9d
-    vpaddq xmm8, xmm8, xmmword ptr [r14 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 263168
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 64]
+    test ebx, 1382155264
+    jz 1f
+1:
+    lea rbp, [r10*4]
+    or edi, 1
+    xor edx, edx
+    div edi
+    cmp dword ptr [r15 + 64], 75
+    and rbp, 192
+    movzx edx, byte ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 448], cl
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    movzx esi, cl
     test ebx, 512
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + r8 + 256]
-    mov ecx, eax
-    movzx edx, dil
-    test ebx, 277226560
-    jz 1f
-1:
-    bswap rax
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    bt rdi, r9
-    test bl, 128
+    mov qword ptr [r15 + rbp + 256], rcx
+    mov edi, dword ptr [r15 + r8 + 128]
+    mov r9d, 126
+    mov r8, r10
+    test ebx, 8256
     jnz 1f
 1:
-    mov edi, dword ptr [r14 + 0]
-    mov esi, 52
-    mov dword ptr [r15 + 0], esi
-    btc dword ptr [r15 + 0], 29
-    test ebx, 413026816
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 320]
-    mov edi, 209
-    mov byte ptr [r15 + r8 + 448], dil
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    test ebx, 262400
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rdi
-    lock or dword ptr [r15 + 0], 74
-    mov byte ptr [r15 + r9 + 192], al
-    mov byte ptr [r15 + 0], bpl
+    movsxd rcx, dword ptr [r14 + rbp + 320]
+    and r8, 448
+    movzx ebp, byte ptr [r15 + r8 + 512]
+    mov esi, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 128]
-    movzx ecx, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 87
-    mov r9d, ebp
-    test ebx, 201280
+    or qword ptr [r15 + rbp + 128], 87
+    and r9, 64
+    add rsi, qword ptr [r15 + r9 + 192]
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, esi
+    test ebx, 512
     jz 1f
 1:
-    lea r8, [r10 + r10*2]
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    and r8, 448
-    add qword ptr [r15 + r8 + 512], rdi
-    test bl, 128
+    mov rdx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov esi, eax
+    and r8d, dword ptr [r15 + 0]
+    movzx ecx, sil
+    test ebx, 2048
     jnz 1f
 1:
     mov rdi, r8
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, edx
-    test ebx, 1611465344
-    jz 1f
-1:
-    xchg rdi, rcx
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 447234176
+    cmp rdi, qword ptr [r15 + 0]
+    mov edx, 176
+    mov eax, 150
+    test ebx, 572130240
     jnz 1f
 1:
-    cmp rax, qword ptr [r15 + 64]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 169935680
-    jz 1f
-1:
-    cmp dword ptr [r15 + r8 + 576], 64
-    mov r9, qword ptr [r14 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    test ebx, 131200
-    jnz 1f
-1:
-    and r9, 65472
-    mov rdx, qword ptr [r15 + r9 + 65664]
-    mov rcx, qword ptr [r15 + r9 + 65600]
-    movzx edi, byte ptr [r15 + 64]
-    mov rax, rbp
-    test ebx, 538075776
-    jz 1f
-1:
-    mov rdi, rax
-    mov rsi, qword ptr [r15 + rbp + 192]
-    mov ebp, 85
-    test ebx, 1082133568
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + r8 + 640]
+    mov r8d, 150
+    cmovne rdx, r8
     mov ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + r9 + 65536]
+    mov esi, r9d
+    test ebx, 346096000
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1075183744
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 64]
+    movzx esi, bpl
+    mov byte ptr [r14 + 0], r9b
+    and r8, 960
+    lock xadd qword ptr [r15 + r8 + 1024], rdx
+    test ebx, 2034516096
+    jz 1f
+1:
+    mov ecx, edx
+    mov edx, 152
+    mov eax, dword ptr [r15 + rbp + 192]
+    mov ecx, 126
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r14 + r8 + 1088], 185
+    and ebp, dword ptr [r15 + r9 + 128]
+    mov ecx, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], dl
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 64]
-    vmovdqu ymm8, ymmword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 2112
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + 0], 192
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rsi, rbp
-    mov rcx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r14 + 0]
-    test ebx, 512
+    mov r9, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 524800
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov edi, 103
+    mov byte ptr [r15 + 0], sil
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1214551680
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov edx, ecx
+    movzx eax, sil
+    movzx ebp, sil
+    test ebx, 256
     jz 1f
 1:
-    lea r8, [r10 + r10*2]
-    movzx edi, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 0]
-    and r8, 65472
-    or qword ptr [r15 + r8 + 65600], 68
-    mov edx, dword ptr [r15 + r8 + 65664]
-    test bl, 128
-    jz 1f
-1:
-    mov edx, 38
+    mov edi, dword ptr [r15 + 0]
     mov esi, ebp
-    bswap rdi
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 192]
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, r9d
-    mov edx, 130
-    test ebx, 593625152
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 65536]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 0], 192
     mov rdi, qword ptr [r15 + 0]
-    test ebx, 512
+    lea r8, [r10 + r10*2]
+    test ebx, 134217792
     jz 1f
 1:
-    jmp 1f
+    and r8, 32704
+    movzx ebp, byte ptr [r15 + r8 + 32896]
+    mov rsi, qword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
+    test ebx, 524352
+    jz 1f
 1:
-    jmp 1f
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*2]
+    mov esi, dword ptr [r15 + r8 + 32832]
+    mov edx, dword ptr [r15 + r8 + 32768]
+    and r9, 64
+    movsxd r8, dword ptr [r14 + r9 + 128]
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 16384]
+    test ebx, 2428992
+    jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 128]
+    and r8d, dword ptr [r15 + r9 + 192]
+    mov rsi, rdi
+    movzx edi, dil
+    and esi, dword ptr [r15 + rbp + 16512]
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 16448], sil
+    mov r9d, 63
+    movsxd rbp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    lea rbp, [r10 + r10*4]
-    mov rsi, rbp
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1280], 226
+    mov eax, ebp
+    add rdx, qword ptr [r15 + 64]
+    add rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 512
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 65792
+    jz 1f
+1:
+    mov r8d, edi
+    movzx ebp, r8b
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 60
+    test bl, 128
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 64
+    mov r9d, edx
+    test bl, 128
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    cmp dword ptr [r15 + 0], 75
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    lea r8, [r10 + r10*2]
-    movzx r9d, r8b
-    test bl, 128
+    lea r9, [r10*4]
+    test ebx, 2048
     jnz 1f
 1:
-    mov ecx, r8d
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 2176]
-    mov r9, rax
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 62
-    movzx edx, byte ptr [r15 + r8 + 2112]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 570999936
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 1152]
-    movzx eax, sil
-    inc dword ptr [r15 + r8 + 2048]
-    test ebx, 285888
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 1216]
-    cmp dword ptr [r15 + rbp + 1024], 75
-    or qword ptr [r15 + 0], 68
-    mov ecx, 12
+    and r9, 192
+    mov r8, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r14 + 0], 105
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + r9 + 256]
+    lea r8, [r10 + r10*1]
+    and rbp, 8128
+    mov rdx, qword ptr [r14 + rbp + 8256]
     test bl, 128
     jz 1f
 1:
-    mov ecx, ecx
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + rbp + 1088]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    test ebx, 256
-    jz 1f
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 192]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    mov qword ptr [r14 + 0], rbp
-    imul r9, rbp
+    mov rax, qword ptr [r15 + r9 + 320]
+    and ecx, dword ptr [r15 + r9 + 448]
     test ebx, 256
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, r9b
-    movzx edx, bpl
+    mov esi, dword ptr [r15 + r8 + 128]
+    mov r9, rsi
+    cmp dword ptr [r15 + rbp + 8192], 16
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    lea r8, [r10 + r10*2]
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 1984
-    mov qword ptr [r14 + r8 + 2112], rax
-    mov rdi, rax
-    mov byte ptr [r15 + 64], al
-    test ebx, 1024
+    movzx ebp, sil
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, esi
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 4268672
     jnz 1f
 1:
-    cmp rdi, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10*8]
-    mov edx, 125
-    and r9, 64
-    inc dword ptr [r15 + r9 + 128]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 187
+    mov rdx, r8
+    mov r8, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, r9b
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov ebp, ecx
+    or qword ptr [r15 + 0], 19
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 704], 58
-    mov eax, dword ptr [r15 + rbp + 576]
-    movzx eax, byte ptr [r15 + r9 + 192]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + 0], dil
+    lea rbp, [r10 + r10*1]
+    and edi, dword ptr [r15 + 0]
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 128], edi
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 134217792
+    jz 1f
+1:
+    mov ecx, 32
+    mov rdi, qword ptr [r15 + 64]
+    bswap rax
+    test ebx, 320950592
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    or qword ptr [r14 + 0], 108
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 8256]
+    add qword ptr [r15 + rbp + 192], rdx
+    imul esi, eax, 30
     test ebx, 256
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    bt rsi, r8
-    mov edx, 103
-    cmp rdx, qword ptr [r15 + 0]
-    test ebx, 1594909184
-    jnz 1f
-1:
-    mov r9, rdx
-    mov dword ptr [r15 + rbp + 640], 147
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, rax
-    test ebx, 1141113920
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 2176]
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    movzx edi, dil
-    mov qword ptr [r15 + r8 + 2048], r8
-    test bl, 128
     jz 1f
 1:
-    movzx edx, dil
-    vmovdqu ymm3, ymmword ptr [r15 + 64]
-    sete bpl
+    mov rax, rdx
+    movsxd r9, dword ptr [r15 + r8 + 8192]
+    lea rbp, [r10 + r10*2]
+    movzx eax, r9b
+    test ebx, 1536
+    jz 1f
+1:
+    and rbp, 16320
+    mov rdx, qword ptr [r15 + rbp + 16512]
+    movsxd rcx, dword ptr [r15 + rbp + 16384]
+    mov dword ptr [r15 + rbp + 16448], 151
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-    mov qword ptr [r15 + 270976], r11
-    mov qword ptr [r15 + 270984], r10
-    mov qword ptr [r15 + 270992], r12
+    mov qword ptr [r15 + 139904], r11
+    mov qword ptr [r15 + 139912], r10
+    mov qword ptr [r15 + 139920], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -8383,9 +8846,9 @@ ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     mov rdi, r8
     xor eax, eax
-    mov rcx, 271104
+    mov rcx, 140032
     rep stosb
-    lea rdi, [r8 + 271000]
+    lea rdi, [r8 + 139928]
     mov ecx, 9
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
@@ -8429,9 +8892,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 9856]
-    mov r10, qword ptr [r15 + 9864]
-    mov r12, qword ptr [r15 + 9872]
+    mov r11, qword ptr [r15 + 9344]
+    mov r10, qword ptr [r15 + 9352]
+    mov r12, qword ptr [r15 + 9360]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -8443,9 +8906,9 @@ ditto_body_c2:
     xor r9d, r9d
     vzeroall
 // block 0: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 9880]
+    mov rbx, qword ptr [r15 + 9368]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 9880], rcx
+    mov qword ptr [r15 + 9368], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 1
@@ -8460,275 +8923,285 @@ ditto_body_c2:
     jmp .Lc2_b0_c1
     .p2align 6
 .Lc2_b0_c0:
-    mov rbp, r10
-    and rbp, 192
-    mov qword ptr [r14 + rbp + 256], rbp
+    movzx ecx, byte ptr [r14 + 0]
+    movsxd rdi, dword ptr [r14 + 0]
+    popcnt rbp, rcx
+    mov eax, 84
+    mov rdi, qword ptr [r14 + 0]
+    test ebx, 1410334722
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 175
+    and ecx, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 4
+    movzx eax, r9b
+    movsxd rbp, dword ptr [r14 + 0]
+    test bl, 16
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 243
+    vmovq xmm11, rdi
+    mov edx, dword ptr [r15 + 0]
+    cmovne rdi, rdx
+    test ebx, 109052432
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov eax, 141
-    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 232
+    mov dword ptr [r15 + 0], 120
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    popcnt rsi, rcx
-    mov rbp, qword ptr [r14 + 0]
-    bswap rdi
-    mov dword ptr [r14 + 0], esi
-    test ebx, 6326792
+    mov eax, 148
+    mov edi, 79
+    xchg qword ptr [r15 + 0], rcx
+    mov ebp, dword ptr [r15 + 0]
+    movzx edx, dil
+    test bl, 16
     jz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    movzx ecx, dl
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 448
-    cmp r8, qword ptr [r15 + r8 + 576]
-    mov eax, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 64]
-    movzx ebp, dl
-    test ebx, 646
-    jnz 1f
-1:
-    mov dword ptr [r14 + 64], 249
-    mov ebp, dword ptr [r15 + r8 + 512]
-    movzx eax, byte ptr [r14 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    lea rdi, [r15 + 1664]
-    mov ecx, 14
-    rep stosb
-    mov rsi, rdx
-    sete bpl
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 2098240
-    jz 1f
-1:
-    cmp dword ptr [r15 + 64], 51
-    mov dword ptr [r15 + 0], edx
-    mov rdx, qword ptr [r15 + 0]
+    mov edi, 87
+    movsxd rdi, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 231
+    mov qword ptr [r15 + 0], r8
     test bl, 64
     jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, rsi
+    mov qword ptr [r15 + 0], r8
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 40
+    test ebx, 1073741832
+    jnz 1f
 1:
     movzx eax, byte ptr [r15 + 0]
-    add qword ptr [r15 + 64], rdx
-    mov rbp, r10
-    mov dword ptr [r15 + 0], ebp
-    movzx ecx, byte ptr [r14 + 0]
-    test ebx, 4164
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r8d, sil
+    mov rsi, rbp
+    test bl, 16
     jnz 1f
 1:
-    and rbp, 64
-    mov rsi, qword ptr [r14 + rbp + 128]
-    btc dword ptr [r14 + 0], 4
-    xor dword ptr [r15 + 0], esi
-    add r10, r11
+    mov ebp, ebp
+    mov rsi, qword ptr [r15 + 64]
+    cmp dword ptr [r15 + 64], 98
+    crc32 ebp, sil
     inc rbx
     dec r13
     jz .Lc2_b0_done
 .Lc2_b0_c1:
-    movsxd rcx, dword ptr [r14 + 64]
-    mov r9, r8
-    cmovne rsi, r8
-    movzx r8d, r8b
-    mov rbp, r10
-    test ebx, 131332
+    mov dword ptr [r14 + 0], 157
+    mov dword ptr [r14 + 0], esi
+    mov ebp, ebp
+    movsxd rax, dword ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    mov edx, 148
+    movsxd rsi, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r14 + 0]
+    test ebx, 1611661456
     jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    mov ebp, r9d
+    mov qword ptr [r15 + 0], rbp
+    test bl, 16
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, rdi
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 33554440
+    jnz 1f
+1:
+    movzx edi, sil
+    movzx edi, byte ptr [r15 + 0]
+    or esi, 1
+    xor edx, edx
+    div esi
+    test ebx, 1879933186
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, cl
+    mov r9, qword ptr [r15 + 0]
+    cmp rbp, qword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 213
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1107427400
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    xchg rdi, rax
+    movzx edx, dl
+    test ebx, 637803588
+    jnz 1f
+1:
+    mov eax, ebp
+    jmp 1f
 1:
     lea r9, [r10 + r10*1]
-    and rbp, 448
-    or qword ptr [r15 + rbp + 512], 9
-    mov rdi, qword ptr [r15 + 0]
-    movzx eax, dil
+    mov r8d, 50
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 192]
-    test bl, 8
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    test bl, 4
     jnz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 64]
     mov rbp, r10
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 153
-    movsxd rdi, dword ptr [r15 + 0]
-    and rbp, 192
-    movzx esi, byte ptr [r14 + rbp + 256]
-    test ebx, 581696
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], 88
-    mov dword ptr [r15 + 0], 30
-    cmp dword ptr [r14 + r9 + 128], 98
-    test ebx, 1078198280
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ebp, esi
-    mov ecx, ecx
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, bpl
-    mov r8, qword ptr [r15 + 0]
-    add r9, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 33555726
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r9d, 95
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 8964240
-    jz 1f
-1:
-    add qword ptr [r15 + 64], rcx
-    mov byte ptr [r15 + 0], cl
-    movzx eax, byte ptr [r14 + 64]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 93061152
-    jnz 1f
-1:
-    nop
-    movzx eax, dil
-    bt rax, rax
+    cmp dword ptr [r15 + r9 + 192], 57
+    and rbp, 64
+    or qword ptr [r15 + rbp + 128], 73
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 9888]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 9888], rcx
-    mov r13d, 8
+// block 1: 128 bytes, 1 chunk(s), 7 chunk executions per call
+    mov rbx, qword ptr [r15 + 9376]
+    lea rcx, [rbx + 7]
+    mov qword ptr [r15 + 9376], rcx
+    mov r13d, 7
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r14 + 0]
-    movzx edi, cl
-    movzx eax, byte ptr [r14 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    and r9d, dword ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    shl rbp, 17
     jmp 1f
 1:
-    mov r8, r10
-    test ebx, 537055608
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], r8
-    mov ebp, r9d
-    and r8, 64
-    mov r9, r10
-    mov qword ptr [r15 + r8 + 128], r8
-    mov rbp, r10
-    imul eax, ebp, 122
-    and r9, 192
-    mov edx, dword ptr [r14 + r9 + 256]
-    test ebx, 472922757
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 10883264
     jz 1f
 1:
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 512]
+    sub rsi, rdi
+    mov r9d, dword ptr [r15 + 0]
+    popcnt rdi, r9
     movzx r8d, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 64], rsi
+    test ebx, 677434693
+    jz 1f
+1:
+    mov r8d, r8d
+    mov rdi, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 63
+    mov r8, r10
+    nop
+    and r8, 64
+    and r9d, dword ptr [r14 + r8 + 128]
+    mov rbp, r10
+    test bl, 21
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 256], eax
+    mov eax, 254
+    mov qword ptr [r15 + 64], rbp
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 256 bytes, 1 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 9896]
+    mov rbx, qword ptr [r15 + 9384]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 9896], rcx
+    mov qword ptr [r15 + 9384], rcx
     mov r13d, 3
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    vmovdqu ymm3, ymmword ptr [r14 + r9 + 192]
-    movzx ecx, sil
-    mov qword ptr [r15 + r9 + 128], rdx
-    lea r8, [r10 + r10*2]
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 289406977
-    jz 1f
-1:
-    and r8, 192
-    xor dword ptr [r15 + r8 + 256], r8d
-    mov r9, r9
-    mov edi, 40
-    mov rsi, qword ptr [r14 + 0]
-    test ebx, 269748240
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    nop
-    mov rbp, qword ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    sete bpl
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r14 + 0]
-    mov qword ptr [r15 + r8 + 384], r9
-    test ebx, 7962664
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, qword ptr [r15 + 64]
-    mov eax, esi
-    cmp dword ptr [r14 + 0], 16
-    cmp dword ptr [r15 + 0], 19
-    test ebx, 570589445
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    test bl, 4
+    lea rdi, [r15 + 1152]
+    mov ecx, 14
+    rep stosb
+    mov qword ptr [r15 + 0], rdi
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edx, bpl
-    mov esi, r8d
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 268435468
+    mov eax, 167
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    vmovq xmm4, rdx
+    test ebx, 1409864721
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    jmp 1f
+    mov r9d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 8242
+    jnz 1f
 1:
-    vpor xmm12, xmm12, xmm3
-    vcvtsi2sd xmm12, xmm12, r8d
-    mov r9, r10
+    movzx edi, r8b
+    mov qword ptr [r15 + 0], r9
+    mov ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    vucomisd xmm4, xmm4
+    mov esi, 243
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    mov qword ptr [r15 + 64], rsi
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 893403201
+    jz 1f
+1:
+    mov esi, 156
+    movsxd rax, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 246
+    mov r9d, ebp
+    test ebx, 806518792
+    jz 1f
+1:
+    mov ebp, r9d
+    vmovdqu xmm4, xmmword ptr [r14 + 0]
+    mov rcx, qword ptr [r14 + 0]
+    mov rdx, rcx
+    imul r8d, r8d, 105
     test bl, 64
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 320]
-    mov eax, r9d
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r14 + 0]
+    mov edi, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rax
+    movzx eax, byte ptr [r14 + 0]
+    mov dword ptr [r14 + 0], eax
+    test ebx, 1114626
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov esi, eax
+    mov r9, qword ptr [r14 + 64]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-    mov qword ptr [r15 + 9856], r11
-    mov qword ptr [r15 + 9864], r10
-    mov qword ptr [r15 + 9872], r12
+    mov qword ptr [r15 + 9344], r11
+    mov qword ptr [r15 + 9352], r10
+    mov qword ptr [r15 + 9360], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -8748,9 +9221,9 @@ ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     mov rdi, r8
     xor eax, eax
-    mov rcx, 9920
+    mov rcx, 9408
     rep stosb
-    lea rdi, [r8 + 9880]
+    lea rdi, [r8 + 9368]
     mov ecx, 3
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax

@@ -16,8 +16,8 @@ void ditto_body_c2(struct ditto_body_ctx *ctx);
 void ditto_body_init_c2(struct ditto_body_ctx *ctx);
 
 /* Response payload bytes per request. */
-static const uint64_t response_lo[] = {UINT64_C(8), UINT64_C(4096)};
-static const uint64_t response_hi[] = {UINT64_C(16), UINT64_C(8192)};
+static const uint64_t response_lo[] = {UINT64_C(8), UINT64_C(2723)};
+static const uint64_t response_hi[] = {UINT64_C(16), UINT64_C(5446)};
 static const uint64_t response_cum[] = {UINT64_C(9929), UINT64_C(99844)};
 
 /* extra 0: futex (0.0008 per request) */
@@ -49,8 +49,8 @@ const struct ditto_config ditto_clone_config = {
     .n_extras = 1,
     .clusters = clusters,
     .n_clusters = 4,
-    .priv_bytes = 271104,
-    .shared_bytes = 262784,
+    .priv_bytes = 140032,
+    .shared_bytes = 131712,
     .data_file_bytes = 0,
     .data_files = 0,
     .seed = UINT64_C(1),
