@@ -21,8 +21,8 @@
 //!   log2(C) and up count *this chunk's* executions. Each pattern branch is `test ebx, MASK; jz/jnz`
 //!   with M mask bits (minority rate 2^−M) whose lowest is bit log2(C) + N (runs of 2^N, transition rate
 //!   2^(1−M−N)), so both the taken-rate and the transition-rate bin are realised; the other mask bits
-//!   are drawn at random per branch and blocks start at different phases, so branches are not
-//!   synchronised. The counter's low bits are also where the next call resumes the ring.
+//!   are drawn at random per branch from just above the lowest (so the pattern repeats within a run)
+//!   and blocks start at different phases, so branches are not synchronised. The counter's low bits are also where the next call resumes the ring.
 //! * **Registers**: reserved r15 (private base), r14 (shared base), r13 (loop count), r12 (chase), r11 (rP),
 //!   r10 (rQ), rbx (branch counter); the other GPRs and xmm0–15 are assigned per operand by sampling the
 //!   RAW/WAR/WAW distance histograms and taking the register whose current distances are closest.
@@ -530,7 +530,18 @@ impl Composer<'_> {
         self.transition.add(realised_r.min(BINS - 1), w);
         let low = shift + n;
         let mut mask = 1u32 << low.min(30);
-        let mut free: Vec<u32> = ((low + 1)..=30).collect();
+        // The other bits come from just above the lowest one: a bit far up the counter would not
+        // change within any realistic run (bit 25 flips every 2^25 chunk executions), so the branch
+        // would never leave its first direction and its bin would be "never" in every profile. Drawing
+        // M − 1 of the M + 1 bits above keeps the period within 2^(low + M + 2) executions and still
+        // gives branches of one rate different masks, so they are not synchronised.
+        // Except for "never" (bin 10): its branches should not flip within a run at all.
+        let top = if t == BINS - 1 {
+            30
+        } else {
+            (low + m + 1).min(30)
+        };
+        let mut free: Vec<u32> = ((low + 1)..=top).collect();
         self.rng.shuffle(&mut free);
         for bit in free.into_iter().take(m as usize - 1) {
             mask |= 1 << bit;

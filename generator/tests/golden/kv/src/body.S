@@ -115,2221 +115,2298 @@ ditto_body_c1:
     jmp .Lc1_b0_c31
     .p2align 6
 .Lc1_b0_c0:
-    mov dword ptr [r15 + 0], 81
-    and ebp, dword ptr [r15 + 0]
-    mov eax, 128
-    and edi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 524416
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 126
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1614058016
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx ebp, sil
-    mov ecx, 244
-    test ebx, 1191782944
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, cl
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rcx
+    and rbp, 448
+    mov byte ptr [r14 + rbp + 576], bpl
+    cmp rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, cl
     test ebx, 256
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    cmp rax, qword ptr [r14 + 0]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 128], 4
-    and r9, 960
-    movsxd rcx, dword ptr [r15 + r9 + 1024]
-    movzx edi, al
-    lea r8, [r10 + r10*2]
-    test ebx, 60559904
-    jnz 1f
+    movzx edi, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    jmp 1f
 1:
-    and r8, 192
-    add qword ptr [r15 + r8 + 256], rdi
-    mov eax, dword ptr [r15 + r8 + 320]
-    movzx edx, dl
-    test ebx, 131104
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    cmp rdx, qword ptr [r15 + r9 + 1088]
-    mov dword ptr [r15 + r8 + 384], r8d
-    movsxd rsi, dword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov qword ptr [r15 + 0], r9
+    mov edi, edx
+    mov dword ptr [r15 + 0], 251
+    test bl, 64
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rdi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 111
+    test ebx, 256
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r8, rdx
+    lea r8, [r10 + r10*2]
+    movsxd r9, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 64]
+    test bl, 64
+    jz 1f
+1:
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1024], 112
+    cmovne rdx, rdx
+    mov eax, dword ptr [r14 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    test bl, 64
+    jz 1f
+1:
+    vpxor xmm5, xmm5, xmm3
+    cmp rdx, qword ptr [r15 + rbp + 512]
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 1088]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 1152]
+    movzx edi, cl
+    mov edx, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov r8d, 219
-    test bl, 128
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    bt rcx, rdx
-    mov qword ptr [r15 + 0], rcx
     mov esi, dword ptr [r15 + 0]
-    mov rdx, rsi
-    test ebx, 16512
-    jnz 1f
-1:
-    mov edi, r9d
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1353852960
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, esi
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 288
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r8, qword ptr [r15 + 0]
+    mov eax, edx
+    cmp r9, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    jmp 1f
+1:
+    test ebx, 40928
+    jnz 1f
+1:
+    bt rdx, rdi
+    xchg r9, rax
+    btc dword ptr [r15 + 0], 13
+    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    test ebx, 512
     jz 1f
 1:
-    lea r9, [r10 + r10*2]
+    mov byte ptr [r15 + 0], al
+    mov ecx, ecx
+    and rbp, 448
+    mov rax, qword ptr [r14 + rbp + 640]
+    mov edi, r8d
+    test bl, 64
+    jnz 1f
+1:
+    cmp rax, qword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 64], dil
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], edi
+    mov r9d, 11
     lea r8, [r10 + r10*1]
-    imul esi, ecx, 58
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2112], esi
-    popcnt rdx, r9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 13
-    test ebx, 4194336
+    mov rax, qword ptr [r15 + 64]
+    and r8, 960
+    inc dword ptr [r15 + r8 + 1024]
+    test ebx, 31424
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], r8d
-    mov rdi, qword ptr [r15 + r8 + 192]
-    movzx edx, dil
-    movzx edi, byte ptr [r14 + r9 + 2048]
-    test ebx, 155214400
+    mov eax, edi
+    nop
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + rbp + 576]
+    and r9, 64
+    mov rdi, qword ptr [r14 + r9 + 128]
+    test ebx, 3872
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 0]
-    mov edx, eax
-    mov ecx, dword ptr [r15 + r9 + 2176]
-    popcnt r8, rbp
+    mov ebp, dword ptr [r15 + r9 + 192]
+    mov rdi, rdi
+    movzx r9d, byte ptr [r15 + r8 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    movzx r8d, cl
-    movzx esi, r8b
-    movzx ecx, byte ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 13296736
+    mov rdi, rsi
+    and ecx, dword ptr [r15 + 0]
+    vmovq xmm3, rdi
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 8
-    mov ebp, 19
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1915224576
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ecx, r9d
     test bl, 64
     jz 1f
 1:
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 91
-    mov rcx, rax
-    test ebx, 354598944
+    vpaddd xmm3, xmm3, xmm9
+    mov r9d, 36
+    or qword ptr [r15 + 0], 106
+    mov dword ptr [r15 + 0], 147
+    test bl, 96
     jnz 1f
 1:
-    mov rcx, rsi
-    cmp dword ptr [r15 + 0], 14
-    movzx esi, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
+    mov r8, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
     test bl, 64
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    test ebx, 8388640
     jnz 1f
 1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r9 + 192]
-    mov r9, r8
-    mov byte ptr [r15 + rbp + 192], r8b
-    lea rbp, [r10 + r10*1]
-    test bl, 64
+    mov rsi, rdx
+    or qword ptr [r15 + 0], 50
+    movsxd rax, dword ptr [r15 + 0]
+    nop
+    test ebx, 57248
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*2]
+    lea rbp, [r10 + r10*2]
+    and r8, 1984
+    mov esi, dword ptr [r14 + r8 + 2112]
+    and rbp, 16320
+    mov r9, r10
+    movsxd rdx, dword ptr [r15 + rbp + 16512]
+    test ebx, 512
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 192], 67
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 128]
-    mov dword ptr [r14 + 64], edx
+    and r9, 192
+    mov dword ptr [r15 + r9 + 256], 243
+    mov r9d, 176
+    add rdx, qword ptr [r15 + rbp + 16448]
+    movzx eax, byte ptr [r15 + rbp + 16384]
+    test bl, 64
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 2176], al
+    mov dword ptr [r15 + r8 + 2048], ecx
+    mov ecx, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    movzx r9d, bpl
-    and ebp, dword ptr [r15 + 0]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov ebp, 41
-    test ebx, 469844960
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov rdx, rdx
-    mov r8d, edi
-    imul rsi, rdx
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 28
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1153461280
-    jz 1f
-1:
-    cmp rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 30
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    lea r9, [r10 + r10*1]
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 192
-    mov edi, dword ptr [r15 + r9 + 320]
-    mov rbp, qword ptr [r15 + r9 + 256]
-    mov ecx, 238
-    mov eax, r9d
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 134
-    mov rcx, qword ptr [r14 + 0]
-    mov edx, ecx
-    test ebx, 4194336
+    movzx ecx, byte ptr [r15 + 0]
+    mov rsi, rbp
+    jmp 1f
+1:
+    test ebx, 26560
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 208
+    mov byte ptr [r15 + 0], bpl
+    add qword ptr [r15 + 0], rbp
+    test bl, 96
     jz 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r15 + r8 + 192], sil
-    movsxd r8, dword ptr [r15 + 64]
-    and rbp, 32704
-    mov dword ptr [r15 + rbp + 32768], edx
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, 255
+    mov byte ptr [r15 + 0], bpl
+    test bl, 64
+    jnz 1f
+1:
+    mov rax, r8
+    mov r9d, dword ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 3872
+    jz 1f
+1:
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + 64], 225
+    jmp 1f
+1:
+    test ebx, 576
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 192], rdi
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 192
+    mov dword ptr [r14 + r8 + 256], r9d
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 576]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov r8d, ecx
+    test bl, 64
+    jnz 1f
+1:
+    mov rsi, r8
+    mov edx, 127
+    movzx r8d, byte ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, eax
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1375781184
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9, qword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 3424
     jnz 1f
 1:
-    xchg rbp, rdi
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 206
-    test ebx, 1090573216
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 80
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 220
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 3296
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movzx esi, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r9d
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, 75
+    test ebx, 288
+    jz 1f
+1:
+    bt r9, r9
     lea rbp, [r10 + r10*1]
-    test ebx, 1073741856
+    mov r9d, dword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 576], r9
+    test ebx, 23520
     jnz 1f
 1:
-    nop
-    mov byte ptr [r15 + 0], bpl
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdx, r8
-    mov r9d, r9d
+    mov rcx, qword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + 64]
+    and r9, 64
     lea r8, [r10 + r10*2]
-    mov edx, 54
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1152]
-    test bl, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 137
-    mov ecx, edi
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 16416
-    jnz 1f
+    and r8, 192
+    mov dword ptr [r15 + r8 + 320], edi
+    mov edx, dword ptr [r15 + rbp + 512]
+    popcnt rdi, rcx
+    mov qword ptr [r15 + r9 + 192], r8
+    test bl, 160
+    jz 1f
 1:
-    and edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + r8 + 1088], 186
-    mov edi, 224
-    mov eax, edi
-    test ebx, 33554560
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 1024]
-    mov qword ptr [r14 + 0], rsi
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 192], r8b
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    mov rcx, qword ptr [r15 + r8 + 192]
-    mov r8d, r9d
+    mov rdi, qword ptr [r14 + r8 + 384]
+    mov ebp, ebp
+    mov qword ptr [r15 + r8 + 256], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movzx ebp, dl
+    mov dword ptr [r15 + 0], edi
+    movzx edi, dil
+    movzx eax, byte ptr [r15 + 0]
     test bl, 64
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 70
-    test ebx, 268567712
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r14 + 0], r8b
-    mov r8, rdx
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 192]
-    mov r9d, ebp
-    test ebx, 256
-    jnz 1f
-1:
-    vpaddq xmm4, xmm4, xmmword ptr [r14 + rbp + 128]
-    mov r9, r9
-    mov edi, edi
-    mov edx, r9d
-    test ebx, 673316896
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov dword ptr [r15 + 64], 249
-    movzx eax, byte ptr [r15 + 64]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 640]
-    mov edi, ebp
-    test ebx, 22156800
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 576]
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, 148
-    lea r9, [r10 + r10*1]
-    test ebx, 16777344
+    inc dword ptr [r15 + 0]
+    mov esi, 202
+    mov edi, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 512]
-    and r9, 32704
-    mov dword ptr [r15 + r9 + 32768], edx
-    add rsi, qword ptr [r15 + r9 + 32832]
-    mov ecx, edx
+    mov edi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    add r9, qword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, 206
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 64928
+    jz 1f
+1:
+    mov r9, r10
+    lea rbp, [r10 + r10*2]
+    mov rcx, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
+    and rbp, 192
+    add rsi, qword ptr [r15 + rbp + 320]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 512]
+    test ebx, 3424
+    jz 1f
+1:
+    mov eax, eax
+    mov rdx, rdi
+    jmp 1f
+1:
+    mov ecx, 45
+    test ebx, 1248
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edi, 149
+    mov rdx, r9
+    and r8, 64
+    movsxd rax, dword ptr [r14 + r8 + 128]
+    vpaddq xmm9, xmm9, xmmword ptr [r14 + 0]
+    test ebx, 3296
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 256]
+    xor dword ptr [r15 + rbp + 384], edx
+    mov byte ptr [r15 + r8 + 192], al
+    movzx esi, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
+    mov ebp, esi
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    and edx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov r8d, 95
+    mov r9d, 31
+    mov rsi, r8
+    test ebx, 24256
+    jz 1f
+1:
+    movzx ecx, sil
+    mov eax, ecx
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, 148
+    add rcx, qword ptr [r15 + 0]
+    mov ecx, 195
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 130848
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    bswap rcx
+    cmp rcx, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, 14
+    mov ebp, 1
+    test bl, 128
+    jnz 1f
+1:
     lea r8, [r10 + r10*1]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 576]
-    mov edx, 43
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 79
-    test ebx, 512
-    jnz 1f
-1:
-    xchg rbp, rdx
-    cmp dword ptr [r15 + 0], 41
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1073741856
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 15
-    and esi, dword ptr [r15 + 0]
-    mov r9, rsi
-    test bl, 64
-    jz 1f
-1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    mov ecx, r9d
-    sete bpl
-    or qword ptr [r15 + 0], 94
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, ebp
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], r9d
+    mov rcx, rbp
+    movzx ebp, byte ptr [r15 + 0]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 2112]
     lea r9, [r10 + r10*1]
-    test bl, 160
+    mov eax, 52
+    test bl, 64
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 8192]
-    mov ecx, 2
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + r8 + 512]
-    test ebx, 71763104
+    and r9, 192
+    mov byte ptr [r14 + r9 + 256], dl
+    mov ebp, dword ptr [r15 + r8 + 2048]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 64]
+    test bl, 64
     jnz 1f
 1:
-    mov r8, qword ptr [r14 + 0]
+    mov edx, 189
+    or qword ptr [r14 + 64], 42
+    mov ecx, edx
+    test ebx, 16288
+    jnz 1f
+1:
+    mov edx, 40
+    mov rbp, r10
+    mov ecx, dword ptr [r15 + r9 + 320]
     and rbp, 64
-    mov edi, dword ptr [r14 + rbp + 192]
-    movzx eax, byte ptr [r15 + 64]
-    test ebx, 1277473312
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 8256]
-    cmovne r9, rax
-    mov dword ptr [r15 + rbp + 128], ecx
+    add rdx, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea r9, [r10 + r10*2]
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 2048]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 33850400
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, 115
-    mov dword ptr [r15 + 0], edx
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 272672192
+    inc dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 24256
     jnz 1f
 1:
-    nop
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, rdx
-    mov eax, edx
-    test ebx, 67109120
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 57888
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    lea r8, [r10*4]
-    mov dword ptr [r15 + r9 + 2176], ecx
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 640]
-    mov rsi, qword ptr [r15 + r8 + 512]
-    mov edi, dword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rsi
-    test ebx, 262208
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ebp, dl
+    test ebx, 3296
     jz 1f
 1:
-    bt rbp, rbp
-    mov dword ptr [r15 + r8 + 576], edi
-    movzx ebp, r9b
-    or qword ptr [r15 + r8 + 704], 59
-    test bl, 64
+    mov eax, r8d
+    movzx ebp, byte ptr [r15 + 0]
+    mov ebp, eax
+    test ebx, 256
     jnz 1f
 1:
-    movzx r8d, bpl
-    mov rdi, r8
-    mov dword ptr [r15 + r9 + 2112], r9d
-    movzx r9d, r9b
+    movsxd r8, dword ptr [r15 + 0]
+    mov esi, ebp
+    lock or dword ptr [r15 + 0], 92
+    cmp rdi, qword ptr [r15 + 0]
+    test ebx, 15296
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov qword ptr [r15 + 0], rsi
+    mov rcx, rsi
+    mov esi, ecx
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 736
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    popcnt rax, rbp
+    .byte 0x66, 0x90
+    and rbp, 8128
+    movsxd rsi, dword ptr [r14 + rbp + 8256]
+    lea r8, [r10 + r10*1]
+    mov rcx, rsi
+    test ebx, 97760
+    jnz 1f
+1:
+    and r8, 64
+    cmp dword ptr [r15 + r8 + 192], 12
+    mov rdx, r8
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + rbp + 8192]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 192]
+    test ebx, 3744
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov ebp, esi
+    mov eax, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c8:
-    lea rbp, [r10 + r10*1]
-    add r9, qword ptr [r15 + 64]
-    mov esi, 125
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 58
+    mov r8d, dword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, r8d
+    test ebx, 256
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 384
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, 245
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 604307488
-    jnz 1f
-1:
-    mov r9, rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 16640
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 576
     jz 1f
 1:
-    movzx eax, r9b
-    mov qword ptr [r15 + 0], rdx
-    movzx eax, dl
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 807552064
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 138
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 24288
     jnz 1f
 1:
-    bt rdx, rdx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 403092640
-    jz 1f
-1:
-    mov rdx, rbp
-    sete cl
-    cmp dword ptr [r15 + 0], 24
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1097990912
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, dl
+    mov rbp, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 24288
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 576]
+    mov r9, r10
+    movzx esi, r9b
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov esi, ebp
-    test ebx, 1376094624
+    mov r8, r10
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 128]
+    and r8, 1984
+    btc dword ptr [r15 + r8 + 2048], 28
+    test ebx, 8128
     jnz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], r9
-    bt r8, r8
-    imul r9, rbp
-    movzx ecx, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
+    and rbp, 448
+    movzx r8d, byte ptr [r15 + rbp + 576]
+    mov edx, 148
+    lea rdi, [r15 + 131712]
+    mov ecx, 4096
+    rep stosb
+    movzx r9d, byte ptr [r15 + rbp + 512]
+    test ebx, 256
+    jnz 1f
 1:
-    cmp dword ptr [r15 + rbp + 192], 94
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 128]
-    mov edi, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + 64], 13
+    movzx eax, byte ptr [r15 + 64]
+    mov byte ptr [r14 + 0], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c9:
+    movzx edx, sil
+    mov ebp, edx
+    mov r9d, r8d
+    xchg rdi, rdx
+    lea r8, [r10 + r10*1]
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 448
+    and edi, dword ptr [r15 + r8 + 576]
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 25
+    mov esi, eax
+    test ebx, 61344
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
+    mov edi, eax
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, ebp
+    nop
+    test ebx, 3296
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     lea rbp, [r10 + r10*2]
-    and rbp, 192
-    add r9, qword ptr [r15 + rbp + 384]
-    cmp dword ptr [r15 + 0], 90
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 136321056
+    movsxd rcx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    test ebx, 256
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], dl
-    mov r9d, 67
-    test bl, 64
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 74
-    mov byte ptr [r15 + 0], r9b
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edx, dil
-    mov dword ptr [r15 + 0], edx
-    lea r8, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and r8, 8128
-    mov edi, dword ptr [r15 + r8 + 8320]
-    test ebx, 537690144
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], ecx
+    and rbp, 8128
     lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + 0], al
-    movzx ecx, byte ptr [r14 + 0]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 256]
-    mov ebp, 34
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 131200
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rsi, rsi
-    mov rdi, qword ptr [r15 + r8 + 8192]
-    mov dword ptr [r15 + r9 + 192], 220
-    test ebx, 2013415712
+    movzx esi, byte ptr [r14 + rbp + 8192]
+    inc dword ptr [r15 + rbp + 8256]
+    cmovne rcx, r8
+    and r9, 192
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    test ebx, 30176
     jz 1f
 1:
-    mov r9d, edi
-    mov rax, r9
-    movsxd rbp, dword ptr [r15 + r8 + 8256]
+    movsxd rdi, dword ptr [r14 + 64]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 8320]
+    mov rbp, rdi
+    mov qword ptr [r15 + r8 + 512], rbp
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    mov r9d, r8d
+    movzx r8d, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c10:
-    mov r8d, dword ptr [r15 + 0]
-    mov r8, rdx
-    mov r9d, r8d
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 42862880
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    mov edx, ecx
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    mov rdi, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
 1:
-    cmovne rbp, rsi
-    lock or dword ptr [r15 + 0], 54
-    mov rsi, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, ecx
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 121824
+    jz 1f
+1:
+    mov rax, r8
+    cmp dword ptr [r15 + 0], 107
+    mov byte ptr [r15 + 0], al
+    mov edx, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 16416
+    movzx r8d, dl
+    sete cl
+    mov rsi, rdi
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 68
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 137
-    lea r8, [r10 + r10*2]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r8
+    mov edi, 189
+    movsxd rax, dword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 31712
+    jz 1f
+1:
+    mov rsi, rdi
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9d, 80
+    mov r8, r10
+    test ebx, 1440
+    jz 1f
+1:
     and r8, 448
-    mov qword ptr [r14 + r8 + 512], rcx
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    test ebx, 8320
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 640]
-    movzx esi, cl
-    mov edx, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*4]
-    movzx r8d, byte ptr [r15 + 64]
+    xor dword ptr [r14 + r8 + 512], r8d
+    mov rcx, rbp
+    mov r9, r10
+    mov eax, ebp
+    movzx edx, byte ptr [r14 + 0]
     test bl, 64
     jnz 1f
 1:
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 16640]
-    mov dword ptr [r15 + rbp + 16448], 178
-    mov edx, 80
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, 55
-    mov rsi, r9
-    mov edi, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 16576], r9d
-    test ebx, 1092912192
-    jnz 1f
-1:
-    and r9d, dword ptr [r14 + 0]
-    mov eax, dword ptr [r15 + rbp + 16384]
-    movsxd rdx, dword ptr [r15 + rbp + 16512]
+    and r9, 960
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r9 + 1024]
+    movzx esi, r9b
+    movzx ecx, byte ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c11:
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 16416
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 15
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, 83
-    mov rax, rbp
-    mov r8, rdi
-    test ebx, 1208488000
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, 157
-    test ebx, 268435488
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 16448], r8b
-    lea rbp, [r10 + r10*1]
     test bl, 64
     jz 1f
 1:
-    and rbp, 32704
-    mov rdx, qword ptr [r15 + rbp + 32768]
-    nop
-    mov rdx, rsi
-    test ebx, 536870944
-    jnz 1f
-1:
-    mov esi, edx
-    mov rdi, r9
-    add qword ptr [r15 + rbp + 32832], rax
-    lea rbp, [r10 + r10*1]
-    mov esi, esi
-    test ebx, 16796224
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 16384], 174
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
-    test ebx, 256
+    mov byte ptr [r15 + 0], al
+    movsxd rax, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movzx ecx, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + rbp + 192]
+    movzx r9d, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov r8d, 195
+    test ebx, 30176
+    jz 1f
+1:
+    add qword ptr [r15 + 0], r8
+    movzx eax, bpl
+    mov ebp, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, 9
+    mov rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r8d
+    test bl, 64
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 512]
+    vmovdqu xmm9, xmmword ptr [r15 + 64]
+    mov rbp, r10
+    mov dword ptr [r15 + r8 + 576], ebp
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    cmp dword ptr [r14 + 64], 33
+    movzx r9d, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 736
+    jz 1f
+1:
+    and r8, 1984
+    add rdi, qword ptr [r15 + r8 + 2112]
+    mov byte ptr [r14 + r8 + 2048], r8b
+    movzx ebp, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c12:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx ebp, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 64]
     mov r8d, dword ptr [r15 + 0]
-    sete bpl
-    test ebx, 262176
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    movzx esi, dl
-    sete dil
-    test bl, 128
-    jnz 1f
-1:
-    xchg rcx, rcx
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    mov ecx, ecx
     test ebx, 256
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    imul rcx, rdx
-    add qword ptr [r15 + 0], rdx
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    vpshufd xmm9, xmm11, 65
+    test ebx, 1952
+    jnz 1f
+1:
+    movzx edx, al
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 130464
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 160
+    mov qword ptr [r15 + 0], rax
+    and edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 2528
+    jnz 1f
+1:
+    movzx eax, dl
+    mov dword ptr [r15 + 0], 125
+    mov dword ptr [r15 + 0], eax
+    test ebx, 864
+    jnz 1f
+1:
     mov r8, r8
+    mov edx, 255
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movzx edx, bpl
-    mov dword ptr [r15 + 0], ebp
-    add rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rbp, r8
+    not qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     test bl, 64
     jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    and r9, 64
+    add rdx, qword ptr [r14 + r9 + 192]
+    mov eax, edx
+    test ebx, 63968
+    jz 1f
 1:
     mov rbp, r10
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    cmp rsi, qword ptr [r15 + 0]
-    and rbp, 1984
-    add qword ptr [r15 + rbp + 2048], rax
-    test ebx, 512
-    jz 1f
-1:
-    mov r8d, ebp
-    mov esi, r8d
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    test bl, 64
-    jz 1f
-1:
-    and rbp, 960
-    movsxd rdi, dword ptr [r15 + rbp + 1024]
-    mov eax, 56
-    mov qword ptr [r15 + 64], r9
-    mov byte ptr [r15 + 64], al
-    test ebx, 605123616
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1088], 237
-    mov dword ptr [r14 + 0], ecx
-    movzx edi, byte ptr [r15 + r8 + 192]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + r9 + 128]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 512]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2048], 9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c13:
-    lea r9, [r10*4]
-    .byte 0x66, 0x90
-    .byte 0x0f, 0x1f, 0x00
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + r9 + 576], r9b
+    mov byte ptr [r15 + 0], bpl
+    xor dword ptr [r15 + 0], esi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, rdi
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 110
+    cmp dword ptr [r15 + 0], 58
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    mov esi, 80
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    cmp dword ptr [r15 + 0], 19
+    mov ecx, r9d
+    lea r8, [r10 + r10*1]
+    test ebx, 320
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    lea rbp, [r10*4]
     test bl, 128
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 58
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 537461792
+    and rbp, 192
+    mov rdi, qword ptr [r15 + rbp + 448]
+    add rsi, qword ptr [r14 + 0]
+    mov edx, 34
+    lea r9, [r10 + r10*1]
+    mov rsi, rdx
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r8d
-    lea rbp, [r10*4]
-    movzx ecx, bpl
-    test ebx, 537133280
+    and r9, 448
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov esi, ecx
+    cmp rcx, qword ptr [r14 + rbp + 320]
+    test ebx, 3872
     jz 1f
 1:
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 2112], eax
-    mov eax, 248
-    movzx r8d, byte ptr [r14 + 0]
-    sete sil
+    movzx edx, byte ptr [r15 + r9 + 576]
+    mov ecx, edx
+    mov rdi, qword ptr [r15 + r8 + 192]
+    cmp r9, qword ptr [r15 + rbp + 384]
     test ebx, 256
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + rbp + 2176], sil
-    mov edi, esi
-    mov dword ptr [r15 + rbp + 2240], 33
-    test ebx, 371595392
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, 177
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 64]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + rbp + 2048]
-    test ebx, 1394626592
-    jnz 1f
-1:
-    and r8, 960
-    and ebp, dword ptr [r15 + r8 + 1024]
-    mov edi, 51
-    mov qword ptr [r15 + r9 + 704], r9
+    mov eax, ebp
+    mov r9d, eax
+    mov byte ptr [r15 + rbp + 256], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c14:
-    mov r9, r10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 8192], ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 29
-    test ebx, 65568
+    lea rbp, [r10*4]
+    and rbp, 448
+    btc dword ptr [r15 + rbp + 704], 18
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    test ebx, 1760
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edi, 19
+    mov eax, 193
+    mov r9d, r8d
+    test ebx, 288
     jz 1f
 1:
-    mov r9, rcx
+    mov qword ptr [r15 + 0], r9
     mov r8, qword ptr [r15 + 0]
-    mov rcx, r9
+    mov dword ptr [r15 + 0], 212
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 40
+    and esi, dword ptr [r15 + 0]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 55
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 2013791296
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
     and ecx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10*4]
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 960
-    mov eax, dword ptr [r15 + r8 + 1024]
-    movzx edx, byte ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + r8 + 1216]
+    mov byte ptr [r15 + 0], cl
+    lea r9, [r10 + r10*1]
     test ebx, 256
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 1152]
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 1088], bpl
-    movzx ecx, sil
-    test bl, 64
-    jz 1f
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 128], esi
-    mov eax, dword ptr [r14 + 0]
-    mov esi, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + rbp + 192]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    mov ecx, dword ptr [r15 + r9 + 192]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    cmovne rdi, r8
+    mov r9, r10
+    mov dword ptr [r14 + 0], eax
+    and r9, 960
+    movzx esi, byte ptr [r14 + r9 + 1024]
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 64], sil
+    cmp rax, qword ptr [r15 + rbp + 640]
+    movsxd rax, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c15:
     lea r8, [r10 + r10*2]
-    and r8, 448
-    inc dword ptr [r14 + r8 + 640]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 72
-    test ebx, 256
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov ebp, 176
-    mov byte ptr [r15 + 0], sil
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1056
-    jnz 1f
-1:
-    movzx ecx, sil
-    movzx edi, dl
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 163640928
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rax
-    sete dl
-    mov eax, 139
-    mov rsi, rdx
+    and r8, 192
+    mov ebp, dword ptr [r15 + r8 + 384]
+    movzx esi, byte ptr [r15 + r8 + 320]
+    mov r9d, 147
+    mov byte ptr [r15 + 0], r9b
     test bl, 64
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r9
-    cmp rax, qword ptr [r15 + 0]
+    nop
+    mov eax, 130
+    mov rdi, qword ptr [r15 + 0]
+    movzx eax, dl
+    test ebx, 2976
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1140883744
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 63968
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx eax, sil
+    test ebx, 1504
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
+    and esi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    test ebx, 512
+    test bl, 64
     jz 1f
 1:
-    xor dword ptr [r15 + r9 + 128], r9d
-    mov byte ptr [r15 + r8 + 576], r9b
-    lea rbp, [r10 + r10*2]
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    and rbp, 192
-    xor dword ptr [r15 + rbp + 320], ebp
-    test ebx, 16777248
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 64], rdi
+    mov rdi, rdx
+    mov dword ptr [r15 + 64], edi
+    test ebx, 61344
     jz 1f
 1:
-    add rdi, qword ptr [r15 + rbp + 256]
-    mov r9, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r14 + rbp + 384]
+    jmp 1f
+1:
+    mov rdi, rdi
+    movsxd rax, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    mov rdx, rbp
+    and rbp, 1984
+    mov esi, dword ptr [r15 + rbp + 2048]
+    mov byte ptr [r14 + 0], sil
+    mov dword ptr [r14 + 0], esi
+    mov r9, r10
+    test ebx, 1504
+    jnz 1f
+1:
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 512]
+    and ecx, dword ptr [r15 + rbp + 2112]
+    cmp rdi, qword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c16:
-    lea r9, [r10*4]
-    and r9, 192
-    mov ebp, dword ptr [r15 + r9 + 448]
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov qword ptr [r15 + 0], rbp
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, cl
-    mov rsi, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movzx esi, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16512], r8d
+    and edi, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    test bl, 64
+    add qword ptr [r15 + 0], rdi
+    test ebx, 26560
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 176
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    movzx r9d, byte ptr [r15 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
-    mov rax, rcx
-    mov esi, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r8d
-    test ebx, 294894624
+    test bl, 64
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 8256
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    nop
-    and r8, 448
-    mov eax, dword ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 192], 118
-    movzx esi, byte ptr [r14 + 0]
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    test ebx, 1539441184
+    mov eax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rcx, rbp
+    test bl, 64
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 512]
-    mov r8d, edi
-    mov rbp, qword ptr [r14 + r9 + 384]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], bpl
+    movzx edi, byte ptr [r15 + 64]
+    mov rsi, rdx
+    test ebx, 31200
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 64], r8d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8192], r8d
+    mov dword ptr [r14 + 0], 60
+    lea r9, [r10 + r10*1]
+    test bl, 96
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], edx
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1024]
+    movsxd rdx, dword ptr [r15 + rbp + 8256]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    or qword ptr [r15 + r8 + 16384], 122
+    mov byte ptr [r15 + r8 + 16448], dl
+    movzx r8d, byte ptr [r15 + r9 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c17:
-    lea r9, [r10 + r10*4]
-    mov rsi, r9
-    and r9, 448
-    mov ebp, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + 0], dl
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov edi, ecx
+    sete dl
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov rax, qword ptr [r15 + 0]
-    test ebx, 262272
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 192
-    mov ecx, 106
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 128
+    mov ecx, eax
+    mov r9d, 229
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 32320
     jz 1f
 1:
-    lock add qword ptr [r15 + 0], r8
-    mov rdx, qword ptr [r15 + r9 + 640]
-    cmp dword ptr [r15 + 64], 83
-    mov r8d, 216
-    test bl, 64
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 62
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 288
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    popcnt rdi, rcx
+    test ebx, 256
     jz 1f
 1:
-    mov rcx, r8
+    movzx edx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 130720
+    jnz 1f
+1:
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], 56
     lea rbp, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
+    mov r9, qword ptr [r14 + 0]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], r9b
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], r8d
-    test bl, 128
+    mov dword ptr [r15 + rbp + 128], eax
+    lea r9, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    and r9, 960
+    mov r8, r10
+    mov qword ptr [r15 + r9 + 1088], r9
+    mov edi, ebp
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, r8d
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    test ebx, 17442432
-    jnz 1f
-1:
-    mov ebp, 168
-    mov edx, dword ptr [r15 + r8 + 1088]
-    mov esi, 208
-    mov r8d, 239
-    test ebx, 1651067488
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 704], 89
-    and r8d, dword ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 768], r8d
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 512]
+    movsxd rbp, dword ptr [r15 + r9 + 1024]
+    cmovne r9, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c18:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], 88
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 202768960
+    lea rbp, [r10 + r10*1]
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1024]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    bswap rdi
+    movzx esi, dil
+    test bl, 128
     jnz 1f
 1:
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    not qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 16777248
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 52
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    lea r8, [r10*4]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edi, dil
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 320], 199
-    lea rbp, [r10 + r10*1]
+    sete cl
+    mov rsi, rax
+    mov rdx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov edi, ebp
-    and rbp, 64
-    cmp rdx, qword ptr [r15 + rbp + 128]
-    mov rax, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], al
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    mov rdx, qword ptr [r15 + r9 + 192]
-    test ebx, 576
-    jz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
-    cmp rax, qword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    cmp dword ptr [r15 + 0], 14
+    test ebx, 576
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 20
     test bl, 64
     jnz 1f
 1:
-    mov qword ptr [r14 + r8 + 256], r9
-    mov ebp, r9d
-    mov r8, rbp
+    nop
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 8
+    rep movsb
+    mov r9, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1888
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov r9, r10
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 8192]
+    and r8, 192
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 1088]
+    mov ebp, dword ptr [r14 + r8 + 256]
+    movzx edi, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c19:
-    lea r9, [r10 + r10*1]
-    and r9, 192
-    mov eax, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + 64], 188
-    mov rcx, rcx
-    mov r8, qword ptr [r15 + 64]
+    bt rdi, rcx
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, dl
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 28352
+    jz 1f
+1:
+    vpshufd xmm9, xmm9, 68
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1632
+    jz 1f
+1:
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 75
     movsxd r8, dword ptr [r15 + 0]
-    mov rsi, r8
-    movzx edi, r8b
-    cmp dword ptr [r15 + 0], 24
-    test ebx, 1536
-    jz 1f
-1:
-    movzx esi, dil
-    add qword ptr [r15 + 0], rsi
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    bt r8, rdx
-    mov rdi, qword ptr [r15 + 0]
-    sete cl
-    mov dword ptr [r15 + 0], 18
-    test ebx, 4194816
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 47
-    lea r8, [r10*4]
-    test ebx, 131136
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 256]
-    and r8, 1984
-    vmovdqu xmm2, xmmword ptr [r15 + r8 + 2048]
-    movzx esi, bpl
     test ebx, 288
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 2176], r9b
-    movzx ecx, byte ptr [r15 + r8 + 2112]
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    mov ecx, 214
-    test ebx, 512
+    lea rbp, [r10 + r10*4]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 448
+    or qword ptr [r15 + rbp + 576], 120
+    test bl, 160
     jz 1f
 1:
-    mov rbp, rax
-    cmp dword ptr [r15 + r8 + 2240], 41
-    mov eax, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    mov r9d, eax
+    movzx esi, al
+    test ebx, 1376
+    jz 1f
+1:
+    mov r9, r10
+    mov dword ptr [r15 + 64], eax
+    mov esi, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 64], 107
+    and r9, 960
+    mov r8, r10
+    cmp dword ptr [r15 + r9 + 1024], 127
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 16320
+    mov r9, qword ptr [r14 + r8 + 16384]
+    mov rdx, qword ptr [r15 + rbp + 704]
+    bswap r8
+    test bl, 128
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c20:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, edi
-    jmp 1f
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 8192]
+    movzx r8d, byte ptr [r14 + 0]
+    mov eax, r8d
+    movzx r9d, byte ptr [r14 + 0]
+    test bl, 160
+    jnz 1f
 1:
-    test bl, 64
+    mov edx, r9d
+    mov r8d, 254
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 96
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, sil
-    movzx eax, byte ptr [r15 + 0]
-    mov rsi, r9
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, rdi
-    lea rbp, [r10 + r10*2]
-    mov esi, r9d
-    test ebx, 33554688
-    jnz 1f
-1:
+    mov rsi, r8
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1088], 76
-    mov edx, 112
-    mov r9d, ecx
-    test ebx, 11360
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, 69
+    test bl, 96
     jz 1f
 1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov r8d, 248
-    test bl, 64
-    jz 1f
-1:
-    sete dl
-    mov rax, r8
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 1024
-    jz 1f
-1:
-    mov edx, 153
-    mov rax, rsi
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov rcx, rbp
-    test ebx, 131136
-    jz 1f
-1:
-    and r9, 192
-    add rax, qword ptr [r15 + r9 + 320]
-    and r8, 64
-    cmp r8, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r8 + 192], r8d
-    movzx edi, bpl
-    test bl, 64
+    movsxd r9, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 480
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 256], rbp
-    or qword ptr [r14 + rbp + 1152], 43
-    mov esi, dword ptr [r14 + rbp + 1024]
+    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov edx, 57
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 152
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov rcx, qword ptr [r15 + r9 + 192]
+    test bl, 96
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], 252
+    inc dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 64]
+    mov r8, r10
+    movzx eax, r8b
+    test bl, 192
+    jz 1f
+1:
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 2048]
+    movzx edi, r8b
+    mov dword ptr [r15 + rbp + 8256], 83
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c21:
-    lea rbp, [r10*4]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + 0], 126
-    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, 198
+    test ebx, 48992
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov r8, rdi
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test bl, 96
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test bl, 128
+    mov dword ptr [r15 + 0], eax
+    test ebx, 480
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
     mov rcx, rax
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 233
-    test ebx, 4128
+    mov esi, dword ptr [r15 + 0]
+    mov eax, edi
+    mov rdx, rsi
+    test ebx, 256
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     movzx edi, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edi
-    mov r8d, ebp
-    test ebx, 256
+    test ebx, 288
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rdi, rsi
-    mov rsi, qword ptr [r15 + rbp + 640]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 226
-    movsxd rsi, dword ptr [r14 + rbp + 576]
+    mov eax, 197
+    movzx r9d, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 3872
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov ecx, 105
+    mov edi, dword ptr [r15 + 0]
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r8, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 128]
-    lea r8, [r10*4]
-    mov rdi, r9
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 2048]
+    mov r9, r10
+    mov byte ptr [r15 + rbp + 128], r8b
+    and r9, 960
+    inc dword ptr [r14 + r9 + 1024]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], r8d
+    mov r9d, dword ptr [r15 + r8 + 320]
+    test bl, 160
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 64]
     jmp 1f
 1:
-    test ebx, 6373408
-    jnz 1f
-1:
-    movzx eax, r9b
-    mov byte ptr [r15 + r8 + 2176], cl
-    mov ecx, dword ptr [r14 + r8 + 2240]
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 47719200
-    jnz 1f
-1:
-    movzx edx, cl
-    mov edx, 76
-    mov rsi, qword ptr [r15 + rbp + 512]
-    mov eax, dword ptr [r15 + r8 + 2112]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c22:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 57
-    movzx edx, bpl
-    mov r8d, edx
+    mov edi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
+    movzx r9d, dil
+    mov rax, r9
     test bl, 64
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 34608160
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov rdx, r8
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, al
+    mov rax, qword ptr [r15 + 0]
+    cmp rdx, qword ptr [r15 + 0]
+    test ebx, 32480
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    cmp rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test bl, 128
+    jnz 1f
+1:
     movzx ecx, byte ptr [r15 + 0]
-    test ebx, 2108448
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, r8d
-    imul r8, rdi
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rax, r8
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r8d, ebp
-    cmp dword ptr [r14 + 0], 23
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], dl
-    lea r9, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x00
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 76
+    mov r8d, 229
     test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    or qword ptr [r15 + r9 + 128], 33
-    lea r9, [r10 + r10*2]
-    mov edx, 45
-    test ebx, 1212154176
     jnz 1f
 1:
-    mov edx, r9d
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 192], ecx
-    mov r8d, dword ptr [r15 + 64]
+    mov eax, 4
+    movzx edi, bpl
+    movzx ebp, byte ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 8256], rsi
+    mov esi, dword ptr [r14 + 64]
+    mov r8d, 82
+    lea rbp, [r10 + r10*2]
+    mov dword ptr [r14 + 64], r8d
+    test ebx, 1440
+    jz 1f
+1:
+    and rbp, 192
+    movzx edi, byte ptr [r15 + rbp + 256]
+    mov r8, r10
+    mov esi, eax
+    mov rax, rsi
+    test ebx, 3648
+    jz 1f
+1:
+    and r8, 1984
+    mov rax, qword ptr [r15 + r8 + 2048]
+    or qword ptr [r15 + rbp + 384], 11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edi, r9d
     test bl, 64
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + r9 + 384]
-    movzx ebp, byte ptr [r15 + r9 + 256]
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    imul rdi, r8
+    mov eax, dword ptr [r15 + r9 + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c23:
-    movzx edi, dil
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, r9b
-    mov rsi, rsi
-    test ebx, 288
-    jnz 1f
-1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rdi, r9
-    test ebx, 512
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 32064
     jnz 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    bt rdi, rdi
-    jmp 1f
-1:
-    test ebx, 1048608
-    jz 1f
-1:
-    imul edi, ecx, 118
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 2
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    movzx ecx, r9b
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    imul esi, ebp, 73
-    mov rbp, rcx
-    mov rcx, qword ptr [r15 + r8 + 128]
-    test bl, 96
+    and edx, dword ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 31
+    cmp rcx, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    lea r8, [r10 + r10*4]
+    test ebx, 30176
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    lock or dword ptr [r15 + 64], 41
-    mov r8d, eax
-    mov r9d, edx
-    lea rbp, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
+    mov ebp, esi
+    and r8, 448
+    mov qword ptr [r14 + r8 + 576], r8
+    mov dword ptr [r15 + r8 + 640], 229
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 704], 60
+    test ebx, 48992
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 64]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 192]
-    test ebx, 1780647968
-    jnz 1f
+    and r9, 960
+    mov rbp, r10
+    mov byte ptr [r15 + r9 + 1088], bpl
+    and rbp, 8128
+    cmp dword ptr [r15 + rbp + 8192], 7
+    mov rdi, rbp
+    test ebx, 512
+    jz 1f
 1:
-    add qword ptr [r14 + r8 + 128], r8
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov r8d, edi
+    .byte 0x0f, 0x1f, 0x00
+    mov ebp, dword ptr [r14 + 0]
+    xchg rax, rdx
+    mov dword ptr [r15 + r8 + 768], ebp
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 512], edx
+    movzx edi, byte ptr [r15 + r9 + 1024]
+    mov r8d, 12
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c24:
+    cmp r8, qword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 94
+    vmovq xmm9, rsi
+    cmp dword ptr [r15 + 0], 6
+    test bl, 64
+    jz 1f
+1:
+    movzx r8d, r9b
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, r8b
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, 220
+    movzx ecx, byte ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 8923968
+    mov edx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 71
+    test ebx, 29664
     jz 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 82
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 16512
-    jnz 1f
+    xor dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 121
+    mov r9, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], eax
+    test ebx, 992
+    jz 1f
 1:
-    popcnt rcx, rdi
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
+    movzx eax, byte ptr [r14 + 0]
+    cmp dword ptr [r15 + 64], 70
+    mov dword ptr [r15 + 64], eax
+    mov rbp, r10
+    movzx edi, sil
+    test bl, 96
+    jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    imul rsi, rdi
-    mov dword ptr [r15 + 0], edi
-    cmp dword ptr [r15 + 0], 124
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov rbp, qword ptr [r15 + 0]
-    and r9, 64
-    or qword ptr [r15 + r9 + 192], 37
-    lea r8, [r10 + r10*2]
-    mov rcx, rdi
-    test ebx, 134217760
-    jnz 1f
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2048], ebp
+    mov rdx, rdx
+    jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 512], r8
-    and rbp, 192
-    xchg qword ptr [r15 + rbp + 256], rdi
-    movzx esi, r9b
-    movzx edi, byte ptr [r15 + r8 + 576]
+    bt r9, rsi
+    mov r8, r10
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    mov rax, rsi
-    cmp dword ptr [r14 + 0], 16
-    mov rdi, qword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + r8 + 640]
-    test ebx, 940638400
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + rbp + 320]
-    mov r8, qword ptr [r15 + r9 + 128]
+    and rbp, 960
+    movzx esi, byte ptr [r14 + rbp + 1024]
+    cmp rcx, qword ptr [r15 + rbp + 1088]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    movzx eax, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 180
-    mov r9, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 89
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    test ebx, 1056
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, 67
+    mov ebp, edx
+    test ebx, 256
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
+    mov edi, esi
+    mov ebp, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 61152
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 32352
+    jz 1f
+1:
+    or esi, 1
+    xor edx, edx
+    div esi
+    movzx ecx, sil
+    mov edx, esi
     movsxd rax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r8, [r10 + r10*2]
-    test bl, 160
-    jnz 1f
-1:
-    mov edi, r8d
-    mov r9d, dword ptr [r15 + 0]
-    and r8, 8128
-    mov rax, qword ptr [r14 + r8 + 8192]
     test bl, 64
-    jz 1f
-1:
-    add rax, qword ptr [r14 + 0]
-    mov edi, 67
-    lea rbp, [r10 + r10*1]
-    mov rdx, rdx
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 192]
-    lea r9, [r10 + r10*2]
-    test ebx, 961351712
     jnz 1f
 1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 576]
-    mov qword ptr [r15 + r9 + 640], r9
-    mov rax, qword ptr [r15 + 64]
-    mov esi, r9d
-    test ebx, 1157628448
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rdi, rsi
+    test ebx, 768
     jnz 1f
-1:
-    mov ecx, 162
-    movzx edx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + r9 + 512], dl
-    movsxd r9, dword ptr [r15 + r8 + 8320]
-    test ebx, 588251200
-    jz 1f
 1:
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + rbp + 128]
-    movsxd rcx, dword ptr [r15 + r8 + 8256]
+    mov rdi, rdi
+    jmp 1f
+1:
+    test ebx, 992
+    jnz 1f
+1:
+    mov esi, edi
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 15808
+    jz 1f
+1:
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rbp, r10
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 32704
+    and eax, dword ptr [r15 + rbp + 32768]
+    mov r8, r10
+    mov dword ptr [r14 + 0], 130
+    and r8, 960
+    mov rbp, qword ptr [r15 + r8 + 1024]
+    test bl, 96
+    jnz 1f
+1:
+    mov r9, r10
+    mov r8d, 7
+    add r8, qword ptr [r15 + 64]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2048], 247
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    mov r8d, r8d
-    mov r9, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 147
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 16416
-    jz 1f
-1:
     mov ecx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rax, rbp
-    test ebx, 256
+    mov dword ptr [r15 + 0], ecx
+    mov rdx, qword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmm9
+    test ebx, 124896
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 47
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], r8b
+    mov rdi, rsi
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx ebp, dl
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     test bl, 64
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    popcnt rsi, r8
-    mov rbp, rbp
-    mov r8d, ebp
-    test ebx, 1178609824
+    mov rbp, r8
+    cmp dword ptr [r15 + 0], 91
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, r9d
-    test ebx, 1753358848
+    movsxd rax, dword ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    movzx edi, al
+    test ebx, 28384
+    jnz 1f
+1:
+    movzx r9d, dil
+    mov rax, rdi
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test bl, 96
     jz 1f
+1:
+    mov dword ptr [r15 + 0], 87
+    jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov r8d, ebp
-    and rbp, 1984
-    lea r9, [r10 + r10*2]
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 2112]
-    lea r8, [r10 + r10*1]
-    and r9, 448
-    mov esi, dword ptr [r15 + r9 + 512]
-    movzx edx, sil
-    test ebx, 839521440
-    jnz 1f
+    add qword ptr [r15 + 0], rbp
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 128], 42
+    test ebx, 992
+    jz 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    mov rcx, qword ptr [r15 + r9 + 640]
-    movsxd rdi, dword ptr [r14 + 64]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 192], r9d
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 576]
+    mov rsi, qword ptr [r14 + 0]
+    movzx ebp, byte ptr [r14 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 2048]
-    mov rsi, qword ptr [r15 + r8 + 192]
-    mov rcx, qword ptr [r15 + r9 + 576]
+    mov r9, r10
+    mov rax, qword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r15 + 64]
+    and r9, 8128
+    and r8d, dword ptr [r15 + r9 + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    lea rbp, [r10*4]
-    and rbp, 16320
-    lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r15 + rbp + 16512]
-    mov ecx, r9d
-    mov esi, edx
-    and r9, 1984
-    mov edx, dword ptr [r15 + r9 + 2048]
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 2112]
-    mov dword ptr [r15 + rbp + 16576], edi
-    mov r9, rdi
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rdi, rbp
-    test ebx, 16512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx edi, byte ptr [r15 + 0]
-    mov r9d, 170
-    mov qword ptr [r15 + 0], r9
-    test ebx, 256901216
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, r8d
-    and eax, dword ptr [r15 + 0]
-    test ebx, 826933504
-    jz 1f
-1:
-    jmp 1f
-1:
     mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    cmp r8, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 608567616
+    cmp rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 5
+    test ebx, 1824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 16448]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 10
-    cmp dword ptr [r15 + rbp + 16384], 98
-    movsxd rbp, dword ptr [r14 + 0]
-    test ebx, 1024
+    mov dword ptr [r15 + 0], 124
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, rcx
+    test ebx, 15296
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 2
+    mov rsi, rsi
+    test ebx, 256
     jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 0]
-    movsxd rcx, dword ptr [r14 + r8 + 128]
-    mov dword ptr [r15 + 64], ebp
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov esi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 61
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 8160
+    jnz 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    lea r9, [r10 + r10*2]
+    mov byte ptr [r15 + 0], al
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 1088]
+    lea r8, [r10 + r10*2]
+    mov edi, dword ptr [r15 + r9 + 1024]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, eax
+    and r8, 8128
+    cmp r8, qword ptr [r15 + r8 + 8192]
+    mov dword ptr [r14 + r8 + 8256], r8d
+    mov rbp, rax
+    mov rbp, r10
+    test bl, 96
+    jz 1f
+1:
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 512]
+    mov edx, dword ptr [r14 + 0]
+    imul esi, r9d, 13
+    movzx ecx, byte ptr [r15 + r9 + 1152]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9, r9
+    movzx ebp, byte ptr [r15 + r8 + 8320]
+    movzx edi, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, edi
-    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 64]
     jmp 1f
 1:
+    mov edx, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    test ebx, 241600
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    lea r8, [r10*4]
+    movzx esi, byte ptr [r15 + 64]
+    xchg rbp, rcx
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 16448], cl
+    test bl, 96
+    jz 1f
+1:
+    mov edi, r9d
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, rax
+    test ebx, 3744
+    jz 1f
+1:
+    popcnt rax, rbp
+    sete dl
+    mov dword ptr [r15 + 0], 88
     test bl, 64
     jz 1f
 1:
-    mov r9d, 190
-    lock xadd qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 217
-    test bl, 64
-    jnz 1f
-1:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
+    mov esi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov ebp, esi
-    mov rdx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test bl, 128
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, r9d
-    not qword ptr [r15 + 0]
-    bt rcx, rcx
-    test ebx, 512
     jnz 1f
 1:
-    movzx edx, byte ptr [r14 + 64]
-    movzx esi, sil
-    lea r9, [r10 + r10*1]
-    lock xadd qword ptr [r15 + 64], rsi
-    test ebx, 538476608
+    and esi, dword ptr [r15 + 0]
+    mov rcx, rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    jmp 1f
-1:
-    mov rsi, r9
-    movzx edi, byte ptr [r15 + r9 + 192]
-    test bl, 64
+    movsxd rdi, dword ptr [r15 + r8 + 16576]
+    mov r9, r10
+    cmp rdi, qword ptr [r15 + r8 + 16512]
+    and ecx, dword ptr [r14 + 0]
+    and r9, 32704
+    mov dword ptr [r15 + r9 + 32768], r9d
+    test ebx, 480
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    mov rax, rax
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    and r8, 32704
-    mov eax, dword ptr [r15 + r8 + 32832]
-    test ebx, 52757632
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + rbp + 128]
-    mov r9d, 242
-    lock xadd qword ptr [r15 + r8 + 32768], rbp
+    mov rbp, r10
+    mov rcx, qword ptr [r14 + r8 + 16384]
+    mov esi, ebp
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 256], esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c29:
-    mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 51
-    imul r8d, ecx, 20
-    mov rdx, rdx
-    test ebx, 291122592
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rdx, rcx
-    lock or dword ptr [r15 + 0], 34
-    test ebx, 67108896
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, edx
+    test ebx, 256
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 114
-    mov esi, ecx
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1075849280
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, r9d
-    test ebx, 1498423552
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    popcnt rdi, r9
-    mov dword ptr [r15 + 0], edx
-    cmp dword ptr [r15 + 0], 123
-    test ebx, 680691008
-    jnz 1f
-1:
-    mov r8d, 246
-    lea rbp, [r10 + r10*4]
     mov edx, dword ptr [r15 + 0]
-    and rbp, 448
-    mov esi, dword ptr [r15 + rbp + 512]
-    lea r9, [r10 + r10*1]
-    test bl, 64
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rdx, rcx
+    test ebx, 256
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 640]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 576]
-    test bl, 64
+    add qword ptr [r15 + 0], r8
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1152
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], eax
-    mov byte ptr [r15 + rbp + 704], cl
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, 230
+    mov rdi, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 16064
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov rdx, r9
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 28352
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r9, qword ptr [r15 + 64]
+    cmovne rcx, rbp
+    .byte 0x66, 0x90
+    and rbp, 960
+    movzx ecx, byte ptr [r14 + rbp + 1088]
     lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 768], r8
-    test ebx, 178782688
+    test ebx, 64416
     jnz 1f
 1:
+    lea r9, [r10 + r10*1]
     and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 128]
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    add rdi, qword ptr [r14 + r8 + 192]
+    movzx esi, byte ptr [r15 + r8 + 128]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 128]
+    .byte 0x66, 0x90
+    movsxd rdi, dword ptr [r14 + 0]
+    test ebx, 928
+    jnz 1f
+1:
+    popcnt rcx, rdi
+    mov eax, dword ptr [r15 + rbp + 1024]
+    mov rbp, qword ptr [r15 + r9 + 192]
+    .byte 0x66, 0x90
+    test ebx, 2912
+    jnz 1f
+1:
+    mov edx, 82
+    mov esi, r9d
+    mov rdi, qword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c30:
-    mov r9d, edx
-    and r9d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 17
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 268435584
+    test ebx, 1760
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    mov r8, rdx
-    sete bpl
-    test ebx, 8224
+    and ecx, dword ptr [r15 + 0]
+    cmp rbp, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov rsi, rdx
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, al
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, edi
-    mov dword ptr [r15 + 0], r8d
+    nop
+    xor dword ptr [r15 + 0], eax
+    mov rcx, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    xor dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
-    mov edi, r8d
-    mov rdx, rdi
-    test ebx, 512
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test bl, 64
     jnz 1f
 1:
-    mov r8d, 122
-    mov qword ptr [r15 + 0], r8
-    add qword ptr [r14 + 0], r8
-    popcnt r9, r8
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov r8, rbp
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 640
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
-    and rbp, 1984
-    add rdi, qword ptr [r15 + rbp + 2112]
-    and r8, 32704
-    mov dword ptr [r15 + r8 + 32768], edi
-    mov ecx, r8d
-    mov r9, r10
-    test ebx, 824504384
+    movsxd rax, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r9d
+    cmp dword ptr [r15 + 0], 107
+    test bl, 64
     jnz 1f
 1:
-    mov rax, rax
-    movzx edi, al
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1024]
-    .byte 0x66, 0x90
-    test ebx, 1347585344
+    and r9, 64
+    cmp dword ptr [r15 + r9 + 128], 81
+    movsxd rbp, dword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*2]
+    test ebx, 24032
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 122
+    mov r8, r10
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1024], 155
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 1152]
+    test ebx, 256
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 32832]
-    mov byte ptr [r15 + rbp + 2048], r9b
-    mov rcx, qword ptr [r15 + 64]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 8192], 227
+    inc dword ptr [r14 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
+    mov r9d, r8d
+    mov r8, r9
     mov rbp, qword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test bl, 64
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 110560
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r8, rsi
-    test ebx, 268435520
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov esi, eax
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r9d
-    mov eax, 204
+    mov r9d, edi
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
-    movzx esi, dil
+    movsxd rsi, dword ptr [r15 + 0]
+    cmovne rdx, rsi
+    mov r8d, edx
+    test ebx, 256
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    imul rdx, rdi
-    lea r8, [r10 + r10*1]
-    test ebx, 813766816
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    and r9, 192
-    add qword ptr [r15 + r9 + 384], rbp
-    test ebx, 554971200
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 49
-    mov rsi, qword ptr [r14 + 0]
-    mov ebp, dword ptr [r15 + r9 + 320]
-    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 0], cl
     test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], r8b
-    cmovne rcx, rax
-    mov eax, dword ptr [r15 + r9 + 256]
-    test ebx, 339755040
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 128]
-    mov r9d, eax
-    cmp r8, qword ptr [r15 + r8 + 128]
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov edi, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov r8d, 216
+    mov r9, r10
+    lea rbp, [r10 + r10*1]
+    mov esi, ebp
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 192]
+    test ebx, 24032
+    jz 1f
+1:
+    and r9, 960
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 1024], 217
+    mov rdx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + rbp + 128]
+    and r8, 192
+    mov dword ptr [r14 + r8 + 320], 237
+    test ebx, 243648
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 64]
+    mov eax, 207
+    mov rbp, qword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 100 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 107 chunk executions per call
     mov rbx, qword ptr [r15 + 139936]
-    lea rcx, [rbx + 100]
+    lea rcx, [rbx + 107]
     mov qword ptr [r15 + 139936], rcx
-    mov r13d, 100
+    mov r13d, 107
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov dword ptr [r15 + 0], ecx
+    mov r9d, dword ptr [r14 + 0]
+    mov r8, r11
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
     mov r9, r10
-    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 4032
+    add rax, qword ptr [r15 + r8 + 4096]
+    mov edi, esi
+    and r9, 448
+    mov qword ptr [r15 + r9 + 512], r9
     test ebx, 1624328238
     jnz 1f
 1:
-    vpcmpeqb xmm2, xmm2, xmm2
-    and r9, 65472
-    movzx esi, byte ptr [r15 + r9 + 65536]
-    mov r8d, dword ptr [r14 + 0]
-    mov r9, r10
-    test ebx, 536879120
-    jnz 1f
-1:
-    mov r8d, 35
-    xchg rcx, r8
-    and r9, 448
-    mov rbp, r11
-    mov qword ptr [r15 + r9 + 512], rbp
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 2293762
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    crc32 r8d, al
+    xchg rdi, rdi
+    and rbp, 65472
+    movzx eax, byte ptr [r15 + rbp + 65536]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 400
     jz 1f
 1:
-    and rbp, 4032
-    add rsi, qword ptr [r15 + rbp + 4096]
     jmp 1f
 1:
-    mov r9d, edi
+    movzx edx, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 32 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 31 chunk executions per call
     mov rbx, qword ptr [r15 + 139944]
-    lea rcx, [rbx + 32]
+    lea rcx, [rbx + 31]
     mov qword ptr [r15 + 139944], rcx
-    mov r13d, 32
+    mov r13d, 31
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], ecx
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 2
-    jnz 1f
-1:
-    movzx edx, sil
-    mov edi, 41
-    mov qword ptr [r15 + 0], rcx
-    test bl, 4
-    jz 1f
-1:
-    lea rdi, [r15 + 131712]
-    mov ecx, 35
-    rep stosb
-    mov esi, 222
-    mov byte ptr [r15 + 0], dil
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 2403394
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    vpaddd ymm2, ymm2, ymmword ptr [r15 + 0]
-    test bl, 4
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1088421920
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, 112
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 2112]
-    test ebx, 2097156
-    jz 1f
-1:
-    mov r9, r10
     lea rbp, [r10 + r10*1]
-    and r9, 16320
-    movzx edi, byte ptr [r15 + r9 + 16384]
-    movsxd r9, dword ptr [r15 + r8 + 2048]
-    and rbp, 960
-    inc dword ptr [r15 + rbp + 1024]
-    nop
+    mov eax, eax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 64
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 2
+    jz 1f
+1:
+    movzx eax, r9b
+    add qword ptr [r15 + 0], rax
+    vmovq xmm9, rax
+    test bl, 18
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rax, rdi
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 128
+    jz 1f
+1:
+    vpxor xmm9, xmm9, xmm9
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rdi, qword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    test bl, 6
+    jz 1f
+1:
+    movzx edi, r8b
+    mov dword ptr [r15 + 0], 139
+    mov r8, qword ptr [r15 + 0]
+    test bl, 114
+    jz 1f
+1:
+    vucomisd xmm9, xmm9
+    imul ecx, r8d, 41
+    mov qword ptr [r15 + 0], rcx
+    mov r9, r10
+    test bl, 8
     jnz 1f
 1:
-    mov r8, rdx
-    vsubsd xmm2, xmm2, xmm2
-    mov byte ptr [r15 + rbp + 1088], al
+    movsxd r8, dword ptr [r15 + 0]
+    and r9, 8128
+    lock xadd qword ptr [r15 + r9 + 8192], rdx
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    add rdi, qword ptr [r15 + 64]
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, rcx
+    vpaddd ymm9, ymm9, ymmword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    .byte 0x66, 0x90
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], esi
+    mov eax, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 4096 bytes, 16 chunk(s), 10 chunk executions per call
+// block 3: 4096 bytes, 16 chunk(s), 9 chunk executions per call
     mov rbx, qword ptr [r15 + 139952]
-    lea rcx, [rbx + 10]
+    lea rcx, [rbx + 9]
     mov qword ptr [r15 + 139952], rcx
-    mov r13d, 10
+    mov r13d, 9
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b3_stubs]
@@ -2371,1043 +2448,1101 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    mov dword ptr [r15 + 0], eax
-    movzx edx, byte ptr [r15 + 0]
-    mov edx, edx
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 67108880
+    lea rbp, [r10*4]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 384], bpl
+    cmp dword ptr [r15 + 0], 84
+    mov r9, rbp
+    mov eax, r9d
+    test bl, 80
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    popcnt rdx, rsi
-    test ebx, 134217792
+    mov r9d, 212
+    movsxd rdi, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test ebx, 11232
+    jz 1f
+1:
+    movzx ecx, sil
+    movzx r8d, byte ptr [r15 + 0]
+    bswap rsi
+    test bl, 32
     jnz 1f
 1:
-    cmp rbp, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 43
-    jmp 1f
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 123
+    mov byte ptr [r15 + 0], bpl
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 135
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 8192]
+    mov edi, dword ptr [r15 + rbp + 448]
+    test ebx, 4080
+    jz 1f
+1:
+    cmp rcx, qword ptr [r15 + r8 + 8256]
+    mov r8, rbp
+    mov ecx, r8d
     test bl, 64
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx edi, r8b
-    movzx r9d, r8b
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 131200
-    jz 1f
+    mov r8d, dword ptr [r15 + 64]
+    mov edi, r8d
+    lea rdi, [r15 + 131712]
+    mov ecx, 4096
+    rep stosb
+    jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r14 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r14 + 0]
-    and r9d, dword ptr [r14 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], al
-    mov r9, qword ptr [r15 + 64]
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 243
-    lea r9, [r10 + r10*1]
-    add qword ptr [r15 + 64], r9
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    movzx esi, byte ptr [r15 + r8 + 192]
-    test ebx, 1073741888
-    jnz 1f
+    mov eax, edi
+    mov edx, dword ptr [r15 + rbp + 256]
+    cmp rsi, qword ptr [r15 + r9 + 128]
+    test bl, 80
+    jz 1f
 1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    movzx r8d, byte ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    movzx r8d, bpl
+    add rdx, qword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov dword ptr [r15 + 0], edx
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov edx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9, rdx
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1048592
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov rbp, qword ptr [r15 + 0]
-    lea r8, [r10*4]
-    test ebx, 268435472
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    and r8, 960
-    movzx eax, byte ptr [r15 + r8 + 1088]
-    and edx, dword ptr [r15 + 64]
-    mov eax, 155
-    lea rbp, [r10 + r10*1]
-    test ebx, 8388640
-    jz 1f
-1:
-    movzx edx, al
-    movzx esi, byte ptr [r15 + 64]
-    and rbp, 448
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 576], ecx
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    test ebx, 1142968608
-    jz 1f
-1:
-    mov edx, 216
-    nop
-    mov edi, dword ptr [r15 + r8 + 1216]
-    movsxd rsi, dword ptr [r14 + 0]
+    mov rbp, r10
+    and rbp, 1984
+    movzx esi, byte ptr [r14 + rbp + 2048]
+    mov esi, ebp
+    mov ebp, 251
+    mov rsi, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    add qword ptr [r14 + 0], r9
-    movzx eax, byte ptr [r15 + r8 + 1024]
-    vmovdqu xmm15, xmmword ptr [r15 + r9 + 128]
-    mov rcx, rax
-    test ebx, 16777280
+    movsxd rsi, dword ptr [r15 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov r8d, esi
+    test ebx, 944
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 1152]
-    bt rbp, rbp
-    mov dword ptr [r15 + rbp + 512], edx
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, 112
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, 34
+    mov edi, 126
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 4096
+    rep movsb
+    mov dword ptr [r15 + 0], 203
+    bt rsi, rcx
+    cmp dword ptr [r15 + 0], 15
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, dil
+    movsxd rcx, dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    test ebx, 1744
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], eax
+    mov rdi, rbp
+    lea rbp, [r10 + r10*1]
+    test bl, 48
+    jnz 1f
+1:
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 192], bpl
+    vpaddq xmm9, xmm9, xmmword ptr [r14 + 0]
+    mov r8, r10
+    test ebx, 57312
+    jnz 1f
+1:
+    and r8, 960
+    movzx r9d, byte ptr [r15 + r8 + 1024]
+    mov eax, r8d
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov edi, dword ptr [r15 + 0]
-    imul r8, r8
-    mov rsi, rsi
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 10485872
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 138
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdi, rax
-    cmp rbp, qword ptr [r15 + 0]
-    test ebx, 675284192
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, rsi
+    lea rdi, [r15 + 131712]
+    mov ecx, 11
+    rep stosb
     test ebx, 256
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rsi
-    mov edx, eax
-    mov rdi, rcx
-    test bl, 32
-    jz 1f
-1:
-    mov esi, 181
-    mov ebp, ebp
-    lea r9, [r10 + r10*2]
-    mov dword ptr [r15 + 0], 179
-    lea r8, [r10 + r10*1]
-    test ebx, 42076384
     jnz 1f
 1:
-    and r9, 960
-    movzx ebp, byte ptr [r15 + r9 + 1024]
-    and r8, 192
-    mov rcx, qword ptr [r14 + r8 + 320]
-    lea rbp, [r10 + r10*1]
-    mov eax, 7
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov rsi, rsi
+    mov rax, qword ptr [r15 + 0]
+    bt r8, r9
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, 120
+    cmp dword ptr [r15 + 0], 125
+    movzx r9d, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1744
+    jz 1f
+1:
+    mov ebp, r8d
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r9, rcx
+    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, rdi
+    cmp dword ptr [r15 + 0], 91
     test bl, 128
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 1152]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 148
-    test bl, 32
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 14256
     jnz 1f
 1:
-    mov rcx, rax
-    movsxd rbp, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r9 + 1088], 82
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movzx esi, sil
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r14 + 0]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1024], r9d
+    mov rbp, r10
+    test bl, 144
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and rbp, 192
+    mov ecx, dword ptr [r15 + rbp + 256]
+    movzx edx, byte ptr [r15 + r9 + 1088]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 128]
+    test ebx, 60912
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 8
+    sete r9b
+    mov ebp, 86
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 1984
+    movsxd rdx, dword ptr [r15 + r8 + 2048]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 114592
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, rcx
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, 223
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r8d, 252
-    test ebx, 201327888
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    xor dword ptr [r15 + 0], r8d
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 474024336
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    mov ecx, r8d
-    mov ebp, dword ptr [r15 + 0]
-    and r9, 64
-    movzx r8d, byte ptr [r14 + r9 + 128]
-    lea rbp, [r10 + r10*1]
-    test bl, 32
+    test bl, 48
     jnz 1f
 1:
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 192], esi
-    lea r8, [r10*8]
-    mov edx, 31
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 640]
-    test bl, 64
+    mov rcx, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + r9 + 192]
-    cmp dword ptr [r15 + rbp + 128], 50
-    cmp rax, qword ptr [r15 + r8 + 576]
+    mov eax, dword ptr [r15 + 0]
+    xchg rdi, rdx
+    mov dword ptr [r15 + 0], edx
+    cmp rbp, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    mov edx, edi
     test bl, 128
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov rcx, rsi
+    and rbp, 64
+    cmp r8, qword ptr [r15 + rbp + 128]
+    test ebx, 14832
     jz 1f
 1:
-    xchg rcx, rsi
-    xchg rax, rsi
-    movzx r9d, al
-    add rbp, qword ptr [r15 + r8 + 704]
-    test ebx, 1101365328
+    cmp dword ptr [r14 + 0], 30
+    mov qword ptr [r14 + 0], r8
+    mov qword ptr [r15 + r8 + 2112], rcx
+    movzx edi, r8b
+    test ebx, 32208
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 832], r9b
-    mov rdx, qword ptr [r15 + r8 + 512]
-    mov rax, rbp
-    mov rdi, rdx
-    test bl, 32
-    jz 1f
-1:
-    movzx ebp, dil
-    add qword ptr [r14 + 0], rbp
-    add rsi, qword ptr [r15 + r8 + 768]
+    mov r8, r10
+    mov qword ptr [r15 + 64], rax
+    and r8, 960
+    mov r9d, dword ptr [r15 + r8 + 1024]
+    .byte 0x0f, 0x1f, 0x00
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    and eax, dword ptr [r14 + 0]
-    mov ebp, edi
-    mov ecx, 69
-    or qword ptr [r14 + 0], 52
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 80
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 524352
+    movzx r9d, r9b
+    add rdx, qword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 0], dl
+    test ebx, 8144
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, r9b
+    mov dword ptr [r15 + 0], 108
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 194
     test bl, 64
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + 0]
-    mov eax, ebp
-    test ebx, 272
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, eax
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 327888
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, ecx
-    mov rbp, rcx
-    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, al
+    mov eax, edi
+    mov rsi, qword ptr [r15 + 0]
     test bl, 32
-    jz 1f
-1:
-    mov r9d, r9d
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 16416
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 64], dil
-    lea r8, [r10 + r10*1]
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 16384]
-    test ebx, 2080
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movzx edi, byte ptr [r15 + r9 + 192]
-    movzx eax, byte ptr [r15 + r8 + 128]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, rsi
+    cmp dword ptr [r15 + 0], 60
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 14176
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r14 + 0]
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 192], 123
+    test bl, 64
+    jz 1f
+1:
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov edx, 51
+    test ebx, 12000
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 64]
+    mov eax, r9d
+    mov esi, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test ebx, 288
+    jnz 1f
+1:
+    mov ecx, 39
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1088]
+    and r8, 448
+    mov dword ptr [r14 + r8 + 512], 78
+    test ebx, 944
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 1024]
+    movsxd r9, dword ptr [r15 + rbp + 128]
+    movsxd rbp, dword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov qword ptr [r15 + 0], rdi
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 65
-    test ebx, 1048592
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], 49
-    mov ecx, 255
-    test ebx, 320
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, ecx
-    mov r9d, 234
-    movzx ebp, bpl
-    test bl, 32
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, rax
-    mov dword ptr [r15 + 0], 251
-    movzx esi, cl
-    test ebx, 1747976480
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov byte ptr [r15 + 64], al
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 64]
-    and rbp, 64
-    xor dword ptr [r14 + rbp + 192], r9d
-    test bl, 32
-    jz 1f
-1:
+    lea rbp, [r10*4]
     lea r8, [r10 + r10*1]
-    mov rcx, r8
-    mov dword ptr [r15 + rbp + 128], r9d
-    lea rbp, [r10 + r10*1]
+    and rbp, 192
+    mov ecx, dword ptr [r15 + rbp + 256]
     and r8, 1984
-    movzx edx, byte ptr [r15 + r8 + 2048]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 512]
-    test ebx, 67108928
+    mov byte ptr [r14 + r8 + 2048], r8b
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 32
+    jz 1f
+1:
+    movzx eax, dl
+    mov dword ptr [r15 + 0], 185
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 192
+    jz 1f
+1:
+    cmovne rsi, rdx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, 148
+    mov edi, ebp
+    test bl, 32
+    jz 1f
+1:
+    cmovne rsi, rdi
+    mov dword ptr [r15 + 0], r9d
+    movsxd rax, dword ptr [r15 + 0]
+    imul r9d, esi, 114
+    test ebx, 13792
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 576]
-    movzx esi, byte ptr [r14 + 64]
-    mov eax, dword ptr [r15 + r8 + 2112]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, r9d
+    movzx eax, dil
+    cmp dword ptr [r15 + 0], 76
+    mov r9, r10
+    test ebx, 496
+    jz 1f
+1:
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + rbp + 448], sil
+    movsxd rdx, dword ptr [r15 + r8 + 2112]
+    mov r9d, 226
+    test bl, 32
+    jnz 1f
+1:
+    imul edx, ebp, 64
+    and edx, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    mov ecx, 7
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, rcx
+    mov eax, dword ptr [r15 + rbp + 320]
+    vmovq xmm9, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rbp, [r10*4]
-    and rbp, 192
-    movzx edi, byte ptr [r15 + rbp + 256]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + rbp + 320]
     mov r8d, edi
-    cmp dword ptr [r15 + 0], 15
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, sil
-    mov esi, 163
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    mov edi, 232
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], sil
+    test ebx, 14320
+    jz 1f
+1:
+    popcnt rax, rdi
+    cmp dword ptr [r15 + 0], 15
+    mov byte ptr [r15 + 0], al
+    inc dword ptr [r15 + 0]
+    test bl, 144
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 152
+    mov r8d, edx
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 64752
+    jnz 1f
+1:
+    cmp r9, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     test bl, 32
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 32
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rax, rdi
+    movzx ecx, byte ptr [r14 + 0]
+    test ebx, 576
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    nop
-    mov rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    lea r8, [r10 + r10*1]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1152], 175
-    test ebx, 18875024
+    lea rbp, [r10 + r10*1]
+    mov r9d, dword ptr [r14 + 0]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 192]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 64]
+    mov r8d, esi
+    mov r9, r10
+    test bl, 128
     jz 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    movzx edi, byte ptr [r14 + 64]
-    movzx ecx, al
-    test ebx, 272
+    mov qword ptr [r15 + 64], rdx
+    movzx eax, r9b
+    and r9, 64
+    cmp rdi, qword ptr [r15 + r9 + 128]
+    mov rdi, qword ptr [r14 + rbp + 128]
+    test ebx, 32688
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 384]
-    cmovne rcx, rcx
-    mov dword ptr [r15 + rbp + 448], ebp
-    movzx ebp, byte ptr [r15 + r9 + 1088]
-    test ebx, 750928416
-    jnz 1f
+    mov rbp, r10
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], ebp
-    mov esi, 13
-    xor dword ptr [r15 + r9 + 1024], r9d
+    mov rdx, rbp
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    mov rbp, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov eax, dword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 216018960
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 115
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 2097168
+    lea r9, [r10 + r10*1]
+    mov rax, r9
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], 6
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 12192
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov r8d, 158
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov ecx, 22
-    test bl, 32
-    jz 1f
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 8032
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
-    mov r8d, 138
-    test bl, 64
-    jnz 1f
-1:
-    movzx r9d, dil
-    add qword ptr [r15 + 0], r8
-    cmovne rsi, rdi
-    movzx eax, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    mov r8, r10
-    lea r9, [r10 + r10*1]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 2048]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
-    movzx edi, byte ptr [r14 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r14 + rbp + 192]
-    mov r8d, ebp
-    mov dword ptr [r15 + 64], 54
-    test bl, 32
-    jz 1f
-1:
-    mov ecx, 7
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    mov r8d, 181
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c8:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 173018272
-    jz 1f
-1:
-    movzx r9d, sil
-    mov rax, r9
-    cmovne rsi, rdx
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
     movzx edx, byte ptr [r15 + 0]
-    mov r9, r8
-    movzx ebp, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test bl, 48
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 7
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    imul rdx, rdx
-    test ebx, 302121488
-    jz 1f
-1:
-    mov r8, rdx
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov edx, 82
-    mov qword ptr [r15 + 0], rdx
-    mov edi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 524304
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 32704
-    mov eax, dword ptr [r15 + rbp + 32768]
-    .byte 0x66, 0x90
-    mov dword ptr [r14 + 0], 163
-    test ebx, 43812160
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov ecx, ecx
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    and r8, 448
-    mov rcx, qword ptr [r15 + r8 + 576]
-    test bl, 32
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 32832]
-    mov ebp, dword ptr [r15 + r8 + 512]
-    mov rcx, qword ptr [r15 + r9 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c9:
-    movzx edi, al
-    lea r8, [r10 + r10*2]
-    mov r9, rax
-    and r8, 192
-    mov rdi, qword ptr [r15 + r8 + 384]
-    inc dword ptr [r15 + 0]
-    test ebx, 411174432
-    jnz 1f
-1:
-    movzx r9d, dil
-    mov dword ptr [r15 + 0], 191
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movzx ebp, al
-    mov dword ptr [r15 + 0], ecx
-    movzx esi, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741952
-    jz 1f
-1:
-    mov edi, r9d
-    cmp rbp, qword ptr [r15 + 0]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 192]
-    lea r9, [r10*4]
-    test bl, 32
-    jnz 1f
-1:
-    mov rsi, rdx
-    mov ecx, 75
-    and r9, 960
-    mov rax, qword ptr [r15 + r9 + 1152]
-    mov dword ptr [r15 + r9 + 1024], r9d
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, eax
-    and esi, dword ptr [r15 + r8 + 256]
-    mov edi, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 16400
-    jnz 1f
-1:
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + rbp + 128]
-    mov rdi, qword ptr [r14 + 0]
-    mov rbp, qword ptr [r14 + r9 + 1088]
-    test ebx, 60049520
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + r8 + 320]
-    mov rdx, qword ptr [r15 + r9 + 1216]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c10:
-    or qword ptr [r15 + 0], 53
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, 62
-    test bl, 32
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, 69
-    and edx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov esi, 99
-    imul edi, edx, 30
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1480721616
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 75
-    mov ebp, 9
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    xor dword ptr [r15 + 0], ebp
-    lea r8, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    mov ebp, r8d
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    test ebx, 407000352
-    jz 1f
-1:
-    and edi, dword ptr [r14 + 0]
-    movzx edx, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    movzx eax, dl
-    movzx esi, byte ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 64], r8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    test bl, 32
-    jz 1f
-1:
-    mov edi, ebp
-    jmp 1f
-1:
-    cmp r8, qword ptr [r14 + r8 + 128]
-    mov r9, r10
-    test bl, 32
-    jnz 1f
-1:
-    and r9, 960
-    movsxd rsi, dword ptr [r15 + r9 + 1024]
-    mov rdi, qword ptr [r15 + rbp + 192]
-    mov r8, rcx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c11:
-    mov ebp, 52
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    test ebx, 59328064
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 32
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    nop
-    mov ecx, 110
-    test ebx, 1147158688
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, edx
-    test ebx, 1152
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 194
-    movzx r9d, r9b
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1253081104
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + 0], 212
+    bt r9, r9
     lea rbp, [r10 + r10*2]
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 16384]
-    and rbp, 192
-    mov edx, dword ptr [r15 + rbp + 256]
+    mov rsi, qword ptr [r15 + 0]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 8256]
+    test ebx, 10208
+    jz 1f
+1:
+    vpmovmskb esi, xmm9
+    cmp dword ptr [r15 + 64], 3
     lea r8, [r10 + r10*1]
-    test ebx, 134217792
+    sete cl
+    test bl, 192
     jz 1f
 1:
-    and r8, 1984
-    btc dword ptr [r15 + r8 + 2048], 0
-    mov ecx, dword ptr [r14 + 0]
-    mov edi, 118
-    mov rsi, qword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 192
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    mov rcx, r8
+    test ebx, 256
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 320], rcx
+    mov qword ptr [r15 + rbp + 8192], rcx
+    mov edx, 142
+    test ebx, 256
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 8320]
+    mov byte ptr [r15 + r9 + 192], r8b
+    mov ecx, 245
     test bl, 32
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 320]
-    bswap rdi
-    mov r9d, esi
-    test ebx, 8256
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 2112]
-    mov rsi, r9
-    mov eax, dword ptr [r15 + rbp + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c12:
-    lea r9, [r10*4]
-    and r9, 960
-    mov rbp, qword ptr [r14 + r9 + 1216]
-    cmovne rcx, r9
-    mov esi, 223
-    movzx edx, sil
-    test bl, 128
-    jz 1f
-1:
-    mov edi, edi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 57
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 268435472
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, al
-    mov edi, 183
-    inc dword ptr [r15 + 0]
-    test ebx, 544
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, dil
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 272
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 168
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 1024], rbp
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 192]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, r9
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 128], 33
-    add rcx, qword ptr [r15 + r9 + 1088]
-    test bl, 32
-    jnz 1f
-1:
-    movzx esi, r9b
-    mov rbp, qword ptr [r15 + r9 + 1152]
-    mov eax, r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c13:
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 22874192
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    cmp dword ptr [r15 + 0], 116
-    lock xadd qword ptr [r15 + 0], r9
-    test bl, 32
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 113
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r8, [r10*4]
-    test bl, 32
-    jnz 1f
-1:
-    lea r9, [r10 + r10*4]
-    and r8, 960
-    mov rdi, qword ptr [r15 + r8 + 1088]
-    mov rbp, qword ptr [r15 + r8 + 1216]
-    mov edx, 33
-    and r9, 1984
-    movzx esi, byte ptr [r14 + r9 + 2240]
-    test ebx, 8388736
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 2304]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 64]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    cmp dword ptr [r15 + r9 + 2112], 119
-    test bl, 32
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 192], rdx
-    mov rsi, qword ptr [r15 + r9 + 2176]
-    movsxd rdi, dword ptr [r15 + r8 + 1152]
-    mov rbp, rsi
-    test bl, 128
-    jnz 1f
-1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + r8 + 1024]
-    lock xadd qword ptr [r15 + r9 + 2048], rdi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c14:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rax, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 122
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 227
-    mov ecx, 97
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 131088
-    jnz 1f
-1:
-    mov r9, r8
-    cmp r8, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    cmp dword ptr [r15 + 0], 107
-    movzx ecx, r8b
-    test bl, 64
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    bt rdx, rcx
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    imul rcx, rsi
-    inc dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 192
-    lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r9 + 256]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    and rbp, 64
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + rbp + 128]
-    test bl, 32
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r14 + r9 + 320]
-    cmp rsi, qword ptr [r15 + 64]
-    test ebx, 2176
-    jnz 1f
-1:
-    mov eax, 108
-    mov r9, qword ptr [r15 + rbp + 192]
+    movzx eax, cl
+    popcnt r9, r9
     mov ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
-.Lc1_b3_c15:
-    lea r8, [r10*4]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov r9d, dword ptr [r14 + 64]
-    mov esi, r8d
-    movsxd r9, dword ptr [r15 + r8 + 704]
-    lea rbp, [r10 + r10*1]
-    mov r9, r10
-    test bl, 32
+.Lc1_b3_c8:
+    mov dword ptr [r15 + 0], 15
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, byte ptr [r15 + 0]
+    mov ebp, 217
+    test ebx, 1264
     jz 1f
 1:
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 128]
-    mov eax, dword ptr [r15 + r8 + 576]
-    and r9, 32704
-    cmp dword ptr [r15 + r9 + 32768], 73
+    add rcx, qword ptr [r15 + 0]
+    movzx r9d, bpl
+    jmp 1f
+1:
+    movzx ebp, r9b
+    test ebx, 752
+    jnz 1f
+1:
+    movzx r9d, bpl
+    mov byte ptr [r15 + 0], sil
+    movzx edi, r9b
+    test ebx, 7904
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 46138208
-    jnz 1f
+    jmp 1f
 1:
-    cmp dword ptr [r15 + 0], 108
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov rax, rdx
-    mov dword ptr [r15 + 0], 93
-    test ebx, 1090721824
+    test ebx, 118752
     jz 1f
 1:
-    mov rdx, rax
-    or eax, 1
-    xor edx, edx
-    div eax
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, 129
+    movsxd rsi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 65200
+    jz 1f
+1:
+    movzx r9d, dl
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, 214
+    mov qword ptr [r14 + 0], rdx
+    test bl, 64
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r14 + 0]
+    mov ebp, 230
+    and r8, 64
+    mov r9, r10
+    movzx edx, byte ptr [r15 + r8 + 128]
+    test ebx, 28528
+    jz 1f
+1:
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 512]
+    imul eax, r9d, 34
+    mov rdx, rcx
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 220
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 16384], dil
+    mov eax, 149
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c9:
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 39
+    rep movsb
+    mov r9d, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    bswap rax
+    mov byte ptr [r15 + 0], al
+    movsxd rbp, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 14048
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rsi, rax
+    mov dword ptr [r15 + 0], 139
+    mov edx, edx
+    test ebx, 1936
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, r10
+    movzx eax, byte ptr [r14 + 0]
     test bl, 32
+    jnz 1f
+1:
+    mov r9, r10
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 2048], r9b
+    mov ebp, ecx
+    and r9, 192
+    mov dword ptr [r15 + r9 + 256], 252
+    mov ecx, 235
+    lea r8, [r10 + r10*2]
+    test bl, 32
+    jnz 1f
+1:
+    jmp 1f
+1:
+    popcnt rdi, r8
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 576]
+    movzx r9d, byte ptr [r15 + r8 + 512]
+    test bl, 32
+    jz 1f
+1:
+    movzx ecx, dl
+    movzx eax, byte ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + 64], eax
+    mov r8, rax
+    test bl, 144
+    jnz 1f
+1:
+    bswap rdx
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 64]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c10:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    mov rbp, rbp
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 12208
+    jnz 1f
+1:
+    mov esi, edx
+    movzx ecx, sil
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 224
+    bswap rdx
+    test ebx, 256
+    jnz 1f
+1:
+    mov edx, r9d
+    mov r9d, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    test bl, 32
+    jz 1f
+1:
+    mov edx, r9d
+    movsxd rdi, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov r9d, edi
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r9, rcx
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, r10
+    test ebx, 432
+    jz 1f
+1:
+    and rbp, 960
+    movsxd rsi, dword ptr [r15 + rbp + 1024]
+    inc dword ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + r8 + 192]
+    and r9, 16320
+    mov r8d, dword ptr [r15 + r9 + 16384]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c11:
+    bswap r9
+    movzx r9d, r9b
+    mov rbp, qword ptr [r14 + 0]
+    mov r9d, edx
+    test bl, 160
+    jnz 1f
+1:
+    mov edx, 28
+    movzx eax, byte ptr [r14 + 0]
+    movzx r9d, sil
+    mov byte ptr [r15 + 0], r9b
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, ecx
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    movzx ebp, dl
+    imul edx, ebp, 57
+    movzx edi, byte ptr [r15 + 0]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 576], rdi
+    lea r9, [r10 + r10*2]
+    test bl, 32
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 256]
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    and rbp, 1984
+    movzx edi, byte ptr [r15 + rbp + 2048]
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    test ebx, 880
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 320]
+    mov eax, dword ptr [r15 + r8 + 640]
+    mov r9, qword ptr [r15 + rbp + 2112]
+    mov r8, rax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c12:
+    mov ecx, 42
+    mov rsi, qword ptr [r14 + 0]
+    lea rbp, [r10*4]
+    mov rax, qword ptr [r14 + 0]
+    and rbp, 192
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    test bl, 128
+    jz 1f
+1:
+    mov r8, rdi
+    add qword ptr [r15 + 0], rdi
+    add qword ptr [r15 + 0], r8
+    test ebx, 944
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r8, rcx
+    mov r9d, 87
+    test ebx, 8176
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    cmp dword ptr [r15 + 0], 38
+    mov byte ptr [r15 + 0], sil
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov rsi, rcx
+    mov ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 48
+    jz 1f
+1:
+    mov eax, 182
+    mov edx, r9d
+    xchg rcx, rdi
+    lea r8, [r10 + r10*1]
+    test bl, 80
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + rbp + 448]
+    mov r9, rbp
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 2112]
+    mov dword ptr [r15 + 64], edi
+    lea r9, [r10 + r10*1]
+    test ebx, 1712
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 2048]
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1024]
+    mov rsi, rbp
+    test ebx, 384
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 1088], 42
+    movzx eax, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], eax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c13:
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    cmp dword ptr [r15 + 0], 35
+    mov esi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r8d, 244
+    xor dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 96
     jnz 1f
 1:
     movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    .byte 0x0f, 0x1f, 0x00
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1091698704
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 128]
+    test bl, 144
     jnz 1f
 1:
-    mov rax, rbp
+    lea r8, [r10 + r10*2]
+    bswap rax
+    movzx edx, r8b
+    and r8, 192
+    lea r9, [r10 + r10*1]
+    cmp rdi, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    test bl, 64
+    jnz 1f
+1:
+    movzx eax, dil
+    mov dword ptr [r15 + r8 + 256], eax
+    mov edi, eax
+    test ebx, 16112
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 128]
+    cmp rsi, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov rsi, rcx
+    test ebx, 688
+    jz 1f
+1:
+    mov r8d, esi
+    mov byte ptr [r15 + rbp + 192], r8b
+    jmp 1f
+1:
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 0]
+    mov rdi, rdx
+    movzx edx, dl
+    mov edi, 240
+    test ebx, 15712
+    jnz 1f
+1:
+    mov ebp, edx
+    mov eax, 158
     mov rdx, rbp
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 64]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c14:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov edx, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    movzx ebp, r9b
+    mov r8d, r8d
     test bl, 32
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 640]
-    movzx r8d, r8b
-    mov esi, dword ptr [r15 + rbp + 192]
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r8, rdi
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    test ebx, 464
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    sete al
+    movsxd rcx, dword ptr [r15 + 0]
+    mov ecx, 188
+    test bl, 32
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 2112], sil
+    or qword ptr [r15 + r8 + 2048], 22
+    test ebx, 320
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 64]
+    mov r9d, 226
+    movzx edx, byte ptr [r15 + 64]
+    lea r8, [r10 + r10*2]
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 122784
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1152], eax
+    movzx ecx, byte ptr [r15 + r8 + 1088]
+    nop
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 192]
+    test bl, 32
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    mov dword ptr [r14 + 0], eax
+    movzx eax, byte ptr [r15 + r8 + 1024]
+    mov eax, dword ptr [r15 + rbp + 128]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c15:
+    lea rbp, [r10 + r10*2]
+    and rbp, 448
+    lea r8, [r10 + r10*1]
+    add rsi, qword ptr [r15 + rbp + 576]
+    and r8, 64
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 512], r8d
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 48
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, r9d
+    test bl, 32
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 64
+    mov dword ptr [r15 + 0], 4
+    mov esi, eax
+    mov eax, esi
+    test bl, 128
+    jz 1f
+1:
+    mov rsi, rdi
+    movsxd r9, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 496
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 480
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 64], 90
+    mov eax, 126
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r9, r10
+    cmovne rax, r9
+    mov qword ptr [r15 + 64], rax
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 128]
+    mov r9, r8
+    test ebx, 15984
+    jz 1f
+1:
+    movzx r9d, cl
+    mov rdx, r9
+    movzx ecx, byte ptr [r15 + rbp + 640]
+    test ebx, 880
+    jnz 1f
+1:
+    lock add qword ptr [r15 + r8 + 128], r8
+    mov byte ptr [r14 + 0], cl
+    movzx r8d, r9b
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+// block 4: 1024 bytes, 4 chunk(s), 15 chunk executions per call
     mov rbx, qword ptr [r15 + 139960]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 15]
     mov qword ptr [r15 + 139960], rcx
-    mov r13d, 16
+    mov r13d, 15
     mov eax, ebx
     and eax, 3
     lea rcx, [rip + .Lc1_b4_stubs]
@@ -3425,258 +3560,274 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    not qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 671416384
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov ebp, 28
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 4104
+    mov rbp, rcx
+    movzx r9d, cl
+    lea rdi, [r15 + 131712]
+    mov ecx, 58
+    rep stosb
+    mov byte ptr [r14 + 0], dil
+    test bl, 16
     jz 1f
+1:
+    mov eax, edi
+    mov esi, 79
+    imul rdi, rsi
+    test bl, 244
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, dil
+    add qword ptr [r15 + 0], rsi
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 40
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    cmp dword ptr [r15 + 0], 113
-    movzx ecx, bpl
-    test ebx, 8196
-    jz 1f
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    xchg rbp, rdi
-    lea rbp, [r10*4]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r8d
-    and rbp, 32704
-    movsxd r8, dword ptr [r15 + rbp + 32768]
-    test ebx, 1117955088
-    jz 1f
-1:
-    imul r8d, r8d, 89
-    mov edi, 112
-    mov edx, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    test ebx, 2097160
+    test bl, 72
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 32960]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 128]
-    movzx edi, byte ptr [r15 + rbp + 32832]
-    test ebx, 1627948576
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 128], rdi
-    mov r9d, dword ptr [r15 + rbp + 32896]
-    mov ecx, 58
-    movzx esi, byte ptr [r15 + r8 + 192]
-    test bl, 16
+    movzx r9d, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], 85
+    mov rbp, r10
+    test bl, 8
     jnz 1f
 1:
-    imul ebp, esi, 52
-    mov edi, 154
-    mov ecx, 123
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov rsi, rbp
+    mov edx, r8d
+    test bl, 8
+    jnz 1f
+1:
+    mov edi, esi
+    lea r9, [r10 + r10*4]
+    movzx esi, byte ptr [r15 + 64]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 2304]
+    movzx edx, byte ptr [r15 + r9 + 2176]
+    test bl, 8
+    jnz 1f
+1:
+    cmp rcx, qword ptr [r15 + r9 + 2112]
+    mov ecx, 108
+    movsxd rax, dword ptr [r15 + r9 + 2240]
+    test bl, 8
+    jz 1f
+1:
+    mov ebp, 23
+    mov dword ptr [r15 + r9 + 2048], 229
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 128]
-    imul edx, eax, 17
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-    mov eax, 136
+    mov r9d, r8d
+    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r9d, 5
-    mov rax, rbp
-    test bl, 16
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov esi, 213
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, dil
+    mov edx, r9d
     test bl, 8
     jnz 1f
 1:
-    movzx ecx, dl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 62922896
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    xchg rdi, rbp
+    test ebx, 436
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, rbp
-    lea r9, [r10*4]
-    mov rax, qword ptr [r15 + 64]
-    cmp dword ptr [r15 + 64], 9
-    test ebx, 369234060
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movzx eax, sil
+    lea rbp, [r10 + r10*2]
+    movzx r9d, bpl
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 2112]
+    test bl, 36
+    jz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov esi, 143
+    movzx edi, dl
+    and r8, 192
+    mov byte ptr [r15 + r8 + 256], dl
+    mov r9, r10
+    add qword ptr [r14 + 0], r9
+    test ebx, 7600
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 384]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 8192], 146
+    movzx esi, byte ptr [r15 + rbp + 2048]
+    test bl, 8
     jnz 1f
 1:
-    and r9, 192
-    movzx edi, byte ptr [r15 + r9 + 256]
-    mov ebp, 132
-    add rdx, qword ptr [r15 + r9 + 384]
-    mov esi, dword ptr [r15 + r8 + 192]
-    test ebx, 4100
-    jz 1f
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 57
+    rep movsb
+    mov rsi, rsi
+    mov qword ptr [r15 + 64], rax
+    mov rsi, qword ptr [r15 + rbp + 2176]
+    test bl, 8
+    jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx ebp, al
-    cmp dword ptr [r15 + r9 + 320], 51
-    imul eax, r8d, 44
-    and r8, 960
-    movzx edx, byte ptr [r15 + r8 + 1088]
-    test ebx, 4100
-    jz 1f
-1:
-    add qword ptr [r14 + 0], r8
-    vmovdqu xmm15, xmmword ptr [r15 + r9 + 448]
-    movzx ecx, byte ptr [r15 + r8 + 1024]
+    mov rbp, rsi
+    movzx ebp, byte ptr [r15 + r8 + 320]
+    movzx eax, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov rax, qword ptr [r14 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9d, eax
-    mov dword ptr [r14 + 0], r9d
-    test bl, 8
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov eax, edx
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 73728192
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 8180
     jnz 1f
 1:
     mov r9, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r8, r9
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 20
+    jz 1f
+1:
+    mov edx, r9d
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 3836
+    jnz 1f
+1:
+    mov r9d, ecx
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, r10
+    add rax, qword ptr [r15 + 0]
+    test ebx, 30696
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], edi
+    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], r8d
+    mov dword ptr [r15 + 64], 81
+    test bl, 20
+    jz 1f
+1:
+    movzx edx, r8b
+    mov dword ptr [r15 + 64], edi
+    movzx esi, dl
+    test bl, 8
+    jnz 1f
+1:
+    mov r9d, 121
+    mov rbp, rsi
+    mov ecx, 26
+    cmp dword ptr [r15 + 64], 4
+    mov r8, r10
+    lea r9, [r10*4]
+    test bl, 8
+    jz 1f
+1:
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1024]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2048], edi
+    mov byte ptr [r15 + r9 + 2112], al
     test bl, 32
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdi, rcx
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 262148
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 243670020
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov rsi, rdi
-    lea r8, [r10 + r10*1]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 8
-    jnz 1f
-1:
-    lea r9, [r10 + r10*2]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    and r9, 32704
-    mov qword ptr [r15 + r9 + 32896], rax
-    movzx ecx, byte ptr [r15 + r9 + 32768]
-    test ebx, 272452
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 64]
-    mov edx, ebp
-    mov dword ptr [r15 + r8 + 128], 128
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 32832], rbp
-    test bl, 8
-    jz 1f
-1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 192]
-    cmp rsi, qword ptr [r15 + r8 + 128]
-    mov edi, esi
+    movzx esi, dil
+    mov edi, dword ptr [r15 + r9 + 2240]
+    movzx eax, byte ptr [r15 + r9 + 2176]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    xor dword ptr [r15 + 64], esi
-    mov r9d, dword ptr [r15 + 64]
-    mov esi, r9d
-    mov qword ptr [r15 + 64], rdi
-    test ebx, 587204640
-    jz 1f
-1:
-    mov eax, esi
-    mov esi, dword ptr [r15 + 0]
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov r8, rcx
+    mov ecx, 242
     mov rdx, qword ptr [r15 + 0]
-    test bl, 32
+    inc dword ptr [r15 + 0]
+    test ebx, 3560
     jz 1f
 1:
-    bswap r9
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r8d, r9b
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 8
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test bl, 16
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    test bl, 8
+    jz 1f
+1:
+    sete al
+    jmp 1f
+1:
     mov rcx, qword ptr [r15 + 0]
-    test ebx, 274989120
-    jnz 1f
-1:
-    movzx edx, bpl
-    mov ebp, dword ptr [r15 + 0]
-    mov esi, 219
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 8388612
-    jnz 1f
-1:
-    mov r9d, eax
-    mov byte ptr [r15 + 0], bpl
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 352325636
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 101
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 106
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 576], rcx
-    lea r8, [r10 + r10*1]
-    test ebx, 16777232
-    jz 1f
-1:
-    lea r9, [r10*4]
-    and r8, 960
-    mov esi, dword ptr [r15 + r8 + 1088]
-    mov ecx, dword ptr [r15 + r8 + 1024]
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + r9 + 384], al
     test bl, 32
     jz 1f
 1:
-    add rdi, qword ptr [r15 + r9 + 256]
-    movsxd rcx, dword ptr [r14 + 0]
-    or qword ptr [r15 + rbp + 512], 18
-    movsxd r8, dword ptr [r14 + r9 + 320]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    bswap rdx
+    test bl, 8
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 64], r9
+    and r8, 1984
+    lea rbp, [r10*4]
+    movzx edi, byte ptr [r15 + r8 + 2112]
+    and rbp, 192
+    inc dword ptr [r15 + rbp + 384]
+    test ebx, 7548
+    jz 1f
+1:
+    cmp dword ptr [r15 + rbp + 448], 12
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    cmp r9, qword ptr [r14 + rbp + 256]
+    mov rsi, qword ptr [r14 + 0]
+    mov r9, r10
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 320]
+    and r9, 8128
+    inc dword ptr [r15 + r9 + 8192]
+    mov rax, qword ptr [r15 + r8 + 2048]
     add r10, r11
     inc rbx
     dec r13
@@ -3712,397 +3863,405 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 192]
+    mov r8d, 173
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 32376
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov esi, 100
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movzx edi, bpl
+    mov rbp, r9
+    cmp dword ptr [r15 + 0], 79
+    test bl, 40
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movsxd r8, dword ptr [r15 + 0]
+    mov ecx, r9d
+    test bl, 24
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], 202
+    mov rdx, r9
+    mov r9d, eax
+    test bl, 48
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    imul ebp, esi, 4
+    mov dword ptr [r15 + 0], 40
+    movzx ebp, byte ptr [r15 + 0]
     test bl, 72
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movzx edx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov r9d, edx
-    mov byte ptr [r15 + 0], sil
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], r9d
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 16
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r9d, 101
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
+    imul edi, esi, 35
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    test bl, 16
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
+    lea rbp, [r10 + r10*1]
+    mov rsi, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    jmp 1f
 1:
-    mov rcx, r9
-    and r9, 192
-    inc dword ptr [r15 + r9 + 320]
-    cmp r9, qword ptr [r14 + 0]
-    test bl, 16
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 192]
+    test ebx, 376
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r14 + r9 + 256]
-    mov qword ptr [r15 + rbp + 128], rsi
-    movzx ebp, sil
-    test bl, 32
-    jnz 1f
-1:
-    mov r9d, edi
-    movsxd rdx, dword ptr [r15 + 64]
-    or eax, 1
-    xor edx, edx
-    div eax
-    test bl, 16
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 192], 196
-    mov r8, rcx
-    mov edi, edi
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 128]
+    mov r8, r10
+    mov dword ptr [r14 + rbp + 192], r8d
+    and r8, 960
+    movzx eax, byte ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rbp, [r10 + r10*1]
-    mov esi, ebp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], sil
-    lea r9, [r10 + r10*1]
-    mov ecx, ecx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 34
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], r9d
-    imul edx, edx, 31
-    mov edi, dword ptr [r14 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 202215688
+    mov byte ptr [r15 + 64], r8b
+    mov byte ptr [r15 + 64], r8b
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 12216
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 33
-    mov eax, 53
-    mov esi, 244
+    add qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 55
+    cmp dword ptr [r15 + 0], 69
+    cmp dword ptr [r15 + 0], 121
+    test bl, 192
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 31720
+    jz 1f
+1:
+    imul rbp, rdi
+    add rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    bt rcx, rsi
+    test bl, 32
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    test bl, 32
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    test ebx, 42035216
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, ebp
-    movsxd r8, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], r8
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], r8b
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    imul eax, r9d, 35
-    mov edx, dword ptr [r15 + 0]
-    mov esi, r9d
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 320]
+    movsxd rdi, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    bswap r8
-    movsxd r8, dword ptr [r15 + 0]
-    imul rax, r9
-    and rbp, 64
-    movzx r8d, byte ptr [r14 + rbp + 192]
-    test ebx, 288
-    jz 1f
+    test bl, 32
+    jnz 1f
 1:
-    cmp r9, qword ptr [r15 + rbp + 128]
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    mov ecx, ebp
+    mov rdx, rsi
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 128]
+    mov rcx, rbp
+    test ebx, 440
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov esi, r9d
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 192]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 576], 6
+    test bl, 192
+    jnz 1f
+1:
+    mov rbp, r8
+    mov qword ptr [r15 + r8 + 256], r8
+    add qword ptr [r15 + r9 + 512], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov qword ptr [r15 + 0], r9
-    mov r8d, 89
-    movzx eax, r8b
-    mov eax, r9d
-    test bl, 16
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    add rdi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, edx
-    test ebx, 131080
-    jz 1f
-1:
-    mov rdx, rdx
-    mov dword ptr [r15 + 0], ecx
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 80
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 289951800
-    jnz 1f
-1:
-    mov r8, rax
-    mov dword ptr [r15 + 0], eax
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 16
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r10 + r10*2]
-    and esi, dword ptr [r15 + rbp + 128]
-    and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 2048]
-    mov rdx, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r14 + 0]
-    test bl, 40
+    cmovne r9, rax
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    mov rdi, rdi
+    jmp 1f
+1:
+    test bl, 16
     jnz 1f
 1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 512]
-    mov rcx, qword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + rbp + 192], eax
-    test ebx, 52461968
+    mov ebp, edi
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov rdi, rcx
+    test bl, 16
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 2112]
-    mov eax, esi
-    mov dword ptr [r15 + r9 + 2176], 76
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov rdx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
+    lea rdi, [r15 + 131712]
+    mov ecx, 10
+    rep stosb
+    test bl, 16
+    jnz 1f
+1:
+    mov eax, 73
+    lea rbp, [r10*4]
+    movzx edx, al
+    add rdx, qword ptr [r15 + 0]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 2176]
+    test bl, 32
+    jz 1f
+1:
+    movzx ecx, bpl
+    mov dword ptr [r15 + rbp + 2240], ecx
+    mov rcx, qword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 64]
+    test bl, 128
+    jz 1f
+1:
+    add qword ptr [r15 + rbp + 2048], rcx
+    mov r9, r10
+    mov rcx, r9
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    and r9, 8128
+    movsxd rsi, dword ptr [r14 + r9 + 8192]
+    test bl, 64
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 2112]
+    mov dword ptr [r14 + 0], 9
+    imul eax, edx, 57
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea rbp, [r10*4]
-    and rbp, 16320
-    mov qword ptr [r15 + rbp + 16448], rdx
-    mov rsi, qword ptr [r15 + 0]
-    mov edx, 251
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov eax, 187
-    test bl, 16
+    mov rdx, rbp
+    movzx r8d, byte ptr [r15 + 0]
+    cmovne rbp, rdx
+    test ebx, 64880
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov ecx, 73
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 67108872
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdi, r8
+    movzx esi, sil
+    test ebx, 7024
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    mov r8, rsi
+    cmp rax, qword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, 24
+    test ebx, 29688
+    jz 1f
+1:
+    sete r9b
+    mov dword ptr [r15 + 0], 155
+    jmp 1f
+1:
+    test ebx, 488
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rdx, rdx
+    lea r9, [r10 + r10*2]
+    movzx edi, byte ptr [r15 + 0]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 640]
     test bl, 16
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 16512], 115
-    mov rax, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*2]
+    cmovne rdx, rax
+    mov eax, 97
+    lea rbp, [r10 + r10*2]
+    mov ecx, eax
     test bl, 32
     jz 1f
 1:
-    or qword ptr [r14 + 0], 26
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 1152]
-    mov rsi, qword ptr [r15 + r8 + 1024]
-    mov dword ptr [r15 + 64], 250
-    test ebx, 1880326304
+    and rbp, 192
+    xor dword ptr [r15 + rbp + 384], ebp
+    mov esi, dword ptr [r15 + r9 + 512]
+    mov rdx, qword ptr [r14 + r9 + 576]
+    test bl, 48
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 16384], rbp
-    cmp rdi, qword ptr [r15 + rbp + 16576]
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    mov r9, qword ptr [r15 + r8 + 1088]
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    movzx edi, byte ptr [r15 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    movzx ecx, r9b
+    test bl, 16
+    jnz 1f
+1:
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 2112]
+    mov esi, dword ptr [r15 + r8 + 2048]
+    movsxd r9, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    movzx r9d, dl
-    mov dword ptr [r15 + 0], 167
-    mov rdi, r9
-    jmp 1f
-1:
-    test ebx, 8208
-    jnz 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, 173
-    cmovne rsi, r8
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, 127
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, r9b
+    mov esi, dword ptr [r15 + 0]
     test bl, 16
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
-    btc dword ptr [r15 + 0], 13
-    test bl, 16
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, 197
-    lea rbp, [r10 + r10*1]
-    test ebx, 882904264
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    movzx r9d, cl
-    test ebx, 162137744
-    jnz 1f
-1:
-    imul rcx, r9
-    mov eax, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 64], rax
-    and r8, 192
-    mov qword ptr [r15 + r8 + 256], rax
+    movzx edx, byte ptr [r15 + 0]
+    mov rax, rdx
+    mov dword ptr [r15 + 0], edx
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov edi, r8d
-    imul eax, edi, 107
-    or esi, 1
-    xor edx, edx
-    div esi
+    mov ebp, r8d
+    mov byte ptr [r15 + 0], bpl
+    mov edi, 209
+    mov byte ptr [r15 + 0], dl
     test bl, 16
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx ecx, bpl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], ebp
-    movsxd rdi, dword ptr [r14 + 0]
-    mov rcx, r9
-    test ebx, 4721672
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], edi
-    movzx eax, byte ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + r9 + 192], al
+    mov dword ptr [r15 + 0], ecx
+    mov edx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 9
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    lea r9, [r10 + r10*2]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, al
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1024], dl
+    test ebx, 7088
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 64]
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 320]
+    test bl, 40
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 1088]
+    mov rcx, rdi
+    mov byte ptr [r15 + r9 + 1152], sil
+    movzx eax, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 80
+    jz 1f
+1:
+    mov r8d, esi
+    add rdx, qword ptr [r15 + rbp + 256]
+    and r9, 64
+    movsxd rsi, dword ptr [r14 + r9 + 192]
+    movsxd r8, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rbp, [r10 + r10*1]
-    and rbp, 32704
-    movsxd rdi, dword ptr [r15 + rbp + 32832]
-    movzx ecx, dil
-    lea r8, [r10*4]
-    movzx r9d, byte ptr [r14 + rbp + 32768]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 2240]
-    test ebx, 1119985704
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, 50
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, 101
+    test bl, 248
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rdx, rcx
+    mov ebp, 62
+    test ebx, 16280
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, edx
+    movsxd r8, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
     mov edx, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov edi, 109
-    bswap rdx
-    mov qword ptr [r15 + 0], rdi
-    test bl, 16
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rbp
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + r8 + 2176]
-    lea r9, [r10 + r10*2]
-    movzx edx, byte ptr [r15 + r8 + 2112]
-    test ebx, 67387912
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 2048]
-    and r9, 192
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 320]
-    mov r8, qword ptr [r15 + 64]
-    test ebx, 543294384
-    jz 1f
-1:
-    mov eax, eax
-    mov rdi, r8
-    mov r8, qword ptr [r15 + 64]
     test bl, 32
     jz 1f
 1:
-    cmp dword ptr [r15 + r9 + 384], 86
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    mov eax, 75
-    test ebx, 41951304
+    mov byte ptr [r15 + 0], dl
+    mov r8, qword ptr [r15 + 0]
+    mov edx, 125
+    movsxd rbp, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 32
     jz 1f
 1:
-    mov r9, rdx
-    mov dword ptr [r14 + 0], eax
-    cmovne rcx, rbp
+    mov ebp, dword ptr [r15 + 0]
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 1024]
+    mov qword ptr [r14 + 0], r9
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], ecx
+    mov edi, edi
+    mov byte ptr [r15 + r9 + 1088], dil
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    test ebx, 936
+    jnz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    and r8, 448
+    btc dword ptr [r15 + r8 + 512], 21
+    and rbp, 1984
+    cmp dword ptr [r15 + rbp + 2112], 37
+    test bl, 128
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    movsxd r9, dword ptr [r15 + rbp + 2048]
+    movzx ecx, byte ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -4110,142 +4269,145 @@ ditto_body_c1:
 .Lc1_b5_c6:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rsi
-    lock add qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], bpl
-    cmp rsi, qword ptr [r15 + 0]
-    test bl, 16
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov rsi, rdx
+    mov rdx, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
+    test ebx, 320
     jnz 1f
 1:
-    movzx edi, sil
-    movsxd rdx, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], dil
+    test bl, 80
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test bl, 128
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov byte ptr [r15 + 0], dil
-    test bl, 160
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    sete cl
-    mov byte ptr [r15 + 0], sil
-    bswap r8
-    test bl, 16
+    sete r8b
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 30
-    mov qword ptr [r15 + 0], rax
-    cmp rax, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 88
-    mov byte ptr [r15 + 64], r9b
-    mov dword ptr [r15 + 64], edi
+    movzx edi, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    movzx edi, al
-    test ebx, 268830784
+    movzx edx, byte ptr [r15 + 0]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 576], bpl
+    lea r8, [r10 + r10*1]
+    test bl, 192
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 192]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 128]
-    jmp 1f
+    mov byte ptr [r15 + r9 + 512], r8b
+    mov eax, dword ptr [r15 + rbp + 128]
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1088], bpl
+    movzx ecx, r8b
+    test bl, 32
+    jnz 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*2]
+    mov dword ptr [r15 + r8 + 1024], 33
+    mov rdx, rbp
+    mov r9d, 29
     test bl, 16
     jz 1f
 1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 8256]
-    mov r8d, ebp
-    mov rcx, r8
-    movzx esi, byte ptr [r15 + r9 + 192]
-    test ebx, 1082140976
-    jnz 1f
+    jmp 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 8320]
-    mov r8d, r9d
-    or qword ptr [r15 + rbp + 8192], 81
-    movsxd rax, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 64], r9
+    movzx esi, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    cmp rbp, qword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
-    test bl, 16
-    jz 1f
-1:
-    cmp rdi, qword ptr [r15 + 0]
-    movzx edi, al
-    mov dword ptr [r15 + 0], edx
-    test bl, 16
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], ebp
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov ecx, dword ptr [r15 + 64]
-    mov rbp, rsi
-    test bl, 32
-    jnz 1f
-1:
-    movzx esi, bpl
-    mov qword ptr [r15 + 64], rsi
-    mov r8d, 122
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 67297336
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    movzx eax, al
-    and rbp, 192
-    mov rdx, qword ptr [r15 + rbp + 256]
-    lea r8, [r10 + r10*2]
+    movzx edi, bpl
+    mov r8d, 58
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 128], 204
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 2048]
     test bl, 64
     jnz 1f
 1:
-    and r8, 8128
-    xor dword ptr [r15 + r8 + 8256], r8d
-    add qword ptr [r15 + r8 + 8320], r8
-    mov dword ptr [r15 + r8 + 8192], edi
-    lea r8, [r10 + r10*2]
-    imul ecx, r8d, 89
-    test bl, 64
+    mov dword ptr [r15 + 64], 244
+    add rcx, qword ptr [r15 + 64]
+    movzx r8d, sil
+    jmp 1f
+1:
+    test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 320], rdi
-    and r8, 448
-    mov r9, qword ptr [r14 + r8 + 512]
-    mov rdi, r9
+    mov rsi, rax
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    vmovdqu xmm11, xmmword ptr [r15 + 64]
+    test bl, 40
+    jz 1f
+1:
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 16384]
+    mov edx, r8d
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 16328
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 208
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     test bl, 16
     jz 1f
 1:
-    mov ebp, 159
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    cmp rsi, qword ptr [r15 + r8 + 576]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, ecx
+    mov edi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 16104
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov rdx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test bl, 16
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 16448]
+    mov qword ptr [r14 + 0], r9
+    movsxd r8, dword ptr [r15 + r9 + 2112]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 24 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 25 chunk executions per call
     mov rbx, qword ptr [r15 + 139976]
-    lea rcx, [rbx + 24]
+    lea rcx, [rbx + 25]
     mov qword ptr [r15 + 139976], rcx
-    mov r13d, 24
+    mov r13d, 25
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b6_stubs]
@@ -4259,129 +4421,125 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    mov rsi, rsi
-    xor dword ptr [r15 + 0], ecx
-    mov r8d, 58
-    cmp dword ptr [r15 + 0], 21
-    test ebx, 10651936
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 537068740
-    jz 1f
-1:
-    cmp rdx, qword ptr [r15 + 0]
-    lea r9, [r10*4]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], esi
-    test ebx, 8194
-    jz 1f
-1:
-    and r9, 192
-    lock add qword ptr [r15 + r9 + 448], r9
-    movsxd rdi, dword ptr [r14 + 0]
-    mov r8, rdi
-    cmp rdi, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*2]
-    test bl, 4
-    jnz 1f
-1:
-    mov eax, ebp
-    and rbp, 8128
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 8320]
-    movzx ecx, dl
-    lea r8, [r10 + r10*1]
-    xor dword ptr [r15 + r9 + 320], ecx
-    test ebx, 1625440330
+    and rbp, 16320
+    lea r9, [r10 + r10*4]
+    mov rcx, qword ptr [r15 + rbp + 16512]
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1280], r9d
+    mov rdi, r9
+    mov edi, 163
+    test ebx, 15072
     jz 1f
 1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    mov rax, r9
-    lock add qword ptr [r15 + rbp + 8192], rdi
-    mov rcx, qword ptr [r14 + r9 + 256]
-    test bl, 8
+    movzx edi, sil
+    movzx edx, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 71
+    mov qword ptr [r15 + 0], rdx
+    test bl, 32
     jnz 1f
 1:
-    cmp dword ptr [r15 + r8 + 192], 5
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    movsxd rcx, dword ptr [r15 + rbp + 8256]
+    mov rdx, rdi
+    mov rsi, rdx
+    mov esi, dword ptr [r15 + 0]
+    test bl, 94
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1978
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movsxd r8, dword ptr [r15 + 0]
+    or qword ptr [r15 + rbp + 16448], 122
+    mov rsi, r8
+    lea r8, [r10*4]
+    test bl, 4
+    jz 1f
+1:
+    and r8, 192
+    mov eax, dword ptr [r15 + r8 + 320]
+    movsxd rdi, dword ptr [r15 + r9 + 1088]
+    movzx edx, byte ptr [r15 + rbp + 16384]
+    test ebx, 14048
+    jz 1f
+1:
+    movzx ebp, dl
+    movsxd rcx, dword ptr [r15 + r9 + 1152]
+    movsxd rdx, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r8 + 384], edx
+    test ebx, 3816
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 1216]
+    movzx edx, byte ptr [r15 + r9 + 1024]
+    mov qword ptr [r15 + r8 + 448], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    crc32 r9, rsi
-    cmp r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1082722530
+    lea r9, [r10*4]
+    and r9, 192
+    mov esi, dword ptr [r15 + r9 + 448]
+    mov rsi, rax
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 6
+    test bl, 214
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, rax
-    test bl, 4
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    mov rcx, rcx
     vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    test bl, 16
+    xor dword ptr [r15 + 0], ecx
+    cmp rcx, qword ptr [r15 + 0]
+    test bl, 182
     jnz 1f
 1:
-    cmp rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1048580
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, rcx
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 1264
     jnz 1f
 1:
-    mov rcx, rbp
+    cmp rsi, qword ptr [r15 + 0]
+    mov esi, edx
+    mov ebp, esi
+    movzx eax, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov ebp, dword ptr [r14 + 0]
-    mov esi, dword ptr [r14 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 159
-    test ebx, 287310132
-    jz 1f
+    test ebx, 5624
+    jnz 1f
 1:
-    bswap rbp
-    mov byte ptr [r15 + r8 + 192], bpl
-    mov edi, 33
+    and r8, 960
+    mov ecx, dword ptr [r15 + r8 + 1088]
+    mov edi, r8d
+    lea rbp, [r10 + r10*2]
+    mov dword ptr [r15 + r8 + 1024], 157
+    movzx r8d, bpl
     test bl, 4
     jnz 1f
 1:
-    mov edx, edx
-    mov r9d, 57
-    lea r8, [r10*4]
-    mov eax, eax
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    test bl, 8
+    and rbp, 32704
+    mov eax, dword ptr [r15 + rbp + 32768]
+    movzx edx, bpl
+    movzx esi, byte ptr [r15 + r9 + 320]
+    movsxd r8, dword ptr [r15 + rbp + 32896]
+    test ebx, 2010
     jz 1f
 1:
-    and eax, dword ptr [r15 + r8 + 320]
-    add rdx, qword ptr [r15 + r8 + 384]
-    mov rbp, r10
-    movzx edi, byte ptr [r15 + r8 + 256]
-    test ebx, 37751312
+    and r8d, dword ptr [r15 + rbp + 32832]
+    mov ecx, r8d
+    xor dword ptr [r15 + r9 + 384], r9d
+    movzx ebp, cl
+    test ebx, 8152
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    and rbp, 960
-    movzx eax, byte ptr [r15 + rbp + 1024]
-    imul eax, esi, 117
+    movzx eax, bpl
+    movzx ebp, byte ptr [r14 + 0]
+    cmp dword ptr [r14 + r9 + 256], 50
     add r10, r11
     inc rbx
     dec r13
@@ -4395,17 +4553,23 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov r9, r10
     mov rbp, r10
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 256]
-    test ebx, 10514502
-    jz 1f
+    jmp 1f
 1:
-    mov ecx, 46
-    mov ebp, 122
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 512], r9d
+    test bl, 2
+    jnz 1f
+1:
+    mov dword ptr [r14 + 64], r9d
+    jmp 1f
+1:
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 44
+    rep movsb
     add r10, r11
     inc rbx
     dec r13
@@ -4553,4272 +4717,4274 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    lea r8, [r10 + r10*1]
-    mov rdx, rcx
-    and r8, 64
-    mov edi, dword ptr [r14 + r8 + 128]
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    mov ecx, edi
-    test bl, 128
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
-    test bl, 128
+    mov r9d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1152
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    sete bpl
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, 96
+    mov ebp, r8d
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 7488
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 94
+    mov edx, dword ptr [r15 + 0]
+    bt rdx, rcx
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
+1:
+    mov ebp, r8d
     mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 195
+    bt rbp, r9
+    mov r8d, 250
+    lea r9, [r10 + r10*1]
+    mov rbp, rax
     test ebx, 1024
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 163
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, esi
-    test ebx, 538017856
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov eax, esi
-    mov dword ptr [r15 + 0], eax
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, al
-    lea r8, [r10 + r10*2]
-    movsxd rax, dword ptr [r15 + 0]
-    and r8, 16320
-    add qword ptr [r15 + r8 + 16512], r8
-    test ebx, 256
-    jnz 1f
-1:
-    mov rax, r8
+    vpxor xmm11, xmm11, xmm11
+    and r9, 192
+    xor dword ptr [r15 + r9 + 256], edx
     mov eax, dword ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 64]
-    mov esi, 35
-    test ebx, 1711441472
+    add qword ptr [r15 + 64], rax
+    lea rbp, [r10 + r10*1]
+    test ebx, 256
     jz 1f
 1:
-    mov rdi, rdi
-    imul eax, edi, 62
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 16384], r9b
+    mov esi, dword ptr [r15 + 64]
+    movzx esi, dl
     and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    test ebx, 1024
+    xor dword ptr [r15 + rbp + 128], r8d
+    mov edi, ecx
+    test ebx, 256
     jnz 1f
 1:
-    mov rdi, qword ptr [r14 + 0]
-    mov byte ptr [r14 + r8 + 16448], r9b
-    xchg qword ptr [r15 + rbp + 192], rbp
+    mov r8, r10
+    mov dword ptr [r15 + rbp + 192], 15
+    and r8, 32704
+    or qword ptr [r15 + r8 + 32768], 84
+    mov rbp, qword ptr [r15 + r9 + 320]
+    sete r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 47
-    test ebx, 4194432
+    mov qword ptr [r15 + 0], rbp
+    mov r8, rbp
+    cmp r8, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 24448
     jnz 1f
 1:
-    mov ebp, edi
-    mov rcx, rbp
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 218107968
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    lea r9, [r10*8]
-    lea rbp, [r10 + r10*1]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 8384], rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 129
-    mov r8, r10
-    xor dword ptr [r15 + r9 + 8640], esi
+    mov byte ptr [r15 + 0], cl
+    mov esi, 223
+    mov edi, 88
     test ebx, 512
     jnz 1f
 1:
-    and r8, 960
-    movsxd rsi, dword ptr [r15 + r8 + 1024]
-    movzx eax, r8b
-    mov edi, esi
-    test ebx, 584355904
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov byte ptr [r15 + 0], al
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, al
+    test ebx, 256
+    jz 1f
 1:
-    mov esi, edi
-    mov r8d, 218
-    mov rsi, rbp
-    add rdi, qword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + 0], rdx
+    mov rbp, rbp
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 8448]
-    movzx edi, bpl
-    movzx edx, byte ptr [r14 + r9 + 8512]
-    mov rax, qword ptr [r15 + r9 + 8576]
-    test bl, 128
+    mov edx, 250
+    mov esi, r9d
+    mov ecx, 153
+    mov r9d, eax
+    mov r8, r10
+    test ebx, 64832
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 8192]
-    movsxd rbp, dword ptr [r15 + r9 + 8256]
-    movzx edi, byte ptr [r15 + r9 + 8320]
-    bswap rdx
-    test ebx, 33560192
+    add rdi, qword ptr [r15 + 0]
+    imul rbp, rdi
+    and r8, 448
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    test ebx, 256
+    jz 1f
+1:
+    bswap rbp
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 0], 153
+    test ebx, 256
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    movzx edx, r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 212
+    and r9, 192
+    movsxd rsi, dword ptr [r15 + r9 + 320]
+    test ebx, 28608
     jnz 1f
 1:
-    bswap r8
-    mov eax, r8d
-    mov r8d, 66
+    movzx eax, byte ptr [r15 + r8 + 128]
+    mov rdi, rcx
+    mov ecx, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, r9
-    mov r9d, dword ptr [r15 + 0]
-    bt r9, rsi
-    mov qword ptr [r15 + 0], r9
-    test bl, 128
+    lea r8, [r10*4]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 576], r9
+    xchg rsi, rbp
+    movzx edx, dl
+    mov eax, dword ptr [r14 + 0]
+    test ebx, 3008
     jz 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov ebp, ebp
-    mov esi, ebp
-    mov byte ptr [r15 + 0], bpl
-    test bl, 128
-    jz 1f
+    jmp 1f
 1:
-    mov r9, rdi
-    mov qword ptr [r15 + 0], r9
-    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 48960
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov eax, 36
+    test ebx, 63424
+    jnz 1f
+1:
+    imul edi, ebp, 49
     mov rbp, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, edx
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, dl
-    test ebx, 2048
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    xchg rdx, rdx
-    lea rbp, [r10 + r10*1]
-    mov r8d, edx
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 128]
-    lea r9, [r10*4]
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 16320
-    movsxd rdi, dword ptr [r15 + r9 + 16576]
-    mov esi, r9d
-    mov r8, r10
-    mov dword ptr [r15 + r9 + 16384], esi
+    mov qword ptr [r15 + 0], rdi
     test bl, 128
+    jnz 1f
+1:
+    popcnt rbp, rbp
+    mov rdi, rbp
+    or qword ptr [r15 + 0], 43
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 130240
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], r8d
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov r9, r10
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 256], 152
+    and r9, 16320
+    add rax, qword ptr [r15 + r9 + 16384]
+    test ebx, 512
+    jnz 1f
+1:
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 320]
+    movzx esi, al
+    movzx ebp, byte ptr [r15 + r8 + 704]
+    test ebx, 7360
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 16512]
-    and r8, 32704
-    cmp dword ptr [r15 + r8 + 32768], 109
-    mov esi, dword ptr [r15 + r9 + 16448]
-    mov edx, dword ptr [r15 + rbp + 192]
-    test ebx, 201374400
-    jz 1f
+    jmp 1f
 1:
-    mov eax, eax
-    mov rbp, qword ptr [r15 + 64]
-    popcnt rcx, rax
-    mov rsi, qword ptr [r14 + 0]
+    mov ebp, dword ptr [r15 + r8 + 512]
+    mov edi, dword ptr [r14 + r8 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    lea r9, [r10 + r10*1]
-    mov eax, 13
-    lea rbp, [r10*4]
-    mov r8d, 55
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 2048]
-    and rbp, 192
-    movzx esi, byte ptr [r15 + rbp + 256]
-    test ebx, 512
-    jz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 244
-    mov byte ptr [r15 + 0], cl
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    lea r8, [r10 + r10*1]
+    sete dl
+    and r8, 448
+    mov dword ptr [r15 + r8 + 576], r8d
+    mov dword ptr [r14 + 64], 59
+    mov dword ptr [r15 + r8 + 512], 174
+    cmp r9, qword ptr [r15 + 0]
     test ebx, 256
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, rcx
-    .byte 0x66, 0x90
+    mov dword ptr [r15 + 0], r8d
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx eax, cl
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 32128
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov rcx, r8
+    mov r8d, 230
+    lea rbp, [r10 + r10*1]
+    test ebx, 225216
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 171
+    mov esi, dword ptr [r15 + 0]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    mov ecx, 65
     test ebx, 512
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], ecx
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 140151232
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 320]
-    mov qword ptr [r14 + rbp + 384], rbp
-    lea r8, [r10 + r10*2]
-    mov byte ptr [r15 + r9 + 2112], al
-    mov edx, dword ptr [r15 + rbp + 448]
-    test ebx, 1094746240
+    mov dword ptr [r15 + rbp + 192], 104
+    lea r8, [r10 + r10*1]
+    mov ebp, 227
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16448], 1
+    mov rdx, r8
+    test ebx, 384
     jnz 1f
 1:
-    and r8, 960
-    xor dword ptr [r15 + r8 + 1024], edx
-    mov eax, dword ptr [r15 + r8 + 1152]
-    mov byte ptr [r14 + r8 + 1088], bpl
+    mov dword ptr [r15 + r8 + 16384], r9d
+    movzx r9d, byte ptr [r14 + 0]
+    movzx r8d, r9b
+    mov dword ptr [r15 + 64], 160
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    mov r9d, 120
-    movsxd rbp, dword ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    inc dword ptr [r14 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, rdx
-    test ebx, 512
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 89
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 128
     jnz 1f
 1:
-    popcnt rcx, rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    mov rdx, rdi
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, dl
+    cmp dword ptr [r15 + 0], 62
     test ebx, 256
     jnz 1f
 1:
-    mov rdi, r8
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1024
+    mov dword ptr [r15 + 0], ecx
+    mov rsi, rax
+    mov ebp, esi
+    test bl, 128
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, r9d
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 136609920
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, sil
+    mov dword ptr [r15 + 0], 203
     jmp 1f
 1:
-    test ebx, 33555456
+    movzx r8d, dil
+    lea r9, [r10 + r10*1]
+    test ebx, 6528
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 1088]
+    test ebx, 1856
+    jnz 1f
+1:
+    movzx edi, cl
+    mov dword ptr [r14 + 64], 209
+    mov rax, rbp
+    lea rbp, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    and rbp, 16320
+    movsxd r8, dword ptr [r15 + rbp + 16384]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 1024]
+    movzx r9d, cl
+    lea r8, [r10 + r10*1]
+    mov ecx, esi
+    test ebx, 7744
+    jnz 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 2112], dl
+    mov eax, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    test ebx, 768
     jz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    mov edx, ebp
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 2176]
-    movzx eax, byte ptr [r15 + rbp + 2112]
-    mov edi, dword ptr [r15 + 64]
-    test ebx, 1640512
-    jnz 1f
+    mov eax, dword ptr [r15 + rbp + 16448]
+    jmp 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    mov r9d, edi
-    add qword ptr [r15 + 64], r8
-    mov r8, r10
-    test ebx, 287040
-    jnz 1f
-1:
-    mov r9, r10
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 512]
-    and r9, 8128
-    cmp dword ptr [r15 + r9 + 8192], 38
-    movsxd rcx, dword ptr [r15 + rbp + 2048]
+    mov rdx, qword ptr [r15 + r8 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    mov esi, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*4]
-    and r9d, dword ptr [r15 + 64]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8320], 147
-    mov eax, dword ptr [r15 + rbp + 8448]
-    lea r8, [r10 + r10*1]
-    test ebx, 33554944
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rsi
+    xor dword ptr [r15 + 0], edx
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 5824
     jnz 1f
 1:
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 2048]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 219
-    test ebx, 512
-    jnz 1f
+    mov edx, edi
+    jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1243677824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov eax, 108
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 2048
+    mov eax, 240
+    test ebx, 576
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd rcx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov r9d, r8d
+    add qword ptr [r15 + 0], rax
+    mov r9, rax
+    mov byte ptr [r15 + 0], r9b
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 81
+    and r8, 16320
+    mov edx, dword ptr [r15 + r8 + 16448]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
     test ebx, 512
+    jnz 1f
+1:
+    mov eax, ecx
+    mov edi, 172
+    mov r9, r9
+    mov ecx, dword ptr [r14 + 0]
+    lea r9, [r10*4]
+    test ebx, 640
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + rbp + 8192]
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], sil
-    mov rdx, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + rbp + 8384]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r14 + 0], 156
+    and r9, 192
+    mov dword ptr [r15 + r9 + 384], esi
+    mov ecx, 31
+    movzx ecx, cl
     test bl, 128
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 16384]
+    movsxd r8, dword ptr [r15 + r9 + 256]
+    movzx edx, sil
+    mov dword ptr [r15 + r9 + 320], 242
+    test ebx, 48960
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + r9 + 128], rcx
-    mov rdi, qword ptr [r15 + r8 + 2112]
-    mov r8, qword ptr [r15 + rbp + 8256]
+    add rcx, qword ptr [r15 + rbp + 192]
+    mov esi, dword ptr [r15 + r9 + 448]
+    mov eax, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    or qword ptr [r15 + 64], 109
-    movsxd rdx, dword ptr [r15 + 64]
-    mov ebp, 30
-    movzx ecx, dl
-    test ebx, 303104128
-    jz 1f
-1:
-    mov rdi, qword ptr [r14 + 0]
-    xor dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], dil
-    mov r9d, edi
-    test ebx, 1111492672
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 9
-    movzx edi, r8b
-    mov dword ptr [r15 + 0], edi
-    test ebx, 843346304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rax, rdi
+    mov r9d, ebp
+    mov r8d, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 539181440
+    test ebx, 127936
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 7744
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r8b
-    lea rbp, [r10 + r10*2]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 12
-    and rbp, 1984
-    mov ecx, dword ptr [r15 + rbp + 2176]
-    test ebx, 437192768
+    not qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 99
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1280
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 2112]
-    mov rdi, qword ptr [r15 + r8 + 128]
-    .byte 0x66, 0x90
-    lea r8, [r10 + r10*1]
-    mov esi, r8d
-    test ebx, 100731776
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 256
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 65088
     jnz 1f
 1:
-    and r8, 960
-    mov qword ptr [r15 + r8 + 1024], rdx
-    cmp rdx, qword ptr [r15 + rbp + 2048]
-    movsxd rdx, dword ptr [r15 + r8 + 1088]
+    lea rbp, [r10*4]
+    bt rbp, rbp
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 192
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 320]
+    test bl, 128
+    jnz 1f
+1:
+    mov r9, r10
+    mov rax, qword ptr [r14 + rbp + 384]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 2048], r9b
+    cmovne rdi, rcx
+    test ebx, 3648
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 256]
+    movzx r8d, cl
+    mov r9d, dword ptr [r15 + rbp + 448]
+    mov rbp, r10
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 6976
+    jz 1f
+1:
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 128]
+    movsxd rdi, dword ptr [r15 + 64]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov dword ptr [r15 + 0], r8d
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, ebp
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 604766272
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx edx, dl
+    mov rdi, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rbp, rdx
-    sete al
+    jmp 1f
+1:
+    mov r8d, 56
+    mov esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    cmovne rdx, rax
-    or qword ptr [r15 + 0], 8
-    mov r8, rdx
-    test bl, 128
-    jnz 1f
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, cl
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rcx, rcx
-    mov edi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    movzx esi, sil
-    mov ebp, 138
-    test ebx, 33554944
-    jnz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    cmp r8, qword ptr [r15 + 0]
-    test ebx, 294417472
-    jnz 1f
-1:
-    and r8, 8128
-    movzx ecx, byte ptr [r15 + r8 + 8192]
-    lea rbp, [r10 + r10*1]
-    mov rsi, rdx
+    mov rbp, r10
+    lea r9, [r10*4]
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + rbp + 128]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    test ebx, 1088
+    mov r8, qword ptr [r15 + rbp + 128]
+    and r9, 192
+    not qword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    test ebx, 30656
+    jnz 1f
+1:
+    and esi, dword ptr [r14 + 0]
+    movzx edi, byte ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 256], 59
+    jmp 1f
+1:
+    test ebx, 576
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r14 + rbp + 192], 243
-    test ebx, 16777280
-    jz 1f
+    imul rsi, rdi
+    mov rax, qword ptr [r15 + r9 + 320]
+    add rcx, qword ptr [r15 + r9 + 384]
+    lea rbp, [r10 + r10*1]
+    test ebx, 7360
+    jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    or qword ptr [r15 + r8 + 8256], 85
-    and r8d, dword ptr [r14 + 0]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 192]
+    mov r9d, 221
+    movzx edx, byte ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], 51
+    test ebx, 113600
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 8
+    mov rax, rdi
     mov edi, esi
-    test ebx, 221022848
-    jz 1f
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, qword ptr [r15 + 0]
+    mov esi, esi
+    mov edx, 152
+    test ebx, 1728
+    jnz 1f
+1:
     mov r9d, dword ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    test bl, 128
+    movzx ecx, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov r9, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1984
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 16830528
+    mov rdx, qword ptr [r15 + 0]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], r9d
+    test bl, 128
     jz 1f
 1:
+    lea rbp, [r10 + r10*1]
+    mov r9, qword ptr [r14 + r8 + 320]
+    movsxd rax, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 64]
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov ecx, dword ptr [r14 + r8 + 192]
-    movzx esi, r8b
-    movzx r9d, byte ptr [r15 + 64]
-    test ebx, 256
+    mov r8d, dword ptr [r15 + rbp + 128]
+    lea r9, [r10 + r10*1]
+    test ebx, 97728
     jz 1f
 1:
-    cmp rax, qword ptr [r15 + 64]
-    mov rdi, rbp
-    mov byte ptr [r15 + 64], dil
-    cmovne rax, rax
-    test bl, 128
-    jnz 1f
-1:
-    lea r9, [r10*4]
-    mov rsi, r9
-    mov ecx, 21
-    and r9, 192
-    add rax, qword ptr [r15 + r9 + 448]
-    movzx edi, r8b
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov r8d, dword ptr [r15 + r9 + 256]
-    movzx edx, byte ptr [r15 + r9 + 384]
-    mov byte ptr [r15 + rbp + 192], r8b
-    test ebx, 1024
-    jz 1f
-1:
-    mov ecx, dword ptr [r14 + 0]
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    popcnt rax, rcx
+    and r9, 960
+    xor dword ptr [r15 + r9 + 1088], r9d
+    mov byte ptr [r15 + rbp + 192], dil
+    mov r8d, dword ptr [r15 + r9 + 1024]
+    mov rdi, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    movsxd r9, dword ptr [r15 + 0]
-    mov edi, 142
-    mov qword ptr [r15 + 0], rdi
-    cmp rdi, qword ptr [r15 + 0]
-    test ebx, 887664960
-    jnz 1f
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 512
+    jz 1f
 1:
     mov edx, dword ptr [r15 + 0]
-    movzx esi, dl
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 109084800
+    mov rbp, rax
+    movzx esi, bpl
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 256
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, 9
-    mov edx, 42
-    mov ebp, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 61376
+    jnz 1f
+1:
+    imul rsi, rax
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test ebx, 60352
+    jnz 1f
+1:
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 576]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], r9d
+    mov rcx, rdx
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, rcx
+    mov esi, 20
+    mov esi, 116
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    test ebx, 64832
+    jz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    mov qword ptr [r14 + r8 + 512], rbp
+    movzx r9d, byte ptr [r14 + 0]
+    and rbp, 192
+    mov r9d, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + rbp + 384], r9
+    test ebx, 1536
+    jnz 1f
+1:
+    mov edi, 131
+    movzx r8d, dil
+    mov qword ptr [r15 + rbp + 256], rax
+    movsxd rdx, dword ptr [r15 + 64]
     test ebx, 256
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov esi, ecx
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 233
-    mov edx, 46
-    lea r9, [r10 + r10*2]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1749569600
-    jz 1f
-1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 2048]
-    mov ebp, eax
-    cmp rax, qword ptr [r15 + r9 + 2176]
-    test ebx, 262400
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 2112], ebp
-    mov qword ptr [r14 + 0], r9
-    movzx esi, byte ptr [r14 + 0]
-    mov r8, r10
-    mov ecx, 163
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 16384], rdi
-    and rbp, 64
-    or qword ptr [r15 + rbp + 192], 76
-    mov edi, eax
-    test ebx, 23376704
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, qword ptr [r15 + rbp + 128]
-    mov rdx, rdx
+    mov esi, eax
+    mov rax, rax
+    movsxd r9, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    movzx ebp, byte ptr [r14 + 0]
-    mov dword ptr [r15 + 0], 38
-    xchg rdi, rbp
-    mov dword ptr [r15 + 0], 13
-    test ebx, 16448
+    mov ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 6592
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    xchg rsi, rdi
-    cmp rdi, qword ptr [r15 + 0]
+    imul rax, r9
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 2880
+    jnz 1f
+1:
+    mov edi, eax
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    lea r8, [r10*4]
+    test ebx, 5952
+    jnz 1f
+1:
+    cmp r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 621020864
+    and r8, 448
+    mov qword ptr [r15 + r8 + 640], r8
+    test ebx, 7488
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx r8d, dil
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 118
+    mov esi, edx
+    xchg rdi, rcx
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    lea rbp, [r10*4]
-    mov edx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 51
-    and rbp, 960
-    mov rdi, qword ptr [r15 + rbp + 1216]
-    lea r8, [r10 + r10*1]
-    test ebx, 2048
-    jnz 1f
+    movsxd rdx, dword ptr [r15 + 64]
+    and ecx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 64]
+    test ebx, 5568
+    jz 1f
 1:
-    mov rax, rdi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 245
-    mov ecx, r8d
-    mov rsi, r8
-    test ebx, 1024
-    jnz 1f
+    movsxd rsi, dword ptr [r15 + 64]
+    mov dword ptr [r14 + 0], 119
+    mov edi, dword ptr [r14 + r8 + 704]
+    test ebx, 256
+    jz 1f
 1:
-    mov r9d, ecx
-    movsxd rdi, dword ptr [r15 + rbp + 1088]
-    nop
-    movsxd rcx, dword ptr [r15 + rbp + 1152]
-    test bl, 128
-    jnz 1f
+    mov r9, r8
+    mov esi, dword ptr [r15 + r8 + 576]
+    mov rax, r8
+    mov r8, r10
+    test ebx, 512
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1024], cl
-    mov ebp, 181
-    lea r9, [r10 + r10*1]
-    mov edx, r9d
-    mov rcx, qword ptr [r15 + r8 + 192]
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 32704
-    movsxd rax, dword ptr [r15 + r9 + 32832]
-    and edx, dword ptr [r15 + r9 + 32768]
-    mov r8, qword ptr [r15 + 64]
+    and r8, 32704
+    mov rsi, qword ptr [r15 + r8 + 32768]
+    mov edx, dword ptr [r15 + rbp + 192]
+    mov ebp, 167
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    lea rbp, [r10*4]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1152], ebp
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, esi
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 6976
+    jnz 1f
+1:
+    mov rsi, rcx
     jmp 1f
 1:
-    mov rdx, qword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], esi
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdi, rcx
-    mov esi, dword ptr [r15 + 0]
-    mov r9, rsi
-    test ebx, 309428288
+    mov dword ptr [r15 + 0], 250
+    movzx ebp, sil
+    test ebx, 5056
     jnz 1f
 1:
-    mov eax, 200
-    mov esi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 512
+    mov ecx, 13
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 48832
+    jnz 1f
+1:
+    cmp rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx eax, r9b
+    mov dword ptr [r15 + 0], 58
+    test ebx, 1152
+    jnz 1f
+1:
+    cmp rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 640
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 64]
+    mov byte ptr [r14 + 0], dil
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1088], dil
+    movzx eax, bpl
+    lea r8, [r10 + r10*1]
+    test ebx, 7488
     jz 1f
 1:
-    xor dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
-    mov edi, ecx
-    mov edx, ecx
-    test ebx, 142688320
-    jz 1f
-1:
-    movzx r8d, dil
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, 66
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], ecx
+    mov edx, 2
+    add qword ptr [r15 + rbp + 1024], r8
+    and r8, 64
+    mov qword ptr [r14 + r8 + 192], rsi
+    movzx edi, dil
     test ebx, 256
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 1216]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 1088], eax
-    test ebx, 12599680
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    sete al
-    popcnt rdi, r8
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 640]
-    mov eax, edx
-    test ebx, 276860992
-    jnz 1f
-1:
-    movzx ecx, al
-    mov edx, dword ptr [r15 + r8 + 512]
-    mov esi, dword ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + 64], ebp
-    test ebx, 4195328
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 576]
-    movzx esi, byte ptr [r15 + r9 + 192]
-    nop
+    lea r9, [r10 + r10*1]
+    vpxor xmm11, xmm11, xmm11
+    and r9, 448
+    mov dword ptr [r15 + r9 + 576], esi
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    mov rdx, qword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    movzx r8d, byte ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r9d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 142
-    movzx ecx, al
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    movzx ebp, dil
-    lock xadd qword ptr [r15 + 0], rcx
-    mov esi, 95
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, r8d
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
+    movzx edx, sil
+    and ebp, dword ptr [r15 + 0]
     mov esi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, edx
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 2097216
+    test ebx, 1920
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 127
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 64704
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rsi, rdx
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, 197
+    not qword ptr [r15 + 0]
+    mov rdi, r9
+    mov ebp, edi
+    test ebx, 3520
+    jz 1f
+1:
+    bswap rcx
+    movsxd rdi, dword ptr [r15 + 0]
+    bt rcx, rax
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8, r10
+    lea rbp, [r10*4]
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2240], 131
+    and r8, 192
+    btc dword ptr [r15 + r8 + 256], 27
+    test ebx, 576
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 2176]
+    mov rax, rsi
+    movzx r9d, r9b
+    mov r8, r10
     test bl, 128
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
+    and r8, 16320
+    mov esi, dword ptr [r15 + r8 + 16384]
+    movzx edx, byte ptr [r15 + rbp + 2112]
+    vmovdqu xmm11, xmmword ptr [r15 + rbp + 2048]
+    movzx edi, byte ptr [r14 + 0]
+    test ebx, 6848
+    jnz 1f
+1:
+    xchg rbp, rdx
+    mov qword ptr [r15 + 64], rcx
     jmp 1f
 1:
-    and rbp, 960
-    cmp rbp, qword ptr [r15 + rbp + 1088]
-    mov rdx, qword ptr [r15 + rbp + 1024]
-    and r9, 16320
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 16384], r9b
-    test ebx, 1024
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 16448]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 192]
-    mov rsi, qword ptr [r14 + 0]
-    movsxd r9, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    mov r8, r9
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1109132224
-    jz 1f
+    jmp 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 21496128
+    movzx ecx, byte ptr [r15 + 0]
+    mov rcx, rbp
+    mov eax, 124
+    test ebx, 256
     jz 1f
 1:
     mov rbp, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 512
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, r9
+    test ebx, 3520
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    cmovne rsi, rax
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 256
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 63424
     jz 1f
 1:
-    lea r8, [r10*4]
-    mov rdx, qword ptr [r15 + 64]
-    and r8, 192
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    mov ebp, edx
-    lea r9, [r10 + r10*2]
-    test bl, 128
+    lea rbp, [r10*4]
+    mov qword ptr [r15 + 0], rdi
+    movzx edx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 1984
+    add rcx, qword ptr [r15 + rbp + 2240]
+    test ebx, 5056
     jnz 1f
 1:
-    and r9, 960
-    movsxd rax, dword ptr [r15 + r9 + 1152]
-    movzx edx, dil
-    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
-    mov rbp, r10
-    popcnt rdx, rbp
-    test ebx, 76491328
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 12
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 16384]
-    mov ecx, dword ptr [r14 + r8 + 320]
-    test ebx, 256
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 64], cl
+    mov dword ptr [r15 + rbp + 2112], 181
+    and r8, 64
+    cmp dword ptr [r15 + r8 + 128], 43
+    lea r9, [r10 + r10*1]
+    test ebx, 5056
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 256]
-    mov esi, dword ptr [r15 + r8 + 448]
-    mov ecx, esi
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    movsxd rdx, dword ptr [r15 + rbp + 2048]
+    mov esi, dword ptr [r14 + 0]
+    xchg rdx, rcx
     test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 1088], 252
-    mov rbp, r9
-    mov r8, rbp
-    test ebx, 139543680
-    jnz 1f
-1:
-    mov rdi, r8
-    mov ebp, edi
-    movsxd rax, dword ptr [r15 + r9 + 1024]
+    mov byte ptr [r15 + r9 + 128], sil
+    mov dword ptr [r15 + rbp + 2176], 195
+    mov byte ptr [r14 + r8 + 192], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    cmp dword ptr [r15 + 64], 90
-    movsxd r9, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 128]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    movzx esi, r8b
-    popcnt rdx, rdx
-    test ebx, 817366592
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rdx
-    mov rax, qword ptr [r15 + 0]
-    mov rax, rcx
-    test ebx, 1409351744
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
+    mov r9d, dword ptr [r15 + 0]
     mov ebp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov eax, esi
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1099732608
+    mov ecx, 233
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], r8d
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 62912
     jnz 1f
 1:
     movzx esi, byte ptr [r15 + 0]
-    mov edi, esi
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r9, [r10*4]
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 192
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rcx
-    mov edx, dword ptr [r15 + r9 + 448]
-    movzx eax, r8b
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], 94
+    lea rbp, [r10 + r10*2]
+    mov byte ptr [r15 + 64], al
+    test ebx, 56192
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 192]
-    cmp rdi, qword ptr [r14 + rbp + 192]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 384]
-    mov byte ptr [r15 + r9 + 256], dil
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 576]
+    lea r8, [r10 + r10*2]
+    movzx edi, byte ptr [r14 + 0]
+    and r8, 192
+    movsxd rdx, dword ptr [r14 + r8 + 256]
+    test ebx, 98112
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 640], edx
+    add rax, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    test ebx, 32128
+    jnz 1f
+1:
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1024], r9d
+    imul r8d, r9d, 126
+    mov r8d, r8d
+    add rcx, qword ptr [r15 + r9 + 1088]
+    test ebx, 1472
+    jnz 1f
+1:
+    mov edi, ebp
+    mov qword ptr [r15 + rbp + 512], rdi
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 221
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 188
-    mov eax, 35
-    test ebx, 524544
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 16320
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movzx ebp, sil
+    mov rax, rsi
+    mov dword ptr [r15 + 0], 32
+    test ebx, 2496
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    movzx ecx, sil
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 192
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, r8d
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 259008
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 76
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 255936
+    jnz 1f
+1:
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea r9, [r10 + r10*2]
+    movsxd rsi, dword ptr [r15 + 0]
+    and r9, 192
+    mov ebp, dword ptr [r15 + r9 + 256]
+    lea r8, [r10 + r10*1]
     test ebx, 1024
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 63
-    movzx esi, cl
-    movzx edx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 337873984
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r14 + 0], rbp
-    mov r8, r10
-    movzx edi, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 132096
-    jnz 1f
-1:
-    and r8, 448
-    and ebp, dword ptr [r15 + r8 + 512]
-    and r9, 960
-    movzx ecx, byte ptr [r15 + r9 + 1088]
-    mov edx, 226
-    test ebx, 2048
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 1024], rax
-    mov eax, 108
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov rbp, r10
-    test bl, 128
+    and r8, 64
+    vmovdqu xmm11, xmmword ptr [r15 + r8 + 128]
+    lock or dword ptr [r15 + 64], 27
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    test ebx, 114368
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 32704
-    mov dword ptr [r15 + rbp + 32768], 74
-    mov eax, 108
+    mov rbp, r10
+    mov byte ptr [r14 + 0], cl
+    and eax, dword ptr [r15 + r9 + 384]
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 512], ebp
+    movzx esi, byte ptr [r15 + r9 + 320]
+    test ebx, 512
+    jz 1f
+1:
+    movzx ebp, r8b
+    nop
+    mov r8d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rdi, r9
-    test ebx, 512
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, ecx
-    popcnt r9, rsi
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 558370624
-    jz 1f
-1:
-    mov esi, 153
-    mov edx, 97
-    movsxd rax, dword ptr [r15 + 0]
-    mov rcx, rcx
-    test ebx, 1094920256
-    jz 1f
-1:
-    mov edi, eax
-    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10*4]
     lea rbp, [r10 + r10*1]
-    mov rsi, rcx
-    test ebx, 512
-    jnz 1f
-1:
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    mov r8, rcx
-    popcnt rdi, r9
-    popcnt rdx, rdi
-    mov r9, r10
-    test ebx, 8320
-    jz 1f
-1:
-    lea r8, [r10 + r10*4]
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    and r8, 1984
-    mov rdi, qword ptr [r15 + r8 + 2112]
-    movsxd rdx, dword ptr [r15 + r8 + 2176]
-    mov r9, qword ptr [r14 + 0]
-    test ebx, 290944
+    mov dword ptr [r15 + rbp + 192], 99
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 2176]
+    movzx edx, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
+    test bl, 192
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rdx
-    mov ecx, 39
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + r8 + 2304]
-    test ebx, 256
+    mov dword ptr [r15 + 0], 245
+    popcnt rdi, rdx
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 30592
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 2048], 199
-    bswap rbp
-    mov byte ptr [r15 + r8 + 2240], bpl
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, cl
+    add qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], sil
+    cmp dword ptr [r15 + 0], 107
+    test ebx, 1152
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 48000
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + r9 + 2112], dil
+    mov r8d, dword ptr [r14 + 0]
+    test ebx, 5568
+    jz 1f
+1:
+    mov qword ptr [r14 + 0], rbp
+    movsxd rsi, dword ptr [r14 + 0]
+    cmp dword ptr [r15 + r9 + 2048], 111
+    imul rcx, rsi
+    test ebx, 4608
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 2240]
+    mov r9d, 147
+    mov rsi, r9
+    mov r8, r10
+    test ebx, 3904
+    jz 1f
+1:
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 256]
+    inc dword ptr [r15 + 64]
+    xor dword ptr [r15 + rbp + 128], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
-    jmp 1f
+    lea rbp, [r10 + r10*2]
+    and rbp, 8128
+    movzx eax, byte ptr [r15 + rbp + 8320]
+    mov r8d, ebp
+    lea r9, [r10*4]
+    mov rdx, r8
+    and r9, 192
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    test ebx, 576
+    jnz 1f
 1:
-    mov edx, ebp
-    mov r8, qword ptr [r15 + 0]
-    imul r8, rdx
-    test bl, 128
+    mov edi, dword ptr [r15 + 0]
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 52
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1984
     jz 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov ebp, r8d
-    mov r8d, 133
-    cmp dword ptr [r15 + 0], 24
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, ecx
-    mov byte ptr [r15 + 64], cl
-    mov edx, 148
-    lea r8, [r10 + r10*1]
+    movzx r8d, dil
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1024
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 32704
-    mov rsi, qword ptr [r15 + rbp + 32832]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    cmovne rsi, r8
-    test ebx, 20447296
-    jz 1f
-1:
-    lea r9, [r10 + r10*2]
-    movzx esi, byte ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    and r9, 192
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    movsxd rsi, dword ptr [r15 + r9 + 256]
-    test ebx, 256
+    mov dword ptr [r15 + 0], 7
+    mov rdx, qword ptr [r15 + 0]
+    mov edi, 75
+    test ebx, 32128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 128]
-    cmp dword ptr [r15 + r9 + 384], 33
-    mov qword ptr [r15 + rbp + 32768], rax
+    movsxd r8, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, esi
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1280
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    mov r8, r10
+    mov edx, dword ptr [r15 + r9 + 448]
+    test ebx, 768
+    jnz 1f
+1:
+    and r8, 960
+    cmp dword ptr [r15 + r8 + 1024], 70
+    movzx edi, r8b
+    mov r8d, dword ptr [r15 + r9 + 256]
+    test ebx, 7488
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 8256], rdi
+    mov dword ptr [r15 + rbp + 8192], r8d
+    mov dword ptr [r14 + 0], esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 256
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    movzx esi, bpl
+    test ebx, 320
     jnz 1f
+1:
+    jmp 1f
 1:
     mov r9, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rdi, rsi
-    test ebx, 1615069248
-    jz 1f
-1:
-    mov esi, 123
-    mov eax, 129
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 275974208
-    jnz 1f
-1:
+    add rax, qword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 706806144
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov rdx, rsi
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 512
+    test ebx, 256
     jz 1f
 1:
+    cmovne rdi, rax
     movzx r8d, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    mov esi, 203
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 130880
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 70
+    jmp 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    test ebx, 24448
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov rcx, rcx
+    test ebx, 1728
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    movzx r9d, dl
+    mov rsi, qword ptr [r15 + 64]
+    lea rbp, [r10 + r10*2]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 960
+    add r8, qword ptr [r15 + rbp + 1152]
+    lea r9, [r10 + r10*1]
+    movzx edx, r8b
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 576]
+    movsxd r8, dword ptr [r14 + rbp + 1024]
     test ebx, 256
     jnz 1f
 1:
-    and rbp, 192
-    mov rdx, qword ptr [r15 + rbp + 320]
-    movzx eax, byte ptr [r14 + 0]
-    movzx edi, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 448], cl
-    test ebx, 545792896
+    mov qword ptr [r14 + 0], rax
+    movzx eax, byte ptr [r15 + r9 + 512]
+    mov edi, 171
+    mov rsi, rdi
+    test ebx, 256
     jnz 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    mov r9, r10
-    mov edx, r9d
-    and r9, 960
-    mov rcx, qword ptr [r15 + r9 + 1024]
-    test ebx, 1572998720
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 256]
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    and edi, dword ptr [r15 + rbp + 384]
+    mov r8, r10
+    mov r9d, 62
+    and r8, 1984
+    mov esi, dword ptr [r15 + r8 + 2048]
+    mov rdi, qword ptr [r15 + rbp + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
-    add qword ptr [r15 + 0], rax
-    imul r8, r9
-    movsxd rax, dword ptr [r15 + 0]
-    imul r8, r8
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 320], ecx
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    lock or dword ptr [r15 + 0], 52
-    test ebx, 1178734720
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 106
-    mov r9d, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 35
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 17109120
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov eax, edi
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10*4]
-    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 55
+    add qword ptr [r15 + 0], rbp
     test ebx, 512
     jz 1f
 1:
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    and r8, 8128
-    vmovdqu xmm11, xmmword ptr [r15 + r8 + 8192]
-    movzx edi, byte ptr [r14 + rbp + 320]
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 1276682560
+    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov r9, rcx
+    test ebx, 5952
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + 64]
-    movzx esi, r9b
-    nop
-    test ebx, 33024
+    inc dword ptr [r15 + 0]
+    bt r9, r9
+    mov dword ptr [r15 + 0], 206
+    mov qword ptr [r15 + 0], r9
+    test bl, 128
     jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov eax, 228
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 5824
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    add rsi, qword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 8256], r9d
-    .byte 0x0f, 0x1f, 0x00
-    lock or dword ptr [r15 + rbp + 384], 63
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    test ebx, 512
+    mov edi, dword ptr [r15 + 64]
+    and r9, 960
+    mov ecx, dword ptr [r15 + r9 + 1024]
+    and r8, 64
+    mov esi, dword ptr [r14 + r8 + 192]
+    test ebx, 64320
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 448], r9
-    mov r8, qword ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 128], 161
+    mov esi, r8d
+    movzx edx, sil
+    mov rax, rdx
+    mov edi, ebp
+    test ebx, 44992
+    jz 1f
+1:
+    mov ecx, edi
+    movzx eax, byte ptr [r14 + 0]
+    movzx edi, al
+    mov rsi, rax
+    test ebx, 59264
+    jnz 1f
+1:
+    movzx ecx, dil
+    mov rdx, qword ptr [r15 + r9 + 1088]
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    movzx ebp, byte ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    nop
-    mov rbp, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
+    mov r9d, ebp
+    cmp r9, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 3392
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 46976
+    jnz 1f
+1:
+    cmp dword ptr [r15 + 0], 38
+    mov r8d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov dword ptr [r15 + 0], 181
-    test ebx, 256
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 64
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r8d, 78
-    test ebx, 1073946752
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movzx esi, byte ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    sete cl
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, r9d
+    test ebx, 3008
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 74
+    movzx r9d, bpl
+    lea r8, [r10*4]
+    movzx edx, dil
+    and r8, 192
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + r8 + 256]
+    test ebx, 196032
+    jz 1f
+1:
+    and r9, 32704
+    movsxd rcx, dword ptr [r15 + r9 + 32768]
+    mov dword ptr [r14 + 0], 187
+    mov r9d, ecx
+    lea rbp, [r10 + r10*1]
     test bl, 128
     jz 1f
 1:
-    mov esi, 69
-    mov byte ptr [r15 + 0], sil
-    or qword ptr [r15 + 0], 74
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 512
+    mov dword ptr [r14 + 0], 35
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 192], 81
+    movzx esi, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r8 + 384]
+    test bl, 128
     jz 1f
 1:
-    mov rsi, rcx
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx ebp, byte ptr [r14 + 0]
-    test ebx, 3072
+    bswap rcx
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    movzx ebp, dl
+    test ebx, 2304
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 16448]
-    and r8, 64
-    mov rsi, qword ptr [r14 + r8 + 192]
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 16384]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    test ebx, 2048
-    jz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    mov qword ptr [r15 + r8 + 128], rcx
-    movsxd r8, dword ptr [r15 + r9 + 128]
+    mov rsi, qword ptr [r15 + r8 + 448]
+    bswap r9
+    mov dword ptr [r15 + r8 + 320], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    mov rbp, r10
-    and rbp, 960
-    and edx, dword ptr [r15 + rbp + 1024]
-    and edi, dword ptr [r15 + 0]
-    movzx ecx, dl
-    popcnt r9, rax
-    test ebx, 1192232064
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add qword ptr [r15 + 0], rax
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 4194816
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, sil
-    mov dword ptr [r15 + 0], edi
-    test ebx, 256
-    jnz 1f
-1:
-    sete al
-    movzx r9d, al
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 2048
-    jnz 1f
-1:
-    jmp 1f
-1:
+    lea rdi, [r15 + 131712]
+    mov ecx, 60
+    rep stosb
     movzx esi, byte ptr [r15 + 0]
-    lea r8, [r10*4]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
+    mov dword ptr [r15 + 0], 63
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    lea rbp, [r10*4]
-    and r8, 448
-    mov edx, dword ptr [r14 + r8 + 704]
-    movzx edx, byte ptr [r15 + r8 + 576]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov edi, ebp
-    test ebx, 256
+    mov eax, eax
+    mov dword ptr [r15 + 0], 221
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256960
+    jnz 1f
+1:
+    mov rdi, r9
+    mov r9, r9
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 5760
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 196
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    add rax, qword ptr [r15 + 0]
+    test ebx, 62336
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 448]
-    .byte 0x66, 0x90
-    mov qword ptr [r15 + rbp + 384], rdx
-    test ebx, 1342756544
+    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    and rbp, 64
+    lea r9, [r10*4]
+    mov dword ptr [r15 + rbp + 128], ebp
+    test bl, 128
+    jz 1f
+1:
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 512]
+    add rsi, qword ptr [r15 + r9 + 704]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
+    test ebx, 5760
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + rbp + 192]
+    movsxd rcx, dword ptr [r15 + r9 + 640]
+    test ebx, 94144
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    mov rdx, qword ptr [r15 + rbp + 320]
-    add rax, qword ptr [r14 + 64]
-    mov r9d, edx
-    test ebx, 524416
-    jnz 1f
-1:
-    movzx esi, al
-    movsxd rdi, dword ptr [r15 + r8 + 640]
-    mov r8, rbp
+    xor dword ptr [r14 + r9 + 576], eax
+    mov rbp, r10
+    mov rdi, rbp
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 8192], sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    mov rbp, rbp
-    cmp rbp, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1078173824
+    mov rdx, rsi
+    cmp rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 121
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
+    cmp dword ptr [r15 + 0], 80
+    mov r8d, dword ptr [r15 + 0]
+    cmp r8, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 5952
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
+    mov r8, qword ptr [r15 + 0]
+    mov r9, r9
+    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 32128
     jz 1f
 1:
-    mov rdx, rcx
-    mov rbp, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    imul rcx, r9
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 2048
+    cmp dword ptr [r15 + 0], 81
+    lea r8, [r10*4]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 192]
+    mov esi, ecx
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1088]
+    test ebx, 60352
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*4]
-    mov rsi, r9
-    and r8, 448
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    test ebx, 170303616
+    bt rdi, rdx
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov rsi, qword ptr [r15 + r8 + 1024]
+    lea r9, [r10 + r10*2]
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    test ebx, 44928
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 16384], 35
-    and r9, 960
-    and eax, dword ptr [r15 + r9 + 1024]
-    movzx edx, r9b
-    test ebx, 268435520
+    movzx esi, r9b
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 576]
+    mov edx, 103
+    add rsi, qword ptr [r14 + 0]
+    test ebx, 2560
     jz 1f
 1:
-    mov esi, dword ptr [r14 + r8 + 576]
-    mov dword ptr [r15 + r8 + 768], 132
-    mov eax, esi
-    test ebx, 537137728
-    jz 1f
+    not qword ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + r8 + 1216]
+    mov byte ptr [r15 + r9 + 640], al
+    .byte 0x66, 0x90
+    test ebx, 2304
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 640]
-    and edi, dword ptr [r15 + r9 + 1088]
-    add rbp, qword ptr [r15 + r8 + 704]
+    mov edi, dword ptr [r15 + r8 + 1152]
+    movsxd rcx, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + r9 + 512], 66
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    mov r9d, ebp
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, r9
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, 158
-    test ebx, 1024
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, ecx
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    add r9, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx eax, r9b
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 262272
-    jz 1f
+    lea r8, [r10*4]
+    .byte 0x66, 0x90
+    and r8, 192
+    mov qword ptr [r15 + r8 + 384], r8
+    mov eax, r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
 1:
     movzx r9d, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10*4]
-    mov esi, 82
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 704]
-    lea r8, [r10 + r10*1]
+    movzx esi, r9b
+    mov rbp, r9
+    test ebx, 3904
+    jnz 1f
+1:
+    mov edi, 106
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov edx, dword ptr [r15 + 0]
+    cmovne r9, r9
+    test ebx, 3904
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 32128
+    jz 1f
+1:
+    mov edx, ecx
+    add rdx, qword ptr [r15 + 0]
+    mov esi, 199
+    mov r9, qword ptr [r15 + r8 + 448]
+    mov rbp, r10
     test bl, 128
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 576]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    cmp rax, qword ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + 64], sil
-    test ebx, 32896
-    jz 1f
-1:
-    movzx eax, sil
-    movzx edx, byte ptr [r15 + 64]
-    mov rdi, qword ptr [r14 + 0]
-    movzx esi, dil
-    test ebx, 471893312
+    mov edx, 154
+    imul rdi, r8
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 2048]
+    test ebx, 253824
     jnz 1f
 1:
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov edi, 118
-    cmp dword ptr [r14 + r8 + 128], 35
-    and rbp, 1984
-    mov rcx, qword ptr [r15 + rbp + 2048]
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rbp, rax
+    nop
+    movzx ebp, bpl
+    lea r9, [r10 + r10*1]
+    test ebx, 122688
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 64]
+    movzx esi, byte ptr [r14 + 64]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    test ebx, 28544
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 320]
+    add rdi, qword ptr [r15 + r8 + 256]
+    add qword ptr [r15 + r9 + 128], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c24:
-    lea r8, [r10*4]
+    cmp dword ptr [r15 + 0], 47
     jmp 1f
 1:
-    and r8, 960
-    movsxd rbp, dword ptr [r15 + r8 + 1024]
-    lea r9, [r10 + r10*2]
-    mov eax, 16
-    and r9, 192
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    test ebx, 207811008
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1152
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov rcx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 807510528
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 50
-    movzx edx, dil
-    test ebx, 256
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, r8d
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
+    mov edx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 64832
+    jnz 1f
+1:
+    sete al
+    mov dword ptr [r15 + 0], ebp
     movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1024
+    test ebx, 512
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r14 + r8 + 1152]
-    movzx ecx, byte ptr [r15 + r8 + 1216]
-    test ebx, 256
+    imul rdx, r9
+    lea r8, [r10 + r10*2]
+    mov rsi, qword ptr [r15 + 0]
+    and r8, 32704
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*2]
+    mov edx, dword ptr [r14 + r8 + 32768]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2048], 250
+    test ebx, 106432
     jz 1f
 1:
-    xor dword ptr [r15 + r9 + 384], ecx
-    mov dword ptr [r15 + 64], 179
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 64], rbp
-    test ebx, 262656
+    and rbp, 192
+    movsxd rcx, dword ptr [r15 + rbp + 320]
+    mov rsi, rcx
+    movzx eax, byte ptr [r15 + 64]
+    cmp dword ptr [r15 + r8 + 32832], 88
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 2112]
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 1108082752
+    movsxd rcx, dword ptr [r15 + r9 + 2112]
+    mov byte ptr [r15 + rbp + 384], cl
+    cmp dword ptr [r15 + r8 + 32896], 94
+    mov byte ptr [r14 + 0], cl
+    test bl, 128
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 320]
-    movzx r9d, byte ptr [r15 + rbp + 2048]
-    mov dword ptr [r15 + r8 + 1088], 208
+    mov rdi, rcx
+    mov qword ptr [r15 + rbp + 256], rdi
+    .byte 0x66, 0x90
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c25:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    nop
-    test ebx, 1024
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r9, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 87
-    test ebx, 65600
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, rdi
-    inc dword ptr [r15 + 0]
-    mov rdi, r8
-    test ebx, 1141377152
-    jz 1f
-1:
-    mov r8d, 20
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 160
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edx, edx
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    and r9, 64
-    cmp dword ptr [r15 + r9 + 192], 125
-    mov edi, 26
-    test bl, 128
-    jz 1f
-1:
-    mov edx, edi
-    mov edi, edx
-    mov esi, dword ptr [r14 + 0]
-    mov r8, qword ptr [r15 + r9 + 128]
-    test ebx, 65600
+    mov rsi, rdi
+    movzx ebp, byte ptr [r15 + 0]
+    mov rax, rsi
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 512
     jnz 1f
 1:
-    lea r9, [r10 + r10*2]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 576]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r14 + r9 + 512], 156
-    test ebx, 1207960896
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, r9
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx edi, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test ebx, 2496
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movzx esi, r9b
+    movsxd rbp, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 46976
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    lea rbp, [r10 + r10*2]
+    mov ecx, 182
+    mov byte ptr [r15 + 0], al
+    test bl, 128
     jnz 1f
 1:
-    mov eax, eax
-    mov edi, dword ptr [r15 + r9 + 640]
-    mov r9, rax
-    mov rdx, qword ptr [r15 + rbp + 192]
+    and rbp, 192
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    movzx eax, dil
+    mov qword ptr [r15 + 64], rax
+    movzx edi, dl
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, rcx
+    lea r8, [r10 + r10*1]
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 8192]
+    and r8, 448
+    mov ecx, dword ptr [r15 + r8 + 576]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov esi, ecx
+    mov byte ptr [r15 + r8 + 512], sil
+    mov dword ptr [r15 + rbp + 256], 159
+    mov eax, dword ptr [r15 + rbp + 384]
+    test ebx, 97216
+    jnz 1f
+1:
+    mov rbp, rcx
+    mov dword ptr [r14 + r9 + 8256], ebp
+    mov edi, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c26:
-    imul ebp, eax, 114
-    movzx ecx, byte ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + 64]
-    mov r9, r8
-    test ebx, 256
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rax, r8
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rbp, rax
-    test ebx, 2048
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, r9
-    test ebx, 2112
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov rbp, rdx
     add rdx, qword ptr [r15 + 0]
-    inc dword ptr [r14 + 0]
-    test ebx, 512
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r14 + 0]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    and r8, 8128
-    movsxd r9, dword ptr [r15 + r8 + 8192]
-    mov r9, r10
-    test ebx, 8448
+    cmp rdx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 129472
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    mov edi, dword ptr [r15 + r8 + 8256]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2048], 124
+    mov byte ptr [r15 + 0], r8b
+    movzx eax, r8b
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 177
+    test ebx, 124864
+    jnz 1f
+1:
+    mov r9d, edx
+    mov byte ptr [r15 + 0], dil
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 256
+    jnz 1f
+1:
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
+    movzx esi, byte ptr [r15 + rbp + 128]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], rcx
+    mov eax, 253
+    cmp rax, qword ptr [r15 + 64]
+    lea r8, [r10*4]
+    test ebx, 7360
+    jnz 1f
+1:
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 384]
+    mov esi, r9d
+    mov eax, dword ptr [r14 + r8 + 320]
+    mov r9d, dword ptr [r15 + r8 + 448]
+    test ebx, 259520
+    jnz 1f
+1:
+    cmovne rcx, rbp
+    mov byte ptr [r15 + r8 + 256], r9b
+    lea rbp, [r10 + r10*1]
+    or qword ptr [r14 + 0], 92
+    test ebx, 32448
+    jnz 1f
+1:
+    and rbp, 1984
+    mov rdx, qword ptr [r15 + rbp + 2048]
+    movzx edi, dil
+    mov esi, dword ptr [r15 + rbp + 2112]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c27:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r8, [r10 + r10*1]
+    and r8, 960
+    btc dword ptr [r15 + r8 + 1024], 3
     movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, 159
-    test ebx, 34747264
+    mov dword ptr [r15 + 0], 184
+    mov edx, 119
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edi
-    test ebx, 71385152
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 222
-    mov edi, eax
-    test ebx, 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    add qword ptr [r15 + 0], rdi
-    and eax, dword ptr [r15 + 0]
-    movzx ebp, al
-    test ebx, 512
-    jz 1f
+    xor dword ptr [r15 + 0], r9d
+    cmp rbp, qword ptr [r15 + 0]
+    mov eax, 175
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
     mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    popcnt rcx, r8
-    test ebx, 2048
+    mov edx, esi
+    and eax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 3904
     jnz 1f
 1:
-    mov r8d, r9d
-    mov r9, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 64]
-    mov edi, 65
-    test ebx, 2097664
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, r8
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 128
     jnz 1f
 1:
-    mov ecx, eax
-    movzx esi, dl
-    movsxd rbp, dword ptr [r14 + 0]
-    movzx esi, dl
-    lea r8, [r10 + r10*2]
-    test ebx, 445680896
+    lea r9, [r10 + r10*4]
+    cmp r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 512]
+    mov qword ptr [r14 + 0], r9
+    test ebx, 5056
     jz 1f
 1:
-    and r8, 960
-    cmp rdx, qword ptr [r15 + r8 + 1152]
-    mov dword ptr [r15 + r8 + 1088], r8d
-    mov rbp, r10
-    mov dword ptr [r15 + r8 + 1024], edx
-    mov edx, ebp
-    test ebx, 499526720
+    movsxd rbp, dword ptr [r15 + r9 + 640]
+    mov edx, dword ptr [r15 + r8 + 1088]
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r9 + 704]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 320], 202
+    test bl, 128
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and rbp, 1984
-    add qword ptr [r15 + rbp + 2048], rbp
-    and r9, 192
-    mov qword ptr [r15 + r9 + 256], rcx
-    movsxd rdi, dword ptr [r15 + r9 + 320]
+    mov rsi, qword ptr [r15 + r9 + 768]
+    mov rcx, rsi
+    mov rsi, qword ptr [r15 + r9 + 576]
+    add r9, qword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c28:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx esi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 85
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    sete r9b
-    cmp dword ptr [r15 + 0], 84
-    test ebx, 106976320
-    jnz 1f
+    xor dword ptr [r15 + 0], edi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 576
+    jz 1f
 1:
-    mov r9d, 46
-    mov rsi, qword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, eax
-    and r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test bl, 128
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    imul rsi, rbp
-    and rbp, 8128
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8, rbp
+    test ebx, 61120
+    jz 1f
+1:
+    and rbp, 1984
+    mov rdi, qword ptr [r15 + rbp + 2112]
+    mov rdx, qword ptr [r15 + 64]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + rbp + 2048]
+    test ebx, 5056
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 192]
     lea r8, [r10 + r10*1]
-    lock xadd qword ptr [r15 + rbp + 8192], rax
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 98
-    test ebx, 512
+    mov ecx, 231
+    test ebx, 96192
+    jz 1f
+1:
+    and r8, 192
+    mov qword ptr [r15 + r8 + 320], rcx
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 9
+    rep movsb
+    vmovq xmm11, r9
+    test ebx, 2880
     jnz 1f
 1:
-    mov byte ptr [r14 + 0], r8b
-    mov dword ptr [r14 + 0], ecx
-    mov rdx, qword ptr [r15 + rbp + 8256]
-    sete dil
-    test bl, 128
+    mov rax, rdx
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    nop
+    test ebx, 768
     jnz 1f
 1:
-    mov r9d, edi
-    mov byte ptr [r15 + 64], dil
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    test ebx, 512
-    jnz 1f
-1:
-    imul r8d, esi, 22
-    mov rbp, r10
-    xchg r8, r8
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 16384]
+    movsxd rbp, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 128], edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c29:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*2]
-    and r9, 8128
-    movsxd rcx, dword ptr [r14 + r9 + 8192]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2048], 2
-    mov esi, ebp
-    mov edx, 113
-    test ebx, 33554688
+    mov ebp, ebp
+    mov rdx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdi, r9
+    test ebx, 576
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 76
+    mov dword ptr [r15 + 0], 198
+    mov byte ptr [r15 + 0], dil
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r9d, al
+    test ebx, 243648
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 166
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movsxd rsi, dword ptr [r15 + 0]
-    mov esi, 103
-    test bl, 128
+    test ebx, 1984
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rdi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 114
-    test ebx, 640
+    movzx r9d, cl
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 0]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    test ebx, 98112
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, rcx
-    mov edx, 56
+    and r9, 64
+    cmp dword ptr [r14 + r9 + 128], 13
+    lea r8, [r10 + r10*2]
+    mov rcx, qword ptr [r15 + 64]
+    btc dword ptr [r15 + 64], 17
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1152], r8b
     test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + 0]
+    jmp 1f
+1:
+    cmp dword ptr [r15 + r8 + 1088], 76
+    test ebx, 384
+    jz 1f
+1:
+    mov rcx, rcx
+    movzx edi, al
+    movzx eax, byte ptr [r15 + r9 + 192]
+    bswap rdx
+    test ebx, 6592
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    xor dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 64], ecx
-    test ebx, 134355008
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 64]
-    mov r8, qword ptr [r15 + rbp + 2176]
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + rbp + 2112]
-    test ebx, 2048
-    jz 1f
-1:
-    lock add qword ptr [r15 + r9 + 8256], r8
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 128]
-    cmp dword ptr [r15 + r8 + 192], 108
+    mov esi, 237
+    movsxd r9, dword ptr [r15 + r8 + 1024]
+    mov rdi, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c30:
-    movzx ebp, byte ptr [r15 + 0]
-    xchg r9, rdx
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rdx
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov qword ptr [r15 + 0], rsi
-    mov r8d, r9d
-    test ebx, 414777920
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 8388672
+    lea rbp, [r10*4]
+    mov r8, rcx
+    and rbp, 192
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + 0], 213
+    xchg rcx, rsi
+    test ebx, 1024
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movzx ebp, r9b
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 805483584
+    mov eax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 221
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    mov edi, ebp
-    lea r8, [r10*4]
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    and r8, 448
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 704]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1258310400
-    jnz 1f
-1:
-    and rbp, 64
-    vpaddq xmm15, xmm15, xmmword ptr [r14 + rbp + 192]
-    mov r9d, 145
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r8 + 512]
-    and r9, 192
-    add rsi, qword ptr [r15 + r9 + 320]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 113
+    and ecx, dword ptr [r15 + 0]
+    mov rcx, rdi
     test ebx, 256
     jz 1f
 1:
-    popcnt rsi, rdi
-    mov dword ptr [r14 + 0], esi
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov qword ptr [r15 + r8 + 640], rdi
-    test ebx, 373457088
-    jz 1f
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 37
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 256], dil
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    mov rcx, qword ptr [r15 + rbp + 128]
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], sil
+    test ebx, 6976
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r14 + 0]
+    mov rcx, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*2]
+    movzx eax, r9b
+    mov edx, dword ptr [r15 + rbp + 448]
+    test bl, 192
+    jnz 1f
+1:
+    and r9, 16320
+    movsxd rsi, dword ptr [r15 + r9 + 16384]
+    movzx edi, byte ptr [r15 + rbp + 320]
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    mov rbp, rcx
+    test ebx, 768
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 16512]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 16448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c31:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, rcx
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 541716544
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rbp
-    mov eax, 159
-    test ebx, 587863808
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 5
-    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 572789120
-    jnz 1f
-1:
-    bswap rdx
-    and esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 124
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 63872
     jz 1f
 1:
-    lea r9, [r10 + r10*2]
-    mov dword ptr [r15 + 0], edi
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 2048]
-    or qword ptr [r15 + r9 + 2112], 56
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 40
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1152
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, rcx
+    bt rax, rcx
+    test ebx, 256
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], esi
+    movzx edx, sil
+    test ebx, 16320
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 105
+    mov qword ptr [r15 + 0], rdx
+    mov rdi, rdx
+    test ebx, 122304
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, rdi
+    mov esi, r9d
+    mov r8d, eax
+    test ebx, 257920
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    cmp rbp, qword ptr [r15 + 64]
     lea rbp, [r10 + r10*1]
-    nop
-    test ebx, 512
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 3008
     jnz 1f
 1:
-    and rbp, 64
-    lock add qword ptr [r15 + rbp + 128], rbp
-    mov ecx, ebp
-    mov r8d, dword ptr [r15 + 64]
-    test ebx, 1048640
-    jnz 1f
+    mov r8, r10
+    and rbp, 192
+    mov edi, dword ptr [r15 + rbp + 320]
+    and r8, 960
+    not qword ptr [r15 + r8 + 1024]
+    mov ecx, dword ptr [r15 + rbp + 256]
+    jmp 1f
 1:
-    mov edi, ecx
-    lea r8, [r10 + r10*2]
-    mov esi, 194
-    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
     test bl, 128
     jz 1f
 1:
-    and r8, 8128
-    cmp dword ptr [r15 + r8 + 8192], 90
-    mov ecx, dword ptr [r15 + rbp + 192]
-    movsxd rdx, dword ptr [r15 + r8 + 8256]
-    test ebx, 256
-    jnz 1f
-1:
-    bswap rbp
-    movsxd rax, dword ptr [r15 + r9 + 2176]
-    mov edi, dword ptr [r15 + r8 + 8320]
+    mov r9, r10
+    mov ebp, 20
+    mov dword ptr [r14 + 0], ebp
+    and r9, 8128
+    mov dword ptr [r14 + r9 + 8192], 208
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c32:
-    lea r9, [r10 + r10*2]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 512]
-    mov ebp, edi
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741888
+    lea r8, [r10*4]
+    and r8, 448
+    mov edx, dword ptr [r15 + r8 + 640]
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1472
     jz 1f
 1:
-    mov rdx, rsi
+    mov qword ptr [r15 + 0], rax
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rbp
+    movzx ecx, dil
+    test bl, 128
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    movzx edi, cl
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rax, rdx
+    test bl, 128
+    jnz 1f
+1:
+    mov r9, r9
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r9
+    movzx ebp, r9b
+    test bl, 192
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rbp, r9
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 128]
     jmp 1f
 1:
-    btc dword ptr [r15 + 0], 17
-    mov rax, rdx
-    test ebx, 512
+    test ebx, 6848
     jnz 1f
 1:
-    xchg rax, rcx
-    .byte 0x66, 0x90
-    movzx esi, cl
-    bswap rax
-    test ebx, 512
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    and esi, dword ptr [r14 + 64]
+    and esi, dword ptr [r15 + r9 + 192]
+    lea rbp, [r10 + r10*1]
+    bt rbp, rsi
+    test bl, 128
+    jnz 1f
+1:
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 128]
+    movzx eax, byte ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 192], eax
+    movzx edi, al
+    test ebx, 261312
     jz 1f
 1:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov rax, rdi
-    mov rcx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    movzx edx, dil
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, 29
-    test ebx, 152640
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 576]
-    mov rsi, rax
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 221
-    test ebx, 1543542144
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, r8
-    mov rcx, qword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r9 + 640]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov r9, r9
-    mov edx, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r14 + 0], r9d
-    test ebx, 340067072
-    jz 1f
-1:
-    mov r8, r10
-    movzx edi, byte ptr [r14 + 0]
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 256]
-    mov ebp, r8d
+    mov dword ptr [r15 + r8 + 704], edi
+    movzx ecx, dil
+    vpcmpeqb xmm11, xmm11, xmm11
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c33:
-    mov r8, rbp
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 130
-    test ebx, 117648768
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov esi, 162
-    add rcx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 512
+    lea r8, [r10*4]
+    mov r9d, 85
+    and r8, 448
+    movzx ecx, byte ptr [r14 + r8 + 704]
+    imul ebp, ebp, 96
+    movzx ebp, bpl
+    test ebx, 256
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     mov rdi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov edx, 146
-    test ebx, 954228864
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1024
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    cmp rcx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
     mov ecx, dword ptr [r15 + 0]
-    test bl, 128
+    mov byte ptr [r15 + 0], sil
+    test ebx, 256
     jz 1f
 1:
-    movzx r8d, r8b
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 0], bpl
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 16777280
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov edi, 39
-    mov qword ptr [r15 + 0], rbp
-    lea rbp, [r10 + r10*1]
-    test ebx, 147859584
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and rbp, 1984
-    cmp dword ptr [r15 + rbp + 2048], 111
-    cmp dword ptr [r15 + rbp + 2112], 91
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 411042112
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 64], r9b
-    movzx ebp, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    bswap rax
     test bl, 128
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov r8, r10
-    movzx eax, byte ptr [r14 + 0]
-    and r8, 32704
-    movsxd r9, dword ptr [r14 + r8 + 32768]
+    mov rbp, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov edi, 8
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 5056
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    not qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 64]
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 1088]
+    mov rbp, r10
+    test ebx, 62336
+    jz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r14 + r8 + 512]
+    and rbp, 192
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    mov rsi, rcx
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 576], esi
+    mov rcx, qword ptr [r15 + r8 + 640]
+    add rdx, qword ptr [r15 + r9 + 1024]
+    mov edi, 102
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c34:
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    add qword ptr [r15 + 0], r8
-    mov r8, r9
-    test ebx, 1024
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movsxd rbp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov eax, edi
-    test ebx, 25018432
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r9
+    mov qword ptr [r15 + 0], r9
+    test ebx, 512
+    jnz 1f
+1:
+    mov r9d, ebp
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 5568
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    movzx edi, cl
-    add rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 189
+    or qword ptr [r15 + 0], 54
+    test ebx, 57024
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp r8, qword ptr [r15 + 0]
+    mov edi, r8d
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 6976
+    jnz 1f
+1:
+    mov rax, rdx
+    movzx r8d, al
+    mov r9, r10
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    and r9, 960
+    movsxd rdx, dword ptr [r14 + r9 + 1024]
+    mov rbp, r10
+    mov r8d, esi
+    cmovne r9, r8
     test ebx, 512
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    bt rcx, r9
-    movzx r9d, sil
-    test ebx, 538969280
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, r8d
-    movzx edx, bpl
-    test ebx, 939724928
+    and rbp, 1984
+    add rdi, qword ptr [r15 + rbp + 2048]
+    lea r8, [r10*4]
+    mov rsi, r8
+    movsxd rax, dword ptr [r14 + 0]
+    test ebx, 5504
     jz 1f
 1:
-    add qword ptr [r15 + 64], rcx
-    bswap rbp
-    mov qword ptr [r15 + 64], rbp
-    lea r8, [r10 + r10*1]
-    .byte 0x66, 0x90
-    test bl, 128
+    and r8, 192
+    mov rcx, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 256], 236
+    mov rdi, r9
+    movsxd r9, dword ptr [r15 + r8 + 448]
+    test ebx, 6848
     jz 1f
 1:
-    mov dword ptr [r15 + 64], 23
-    and r8, 960
-    movsxd rax, dword ptr [r15 + r8 + 1024]
-    mov ebp, 162
-    lea r9, [r10 + r10*1]
-    test ebx, 524352
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov rdx, qword ptr [r15 + r9 + 192]
-    vmovdqu xmm1, xmmword ptr [r15 + r8 + 1088]
-    mov rbp, r10
-    test bl, 128
-    jnz 1f
-1:
-    cmp rdi, qword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], bpl
-    and rbp, 8128
-    mov esi, dword ptr [r15 + rbp + 8192]
+    cmp rdi, qword ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + r8 + 384]
+    mov r8d, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c35:
-    mov eax, edi
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 256
+    lea rbp, [r10 + r10*2]
+    and rbp, 448
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + rbp + 640], edx
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 192]
+    lea rdi, [r15 + 131712]
+    mov ecx, 8
+    rep stosb
+    test ebx, 59264
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 91
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov eax, r8d
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
+    mov eax, ecx
+    movzx esi, byte ptr [r15 + r9 + 128]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    cmp rsi, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movzx r9d, r8b
+    test ebx, 576
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 256
-    jnz 1f
-1:
-    cmp r8, qword ptr [r15 + 0]
-    mov edi, r9d
-    lea rbp, [r10 + r10*4]
-    lea r8, [r10 + r10*1]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    mov qword ptr [r14 + rbp + 704], rsi
-    test ebx, 605055808
-    jnz 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    mov rcx, rdx
-    inc dword ptr [r15 + rbp + 512]
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    test ebx, 67377280
     jz 1f
 1:
-    mov rdx, qword ptr [r14 + 0]
-    and r9, 192
-    movzx eax, byte ptr [r15 + r9 + 256]
-    and r8d, dword ptr [r15 + rbp + 768]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 320]
-    test ebx, 256
+    inc dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 32128
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 640]
-    movzx eax, dil
-    movzx ecx, dil
+    movzx edi, r9b
+    cmp dword ptr [r15 + 0], 116
+    cmp rsi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 63872
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 25
+    movsxd rcx, dword ptr [r14 + 0]
+    test ebx, 384
+    jz 1f
+1:
+    movzx ecx, cl
+    lea r8, [r10 + r10*2]
+    mov qword ptr [r14 + 0], r9
+    mov rax, qword ptr [r15 + rbp + 512]
+    test ebx, 640
+    jz 1f
+1:
+    and r8, 192
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov eax, dword ptr [r15 + r8 + 320]
+    movzx edi, byte ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c36:
-    lea rbp, [r10 + r10*1]
+    lea rbp, [r10*4]
+    and rbp, 192
     lea r8, [r10 + r10*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 512], ebp
+    movzx edx, byte ptr [r15 + rbp + 384]
+    mov r9, r8
+    bswap rdx
     and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    lea r9, [r10 + r10*1]
-    mov edi, r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rdx
-    test ebx, 16448
+    mov rsi, qword ptr [r15 + r8 + 128]
+    test ebx, 3904
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    mov edx, dword ptr [r15 + 0]
+    mov eax, 134
+    test ebx, 3648
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 197
-    mov eax, eax
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    cmp rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
     movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
+    movzx ecx, byte ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rdx
+    cmp rbp, qword ptr [r15 + 0]
+    test ebx, 6976
+    jz 1f
 1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov eax, 89
-    mov ecx, 48
+    test bl, 128
+    jnz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 45
     test ebx, 256
-    jnz 1f
-1:
-    mov edx, eax
-    movzx esi, byte ptr [r15 + 0]
-    mov rax, rdx
-    movzx edi, sil
-    test ebx, 512
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 16777472
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    nop
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r14 + 0]
-    test ebx, 268435584
-    jnz 1f
-1:
-    cmp r9, qword ptr [r15 + 64]
-    mov eax, ebp
-    mov edi, dword ptr [r15 + 64]
-    test ebx, 268435584
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 128]
-    movzx edx, byte ptr [r15 + rbp + 576]
-    and ecx, dword ptr [r15 + r9 + 128]
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, r10
+    movzx edx, bpl
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 128448
+    jnz 1f
+1:
+    and r9, 1984
+    cmp dword ptr [r15 + r9 + 2048], 63
+    mov ecx, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r14 + 0]
+    cmp rcx, qword ptr [r15 + rbp + 256]
+    test ebx, 3520
+    jz 1f
+1:
+    mov esi, eax
+    mov dword ptr [r15 + 64], ebp
+    mov rdi, qword ptr [r15 + r8 + 192]
+    test ebx, 515712
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 448]
+    movzx edi, byte ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c37:
-    mov ebp, dword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, r8d
+    mov rbp, r10
+    .byte 0x0f, 0x1f, 0x00
+    mov rdx, rbp
+    and rbp, 192
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov edi, 192
-    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov ebp, ecx
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movzx edi, sil
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 136847488
+    test ebx, 576
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rsi, rax
-    imul edx, esi, 60
-    or qword ptr [r15 + 0], 16
-    test bl, 128
+    mov byte ptr [r15 + 0], r9b
+    movsxd rcx, dword ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 23
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 31680
     jnz 1f
 1:
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rdx, rdx
     movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    cmp rbp, qword ptr [r15 + 0]
-    mov esi, 109
-    mov rbp, r10
-    lea r9, [r10 + r10*4]
-    test ebx, 1024
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    and rbp, 192
-    mov rdi, qword ptr [r15 + rbp + 256]
-    and r9, 8128
-    mov ebp, dword ptr [r15 + r9 + 8384]
-    mov ecx, dword ptr [r15 + r9 + 8256]
-    test ebx, 524352
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 8320]
-    movzx eax, cl
-    mov dword ptr [r15 + r9 + 8192], 190
-    lea r8, [r10 + r10*1]
-    mov ecx, 246
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], esi
-    mov rsi, rsi
-    .byte 0x0f, 0x1f, 0x00
     test ebx, 256
+    jz 1f
+1:
+    lea r8, [r10 + r10*4]
+    mov ebp, dword ptr [r15 + 0]
+    and r8, 1984
+    mov edi, dword ptr [r15 + r8 + 2304]
+    mov esi, dword ptr [r15 + 64]
+    mov rdx, r9
+    test bl, 128
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 2048]
+    mov edi, r9d
+    mov ecx, dword ptr [r15 + r8 + 2112]
+    movsxd rax, dword ptr [r15 + r8 + 2240]
+    test ebx, 384
+    jz 1f
+1:
+    mov r9d, ecx
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 64
+    cmp r8, qword ptr [r15 + rbp + 128]
+    movzx edi, r8b
+    test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 54
-    mov edi, ebp
-    xor dword ptr [r15 + r9 + 8448], edi
-    bt rdi, rdi
+    mov edx, dword ptr [r15 + r8 + 2176]
+    add rsi, qword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c38:
-    bt rdi, r9
-    mov edx, edi
-    lea r8, [r10*4]
-    mov eax, r8d
-    movzx edx, dil
-    test ebx, 1107849344
-    jz 1f
+    mov rbp, r10
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 512]
+    and edi, dword ptr [r15 + 64]
+    popcnt rbp, r8
+    .byte 0x66, 0x90
+    test ebx, 251840
+    jnz 1f
 1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1088], edx
-    mov rbp, r8
-    mov r9, rbp
+    movsxd rax, dword ptr [r15 + 64]
+    bt rax, rcx
+    movzx edx, byte ptr [r15 + 0]
     test bl, 128
+    jnz 1f
+1:
+    movzx r9d, cl
+    mov rsi, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    cmp rcx, qword ptr [r15 + 0]
+    mov r8, rbp
+    and edx, dword ptr [r15 + 0]
+    movzx edi, cl
+    test ebx, 2304
     jz 1f
 1:
-    mov rcx, r9
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
+    vpxor xmm6, xmm6, xmm6
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
+    mov eax, 18
+    mov esi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rsi
+    test bl, 128
+    jnz 1f
+1:
+    mov r8, rbp
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rbp, qword ptr [r15 + 0]
-    movzx eax, bpl
-    test ebx, 1048832
+    test ebx, 1152
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 174
-    mov r9d, eax
-    mov qword ptr [r15 + 0], r8
-    test ebx, 525312
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rdx, rdx
+    movsxd r9, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 512
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 16320
-    movsxd rcx, dword ptr [r15 + r9 + 16448]
-    mov rdx, qword ptr [r15 + r9 + 16512]
-    mov dword ptr [r15 + r8 + 1216], 161
-    jmp 1f
-1:
-    test ebx, 1048832
-    jz 1f
-1:
+    and r8, 960
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 16384], bpl
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r14 + rbp + 192], r8d
-    test ebx, 320
+    and edi, dword ptr [r15 + r8 + 1088]
+    and rbp, 192
+    movzx eax, byte ptr [r15 + rbp + 320]
+    cmp dword ptr [r15 + rbp + 256], 105
+    test ebx, 49088
     jz 1f
 1:
-    inc dword ptr [r15 + r8 + 1152]
-    mov r9, qword ptr [r15 + r8 + 1024]
-    mov rdi, r9
+    mov r9d, eax
+    nop
+    mov ecx, dword ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c39:
-    lea r8, [r10 + r10*1]
-    movzx r9d, r8b
-    and r8, 32704
-    mov ebp, dword ptr [r15 + r8 + 32832]
-    mov esi, 157
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    add qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rax, rax
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 218
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov ebp, dword ptr [r15 + 0]
-    movzx edi, bpl
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov edi, dword ptr [r15 + 64]
-    mov edx, edi
-    mov byte ptr [r15 + 64], dil
-    lea r9, [r10 + r10*1]
-    test ebx, 262400
-    jnz 1f
-1:
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 8192]
-    lea rbp, [r10*4]
-    btc dword ptr [r14 + r8 + 32768], 15
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 448], bpl
-    test ebx, 33554560
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 320]
-    movsxd rcx, dword ptr [r15 + rbp + 256]
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
     mov rax, rsi
-    mov r8, qword ptr [r14 + rbp + 384]
+    mov r8, r10
+    movzx ebp, byte ptr [r15 + 64]
+    test ebx, 1728
+    jnz 1f
+1:
+    mov esi, 197
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 512]
+    mov ecx, 98
+    mov edi, edi
     test ebx, 256
     jnz 1f
 1:
-    nop
-    mov ebp, r8d
-    add qword ptr [r15 + r9 + 8256], rbp
+    movsxd r8, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 55
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1472
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov rax, rax
+    mov edi, 90
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 32448
+    jz 1f
+1:
+    movzx esi, sil
+    add rsi, qword ptr [r15 + 0]
+    mov edx, 241
+    mov dword ptr [r15 + 0], edx
+    test ebx, 576
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea rbp, [r10 + r10*1]
+    add qword ptr [r15 + 0], rbp
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 1984
+    mov r8, r10
+    and esi, dword ptr [r14 + rbp + 2048]
+    and r8, 16320
+    inc dword ptr [r15 + r8 + 16384]
+    mov esi, r9d
+    mov rdi, rsi
+    test ebx, 98112
+    jz 1f
+1:
+    mov ecx, 5
+    movzx eax, byte ptr [r15 + rbp + 2112]
+    mov edx, 27
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c40:
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 128
+    movzx r9d, al
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 33
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 32704
+    jz 1f
+1:
+    cmp r8, qword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1984
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov r8d, 124
+    mov byte ptr [r15 + 0], dl
+    mov edi, ecx
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    movzx r9d, dl
     test ebx, 256
     jnz 1f
 1:
+    lock or dword ptr [r15 + 0], 14
+    mov rdx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 21
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, edx
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 53120
+    jz 1f
+1:
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rdx, r8
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 66048
-    jnz 1f
-1:
-    movzx edx, dil
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, edx
-    test ebx, 256
-    jnz 1f
-1:
+    and r8, 16320
+    movsxd r9, dword ptr [r15 + r8 + 16384]
+    bt rsi, rdi
+    mov edi, eax
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov edi, 204
-    and rbp, 960
-    movzx ecx, byte ptr [r15 + rbp + 1088]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 8256], 150
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 203554880
-    jz 1f
+    test ebx, 512
+    jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov eax, edi
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 302121536
-    jz 1f
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 128]
+    mov r9d, dword ptr [r14 + 0]
+    mov r8, r10
+    mov dword ptr [r15 + 64], 23
+    test ebx, 5824
+    jnz 1f
 1:
-    and r9, 64
-    cmp r9, qword ptr [r15 + r9 + 192]
-    mov edi, 117
-    movzx eax, byte ptr [r15 + r9 + 128]
-    mov ecx, eax
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r14 + rbp + 1024], rcx
-    mov byte ptr [r15 + r8 + 8192], dl
-    or esi, 1
-    xor edx, edx
-    div esi
+    mov qword ptr [r15 + 64], rdi
+    and r8, 960
+    and edi, dword ptr [r15 + r8 + 1024]
+    movsxd rsi, dword ptr [r14 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c41:
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    movzx r9d, byte ptr [r14 + rbp + 8256]
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, r9
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, al
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 242
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    mov ecx, 29
+    and rbp, 192
+    or qword ptr [r15 + rbp + 448], 73
+    mov eax, edx
     jmp 1f
 1:
-    mov r9, rax
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 263168
-    jz 1f
-1:
-    mov rdx, rax
-    mov ecx, 37
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    or eax, 1
-    xor edx, edx
-    div eax
-    bt r8, rdx
-    test bl, 128
-    jnz 1f
-1:
-    sete r8b
-    mov edi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
     test ebx, 1024
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 192]
-    mov rsi, qword ptr [r15 + r9 + 128]
-    lea r8, [r10 + r10*1]
-    test ebx, 39223424
     jnz 1f
 1:
-    xchg qword ptr [r15 + rbp + 8192], r9
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 192]
-    add r9, qword ptr [r14 + r8 + 128]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rdx
+    mov rdi, r9
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, esi
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 61120
+    jz 1f
+1:
+    lea r8, [r10*4]
+    mov edx, 122
+    mov dword ptr [r15 + 0], edi
+    lea r9, [r10 + r10*1]
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 2240]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 16320
+    mov esi, dword ptr [r15 + r9 + 16384]
+    mov ecx, 47
+    mov dword ptr [r15 + r8 + 2176], esi
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 2560
+    jz 1f
+1:
+    mov ecx, 163
+    mov rdx, rcx
+    or qword ptr [r15 + rbp + 384], 19
+    mov rdi, rdx
+    test ebx, 640
+    jnz 1f
+1:
+    mov rax, rdi
+    mov dword ptr [r15 + r9 + 16448], 88
+    movzx esi, al
+    movsxd rcx, dword ptr [r14 + rbp + 256]
+    test ebx, 640
+    jz 1f
+1:
+    add r9, qword ptr [r15 + rbp + 320]
+    mov esi, dword ptr [r15 + r8 + 2048]
+    mov dword ptr [r15 + r8 + 2112], 254
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c42:
-    lea rbp, [r10 + r10*1]
-    and rbp, 960
-    mov ecx, dword ptr [r15 + rbp + 1088]
-    add rsi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
     movzx r8d, byte ptr [r15 + 0]
-    movzx edi, sil
-    test ebx, 1024
-    jz 1f
-1:
-    mov esi, 71
-    mov ecx, dword ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + 0]
-    test bl, 128
+    test ebx, 576
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, ecx
-    movzx edi, cl
-    mov dword ptr [r15 + 0], 237
-    test ebx, 13199552
+    mov rdi, qword ptr [r15 + 0]
+    cmovne rcx, r8
+    movsxd r9, dword ptr [r15 + 0]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    test ebx, 640
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, r9b
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
+    mov r8, r9
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, r8d
+    cmp dword ptr [r15 + 0], 90
+    test ebx, 1280
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    cmp dword ptr [r15 + 0], 118
+    inc dword ptr [r15 + 0]
+    test ebx, 1728
+    jnz 1f
+1:
+    mov esi, eax
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    lea r8, [r10 + r10*2]
-    test ebx, 256
-    jz 1f
-1:
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 576]
-    movzx esi, byte ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + 0]
     mov edx, edi
-    test ebx, 2441280
+    lea rbp, [r10*4]
+    test ebx, 64640
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    bswap rdi
-    mov r9, rdi
-    mov byte ptr [r15 + r8 + 640], dil
-    test ebx, 134218752
+    mov qword ptr [r15 + 0], rax
+    and rbp, 448
+    mov r8d, dword ptr [r14 + rbp + 704]
+    mov dword ptr [r15 + rbp + 576], 38
+    movzx ecx, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 114496
     jz 1f
 1:
-    mov eax, 135
-    popcnt r9, rax
-    mov rdi, rbp
-    test ebx, 536871936
+    mov byte ptr [r15 + rbp + 640], al
+    movzx edx, al
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 128]
+    movsxd rdi, dword ptr [r15 + rbp + 512]
+    test ebx, 1984
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 512]
-    mov r8, rdi
-    mov r9, qword ptr [r15 + rbp + 1024]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    mov esi, r9d
+    mov rbp, r10
+    jmp 1f
+1:
+    and rbp, 960
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c43:
+    mov edx, 95
+    mov r9d, 206
+    mov dword ptr [r15 + 0], 198
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1280
+    jz 1f
+1:
+    popcnt rax, r9
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, r8
-    xor dword ptr [r15 + 0], edx
-    test ebx, 1088
+    test ebx, 32128
     jz 1f
 1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx edi, cl
+    movzx r9d, r9b
     movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, eax
-    lea r9, [r10 + r10*1]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    and r9, 32704
-    mov rsi, qword ptr [r15 + r9 + 32832]
-    mov ebp, ebp
-    test ebx, 412099712
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    bswap rax
-    movzx edi, byte ptr [r14 + 0]
-    and rbp, 64
-    lea r8, [r10*4]
-    mov dword ptr [r15 + rbp + 192], 21
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 2048]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + r8 + 2112]
-    mov esi, edx
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 165
+    lea rbp, [r10 + r10*1]
+    xchg r9, r9
+    mov r9d, edi
+    and rbp, 192
+    cmp dword ptr [r15 + rbp + 320], 27
+    lea r8, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r9d, dword ptr [r14 + 0]
+    mov edi, dword ptr [r14 + 0]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 2112], r8b
     test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + rbp + 128]
-    mov edx, 216
-    mov edi, edx
-    mov esi, dword ptr [r15 + r8 + 2176]
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, rsi
-    mov dword ptr [r15 + r9 + 32768], 211
-    mov rcx, r9
-    mov rax, qword ptr [r15 + r8 + 2240]
-    test ebx, 656707392
+    movzx edi, byte ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 64]
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1024], rcx
+    test ebx, 59328
     jnz 1f
 1:
-    mov r8d, 142
-    mov edi, eax
-    mov r9d, edi
+    movsxd rcx, dword ptr [r15 + r8 + 2048]
+    mov rdi, qword ptr [r15 + rbp + 256]
+    movzx ebp, byte ptr [r15 + r9 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c44:
-    mov byte ptr [r14 + 0], r8b
-    imul rsi, r9
-    mov rax, rsi
-    sete r8b
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 156
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, bpl
-    mov esi, 75
+    mov rdx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     test ebx, 512
     jz 1f
 1:
-    mov ecx, 76
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, ecx
-    test ebx, 1613104000
-    jnz 1f
+    movsxd r8, dword ptr [r15 + 0]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 31680
+    jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rax, rax
-    movzx ecx, al
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, 39
     movsxd rax, dword ptr [r15 + 0]
-    test ebx, 262400
+    test ebx, 576
+    jnz 1f
+1:
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 52
+    rep movsb
+    mov edx, esi
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov rax, rdx
+    mov eax, ebp
+    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 5568
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rax, rdi
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 16448]
+    mov dword ptr [r15 + r8 + 16384], r8d
+    lea rdi, [r15 + 131712]
+    mov ecx, 4096
+    rep stosb
+    test ebx, 245184
     jnz 1f
 1:
-    mov edi, 6
-    mov eax, 103
-    cmp r8, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov r8, rax
+    and rbp, 192
+    mov r9, qword ptr [r15 + rbp + 256]
+    test ebx, 47040
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 2048
+    mov r8d, 198
+    mov eax, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    lea rbp, [r10 + r10*1]
+    test bl, 128
     jz 1f
 1:
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 128]
-    mov r8d, r8d
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    mov rbp, r10
-    mov r9d, esi
-    mov r8, r10
-    test ebx, 1024
-    jnz 1f
-1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], r8d
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 2048], dil
-    mov esi, ebp
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 128]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c45:
-    lea rbp, [r10*4]
-    and rbp, 960
-    lea r8, [r10 + r10*1]
-    inc dword ptr [r15 + rbp + 1152]
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 8192]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, r8d
-    test bl, 128
+    mov rcx, rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, r8b
+    test ebx, 640
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov edx, 128
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    inc dword ptr [r15 + 0]
-    test ebx, 1904792000
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    test ebx, 256
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], ebp
     movzx r9d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 64]
-    movzx ecx, bpl
-    test ebx, 2176
-    jz 1f
-1:
-    xor dword ptr [r15 + 64], ecx
-    mov rdx, rcx
-    mov byte ptr [r15 + 64], dl
-    test ebx, 248939712
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 8256]
-    mov dword ptr [r15 + rbp + 1088], 0
-    mov eax, dword ptr [r14 + 0]
-    movsxd r8, dword ptr [r14 + rbp + 1024]
-    test ebx, 1275494976
+    mov r8d, 235
+    mov r8, r8
+    test ebx, 63104
     jnz 1f
 1:
-    mov r9, r10
-    mov rsi, r9
-    and r9, 32704
-    movzx ecx, byte ptr [r15 + r9 + 32768]
-    mov edi, dword ptr [r15 + rbp + 1216]
+    mov edi, r8d
+    mov eax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 3008
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 152
+    mov r8, rcx
+    mov eax, 80
+    lea r9, [r10 + r10*2]
+    movzx ecx, dl
+    test ebx, 256
+    jnz 1f
+1:
+    and r9, 448
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + r9 + 640], 61
+    mov dword ptr [r15 + 64], 48
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    test ebx, 120768
+    jnz 1f
+1:
+    mov rax, rcx
+    cmp rax, qword ptr [r15 + r9 + 576]
+    mov rcx, rax
+    mov esi, 98
+    test ebx, 48512
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], 57
+    movzx edi, sil
+    mov edx, 111
+    mov r8, r10
+    jmp 1f
+1:
+    test ebx, 640
+    jz 1f
+1:
+    and r8, 32704
+    movsxd rdi, dword ptr [r15 + r8 + 32768]
+    add r8, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 128], 79
+    movzx r9d, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c46:
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    movzx ecx, cl
+    test ebx, 483200
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 57
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, dl
+    test bl, 128
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 36742272
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 159
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 128
+    xchg r8, r8
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 7744
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    imul r8, rbp
-    sete al
-    mov byte ptr [r15 + 0], al
+    btc dword ptr [r15 + 0], 15
+    mov byte ptr [r15 + 0], dl
+    cmp dword ptr [r15 + 0], 124
+    cmovne r8, r8
+    test ebx, 1280
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, dl
+    test ebx, 6592
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, rsi
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 65216
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 192]
     lea r9, [r10 + r10*1]
-    test ebx, 336207488
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    inc dword ptr [r15 + 0]
-    and r9, 64
-    mov eax, dword ptr [r14 + r9 + 192]
-    mov r8, r9
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 320], rbp
-    test ebx, 1148339456
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    and r8, 448
-    add rax, qword ptr [r15 + r8 + 576]
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 0]
-    mov byte ptr [r15 + r9 + 128], sil
-    cmp dword ptr [r15 + r8 + 640], 45
-    movzx esi, byte ptr [r15 + r8 + 512]
     test ebx, 1024
     jz 1f
 1:
-    jmp 1f
+    and r9, 192
+    add rcx, qword ptr [r15 + r9 + 256]
+    movzx esi, byte ptr [r15 + r8 + 128]
+    or edi, 1
+    xor edx, edx
+    div edi
+    test bl, 128
+    jnz 1f
 1:
-    mov r9, rsi
-    mov dword ptr [r15 + rbp + 256], r9d
+    mov rbp, r10
+    mov qword ptr [r14 + 0], r8
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    and rbp, 960
+    cmp dword ptr [r14 + rbp + 1024], 107
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c47:
-    mov byte ptr [r14 + 0], dl
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    add qword ptr [r14 + 0], rbp
-    and rbp, 192
-    movsxd rdx, dword ptr [r15 + rbp + 320]
-    and r9, 960
-    cmp dword ptr [r15 + r9 + 1088], 18
-    test bl, 128
-    jz 1f
-1:
-    movzx esi, r9b
-    lea r8, [r10*4]
-    mov eax, 5
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 704]
-    test ebx, 2021130560
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 70
-    mov dword ptr [r15 + 0], edx
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 168165504
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 1141171008
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov rsi, r8
+    test bl, 128
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1024
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 576
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1024], cl
-    cmp dword ptr [r15 + r8 + 576], 101
-    mov rax, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + 0], ecx
+    mov eax, eax
+    and ecx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 2
+    popcnt rax, r9
+    lea r8, [r10*4]
+    test ebx, 1472
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 512], 89
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    test ebx, 46976
+    jnz 1f
+1:
+    and r9, 8128
+    and edi, dword ptr [r15 + r9 + 8256]
+    mov esi, 120
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    mov ebp, dword ptr [r15 + 64]
     test ebx, 512
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    movzx ecx, al
-    mov qword ptr [r15 + rbp + 256], rbp
-    test ebx, 1169729088
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 64]
-    mov edi, 3
-    mov ecx, 240
+    mov eax, dword ptr [r15 + r8 + 704]
+    movsxd rdx, dword ptr [r15 + r8 + 576]
+    movsxd rcx, dword ptr [r15 + r9 + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c48:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, dword ptr [r15 + 0]
-    mov esi, 78
-    mov dword ptr [r15 + 0], esi
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10*4]
+    mov rdi, rax
+    and r8, 64
+    movsxd rdx, dword ptr [r14 + r8 + 192]
+    mov eax, 140
+    and rbp, 192
+    movzx r9d, byte ptr [r15 + rbp + 320]
+    test ebx, 6976
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 256], 13
+    mov eax, 236
+    movzx ecx, al
+    test ebx, 4608
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 63936
+    jz 1f
+1:
+    mov edx, 130
+    mov rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov eax, ecx
+    movzx esi, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 1280
     jnz 1f
 1:
-    sete bpl
-    mov r8, qword ptr [r15 + 0]
-    mov esi, 250
-    jmp 1f
-1:
-    test ebx, 282067008
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov ecx, r8d
-    mov r9d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 83887488
+    cmp dword ptr [r15 + 0], 115
+    mov byte ptr [r15 + 0], dil
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 253312
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov esi, 166
-    test ebx, 2048
-    jz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov r8, qword ptr [r15 + 0]
-    mov rax, r8
     lea r9, [r10 + r10*1]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1024], rbp
-    bswap r8
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    mov r9d, r9d
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + rbp + 1088], 212
-    test ebx, 605373504
-    jz 1f
-1:
-    mov edi, r8d
-    and r8, 64
-    inc dword ptr [r15 + r8 + 192]
-    mov r9, r8
-    jmp 1f
-1:
-    test bl, 128
+    mov ecx, dword ptr [r15 + 0]
+    and r9, 1984
+    mov edi, dword ptr [r15 + r9 + 2048]
+    mov rsi, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r9 + 2112], 52
+    test ebx, 1024
     jnz 1f
 1:
-    mov r9d, r9d
-    movzx ecx, r9b
-    mov ecx, ecx
-    mov rdx, rdx
-    test ebx, 1359573056
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 128]
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + rbp + 1152]
+    mov rdx, qword ptr [r15 + r8 + 128]
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    mov r8d, 52
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c49:
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rax
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, 149
+    and r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 2880
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx r9d, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, r8d
+    jmp 1f
+1:
+    test ebx, 60352
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    test ebx, 2880
+    jz 1f
+1:
+    mov esi, ecx
     mov ecx, dword ptr [r15 + 0]
-    test ebx, 475314496
+    cmp dword ptr [r15 + 0], 59
+    test ebx, 1152
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, dl
-    mov rax, rbp
-    test ebx, 512
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 536871040
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, r9b
-    add rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], ecx
+    lea r8, [r10 + r10*1]
+    cmp dword ptr [r15 + 0], 93
+    and r8, 32704
+    mov qword ptr [r15 + r8 + 32832], rax
+    mov eax, edi
+    lea rbp, [r10 + r10*1]
     test bl, 128
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 87
-    xor dword ptr [r14 + 0], esi
-    lea rbp, [r10 + r10*1]
-    or qword ptr [r14 + 0], 74
+    mov edi, 104
     and rbp, 64
-    lea r9, [r10 + r10*2]
-    cmp rsi, qword ptr [r15 + rbp + 128]
-    test ebx, 256
-    jnz 1f
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov edx, dword ptr [r15 + 64]
+    jmp 1f
 1:
-    and r9, 192
-    movzx edi, byte ptr [r15 + r9 + 320]
-    mov esi, dword ptr [r15 + r9 + 384]
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 64], rsi
-    and r8, 64
-    add qword ptr [r15 + r8 + 128], rsi
-    test ebx, 256
+    test ebx, 1728
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 192]
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov ecx, dword ptr [r15 + rbp + 192]
+    mov rcx, qword ptr [r15 + rbp + 192]
+    lea rbp, [r10 + r10*2]
+    cmp dword ptr [r14 + 0], 35
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 576]
+    movsxd r9, dword ptr [r14 + 64]
+    test ebx, 48512
+    jz 1f
+1:
+    cmp dword ptr [r14 + rbp + 512], 54
+    movsxd rdx, dword ptr [r15 + r8 + 32768]
+    mov qword ptr [r15 + rbp + 640], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c50:
-    xor dword ptr [r14 + 0], eax
-    mov r9d, edi
-    movzx eax, byte ptr [r14 + 0]
-    mov rcx, rax
-    test bl, 128
+    bt rdx, rdx
+    lea r8, [r10 + r10*1]
+    xchg rsi, rsi
+    and r8, 1984
+    movzx ecx, byte ptr [r15 + r8 + 2112]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 49088
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 200
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 640
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 640
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov dword ptr [r15 + 0], 63
-    test ebx, 256
+    add qword ptr [r15 + 0], rax
+    movzx r9d, al
+    test ebx, 261440
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
     movzx eax, byte ptr [r15 + 0]
-    test ebx, 256
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 5952
     jnz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    mov dword ptr [r15 + 0], 9
-    add qword ptr [r15 + 0], rbp
-    lea r9, [r10 + r10*1]
-    and rbp, 192
-    movzx eax, byte ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1024
-    jnz 1f
-1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    mov edx, r9d
-    lea r8, [r10 + r10*2]
-    movzx eax, dl
-    test ebx, 990070592
-    jnz 1f
-1:
-    and r8, 1984
-    cmp rsi, qword ptr [r15 + r8 + 2176]
-    mov rdi, r8
-    mov rdx, qword ptr [r15 + 64]
-    test bl, 128
     jz 1f
 1:
-    movzx esi, dil
-    mov edi, dword ptr [r15 + 64]
-    mov rdx, rdi
-    test ebx, 1611211136
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 192]
-    movsxd rcx, dword ptr [r15 + r8 + 2048]
-    mov dword ptr [r15 + rbp + 384], 242
-    test ebx, 8388864
+    mov rdx, qword ptr [r14 + 0]
+    movzx r9d, dl
+    mov esi, dword ptr [r15 + 64]
+    test ebx, 256
     jz 1f
 1:
-    .byte 0x66, 0x90
-    mov qword ptr [r15 + r8 + 2112], rdi
-    mov ecx, dword ptr [r15 + rbp + 256]
+    lea rbp, [r10 + r10*1]
+    mov eax, r8d
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    movzx edx, byte ptr [r15 + r8 + 2048]
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 512]
+    cmp r9, qword ptr [r15 + r9 + 576]
+    movzx edi, byte ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c51:
-    lea r8, [r10 + r10*2]
-    and r8, 32704
-    and eax, dword ptr [r15 + r8 + 32896]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 268760064
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, ecx
+    mov r9d, 165
+    mov edi, 165
+    test ebx, 512
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 543236480
-    jz 1f
+    mov eax, 26
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 384
+    jnz 1f
 1:
     mov edi, dword ptr [r15 + 0]
-    sete dl
-    movzx ecx, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
+    jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
+    mov r8d, 10
+    test ebx, 1472
+    jz 1f
 1:
     mov rcx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rax, r9
-    mov ebp, r9d
-    test ebx, 695087680
+    mov r8, rbp
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 576
     jz 1f
 1:
-    mov r9, r10
-    mov rdx, qword ptr [r15 + r8 + 32832]
-    mov edi, r9d
-    movzx esi, dl
-    and r9, 16320
-    mov ecx, dword ptr [r15 + r9 + 16384]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
+    movsxd r8, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 128]
-    mov edx, dword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + r8 + 32768]
-    cmp dword ptr [r14 + 0], 75
+    mov dword ptr [r15 + 0], 229
+    test ebx, 960
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and edi, dword ptr [r15 + 0]
+    movzx esi, dil
     test ebx, 512
     jz 1f
 1:
-    mov r8d, ecx
-    add rsi, qword ptr [r14 + r9 + 192]
-    mov r9d, 58
-    movzx ecx, cl
+    lea r9, [r10 + r10*1]
+    mov ebp, ecx
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov eax, edx
+    not qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, r8d
+    and r8, 8128
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + r8 + 8192], 114
+    movsxd rsi, dword ptr [r15 + r8 + 8256]
+    test ebx, 640
+    jnz 1f
+1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 192]
+    movzx edi, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r14 + r9 + 256], 183
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c52:
+    mov r9, qword ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, bpl
+    test ebx, 512
+    jnz 1f
+1:
     .byte 0x66, 0x90
-    lea rbp, [r10 + r10*2]
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 512]
-    test ebx, 256
-    jnz 1f
-1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 622134400
+    imul rsi, rsi
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 483072
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edi, r9b
-    mov ecx, 33
-    test bl, 128
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    movzx esi, sil
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 32192
     jz 1f
 1:
-    mov r9, rdi
-    mov esi, dword ptr [r15 + 0]
-    bt rsi, rsi
-    lea r8, [r10 + r10*2]
-    test ebx, 65664
+    movzx ecx, dl
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx edx, r8b
+    test ebx, 2304
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    and r8, 32704
-    mov dword ptr [r15 + r8 + 32832], r8d
-    imul rsi, r8
+    mov rbp, rax
+    mov dword ptr [r15 + 0], 165
+    mov dword ptr [r15 + 0], 186
+    lea r9, [r10*4]
+    mov edi, esi
+    test ebx, 32192
+    jnz 1f
+1:
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    movzx eax, byte ptr [r15 + r9 + 704]
+    mov rcx, qword ptr [r15 + r9 + 576]
+    movzx esi, byte ptr [r15 + r9 + 640]
+    test ebx, 512
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    mov eax, esi
-    test ebx, 1851003328
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 32896]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 192]
-    mov ecx, dword ptr [r15 + rbp + 640]
-    test ebx, 380652608
-    jnz 1f
-1:
-    mov esi, 180
-    movzx edi, byte ptr [r14 + 0]
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 512
-    jz 1f
-1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    cmovne rdx, rbp
-    inc dword ptr [r15 + r8 + 32768]
-    test ebx, 512
+    mov r8d, 179
+    and r9, 960
+    mov rbp, r10
+    movsxd rdi, dword ptr [r15 + r9 + 1088]
+    mov edx, 146
+    test bl, 128
     jnz 1f
 1:
-    mov r8d, 67
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + rbp + 576], r8b
+    and rbp, 192
+    mov qword ptr [r14 + rbp + 256], rsi
+    mov rsi, qword ptr [r15 + r9 + 1024]
+    add qword ptr [r15 + 64], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c53:
-    mov rbp, rdx
-    mov r9, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    imul edi, r8d, 81
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 8256]
+    mov r9, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r9
+    test ebx, 2304
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 114
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rcx, rcx
+    test ebx, 24448
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 81856
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    sete al
+    bswap rdi
+    test ebx, 7488
+    jnz 1f
+1:
+    mov rcx, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1152
+    jz 1f
+1:
+    mov esi, edi
     add qword ptr [r15 + 0], rbp
-    bt r9, r9
+    mov rdx, rsi
+    mov ebp, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov rcx, rdx
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, ecx
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, edi
-    mov ecx, r9d
-    movzx esi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, edi
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx edi, bpl
-    test ebx, 646735296
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    and r9d, dword ptr [r14 + 0]
+    add rsi, qword ptr [r14 + 0]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    mov r9, r10
+    test bl, 192
     jnz 1f
 1:
-    not qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov ebp, 58
-    test ebx, 281682112
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r8d, r8d
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, 122
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    mov ebp, dword ptr [r15 + 0]
-    mov edx, 25
-    and r8, 960
-    lea r9, [r10 + r10*1]
-    mov ebp, dword ptr [r15 + r8 + 1088]
-    mov rbp, r10
-    test ebx, 1073741952
-    jz 1f
-1:
-    and r9, 64
-    inc dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r9 + 192], 71
-    and rbp, 448
-    movzx esi, byte ptr [r15 + rbp + 512]
-    mov qword ptr [r14 + 0], rbp
-    test ebx, 650659904
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 1024]
-    mov rcx, qword ptr [r15 + r8 + 1152]
-    bt rdx, rax
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    movsxd rdx, dword ptr [r15 + r8 + 8192]
+    and r9, 16320
+    movsxd rcx, dword ptr [r15 + r9 + 16384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c54:
     lea r8, [r10 + r10*1]
-    movzx edx, dl
-    imul esi, r8d, 4
-    and r8, 8128
-    xor dword ptr [r15 + r8 + 8256], r8d
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1049600
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, 36
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 512
+    and r8, 1984
+    cmp r8, qword ptr [r15 + r8 + 2048]
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, 252
+    mov edi, ebp
+    mov rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 256
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov rbp, rdi
-    mov rax, qword ptr [r15 + 0]
-    mov edi, 153
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rsi, r9
-    mov eax, 156
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], eax
-    lea rbp, [r10*4]
-    vmovdqu xmm0, xmmword ptr [r14 + r9 + 128]
-    test ebx, 778212672
+    bswap rcx
+    movzx eax, cl
+    .byte 0x66, 0x90
+    popcnt r9, r8
+    test ebx, 5568
     jz 1f
 1:
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 704]
-    mov ecx, dword ptr [r15 + rbp + 576]
-    movzx eax, byte ptr [r15 + 64]
-    jmp 1f
-1:
-    test ebx, 8388672
+    mov rdx, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    imul rdi, rax
-    movzx eax, r8b
-    mov r9, r8
-    mov edi, dword ptr [r15 + 64]
-    test ebx, 2048
+    and edx, dword ptr [r15 + 0]
+    bt rdx, rdx
+    lea rbp, [r10*4]
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 192
+    mov byte ptr [r14 + rbp + 256], cl
+    test ebx, 256
+    jz 1f
+1:
+    mov r9, r10
+    mov edx, r8d
+    and r9, 16320
+    inc dword ptr [r15 + r9 + 16384]
+    xor dword ptr [r15 + r8 + 2112], r9d
+    test ebx, 48064
     jnz 1f
 1:
-    mov rax, qword ptr [r14 + rbp + 640]
-    movzx edx, byte ptr [r15 + rbp + 512]
-    movsxd rbp, dword ptr [r15 + r8 + 8192]
+    mov rdi, qword ptr [r14 + rbp + 448]
+    mov esi, 72
+    nop
+    mov r9d, dword ptr [r15 + rbp + 320]
+    test ebx, 56256
+    jnz 1f
+1:
+    mov rax, r9
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    mov r8d, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c55:
-    cmp rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, r8
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rbp, rdi
+    mov rax, qword ptr [r15 + 0]
+    mov esi, ebp
     test ebx, 256
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx r9d, al
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx eax, r9b
-    mov r9d, 135
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 130
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 3150144
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, edi
-    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 120
+    mov r9d, ebp
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov edx, edx
+    bt rdx, rcx
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov rcx, qword ptr [r15 + 0]
+    movzx ebp, dil
+    test ebx, 163712
+    jnz 1f
+1:
+    imul rax, rcx
+    mov esi, 4
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov eax, edx
-    lea rbp, [r10 + r10*4]
-    and r8, 448
-    movzx edi, byte ptr [r14 + r8 + 576]
-    mov dword ptr [r15 + r8 + 512], 11
-    test ebx, 1621466688
+    test ebx, 512
     jnz 1f
 1:
-    and rbp, 960
-    movsxd r8, dword ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + rbp + 1216], ebp
-    mov edi, dword ptr [r15 + rbp + 1152]
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 101
+    test ebx, 63936
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, 204
     lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + rbp + 1088]
-    test ebx, 33280
-    jnz 1f
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r14 + 64], r9
+    test ebx, 3392
+    jz 1f
 1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    inc dword ptr [r14 + rbp + 1280]
-    mov ebp, dword ptr [r15 + r9 + 128]
+    and r9, 192
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 320], esi
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    lea r8, [r10 + r10*1]
+    cmp dword ptr [r15 + r9 + 256], 26
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + rbp + 192]
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 448
+    xor dword ptr [r15 + r8 + 576], r8d
+    mov dword ptr [r15 + r8 + 512], r8d
+    movzx ebp, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c56:
-    mov eax, r9d
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], esi
+    mov ecx, 95
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 65
-    mov byte ptr [r15 + 0], r8b
     movzx esi, byte ptr [r15 + 0]
-    mov edi, 103
+    mov rsi, rcx
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 256
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, rdx
+    mov ebp, eax
+    test ebx, 768
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    bt r9, r9
+    mov eax, ebp
+    mov edi, eax
+    test ebx, 2752
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd r8, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1984
+    jnz 1f
+1:
+    and rbp, 192
+    mov r8, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1786134848
+    mov r9d, 95
+    mov r8, r10
+    test ebx, 30656
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 320]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2048], 75
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 40
+    rep movsb
+    test ebx, 456576
     jnz 1f
 1:
-    bswap rbp
-    mov qword ptr [r15 + 0], r8
-    bt r9, rbp
-    xor dword ptr [r15 + 0], eax
-    test ebx, 65792
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov rax, rdx
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 190876288
+    mov rdx, qword ptr [r15 + 64]
+    mov rbp, r10
+    mov eax, dword ptr [r14 + 0]
+    movzx esi, r8b
+    test ebx, 65216
     jz 1f
 1:
-    mov edx, eax
-    mov ebp, ecx
-    mov esi, 77
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], edi
-    imul eax, r8d, 70
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 124
-    test ebx, 564747072
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + 64], 94
-    movzx esi, byte ptr [r15 + r8 + 128]
-    and rbp, 32704
-    mov qword ptr [r15 + rbp + 32768], rsi
-    lea r8, [r10 + r10*1]
-    and edi, dword ptr [r15 + rbp + 32832]
-    test ebx, 421527680
-    jz 1f
-1:
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 192]
-    movzx esi, byte ptr [r15 + r8 + 128]
-    movzx ecx, sil
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 8192]
+    popcnt rbp, r9
+    mov rax, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c57:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 37
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and ebp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 75
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 1024
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, rcx
-    mov qword ptr [r15 + 0], r9
-    test ebx, 384
-    jz 1f
-1:
-    lea r9, [r10*4]
-    mov rbp, r9
-    xor dword ptr [r15 + 0], r9d
-    cmp rsi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    and r9, 192
-    mov edx, dword ptr [r15 + r9 + 448]
-    test bl, 128
+    test ebx, 576
     jnz 1f
 1:
-    and r8, 960
-    movzx esi, byte ptr [r15 + r8 + 1024]
-    movsxd rcx, dword ptr [r15 + r8 + 1152]
-    cmp dword ptr [r15 + r9 + 320], 21
-    movzx ebp, byte ptr [r14 + r8 + 1088]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, ebp
+    test ebx, 768
+    jz 1f
+1:
+    cmp rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, 119
+    test ebx, 32128
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 52
+    lea r9, [r10*4]
+    mov rbp, r10
+    test ebx, 126400
+    jz 1f
+1:
+    and r9, 32704
+    movsxd rsi, dword ptr [r14 + r9 + 32768]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 512]
+    mov edx, 3
+    mov rax, qword ptr [r15 + r9 + 32832]
     test ebx, 512
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    sete sil
-    mov dword ptr [r14 + r9 + 256], 104
-    mov r8, r10
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 256
+    imul rbp, rdi
+    movzx edi, bpl
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 640
     jz 1f
 1:
-    movzx eax, r8b
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 2048], rdi
-    movsxd r8, dword ptr [r15 + r9 + 384]
+    lea r8, [r10 + r10*2]
+    movsxd rax, dword ptr [r15 + 64]
+    and r8, 8128
+    cmp dword ptr [r15 + r8 + 8192], 41
+    mov rdx, qword ptr [r15 + r8 + 8256]
+    mov ebp, 53
+    test ebx, 2944
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 32960]
+    movzx edi, byte ptr [r14 + r8 + 8320]
+    mov rbp, qword ptr [r15 + r9 + 32896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov edx, dword ptr [r14 + 0]
-    mov edi, 189
-    test ebx, 68561024
+    mov r9, r9
+    lea r8, [r10 + r10*1]
+    popcnt rcx, r8
+    and r8, 32704
+    mov edi, dword ptr [r15 + r8 + 32832]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1152
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    cmp rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 245120
+    jz 1f
+1:
+    mov rdx, rsi
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 4194432
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1856
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 384
+    mov dword ptr [r15 + 0], esi
+    mov ebp, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 32384
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rdx, rbp
-    mov esi, dword ptr [r15 + 0]
-    mov edi, edx
-    test ebx, 32896
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 64], 98
+    mov rcx, qword ptr [r15 + 64]
+    mov dword ptr [r14 + 0], 169
+    and r9, 1984
+    and esi, dword ptr [r15 + r9 + 2048]
+    mov rbp, r10
+    test ebx, 512
     jnz 1f
 1:
-    mov ebp, 161
-    mov r8d, dword ptr [r15 + 0]
-    movzx edx, dl
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    test ebx, 563511360
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, r10
-    mov rsi, qword ptr [r15 + 64]
-    movzx edx, bpl
-    lea r8, [r10 + r10*1]
-    and rbp, 8128
-    movsxd rax, dword ptr [r14 + rbp + 8192]
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, rax
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    add qword ptr [r15 + r8 + 128], r9
-    mov rax, r8
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    test ebx, 238150080
-    jz 1f
-1:
-    mov eax, edi
-    vmovdqu xmm0, xmmword ptr [r15 + r9 + 128]
-    or qword ptr [r15 + r8 + 192], 97
+    mov rdi, qword ptr [r15 + r9 + 2112]
+    and rbp, 960
+    movzx edx, byte ptr [r15 + rbp + 1024]
+    movzx r9d, byte ptr [r14 + r8 + 32768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
-    movsxd rdi, dword ptr [r15 + 0]
-    imul r8, rbp
-    mov ecx, 186
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1024
+    lea r8, [r10 + r10*1]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1024], 41
+    mov esi, dword ptr [r15 + 0]
+    bt rsi, rsi
+    or qword ptr [r15 + 0], 124
+    test ebx, 2048
+    jz 1f
+1:
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 88
+    mov ebp, edi
+    test ebx, 48000
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, dl
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1089273984
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 263168
-    jnz 1f
-1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rdx, rax
     movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 64]
-    test ebx, 1382155264
+    test ebx, 1984
     jz 1f
 1:
-    lea rbp, [r10*4]
-    or edi, 1
-    xor edx, edx
-    div edi
-    cmp dword ptr [r15 + 64], 75
-    and rbp, 192
-    movzx edx, byte ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    bt rcx, r9
+    cmp dword ptr [r15 + 0], 84
+    mov r9d, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 448], cl
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    movzx esi, cl
-    test ebx, 512
-    jz 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rcx
-    mov edi, dword ptr [r15 + r8 + 128]
-    mov r9d, 126
-    mov r8, r10
-    test ebx, 8256
+    movzx eax, byte ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 64]
+    lea rbp, [r10 + r10*2]
+    test ebx, 1152
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + rbp + 320]
-    and r8, 448
-    movzx ebp, byte ptr [r15 + r8 + 512]
-    mov esi, eax
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 512]
+    mov dword ptr [r14 + rbp + 640], r8d
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 128]
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, r8
+    mov qword ptr [r15 + r8 + 1088], r8
+    movzx edx, byte ptr [r15 + r9 + 192]
+    test ebx, 1472
+    jz 1f
+1:
+    mov esi, edx
+    mov eax, 106
+    movzx r8d, byte ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 128], 87
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 192]
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, esi
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test bl, 192
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, rdx
+    mov byte ptr [r15 + 0], cl
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 518016
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 512
+    cmp rax, qword ptr [r15 + 0]
+    mov esi, r8d
+    test ebx, 2880
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rbp
+    mov r8, rdi
+    test ebx, 129728
     jnz 1f
 1:
-    mov esi, eax
-    and r8d, dword ptr [r15 + 0]
-    movzx ecx, sil
-    test ebx, 2048
-    jnz 1f
+    mov ebp, 42
+    lea r9, [r10 + r10*1]
+    lea rdi, [r15 + 131712]
+    lea rsi, [r15 + 135808]
+    mov ecx, 10
+    rep movsb
+    mov edx, r8d
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    test ebx, 256
+    jz 1f
 1:
-    mov rdi, r8
-    cmp rdi, qword ptr [r15 + 0]
-    mov edx, 176
-    mov eax, 150
-    test ebx, 572130240
-    jnz 1f
-1:
-    mov r8d, 150
-    cmovne rdx, r8
-    mov ecx, dword ptr [r15 + 0]
     mov esi, r9d
-    test ebx, 346096000
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1075183744
-    jz 1f
-1:
+    mov eax, eax
+    mov dword ptr [r15 + r9 + 192], ebp
+    lea rbp, [r10*4]
     lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 64]
-    movzx esi, bpl
-    mov byte ptr [r14 + 0], r9b
-    and r8, 960
-    lock xadd qword ptr [r15 + r8 + 1024], rdx
-    test ebx, 2034516096
-    jz 1f
-1:
-    mov ecx, edx
-    mov edx, 152
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov ecx, 126
-    test ebx, 512
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 512]
+    test ebx, 1920
     jnz 1f
 1:
-    mov dword ptr [r14 + r8 + 1088], 185
-    and ebp, dword ptr [r15 + r9 + 128]
-    mov ecx, ebp
+    mov r9d, 21
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 2112]
+    movsxd rax, dword ptr [r15 + rbp + 576]
+    cmp rdi, qword ptr [r15 + r8 + 2048]
+    test ebx, 64128
+    jnz 1f
+1:
+    mov byte ptr [r14 + rbp + 704], al
+    mov esi, dword ptr [r15 + rbp + 640]
+    mov byte ptr [r14 + 0], sil
+    movzx edi, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 512]
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 64320
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r9, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 524800
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, 103
-    mov byte ptr [r15 + 0], sil
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1214551680
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov edx, ecx
-    movzx eax, sil
-    movzx ebp, sil
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov esi, ebp
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    test ebx, 134217792
-    jz 1f
-1:
-    and r8, 32704
-    movzx ebp, byte ptr [r15 + r8 + 32896]
-    mov rsi, qword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 524352
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*2]
-    mov esi, dword ptr [r15 + r8 + 32832]
-    mov edx, dword ptr [r15 + r8 + 32768]
-    and r9, 64
-    movsxd r8, dword ptr [r14 + r9 + 128]
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 16384]
-    test ebx, 2428992
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 192]
-    mov rsi, rdi
-    movzx edi, dil
-    and esi, dword ptr [r15 + rbp + 16512]
+    mov r9, r9
+    mov esi, eax
     test bl, 128
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov edx, edi
+    mov ecx, 12
+    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 16448], sil
-    mov r9d, 63
-    movsxd rbp, dword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 2560
+    jnz 1f
+1:
+    cmp rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r14 + 64]
+    mov edx, 164
+    lea r9, [r10*4]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 16320
+    mov eax, dword ptr [r15 + r9 + 16384]
+    .byte 0x66, 0x90
+    mov ecx, ebp
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx esi, bpl
+    mov edi, dword ptr [r15 + r9 + 16576]
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 2496
+    jnz 1f
+1:
+    mov rax, rdx
+    movzx r8d, al
+    mov ecx, ebp
+    test ebx, 192448
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + r9 + 16512]
+    mov qword ptr [r15 + rbp + 576], rbp
+    test ebx, 64128
+    jz 1f
+1:
+    mov rbp, r10
+    mov eax, 218
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 256], dil
+    xor dword ptr [r15 + r9 + 16448], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    mov eax, ebp
-    add rdx, qword ptr [r15 + 64]
-    add rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rdx
+    add rsi, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov r8, qword ptr [r14 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 65792
-    jz 1f
-1:
-    mov r8d, edi
-    movzx ebp, r8b
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 60
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 64
-    mov r9d, edx
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    cmp dword ptr [r15 + 0], 75
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r9, [r10*4]
-    test ebx, 2048
-    jnz 1f
-1:
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r14 + 0], 105
-    lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + r9 + 256]
-    lea r8, [r10 + r10*1]
-    and rbp, 8128
-    mov rdx, qword ptr [r14 + rbp + 8256]
-    test bl, 128
-    jz 1f
-1:
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 192]
+    mov rcx, r8
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 320]
-    and ecx, dword ptr [r15 + r9 + 448]
-    test ebx, 256
+    imul rdi, rax
+    mov dword ptr [r15 + 0], edi
+    test bl, 128
+    jz 1f
+1:
+    movzx eax, bpl
+    mov rbp, rbp
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, ebp
+    test ebx, 114496
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 128]
-    mov r9, rsi
-    cmp dword ptr [r15 + rbp + 8192], 16
+    mov qword ptr [r15 + 0], rcx
+    mov rdx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r9, r9
+    mov ecx, r9d
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 237440
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, r8d
+    test ebx, 640
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], eax
+    mov rax, rcx
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 64], 101
+    lea r9, [r10 + r10*2]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 576]
+    test ebx, 2752
+    jnz 1f
+1:
+    and r9, 960
+    xor dword ptr [r15 + r9 + 1152], r9d
+    lea r8, [r10 + r10*1]
+    mov eax, r8d
+    mov esi, dword ptr [r15 + r9 + 1088]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 512], 94
+    movsxd rcx, dword ptr [r15 + r9 + 1024]
+    movzx edx, byte ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    movzx ebp, sil
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, esi
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 4268672
-    jnz 1f
+    mov ebp, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rdi
+    test ebx, 7488
+    jz 1f
 1:
-    mov rdx, r8
-    mov r8, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, r9b
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
+    bswap rsi
+    mov edx, esi
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov ebp, ecx
-    or qword ptr [r15 + 0], 19
-    test bl, 128
-    jz 1f
+    test ebx, 32448
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    lea rbp, [r10 + r10*1]
-    and edi, dword ptr [r15 + 0]
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 128], edi
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 134217792
-    jz 1f
+    jmp 1f
 1:
-    mov ecx, 32
-    mov rdi, qword ptr [r15 + 64]
-    bswap rax
-    test ebx, 320950592
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    or qword ptr [r14 + 0], 108
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 8256]
-    add qword ptr [r15 + rbp + 192], rdx
-    imul esi, eax, 30
+    xor dword ptr [r15 + 0], esi
+    movzx eax, r8b
     test ebx, 256
     jz 1f
 1:
-    mov rax, rdx
-    movsxd r9, dword ptr [r15 + r8 + 8192]
-    lea rbp, [r10 + r10*2]
-    movzx eax, r9b
-    test ebx, 1536
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, 249
+    imul edx, esi, 40
+    test bl, 128
     jz 1f
 1:
-    and rbp, 16320
-    mov rdx, qword ptr [r15 + rbp + 16512]
-    movsxd rcx, dword ptr [r15 + rbp + 16384]
-    mov dword ptr [r15 + rbp + 16448], 151
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 62336
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 7488
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + 0]
+    and r9, 16320
+    lea rbp, [r10 + r10*1]
+    add rdi, qword ptr [r15 + r9 + 16384]
+    test ebx, 5568
+    jz 1f
+1:
+    and rbp, 64
+    mov r8, qword ptr [r14 + rbp + 128]
+    movzx r9d, al
+    movzx r9d, al
+    movzx edx, byte ptr [r15 + 64]
+    mov r8, r10
+    test ebx, 384
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 2048]
+    mov dword ptr [r15 + rbp + 192], 53
+    mov byte ptr [r14 + 0], sil
     add r10, r11
     inc rbx
     dec r13
@@ -8923,196 +9089,206 @@ ditto_body_c2:
     jmp .Lc2_b0_c1
     .p2align 6
 .Lc2_b0_c0:
-    movzx ecx, byte ptr [r14 + 0]
-    movsxd rdi, dword ptr [r14 + 0]
-    popcnt rbp, rcx
-    mov eax, 84
-    mov rdi, qword ptr [r14 + 0]
-    test ebx, 1410334722
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 175
-    and ecx, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 4
-    movzx eax, r9b
-    movsxd rbp, dword ptr [r14 + 0]
-    test bl, 16
+    mov ecx, dword ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rbp
+    movzx esi, al
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 243
-    vmovq xmm11, rdi
-    mov edx, dword ptr [r15 + 0]
-    cmovne rdi, rdx
-    test ebx, 109052432
+    mov rdi, rdi
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1896
     jnz 1f
 1:
     jmp 1f
 1:
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 232
-    mov dword ptr [r15 + 0], 120
+    mov rax, qword ptr [r15 + 0]
+    bt r9, rbp
+    test bl, 32
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, 30
+    movzx edx, dl
+    test ebx, 1656
+    jnz 1f
+1:
+    movzx edi, r8b
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, cl
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov r9d, 154
+    movzx r8d, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    bt rsi, rcx
+    test bl, 184
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 8
+    movzx eax, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    mov eax, 148
-    mov edi, 79
-    xchg qword ptr [r15 + 0], rcx
-    mov ebp, dword ptr [r15 + 0]
-    movzx edx, dil
-    test bl, 16
+    mov dword ptr [r15 + 0], 78
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r9, qword ptr [r15 + 64]
+    test bl, 32
     jz 1f
 1:
-    mov edi, 87
-    movsxd rdi, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 231
-    mov qword ptr [r15 + 0], r8
-    test bl, 64
+    mov ebp, dword ptr [r14 + 0]
+    mov rbp, r9
+    mov rax, qword ptr [r14 + 0]
+    movsxd r9, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rax
+    test ebx, 256
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdi, rsi
-    mov qword ptr [r15 + 0], r8
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 40
-    test ebx, 1073741832
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r8d, sil
-    mov rsi, rbp
-    test bl, 16
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov rsi, qword ptr [r15 + 64]
-    cmp dword ptr [r15 + 64], 98
-    crc32 ebp, sil
+    mov dword ptr [r14 + 0], r9d
+    movsxd rdx, dword ptr [r14 + 0]
+    and esi, dword ptr [r14 + 64]
+    add rax, qword ptr [r14 + 64]
     inc rbx
     dec r13
     jz .Lc2_b0_done
 .Lc2_b0_c1:
-    mov dword ptr [r14 + 0], 157
-    mov dword ptr [r14 + 0], esi
-    mov ebp, ebp
-    movsxd rax, dword ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    mov edx, 148
-    movsxd rsi, dword ptr [r14 + 0]
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 1611661456
-    jnz 1f
-1:
     movzx r9d, byte ptr [r14 + 0]
-    mov ebp, r9d
-    mov qword ptr [r15 + 0], rbp
-    test bl, 16
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, rdi
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 33554440
-    jnz 1f
-1:
-    movzx edi, sil
-    movzx edi, byte ptr [r15 + 0]
-    or esi, 1
-    xor edx, edx
-    div esi
-    test ebx, 1879933186
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, cl
-    mov r9, qword ptr [r15 + 0]
-    cmp rbp, qword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 213
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1107427400
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    xchg rdi, rax
-    movzx edx, dl
-    test ebx, 637803588
-    jnz 1f
-1:
-    mov eax, ebp
+    bswap rbp
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov r8d, 50
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    test bl, 4
+    mov dword ptr [r14 + 0], 147
+    movsxd rsi, dword ptr [r14 + 0]
+    test bl, 156
     jnz 1f
 1:
+    mov esi, dword ptr [r14 + 0]
+    mov edi, esi
+    mov qword ptr [r14 + 0], rsi
+    movsxd rsi, dword ptr [r14 + 0]
+    test ebx, 500
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 207
+    bt rcx, rsi
+    mov qword ptr [r14 + 0], rsi
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 888
+    jz 1f
+1:
+    cmp rcx, qword ptr [r15 + 64]
+    jmp 1f
+1:
     movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, r10
-    cmp dword ptr [r15 + r9 + 192], 57
-    and rbp, 64
-    or qword ptr [r15 + rbp + 128], 73
+    mov dword ptr [r15 + 0], 43
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov eax, r8d
+    movsxd r8, dword ptr [r15 + 0]
+    mov rsi, rdx
+    add rdi, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov ebp, 69
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, 251
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 76
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    lock or dword ptr [r15 + 0], 106
+    mov dword ptr [r15 + 0], edx
+    test bl, 8
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, r10
+    mov edx, ebp
+    test bl, 8
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rax
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    movzx edi, byte ptr [r14 + 64]
+    movsxd rcx, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 7 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 6 chunk executions per call
     mov rbx, qword ptr [r15 + 9376]
-    lea rcx, [rbx + 7]
+    lea rcx, [rbx + 6]
     mov qword ptr [r15 + 9376], rcx
-    mov r13d, 7
+    mov r13d, 6
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    and r9d, dword ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    shl rbp, 17
+    mov rsi, qword ptr [r15 + 0]
+    shl rax, 21
+    mov byte ptr [r15 + 0], al
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov edi, ecx
+    test ebx, 24000
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 16
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 10883264
-    jz 1f
-1:
-    sub rsi, rdi
-    mov r9d, dword ptr [r15 + 0]
-    popcnt rdi, r9
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 677434693
-    jz 1f
-1:
-    mov r8d, r8d
-    mov rdi, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 63
-    mov r8, r10
-    nop
-    and r8, 64
-    and r9d, dword ptr [r14 + r8 + 128]
-    mov rbp, r10
-    test bl, 21
+    sub rcx, r8
+    mov qword ptr [r15 + 64], rsi
+    movsxd r8, dword ptr [r15 + 64]
+    test ebx, 440042081
     jnz 1f
 1:
     jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], eax
-    mov eax, 254
-    mov qword ptr [r15 + 64], rbp
+    imul edi, r8d, 18
+    nop
+    mov dword ptr [r14 + 0], edi
+    vmovq xmm12, rdx
+    popcnt rdx, rbp
+    test bl, 50
+    jnz 1f
+1:
+    and r9d, dword ptr [r14 + 0]
+    mov rbp, r10
+    movzx edx, byte ptr [r14 + 0]
+    mov rax, rdx
+    vpaddq xmm12, xmm12, xmmword ptr [r14 + 0]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -9126,74 +9302,71 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    lea rdi, [r15 + 1152]
-    mov ecx, 14
-    rep stosb
-    mov qword ptr [r15 + 0], rdi
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1024
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 128]
+    movsxd rdx, dword ptr [r14 + 0]
+    vmulsd xmm12, xmm12, xmm8
+    movzx esi, byte ptr [r14 + 0]
+    test ebx, 1006
     jz 1f
 1:
-    mov eax, 167
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    vmovq xmm4, rdx
-    test ebx, 1409864721
+    mov rsi, rax
+    mov qword ptr [r14 + 0], rsi
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov edi, edi
+    test ebx, 6976
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 8242
-    jnz 1f
-1:
-    movzx edi, r8b
-    mov qword ptr [r15 + 0], r9
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    vucomisd xmm4, xmm4
-    mov esi, 243
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
-    mov qword ptr [r15 + 64], rsi
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 893403201
-    jz 1f
-1:
-    mov esi, 156
-    movsxd rax, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 246
-    mov r9d, ebp
-    test ebx, 806518792
-    jz 1f
-1:
-    mov ebp, r9d
-    vmovdqu xmm4, xmmword ptr [r14 + 0]
-    mov rcx, qword ptr [r14 + 0]
-    mov rdx, rcx
-    imul r8d, r8d, 105
+    movzx r8d, byte ptr [r14 + 0]
+    mov r8, rsi
+    mov dword ptr [r14 + 0], 192
+    lea r9, [r10 + r10*1]
     test bl, 64
     jz 1f
 1:
-    mov edi, dword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rax
-    movzx eax, byte ptr [r14 + 0]
-    mov dword ptr [r14 + 0], eax
-    test ebx, 1114626
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 256]
+    lea rdi, [r15 + 1152]
+    lea rsi, [r15 + 5248]
+    mov ecx, 34
+    rep movsb
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, rax
+    test bl, 4
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, 44
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 4085
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov esi, eax
-    mov r9, qword ptr [r14 + 64]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 128]
+    mov esi, 10
+    vmovdqu ymm12, ymmword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 108
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, esi
+    test ebx, 1979
+    jz 1f
+1:
+    movzx edi, bpl
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    mov dword ptr [r15 + 0], 135
+    test bl, 93
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 192]
+    mov edx, 177
+    movsxd r8, dword ptr [r14 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
