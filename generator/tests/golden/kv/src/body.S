@@ -24,9 +24,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 139904]
-    mov r10, qword ptr [r15 + 139912]
-    mov r12, qword ptr [r15 + 139920]
+    mov r11, qword ptr [r15 + 67117696]
+    mov r10, qword ptr [r15 + 67117704]
+    mov r12, qword ptr [r15 + 67117712]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -38,9 +38,9 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 8192 bytes, 32 chunk(s), 6 chunk executions per call
-    mov rbx, qword ptr [r15 + 139928]
+    mov rbx, qword ptr [r15 + 67117720]
     lea rcx, [rbx + 6]
-    mov qword ptr [r15 + 139928], rcx
+    mov qword ptr [r15 + 67117720], rcx
     mov r13d, 6
     mov eax, ebx
     and eax, 31
@@ -115,2212 +115,2206 @@ ditto_body_c1:
     jmp .Lc1_b0_c31
     .p2align 6
 .Lc1_b0_c0:
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov byte ptr [r14 + rbp + 576], bpl
-    cmp rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, cl
-    test ebx, 256
-    jnz 1f
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1632
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    jmp 1f
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rax, r9
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 3392
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 25
+    test ebx, 24000
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov esi, edx
+    mov ecx, r9d
     test bl, 64
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov qword ptr [r15 + 0], r9
-    mov edi, edx
-    mov dword ptr [r15 + 0], 251
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r8b
+    cmp dword ptr [r14 + 0], 110
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 192]
+    mov rbp, r10
     test bl, 64
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rdi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 111
-    test ebx, 256
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, rdx
-    lea r8, [r10 + r10*2]
-    movsxd r9, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], 112
-    cmovne rdx, rdx
-    mov eax, dword ptr [r14 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    test bl, 64
-    jz 1f
-1:
-    vpxor xmm5, xmm5, xmm3
-    cmp rdx, qword ptr [r15 + rbp + 512]
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 1088]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    test ebx, 288
+    lea r8, [r10 + r10*1]
+    movzx edx, r9b
+    and rbp, 8128
+    add rsi, qword ptr [r15 + rbp + 8192]
+    and r8, 32704
+    mov dword ptr [r14 + r8 + 32768], 122
+    test bl, 128
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 1152]
-    movzx edi, cl
-    mov edx, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 128]
+    movzx ecx, sil
+    mov dword ptr [r15 + 64], esi
+    test ebx, 1152
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 32832]
+    mov r8d, 23
+    xchg rdi, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov ecx, dword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    cmp rax, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov eax, ecx
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 29632
+    jnz 1f
+1:
+    btc dword ptr [r15 + 0], 12
+    jmp 1f
+1:
+    mov edx, edi
     test ebx, 288
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r8, qword ptr [r15 + 0]
-    mov eax, edx
-    cmp r9, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    jmp 1f
-1:
-    test ebx, 40928
-    jnz 1f
-1:
-    bt rdx, rdi
-    xchg r9, rax
-    btc dword ptr [r15 + 0], 13
-    mov r8, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    test ebx, 512
+    mov dword ptr [r15 + 0], edx
+    movzx ebp, r8b
+    popcnt rcx, rbp
+    mov r8, rdi
+    test ebx, 26560
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov ecx, ecx
-    and rbp, 448
-    mov rax, qword ptr [r14 + rbp + 640]
-    mov edi, r8d
-    test bl, 64
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 60
+    test ebx, 256
     jnz 1f
 1:
-    cmp rax, qword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    test bl, 64
+    movzx r8d, sil
+    xor dword ptr [r15 + 64], esi
+    mov edi, 235
+    mov byte ptr [r15 + 64], cl
+    test bl, 160
     jz 1f
 1:
-    mov dword ptr [r15 + 64], edi
-    mov r9d, 11
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 64]
-    and r8, 960
-    inc dword ptr [r15 + r8 + 1024]
-    test ebx, 31424
-    jnz 1f
-1:
-    mov eax, edi
-    nop
+    xor dword ptr [r15 + 64], edi
+    mov rbp, r8
+    mov ecx, edi
     lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + rbp + 576]
-    and r9, 64
-    mov rdi, qword ptr [r14 + r9 + 128]
-    test ebx, 3872
+    test bl, 64
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 192]
-    mov rdi, rdi
-    movzx r9d, byte ptr [r15 + r8 + 1088]
+    and r9, 960
+    mov eax, dword ptr [r15 + r9 + 1088]
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r9 + 1024]
+    and rbp, 64
+    mov r9, qword ptr [r14 + rbp + 192]
+    movzx r8d, al
+    mov r9, r10
+    test ebx, 64416
+    jnz 1f
+1:
+    imul rax, r8
+    movzx edx, byte ptr [r15 + rbp + 128]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2048], 57
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rdi, rsi
-    and ecx, dword ptr [r15 + 0]
-    vmovq xmm3, rdi
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 288
+    mov dword ptr [r15 + 0], 35
+    mov r8, qword ptr [r15 + 0]
+    mov edx, 9
+    test bl, 160
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, r9d
-    test bl, 64
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, 12
+    mov edx, 36
+    mov r9d, esi
+    test ebx, 30144
     jz 1f
 1:
-    vpaddd xmm3, xmm3, xmm9
-    mov r9d, 36
-    or qword ptr [r15 + 0], 106
-    mov dword ptr [r15 + 0], 147
-    test bl, 96
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, rdx
-    or qword ptr [r15 + 0], 50
-    movsxd rax, dword ptr [r15 + 0]
-    nop
-    test ebx, 57248
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*2]
-    lea rbp, [r10 + r10*2]
-    and r8, 1984
-    mov esi, dword ptr [r14 + r8 + 2112]
-    and rbp, 16320
-    mov r9, r10
-    movsxd rdx, dword ptr [r15 + rbp + 16512]
+    lock add qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 35
+    cmp dword ptr [r15 + 0], 106
     test ebx, 512
     jz 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 256], 243
-    mov r9d, 176
-    add rdx, qword ptr [r15 + rbp + 16448]
-    movzx eax, byte ptr [r15 + rbp + 16384]
-    test bl, 64
+    mov r9, qword ptr [r15 + 0]
+    mov esi, 212
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 152
+    test bl, 96
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 2176], al
-    mov dword ptr [r15 + r8 + 2048], ecx
-    mov ecx, r9d
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, esi
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rsi, rbp
+    mov rbp, r9
+    bswap r9
+    mov rdx, r8
+    lea r8, [r10 + r10*2]
+    test ebx, 256
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 2048]
+    mov rsi, rcx
+    and rbp, 32704
+    mov edi, dword ptr [r15 + rbp + 32832]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 2112], ebp
+    add r9, qword ptr [r15 + rbp + 32768]
+    mov rdx, r9
+    mov rcx, qword ptr [r15 + r8 + 2176]
+    mov r8, r10
+    test ebx, 20416
+    jz 1f
+1:
+    mov ecx, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    and r8, 65472
+    movzx edi, byte ptr [r14 + r8 + 65536]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    mov ebp, ecx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], 70
+    jmp 1f
+1:
+    sete r8b
+    mov r9, qword ptr [r15 + 0]
     test bl, 128
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rsi, rbp
-    jmp 1f
-1:
-    test ebx, 26560
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 208
-    mov byte ptr [r15 + 0], bpl
-    add qword ptr [r15 + 0], rbp
-    test bl, 96
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, 255
-    mov byte ptr [r15 + 0], bpl
-    test bl, 64
-    jnz 1f
-1:
-    mov rax, r8
-    mov r9d, dword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 3872
+    mov edi, dword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
+    movzx r8d, cl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 98016
     jz 1f
 1:
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + 64], 225
-    jmp 1f
-1:
+    mov rdi, r8
+    mov rsi, rsi
+    mov edx, dword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
     test ebx, 576
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rdi
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, eax
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1248
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov edx, dword ptr [r15 + 0]
+    cmp rdx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movsxd rcx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
     and r8, 192
-    mov dword ptr [r14 + r8 + 256], r9d
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 576]
-    movzx edi, byte ptr [r15 + r8 + 320]
+    mov rbp, qword ptr [r14 + r8 + 320]
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 192]
+    test ebx, 27616
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 256], 221
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 64], 83
+    movzx esi, byte ptr [r15 + 64]
     test ebx, 256
     jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov r8d, ecx
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, r8
-    mov edx, 127
-    movzx r8d, byte ptr [r15 + r9 + 512]
+    mov rdi, r9
+    mov esi, dword ptr [r15 + r9 + 128]
+    mov rbp, r10
+    mov dword ptr [r14 + 0], eax
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
+    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, al
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 16
+    mov r9, rdx
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov r8d, r9d
+    mov byte ptr [r15 + 0], dil
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 153
+    test ebx, 288
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r9, qword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 3424
+    inc dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 80
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 220
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 3296
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
-    mov r9d, 75
-    test ebx, 288
-    jz 1f
-1:
-    bt r9, r9
-    lea rbp, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 576], r9
-    test ebx, 23520
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, r9b
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    test ebx, 3680
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + 64]
-    and r9, 64
     lea r8, [r10 + r10*2]
-    movzx edx, byte ptr [r15 + r9 + 128]
-    test bl, 128
-    jnz 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 320], edi
-    mov edx, dword ptr [r15 + rbp + 512]
-    popcnt rdi, rcx
-    mov qword ptr [r15 + r9 + 192], r8
-    test bl, 160
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 576]
+    and r8, 960
+    mov r9, r10
+    mov dword ptr [r15 + r8 + 1152], 98
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 16384], 31
+    test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r14 + r8 + 384]
-    mov ebp, ebp
-    mov qword ptr [r15 + r8 + 256], rdi
+    mov eax, r9d
+    mov byte ptr [r14 + r8 + 1024], al
+    bt rsi, rsi
+    lock or dword ptr [r15 + rbp + 512], 117
+    test ebx, 12256
+    jz 1f
+1:
+    cmp rsi, qword ptr [r15 + r8 + 1088]
+    mov edi, dword ptr [r14 + 0]
+    mov rdx, qword ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov edi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 1
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1152
+    jnz 1f
+1:
+    movzx r8d, r9b
+    movzx r9d, r8b
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 256
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, rax
+    mov dword ptr [r15 + 0], eax
+    test bl, 64
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov dword ptr [r15 + 0], edi
-    movzx edi, dil
-    movzx eax, byte ptr [r15 + 0]
+    mov rdx, rbp
+    mov rbp, qword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    mov ebp, 100
+    mov r9, r9
+    movzx r8d, r8b
     test bl, 64
     jnz 1f
 1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov esi, 202
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 192]
+    and r9, 960
+    or qword ptr [r15 + r9 + 1088], 71
+    mov rax, qword ptr [r15 + 64]
+    test ebx, 3744
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    add r9, qword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, 206
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 64928
-    jz 1f
-1:
-    mov r9, r10
-    lea rbp, [r10 + r10*2]
-    mov rcx, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
-    and rbp, 192
-    add rsi, qword ptr [r15 + rbp + 320]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 512]
-    test ebx, 3424
-    jz 1f
-1:
-    mov eax, eax
-    mov rdx, rdi
-    jmp 1f
-1:
-    mov ecx, 45
-    test ebx, 1248
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov edi, 149
-    mov rdx, r9
-    and r8, 64
-    movsxd rax, dword ptr [r14 + r8 + 128]
-    vpaddq xmm9, xmm9, xmmword ptr [r14 + 0]
-    test ebx, 3296
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 256]
-    xor dword ptr [r15 + rbp + 384], edx
-    mov byte ptr [r15 + r8 + 192], al
+    movsxd r8, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
     movzx esi, sil
+    test bl, 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    or qword ptr [r14 + 0], 74
+    movsxd rsi, dword ptr [r14 + 0]
+    mov r8, r10
+    test ebx, 1152
+    jz 1f
+1:
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 512]
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    mov r8, qword ptr [r15 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov ebp, esi
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    and edx, dword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    movzx ecx, dl
+    mov r8d, 95
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov r8d, 95
-    mov r9d, 31
-    mov rsi, r8
-    test ebx, 24256
+    movzx ecx, dl
+    imul rdi, rsi
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 160
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov rdx, rax
+    movzx esi, dl
+    test bl, 160
     jz 1f
 1:
-    movzx ecx, sil
-    mov eax, ecx
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 79
+    mov dword ptr [r15 + 0], eax
+    test bl, 96
+    jz 1f
 1:
-    mov edi, 148
-    add rcx, qword ptr [r15 + 0]
-    mov ecx, 195
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 130848
-    jnz 1f
+    mov qword ptr [r15 + 0], rax
+    cmp dword ptr [r15 + 0], 42
+    mov byte ptr [r15 + 0], al
+    test ebx, 256
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    bswap rcx
-    cmp rcx, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, 14
-    mov ebp, 1
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rcx, rbp
-    movzx ebp, byte ptr [r15 + 0]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 2112]
-    lea r9, [r10 + r10*1]
-    mov eax, 52
-    test bl, 64
-    jnz 1f
-1:
-    and r9, 192
-    mov byte ptr [r14 + r9 + 256], dl
-    mov ebp, dword ptr [r15 + r8 + 2048]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 64]
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, 189
-    or qword ptr [r14 + 64], 42
-    mov ecx, edx
-    test ebx, 16288
-    jnz 1f
-1:
-    mov edx, 40
+    mov rax, qword ptr [r15 + 0]
     mov rbp, r10
-    mov ecx, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    lea r9, [r10*4]
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 128]
+    mov rsi, qword ptr [r15 + rbp + 128]
+    test ebx, 12224
+    jz 1f
+1:
+    movzx edx, sil
+    and r9, 192
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    and edx, dword ptr [r15 + r9 + 256]
+    movzx esi, cl
+    test ebx, 320
+    jz 1f
+1:
+    mov ecx, 78
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    mov r8d, dword ptr [r14 + 0]
+    mov rbp, r10
+    test bl, 128
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 13
+    rep stosb
+    and rbp, 8128
+    cmp rax, qword ptr [r15 + rbp + 8192]
+    mov edi, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    inc dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 24256
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ebp, dl
-    test ebx, 3296
+    mov rax, rcx
+    mov r8d, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 64]
+    mov esi, r8d
+    test ebx, 928
     jz 1f
 1:
-    mov eax, r8d
-    movzx ebp, byte ptr [r15 + 0]
-    mov ebp, eax
-    test ebx, 256
+    mov edx, 155
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8, rdx
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 640
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r8d, edx
+    cmovne rdx, rax
+    or qword ptr [r15 + 0], 78
+    test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov esi, ebp
-    lock or dword ptr [r15 + 0], 92
-    cmp rdi, qword ptr [r15 + 0]
-    test ebx, 15296
+    mov eax, 118
+    movzx edx, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    test ebx, 992
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov qword ptr [r15 + 0], rsi
-    mov rcx, rsi
-    mov esi, ecx
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 736
+    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    movzx edi, byte ptr [r14 + 0]
+    and r9, 1984
+    mov ecx, dword ptr [r14 + r9 + 2112]
+    test ebx, 64928
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    popcnt rax, rbp
-    .byte 0x66, 0x90
-    and rbp, 8128
-    movsxd rsi, dword ptr [r14 + rbp + 8256]
-    lea r8, [r10 + r10*1]
-    mov rcx, rsi
-    test ebx, 97760
-    jnz 1f
+    lea rbp, [r10 + r10*2]
+    mov rcx, rbp
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 512], esi
+    mov r8d, 94
+    movsxd rsi, dword ptr [r15 + r9 + 2176]
+    mov r8, r10
+    test ebx, 512
+    jz 1f
 1:
+    mov eax, dword ptr [r15 + rbp + 640]
     and r8, 64
-    cmp dword ptr [r15 + r8 + 192], 12
-    mov rdx, r8
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + rbp + 8192]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 192]
-    test ebx, 3744
-    jz 1f
+    and esi, dword ptr [r15 + r8 + 128]
+    imul edi, edx, 25
+    cmp dword ptr [r15 + rbp + 576], 53
+    test ebx, 1440
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov ebp, esi
-    mov eax, dword ptr [r15 + r8 + 128]
+    mov edx, 190
+    mov ebp, 207
+    mov esi, edx
+    mov byte ptr [r15 + r9 + 2048], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c8:
-    mov dword ptr [r15 + 0], 58
-    mov r8d, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, r8d
-    test ebx, 256
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 384
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 245
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    movzx r9d, dl
+    mov edi, dword ptr [r15 + 0]
+    mov edx, edi
     mov r8, qword ptr [r15 + 0]
-    test ebx, 576
+    test ebx, 22496
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 138
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 24288
+    mov edi, 129
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 56288
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, dl
-    mov rbp, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 24288
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rdx
+    cmp rdx, qword ptr [r15 + 0]
+    test ebx, 2304
     jnz 1f
 1:
-    mov r9, r10
-    movzx esi, r9b
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, ecx
+    mov edx, 150
+    test bl, 96
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, edx
+    vpor xmm0, xmm0, xmm2
+    test ebx, 8160
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov esi, ecx
+    mov edi, 251
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, dil
+    mov rbp, r10
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 16384], 224
+    movsxd r8, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    movzx eax, r8b
+    test bl, 64
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 64]
+    and r9, 448
+    mov dword ptr [r14 + r9 + 512], r9d
+    mov esi, 207
     lea rbp, [r10 + r10*1]
-    mov r8, r10
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    and r8, 1984
-    btc dword ptr [r15 + r8 + 2048], 28
-    test ebx, 8128
-    jnz 1f
+    test bl, 128
+    jz 1f
 1:
-    and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 576]
-    mov edx, 148
-    lea rdi, [r15 + 131712]
-    mov ecx, 4096
-    rep stosb
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 13
-    movzx eax, byte ptr [r15 + 64]
-    mov byte ptr [r14 + 0], dl
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 128]
+    movzx edx, byte ptr [r15 + rbp + 192]
+    movzx ebp, byte ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c9:
-    movzx edx, sil
-    mov ebp, edx
-    mov r9d, r8d
-    xchg rdi, rdx
-    lea r8, [r10 + r10*1]
-    test ebx, 512
+    mov r8d, 243
+    mov esi, 15
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov edi, 75
+    test ebx, 16064
     jz 1f
 1:
-    and r8, 448
-    and edi, dword ptr [r15 + r8 + 576]
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], 83
+    movsxd rsi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, eax
+    and esi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 207
+    movzx edi, r9b
+    mov r9d, edi
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
+    xor dword ptr [r15 + 0], edx
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 192]
+    mov edx, 82
+    mov edi, dword ptr [r15 + rbp + 128]
+    test bl, 160
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov ebp, eax
+    mov r9d, eax
+    and r8, 192
+    movzx esi, byte ptr [r15 + r8 + 320]
+    movzx ecx, cl
+    test bl, 64
+    jz 1f
+1:
+    xor dword ptr [r15 + r8 + 256], esi
+    mov dword ptr [r15 + r8 + 384], ecx
+    lea rbp, [r10 + r10*1]
+    mov esi, eax
+    and rbp, 448
+    xor dword ptr [r15 + rbp + 576], esi
+    test ebx, 122688
+    jz 1f
+1:
+    xchg rsi, rdx
+    mov eax, dword ptr [r14 + rbp + 512]
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 25
-    mov esi, eax
-    test ebx, 61344
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r9
-    mov edi, eax
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, ebp
-    nop
-    test ebx, 3296
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r10 + r10*2]
-    movsxd rcx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    test ebx, 256
-    jnz 1f
-1:
-    and rbp, 8128
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + rbp + 8192]
-    inc dword ptr [r15 + rbp + 8256]
-    cmovne rcx, r8
-    and r9, 192
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    test ebx, 30176
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r14 + 64]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 8320]
-    mov rbp, rdi
-    mov qword ptr [r15 + r8 + 512], rbp
-    test ebx, 256
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    mov r9d, r8d
-    movzx r8d, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c10:
-    lea rbp, [r10 + r10*1]
-    mov edx, ecx
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    mov rdi, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 192
+    and edx, dword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 31
     movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, ecx
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 121824
+    cmp dword ptr [r15 + 0], 28
+    test ebx, 12224
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    imul edi, r8d, 60
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 20448
+    jnz 1f
+1:
+    mov edx, 122
+    mov qword ptr [r15 + 0], rdx
+    mov esi, 67
+    test ebx, 59360
     jz 1f
 1:
-    mov rax, r8
-    cmp dword ptr [r15 + 0], 107
-    mov byte ptr [r15 + 0], al
+    movzx ebp, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    cmp rdx, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
     mov edx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movzx r8d, dl
-    sete cl
-    mov rsi, rdi
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 68
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test bl, 64
+    cmp rdx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov edi, 189
-    movsxd rax, dword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 31712
-    jz 1f
-1:
-    mov rsi, rdi
-    mov r9d, esi
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r9d, 80
-    mov r8, r10
-    test ebx, 1440
-    jz 1f
-1:
-    and r8, 448
-    xor dword ptr [r14 + r8 + 512], r8d
-    mov rcx, rbp
-    mov r9, r10
-    mov eax, ebp
-    movzx edx, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 0], 37
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 2048]
+    movsxd rdx, dword ptr [r15 + 64]
     test bl, 64
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rdi
+    mov ecx, dword ptr [r14 + 0]
+    cmp r8, qword ptr [r15 + rbp + 2112]
+    test ebx, 16096
     jnz 1f
 1:
-    and r9, 960
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r9 + 1024]
-    movzx esi, r9b
-    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 320], r9d
+    cmp dword ptr [r14 + r9 + 192], 118
+    mov eax, 253
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, eax
+    mov esi, 193
+    vmovq xmm0, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c11:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    movsxd rcx, dword ptr [r15 + 0]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test bl, 64
+    movzx edx, cl
+    test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1248
+    jnz 1f
+1:
     mov rax, qword ptr [r15 + 0]
-    test bl, 64
+    mov edi, 195
+    mov rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 22496
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov r8d, 195
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 0], r9
+    mov rcx, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, r9d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rdx
+    mov rcx, qword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 1728
+    jz 1f
+1:
+    mov edi, 44
+    mov rax, qword ptr [r14 + r8 + 192]
+    mov esi, r9d
+    mov r8d, 184
     test ebx, 30176
     jz 1f
 1:
-    add qword ptr [r15 + 0], r8
-    movzx eax, bpl
-    mov ebp, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, 9
-    mov rsi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 64
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 512]
-    vmovdqu xmm9, xmmword ptr [r15 + 64]
+    mov rdx, r8
     mov rbp, r10
-    mov dword ptr [r15 + r8 + 576], ebp
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    cmp dword ptr [r14 + 64], 33
-    movzx r9d, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 736
-    jz 1f
-1:
-    and r8, 1984
-    add rdi, qword ptr [r15 + r8 + 2112]
-    mov byte ptr [r14 + r8 + 2048], r8b
-    movzx ebp, dil
+    mov r8, qword ptr [r15 + r9 + 128]
+    mov r9d, dword ptr [r15 + 64]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c12:
-    movsxd rdi, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, ecx
-    test ebx, 256
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    vpshufd xmm9, xmm11, 65
-    test ebx, 1952
-    jnz 1f
-1:
-    movzx edx, al
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 130464
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 160
-    mov qword ptr [r15 + 0], rax
-    and edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 2528
-    jnz 1f
-1:
-    movzx eax, dl
-    mov dword ptr [r15 + 0], 125
-    mov dword ptr [r15 + 0], eax
-    test ebx, 864
-    jnz 1f
-1:
-    mov r8, r8
-    mov edx, 255
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rbp, r8
-    not qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    and r9, 64
-    add rdx, qword ptr [r14 + r9 + 192]
-    mov eax, edx
-    test ebx, 63968
-    jz 1f
-1:
-    mov rbp, r10
+    mov esi, dword ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + 64]
     mov r8, r10
-    mov rcx, qword ptr [r15 + r9 + 128]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2048], 9
+    mov dword ptr [r15 + 64], 225
+    and r8, 8128
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 8192]
+    test ebx, 640
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rax
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 28128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 80
+    mov dword ptr [r15 + 0], 246
+    inc dword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    mov edx, 86
+    mov r9, rdx
+    and eax, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov edi, r9d
+    mov dword ptr [r15 + 0], 218
+    xchg rbp, rcx
+    test bl, 64
+    jz 1f
+1:
+    mov r9, rbp
+    mov rcx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 1376
+    jz 1f
+1:
+    mov rsi, rcx
+    mov ebp, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 121792
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov r8, r10
+    test bl, 128
+    jz 1f
+1:
+    cmp dword ptr [r15 + rbp + 192], 105
+    and r8, 32704
+    mov ebp, dword ptr [r15 + r8 + 32768]
+    mov qword ptr [r14 + 0], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c13:
-    mov byte ptr [r15 + 0], bpl
-    xor dword ptr [r15 + 0], esi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, rdi
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 192]
+    movzx r8d, dl
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 512
+    jz 1f
+1:
+    mov edx, eax
+    mov r9d, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 3264
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rcx, qword ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 110
-    cmp dword ptr [r15 + 0], 58
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, r8
+    movzx eax, r8b
+    test bl, 64
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov esi, 80
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    cmp dword ptr [r15 + 0], 19
-    mov ecx, r9d
-    lea r8, [r10 + r10*1]
-    test ebx, 320
+    lea r8, [r10 + r10*2]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movzx esi, byte ptr [r15 + 0]
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 320]
+    test ebx, 2912
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    lea rbp, [r10*4]
+    mov r9, r10
+    mov rdx, qword ptr [r15 + r8 + 384]
+    movzx ecx, byte ptr [r15 + r8 + 256]
+    movzx eax, byte ptr [r15 + rbp + 128]
+    and r9, 448
+    movzx edi, byte ptr [r15 + r9 + 512]
     test bl, 128
     jnz 1f
 1:
-    and rbp, 192
-    mov rdi, qword ptr [r15 + rbp + 448]
-    add rsi, qword ptr [r14 + 0]
-    mov edx, 34
-    lea r9, [r10 + r10*1]
-    mov rsi, rdx
-    test bl, 64
-    jnz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov esi, ecx
-    cmp rcx, qword ptr [r14 + rbp + 320]
-    test ebx, 3872
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    mov rdi, qword ptr [r15 + 64]
+    imul r8d, esi, 107
+    movzx r9d, dil
+    test bl, 128
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 576]
-    mov ecx, edx
-    mov rdi, qword ptr [r15 + r8 + 192]
-    cmp r9, qword ptr [r15 + rbp + 384]
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, ebp
-    mov r9d, eax
-    mov byte ptr [r15 + rbp + 256], r9b
+    mov qword ptr [r14 + 0], rsi
+    movsxd rsi, dword ptr [r14 + 0]
+    movzx eax, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c14:
-    lea rbp, [r10*4]
-    and rbp, 448
-    btc dword ptr [r15 + rbp + 704], 18
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    test ebx, 1760
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 19
-    mov eax, 193
-    mov r9d, r8d
-    test ebx, 288
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 212
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 40
-    and esi, dword ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 55
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    lea r9, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    mov ecx, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + 0], eax
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    cmovne rdi, r8
-    mov r9, r10
-    mov dword ptr [r14 + 0], eax
-    and r9, 960
-    movzx esi, byte ptr [r14 + r9 + 1024]
+    mov edi, 22
+    mov ecx, r8d
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r8
     test bl, 128
+    jz 1f
+1:
+    cmp rsi, qword ptr [r15 + 0]
+    bt r8, rdx
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, 147
+    test ebx, 256
+    jz 1f
+1:
+    xchg r8, rcx
+    .byte 0x66, 0x90
+    mov edx, r8d
+    test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 64], sil
-    cmp rax, qword ptr [r15 + rbp + 640]
-    movsxd rax, dword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + 0], rdx
+    and r8d, dword ptr [r15 + 0]
+    mov edx, 49
+    test ebx, 27584
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx r9d, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 33
+    lea rdi, [r15 + 67109504]
+    mov ecx, 42
+    rep stosb
+    lea r9, [r10 + r10*1]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 2112], r9
+    test ebx, 384
+    jz 1f
+1:
+    and r9, 192
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r9 + 256], dl
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], eax
+    test ebx, 2528
+    jnz 1f
+1:
+    and r8, 960
+    xor dword ptr [r15 + r8 + 1088], ebp
+    xor dword ptr [r15 + rbp + 2048], r8d
+    mov rax, qword ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c15:
-    lea r8, [r10 + r10*2]
-    and r8, 192
-    mov ebp, dword ptr [r15 + r8 + 384]
-    movzx esi, byte ptr [r15 + r8 + 320]
-    mov r9d, 147
-    mov byte ptr [r15 + 0], r9b
-    test bl, 64
-    jnz 1f
-1:
-    nop
-    mov eax, 130
-    mov rdi, qword ptr [r15 + 0]
-    movzx eax, dl
-    test ebx, 2976
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 63968
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, sil
-    test ebx, 1504
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 64
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 64], rdi
-    mov rdi, rdx
-    mov dword ptr [r15 + 64], edi
-    test ebx, 61344
-    jz 1f
-1:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movzx ebp, byte ptr [r14 + r8 + 192]
     jmp 1f
 1:
-    mov rdi, rdi
-    movsxd rax, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r14 + 0]
+    mov rsi, rdx
+    test ebx, 256
+    jnz 1f
+1:
+    add rdi, qword ptr [r14 + 0]
+    inc dword ptr [r15 + 0]
+    movzx esi, r9b
+    movzx ecx, sil
+    test bl, 128
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 22
+    movzx esi, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov rdx, rbp
-    and rbp, 1984
-    mov esi, dword ptr [r15 + rbp + 2048]
-    mov byte ptr [r14 + 0], sil
-    mov dword ptr [r14 + 0], esi
-    mov r9, r10
-    test ebx, 1504
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 32736
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    sete al
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r9d, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 43
+    mov rbp, r10
+    test bl, 64
     jnz 1f
 1:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 512]
-    and ecx, dword ptr [r15 + rbp + 2112]
-    cmp rdi, qword ptr [r15 + r8 + 256]
+    mov rdi, qword ptr [r15 + 0]
+    mov rdx, rax
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 256], r8b
+    mov r9, r10
+    test ebx, 576
+    jnz 1f
+1:
+    and r9, 8128
+    movsxd rbp, dword ptr [r15 + r9 + 8192]
+    mov qword ptr [r15 + 64], rbp
+    mov ecx, dword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 2784
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 64]
+    movzx r9d, byte ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c16:
-    lea r8, [r10 + r10*2]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16512], r8d
-    and edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    test ebx, 26560
+    mov esi, esi
+    mov ecx, 118
+    mov edi, 176
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 3424
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 176
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    mov rbp, rsi
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    movzx r9d, byte ptr [r15 + 0]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, 97
     test bl, 64
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rcx, rbp
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], bpl
-    movzx edi, byte ptr [r15 + 64]
-    mov rsi, rdx
-    test ebx, 31200
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 64], r8d
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8192], r8d
-    mov dword ptr [r14 + 0], 60
-    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, 38
+    mov byte ptr [r15 + 0], cl
     test bl, 96
     jnz 1f
 1:
-    mov dword ptr [r14 + 64], edx
-    and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1024]
-    movsxd rdx, dword ptr [r15 + rbp + 8256]
-    jmp 1f
+    mov dword ptr [r15 + 0], 25
+    mov qword ptr [r15 + 0], rbp
+    cmovne rcx, rdx
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 31552
+    jz 1f
 1:
-    test ebx, 512
+    movzx ebp, byte ptr [r15 + 0]
+    mov edi, 50
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 3680
+    jz 1f
+1:
+    bswap rdi
+    cmovne rcx, rdi
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 64
     jnz 1f
 1:
-    or qword ptr [r15 + r8 + 16384], 122
-    mov byte ptr [r15 + r8 + 16448], dl
-    movzx r8d, byte ptr [r15 + r9 + 1088]
+    lea r8, [r10 + r10*1]
+    mov rbp, r10
+    mov ecx, 202
+    and r8, 448
+    cmp dword ptr [r15 + r8 + 512], 95
+    and rbp, 64
+    mov r9, r10
+    mov edx, dword ptr [r15 + rbp + 128]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx esi, byte ptr [r14 + 0]
+    and r9, 960
+    movzx eax, byte ptr [r15 + r9 + 1024]
+    mov ebp, dword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c17:
-    sete dl
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 179
+    mov dword ptr [r15 + 0], r8d
+    movzx edi, byte ptr [r15 + 0]
+    movzx eax, cl
+    test ebx, 1280
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rdi
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov ecx, eax
-    mov r9d, 229
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 32320
+    lea r8, [r10 + r10*2]
+    mov dword ptr [r15 + 0], r8d
+    cmp dword ptr [r15 + 0], 111
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1024]
+    mov qword ptr [r14 + 0], r8
+    test bl, 64
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
+    mov edi, 73
+    mov edx, 40
+    mov ebp, 208
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 62
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 288
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    popcnt rdi, rcx
-    test ebx, 256
+    test ebx, 24384
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 130720
+    mov dword ptr [r14 + 0], 56
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov rdi, r9
+    test ebx, 480
     jnz 1f
 1:
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], 56
-    lea rbp, [r10 + r10*1]
-    mov r9, qword ptr [r14 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], eax
-    lea r9, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
+    mov r9, rsi
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rsi
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 2048]
+    test ebx, 129504
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    and r9, 960
-    mov r8, r10
-    mov qword ptr [r15 + r9 + 1088], r9
-    mov edi, ebp
+    mov ecx, r8d
+    mov rax, rax
+    mov r9d, ecx
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 1088]
     test bl, 64
     jnz 1f
 1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 512]
-    movsxd rbp, dword ptr [r15 + r9 + 1024]
-    cmovne r9, rdx
+    lea r9, [r10 + r10*1]
+    cmp dword ptr [r15 + r8 + 1152], 78
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r9 + 192], dl
+    movzx edx, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c18:
     lea rbp, [r10 + r10*1]
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1024]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    bswap rdi
-    movzx esi, dil
-    test bl, 128
+    and rbp, 64
+    cmp rax, qword ptr [r15 + rbp + 128]
+    cmp r9, qword ptr [r15 + 0]
+    cmovne r9, rcx
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 26560
+    jz 1f
+1:
+    imul eax, eax, 86
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 6
+    test bl, 64
     jnz 1f
 1:
-    sete cl
-    mov rsi, rax
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx eax, sil
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1632
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 254
+    mov rsi, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 2
     test bl, 64
     jz 1f
 1:
-    jmp 1f
-1:
+    sete dil
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    cmp dword ptr [r15 + 0], 14
-    test ebx, 576
+    mov r8d, 16
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 20
-    test bl, 64
+    mov rsi, rdx
+    mov r9d, 49
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    nop
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 8
-    rep movsb
-    mov r9, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1888
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, r9
+    mov rdi, rbp
+    mov qword ptr [r15 + 0], rdx
     mov eax, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
+    mov r8, r10
+    test bl, 128
+    jnz 1f
 1:
-    mov r9, r10
+    and r8, 32704
+    mov rdx, qword ptr [r15 + r8 + 32768]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 8192]
-    and r8, 192
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    test bl, 128
+    lea r9, [r10 + r10*1]
+    mov ecx, ecx
+    test ebx, 60896
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 1088]
-    mov ebp, dword ptr [r14 + r8 + 256]
-    movzx edi, byte ptr [r14 + 0]
+    and r9, 448
+    add rsi, qword ptr [r14 + r9 + 512]
+    mov eax, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r9 + 576], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c19:
-    bt rdi, rcx
-    jmp 1f
+    mov edi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 3296
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    bt rbp, rcx
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 64736
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     test bl, 64
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, dl
-    movzx edi, byte ptr [r15 + 0]
+    mov rcx, rdi
+    mov rdx, rdx
+    mov byte ptr [r15 + 0], bpl
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 31712
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rdi, rbp
+    jmp 1f
+1:
+    and rbp, 960
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 1088]
+    movsxd r8, dword ptr [r15 + 64]
+    test bl, 64
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov eax, r8d
+    movzx edi, byte ptr [r14 + 0]
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 576]
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, 241
+    mov r8, rdi
+    lea r8, [r10 + r10*1]
+    sete dil
+    vpcmpeqb xmm0, xmm0, xmm0
     test ebx, 28352
     jz 1f
 1:
-    vpshufd xmm9, xmm9, 68
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1632
-    jz 1f
-1:
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 75
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 288
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 128]
+    mov eax, dword ptr [r14 + r8 + 192]
+    mov rdi, qword ptr [r15 + rbp + 1024]
+    bt rbp, rcx
+    test ebx, 512
     jnz 1f
 1:
-    lea rbp, [r10 + r10*4]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 448
-    or qword ptr [r15 + rbp + 576], 120
-    test bl, 160
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    mov r9d, eax
-    movzx esi, al
-    test ebx, 1376
-    jz 1f
-1:
-    mov r9, r10
-    mov dword ptr [r15 + 64], eax
-    mov esi, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 64], 107
-    and r9, 960
-    mov r8, r10
-    cmp dword ptr [r15 + r9 + 1024], 127
-    test ebx, 256
-    jz 1f
-1:
-    and r8, 16320
-    mov r9, qword ptr [r14 + r8 + 16384]
-    mov rdx, qword ptr [r15 + rbp + 704]
-    bswap r8
-    test bl, 128
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + rbp + 640]
+    movzx edx, dil
+    mov eax, 162
+    mov dword ptr [r15 + r9 + 512], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c20:
-    lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 8192]
-    movzx r8d, byte ptr [r14 + 0]
-    mov eax, r8d
-    movzx r9d, byte ptr [r14 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    mov edx, r9d
-    mov r8d, 254
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, 69
-    test bl, 96
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 480
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov edx, 57
-    mov r8d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx eax, cl
+    mov byte ptr [r15 + 0], sil
     test bl, 64
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 152
+    movzx ecx, r9b
     jmp 1f
 1:
-    movzx esi, r8b
-    mov rcx, qword ptr [r15 + r9 + 192]
-    test bl, 96
-    jz 1f
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 237440
+    jnz 1f
 1:
-    mov dword ptr [r15 + 64], 252
-    inc dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
-    mov r8, r10
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 16096
+    jnz 1f
+1:
+    cmp rbp, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     movzx eax, r8b
-    test bl, 192
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, ecx
+    movzx r8d, bpl
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 120800
     jz 1f
 1:
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 2048]
-    movzx edi, r8b
-    mov dword ptr [r15 + rbp + 8256], 83
+    movzx edx, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 77
+    mov byte ptr [r15 + 0], dl
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, ebp
+    lea r9, [r10 + r10*2]
+    mov dword ptr [r15 + 0], 144
+    and r9, 1984
+    mov ebp, dword ptr [r15 + r9 + 2112]
+    mov rsi, qword ptr [r14 + r9 + 2176]
+    test ebx, 256
+    jz 1f
+1:
+    mov r8, r10
+    lea rbp, [r10 + r10*1]
+    mov eax, 220
+    and r8, 32704
+    movzx edx, byte ptr [r15 + r8 + 32768]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    mov r8d, r9d
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 128]
+    movzx r8d, byte ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + r9 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c21:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, 198
-    test ebx, 48992
-    jnz 1f
-1:
+    movsxd r9, dword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    mov r8, rdi
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test bl, 96
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], eax
-    test ebx, 480
-    jnz 1f
-1:
-    mov rcx, rax
-    mov esi, dword ptr [r15 + 0]
-    mov eax, edi
-    mov rdx, rsi
+    mov eax, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 288
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 32352
     jnz 1f
 1:
-    mov eax, 197
-    movzx r9d, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 3872
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov ecx, 105
-    mov edi, dword ptr [r15 + 0]
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 192]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea r8, [r10 + r10*1]
-    test bl, 64
+    or qword ptr [r15 + 0], 67
+    lea rbp, [r10 + r10*4]
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 512]
+    mov rsi, qword ptr [r14 + 0]
+    lea r8, [r10*4]
+    test bl, 128
     jnz 1f
 1:
-    mov r9, r10
-    mov byte ptr [r15 + rbp + 128], r8b
-    and r9, 960
-    inc dword ptr [r14 + r9 + 1024]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov r9d, dword ptr [r15 + r8 + 320]
-    test bl, 160
+    mov rdx, qword ptr [r14 + 0]
+    and r8, 960
+    cmp rdx, qword ptr [r15 + r8 + 1024]
+    mov rsi, qword ptr [r15 + rbp + 640]
+    mov ecx, esi
+    test ebx, 256
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 64]
-    jmp 1f
+    mov ecx, 193
+    mov rsi, qword ptr [r15 + rbp + 704]
+    movzx eax, byte ptr [r15 + rbp + 768]
+    lea r9, [r10 + r10*1]
+    movzx esi, al
+    test bl, 128
+    jnz 1f
 1:
+    mov edi, 226
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 192]
+    movzx eax, byte ptr [r15 + r8 + 1088]
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1216], eax
+    mov dword ptr [r15 + rbp + 576], 98
+    movsxd r9, dword ptr [r15 + r8 + 1152]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c22:
-    mov edi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    movzx r9d, dil
-    mov rax, r9
+    cmp dword ptr [r15 + 0], 23
+    mov rcx, rbp
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, 45
+    test ebx, 3872
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov ebp, 217
     test bl, 64
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, al
+    mov r8, qword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    cmp rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 992
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov edi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    xchg r8, rdx
+    vpshufd xmm0, xmm3, 91
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    test ebx, 3392
+    jnz 1f
+1:
+    mov esi, ebp
+    mov ecx, 16
+    mov r9, r10
+    mov edx, dword ptr [r15 + rbp + 128]
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 512]
     test ebx, 32480
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    cmp rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r10 + r10*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r8, rbp
+    and rbp, 8128
+    add r8, qword ptr [r15 + rbp + 8256]
     test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 76
-    mov r8d, 229
-    test ebx, 256
-    jnz 1f
-1:
-    mov eax, 4
-    movzx edi, bpl
-    movzx ebp, byte ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 8256], rsi
-    mov esi, dword ptr [r14 + 64]
-    mov r8d, 82
-    lea rbp, [r10 + r10*2]
-    mov dword ptr [r14 + 64], r8d
-    test ebx, 1440
-    jz 1f
-1:
-    and rbp, 192
-    movzx edi, byte ptr [r15 + rbp + 256]
-    mov r8, r10
-    mov esi, eax
-    mov rax, rsi
-    test ebx, 3648
-    jz 1f
-1:
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 2048]
-    or qword ptr [r15 + rbp + 384], 11
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edi, r9d
-    test bl, 64
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    imul rdi, r8
-    mov eax, dword ptr [r15 + r9 + 8192]
+    mov dword ptr [r14 + 0], 132
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + rbp + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c23:
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 32064
-    jnz 1f
+    vpaddd xmm9, xmm9, xmm0
+    movzx ebp, cl
+    jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    cmp r8, qword ptr [r15 + 0]
+    test ebx, 3744
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    cmp dword ptr [r15 + 0], 40
+    mov dword ptr [r15 + 0], ebp
+    test bl, 64
+    jz 1f
+1:
+    bt rbp, rbp
+    mov dword ptr [r15 + 0], 105
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], eax
     test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 20
+    cmp dword ptr [r15 + 0], 3
+    and ebp, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 31
-    cmp rcx, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rcx
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, rcx
-    lea r8, [r10 + r10*4]
-    test ebx, 30176
-    jz 1f
-1:
-    mov ebp, esi
-    and r8, 448
-    mov qword ptr [r14 + r8 + 576], r8
-    mov dword ptr [r15 + r8 + 640], 229
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 704], 60
-    test ebx, 48992
-    jz 1f
-1:
-    and r9, 960
-    mov rbp, r10
-    mov byte ptr [r15 + r9 + 1088], bpl
-    and rbp, 8128
-    cmp dword ptr [r15 + rbp + 8192], 7
-    mov rdi, rbp
-    test ebx, 512
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov ebp, dword ptr [r14 + 0]
-    xchg rax, rdx
-    mov dword ptr [r15 + r8 + 768], ebp
+    lea rbp, [r10 + r10*1]
+    mov eax, ebp
+    mov qword ptr [r15 + 0], rbp
+    mov edx, 169
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 192]
     test ebx, 256
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    imul r9d, r8d, 6
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 576]
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 512], edx
-    movzx edi, byte ptr [r15 + r9 + 1024]
-    mov r8d, 12
+    mov r9, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    and r9, 960
+    mov edi, dword ptr [r15 + r9 + 1024]
+    movzx esi, bpl
+    mov rcx, qword ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rcx, rbp
+    movsxd rdx, dword ptr [r14 + 0]
+    mov dword ptr [r15 + rbp + 128], 14
+    test ebx, 63328
+    jnz 1f
+1:
+    mov ebp, 197
+    movzx esi, byte ptr [r15 + r8 + 512]
+    mov r9d, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c24:
-    cmp r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    vmovq xmm9, rsi
-    cmp dword ptr [r15 + 0], 6
-    test bl, 64
-    jz 1f
+    lea r8, [r10 + r10*1]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 8256], rax
+    mov esi, 104
+    mov qword ptr [r15 + 0], rsi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    xor dword ptr [r15 + 0], esi
+    test ebx, 768
+    jnz 1f
 1:
-    movzx r8d, r9b
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edi, r8b
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, 220
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov edx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 71
-    test ebx, 29664
+    add qword ptr [r15 + 0], rsi
+    inc dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 31456
     jz 1f
 1:
-    xor dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 121
-    mov r9, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], eax
-    test ebx, 992
+    mov eax, esi
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, ecx
+    test ebx, 1440
+    jnz 1f
+1:
+    mov rcx, rdx
+    xor dword ptr [r15 + 0], ecx
+    mov rdx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    cmp dword ptr [r15 + 64], 70
-    mov dword ptr [r15 + 64], eax
-    mov rbp, r10
-    movzx edi, sil
-    test bl, 96
+    movzx ecx, byte ptr [r15 + 0]
+    bt rdi, rcx
+    cmp r9, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 576
     jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2048], ebp
-    mov rdx, rdx
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], edi
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, r10
+    test ebx, 122560
+    jz 1f
+1:
+    and r9, 192
+    mov qword ptr [r15 + r9 + 256], r8
+    mov dword ptr [r14 + 0], 243
+    movzx ecx, byte ptr [r14 + 0]
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    bt r9, rsi
-    mov r8, r10
-    test bl, 128
+    test ebx, 256
     jnz 1f
 1:
-    and rbp, 960
-    movzx esi, byte ptr [r14 + rbp + 1024]
-    cmp rcx, qword ptr [r15 + rbp + 1088]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    movzx eax, dl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 2048], bpl
+    mov edx, dword ptr [r15 + rbp + 2112]
+    cmp dword ptr [r15 + r8 + 8192], 113
+    mov r8d, 2
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    mov ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, 67
-    mov ebp, edx
+    cmp dword ptr [r15 + 0], 1
+    mov dword ptr [r15 + 0], edx
+    movzx esi, r9b
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    cmovne r9, rsi
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 227200
+    jnz 1f
+1:
+    xor dword ptr [r15 + 0], eax
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 14272
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov rax, rax
+    xor dword ptr [r15 + 0], r8d
+    mov rdi, rbp
+    test bl, 128
+    jnz 1f
+1:
+    mov r8d, edi
+    movzx ebp, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov r9, r10
     test ebx, 256
     jz 1f
 1:
-    mov edi, esi
-    mov ebp, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 61152
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 32352
+    and r9, 960
+    add rsi, qword ptr [r15 + r9 + 1024]
+    cmovne rcx, r9
+    movzx eax, sil
+    test ebx, 30528
     jz 1f
 1:
-    or esi, 1
-    xor edx, edx
-    div esi
-    movzx ecx, sil
-    mov edx, esi
-    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    vpmovmskb edi, xmm3
+    vpmovmskb r9d, xmm9
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 192]
+    test ebx, 81888
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 0]
+    movzx edx, sil
+    mov qword ptr [r15 + rbp + 128], rdx
     test bl, 64
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, rsi
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    test ebx, 992
-    jnz 1f
-1:
-    mov esi, edi
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 15808
-    jz 1f
-1:
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
     mov rbp, r10
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
+    mov byte ptr [r15 + 64], al
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 2048], rbp
+    movzx eax, bpl
+    test bl, 64
     jz 1f
 1:
-    and rbp, 32704
-    and eax, dword ptr [r15 + rbp + 32768]
-    mov r8, r10
-    mov dword ptr [r14 + 0], 130
-    and r8, 960
-    mov rbp, qword ptr [r15 + r8 + 1024]
-    test bl, 96
-    jnz 1f
-1:
-    mov r9, r10
-    mov r8d, 7
-    add r8, qword ptr [r15 + 64]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2048], 247
+    movzx r9d, dil
+    mov r8, r9
+    xchg rcx, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov rdx, qword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmm9
-    test ebx, 124896
-    jnz 1f
+    jmp 1f
 1:
+    mov edi, dword ptr [r15 + 0]
+    mov rdx, rdi
+    mov ebp, edx
     mov rdi, rsi
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx ebp, dl
     test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    bt r8, rdi
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    movzx eax, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov rbp, r8
-    cmp dword ptr [r15 + 0], 91
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test bl, 128
+    mov r9, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 62432
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    movzx edi, al
-    test ebx, 28384
+    cmp dword ptr [r15 + 0], 2
+    mov ebp, 230
+    movzx r8d, bpl
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 31552
     jnz 1f
 1:
-    movzx r9d, dil
-    mov rax, rdi
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test bl, 96
-    jz 1f
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 87
-    jmp 1f
+    xchg r9, rbp
+    add rdi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    add qword ptr [r15 + 0], rbp
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 128], 42
-    test ebx, 992
+    movsxd rdi, dword ptr [r15 + 0]
+    and rbp, 1984
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + rbp + 2048]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], 21
+    and r9, 960
+    movzx ecx, byte ptr [r15 + r9 + 1088]
+    test bl, 64
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 192], r9d
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 576]
-    mov rsi, qword ptr [r14 + 0]
-    movzx ebp, byte ptr [r14 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9, r10
-    mov rax, qword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r15 + 64]
-    and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 8192]
+    cmp dword ptr [r14 + r9 + 1024], 7
+    mov qword ptr [r15 + rbp + 2112], rdx
+    mov eax, dword ptr [r15 + r8 + 320]
+    mov ecx, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    mov edx, dword ptr [r15 + 0]
-    cmp rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 5
-    test ebx, 1824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 124
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, rcx
-    test ebx, 15296
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 2
-    mov rsi, rsi
-    test ebx, 256
+    movzx edx, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 39
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
+    movzx ebp, dil
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 64
+    jz 1f
+1:
+    add qword ptr [r15 + 0], r8
+    mov r9, qword ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 31168
+    jnz 1f
+1:
+    movzx esi, dil
+    movsxd rdx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 101
+    test bl, 64
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov esi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 61
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 8160
+    mov ebp, 61
+    test bl, 64
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    lea r9, [r10 + r10*2]
-    mov byte ptr [r15 + 0], al
-    and r9, 960
-    mov edx, dword ptr [r15 + r9 + 1088]
-    lea r8, [r10 + r10*2]
-    mov edi, dword ptr [r15 + r9 + 1024]
+    mov byte ptr [r15 + 0], cl
+    movzx eax, bpl
+    mov r8, r10
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*2]
+    and r8, 960
+    movsxd rsi, dword ptr [r14 + r8 + 1024]
+    lea r9, [r10 + r10*1]
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    test ebx, 31968
+    jnz 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    mov edi, r9d
+    mov ecx, dword ptr [r15 + rbp + 576]
     test bl, 128
-    jnz 1f
-1:
-    mov eax, eax
-    and r8, 8128
-    cmp r8, qword ptr [r15 + r8 + 8192]
-    mov dword ptr [r14 + r8 + 8256], r8d
-    mov rbp, rax
-    mov rbp, r10
-    test bl, 96
     jz 1f
 1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 512]
-    mov edx, dword ptr [r14 + 0]
-    imul esi, r9d, 13
-    movzx ecx, byte ptr [r15 + r9 + 1152]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9, r9
-    movzx ebp, byte ptr [r15 + r8 + 8320]
-    movzx edi, bpl
+    add r8, qword ptr [r15 + rbp + 640]
+    mov byte ptr [r15 + r9 + 192], dl
+    cmovne rax, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    movzx ebp, byte ptr [r15 + 64]
+    mov edx, 162
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    test ebx, 241600
+    bt rdx, rdx
+    movsxd rbp, dword ptr [r14 + 0]
+    test ebx, 1248
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    lea r8, [r10*4]
-    movzx esi, byte ptr [r15 + 64]
-    xchg rbp, rcx
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 16448], cl
-    test bl, 96
-    jz 1f
-1:
-    mov edi, r9d
     mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, rax
-    test ebx, 3744
+    mov dword ptr [r15 + 0], 107
+    mov r8, r9
+    xor dword ptr [r15 + 0], r8d
+    test ebx, 31168
     jz 1f
 1:
-    popcnt rax, rbp
-    sete dl
-    mov dword ptr [r15 + 0], 88
+    mov r9d, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 109
+    mov dword ptr [r15 + 0], esi
+    test bl, 192
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, dil
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, eax
     test bl, 64
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov ebp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, r9
+    .byte 0x0f, 0x1f, 0x00
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 128
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov rcx, rsi
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 16576]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 64], 176
+    or qword ptr [r15 + 64], 33
+    lea r8, [r10 + r10*1]
+    test ebx, 195520
+    jnz 1f
+1:
     mov r9, r10
-    cmp rdi, qword ptr [r15 + r8 + 16512]
-    and ecx, dword ptr [r14 + 0]
-    and r9, 32704
-    mov dword ptr [r15 + r9 + 32768], r9d
-    test ebx, 480
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 192
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    and r8, 960
+    movzx edx, byte ptr [r15 + r8 + 1088]
+    movsxd r9, dword ptr [r15 + r8 + 1024]
+    test ebx, 1760
     jz 1f
 1:
     mov rbp, r10
-    mov rcx, qword ptr [r14 + r8 + 16384]
-    mov esi, ebp
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], esi
+    mov rdi, rbp
+    mov esi, edi
+    and rbp, 65472
+    mov dword ptr [r14 + rbp + 65536], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c29:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, edx
-    test ebx, 256
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rdx, rcx
-    test ebx, 256
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     jmp 1f
 1:
-    add qword ptr [r15 + 0], r8
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1152
+    test ebx, 3680
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, 230
-    mov rdi, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 16064
+    cmovne rax, rbp
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rdx, r9
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 28352
+    mov qword ptr [r15 + 0], rbp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1888
     jnz 1f
 1:
+    movzx r8d, dl
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movsxd rdx, dword ptr [r15 + 0]
+    lea r9, [r10*4]
+    test ebx, 256
+    jz 1f
+1:
+    mov edi, 126
+    and r9, 192
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov ecx, esi
+    test bl, 64
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
     lea rbp, [r10 + r10*1]
-    mov r9, qword ptr [r15 + 64]
-    cmovne rcx, rbp
-    .byte 0x66, 0x90
-    and rbp, 960
-    movzx ecx, byte ptr [r14 + rbp + 1088]
-    lea r8, [r10 + r10*1]
-    test ebx, 64416
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
+    mov r8, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 192]
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 128]
-    .byte 0x66, 0x90
-    movsxd rdi, dword ptr [r14 + 0]
-    test ebx, 928
+    mov dword ptr [r15 + r8 + 128], 168
+    test bl, 128
     jnz 1f
 1:
-    popcnt rcx, rdi
-    mov eax, dword ptr [r15 + rbp + 1024]
-    mov rbp, qword ptr [r15 + r9 + 192]
-    .byte 0x66, 0x90
-    test ebx, 2912
+    mov edx, dword ptr [r14 + 0]
+    mov eax, 22
+    mov r8d, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + r9 + 320]
+    test ebx, 3744
     jnz 1f
 1:
-    mov edx, 82
-    mov esi, r9d
-    mov rdi, qword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r9 + 384], rcx
+    nop
+    mov edi, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c30:
-    mov r9, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 17
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1760
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    cmp rbp, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    nop
-    xor dword ptr [r15 + 0], eax
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    jmp 1f
-1:
+    movzx ecx, cl
     mov byte ptr [r15 + 0], cl
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    and ecx, dword ptr [r15 + 0]
+    movzx ebp, cl
     test bl, 64
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov r8, rbp
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 640
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
-    cmp dword ptr [r15 + 0], 107
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, 180
+    mov r8d, r9d
+    cmp r8, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    and r9, 64
-    cmp dword ptr [r15 + r9 + 128], 81
-    movsxd rbp, dword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*2]
-    test ebx, 24032
+    movzx edi, r8b
+    cmp dword ptr [r15 + 0], 121
+    mov eax, edi
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], 122
-    mov r8, r10
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1024], 155
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 1152]
+    mov r9d, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 193
     test ebx, 256
     jnz 1f
 1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 8192], 227
-    inc dword ptr [r14 + 0]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 1088]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], r9d
+    mov rbp, r10
+    mov qword ptr [r15 + 0], rbp
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    and rbp, 448
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 512], rdx
+    and r8, 192
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    mov r9, r10
+    nop
+    test ebx, 256
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 9
+    rep stosb
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    mov edx, 180
+    mov ebp, 161
+    test ebx, 480
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 256]
+    mov edx, 244
+    mov r8d, r8d
+    sete r9b
+    test ebx, 16352
+    jnz 1f
+1:
+    mov rbp, r8
+    nop
+    mov dword ptr [r14 + 0], 11
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
-    mov r9d, r8d
-    mov r8, r9
-    mov rbp, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 110560
+    mov r8, r10
+    bt rdi, r8
+    and r8, 192
+    mov r9, qword ptr [r14 + r8 + 256]
+    mov dword ptr [r15 + 0], 15
+    mov dword ptr [r15 + 0], 109
+    test ebx, 122592
     jz 1f
 1:
-    mov r9d, edi
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    cmovne rdx, rsi
-    mov r8d, edx
-    test ebx, 256
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    test bl, 128
+    imul esi, esi, 26
+    movzx ecx, byte ptr [r15 + 0]
+    sete bpl
+    test ebx, 928
     jnz 1f
 1:
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + 0]
+    mov rax, rdi
+    mov edi, eax
+    mov r8, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    vpor xmm9, xmm9, xmm9
+    cmp dword ptr [r15 + 0], 73
+    nop
+    test bl, 128
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    imul edi, edx, 101
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r8d, 216
-    mov r9, r10
-    lea rbp, [r10 + r10*1]
-    mov esi, ebp
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 192]
-    test ebx, 24032
-    jz 1f
-1:
-    and r9, 960
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 1024], 217
-    mov rdx, qword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + rbp + 128]
-    and r8, 192
-    mov dword ptr [r14 + r8 + 320], 237
-    test ebx, 243648
+    test ebx, 16288
     jnz 1f
 1:
-    mov rdi, qword ptr [r14 + 64]
-    mov eax, 207
-    mov rbp, qword ptr [r15 + r8 + 256]
+    cmp dword ptr [r15 + 0], 11
+    vpaddd xmm9, xmm9, xmm7
+    mov rbp, r10
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 16064
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 2048]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, rax
+    test ebx, 45024
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    movsxd r9, dword ptr [r15 + 64]
+    inc dword ptr [r15 + 64]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 512], 136
+    test ebx, 2976
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 64]
+    mov qword ptr [r15 + r8 + 640], rsi
+    mov qword ptr [r15 + r8 + 576], rsi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 107 chunk executions per call
-    mov rbx, qword ptr [r15 + 139936]
+    mov rbx, qword ptr [r15 + 67117728]
     lea rcx, [rbx + 107]
-    mov qword ptr [r15 + 139936], rcx
+    mov qword ptr [r15 + 67117728], rcx
     mov r13d, 107
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov r9d, dword ptr [r14 + 0]
-    mov r8, r11
+    mov r8d, dword ptr [r14 + 0]
+    mov rbp, r11
     jmp 1f
 1:
     mov r9, r10
-    and r8, 4032
-    add rax, qword ptr [r15 + r8 + 4096]
-    mov edi, esi
+    and rbp, 4032
+    add r8, qword ptr [r15 + rbp + 4096]
+    mov esi, r8d
     and r9, 448
-    mov qword ptr [r15 + r9 + 512], r9
+    mov qword ptr [r15 + r9 + 512], rdx
     test ebx, 1624328238
     jnz 1f
 1:
     mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    crc32 r8d, al
-    xchg rdi, rdi
-    and rbp, 65472
-    movzx eax, byte ptr [r15 + rbp + 65536]
-    mov dword ptr [r15 + 0], ebp
+    movsxd rdx, dword ptr [r15 + 64]
+    crc32 esi, bpl
+    xchg rax, rax
+    and rbp, 33554368
+    movzx r9d, byte ptr [r15 + rbp + 33554432]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 400
     jz 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2328,84 +2322,84 @@ ditto_body_c1:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 2: 256 bytes, 1 chunk(s), 31 chunk executions per call
-    mov rbx, qword ptr [r15 + 139944]
+    mov rbx, qword ptr [r15 + 67117736]
     lea rcx, [rbx + 31]
-    mov qword ptr [r15 + 139944], rcx
+    mov qword ptr [r15 + 67117736], rcx
     mov r13d, 31
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    lea rbp, [r10 + r10*1]
-    mov eax, eax
+    lea r8, [r10 + r10*1]
+    mov edi, r8d
     .byte 0x0f, 0x1f, 0x40, 0x00
-    and rbp, 64
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 128]
+    and r8, 64
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + r8 + 128]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
     test bl, 2
     jz 1f
 1:
-    movzx eax, r9b
-    add qword ptr [r15 + 0], rax
-    vmovq xmm9, rax
+    movzx edi, dil
+    add qword ptr [r15 + 0], rsi
+    vmovq xmm9, rbp
     test bl, 18
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, rdi
-    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rbp, rcx
+    movzx esi, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
     vpxor xmm9, xmm9, xmm9
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
     test bl, 6
     jz 1f
 1:
-    movzx edi, r8b
-    mov dword ptr [r15 + 0], 139
-    mov r8, qword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov dword ptr [r15 + 0], 127
+    mov rbp, qword ptr [r15 + 0]
     test bl, 114
     jz 1f
 1:
-    vucomisd xmm9, xmm9
-    imul ecx, r8d, 41
+    vucomisd xmm6, xmm3
+    imul ecx, eax, 9
     mov qword ptr [r15 + 0], rcx
-    mov r9, r10
+    mov rbp, r10
     test bl, 8
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    and r9, 8128
-    lock xadd qword ptr [r15 + r9 + 8192], rdx
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    add rdi, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 8128
+    lock xadd qword ptr [r15 + rbp + 8192], rax
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    add rdx, qword ptr [r15 + 64]
     test ebx, 256
     jz 1f
 1:
-    mov rbp, rcx
-    vpaddd ymm9, ymm9, ymmword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
+    mov rdx, r8
+    vpaddd ymm3, ymm9, ymmword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     .byte 0x66, 0x90
     test ebx, 512
     jnz 1f
 1:
-    mov rsi, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], esi
-    mov eax, dword ptr [r15 + r8 + 192]
+    mov rdi, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r9d
+    mov r9d, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 4096 bytes, 16 chunk(s), 9 chunk executions per call
-    mov rbx, qword ptr [r15 + 139952]
+    mov rbx, qword ptr [r15 + 67117744]
     lea rcx, [rbx + 9]
-    mov qword ptr [r15 + 139952], rcx
+    mov qword ptr [r15 + 67117744], rcx
     mov r13d, 9
     mov eax, ebx
     and eax, 15
@@ -2448,1100 +2442,1089 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 384], bpl
-    cmp dword ptr [r15 + 0], 84
-    mov r9, rbp
-    mov eax, r9d
+    mov r8, r10
+    lea rbp, [r10 + r10*1]
+    mov r9, rsi
+    and r8, 960
+    mov rdi, qword ptr [r15 + r8 + 1024]
+    mov edx, 187
+    and rbp, 16320
+    lea r9, [r10 + r10*2]
+    mov byte ptr [r14 + rbp + 16384], r9b
     test bl, 80
     jnz 1f
 1:
-    mov r9d, 212
-    movsxd rdi, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test ebx, 11232
+    mov rsi, qword ptr [r14 + 0]
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 576]
+    mov edx, 25
+    mov ecx, edx
+    test bl, 128
     jz 1f
 1:
-    movzx ecx, sil
-    movzx r8d, byte ptr [r15 + 0]
-    bswap rsi
-    test bl, 32
+    mov rdi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 4064
     jnz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 123
-    mov byte ptr [r15 + 0], bpl
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 135
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 8192]
-    mov edi, dword ptr [r15 + rbp + 448]
-    test ebx, 4080
-    jz 1f
-1:
-    cmp rcx, qword ptr [r15 + r8 + 8256]
-    mov r8, rbp
-    mov ecx, r8d
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 64]
-    mov edi, r8d
-    lea rdi, [r15 + 131712]
-    mov ecx, 4096
-    rep stosb
+    mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    movzx edx, dil
+    bswap rax
     test bl, 32
     jz 1f
 1:
-    mov eax, edi
-    mov edx, dword ptr [r15 + rbp + 256]
-    cmp rsi, qword ptr [r15 + r9 + 128]
-    test bl, 80
-    jz 1f
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    lea rdi, [r15 + 67109504]
+    mov ecx, 4096
+    rep stosb
+    test ebx, 576
+    jnz 1f
 1:
+    mov ecx, edi
+    mov rcx, rsi
     jmp 1f
 1:
-    movzx r8d, bpl
-    add rdx, qword ptr [r15 + rbp + 320]
+    mov esi, 60
+    test ebx, 320
+    jz 1f
+1:
+    mov r8d, 252
+    mov rdx, qword ptr [r15 + rbp + 16448]
+    movzx edx, bpl
+    movsxd rdx, dword ptr [r15 + r9 + 640]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov rbp, r10
-    and rbp, 1984
-    movzx esi, byte ptr [r14 + rbp + 2048]
-    mov esi, ebp
-    mov ebp, 251
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov r8d, esi
-    test ebx, 944
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, 112
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov esi, 34
-    mov edi, 126
-    mov rdx, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 4096
-    rep movsb
-    mov dword ptr [r15 + 0], 203
-    bt rsi, rcx
-    cmp dword ptr [r15 + 0], 15
-    test bl, 128
-    jnz 1f
+    or qword ptr [r15 + 0], 92
+    mov edx, 242
+    movzx r8d, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
 1:
-    movzx eax, dil
-    movsxd rcx, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    test ebx, 1744
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], eax
-    mov rdi, rbp
-    lea rbp, [r10 + r10*1]
-    test bl, 48
-    jnz 1f
-1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + rbp + 192], bpl
-    vpaddq xmm9, xmm9, xmmword ptr [r14 + 0]
-    mov r8, r10
-    test ebx, 57312
-    jnz 1f
-1:
-    and r8, 960
-    movzx r9d, byte ptr [r15 + r8 + 1024]
-    mov eax, r8d
+    mov dword ptr [r15 + 0], 120
     jmp 1f
 1:
+    and edi, dword ptr [r15 + 0]
+    test bl, 48
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 40
+    mov eax, esi
+    .byte 0x66, 0x90
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rdx, rdi
+    test bl, 80
+    jz 1f
+1:
+    mov eax, edi
+    popcnt r8, r9
+    lea r8, [r10*4]
+    mov dword ptr [r15 + 0], r8d
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, dword ptr [r14 + 0]
+    and r8, 192
+    mov eax, dword ptr [r15 + r8 + 320]
+    mov edx, dword ptr [r15 + r8 + 448]
+    movzx ebp, r9b
+    mov r9, r10
+    test bl, 160
+    jnz 1f
+1:
+    and r9, 16320
+    mov qword ptr [r15 + r9 + 16384], rcx
+    mov r9d, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, r10
+    test ebx, 31984
+    jz 1f
+1:
+    mov qword ptr [r14 + r8 + 384], r9
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 8192], r9
+    movzx r9d, byte ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*2]
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 512]
+    bt r9, r8
+    add rax, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 40
+    rep movsb
+    test bl, 32
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
+    mov ecx, ecx
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 31600
+    jz 1f
 1:
-    mov rdx, rsi
-    lea rdi, [r15 + 131712]
-    mov ecx, 11
-    rep stosb
-    test ebx, 256
-    jnz 1f
+    mov rax, rdx
+    mov r9d, 15
+    mov edi, r8d
+    test ebx, 125920
+    jz 1f
 1:
-    mov rsi, rsi
-    mov rax, qword ptr [r15 + 0]
-    bt r8, r9
+    movzx ecx, dil
+    mov ecx, 123
+    mov dword ptr [r15 + 0], 203
+    mov dword ptr [r15 + 0], ecx
+    test bl, 32
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 80
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + rbp + 256], rcx
     test bl, 32
     jnz 1f
 1:
-    mov edx, 120
-    cmp dword ptr [r15 + 0], 125
-    movzx r9d, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1744
-    jz 1f
-1:
-    mov ebp, r8d
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r9, rcx
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, rdi
-    cmp dword ptr [r15 + 0], 91
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 14256
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx esi, sil
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r14 + 0]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1024], r9d
+    movzx ebp, cl
+    movsxd r9, dword ptr [r15 + r8 + 576]
     mov rbp, r10
-    test bl, 144
+    lea rdi, [r15 + 67109504]
+    mov ecx, 43
+    rep stosb
+    and rbp, 32704
+    movzx eax, byte ptr [r14 + rbp + 32768]
+    test bl, 32
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 192
-    mov ecx, dword ptr [r15 + rbp + 256]
-    movzx edx, byte ptr [r15 + r9 + 1088]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 128]
-    test ebx, 60912
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 192], 8
-    sete r9b
-    mov ebp, 86
+    movzx ebp, sil
+    nop
+    mov edx, dword ptr [r15 + r8 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 1984
-    movsxd rdx, dword ptr [r15 + r8 + 2048]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 114592
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, rcx
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, 223
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 48
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    xchg rdi, rdx
-    mov dword ptr [r15 + 0], edx
-    cmp rbp, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    mov edx, edi
+    movsxd rsi, dword ptr [r14 + 0]
+    cmp r8, qword ptr [r15 + 0]
+    movzx r8d, sil
+    cmp rax, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rbp, r10
-    mov rcx, rsi
-    and rbp, 64
-    cmp r8, qword ptr [r15 + rbp + 128]
-    test ebx, 14832
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 48
     jz 1f
 1:
-    cmp dword ptr [r14 + 0], 30
-    mov qword ptr [r14 + 0], r8
-    mov qword ptr [r15 + r8 + 2112], rcx
-    movzx edi, r8b
-    test ebx, 32208
+    btc dword ptr [r15 + 0], 13
+    mov qword ptr [r15 + 0], rdx
+    mov ebp, ecx
+    movzx r9d, bpl
+    test bl, 32
     jz 1f
 1:
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and r9d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    and rbp, 32704
+    mov qword ptr [r15 + rbp + 32832], r9
+    test bl, 48
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + rbp + 32768]
+    test bl, 128
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r14 + 64]
+    lea r9, [r10 + r10*2]
+    jmp 1f
+1:
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 16384], r9d
+    add rbp, qword ptr [r15 + r9 + 16512]
+    test bl, 160
+    jz 1f
+1:
+    mov eax, 133
     mov r8, r10
-    mov qword ptr [r15 + 64], rax
-    and r8, 960
-    mov r9d, dword ptr [r15 + r8 + 1024]
     .byte 0x0f, 0x1f, 0x00
+    and r8, 8128
+    movsxd rcx, dword ptr [r15 + r8 + 8192]
+    test bl, 32
+    jz 1f
+1:
+    cmp dword ptr [r15 + r9 + 16448], 14
+    mov r8, rdi
+    mov rdi, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    movzx r9d, r9b
-    add rdx, qword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], dl
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx esi, dil
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 8144
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 108
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 194
-    test bl, 64
-    jz 1f
-1:
-    movzx edi, al
-    mov eax, edi
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, rsi
-    cmp dword ptr [r15 + 0], 60
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 14176
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r14 + 0]
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 192], 123
-    test bl, 64
-    jz 1f
-1:
-    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov edx, 51
-    test ebx, 12000
+    mov edx, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 64]
-    mov eax, r9d
-    mov esi, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 288
+    mov edi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, 39
-    and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1088]
-    and r8, 448
-    mov dword ptr [r14 + r8 + 512], 78
-    test ebx, 944
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    and rbp, 1984
+    mov dword ptr [r14 + rbp + 2240], edi
+    mov edi, 9
+    mov r9, rdi
+    test bl, 128
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 1024]
-    movsxd r9, dword ptr [r15 + rbp + 128]
-    movsxd rbp, dword ptr [r15 + r8 + 576]
+    mov rax, qword ptr [r15 + r8 + 384]
+    cmp dword ptr [r15 + r8 + 320], 53
+    mov byte ptr [r15 + rbp + 2176], al
+    movzx esi, byte ptr [r15 + rbp + 2048]
+    test ebx, 11760
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 64]
+    mov edx, 11
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 64]
+    mov r9, r10
+    test ebx, 496
+    jnz 1f
+1:
+    mov esi, 255
+    and r9, 448
+    mov dword ptr [r15 + r9 + 512], 245
+    mov ecx, r9d
+    cmp dword ptr [r15 + rbp + 2112], 53
+    test bl, 144
+    jz 1f
+1:
+    mov edi, 228
+    mov rax, rdi
+    cmp r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*1]
-    and rbp, 192
-    mov ecx, dword ptr [r15 + rbp + 256]
-    and r8, 1984
-    mov byte ptr [r14 + r8 + 2048], r8b
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx edx, al
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, dl
-    mov dword ptr [r15 + 0], 185
-    mov edx, dword ptr [r15 + 0]
+    mov r8d, 244
+    mov rsi, r9
+    mov dword ptr [r15 + 0], 26
+    test bl, 32
+    jnz 1f
+1:
+    mov edi, esi
+    cmovne rcx, rdi
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test bl, 192
+    mov r9, qword ptr [r15 + 0]
+    test bl, 48
     jz 1f
 1:
-    cmovne rsi, rdx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, 148
-    mov edi, ebp
-    test bl, 32
+    mov r9d, ebp
+    mov ebp, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 13
+    test ebx, 4080
     jz 1f
 1:
-    cmovne rsi, rdi
-    mov dword ptr [r15 + 0], r9d
-    movsxd rax, dword ptr [r15 + 0]
-    imul r9d, esi, 114
-    test ebx, 13792
+    movzx r8d, bpl
+    xchg r8, r8
+    mov rbp, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 880
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov edi, 158
+    cmp dword ptr [r15 + 0], 111
+    lea r9, [r10 + r10*2]
+    test ebx, 15200
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 576], cl
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 192]
+    test ebx, 63984
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, r9d
-    movzx eax, dil
-    cmp dword ptr [r15 + 0], 76
-    mov r9, r10
-    test ebx, 496
-    jz 1f
+    mov r8, r10
+    mov qword ptr [r14 + 0], r9
+    jmp 1f
 1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + rbp + 448], sil
-    movsxd rdx, dword ptr [r15 + r8 + 2112]
-    mov r9d, 226
-    test bl, 32
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 128]
+    test bl, 48
     jnz 1f
 1:
-    imul edx, ebp, 64
-    and edx, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    mov ecx, 7
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, rcx
-    mov eax, dword ptr [r15 + rbp + 320]
-    vmovq xmm9, rax
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    movsxd rcx, dword ptr [r15 + r9 + 640]
+    add rax, qword ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov r8d, edi
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
+    mov r9, rcx
+    mov ebp, edi
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
 1:
-    mov edi, 232
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, 97
+    mov dword ptr [r15 + 0], 45
+    mov qword ptr [r15 + 0], rsi
+    movzx edi, dl
+    test ebx, 15728
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 36
     mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], sil
-    test ebx, 14320
-    jz 1f
-1:
-    popcnt rax, rdi
-    cmp dword ptr [r15 + 0], 15
-    mov byte ptr [r15 + 0], al
-    inc dword ptr [r15 + 0]
-    test bl, 144
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 152
-    mov r8d, edx
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 64752
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 31696
     jnz 1f
 1:
-    cmp r9, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
+    mov edx, r8d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
     test bl, 32
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rax, rdi
-    movzx ecx, byte ptr [r14 + 0]
-    test ebx, 576
+    mov edx, ecx
+    movzx ecx, bpl
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 752
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov r9d, dword ptr [r14 + 0]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 192]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 64]
-    mov r8d, esi
-    mov r9, r10
+    lea rbp, [r10*4]
+    btc dword ptr [r15 + 0], 13
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, r10
+    lea r9, [r10 + r10*1]
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    and r8, 960
+    mov rcx, qword ptr [r15 + r8 + 1024]
+    test ebx, 944
+    jz 1f
+1:
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + 64], 138
+    movsxd rdi, dword ptr [r15 + rbp + 320]
     test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rdx
-    movzx eax, r9b
-    and r9, 64
-    cmp rdi, qword ptr [r15 + r9 + 128]
-    mov rdi, qword ptr [r14 + rbp + 128]
-    test ebx, 32688
-    jz 1f
-1:
-    mov rbp, r10
     jmp 1f
 1:
-    mov rdx, rbp
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    mov rbp, rsi
+    or qword ptr [r15 + rbp + 384], 98
+    mov esi, dword ptr [r14 + 0]
+    movzx eax, dl
+    test bl, 32
+    jz 1f
+1:
+    cmp rsi, qword ptr [r15 + rbp + 256]
+    mov edi, 100
+    movsxd rsi, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    lea r9, [r10 + r10*1]
-    mov rax, r9
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], 6
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 12192
+    mov rdx, qword ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    xchg rax, rax
+    test ebx, 15856
     jz 1f
 1:
-    mov r8d, 158
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 8032
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 48
-    jz 1f
-1:
-    bt r9, r9
-    lea rbp, [r10 + r10*2]
-    mov rsi, qword ptr [r15 + 0]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 8256]
-    test ebx, 10208
-    jz 1f
-1:
-    vpmovmskb esi, xmm9
-    cmp dword ptr [r15 + 64], 3
-    lea r8, [r10 + r10*1]
-    sete cl
-    test bl, 192
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 192
-    movsxd rsi, dword ptr [r15 + r8 + 256]
+    and eax, dword ptr [r15 + 0]
     mov rcx, r8
-    test ebx, 256
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 320], rcx
-    mov qword ptr [r15 + rbp + 8192], rcx
-    mov edx, 142
-    test ebx, 256
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 8320]
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov ecx, 245
+    mov rdi, qword ptr [r15 + 0]
+    movzx ecx, dl
+    movzx ebp, dil
+    cmp dword ptr [r15 + 0], 112
+    test ebx, 384
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 119
+    cmp rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movzx r9d, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
     test bl, 32
     jnz 1f
 1:
-    movzx eax, cl
-    popcnt r9, r9
-    mov ebp, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 16320
+    mov edx, dword ptr [r15 + r8 + 16448]
+    mov edx, 4
+    lea r9, [r10 + r10*1]
+    test bl, 48
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 16384]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 320], rax
+    popcnt rbp, r8
+    or qword ptr [r15 + r9 + 256], 85
+    mov rbp, r10
+    test ebx, 56304
+    jnz 1f
+1:
+    and rbp, 64
+    cmp rdi, qword ptr [r14 + rbp + 128]
+    mov dword ptr [r15 + r8 + 16512], ebp
+    cmovne rbp, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    mov dword ptr [r15 + 0], 15
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov byte ptr [r15 + 0], bpl
-    movzx ebp, byte ptr [r15 + 0]
-    mov ebp, 217
-    test ebx, 1264
+    mov rsi, rbp
+    test ebx, 11232
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    jmp 1f
-1:
-    movzx ebp, r9b
-    test ebx, 752
+    mov ebp, esi
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
-    movzx r9d, bpl
-    mov byte ptr [r15 + 0], sil
-    movzx edi, r9b
-    test ebx, 7904
-    jnz 1f
-1:
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 118752
+    mov qword ptr [r15 + 0], rdi
+    test bl, 32
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, edi
+    mov r9d, r8d
+    test ebx, 15776
+    jnz 1f
+1:
     movzx edi, byte ptr [r15 + 0]
-    test ebx, 65200
-    jz 1f
-1:
-    movzx r9d, dl
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, 214
-    mov qword ptr [r14 + 0], rdx
-    test bl, 64
+    cmp rsi, qword ptr [r15 + 0]
+    mov edx, edi
+    lea rbp, [r10 + r10*1]
+    test bl, 32
     jnz 1f
 1:
+    and rbp, 16320
+    movsxd rax, dword ptr [r15 + rbp + 16384]
+    movzx esi, bpl
+    mov dword ptr [r15 + 64], 200
+    test ebx, 576
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 16448]
     lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    mov ebp, 230
+    lea r9, [r10 + r10*1]
     and r8, 64
-    mov r9, r10
-    movzx edx, byte ptr [r15 + r8 + 128]
-    test ebx, 28528
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    test ebx, 640
     jz 1f
 1:
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 512]
-    imul eax, r9d, 34
-    mov rdx, rcx
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + 64]
-    test bl, 64
+    and r9, 192
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r9 + 320]
+    nop
+    mov qword ptr [r15 + r8 + 192], r9
+    test ebx, 640
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 220
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 16384], dil
-    mov eax, 149
+    movzx r8d, r9b
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 36
+    rep movsb
+    btc dword ptr [r15 + r9 + 256], 16
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 39
-    rep movsb
-    mov r9d, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, r8b
+    mov rdi, r9
+    mov rbp, rdi
+    test ebx, 16160
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, ebp
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test bl, 192
     jnz 1f
 1:
-    bswap rax
-    mov byte ptr [r15 + 0], al
-    movsxd rbp, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 14048
+    mov ebp, esi
+    lea rdi, [r15 + 67109504]
+    mov ecx, 9
+    rep stosb
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 144
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rsi, rax
-    mov dword ptr [r15 + 0], 139
-    mov edx, edx
-    test ebx, 1936
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, r9b
+    mov edx, 181
+    .byte 0x66, 0x90
+    test bl, 32
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, r10
-    movzx eax, byte ptr [r14 + 0]
+    cmp dword ptr [r15 + 0], 48
+    mov dword ptr [r15 + 0], 106
+    imul r8d, edx, 41
     test bl, 32
     jnz 1f
 1:
-    mov r9, r10
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 2048], r9b
-    mov ebp, ecx
-    and r9, 192
-    mov dword ptr [r15 + r9 + 256], 252
-    mov ecx, 235
-    lea r8, [r10 + r10*2]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 58
+    lea r8, [r10 + r10*1]
+    bswap rcx
+    mov rcx, r8
+    test bl, 32
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 512], ecx
+    mov esi, ebp
+    mov byte ptr [r14 + 0], al
     test bl, 32
     jnz 1f
 1:
     jmp 1f
 1:
-    popcnt rdi, r8
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 576]
-    movzx r9d, byte ptr [r15 + r8 + 512]
-    test bl, 32
+    mov dword ptr [r14 + 0], 149
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 576], bpl
+    and rbp, 192
+    mov r8, r10
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    test ebx, 1648
     jz 1f
 1:
-    movzx ecx, dl
-    movzx eax, byte ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + 64], eax
-    mov r8, rax
-    test bl, 144
-    jnz 1f
-1:
-    bswap rdx
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 64]
+    movzx ecx, al
+    and r8, 960
+    and edx, dword ptr [r15 + r8 + 1024]
+    mov rax, qword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    movzx r9d, dl
+    movzx ebp, byte ptr [r15 + 0]
+    movzx ebp, bpl
+    mov edi, ebp
+    xor dword ptr [r15 + 0], r9d
+    test bl, 80
+    jz 1f
+1:
+    movzx esi, dil
+    mov rcx, rcx
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 96
+    add rsi, qword ptr [r15 + 0]
+    test bl, 144
     jnz 1f
 1:
-    mov rbp, rbp
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 12208
-    jnz 1f
-1:
-    mov esi, edx
-    movzx ecx, sil
-    movzx edi, byte ptr [r15 + 0]
+    movzx eax, sil
+    vpxor xmm3, xmm3, xmm3
+    mov edx, eax
     test bl, 32
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 224
-    bswap rdx
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, rbp
+    test ebx, 1392
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov edi, dword ptr [r15 + 0]
+    mov edx, r9d
+    lea r9, [r10 + r10*2]
     test ebx, 256
     jnz 1f
 1:
-    mov edx, r9d
-    mov r9d, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
+    mov r8d, dword ptr [r15 + 0]
+    and r9, 1984
+    movzx r8d, byte ptr [r15 + r9 + 2176]
+    mov eax, dword ptr [r14 + 0]
+    jmp 1f
+1:
     test bl, 32
     jz 1f
 1:
-    mov edx, r9d
-    movsxd rdi, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov r9d, edi
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r9, rcx
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 10
+    rep stosb
     mov rbp, r10
-    test ebx, 432
-    jz 1f
-1:
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r9 + 2112]
     and rbp, 960
     movsxd rsi, dword ptr [r15 + rbp + 1024]
-    inc dword ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    test bl, 32
+    test ebx, 126880
     jz 1f
 1:
-    mov r9, r10
-    movsxd rbp, dword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + r8 + 192]
-    and r9, 16320
-    mov r8d, dword ptr [r15 + r9 + 16384]
+    and r8, 192
+    mov edx, dword ptr [r15 + r8 + 256]
+    movsxd rbp, dword ptr [r15 + r8 + 320]
+    movzx ecx, byte ptr [r14 + r9 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    bswap r9
-    movzx r9d, r9b
-    mov rbp, qword ptr [r14 + 0]
-    mov r9d, edx
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movsxd rdx, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, rdi
+    test ebx, 28144
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], edx
+    mov eax, esi
+    test ebx, 1440
+    jz 1f
+1:
+    movzx ecx, al
+    movzx esi, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rdi, qword ptr [r15 + 0]
+    movzx ecx, r8b
+    lea r8, [r10 + r10*2]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    cmovne rsi, r8
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 8256]
+    mov rax, qword ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 14
+    rep stosb
+    cmp rcx, qword ptr [r15 + 64]
+    imul rdi, rsi
+    test bl, 80
+    jz 1f
+1:
+    mov edx, 65
+    vpxor xmm3, xmm3, xmm3
+    mov esi, edx
+    mov r9, r10
+    movsxd rbp, dword ptr [r15 + r8 + 8192]
     test bl, 160
     jnz 1f
 1:
-    mov edx, 28
-    movzx eax, byte ptr [r14 + 0]
-    movzx r9d, sil
-    mov byte ptr [r15 + 0], r9b
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, ecx
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    movzx ebp, dl
-    imul edx, ebp, 57
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 576], rdi
-    lea r9, [r10 + r10*2]
-    test bl, 32
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 256]
-    movsxd rdi, dword ptr [r15 + r9 + 384]
+    and r9, 960
+    mov rbp, r10
+    mov dword ptr [r15 + r9 + 1024], eax
+    cmp rax, qword ptr [r15 + r8 + 8320]
     and rbp, 1984
-    movzx edi, byte ptr [r15 + rbp + 2048]
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    test ebx, 880
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 320]
-    mov eax, dword ptr [r15 + r8 + 640]
-    mov r9, qword ptr [r15 + rbp + 2112]
-    mov r8, rax
+    movsxd rcx, dword ptr [r15 + rbp + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    mov ecx, 42
-    mov rsi, qword ptr [r14 + 0]
-    lea rbp, [r10*4]
-    mov rax, qword ptr [r14 + 0]
-    and rbp, 192
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    test bl, 128
-    jz 1f
-1:
-    mov r8, rdi
-    add qword ptr [r15 + 0], rdi
-    add qword ptr [r15 + 0], r8
-    test ebx, 944
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r8, rcx
-    mov r9d, 87
-    test ebx, 8176
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    cmp dword ptr [r15 + 0], 38
-    mov byte ptr [r15 + 0], sil
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, rcx
-    mov ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], r9
     test bl, 48
-    jz 1f
-1:
-    mov eax, 182
-    mov edx, r9d
-    xchg rcx, rdi
-    lea r8, [r10 + r10*1]
-    test bl, 80
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + rbp + 448]
-    mov r9, rbp
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 2112]
-    mov dword ptr [r15 + 64], edi
+    mov esi, 221
+    mov r9d, 246
+    movzx edx, al
+    test bl, 128
+    jnz 1f
+1:
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    imul ebp, edi, 19
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 10
+    rep movsb
+    lea rbp, [r10 + r10*2]
+    test bl, 32
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 2176]
     lea r9, [r10 + r10*1]
-    test ebx, 1712
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 2048]
-    and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1024]
-    mov rsi, rbp
-    test ebx, 384
+    lea r8, [r10 + r10*1]
+    bt r9, rdx
+    test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 1088], 42
-    movzx eax, byte ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], eax
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 192]
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1088], r8b
+    add rcx, qword ptr [r15 + rbp + 2112]
+    test ebx, 1712
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 2048]
+    mov edi, dword ptr [r14 + 0]
+    mov eax, esi
+    test ebx, 880
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], eax
+    mov ecx, dword ptr [r15 + r8 + 1024]
+    movzx edx, byte ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    cmp dword ptr [r15 + 0], 35
-    mov esi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov r8d, 244
-    xor dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 96
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 128]
-    test bl, 144
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    bswap rax
-    movzx edx, r8b
-    and r8, 192
-    lea r9, [r10 + r10*1]
-    cmp rdi, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, dil
-    mov dword ptr [r15 + r8 + 256], eax
-    mov edi, eax
-    test ebx, 16112
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 128]
-    cmp rsi, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov rsi, rcx
-    test ebx, 688
-    jz 1f
-1:
-    mov r8d, esi
-    mov byte ptr [r15 + rbp + 192], r8b
+    lea rbp, [r10*4]
+    and rbp, 192
+    and edi, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
+    cmp dword ptr [r15 + 0], 77
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     test bl, 32
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 0]
-    mov rdi, rdx
-    movzx edx, dl
-    mov edi, 240
-    test ebx, 15712
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, 124
+    add rsi, qword ptr [r15 + 0]
+    mov esi, 178
+    test ebx, 1488
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], esi
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, 227
+    mov r8, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1712
+    jz 1f
+1:
+    movzx edi, dil
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov esi, dword ptr [r15 + 64]
+    test ebx, 288
+    jz 1f
+1:
+    movzx r9d, sil
+    mov qword ptr [r15 + 64], r9
+    mov esi, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 720
     jnz 1f
 1:
-    mov ebp, edx
-    mov eax, 158
-    mov rdx, rbp
+    and r8, 16320
+    mov r9, r10
+    movsxd rdi, dword ptr [r15 + r8 + 16384]
+    movzx eax, byte ptr [r15 + rbp + 256]
+    movsxd rdx, dword ptr [r15 + r8 + 16448]
+    and r9, 448
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    test ebx, 13280
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov edx, dword ptr [r15 + rbp + 384]
+    mov rdi, rcx
+    cmp rdx, qword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov edx, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    movzx ebp, r9b
-    mov r8d, r8d
-    test bl, 32
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r8, rdi
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    test ebx, 464
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    sete al
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ecx, 188
-    test bl, 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
     lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 2112], sil
-    or qword ptr [r15 + r8 + 2048], 22
-    test ebx, 320
+    and r8, 192
+    inc dword ptr [r14 + r8 + 256]
+    mov rdx, rbp
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test bl, 128
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov r9d, 226
-    movzx edx, byte ptr [r15 + 64]
-    lea r8, [r10 + r10*2]
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 122784
+    movzx edx, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 288
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1152], eax
-    movzx ecx, byte ptr [r15 + r8 + 1088]
-    nop
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    test bl, 32
+    mov qword ptr [r15 + 0], rbp
+    mov esi, dword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    mov edi, edi
+    test ebx, 15264
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 217
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    mov dword ptr [r14 + 0], eax
-    movzx eax, byte ptr [r15 + r8 + 1024]
-    mov eax, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + 0], 219
+    movzx eax, cl
+    mov byte ptr [r15 + 0], al
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*4]
+    test ebx, 1488
+    jz 1f
+1:
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 768]
+    and r9, 960
+    cmp dword ptr [r15 + r9 + 1088], 44
+    mov rsi, qword ptr [r15 + rbp + 576]
+    test bl, 32
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 64]
+    mov esi, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + r8 + 320]
+    movzx edi, byte ptr [r15 + rbp + 704]
+    test bl, 32
+    jz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 512]
+    add rdi, qword ptr [r15 + r9 + 1024]
+    cmp rdi, qword ptr [r14 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    lea rbp, [r10 + r10*2]
-    and rbp, 448
-    lea r8, [r10 + r10*1]
-    add rsi, qword ptr [r15 + rbp + 576]
-    and r8, 64
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 512], r8d
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 48
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    and r9, 16320
+    movzx edx, byte ptr [r15 + r9 + 16448]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 640
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, r9d
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, 195
+    movzx r8d, byte ptr [r15 + 0]
+    movzx esi, dil
+    test ebx, 14064
+    jz 1f
+1:
+    mov rsi, rsi
+    mov edi, 17
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    cmovne rcx, rdx
+    mov eax, r9d
+    and eax, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edx, r9b
+    mov esi, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 7152
+    jz 1f
+1:
+    mov rcx, rsi
+    movzx eax, r9b
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 64
-    mov dword ptr [r15 + 0], 4
-    mov esi, eax
-    mov eax, esi
-    test bl, 128
+    mov byte ptr [r15 + 0], dl
+    and r8, 960
+    mov rdi, qword ptr [r15 + r8 + 1024]
+    movzx eax, bpl
+    and edx, dword ptr [r14 + r8 + 1088]
+    test bl, 64
     jz 1f
 1:
-    mov rsi, rdi
-    movsxd r9, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 496
+    cmp rdx, qword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 64]
+    nop
+    movsxd r8, dword ptr [r15 + r9 + 16384]
+    test ebx, 16336
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 480
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 64], 90
-    mov eax, 126
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r9, r10
-    cmovne rax, r9
-    mov qword ptr [r15 + 64], rax
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 128]
-    mov r9, r8
-    test ebx, 15984
-    jz 1f
-1:
-    movzx r9d, cl
-    mov rdx, r9
-    movzx ecx, byte ptr [r15 + rbp + 640]
-    test ebx, 880
-    jnz 1f
-1:
-    lock add qword ptr [r15 + r8 + 128], r8
-    mov byte ptr [r14 + 0], cl
-    movzx r8d, r9b
+    xchg r9, r8
+    mov edi, 119
+    mov dword ptr [r15 + rbp + 256], edi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 1024 bytes, 4 chunk(s), 15 chunk executions per call
-    mov rbx, qword ptr [r15 + 139960]
+    mov rbx, qword ptr [r15 + 67117752]
     lea rcx, [rbx + 15]
-    mov qword ptr [r15 + 139960], rcx
+    mov qword ptr [r15 + 67117752], rcx
     mov r13d, 15
     mov eax, ebx
     and eax, 3
@@ -3560,284 +3543,282 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    mov rbp, rcx
-    movzx r9d, cl
-    lea rdi, [r15 + 131712]
-    mov ecx, 58
-    rep stosb
-    mov byte ptr [r14 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    mov eax, edi
-    mov esi, 79
-    imul rdi, rsi
+    mov dword ptr [r15 + 0], 185
+    mov ebp, esi
+    cmp rbp, qword ptr [r15 + 0]
     test bl, 244
     jz 1f
 1:
     jmp 1f
 1:
-    movzx esi, dil
-    add qword ptr [r15 + 0], rsi
-    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     test bl, 40
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    test bl, 72
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    mov rdx, rdi
+    movzx esi, dl
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 0], 85
-    mov rbp, r10
-    test bl, 8
-    jnz 1f
-1:
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    mov rsi, rbp
-    mov edx, r8d
-    test bl, 8
-    jnz 1f
-1:
-    mov edi, esi
-    lea r9, [r10 + r10*4]
-    movzx esi, byte ptr [r15 + 64]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 2304]
-    movzx edx, byte ptr [r15 + r9 + 2176]
-    test bl, 8
-    jnz 1f
-1:
-    cmp rcx, qword ptr [r15 + r9 + 2112]
-    mov ecx, 108
-    movsxd rax, dword ptr [r15 + r9 + 2240]
     test bl, 8
     jz 1f
 1:
-    mov ebp, 23
-    mov dword ptr [r15 + r9 + 2048], 229
-    movzx ebp, bpl
+    mov r8d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    imul r9, rbp
+    test bl, 16
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    lea r9, [r10 + r10*2]
+    mov byte ptr [r15 + 0], r9b
+    mov rbp, r10
+    and r9, 16320
+    movzx ecx, byte ptr [r15 + r9 + 16512]
+    test ebx, 8016
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 69
+    mov byte ptr [r14 + 0], al
+    mov edi, 194
+    test bl, 8
+    jnz 1f
+1:
+    mov rbp, r10
+    cmp rbp, qword ptr [r15 + r9 + 16448]
+    mov dword ptr [r15 + r9 + 16384], 242
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 2048]
+    test bl, 16
+    jz 1f
+1:
+    mov r9d, 85
+    lea rdi, [r15 + 67109504]
+    mov ecx, 58
+    rep stosb
+    movzx ebp, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov r9d, r8d
-    mov edi, edi
+    mov rax, rdi
+    mov byte ptr [r14 + 0], al
+    popcnt rsi, rax
+    mov byte ptr [r14 + 0], sil
+    test bl, 8
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 153
+    mov edx, edx
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 16332
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov edx, r9d
-    test bl, 8
+    mov edx, edx
+    mov rdx, rdx
+    mov rdi, rdx
+    test bl, 64
     jnz 1f
 1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    xchg rdi, rbp
-    test ebx, 436
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movzx eax, sil
-    lea rbp, [r10 + r10*2]
-    movzx r9d, bpl
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 2112]
-    test bl, 36
-    jz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov esi, 143
-    movzx edi, dl
-    and r8, 192
-    mov byte ptr [r15 + r8 + 256], dl
-    mov r9, r10
-    add qword ptr [r14 + 0], r9
-    test ebx, 7600
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 384]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 8192], 146
-    movzx esi, byte ptr [r15 + rbp + 2048]
     test bl, 8
-    jnz 1f
+    jz 1f
 1:
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 57
-    rep movsb
-    mov rsi, rsi
-    mov qword ptr [r15 + 64], rax
-    mov rsi, qword ptr [r15 + rbp + 2176]
-    test bl, 8
-    jnz 1f
+    xchg rcx, rcx
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 79
+    mov dword ptr [r15 + 0], 76
+    test bl, 32
+    jz 1f
 1:
-    mov rbp, rsi
-    movzx ebp, byte ptr [r15 + r8 + 320]
+    lea r9, [r10 + r10*1]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ebp, al
+    and r9, 192
+    mov byte ptr [r15 + r9 + 256], r9b
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     movzx eax, al
+    test bl, 16
+    jnz 1f
+1:
+    and r8, 960
+    movzx edi, byte ptr [r15 + r8 + 1088]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8256], 112
+    mov ecx, ecx
+    movzx esi, byte ptr [r15 + r9 + 320]
+    test bl, 20
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 8192], 249
+    sete cl
+    mov byte ptr [r15 + r8 + 1024], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 8180
+    jmp 1f
+1:
+    mov dword ptr [r15 + 64], ecx
+    mov edx, 218
+    movzx edx, byte ptr [r15 + 64]
+    test bl, 20
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx edi, bpl
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and rbp, 64
+    add qword ptr [r15 + rbp + 192], rsi
+    test bl, 8
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
+    mov r9, rbp
+    lea r9, [r10 + r10*1]
+    mov ecx, r9d
+    and r9, 192
+    cmp dword ptr [r15 + r9 + 256], 31
+    test bl, 16
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, r8
+    test bl, 8
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov ecx, 190
+    test bl, 16
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test bl, 20
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 24
     jz 1f
 1:
-    mov edx, r9d
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 3836
-    jnz 1f
-1:
-    mov r9d, ecx
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, r10
-    add rax, qword ptr [r15 + 0]
-    test ebx, 30696
+    mov r8d, r8d
+    cmp rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 7900
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], edi
-    vpaddq xmm11, xmm11, xmmword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], r8d
-    mov dword ptr [r15 + 64], 81
-    test bl, 20
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + r9 + 320]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 16384], r8b
+    test bl, 236
     jz 1f
 1:
-    movzx edx, r8b
-    mov dword ptr [r15 + 64], edi
-    movzx esi, dl
-    test bl, 8
-    jnz 1f
-1:
-    mov r9d, 121
-    mov rbp, rsi
-    mov ecx, 26
-    cmp dword ptr [r15 + 64], 4
-    mov r8, r10
-    lea r9, [r10*4]
-    test bl, 8
-    jz 1f
-1:
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1024]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2048], edi
-    mov byte ptr [r15 + r9 + 2112], al
-    test bl, 32
-    jnz 1f
-1:
-    movzx esi, dil
-    mov edi, dword ptr [r15 + r9 + 2240]
-    movzx eax, byte ptr [r15 + r9 + 2176]
+    mov edi, dword ptr [r14 + 0]
+    mov qword ptr [r15 + rbp + 128], rsi
+    movzx r9d, byte ptr [r15 + r8 + 16448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov r8, rcx
-    mov ecx, 242
     mov rdx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 3560
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 8
-    jz 1f
-1:
+    mov esi, 102
     mov rdi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test bl, 16
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    test bl, 8
-    jz 1f
-1:
-    sete al
-    jmp 1f
-1:
     mov rcx, qword ptr [r15 + 0]
-    test bl, 32
+    test bl, 188
     jz 1f
 1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov rcx, rbp
+    test ebx, 32472
+    jnz 1f
+1:
+    mov rcx, rcx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    bswap rdx
-    test bl, 8
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 64], r9
-    and r8, 1984
-    lea rbp, [r10*4]
-    movzx edi, byte ptr [r15 + r8 + 2112]
-    and rbp, 192
-    inc dword ptr [r15 + rbp + 384]
-    test ebx, 7548
+    test ebx, 2552
     jz 1f
 1:
-    cmp dword ptr [r15 + rbp + 448], 12
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    cmp r9, qword ptr [r14 + rbp + 256]
-    mov rsi, qword ptr [r14 + 0]
-    mov r9, r10
-    test bl, 32
+    movsxd rbp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 40
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 320]
-    and r9, 8128
-    inc dword ptr [r15 + r9 + 8192]
-    mov rax, qword ptr [r15 + r8 + 2048]
+    sete r8b
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 8
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], r8
+    lea r9, [r10*4]
+    and r8, 16320
+    movsxd rcx, dword ptr [r15 + r8 + 16448]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2240], edi
+    test bl, 64
+    jnz 1f
+1:
+    mov edx, 107
+    movzx esi, byte ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    or eax, 1
+    xor edx, edx
+    div eax
+    test bl, 8
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 2048], ecx
+    mov edi, dword ptr [r15 + 64]
+    test bl, 32
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 2176]
+    mov esi, dword ptr [r15 + r8 + 16384]
+    mov ebp, dword ptr [r15 + r9 + 2112]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 12 chunk executions per call
-    mov rbx, qword ptr [r15 + 139968]
-    lea rcx, [rbx + 12]
-    mov qword ptr [r15 + 139968], rcx
-    mov r13d, 12
+// block 5: 2048 bytes, 8 chunk(s), 13 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117760]
+    lea rcx, [rbx + 13]
+    mov qword ptr [r15 + 67117760], rcx
+    mov r13d, 13
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b5_stubs]
@@ -3863,550 +3844,534 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov r8d, 173
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movzx esi, r9b
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 14832
+    jz 1f
 1:
-    test ebx, 32376
+    mov qword ptr [r15 + 0], r8
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 440
+    jz 1f
+1:
+    mov rdx, rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov esi, 100
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rsi
+    mov r9d, dword ptr [r15 + 0]
     mov ebp, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movzx edi, bpl
-    mov rbp, r9
-    cmp dword ptr [r15 + 0], 79
-    test bl, 40
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movsxd r8, dword ptr [r15 + 0]
-    mov ecx, r9d
-    test bl, 24
+    mov dword ptr [r14 + 64], r9d
+    mov rdi, rbp
+    mov rdx, rdi
+    mov edi, edx
+    test bl, 16
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rdx, r9
-    mov r9d, eax
-    test bl, 48
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    imul ebp, esi, 4
-    mov dword ptr [r15 + 0], 40
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 72
-    jnz 1f
-1:
-    imul edi, esi, 35
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    mov eax, 160
+    and rbp, 16320
+    mov rcx, qword ptr [r15 + rbp + 16384]
+    mov r8, qword ptr [r15 + 64]
+    movzx esi, cl
     test bl, 16
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    mov rsi, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    jmp 1f
-1:
+    lea r8, [r10 + r10*2]
+    movzx edi, byte ptr [r15 + 64]
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 192]
-    test ebx, 376
+    movzx ecx, byte ptr [r15 + r9 + 192]
+    and r8, 448
+    mov qword ptr [r14 + r8 + 512], rdx
+    mov edx, dword ptr [r15 + r9 + 128]
+    test ebx, 5872
     jnz 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 128]
-    mov r8, r10
-    mov dword ptr [r14 + rbp + 192], r8d
-    and r8, 960
-    movzx eax, byte ptr [r15 + r8 + 1024]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 640]
+    mov rax, qword ptr [r15 + rbp + 16448]
+    cmp rax, qword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov byte ptr [r15 + 64], r8b
-    mov byte ptr [r15 + 64], r8b
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 12216
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 55
-    cmp dword ptr [r15 + 0], 69
-    cmp dword ptr [r15 + 0], 121
-    test bl, 192
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 31720
-    jz 1f
-1:
-    imul rbp, rdi
-    add rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    bt rcx, rsi
-    test bl, 32
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    test bl, 32
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 320]
-    movsxd rdi, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 2112]
+    and r8, 32704
+    movzx eax, byte ptr [r14 + r8 + 32768]
+    or qword ptr [r15 + 0], 56
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 13304
+    jz 1f
+1:
+    mov edi, 70
+    mov edx, edi
+    movzx ecx, dil
+    mov r9, rcx
+    test bl, 24
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    bt r9, rdi
+    movzx esi, dil
+    test bl, 72
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 93
+    mov dword ptr [r15 + 0], r9d
     test bl, 32
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, 161
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 31704
     jnz 1f
 1:
-    mov rdx, rsi
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
-    mov rcx, rbp
-    test ebx, 440
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov esi, r9d
+    movzx edi, sil
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 576], 6
-    test bl, 192
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 14312
     jnz 1f
 1:
-    mov rbp, r8
-    mov qword ptr [r15 + r8 + 256], r8
-    add qword ptr [r15 + r9 + 512], rbp
+    mov edx, 50
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 64], rdx
+    mov rax, qword ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 2048]
+    mov r9d, r8d
+    lea rbp, [r10 + r10*1]
+    sete al
+    and rbp, 960
+    and ecx, dword ptr [r15 + rbp + 1088]
+    test ebx, 7160
+    jnz 1f
+1:
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 32832]
+    mov edx, dword ptr [r15 + rbp + 1024]
+    mov r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    lea r8, [r10 + r10*1]
-    cmovne r9, rax
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    mov rdi, rdi
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
+    movzx edi, dl
     test bl, 16
     jnz 1f
 1:
-    mov ebp, edi
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov rdi, rcx
-    test bl, 16
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    lea rdi, [r15 + 131712]
-    mov ecx, 10
-    rep stosb
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test bl, 248
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rsi, rdx
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 64]
     test bl, 16
     jnz 1f
 1:
-    mov eax, 73
+    add qword ptr [r15 + 64], rdx
+    mov rax, rdx
+    mov rbp, qword ptr [r15 + 64]
+    lea r8, [r10*4]
+    test bl, 16
+    jz 1f
+1:
+    and r8, 192
     lea rbp, [r10*4]
-    movzx edx, al
-    add rdx, qword ptr [r15 + 0]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 2176]
-    test bl, 32
-    jz 1f
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov rdi, rbp
+    and rbp, 960
+    not qword ptr [r15 + rbp + 1216]
+    mov edx, 92
+    test ebx, 32376
+    jnz 1f
 1:
-    movzx ecx, bpl
-    mov dword ptr [r15 + rbp + 2240], ecx
-    mov rcx, qword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
+    add qword ptr [r15 + rbp + 1152], rax
+    mov esi, edx
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + rbp + 1088]
+    and r9, 32704
+    movzx ecx, byte ptr [r15 + r9 + 32832]
+    test bl, 16
+    jnz 1f
 1:
-    add qword ptr [r15 + rbp + 2048], rcx
-    mov r9, r10
-    mov rcx, r9
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    and r9, 8128
-    movsxd rsi, dword ptr [r14 + r9 + 8192]
-    test bl, 64
-    jz 1f
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    mov rdi, rsi
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + rbp + 1024], dil
+    test bl, 80
+    jnz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 2112]
-    mov dword ptr [r14 + 0], 9
-    imul eax, edx, 57
+    mov byte ptr [r14 + 0], cl
+    mov rax, qword ptr [r15 + r8 + 384]
+    movzx edx, byte ptr [r15 + r9 + 32768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rdx, rbp
-    movzx r8d, byte ptr [r15 + 0]
-    cmovne rbp, rdx
-    test ebx, 64880
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdi, r8
-    movzx esi, sil
-    test ebx, 7024
-    jnz 1f
-1:
-    mov r8, rsi
-    cmp rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 29688
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 59376
     jz 1f
 1:
-    sete r9b
-    mov dword ptr [r15 + 0], 155
-    jmp 1f
-1:
-    test ebx, 488
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov rdx, rdx
-    lea r9, [r10 + r10*2]
-    movzx edi, byte ptr [r15 + 0]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 640]
+    mov esi, 211
+    and r9d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    cmovne rdx, rax
-    mov eax, 97
-    lea rbp, [r10 + r10*2]
-    mov ecx, eax
-    test bl, 32
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, 187
+    test bl, 128
     jz 1f
 1:
-    and rbp, 192
-    xor dword ptr [r15 + rbp + 384], ebp
-    mov esi, dword ptr [r15 + r9 + 512]
-    mov rdx, qword ptr [r14 + r9 + 576]
+    add rdx, qword ptr [r15 + 0]
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    mov dword ptr [r15 + 0], 10
+    test bl, 144
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov edi, edi
+    mov dword ptr [r15 + 0], 237
+    test bl, 16
+    jz 1f
+1:
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx esi, cl
+    lea rbp, [r10 + r10*1]
     test bl, 48
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    movzx edi, byte ptr [r15 + rbp + 320]
-    lea r8, [r10 + r10*1]
-    movzx ecx, r9b
-    test bl, 16
+    mov r9d, 112
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 192]
+    vpaddq xmm3, xmm3, xmmword ptr [r14 + 0]
+    test bl, 32
     jnz 1f
 1:
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 2112]
-    mov esi, dword ptr [r15 + r8 + 2048]
-    movsxd r9, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    vmovdqu xmm3, xmmword ptr [r14 + 0]
+    mov dword ptr [r15 + rbp + 128], 146
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 512]
+    test bl, 64
+    jnz 1f
+1:
+    mov rbp, r10
+    movzx esi, byte ptr [r15 + r8 + 576]
+    mov edi, dword ptr [r15 + 64]
+    and rbp, 8128
+    cmp dword ptr [r15 + rbp + 8192], 5
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, 127
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, r9b
-    mov esi, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rax, rdx
-    mov dword ptr [r15 + 0], edx
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov ebp, r8d
-    mov byte ptr [r15 + 0], bpl
-    mov edi, 209
-    mov byte ptr [r15 + 0], dl
-    test bl, 16
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov edx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 9
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    lea r9, [r10 + r10*2]
+    mov r8d, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    movzx edx, al
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1024], dl
-    test ebx, 7088
+    cmp dword ptr [r15 + 0], 17
+    jmp 1f
+1:
+    test bl, 16
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 64]
-    and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 320]
-    test bl, 40
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 1088]
-    mov rcx, rdi
-    mov byte ptr [r15 + r9 + 1152], sil
-    movzx eax, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 80
+    mov ecx, 54
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test bl, 16
     jz 1f
 1:
-    mov r8d, esi
-    add rdx, qword ptr [r15 + rbp + 256]
-    and r9, 64
-    movsxd rsi, dword ptr [r14 + r9 + 192]
-    movsxd r8, dword ptr [r15 + r9 + 128]
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov rax, rdx
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    lea rbp, [r10*4]
+    test ebx, 920
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1024], r9b
+    and rbp, 192
+    mov eax, dword ptr [r15 + rbp + 448]
+    movzx r9d, dl
+    lea r9, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 512], r9b
+    add rdx, qword ptr [r15 + r8 + 1152]
+    add rsi, qword ptr [r15 + rbp + 256]
+    movsxd rcx, dword ptr [r14 + rbp + 320]
+    test bl, 16
+    jz 1f
+1:
+    mov rdi, rcx
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov eax, dword ptr [r15 + r8 + 1088]
+    mov edx, dword ptr [r14 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 576]
+    mov r9d, 137
+    mov edi, ecx
+    mov ebp, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, 50
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, 101
-    test bl, 248
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, rcx
-    mov ebp, 62
-    test ebx, 16280
+    mov ecx, 200
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 10
+    rep movsb
+    test ebx, 31720
     jz 1f
 1:
-    mov eax, edx
-    movsxd r8, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movzx eax, byte ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
+    movzx ebp, al
+    mov rax, qword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov edx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r8, qword ptr [r15 + 0]
-    mov edx, 125
-    movsxd rbp, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    and r9, 960
-    movsxd rcx, dword ptr [r15 + r9 + 1024]
-    mov qword ptr [r14 + 0], r9
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], ecx
-    mov edi, edi
-    mov byte ptr [r15 + r9 + 1088], dil
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    test ebx, 936
+    test bl, 16
     jnz 1f
 1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    and r8, 448
-    btc dword ptr [r15 + r8 + 512], 21
-    and rbp, 1984
-    cmp dword ptr [r15 + rbp + 2112], 37
-    test bl, 128
+    mov edx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 49008
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    movsxd r9, dword ptr [r15 + rbp + 2048]
-    movzx ecx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rsi
+    mov r8d, 173
+    mov r9d, r8d
+    mov dword ptr [r14 + 0], ebp
+    mov rbp, r10
+    test ebx, 15288
+    jz 1f
+1:
+    lea r8, [r10*4]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 2048], rbp
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1024], 249
+    mov rsi, qword ptr [r15 + r8 + 1152]
+    lea r9, [r10 + r10*2]
+    test ebx, 472
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 1216]
+    imul rdi, rdx
+    and r9, 192
+    and ecx, dword ptr [r15 + r9 + 320]
+    test bl, 16
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + r9 + 384]
+    movsxd rsi, dword ptr [r15 + r8 + 1088]
+    movzx ebp, byte ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov rsi, rdx
-    mov rdx, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
-    test ebx, 320
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], dil
-    test bl, 80
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test bl, 128
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    sete r8b
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 576], bpl
     lea r8, [r10 + r10*1]
-    test bl, 192
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 512], r8b
-    mov eax, dword ptr [r15 + rbp + 128]
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1088], bpl
-    movzx ecx, r8b
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1024], 33
-    mov rdx, rbp
-    mov r9d, 29
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + 0], ecx
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
+    mov rax, rax
     jmp 1f
 1:
-    mov qword ptr [r14 + 64], r9
-    movzx esi, byte ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movzx ecx, sil
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 16280
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
+    test bl, 144
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rcx
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], cl
+    test bl, 24
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 128]
+    mov rsi, qword ptr [r15 + r8 + 192]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 40
+    rep movsb
+    test bl, 24
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 64]
+    add r8, qword ptr [r15 + 64]
+    test bl, 160
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    imul edx, esi, 109
+    mov r9, r10
+    test bl, 72
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    and r9, 8128
+    movzx ebp, byte ptr [r15 + r9 + 8192]
+    mov rbp, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    lea rbp, [r10 + r10*1]
-    movzx edi, bpl
-    mov r8d, 58
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 128], 204
-    and r9, 1984
-    movsxd rdx, dword ptr [r15 + r9 + 2048]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 244
-    add rcx, qword ptr [r15 + 64]
-    movzx r8d, sil
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    test bl, 32
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov rsi, rax
-    jmp 1f
+    cmp rsi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, 129
+    mov eax, 195
+    test ebx, 472
+    jnz 1f
 1:
-    mov edx, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], al
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx esi, dil
+    mov edi, esi
     test bl, 40
     jz 1f
 1:
-    and r8, 16320
-    movzx edi, byte ptr [r15 + r8 + 16384]
-    mov edx, r8d
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 16328
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 208
-    mov rbp, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, r8d
+    test ebx, 29688
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, rbp
+    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r14 + 0]
     test bl, 16
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, ecx
-    mov edi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 16104
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10*4]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r14 + 0]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    and rbp, 192
+    movsxd rcx, dword ptr [r15 + rbp + 320]
+    add rdi, qword ptr [r15 + 64]
+    test ebx, 7144
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov rdx, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test bl, 16
+    add qword ptr [r15 + 64], rdi
+    mov byte ptr [r15 + r8 + 192], dil
+    mov dword ptr [r15 + rbp + 256], 103
+    mov r9, qword ptr [r15 + rbp + 384]
+    test ebx, 16232
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 16448]
-    mov qword ptr [r14 + 0], r9
-    movsxd r8, dword ptr [r15 + r9 + 2112]
+    mov r8, r10
+    mov rsi, rsi
+    and r8, 65472
+    movzx ecx, byte ptr [r15 + r8 + 65536]
+    vmovdqu xmm3, xmmword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 6: 512 bytes, 2 chunk(s), 25 chunk executions per call
-    mov rbx, qword ptr [r15 + 139976]
+    mov rbx, qword ptr [r15 + 67117768]
     lea rcx, [rbx + 25]
-    mov qword ptr [r15 + 139976], rcx
+    mov qword ptr [r15 + 67117768], rcx
     mov r13d, 25
     mov eax, ebx
     and eax, 1
@@ -4421,164 +4386,162 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10 + r10*2]
-    and rbp, 16320
-    lea r9, [r10 + r10*4]
-    mov rcx, qword ptr [r15 + rbp + 16512]
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1280], r9d
-    mov rdi, r9
-    mov edi, 163
+    lea rbp, [r10*8]
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1280], edx
+    mov rdx, r8
+    mov r9d, 3
     test ebx, 15072
     jz 1f
 1:
-    movzx edi, sil
-    movzx edx, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 71
-    mov qword ptr [r15 + 0], rdx
+    movzx edi, r9b
+    movzx r8d, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 107
+    mov qword ptr [r15 + 0], r8
     test bl, 32
     jnz 1f
 1:
-    mov rdx, rdi
-    mov rsi, rdx
-    mov esi, dword ptr [r15 + 0]
+    mov r9, rsi
+    mov rax, r9
+    mov edi, dword ptr [r15 + 0]
     test bl, 94
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdi, rcx
     movsxd rcx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov rsi, rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 1978
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    movsxd r8, dword ptr [r15 + 0]
-    or qword ptr [r15 + rbp + 16448], 122
-    mov rsi, r8
-    lea r8, [r10*4]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    and r8, 32704
+    or qword ptr [r15 + r8 + 32832], 120
+    mov rdi, r8
+    lea r9, [r10*4]
     test bl, 4
     jz 1f
 1:
-    and r8, 192
-    mov eax, dword ptr [r15 + r8 + 320]
-    movsxd rdi, dword ptr [r15 + r9 + 1088]
-    movzx edx, byte ptr [r15 + rbp + 16384]
+    and r9, 192
+    mov eax, dword ptr [r15 + r9 + 320]
+    movsxd rax, dword ptr [r15 + rbp + 1088]
+    movzx ecx, byte ptr [r15 + r8 + 32768]
     test ebx, 14048
     jz 1f
 1:
-    movzx ebp, dl
-    movsxd rcx, dword ptr [r15 + r9 + 1152]
-    movsxd rdx, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r8 + 384], edx
+    movzx edx, al
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    movsxd rdi, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r9 + 384], ebp
     test ebx, 3816
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 1216]
-    movzx edx, byte ptr [r15 + r9 + 1024]
-    mov qword ptr [r15 + r8 + 448], rdx
+    movzx ecx, byte ptr [r15 + rbp + 1216]
+    movzx edi, byte ptr [r15 + rbp + 1024]
+    mov qword ptr [r15 + rbp + 1152], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea r9, [r10*4]
-    and r9, 192
-    mov esi, dword ptr [r15 + r9 + 448]
-    mov rsi, rax
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 6
+    movzx ebp, byte ptr [r14 + 0]
+    mov r9, r8
+    movzx ecx, byte ptr [r15 + 0]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
     test bl, 214
     jnz 1f
 1:
-    mov rcx, rcx
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    cmp rcx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    xor dword ptr [r15 + 0], edx
+    cmp rsi, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test bl, 182
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, rcx
     movsxd rdi, dword ptr [r15 + 0]
+    mov rdi, rax
     movsxd rdx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1264
     jnz 1f
 1:
-    cmp rsi, qword ptr [r15 + 0]
-    mov esi, edx
-    mov ebp, esi
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    lea rbp, [r10*4]
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, ebp
+    mov esi, r9d
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 448], 59
+    lea r9, [r10*4]
     test ebx, 5624
     jnz 1f
 1:
-    and r8, 960
-    mov ecx, dword ptr [r15 + r8 + 1088]
-    mov edi, r8d
-    lea rbp, [r10 + r10*2]
-    mov dword ptr [r15 + r8 + 1024], 157
-    movzx r8d, bpl
+    and r9, 1984
+    mov eax, dword ptr [r15 + r9 + 2176]
+    mov ecx, ecx
+    mov r8, r10
+    mov dword ptr [r15 + r9 + 2048], 211
+    movzx ecx, r8b
     test bl, 4
     jnz 1f
 1:
-    and rbp, 32704
-    mov eax, dword ptr [r15 + rbp + 32768]
-    movzx edx, bpl
-    movzx esi, byte ptr [r15 + r9 + 320]
-    movsxd r8, dword ptr [r15 + rbp + 32896]
+    and r8, 65472
+    mov eax, dword ptr [r15 + r8 + 65536]
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    movsxd rdi, dword ptr [r15 + r9 + 2240]
     test ebx, 2010
     jz 1f
 1:
-    and r8d, dword ptr [r15 + rbp + 32832]
-    mov ecx, r8d
-    xor dword ptr [r15 + r9 + 384], r9d
-    movzx ebp, cl
+    or qword ptr [r15 + 64], 117
+    mov ecx, esi
+    and edx, dword ptr [r15 + r9 + 2112]
+    movzx esi, cl
     test ebx, 8152
     jz 1f
 1:
-    movzx eax, bpl
-    movzx ebp, byte ptr [r14 + 0]
-    cmp dword ptr [r14 + r9 + 256], 50
+    movzx edi, sil
+    xor dword ptr [r15 + rbp + 384], edi
+    cmp dword ptr [r14 + rbp + 256], 68
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 139984]
+    mov rbx, qword ptr [r15 + 67117776]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 139984], rcx
+    mov qword ptr [r15 + 67117776], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rbp, r10
-    jmp 1f
+    movzx ecx, cl
+    xor dword ptr [r15 + 0], ecx
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 998
+    jz 1f
 1:
-    jmp 1f
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, r10
+    test bl, 8
+    jz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 512], r9d
-    test bl, 2
-    jnz 1f
-1:
-    mov dword ptr [r14 + 64], r9d
-    jmp 1f
-1:
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 44
-    rep movsb
+    mov rdi, rbp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
 // block 8: 16384 bytes, 64 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 139992]
+    mov rbx, qword ptr [r15 + 67117784]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 139992], rcx
+    mov qword ptr [r15 + 67117784], rcx
     mov r13d, 3
     mov eax, ebx
     and eax, 63
@@ -4717,4282 +4680,4322 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    mov r9d, dword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1152
+    jmp 1f
+1:
+    btc dword ptr [r15 + 0], 20
+    mov rcx, rdx
+    test bl, 128
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    sete bpl
-    test ebx, 1024
+    mov rcx, rcx
+    cmp rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    popcnt rdx, rcx
+    test ebx, 256
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, 96
-    mov ebp, r8d
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 7488
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 69
+    movzx r9d, r9b
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 94
-    mov edx, dword ptr [r15 + 0]
-    bt rdx, rcx
-    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    cmp rbp, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, al
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movsxd rsi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx eax, cl
+    test bl, 128
+    jz 1f
+1:
+    mov r9, r10
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 16384], 185
+    imul ecx, ebp, 92
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 8192]
+    lea r8, [r10 + r10*1]
+    mov rax, rdi
     test ebx, 576
     jz 1f
 1:
-    mov ebp, r8d
-    mov rcx, qword ptr [r15 + 0]
-    bt rbp, r9
-    mov r8d, 250
-    lea r9, [r10 + r10*1]
-    mov rbp, rax
-    test ebx, 1024
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 128]
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 16448], ebp
+    test bl, 128
     jnz 1f
 1:
-    vpxor xmm11, xmm11, xmm11
-    and r9, 192
-    xor dword ptr [r15 + r9 + 256], edx
-    mov eax, dword ptr [r15 + 64]
-    add qword ptr [r15 + 64], rax
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 64]
-    movzx esi, dl
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 128], r8d
-    mov edi, ecx
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8, r10
-    mov dword ptr [r15 + rbp + 192], 15
-    and r8, 32704
-    or qword ptr [r15 + r8 + 32768], 84
-    mov rbp, qword ptr [r15 + r9 + 320]
-    sete r8b
+    mov esi, r9d
+    mov r9d, 18
+    xchg rdx, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    mov qword ptr [r15 + 0], rbp
-    mov r8, rbp
-    cmp r8, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 24448
+    lea r8, [r10 + r10*1]
+    mov r9, r8
+    and r8, 960
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r8 + 1024]
+    and rbp, 1984
+    movzx ecx, byte ptr [r15 + rbp + 2112]
+    mov qword ptr [r15 + rbp + 2048], rbp
+    test ebx, 1024
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov esi, 223
-    mov edi, 88
+    movzx eax, cl
+    mov dword ptr [r15 + 0], r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 3264
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, 37
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, ecx
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    sete r9b
     test ebx, 512
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov byte ptr [r15 + 0], al
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, al
+    movzx eax, r8b
+    mov rcx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 499456
+    jz 1f
+1:
+    mov esi, 233
+    movzx ecx, byte ptr [r15 + 64]
+    mov ebp, dword ptr [r15 + 64]
     test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov rbp, rbp
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edx, 250
-    mov esi, r9d
-    mov ecx, 153
-    mov r9d, eax
-    mov r8, r10
-    test ebx, 64832
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    imul rbp, rdi
-    and r8, 448
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    test ebx, 256
-    jz 1f
-1:
-    bswap rbp
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 0], 153
-    test ebx, 256
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    movzx edx, r9b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 212
-    and r9, 192
-    movsxd rsi, dword ptr [r15 + r9 + 320]
-    test ebx, 28608
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 128]
-    mov rdi, rcx
-    mov ecx, dword ptr [r15 + r9 + 256]
+    cmovne rdi, r8
+    movzx eax, byte ptr [r15 + 64]
+    mov rdx, r8
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 53120
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    movsxd rbp, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 1088]
+    movzx edi, al
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 448
+    movsxd rcx, dword ptr [r15 + r9 + 576]
+    mov r8d, r9d
+    xor dword ptr [r15 + r9 + 512], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea r8, [r10*4]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 576], r9
-    xchg rsi, rbp
-    movzx edx, dl
-    mov eax, dword ptr [r14 + 0]
-    test ebx, 3008
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, dl
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rbp, rdi
+    movsxd rdx, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 64640
     jz 1f
 1:
-    jmp 1f
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, ecx
+    movsxd r8, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 48960
-    jnz 1f
+    movzx ecx, r8b
+    mov esi, 6
+    mov edx, 249
+    lea rbp, [r10 + r10*1]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    test ebx, 97984
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov eax, 36
-    test ebx, 63424
-    jnz 1f
-1:
-    imul edi, ebp, 49
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 46
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 256], bpl
+    bswap rdx
+    movsxd rsi, dword ptr [r15 + 64]
     test bl, 128
     jnz 1f
 1:
-    popcnt rbp, rbp
-    mov rdi, rbp
-    or qword ptr [r15 + 0], 43
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 130240
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], r8d
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 64]
-    mov r9, r10
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], 152
-    and r9, 16320
-    add rax, qword ptr [r15 + r9 + 16384]
-    test ebx, 512
-    jnz 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 320]
-    movzx esi, al
-    movzx ebp, byte ptr [r15 + r8 + 704]
-    test ebx, 7360
+    mov rdx, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, ecx
+    mov rsi, qword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test bl, 128
     jz 1f
 1:
-    jmp 1f
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], rdi
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r8 + 128], 123
+    mov eax, esi
+    test bl, 128
+    jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 512]
-    mov edi, dword ptr [r14 + r8 + 640]
+    movzx edi, byte ptr [r14 + 0]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r9 + 192]
+    mov r9, qword ptr [r15 + rbp + 320]
+    mov rdx, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    lea r8, [r10 + r10*1]
-    sete dl
+    mov rbp, rdi
+    mov qword ptr [r15 + 0], rbp
+    mov eax, dword ptr [r15 + 0]
+    cmovne rax, rax
+    test ebx, 6848
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    bswap r9
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    mov ebp, ebp
+    lea r8, [r10 + r10*2]
+    mov byte ptr [r15 + 0], dil
+    mov edx, r8d
     and r8, 448
-    mov dword ptr [r15 + r8 + 576], r8d
-    mov dword ptr [r14 + 64], 59
-    mov dword ptr [r15 + r8 + 512], 174
-    cmp r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx eax, cl
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 32128
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r8 + 512]
+    test ebx, 63168
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rcx, r8
-    mov r8d, 230
+    mov rbp, rcx
+    and r9, 192
+    movsxd rsi, dword ptr [r14 + r9 + 320]
+    movzx edx, r9b
+    test ebx, 3520
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
     lea rbp, [r10 + r10*1]
-    test ebx, 225216
+    mov ecx, 41
+    mov rax, qword ptr [r15 + r9 + 256]
+    and rbp, 8128
+    movzx r9d, byte ptr [r15 + rbp + 8192]
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 171
-    mov esi, dword ptr [r15 + 0]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    mov ecx, 65
-    test ebx, 512
+    nop
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rdx, qword ptr [r15 + 64]
+    mov rsi, r8
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 104
-    lea r8, [r10 + r10*1]
-    mov ebp, 227
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16448], 1
-    mov rdx, r8
-    test ebx, 384
-    jnz 1f
+    mov r9d, 27
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + r8 + 640], r8b
+    imul r8d, r9d, 97
+    test ebx, 61056
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 16384], r9d
-    movzx r9d, byte ptr [r14 + 0]
-    movzx r8d, r9b
-    mov dword ptr [r15 + 64], 160
+    movzx r9d, r8b
+    movzx r9d, r9b
+    cmp r9, qword ptr [r14 + rbp + 8256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 89
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    vmovdqu xmm3, xmmword ptr [r15 + rbp + 192]
+    mov r9d, 204
+    mov edx, 102
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, dl
-    cmp dword ptr [r15 + 0], 62
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov rsi, rax
-    mov ebp, esi
+    cmp dword ptr [r15 + 0], 17
+    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx edi, sil
-    mov dword ptr [r15 + 0], 203
-    jmp 1f
-1:
-    movzx r8d, dil
-    lea r9, [r10 + r10*1]
-    test ebx, 6528
+    movzx ecx, al
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, rsi
+    test ebx, 1024
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 1088]
-    test ebx, 1856
+    movzx edx, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 640
     jnz 1f
 1:
-    movzx edi, cl
-    mov dword ptr [r14 + 64], 209
-    mov rax, rbp
-    lea rbp, [r10 + r10*1]
+    sete sil
+    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 256
+    jz 1f
+1:
+    lea r8, [r10*4]
+    movzx esi, r8b
+    and r8, 192
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    movsxd rdx, dword ptr [r15 + r8 + 256]
     test ebx, 512
     jnz 1f
 1:
-    and rbp, 16320
-    movsxd r8, dword ptr [r15 + rbp + 16384]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 1024]
-    movzx r9d, cl
-    lea r8, [r10 + r10*1]
-    mov ecx, esi
-    test ebx, 7744
-    jnz 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 2112], dl
-    mov eax, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    test ebx, 768
+    mov r9, qword ptr [r15 + r8 + 448]
+    movzx eax, bpl
+    mov rdi, qword ptr [r14 + 0]
+    imul rsi, rbp
+    test ebx, 3776
     jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 16448]
+    mov ecx, ebp
+    movzx r9d, byte ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 2048]
+    test ebx, 512
+    jz 1f
+1:
+    mov rbp, r10
+    cmp rbp, qword ptr [r15 + r8 + 320]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rsi
-    xor dword ptr [r15 + 0], edx
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 5824
+    lea r9, [r10 + r10*1]
+    mov edx, r9d
+    and r9, 960
+    cmp rcx, qword ptr [r15 + r9 + 1088]
+    movzx eax, byte ptr [r15 + 64]
+    .byte 0x66, 0x90
+    test ebx, 2304
     jnz 1f
 1:
-    mov edx, edi
+    mov edi, eax
+    mov rbp, r10
+    mov qword ptr [r15 + 64], rsi
+    vmovdqu xmm3, xmmword ptr [r15 + 64]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 256], 205
+    test ebx, 228736
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov eax, 240
-    test ebx, 576
+    test bl, 192
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], esi
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, ecx
+    test ebx, 320
     jnz 1f
 1:
-    add qword ptr [r15 + 0], rax
-    mov r9, rax
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], al
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    not qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, r8d
     mov byte ptr [r15 + 0], r9b
-    movzx ecx, byte ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 81
-    and r8, 16320
-    mov edx, dword ptr [r15 + r8 + 16448]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, ecx
-    mov edi, 172
-    mov r9, r9
-    mov ecx, dword ptr [r14 + 0]
-    lea r9, [r10*4]
-    test ebx, 640
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], 156
-    and r9, 192
-    mov dword ptr [r15 + r9 + 384], esi
-    mov ecx, 31
-    movzx ecx, cl
+    mov qword ptr [r15 + 0], rdi
+    xchg rbp, rax
+    movzx esi, al
+    mov qword ptr [r15 + 0], rbp
     test bl, 128
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 16384]
-    movsxd r8, dword ptr [r15 + r9 + 256]
-    movzx edx, sil
-    mov dword ptr [r15 + r9 + 320], 242
-    test ebx, 48960
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 192]
-    mov esi, dword ptr [r15 + r9 + 448]
-    mov eax, esi
+    movzx edi, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 503680
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 2112]
+    movsxd r8, dword ptr [r15 + rbp + 2048]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov r9d, ebp
-    mov r8d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 127936
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 7744
+    and ecx, dword ptr [r14 + 0]
+    movzx esi, cl
+    movzx edi, byte ptr [r14 + 0]
+    mov r9d, 52
+    test ebx, 53184
     jz 1f
 1:
-    not qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 99
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1280
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 256
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 65088
-    jnz 1f
-1:
-    lea rbp, [r10*4]
-    bt rbp, rbp
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 192
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 320]
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
     test bl, 128
     jnz 1f
 1:
-    mov r9, r10
-    mov rax, qword ptr [r14 + rbp + 384]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 2048], r9b
-    cmovne rdi, rcx
-    test ebx, 3648
-    jz 1f
+    mov r8d, 72
+    mov dword ptr [r15 + 0], r8d
+    mov eax, 159
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 640
+    jnz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 256]
-    movzx r8d, cl
-    mov r9d, dword ptr [r15 + rbp + 448]
-    mov rbp, r10
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 6976
-    jz 1f
-1:
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 128]
-    movsxd rdi, dword ptr [r15 + 64]
+    mov esi, 125
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r8d, esi
     jmp 1f
 1:
+    test ebx, 1472
+    jnz 1f
+1:
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 58
+    mov edx, dword ptr [r15 + 0]
+    mov esi, 138
+    test ebx, 512
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, r8b
+    mov r8, rcx
+    bswap rsi
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    test ebx, 5568
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 52
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 512]
+    movzx ecx, byte ptr [r15 + r8 + 576]
+    mov edx, 86
+    test ebx, 127936
+    jnz 1f
+1:
+    mov r9, r10
+    mov byte ptr [r15 + rbp + 128], r9b
+    movzx eax, sil
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx edx, dl
-    mov rdi, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 56
-    mov esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, cl
-    jmp 1f
-1:
+    xchg rbp, rdi
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 512
-    jnz 1f
-1:
-    mov rbp, r10
-    lea r9, [r10*4]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 128]
-    and r9, 192
-    not qword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    test ebx, 30656
-    jnz 1f
-1:
-    and esi, dword ptr [r14 + 0]
-    movzx edi, byte ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 256], 59
-    jmp 1f
-1:
-    test ebx, 576
+    movsxd r9, dword ptr [r15 + 0]
+    vpor xmm11, xmm11, xmm15
+    test ebx, 256
     jz 1f
 1:
-    imul rsi, rdi
-    mov rax, qword ptr [r15 + r9 + 320]
-    add rcx, qword ptr [r15 + r9 + 384]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    cmp dword ptr [r15 + 0], 16
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    imul rax, rdx
+    test ebx, 512
+    jz 1f
+1:
+    mov r8d, esi
+    mov esi, r8d
+    movzx edi, r8b
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov ebp, ebp
+    mov rax, rax
+    movzx esi, byte ptr [r15 + 0]
+    mov r9d, 163
+    test ebx, 1856
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 61
+    rep stosb
+    mov dword ptr [r15 + 0], 10
+    mov r8, r10
+    mov rax, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 32704
+    mov rdx, qword ptr [r15 + r8 + 32768]
+    .byte 0x66, 0x90
     lea rbp, [r10 + r10*1]
-    test ebx, 7360
+    movzx r9d, sil
+    cmp rbp, qword ptr [r14 + 0]
+    test ebx, 61056
     jnz 1f
 1:
     and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 192]
-    mov r9d, 221
     movzx edx, byte ptr [r15 + rbp + 128]
+    mov r8, r10
+    mov qword ptr [r15 + rbp + 192], rsi
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 8192], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], 51
-    test ebx, 113600
+    mov esi, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 84
+    inc dword ptr [r15 + 0]
+    test ebx, 5568
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 8
-    mov rax, rdi
-    mov edi, esi
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, qword ptr [r15 + 0]
-    mov esi, esi
-    mov edx, 152
-    test ebx, 1728
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], sil
     mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 512
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 57
+    mov qword ptr [r15 + 0], rcx
+    mov rax, rsi
+    test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1984
+    mov esi, r9d
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1728
     jz 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 256], r9d
-    test bl, 128
-    jz 1f
+    lea r8, [r10 + r10*2]
+    mov qword ptr [r15 + 0], r8
+    mov r9d, r8d
+    test ebx, 64128
+    jnz 1f
 1:
+    and r8, 448
     lea rbp, [r10 + r10*1]
-    mov r9, qword ptr [r14 + r8 + 320]
-    movsxd rax, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r14 + r8 + 512]
+    mov edx, 1
     lea r9, [r10 + r10*1]
-    test ebx, 97728
+    and rbp, 192
+    mov eax, dword ptr [r15 + rbp + 320]
+    test ebx, 1024
     jz 1f
 1:
-    and r9, 960
-    xor dword ptr [r15 + r9 + 1088], r9d
-    mov byte ptr [r15 + rbp + 192], dil
-    mov r8d, dword ptr [r15 + r9 + 1024]
-    mov rdi, r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 145
+    mov ecx, dword ptr [r15 + r8 + 640]
+    add rdx, qword ptr [r15 + rbp + 256]
+    test ebx, 44992
+    jnz 1f
+1:
+    mov eax, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    mov ebp, dword ptr [r15 + 64]
+    test ebx, 1280
+    jz 1f
+1:
+    or qword ptr [r15 + 64], 30
+    mov qword ptr [r15 + r8 + 576], rdi
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 32
+    rep movsb
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 512
+    mov rax, qword ptr [r14 + 0]
+    lea rbp, [r10*4]
+    mov dword ptr [r14 + 0], eax
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 256], r8d
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    cmovne rdx, r9
+    vpmovmskb edx, xmm11
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rbp, rax
-    movzx esi, bpl
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 256
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, r8
+    cmp r8, qword ptr [r15 + 0]
+    mov r9, rbp
+    test ebx, 2304
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, ecx
+    movzx r8d, byte ptr [r15 + 0]
+    mov ecx, r8d
+    cmp r8, qword ptr [r15 + 0]
+    movzx edi, dl
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
     movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 61376
-    jnz 1f
-1:
-    imul rsi, rax
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    test ebx, 60352
+    lea r8, [r10*4]
+    mov rdx, qword ptr [r15 + rbp + 448]
+    test ebx, 1024
     jnz 1f
 1:
     and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov rcx, rdx
+    mov byte ptr [r15 + r8 + 576], r8b
+    movzx eax, byte ptr [r15 + r8 + 640]
+    bswap rdi
+    mov esi, 6
+    mov r9, r10
+    test ebx, 2304
+    jz 1f
+1:
+    mov ecx, 134
+    and r9, 960
+    mov rdi, qword ptr [r15 + r9 + 1024]
+    mov dword ptr [r15 + r8 + 704], r9d
+    sete al
     test bl, 128
     jz 1f
 1:
-    mov rdx, rcx
-    mov esi, 20
-    mov esi, 116
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    test ebx, 64832
-    jz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov qword ptr [r14 + r8 + 512], rbp
-    movzx r9d, byte ptr [r14 + 0]
-    and rbp, 192
-    mov r9d, dword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + rbp + 384], r9
-    test ebx, 1536
-    jnz 1f
-1:
-    mov edi, 131
-    movzx r8d, dil
-    mov qword ptr [r15 + rbp + 256], rax
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov esi, eax
-    mov rax, rax
-    movsxd r9, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r8 + 512], al
+    mov rdx, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + rbp + 320], rdx
+    movsxd rcx, dword ptr [r15 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov ebp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 6592
+    movzx ebp, al
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    bt rsi, rsi
+    test ebx, 512
     jnz 1f
 1:
-    imul rax, r9
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 2880
+    add rcx, qword ptr [r15 + 0]
+    bt rcx, rcx
+    cmovne rdi, rcx
+    test ebx, 5824
     jnz 1f
 1:
-    mov edi, eax
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    test ebx, 5952
+    mov r8d, 250
+    movzx ecx, r8b
+    mov rdx, r8
+    test ebx, 2496
     jnz 1f
 1:
-    cmp r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    and r8, 448
-    mov qword ptr [r15 + r8 + 640], r8
-    test ebx, 7488
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9, rbp
+    test ebx, 63168
     jz 1f
 1:
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov rax, rbp
+    test ebx, 1152
+    jz 1f
+1:
+    bt rax, rax
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, edx
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx eax, dil
     lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + r8 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 118
-    mov esi, edx
-    xchg rdi, rcx
-    test ebx, 256
-    jz 1f
+    test ebx, 1024
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 64]
-    and ecx, dword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 64]
-    test ebx, 5568
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    mov dword ptr [r14 + 0], 119
-    mov edi, dword ptr [r14 + r8 + 704]
-    test ebx, 256
-    jz 1f
-1:
-    mov r9, r8
-    mov esi, dword ptr [r15 + r8 + 576]
-    mov rax, r8
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov rcx, r8
+    movzx edx, byte ptr [r15 + rbp + 576]
     mov r8, r10
-    test ebx, 512
-    jz 1f
+    test bl, 128
+    jnz 1f
 1:
-    and r8, 32704
-    mov rsi, qword ptr [r15 + r8 + 32768]
-    mov edx, dword ptr [r15 + rbp + 192]
-    mov ebp, 167
+    and r8, 1984
+    xor dword ptr [r15 + r8 + 2048], r8d
+    lea rbp, [r10 + r10*1]
+    movzx r8d, dil
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 320], ebp
+    test ebx, 512
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    cmp rsi, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, esi
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 6976
-    jnz 1f
-1:
-    mov rsi, rcx
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 250
-    movzx ebp, sil
-    test ebx, 5056
+    and edx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 17
+    test bl, 128
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov ecx, 13
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 48832
-    jnz 1f
-1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx eax, r9b
-    mov dword ptr [r15 + 0], 58
-    test ebx, 1152
-    jnz 1f
-1:
-    cmp rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 640
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 64]
-    mov byte ptr [r14 + 0], dil
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1088], dil
-    movzx eax, bpl
-    lea r8, [r10 + r10*1]
-    test ebx, 7488
+    mov byte ptr [r15 + 0], dl
+    vpcmpeqb xmm3, xmm3, xmm11
+    movzx r9d, sil
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 6848
     jz 1f
 1:
-    mov edx, 2
-    add qword ptr [r15 + rbp + 1024], r8
-    and r8, 64
-    mov qword ptr [r14 + r8 + 192], rsi
-    movzx edi, dil
-    test ebx, 256
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 197
+    bswap rcx
+    popcnt rax, rcx
+    lea rbp, [r10 + r10*1]
+    test ebx, 1024
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    vpxor xmm11, xmm11, xmm11
-    and r9, 448
-    mov dword ptr [r15 + r9 + 576], esi
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    mov rdx, qword ptr [r15 + r8 + 128]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    and rbp, 960
+    mov rsi, qword ptr [r15 + rbp + 1024]
+    mov rdi, qword ptr [r15 + 64]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r9d, esi
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r14 + 64], edx
+    mov eax, r9d
+    test ebx, 7744
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r14 + 64]
+    mov ecx, dword ptr [r15 + rbp + 1088]
+    lea rbp, [r10 + r10*2]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2048], ecx
+    test ebx, 63168
+    jnz 1f
+1:
+    sete dil
+    lea r8, [r10 + r10*2]
+    mov rdx, qword ptr [r15 + rbp + 2176]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], edx
+    mov ecx, r8d
+    test ebx, 3456
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov r9d, eax
+    mov byte ptr [r15 + rbp + 2112], sil
+    movsxd rdi, dword ptr [r15 + r8 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, sil
-    and ebp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1920
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edi
+    cmp dword ptr [r15 + 0], 33
+    test ebx, 62848
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    add qword ptr [r15 + 0], rsi
+    mov edx, r9d
+    test ebx, 245568
+    jnz 1f
+1:
     mov rbp, qword ptr [r15 + 0]
-    test ebx, 64704
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, 197
-    not qword ptr [r15 + 0]
-    mov rdi, r9
-    mov ebp, edi
-    test ebx, 3520
-    jz 1f
-1:
-    bswap rcx
-    movsxd rdi, dword ptr [r15 + 0]
-    bt rcx, rax
+    mov byte ptr [r15 + 0], dl
     test ebx, 256
     jnz 1f
 1:
-    mov r8, r10
-    lea rbp, [r10*4]
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2240], 131
-    and r8, 192
-    btc dword ptr [r15 + r8 + 256], 27
-    test ebx, 576
+    xor dword ptr [r15 + 0], esi
+    cmp rbp, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1152
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 2176]
-    mov rax, rsi
-    movzx r9d, r9b
-    mov r8, r10
-    test bl, 128
-    jnz 1f
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, r8b
+    movzx eax, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    and r8, 16320
-    mov esi, dword ptr [r15 + r8 + 16384]
-    movzx edx, byte ptr [r15 + rbp + 2112]
-    vmovdqu xmm11, xmmword ptr [r15 + rbp + 2048]
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 6848
-    jnz 1f
-1:
-    xchg rbp, rdx
+    sete cl
+    vmovdqu xmm3, xmmword ptr [r14 + 0]
     mov qword ptr [r15 + 64], rcx
-    jmp 1f
+    lea r8, [r10 + r10*1]
+    test ebx, 1024
+    jz 1f
 1:
+    lea r9, [r10 + r10*2]
+    mov edx, dword ptr [r15 + 64]
+    and r9, 32704
+    movsxd rdi, dword ptr [r15 + r9 + 32832]
+    and r8, 960
+    movsxd rax, dword ptr [r15 + r8 + 1024]
+    lea rbp, [r10 + r10*1]
+    mov rcx, rax
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 32768], 60
+    and rbp, 8128
+    mov esi, dword ptr [r14 + rbp + 8256]
+    cmp dword ptr [r15 + r8 + 1088], 61
+    test bl, 128
+    jz 1f
+1:
+    mov r8, rsi
+    mov byte ptr [r15 + r9 + 32896], r8b
+    movzx edi, byte ptr [r15 + rbp + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rcx, rbp
-    mov eax, 124
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 512
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, r9
-    test ebx, 3520
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    cmovne rsi, rax
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 63424
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    test ebx, 512
     jz 1f
 1:
-    lea rbp, [r10*4]
-    mov qword ptr [r15 + 0], rdi
-    movzx edx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 1984
-    add rcx, qword ptr [r15 + rbp + 2240]
-    test ebx, 5056
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 232
+    mov edx, 28
+    test bl, 128
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 64], cl
-    mov dword ptr [r15 + rbp + 2112], 181
-    and r8, 64
-    cmp dword ptr [r15 + r8 + 128], 43
-    lea r9, [r10 + r10*1]
-    test ebx, 5056
-    jz 1f
-1:
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    movsxd rdx, dword ptr [r15 + rbp + 2048]
-    mov esi, dword ptr [r14 + 0]
-    xchg rdx, rcx
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov rax, qword ptr [r15 + 0]
+    mov rbp, r8
     test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 128], sil
-    mov dword ptr [r15 + rbp + 2176], 195
-    mov byte ptr [r14 + r8 + 192], bpl
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r9d, r8d
+    test ebx, 1152
+    jz 1f
+1:
+    bt r9, rdi
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, rdi
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    .byte 0x0f, 0x1f, 0x00
+    mov ecx, 83
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2112], 63
+    bt rdx, r8
+    lea rbp, [r10 + r10*1]
+    test ebx, 1152
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + 0], rax
+    and r9, 16320
+    movsxd rax, dword ptr [r15 + r9 + 16384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8256], 143
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 8192]
+    test ebx, 130880
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 2048]
+    mov esi, dword ptr [r15 + r9 + 16448]
+    bswap rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 152
+    imul rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 512
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    imul rdi, rsi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10*4]
+    test ebx, 2304
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 104
+    and r8, 32704
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r8 + 32832]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rax
+    test ebx, 640
+    jz 1f
+1:
+    movzx r9d, bpl
+    movzx eax, al
+    cmp rdi, qword ptr [r15 + r8 + 32768]
     test bl, 128
     jz 1f
 1:
-    mov ecx, 233
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], r8d
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 62912
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], 94
-    lea rbp, [r10 + r10*2]
-    mov byte ptr [r15 + 64], al
-    test ebx, 56192
+    mov qword ptr [r15 + r8 + 32896], rcx
+    mov qword ptr [r15 + r8 + 32960], rax
+    movzx esi, sil
+    mov rcx, qword ptr [r14 + 0]
+    test bl, 192
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 576]
-    lea r8, [r10 + r10*2]
-    movzx edi, byte ptr [r14 + 0]
-    and r8, 192
-    movsxd rdx, dword ptr [r14 + r8 + 256]
-    test ebx, 98112
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 640], edx
-    add rax, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r14 + 0], rcx
+    movsxd rdx, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + r8 + 320]
-    test ebx, 32128
-    jnz 1f
+    mov r9d, 97
+    test bl, 128
+    jz 1f
 1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1024], r9d
-    imul r8d, r9d, 126
-    mov r8d, r8d
-    add rcx, qword ptr [r15 + r9 + 1088]
-    test ebx, 1472
-    jnz 1f
-1:
-    mov edi, ebp
-    mov qword ptr [r15 + rbp + 512], rdi
+    cmovne rdi, r9
     jmp 1f
 1:
+    mov rbp, rdi
+    mov dword ptr [r15 + 64], 83
+    lea r8, [r10 + r10*1]
+    test ebx, 1152
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    and r8, 64
+    cmp dword ptr [r15 + r8 + 128], 91
+    mov byte ptr [r15 + r8 + 192], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 16320
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, sil
-    mov rax, rsi
-    mov dword ptr [r15 + 0], 32
-    test ebx, 2496
+    mov qword ptr [r14 + 0], rdi
+    add rdx, qword ptr [r15 + 0]
+    mov rax, rdx
+    bswap rdi
+    test ebx, 3712
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, r8d
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 259008
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 76
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 255936
-    jnz 1f
-1:
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r9, [r10 + r10*2]
-    movsxd rsi, dword ptr [r15 + 0]
-    and r9, 192
-    mov ebp, dword ptr [r15 + r9 + 256]
-    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 145
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 1024
     jnz 1f
 1:
-    and r8, 64
-    vmovdqu xmm11, xmmword ptr [r15 + r8 + 128]
-    lock or dword ptr [r15 + 64], 27
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    test ebx, 114368
+    mov rbp, rcx
+    imul r9d, esi, 117
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, r9b
+    test bl, 128
+    jnz 1f
+1:
+    btc dword ptr [r15 + 0], 17
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 6976
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 129
+    movsxd rdi, dword ptr [r15 + 64]
+    lea r9, [r10*4]
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    lea r8, [r10 + r10*1]
+    test ebx, 62848
     jz 1f
 1:
-    mov rbp, r10
-    mov byte ptr [r14 + 0], cl
-    and eax, dword ptr [r15 + r9 + 384]
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 512], ebp
-    movzx esi, byte ptr [r15 + r9 + 320]
+    and r9, 192
+    lock xadd qword ptr [r15 + r9 + 256], rcx
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 2112], cl
+    imul rdx, rsi
     test ebx, 512
     jz 1f
 1:
-    movzx ebp, r8b
-    nop
-    mov r8d, r9d
+    mov rdi, rsi
+    movzx esi, byte ptr [r15 + r9 + 448]
+    mov rbp, r10
+    mov edi, esi
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8192], eax
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, 251
+    mov rbp, rdx
+    mov edx, eax
+    test ebx, 640
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    movzx esi, byte ptr [r15 + r8 + 2048]
+    movsxd r8, dword ptr [r14 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
-    lea r9, [r10*4]
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 99
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 2176]
-    movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    test bl, 192
+    lea r9, [r10 + r10*1]
+    and r9, 32704
+    mov qword ptr [r15 + r9 + 32832], r9
+    add rax, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 75
+    movzx edi, cl
+    test ebx, 1280
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 245
-    popcnt rdi, rdx
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 30592
+    mov ecx, ecx
+    mov edx, dword ptr [r15 + 0]
+    mov r8, rbp
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 110528
     jz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov rdi, rbp
+    mov qword ptr [r15 + 0], rdi
+    mov ebp, edi
+    test ebx, 6848
+    jz 1f
+1:
+    nop
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 3264
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, dl
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 512
+    jnz 1f
+1:
+    mov eax, r8d
+    movzx esi, al
+    movzx ecx, byte ptr [r14 + 0]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    test bl, 128
+    lea rbp, [r10 + r10*1]
+    test ebx, 518016
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 2048]
+    mov esi, r9d
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    movzx eax, byte ptr [r15 + r8 + 128]
+    test ebx, 57024
     jnz 1f
 1:
-    movzx eax, cl
-    add qword ptr [r15 + 0], rax
-    mov byte ptr [r15 + 0], sil
-    cmp dword ptr [r15 + 0], 107
-    test ebx, 1152
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 48000
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + r9 + 2112], dil
-    mov r8d, dword ptr [r14 + 0]
-    test ebx, 5568
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rbp
-    movsxd rsi, dword ptr [r14 + 0]
-    cmp dword ptr [r15 + r9 + 2048], 111
-    imul rcx, rsi
-    test ebx, 4608
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 2240]
-    mov r9d, 147
-    mov rsi, r9
-    mov r8, r10
-    test ebx, 3904
-    jz 1f
-1:
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 256]
-    inc dword ptr [r15 + 64]
-    xor dword ptr [r15 + rbp + 128], ebp
+    bswap rdi
+    movsxd rcx, dword ptr [r15 + rbp + 2112]
+    and r8d, dword ptr [r15 + r9 + 32768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
-    lea rbp, [r10 + r10*2]
-    and rbp, 8128
-    movzx eax, byte ptr [r15 + rbp + 8320]
-    mov r8d, ebp
+    mov r9, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov rdx, rsi
+    test bl, 128
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movzx edi, bpl
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    test ebx, 3392
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    mov ecx, 109
+    test ebx, 256
+    jz 1f
+1:
+    popcnt rax, rdx
+    movzx edx, byte ptr [r15 + 64]
+    lea rbp, [r10*4]
+    mov edi, dword ptr [r15 + 64]
+    mov rsi, rsi
+    test ebx, 512
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1024], r9b
+    and r8, 64
+    add qword ptr [r14 + r8 + 192], r8
+    movsxd rcx, dword ptr [r15 + r8 + 128]
     lea r9, [r10*4]
-    mov rdx, r8
-    and r9, 192
-    movzx r8d, byte ptr [r15 + r9 + 384]
+    test ebx, 7744
+    jnz 1f
+1:
+    sete r8b
+    and r9, 1984
+    cmp dword ptr [r15 + r9 + 2112], 64
+    mov qword ptr [r15 + rbp + 1088], r9
     test ebx, 576
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 52
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1984
     jz 1f
 1:
-    movzx r8d, dil
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1024
+    and r8d, dword ptr [r15 + r9 + 2048]
+    movzx eax, byte ptr [r15 + r9 + 2240]
+    mov byte ptr [r15 + r9 + 2176], dl
+    test ebx, 261312
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 7
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, 75
-    test ebx, 32128
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, esi
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1280
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    mov r8, r10
-    mov edx, dword ptr [r15 + r9 + 448]
-    test ebx, 768
-    jnz 1f
-1:
-    and r8, 960
-    cmp dword ptr [r15 + r8 + 1024], 70
-    movzx edi, r8b
-    mov r8d, dword ptr [r15 + r9 + 256]
-    test ebx, 7488
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 8256], rdi
-    mov dword ptr [r15 + rbp + 8192], r8d
-    mov dword ptr [r14 + 0], esi
+    btc dword ptr [r15 + rbp + 1152], 20
+    imul r9, r8
+    mov ecx, dword ptr [r14 + rbp + 1216]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx esi, bpl
-    test ebx, 320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    cmovne rdi, rax
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 130880
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 70
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    test ebx, 24448
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 85
+    mov ebp, 88
     mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov rcx, rcx
-    test ebx, 1728
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    movzx r9d, dl
-    mov rsi, qword ptr [r15 + 64]
-    lea rbp, [r10 + r10*2]
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 3904
     jz 1f
 1:
-    and rbp, 960
-    add r8, qword ptr [r15 + rbp + 1152]
+    add rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    nop
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 512
+    jnz 1f
+1:
+    bswap r9
+    mov esi, 207
+    inc dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 3520
+    jz 1f
+1:
+    popcnt rcx, r8
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r8, rdi
     lea r9, [r10 + r10*1]
-    movzx edx, r8b
+    test ebx, 122688
+    jnz 1f
+1:
+    mov edx, esi
     and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 576]
-    movsxd r8, dword ptr [r14 + rbp + 1024]
-    test ebx, 256
-    jnz 1f
+    mov dword ptr [r15 + r9 + 512], 3
+    mov rdx, r9
+    movsxd rbp, dword ptr [r14 + 0]
+    test ebx, 1024
+    jz 1f
 1:
-    mov qword ptr [r14 + 0], rax
-    movzx eax, byte ptr [r15 + r9 + 512]
-    mov edi, 171
-    mov rsi, rdi
-    test ebx, 256
-    jnz 1f
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    and r8, 32704
+    mov qword ptr [r15 + r8 + 32832], rsi
+    cmp dword ptr [r15 + r9 + 576], 34
+    movzx ecx, r9b
+    lea rbp, [r10 + r10*1]
+    test bl, 192
+    jz 1f
 1:
-    mov r8, r10
-    mov r9d, 62
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 2048]
-    mov rdi, qword ptr [r15 + rbp + 1088]
+    movzx ecx, byte ptr [r15 + r8 + 32768]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    movzx r9d, sil
+    mov edx, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
-    lea rbp, [r10 + r10*1]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 320], ecx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], 55
-    add qword ptr [r15 + 0], rbp
-    test ebx, 512
+    mov rax, r8
+    mov dword ptr [r15 + 0], 145
+    cmp dword ptr [r15 + 0], 10
+    xchg rsi, r8
+    test ebx, 44928
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov r9, rcx
-    test ebx, 5952
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    bt r9, r9
-    mov dword ptr [r15 + 0], 206
-    mov qword ptr [r15 + 0], r9
+    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, dil
     test bl, 128
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov eax, 228
+    mov dword ptr [r15 + 0], 166
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, rcx
+    test ebx, 515456
+    jz 1f
+1:
+    mov rcx, rax
+    movzx eax, r9b
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    sete dl
+    cmp dword ptr [r15 + 0], 38
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movzx ebp, dl
     mov esi, dword ptr [r15 + 0]
-    test ebx, 5824
-    jz 1f
+    movzx r9d, sil
+    test ebx, 512
+    jnz 1f
 1:
+    mov rdi, r9
+    mov edx, 97
     lea r8, [r10 + r10*1]
-    add rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 64]
-    and r9, 960
-    mov ecx, dword ptr [r15 + r9 + 1024]
-    and r8, 64
-    mov esi, dword ptr [r14 + r8 + 192]
-    test ebx, 64320
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov qword ptr [r15 + 0], r8
+    test ebx, 512
     jnz 1f
 1:
-    mov esi, r8d
-    movzx edx, sil
-    mov rax, rdx
-    mov edi, ebp
-    test ebx, 44992
+    and r8, 960
+    mov byte ptr [r15 + r8 + 1024], r8b
+    mov rbp, r10
+    movzx edi, bpl
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 16384], eax
+    mov r9, r10
+    test ebx, 32192
     jz 1f
 1:
-    mov ecx, edi
-    movzx eax, byte ptr [r14 + 0]
-    movzx edi, al
-    mov rsi, rax
-    test ebx, 59264
-    jnz 1f
-1:
-    movzx ecx, dil
-    mov rdx, qword ptr [r15 + r9 + 1088]
-    movsxd rcx, dword ptr [r15 + rbp + 256]
-    movzx ebp, byte ptr [r15 + r8 + 128]
+    and r9, 1984
+    mov rbp, qword ptr [r14 + r9 + 2048]
+    movsxd rax, dword ptr [r15 + 64]
+    mov edx, dword ptr [r15 + r8 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    add qword ptr [r15 + 0], r9
-    mov r9d, ebp
-    cmp r9, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 3392
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 46976
+    lea r8, [r10 + r10*1]
+    and r8, 448
+    movsxd rcx, dword ptr [r14 + r8 + 576]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 34
+    rep movsb
+    mov byte ptr [r15 + 0], cl
+    mov r9, rcx
+    test ebx, 256
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 38
-    mov r8d, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    mov dword ptr [r15 + 0], 209
+    movsxd rbp, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 107
+    test bl, 192
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov edx, 165
+    mov eax, 239
+    test bl, 128
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    nop
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 2496
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 64]
+    mov edx, esi
+    test ebx, 60800
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 64]
+    movzx ebp, cl
+    mov dword ptr [r15 + 64], esi
+    lea r9, [r10 + r10*1]
+    test ebx, 1024
+    jz 1f
+1:
+    mov ecx, r9d
+    mov rax, qword ptr [r15 + 64]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 128]
+    xor dword ptr [r15 + r9 + 192], ecx
     test ebx, 512
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, r9d
-    test ebx, 3008
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 74
-    movzx r9d, bpl
-    lea r8, [r10*4]
-    movzx edx, dil
-    and r8, 192
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + r8 + 256]
-    test ebx, 196032
-    jz 1f
-1:
-    and r9, 32704
-    movsxd rcx, dword ptr [r15 + r9 + 32768]
-    mov dword ptr [r14 + 0], 187
-    mov r9d, ecx
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], 35
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 192], 81
-    movzx esi, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + r8 + 384]
-    test bl, 128
-    jz 1f
-1:
-    bswap rcx
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    movzx ebp, dl
+    movzx ecx, cl
+    mov rdx, qword ptr [r15 + r8 + 512]
+    movzx edi, byte ptr [r14 + 0]
+    mov rbp, r10
     test ebx, 2304
-    jnz 1f
+    jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 448]
-    bswap r9
-    mov dword ptr [r15 + r8 + 320], r8d
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 1024]
+    jmp 1f
+1:
+    movzx esi, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    lea rdi, [r15 + 131712]
-    mov ecx, 60
-    rep stosb
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 63
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 0], 221
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256960
-    jnz 1f
-1:
-    mov rdi, r9
-    mov r9, r9
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 5760
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 196
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    add rax, qword ptr [r15 + 0]
-    test ebx, 62336
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    and rbp, 64
-    lea r9, [r10*4]
-    mov dword ptr [r15 + rbp + 128], ebp
+    cmp rsi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov r9d, 124
     test bl, 128
     jz 1f
 1:
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 512]
-    add rsi, qword ptr [r15 + r9 + 704]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 64]
-    test ebx, 5760
+    mov esi, eax
+    mov dword ptr [r15 + 0], 43
+    inc dword ptr [r15 + 0]
+    test ebx, 1152
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + rbp + 192]
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    test ebx, 94144
+    and edi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    xchg rcx, r9
+    mov edx, eax
+    test ebx, 960
     jnz 1f
 1:
-    xor dword ptr [r14 + r9 + 576], eax
-    mov rbp, r10
-    mov rdi, rbp
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 8192], sil
+    mov qword ptr [r15 + 0], rcx
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 49
+    sete bpl
+    test ebx, 3392
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    cmp r9, qword ptr [r15 + 64]
+    lea rbp, [r10 + r10*2]
+    movsxd r9, dword ptr [r15 + 64]
+    test ebx, 3456
+    jz 1f
+1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + rbp + 640], 150
+    mov r8, r10
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r14 + rbp + 576]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 8192], 208
+    test ebx, 192448
+    jz 1f
+1:
+    and r8, 16320
+    mov ebp, dword ptr [r15 + r8 + 16384]
+    vmovdqu xmm3, xmmword ptr [r15 + r9 + 8256]
+    mov ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    mov rdx, rsi
-    cmp rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rdx
+    mov r9d, dword ptr [r15 + 0]
+    mov edx, 176
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8d, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 80
-    mov r8d, dword ptr [r15 + 0]
-    cmp r8, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    bswap rdi
+    mov rdx, rdi
+    mov dword ptr [r15 + 0], 196
+    mov dword ptr [r15 + 0], edx
+    test ebx, 130240
+    jz 1f
+1:
+    movzx esi, dl
+    xchg rcx, rcx
+    imul rsi, rsi
+    mov byte ptr [r15 + 0], cl
+    test ebx, 16256
+    jnz 1f
+1:
+    cmp rsi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx esi, dil
+    test bl, 128
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 1
+    mov r8d, eax
     test ebx, 5952
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov r9, r9
-    mov dword ptr [r15 + 0], r8d
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 32128
+    lea r9, [r10*4]
+    mov ebp, dword ptr [r15 + 0]
+    and r9, 960
+    movsxd rcx, dword ptr [r15 + r9 + 1152]
+    mov r8, r10
+    mov rcx, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r8
+    test ebx, 1152
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 81
-    lea r8, [r10*4]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov esi, ecx
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1088]
-    test ebx, 60352
+    and r8, 192
+    cmp rax, qword ptr [r15 + r8 + 256]
+    mov rbp, r10
+    mov rsi, rbp
+    movzx eax, byte ptr [r15 + r9 + 1088]
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 8192]
+    test ebx, 3264
     jnz 1f
 1:
-    bt rdi, rdx
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov rsi, qword ptr [r15 + r8 + 1024]
-    lea r9, [r10 + r10*2]
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    test ebx, 44928
-    jz 1f
-1:
-    movzx esi, r9b
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 576]
-    mov edx, 103
-    add rsi, qword ptr [r14 + 0]
-    test ebx, 2560
-    jz 1f
-1:
-    not qword ptr [r14 + 0]
-    movzx eax, byte ptr [r15 + r8 + 1216]
-    mov byte ptr [r15 + r9 + 640], al
-    .byte 0x66, 0x90
-    test ebx, 2304
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 1152]
-    movsxd rcx, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + r9 + 512], 66
+    movzx ebp, dil
+    movzx ecx, byte ptr [r14 + 0]
+    cmp dword ptr [r15 + r9 + 1024], 16
+    mov byte ptr [r15 + r9 + 1216], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    lea r8, [r10*4]
-    .byte 0x66, 0x90
-    and r8, 192
-    mov qword ptr [r15 + r8 + 384], r8
-    mov eax, r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
+    jmp 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx esi, r9b
-    mov rbp, r9
-    test ebx, 3904
-    jnz 1f
-1:
-    mov edi, 106
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov edx, dword ptr [r15 + 0]
-    cmovne r9, r9
-    test ebx, 3904
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 32128
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    test ebx, 56960
     jz 1f
 1:
-    mov edx, ecx
-    add rdx, qword ptr [r15 + 0]
-    mov esi, 199
-    mov r9, qword ptr [r15 + r8 + 448]
-    mov rbp, r10
+    mov rsi, qword ptr [r15 + 0]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 129856
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, cl
     test bl, 128
     jz 1f
 1:
-    mov edx, 154
-    imul rdi, r8
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 2048]
-    test ebx, 253824
+    movzx edx, cl
+    mov rdx, qword ptr [r15 + 0]
+    cmp rdx, qword ptr [r15 + 0]
+    mov edx, 187
+    test ebx, 512
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rbp, rax
-    nop
-    movzx ebp, bpl
-    lea r9, [r10 + r10*1]
-    test ebx, 122688
+    movsxd rax, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 194496
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 64]
-    movzx esi, byte ptr [r14 + 64]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    test ebx, 28544
+    movsxd rdi, dword ptr [r14 + 0]
+    and r9d, dword ptr [r14 + 0]
+    mov r8, qword ptr [r15 + 64]
+    add rbp, qword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov r8, r10
+    test ebx, 425856
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    add rdi, qword ptr [r15 + r8 + 256]
-    add qword ptr [r15 + r9 + 128], r8
+    mov dword ptr [r15 + 64], 203
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 128]
+    and r8, 65472
+    cmp rsi, qword ptr [r15 + r8 + 65536]
+    test ebx, 2496
+    jz 1f
+1:
+    mov rsi, r8
+    mov edx, esi
+    movzx esi, byte ptr [r15 + r9 + 192]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rbp, [r10 + r10*1]
+    test ebx, 55168
+    jz 1f
+1:
+    and rbp, 8128
+    add r9, qword ptr [r15 + rbp + 8192]
+    nop
+    movzx r9d, byte ptr [r15 + rbp + 8256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c24:
-    cmp dword ptr [r15 + 0], 47
-    jmp 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r9d, r8d
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov eax, r8d
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 154
     test bl, 128
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 64832
+    cmp dword ptr [r15 + 0], 92
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, rsi
+    mov dword ptr [r15 + 0], 110
+    test ebx, 512
+    jz 1f
+1:
+    imul eax, eax, 83
+    movsxd rdi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 34
+    movzx ebp, dil
+    test ebx, 512
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 80
+    mov r8d, 181
+    mov dword ptr [r15 + 0], esi
+    test ebx, 768
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 172
+    mov dword ptr [r15 + 0], 17
+    test ebx, 63104
     jnz 1f
 1:
-    sete al
-    mov dword ptr [r15 + 0], ebp
-    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov rbp, r10
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov byte ptr [r15 + 64], r8b
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 1024]
+    and r9, 64
+    cmp dword ptr [r14 + r9 + 192], 16
     test ebx, 512
     jnz 1f
 1:
-    imul rdx, r9
-    lea r8, [r10 + r10*2]
-    mov rsi, qword ptr [r15 + 0]
-    and r8, 32704
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*2]
-    mov edx, dword ptr [r14 + r8 + 32768]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2048], 250
-    test ebx, 106432
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov esi, 99
+    movzx eax, cl
+    lea rbp, [r10 + r10*1]
+    test ebx, 32384
     jz 1f
 1:
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 320]
-    mov rsi, rcx
-    movzx eax, byte ptr [r15 + 64]
-    cmp dword ptr [r15 + r8 + 32832], 88
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 2112]
-    mov byte ptr [r15 + rbp + 384], cl
-    cmp dword ptr [r15 + r8 + 32896], 94
-    mov byte ptr [r14 + 0], cl
-    test bl, 128
-    jnz 1f
-1:
-    mov rdi, rcx
-    mov qword ptr [r15 + rbp + 256], rdi
-    .byte 0x66, 0x90
+    movzx edi, al
+    and rbp, 64
+    cmp r9, qword ptr [r15 + rbp + 128]
+    movzx eax, byte ptr [r14 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c25:
-    mov rsi, rdi
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, rsi
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 512
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, r9
+    lea r8, [r10 + r10*2]
+    movzx r9d, r8b
+    and r8, 448
+    mov qword ptr [r15 + r8 + 640], r8
+    mov esi, r8d
+    test ebx, 512
+    jz 1f
+1:
+    cmp rdx, qword ptr [r15 + 0]
+    mov edi, 214
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 83
+    test bl, 128
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    movzx esi, al
+    imul r9d, eax, 11
     test ebx, 256
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movzx edi, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test ebx, 2496
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx esi, r9b
-    movsxd rbp, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 46976
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r10 + r10*2]
-    mov ecx, 182
-    mov byte ptr [r15 + 0], al
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 192
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    movzx eax, dil
-    mov qword ptr [r15 + 64], rax
-    movzx edi, dl
-    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    and rbp, 32704
+    add rcx, qword ptr [r15 + rbp + 32768]
     test bl, 128
     jz 1f
 1:
-    mov rdx, rcx
-    lea r8, [r10 + r10*1]
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 8192]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 576]
-    test ebx, 1024
+    mov esi, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + rbp + 32832], r9
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 6976
+    jz 1f
+1:
+    mov ecx, r8d
+    mov edi, 61
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r10
+    test ebx, 512
     jnz 1f
 1:
-    mov esi, ecx
-    mov byte ptr [r15 + r8 + 512], sil
-    mov dword ptr [r15 + rbp + 256], 159
-    mov eax, dword ptr [r15 + rbp + 384]
-    test ebx, 97216
+    and rbp, 65472
+    mov qword ptr [r15 + rbp + 65536], rbp
+    mov rsi, rbp
+    mov esi, dword ptr [r15 + 64]
+    mov rdi, rsi
+    test ebx, 512
     jnz 1f
 1:
-    mov rbp, rcx
-    mov dword ptr [r14 + r9 + 8256], ebp
-    mov edi, dword ptr [r14 + 0]
+    mov r9d, 174
+    mov dword ptr [r15 + r8 + 512], 133
+    mov rdx, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c26:
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    cmp rdx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 129472
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    movzx eax, r8b
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 177
-    test ebx, 124864
-    jnz 1f
-1:
-    mov r9d, edx
-    mov byte ptr [r15 + 0], dil
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 256
-    jnz 1f
-1:
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    movzx esi, byte ptr [r15 + rbp + 128]
+    movsxd rdi, dword ptr [r14 + 0]
     movsxd rcx, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
     jmp 1f
 1:
-    test ebx, 256
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    mov eax, 253
-    cmp rax, qword ptr [r15 + 64]
-    lea r8, [r10*4]
-    test ebx, 7360
-    jnz 1f
-1:
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 384]
-    mov esi, r9d
-    mov eax, dword ptr [r14 + r8 + 320]
-    mov r9d, dword ptr [r15 + r8 + 448]
-    test ebx, 259520
-    jnz 1f
-1:
-    cmovne rcx, rbp
-    mov byte ptr [r15 + r8 + 256], r9b
     lea rbp, [r10 + r10*1]
-    or qword ptr [r14 + 0], 92
-    test ebx, 32448
+    jmp 1f
+1:
+    mov edi, ebp
+    movsxd rax, dword ptr [r15 + 64]
+    and rbp, 448
+    or qword ptr [r15 + rbp + 512], 2
+    test bl, 128
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    mov r9d, 243
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    and rbp, 1984
-    mov rdx, qword ptr [r15 + rbp + 2048]
-    movzx edi, dil
-    mov esi, dword ptr [r15 + rbp + 2112]
+    movzx ecx, dil
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 152
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov esi, eax
+    mov rax, rbp
+    movzx r8d, r8b
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rdx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 57024
+    jnz 1f
+1:
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1024], r9b
+    sete cl
+    and esi, dword ptr [r15 + r9 + 1088]
+    mov r8d, 66
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], dl
+    mov dword ptr [r15 + r9 + 128], ebp
+    mov edx, 195
+    movsxd rax, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c27:
-    lea r8, [r10 + r10*1]
-    and r8, 960
-    btc dword ptr [r15 + r8 + 1024], 3
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 184
-    mov edx, 119
-    mov r9d, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    add rax, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rbp, rax
+    movzx r8d, byte ptr [r15 + 0]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov rbp, r8
+    test ebx, 2304
+    jz 1f
+1:
+    popcnt r8, rbp
+    mov edi, ebp
+    mov dword ptr [r15 + 0], r9d
     test bl, 192
     jnz 1f
 1:
-    xor dword ptr [r15 + 0], r9d
-    cmp rbp, qword ptr [r15 + 0]
-    mov eax, 175
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov edx, esi
-    and eax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 3904
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, r8
-    mov byte ptr [r15 + 0], r9b
+    mov r9, qword ptr [r15 + 0]
+    nop
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test bl, 128
+    mov rax, r9
+    test ebx, 3648
     jnz 1f
 1:
-    lea r9, [r10 + r10*4]
-    cmp r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 512]
-    mov qword ptr [r14 + 0], r9
-    test ebx, 5056
+    mov rax, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r14 + 0], 124
+    test ebx, 3456
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r9 + 640]
-    mov edx, dword ptr [r15 + r8 + 1088]
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r9 + 704]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 320], 202
-    test bl, 128
+    mov r9, r10
+    movzx ecx, byte ptr [r14 + 0]
+    mov edx, 50
+    and r9, 16320
+    mov rdi, qword ptr [r15 + r9 + 16384]
+    lea rbp, [r10 + r10*1]
+    mov r9d, dword ptr [r15 + 64]
+    test bl, 192
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 768]
+    mov r8d, dword ptr [r15 + 64]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 2112]
+    mov r9d, ebp
+    test ebx, 59264
+    jz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov eax, eax
+    and r8, 8128
+    mov rdi, qword ptr [r15 + r8 + 8192]
+    movsxd rdx, dword ptr [r15 + r8 + 8320]
+    movzx ecx, dil
+    test ebx, 53120
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 2048]
+    mov byte ptr [r15 + r8 + 8256], r9b
     mov rcx, rsi
-    mov rsi, qword ptr [r15 + r9 + 576]
-    add r9, qword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c28:
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 85
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
+    lea rbp, [r10 + r10*1]
+    and rbp, 16320
+    mov edx, dword ptr [r15 + rbp + 16448]
+    imul rcx, rax
+    mov byte ptr [r15 + 0], dl
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 59328
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, r9d
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
     mov rsi, qword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1280
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 64]
+    test ebx, 1152
+    jz 1f
+1:
+    cmp dword ptr [r15 + 64], 11
+    movzx edx, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 64]
     test bl, 128
     jz 1f
 1:
-    xor dword ptr [r15 + 0], edi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 576
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8, rbp
-    test ebx, 61120
-    jz 1f
-1:
-    and rbp, 1984
-    mov rdi, qword ptr [r15 + rbp + 2112]
-    mov rdx, qword ptr [r15 + 64]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + rbp + 2048]
-    test ebx, 5056
-    jz 1f
+    movsxd rsi, dword ptr [r15 + 64]
+    vmovdqu xmm3, xmmword ptr [r15 + 64]
+    add qword ptr [r14 + 0], rsi
+    mov r8d, 160
+    test ebx, 4608
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    lea r8, [r10 + r10*1]
-    mov ecx, 231
-    test ebx, 96192
-    jz 1f
-1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 320], rcx
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 9
-    rep movsb
-    vmovq xmm11, r9
-    test ebx, 2880
-    jnz 1f
-1:
-    mov rax, rdx
-    movsxd rsi, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r14 + 0], ebp
     nop
-    test ebx, 768
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 192]
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 128], edx
+    mov r8, r10
+    mov byte ptr [r15 + r9 + 128], bpl
+    and r8, 448
+    movsxd r9, dword ptr [r15 + r8 + 512]
+    movsxd rcx, dword ptr [r15 + rbp + 16384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c29:
-    mov ebp, ebp
+    lea rbp, [r10 + r10*2]
+    and rbp, 960
+    mov eax, dword ptr [r15 + rbp + 1024]
+    movzx r8d, bpl
+    mov eax, 149
+    mov r9d, dword ptr [r15 + rbp + 1088]
+    test bl, 128
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    movzx edx, r9b
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov ecx, 72
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, ecx
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r8d, edi
     mov rdx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdi, r9
-    test ebx, 576
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 198
-    mov byte ptr [r15 + 0], dil
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r9d, al
-    test ebx, 243648
+    add r8, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r14 + 0]
+    test ebx, 24448
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 166
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1984
-    jnz 1f
-1:
-    movzx r9d, cl
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 192]
-    lea r9, [r10 + r10*1]
-    test ebx, 98112
-    jz 1f
-1:
-    and r9, 64
-    cmp dword ptr [r14 + r9 + 128], 13
     lea r8, [r10 + r10*2]
-    mov rcx, qword ptr [r15 + 64]
-    btc dword ptr [r15 + 64], 17
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1152], r8b
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + 0]
-    jmp 1f
-1:
-    cmp dword ptr [r15 + r8 + 1088], 76
-    test ebx, 384
-    jz 1f
-1:
-    mov rcx, rcx
-    movzx edi, al
-    movzx eax, byte ptr [r15 + r9 + 192]
-    bswap rdx
-    test ebx, 6592
+    mov r9, r8
+    mov rdi, qword ptr [r14 + 0]
+    and r8, 192
+    mov eax, dword ptr [r15 + r8 + 320]
+    test ebx, 256
     jnz 1f
 1:
-    mov esi, 237
-    movsxd r9, dword ptr [r15 + r8 + 1024]
-    mov rdi, qword ptr [r15 + rbp + 128]
+    mov rcx, r8
+    imul rsi, rbp
+    mov edx, 229
+    mov r9d, 247
+    test ebx, 1856
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 1152]
+    xchg qword ptr [r15 + r8 + 384], rdx
+    .byte 0x0f, 0x1f, 0x00
+    mov rbp, rdx
+    test ebx, 1536
+    jnz 1f
+1:
+    mov edx, 25
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    movzx r8d, byte ptr [r15 + 64]
+    and rbp, 16320
+    mov byte ptr [r15 + rbp + 16384], bpl
+    test ebx, 62848
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    cmovne r9, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c30:
-    lea rbp, [r10*4]
-    mov r8, rcx
-    and rbp, 192
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + 0], 213
-    xchg rcx, rsi
-    test ebx, 1024
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 221
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 113
-    and ecx, dword ptr [r15 + 0]
-    mov rcx, rdi
-    test ebx, 256
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 37
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], sil
-    test ebx, 6976
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r14 + 0]
-    mov rcx, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*2]
-    movzx eax, r9b
-    mov edx, dword ptr [r15 + rbp + 448]
-    test bl, 192
-    jnz 1f
-1:
-    and r9, 16320
-    movsxd rsi, dword ptr [r15 + r9 + 16384]
-    movzx edi, byte ptr [r15 + rbp + 320]
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    mov rbp, rcx
-    test ebx, 768
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 16512]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 16448]
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    vpxor xmm3, xmm3, xmm3
+    test ebx, 130880
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 65088
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movzx edi, r9b
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 59328
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 68
+    movsxd r9, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx eax, r9b
+    test ebx, 229248
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 640
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    add qword ptr [r14 + 0], rax
+    movzx esi, r9b
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    test ebx, 126912
+    jz 1f
+1:
+    mov rsi, rcx
+    mov rax, qword ptr [r15 + rbp + 128]
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 512
+    jz 1f
+1:
+    movzx ebp, r8b
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    imul rdx, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c31:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov r8d, ecx
+    mov edi, r8d
+    movzx eax, r8b
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 61056
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 124
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 63872
-    jz 1f
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 40
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1152
-    jz 1f
+    jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, rcx
-    bt rax, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 84
     test ebx, 256
     jnz 1f
 1:
     mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], esi
-    movzx edx, sil
-    test ebx, 16320
+    movzx esi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 105
-    mov qword ptr [r15 + 0], rdx
-    mov rdi, rdx
-    test ebx, 122304
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, rdi
-    mov esi, r9d
-    mov r8d, eax
-    test ebx, 257920
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    cmp rbp, qword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 3008
-    jnz 1f
-1:
-    mov r8, r10
-    and rbp, 192
-    mov edi, dword ptr [r15 + rbp + 320]
-    and r8, 960
-    not qword ptr [r15 + r8 + 1024]
-    mov ecx, dword ptr [r15 + rbp + 256]
+    bswap rdi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
     jmp 1f
 1:
-    test bl, 128
-    jz 1f
+    mov eax, dword ptr [r14 + 64]
+    test ebx, 576
+    jnz 1f
+1:
+    jmp 1f
 1:
     mov r9, r10
-    mov ebp, 20
-    mov dword ptr [r14 + 0], ebp
-    and r9, 8128
-    mov dword ptr [r14 + r9 + 8192], 208
+    lea rbp, [r10 + r10*2]
+    movsxd rdi, dword ptr [r14 + 0]
+    and rbp, 448
+    cmp dword ptr [r15 + rbp + 512], 29
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 2048]
+    test bl, 128
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 640]
+    mov r9d, dword ptr [r15 + rbp + 576]
+    movzx ebp, byte ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c32:
-    lea r8, [r10*4]
-    and r8, 448
-    mov edx, dword ptr [r15 + r8 + 640]
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1472
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*8]
+    and rbp, 192
+    and esi, dword ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r14 + rbp + 320]
+    and r9, 448
+    mov rbp, qword ptr [r15 + r9 + 832]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 192]
+    test ebx, 5824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, 162
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    mov esi, 195
+    movzx ebp, byte ptr [r15 + 0]
+    mov rax, rsi
+    mov qword ptr [r15 + 0], rax
+    test ebx, 5760
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, 250
+    xor dword ptr [r15 + 0], r9d
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 114112
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], r9d
+    add rsi, qword ptr [r15 + r9 + 512]
     test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
-    movzx ecx, dil
-    test bl, 128
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    movzx edi, cl
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rax, rdx
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, r9
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r9
-    movzx ebp, r9b
-    test bl, 192
+    mov rsi, qword ptr [r15 + r8 + 128]
+    mov ecx, dword ptr [r15 + r9 + 768]
+    mov edi, dword ptr [r15 + r9 + 576]
+    mov byte ptr [r14 + 0], r9b
+    test ebx, 512
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rbp, r9
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    test ebx, 6848
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    and esi, dword ptr [r14 + 64]
-    and esi, dword ptr [r15 + r9 + 192]
-    lea rbp, [r10 + r10*1]
-    bt rbp, rsi
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 128]
-    movzx eax, byte ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + rbp + 192], eax
-    movzx edi, al
-    test ebx, 261312
+    mov rdx, qword ptr [r15 + r9 + 640]
+    mov r8d, 73
+    mov ebp, edx
+    mov dword ptr [r15 + r9 + 704], 184
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 704], edi
-    movzx ecx, dil
-    vpcmpeqb xmm11, xmm11, xmm11
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 64]
+    imul eax, ecx, 56
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c33:
-    lea r8, [r10*4]
-    mov r9d, 85
-    and r8, 448
-    movzx ecx, byte ptr [r14 + r8 + 704]
-    imul ebp, ebp, 96
-    movzx ebp, bpl
-    test ebx, 256
+    add qword ptr [r15 + 0], rcx
+    movzx edi, r9b
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, rsi
+    movzx ebp, dl
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 3008
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rax, rax
+    and esi, dword ptr [r15 + 0]
+    test ebx, 2496
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 256
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 0], bpl
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx eax, al
+    imul r8d, eax, 31
     test bl, 128
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov edi, 8
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 5056
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
+    mov rdi, rax
+    movzx ebp, byte ptr [r15 + 0]
+    imul eax, ecx, 38
     lea r9, [r10 + r10*1]
-    not qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 64]
-    and r9, 960
-    movsxd rcx, dword ptr [r15 + r9 + 1088]
-    mov rbp, r10
-    test ebx, 62336
+    mov rdi, rax
+    test ebx, 3008
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    lea rbp, [r10 + r10*2]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    and r8, 960
+    mov rcx, qword ptr [r15 + r8 + 1152]
+    and rbp, 448
+    mov edi, dword ptr [r15 + rbp + 512]
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 6976
     jz 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r14 + r8 + 512]
-    and rbp, 192
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov rsi, rcx
-    jmp 1f
-1:
-    test bl, 128
+    mov edx, edi
+    mov rax, qword ptr [r14 + 0]
+    add rsi, qword ptr [r15 + rbp + 576]
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 576], esi
-    mov rcx, qword ptr [r15 + r8 + 640]
-    add rdx, qword ptr [r15 + r9 + 1024]
-    mov edi, 102
+    movzx edx, byte ptr [r15 + r8 + 1024]
+    mov dword ptr [r15 + rbp + 640], 237
+    mov byte ptr [r14 + r8 + 1088], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c34:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r9
-    mov qword ptr [r15 + 0], r9
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, ebp
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 5568
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 189
-    or qword ptr [r15 + 0], 54
-    test ebx, 57024
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp r8, qword ptr [r15 + 0]
-    mov edi, r8d
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 6976
-    jnz 1f
-1:
-    mov rax, rdx
-    movzx r8d, al
-    mov r9, r10
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1024
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
     mov qword ptr [r15 + 0], r9
-    and r9, 960
-    movsxd rdx, dword ptr [r14 + r9 + 1024]
-    mov rbp, r10
-    mov r8d, esi
-    cmovne r9, r8
+    add rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 512
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    sete al
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 3264
+    jnz 1f
+1:
+    movzx ebp, r8b
+    movsxd r9, dword ptr [r15 + 0]
+    popcnt rcx, rbp
+    test ebx, 3008
     jz 1f
 1:
-    and rbp, 1984
-    add rdi, qword ptr [r15 + rbp + 2048]
-    lea r8, [r10*4]
-    mov rsi, r8
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 5504
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd r8, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    add rsi, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r8 + 256], 236
+    movsxd rcx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 210
+    and ecx, dword ptr [r15 + 64]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    mov edx, dword ptr [r15 + rbp + 192]
+    and r9, 32704
+    vmovdqu xmm3, xmmword ptr [r14 + r9 + 32832]
     mov rdi, r9
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    test ebx, 6848
-    jz 1f
+    test ebx, 256
+    jnz 1f
 1:
-    cmp rdi, qword ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + r8 + 384]
-    mov r8d, edx
+    .byte 0x0f, 0x1f, 0x00
+    mov rsi, rdi
+    lea r8, [r10 + r10*1]
+    vpaddd xmm3, xmm3, xmm3
+    test ebx, 7360
+    jnz 1f
+1:
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 192]
+    mov ebp, dword ptr [r15 + r9 + 32768]
+    mov r9d, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c35:
     lea rbp, [r10 + r10*2]
-    and rbp, 448
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + rbp + 640], edx
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    lea rdi, [r15 + 131712]
-    mov ecx, 8
-    rep stosb
-    test ebx, 59264
+    and rbp, 192
+    mov eax, dword ptr [r15 + rbp + 256]
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 261312
     jz 1f
 1:
-    mov eax, ecx
-    movzx esi, byte ptr [r15 + r9 + 128]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 576
-    jnz 1f
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, esi
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 3456
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, rdx
+    movzx esi, dl
     test ebx, 256
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    test ebx, 32128
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 57
+    rep movsb
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    movzx edi, r9b
-    cmp dword ptr [r15 + 0], 116
-    cmp rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 63872
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    vpaddd xmm3, xmm3, xmm5
+    test ebx, 1152
+    jnz 1f
+1:
+    movzx r8d, al
+    mov r9, r10
+    lock xadd qword ptr [r15 + 0], r8
+    not qword ptr [r15 + rbp + 320]
+    test bl, 128
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 25
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 384
-    jz 1f
+    and r9, 16320
+    movzx eax, byte ptr [r15 + r9 + 16384]
+    mov ecx, dword ptr [r14 + rbp + 384]
+    movzx edx, al
+    test ebx, 90048
+    jnz 1f
 1:
-    movzx ecx, cl
-    lea r8, [r10 + r10*2]
-    mov qword ptr [r14 + 0], r9
-    mov rax, qword ptr [r15 + rbp + 512]
-    test ebx, 640
-    jz 1f
-1:
-    and r8, 192
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov eax, dword ptr [r15 + r8 + 320]
-    movzx edi, byte ptr [r15 + r8 + 256]
+    mov rbp, r10
+    mov eax, dword ptr [r14 + 0]
+    mov qword ptr [r15 + 64], rax
+    and rbp, 8128
+    mov rdi, qword ptr [r15 + rbp + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c36:
-    lea rbp, [r10*4]
-    and rbp, 192
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 384]
-    mov r9, r8
-    bswap rdx
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    test ebx, 3904
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    mov edx, dword ptr [r15 + 0]
-    mov eax, 134
-    test ebx, 3648
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rdx
-    cmp rbp, qword ptr [r15 + 0]
-    test ebx, 6976
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 128
-    jnz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 384]
     jmp 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    bswap rsi
+    test ebx, 3392
+    jz 1f
+1:
+    mov r9d, 249
+    mov ecx, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
     movsxd rsi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 45
-    test ebx, 256
+    mov qword ptr [r15 + 0], r8
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 108
+    test bl, 128
     jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, r10
-    movzx edx, bpl
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 128448
-    jnz 1f
-1:
-    and r9, 1984
-    cmp dword ptr [r15 + r9 + 2048], 63
-    mov ecx, dword ptr [r14 + 0]
-    movsxd rax, dword ptr [r14 + 0]
-    cmp rcx, qword ptr [r15 + rbp + 256]
-    test ebx, 3520
-    jz 1f
-1:
-    mov esi, eax
-    mov dword ptr [r15 + 64], ebp
-    mov rdi, qword ptr [r15 + r8 + 192]
-    test ebx, 515712
-    jnz 1f
 1:
     .byte 0x66, 0x90
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 448]
-    movzx edi, byte ptr [r15 + rbp + 320]
+    movsxd rbp, dword ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rsi
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1472
+    jz 1f
+1:
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], edx
+    imul rbp, r9
+    lea r9, [r10*4]
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r10 + r10*2]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 448
+    cmp r8, qword ptr [r15 + rbp + 640]
+    and r9, 32704
+    and ecx, dword ptr [r15 + r9 + 32960]
+    mov byte ptr [r15 + r9 + 32768], r8b
+    movzx edi, byte ptr [r15 + r8 + 256]
+    test ebx, 1536
+    jz 1f
+1:
+    cmp dword ptr [r14 + 0], 74
+    mov byte ptr [r15 + r9 + 32832], dil
+    mov qword ptr [r15 + rbp + 512], rdx
+    mov edx, 118
+    test ebx, 3776
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 576]
+    movsxd rsi, dword ptr [r15 + r8 + 320]
+    mov rax, qword ptr [r14 + r9 + 32896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c37:
-    mov rbp, r10
-    .byte 0x0f, 0x1f, 0x00
-    mov rdx, rbp
-    and rbp, 192
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov ebp, ecx
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx edi, sil
-    mov rsi, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 576
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movsxd rcx, dword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 23
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 31680
+    test bl, 128
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov rdx, rdx
-    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 44
+    test ebx, 2560
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, bpl
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 7360
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, r8d
+    lea r8, [r10*4]
+    mov eax, edi
+    and r8, 960
+    mov edx, dword ptr [r14 + r8 + 1024]
+    test ebx, 5056
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 41
+    rep movsb
+    mov eax, edi
+    mov r9d, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     test ebx, 256
     jz 1f
 1:
-    lea r8, [r10 + r10*4]
-    mov ebp, dword ptr [r15 + 0]
-    and r8, 1984
-    mov edi, dword ptr [r15 + r8 + 2304]
-    mov esi, dword ptr [r15 + 64]
-    mov rdx, r9
-    test bl, 128
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 2048]
-    mov edi, r9d
-    mov ecx, dword ptr [r15 + r8 + 2112]
-    movsxd rax, dword ptr [r15 + r8 + 2240]
-    test ebx, 384
-    jz 1f
-1:
-    mov r9d, ecx
-    mov rbp, r10
-    jmp 1f
-1:
+    mov qword ptr [r15 + r8 + 1216], rdi
     and rbp, 64
-    cmp r8, qword ptr [r15 + rbp + 128]
-    movzx edi, r8b
-    test ebx, 1024
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov r9, r10
+    movzx edi, byte ptr [r15 + r8 + 1088]
+    test ebx, 3904
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 2176]
-    add rsi, qword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], r8
+    movzx eax, byte ptr [r15 + rbp + 192]
+    and r9, 32704
+    mov dword ptr [r15 + r9 + 32768], edx
+    and eax, dword ptr [r15 + r8 + 1152]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c38:
-    mov rbp, r10
-    and rbp, 448
-    add r8, qword ptr [r15 + rbp + 512]
-    and edi, dword ptr [r15 + 64]
-    popcnt rbp, r8
-    .byte 0x66, 0x90
-    test ebx, 251840
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    bt rax, rcx
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx r9d, cl
-    mov rsi, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    cmp rcx, qword ptr [r15 + 0]
-    mov r8, rbp
-    and edx, dword ptr [r15 + 0]
-    movzx edi, cl
-    test ebx, 2304
+    vpor xmm3, xmm3, xmm7
+    bt rdi, rdi
+    mov byte ptr [r15 + 64], al
+    movzx ecx, bpl
+    test ebx, 32128
     jz 1f
 1:
-    vpxor xmm6, xmm6, xmm6
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, 18
-    mov esi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rsi
+    movsxd rax, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov r8, rbp
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1152
+    mov r8d, ebp
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 2752
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 960
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, rbp
+    mov dword ptr [r15 + 0], edi
+    test ebx, 47040
     jz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, rdx
-    movsxd r9, dword ptr [r14 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov r9, r9
+    bswap r8
+    test ebx, 960
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov eax, 236
+    mov qword ptr [r15 + 0], rax
+    mov rbp, r10
+    test ebx, 7296
+    jnz 1f
+1:
+    and rbp, 960
     lea r8, [r10 + r10*1]
-    test ebx, 512
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    and r8, 8128
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 8256]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + r8 + 8192], rcx
+    test ebx, 3904
     jz 1f
 1:
-    and r8, 960
-    lea rbp, [r10 + r10*1]
-    and edi, dword ptr [r15 + r8 + 1088]
-    and rbp, 192
-    movzx eax, byte ptr [r15 + rbp + 320]
-    cmp dword ptr [r15 + rbp + 256], 105
-    test ebx, 49088
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov edx, 203
+    mov rsi, r8
+    test bl, 128
     jz 1f
 1:
-    mov r9d, eax
-    nop
-    mov ecx, dword ptr [r15 + r8 + 1024]
+    or esi, 1
+    xor edx, edx
+    div esi
+    movzx edi, byte ptr [r14 + r9 + 192]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c39:
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov rax, rsi
-    mov r8, r10
-    movzx ebp, byte ptr [r15 + 64]
-    test ebx, 1728
-    jnz 1f
-1:
-    mov esi, 197
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    mov ecx, 98
-    mov edi, edi
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 55
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1472
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rax, rax
-    mov edi, 90
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 32448
+    and ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    test ebx, 512
     jz 1f
 1:
-    movzx esi, sil
-    add rsi, qword ptr [r15 + 0]
-    mov edx, 241
-    mov dword ptr [r15 + 0], edx
-    test ebx, 576
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    lea rbp, [r10 + r10*1]
-    add qword ptr [r15 + 0], rbp
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 172
     test bl, 128
     jz 1f
 1:
-    and rbp, 1984
-    mov r8, r10
-    and esi, dword ptr [r14 + rbp + 2048]
-    and r8, 16320
-    inc dword ptr [r15 + r8 + 16384]
-    mov esi, r9d
-    mov rdi, rsi
-    test ebx, 98112
+    jmp 1f
+1:
+    mov rdx, rdi
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov ecx, 5
-    movzx eax, byte ptr [r15 + rbp + 2112]
-    mov edx, 27
+    sete sil
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, r8d
+    jmp 1f
+1:
+    lea r8, [r10*4]
+    test bl, 128
+    jz 1f
+1:
+    cmp r8, qword ptr [r15 + 0]
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1088]
+    mov esi, 34
+    mov ecx, 226
+    test bl, 128
+    jz 1f
+1:
+    mov rbp, rbp
+    mov rbp, r10
+    add rsi, qword ptr [r15 + 64]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    test ebx, 32704
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 1216]
+    add qword ptr [r14 + 0], rax
+    cmovne r9, rax
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 48512
+    jz 1f
+1:
+    mov qword ptr [r14 + 0], rdi
+    movzx ecx, dl
+    mov rbp, r10
+    mov rdi, rdx
+    movsxd rdx, dword ptr [r15 + r8 + 1152]
+    test ebx, 512
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    .byte 0x66, 0x90
+    movsxd rbp, dword ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c40:
-    movzx r9d, al
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 33
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 32704
-    jz 1f
-1:
-    cmp r8, qword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1984
+    lea rbp, [r10*4]
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 384]
+    and ecx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test bl, 192
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov r8d, 124
-    mov byte ptr [r15 + 0], dl
-    mov edi, ecx
+    mov rsi, rcx
+    mov edi, dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 0], 182
     test bl, 128
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    movzx r9d, dl
-    test ebx, 256
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 0], 14
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 21
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, edx
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 53120
-    jz 1f
-1:
-    mov r8, r10
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and r8, 16320
-    movsxd r9, dword ptr [r15 + r8 + 16384]
-    bt rsi, rdi
-    mov edi, eax
-    lea rbp, [r10 + r10*1]
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, 242
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    mov r9d, dword ptr [r14 + 0]
-    mov r8, r10
-    mov dword ptr [r15 + 64], 23
-    test ebx, 5824
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov rdx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 768
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov rcx, r8
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    mov rsi, rbp
+    test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + 64], rdi
-    and r8, 960
-    and edi, dword ptr [r15 + r8 + 1024]
-    movsxd rsi, dword ptr [r14 + rbp + 192]
+    movzx eax, byte ptr [r15 + rbp + 256]
+    and r9, 8128
+    and edx, dword ptr [r15 + r9 + 8256]
+    mov r8, r10
+    popcnt rdi, r8
+    test ebx, 512
+    jz 1f
+1:
+    nop
+    and r8, 448
+    cmp dword ptr [r15 + r8 + 512], 34
+    mov dword ptr [r15 + r9 + 8320], 156
+    add qword ptr [r15 + rbp + 448], r8
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 8192], 247
+    mov r8, qword ptr [r14 + rbp + 320]
+    mov ebp, 164
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c41:
-    lea rbp, [r10*4]
-    mov ecx, 29
-    and rbp, 192
-    or qword ptr [r15 + rbp + 448], 73
-    mov eax, edx
-    jmp 1f
-1:
-    test ebx, 1024
+    mov eax, 117
+    mov r9, rax
+    movzx ebp, al
+    mov rsi, r8
+    mov edi, r8d
+    test ebx, 768
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rdx
-    mov rdi, r9
-    test ebx, 1024
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, esi
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 61120
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, dil
+    mov esi, 66
+    mov esi, 79
+    test ebx, 130368
     jz 1f
 1:
-    lea r8, [r10*4]
-    mov edx, 122
-    mov dword ptr [r15 + 0], edi
-    lea r9, [r10 + r10*1]
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 2240]
+    mov rdx, rsi
+    mov ecx, eax
+    cmp dword ptr [r15 + 0], 118
+    mov r9, rcx
     test bl, 128
     jz 1f
 1:
-    and r9, 16320
-    mov esi, dword ptr [r15 + r9 + 16384]
-    mov ecx, 47
-    mov dword ptr [r15 + r8 + 2176], esi
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 2560
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 101
+    mov ebp, dword ptr [r15 + 0]
+    mov edx, 89
+    test ebx, 512
     jz 1f
 1:
-    mov ecx, 163
-    mov rdx, rcx
-    or qword ptr [r15 + rbp + 384], 19
-    mov rdi, rdx
-    test ebx, 640
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, r8d
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 192
     jnz 1f
 1:
-    mov rax, rdi
-    mov dword ptr [r15 + r9 + 16448], 88
-    movzx esi, al
-    movsxd rcx, dword ptr [r14 + rbp + 256]
-    test ebx, 640
-    jz 1f
+    jmp 1f
 1:
-    add r9, qword ptr [r15 + rbp + 320]
-    mov esi, dword ptr [r15 + r8 + 2048]
-    mov dword ptr [r15 + r8 + 2112], 254
+    mov eax, dword ptr [r15 + 0]
+    and r9, 64
+    mov rcx, qword ptr [r14 + r9 + 128]
+    mov esi, ecx
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    and rbp, 960
+    inc dword ptr [r15 + rbp + 1088]
+    mov rcx, rbp
+    mov rdi, rdi
+    popcnt rdx, rcx
+    test ebx, 512
+    jnz 1f
+1:
+    mov rcx, rdx
+    mov rax, rcx
+    movzx r8d, byte ptr [r15 + 64]
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov r8, r10
+    test ebx, 320
+    jnz 1f
+1:
+    inc dword ptr [r15 + rbp + 1024]
+    mov esi, 250
+    and r8, 192
+    mov ebp, dword ptr [r15 + r8 + 256]
+    mov eax, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c42:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 576
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, dl
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    cmovne rcx, r8
-    movsxd r9, dword ptr [r15 + 0]
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 2304
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 123
+    vmovq xmm7, r9
+    lock or dword ptr [r15 + 0], 77
+    mov r8d, edi
+    test ebx, 3904
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10*4]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    lea r9, [r10 + r10*2]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 448
+    mov r8d, dword ptr [r15 + rbp + 512]
+    lea r8, [r10 + r10*1]
+    and r9, 960
+    movsxd rsi, dword ptr [r15 + r9 + 1152]
+    movzx ecx, byte ptr [r15 + r9 + 1088]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    test bl, 128
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + rbp + 704]
+    mov edi, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r14 + 0], dl
+    test ebx, 512
+    jz 1f
+1:
+    mov rdx, rbp
+    mov qword ptr [r14 + 0], rdx
+    mov esi, 135
+    movsxd rax, dword ptr [r15 + r8 + 128]
     test ebx, 640
     jz 1f
 1:
-    mov r8, r9
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, r8d
-    cmp dword ptr [r15 + 0], 90
-    test ebx, 1280
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    cmp dword ptr [r15 + 0], 118
-    inc dword ptr [r15 + 0]
-    test ebx, 1728
-    jnz 1f
-1:
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, edi
-    lea rbp, [r10*4]
-    test ebx, 64640
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    and rbp, 448
-    mov r8d, dword ptr [r14 + rbp + 704]
-    mov dword ptr [r15 + rbp + 576], 38
-    movzx ecx, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 114496
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 640], al
-    movzx edx, al
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    test ebx, 1984
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 192]
-    mov esi, r9d
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 960
-    vmovdqu xmm6, xmmword ptr [r15 + rbp + 1024]
+    movzx r8d, byte ptr [r15 + r9 + 1024]
+    mov ecx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c43:
-    mov edx, 95
-    mov r9d, 206
-    mov dword ptr [r15 + 0], 198
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1280
+    lea rbp, [r10 + r10*1]
+    mov eax, edi
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 256]
+    mov edi, 142
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    test bl, 128
     jz 1f
 1:
-    popcnt rax, r9
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 32128
-    jz 1f
-1:
-    movzx r9d, r9b
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    mov rax, rdi
+    mov rbp, qword ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movzx eax, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 165
-    lea rbp, [r10 + r10*1]
-    xchg r9, r9
-    mov r9d, edi
-    and rbp, 192
-    cmp dword ptr [r15 + rbp + 320], 27
-    lea r8, [r10 + r10*1]
-    test ebx, 512
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r8d, 75
+    or qword ptr [r15 + 64], 92
+    test ebx, 64448
     jnz 1f
 1:
-    mov r9d, dword ptr [r14 + 0]
-    mov edi, dword ptr [r14 + 0]
+    and r9d, dword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 64], r9d
+    imul rax, rbp
+    test ebx, 3904
+    jz 1f
+1:
+    and rbp, 64
+    or qword ptr [r15 + rbp + 192], 113
+    movsxd rsi, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov ecx, 235
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    bt rcx, rcx
+    cmp r8, qword ptr [r14 + 0]
     and r8, 1984
-    mov byte ptr [r15 + r8 + 2112], r8b
+    mov esi, dword ptr [r15 + r8 + 2048]
     test bl, 128
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 64]
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1024], rcx
-    test ebx, 59328
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 2048]
-    mov rdi, qword ptr [r15 + rbp + 256]
-    movzx ebp, byte ptr [r15 + r9 + 1088]
+    mov rsi, rsi
+    mov edx, dword ptr [r15 + r8 + 2112]
+    mov ecx, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c44:
-    mov rdx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 512
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 31680
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, 39
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 52
-    rep movsb
-    mov edx, esi
-    and ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 64]
+    mov edi, dword ptr [r15 + 64]
+    inc dword ptr [r14 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov rax, rdx
-    mov eax, ebp
-    mov ecx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 5568
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, rsi
+    mov r9d, dword ptr [r15 + 0]
+    mov ebp, 26
+    test ebx, 256
     jz 1f
 1:
-    and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 16448]
-    mov dword ptr [r15 + r8 + 16384], r8d
-    lea rdi, [r15 + 131712]
-    mov ecx, 4096
-    rep stosb
-    test ebx, 245184
+    mov rsi, qword ptr [r15 + 0]
+    mov rax, rdi
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8, rax
-    and rbp, 192
-    mov r9, qword ptr [r15 + rbp + 256]
-    test ebx, 47040
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
 1:
-    mov r8d, 198
-    mov eax, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    lea rbp, [r10 + r10*1]
     test bl, 128
     jz 1f
 1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + rbp + 192]
+    mov edx, r8d
+    movzx r8d, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 28
+    cmp r9, qword ptr [r15 + 0]
+    test ebx, 1280
+    jnz 1f
+1:
+    xchg rdx, rdx
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 5952
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 248
+    lea r9, [r10 + r10*1]
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    movzx edi, r9b
+    test ebx, 1728
+    jz 1f
+1:
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    lea r8, [r10 + r10*1]
+    mov rsi, rdx
+    and r8, 32704
+    mov dword ptr [r15 + r8 + 32768], r8d
+    or qword ptr [r15 + r8 + 32832], 100
+    test ebx, 640
+    jz 1f
+1:
+    mov rbp, r10
+    mov dword ptr [r15 + r9 + 576], 59
+    mov rdx, rbp
+    and rbp, 960
+    movsxd rax, dword ptr [r14 + rbp + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c45:
-    mov rcx, rcx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, r8b
-    test ebx, 640
+    movzx r9d, cl
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, 131
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, 235
-    mov r8, r8
-    test ebx, 63104
+    mov r8d, r8d
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    add r9, qword ptr [r15 + 0]
+    test ebx, 130624
     jnz 1f
 1:
-    mov edi, r8d
-    mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 3008
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 152
-    mov r8, rcx
-    mov eax, 80
-    lea r9, [r10 + r10*2]
-    movzx ecx, dl
+    mov dword ptr [r15 + 0], 100
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov esi, 123
     test ebx, 256
     jnz 1f
 1:
-    and r9, 448
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + r9 + 640], 61
-    mov dword ptr [r15 + 64], 48
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    jmp 1f
+    cmp r9, qword ptr [r15 + 0]
+    mov edi, 158
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, 83
+    test bl, 128
+    jz 1f
 1:
-    test ebx, 120768
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r10 + r10*1]
+    mov esi, ecx
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 128]
+    mov r8, r10
+    test ebx, 1152
     jnz 1f
 1:
-    mov rax, rcx
-    cmp rax, qword ptr [r15 + r9 + 576]
-    mov rcx, rax
-    mov esi, 98
-    test ebx, 48512
-    jz 1f
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2048], r9d
+    cmp r8, qword ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 14
+    test bl, 128
+    jnz 1f
 1:
-    mov dword ptr [r14 + 0], 57
-    movzx edi, sil
-    mov edx, 111
-    mov r8, r10
-    jmp 1f
+    cmp dword ptr [r15 + 64], 18
+    mov qword ptr [r15 + rbp + 192], rdi
+    mov dword ptr [r14 + 0], 139
+    lea rbp, [r10 + r10*1]
+    mov edi, 195
+    test bl, 128
+    jnz 1f
 1:
-    test ebx, 640
-    jz 1f
-1:
-    and r8, 32704
-    movsxd rdi, dword ptr [r15 + r8 + 32768]
-    add r8, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 128], 79
-    movzx r9d, r8b
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    mov rdi, r9
+    mov r9d, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c46:
-    mov byte ptr [r15 + 0], dil
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    movzx ecx, cl
-    test ebx, 483200
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 57
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, dl
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    xchg r8, r8
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 7744
-    jnz 1f
-1:
-    btc dword ptr [r15 + 0], 15
-    mov byte ptr [r15 + 0], dl
-    cmp dword ptr [r15 + 0], 124
-    cmovne r8, r8
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 136
+    mov ebp, 211
+    bswap r9
     test ebx, 1280
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, dl
-    test ebx, 6592
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, rsi
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 65216
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
-    lea r9, [r10 + r10*1]
-    test ebx, 1024
-    jz 1f
-1:
-    and r9, 192
-    add rcx, qword ptr [r15 + r9 + 256]
-    movzx esi, byte ptr [r15 + r8 + 128]
-    or edi, 1
-    xor edx, edx
-    div edi
+    and r9d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test bl, 128
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 60864
     jnz 1f
 1:
-    mov rbp, r10
-    mov qword ptr [r14 + 0], r8
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    and rbp, 960
-    cmp dword ptr [r14 + rbp + 1024], 107
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 128704
+    jz 1f
+1:
+    mov rax, rax
+    mov ecx, dword ptr [r15 + 0]
+    bt rcx, rax
+    test ebx, 5824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    lea rbp, [r10 + r10*1]
+    movzx edx, dl
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 128]
+    and r8, 448
+    not qword ptr [r15 + r8 + 512]
+    mov r9, r10
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    and r9, 32704
+    movzx edx, byte ptr [r15 + r9 + 32768]
+    movzx edi, byte ptr [r15 + 64]
+    test ebx, 2880
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 64]
+    mov esi, dword ptr [r15 + r8 + 576]
+    movsxd rcx, dword ptr [r14 + 64]
+    mov rdi, r8
+    test ebx, 512
+    jz 1f
+1:
+    inc dword ptr [r14 + 0]
+    movzx edx, dil
+    nop
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c47:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    mov eax, ebp
+    mov dword ptr [r15 + 0], edx
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
+    mov rcx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 117
+    test ebx, 3904
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 250
     movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov rsi, r8
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 576
+    test ebx, 2752
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 256
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], edx
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1152
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 58
+    jmp 1f
+1:
+    test ebx, 32576
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov eax, eax
-    and ecx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 192], eax
+    mov ebp, 166
+    mov rdx, rbp
     mov rsi, qword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 2
-    popcnt rax, r9
-    lea r8, [r10*4]
-    test ebx, 1472
+    test ebx, 5568
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 512], 89
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    test ebx, 46976
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 64], sil
+    jmp 1f
+1:
+    mov ecx, 31
+    and r8, 16320
+    mov edi, dword ptr [r15 + r8 + 16448]
+    mov rbp, r10
+    test ebx, 1024
     jnz 1f
 1:
-    and r9, 8128
-    and edi, dword ptr [r15 + r9 + 8256]
-    mov esi, 120
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 704]
-    movsxd rdx, dword ptr [r15 + r8 + 576]
-    movsxd rcx, dword ptr [r15 + r9 + 8192]
+    mov dword ptr [r15 + r8 + 16384], 241
+    and rbp, 192
+    movzx ecx, byte ptr [r14 + rbp + 256]
+    mov esi, 184
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c48:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10*4]
-    mov rdi, rax
-    and r8, 64
-    movsxd rdx, dword ptr [r14 + r8 + 192]
-    mov eax, 140
-    and rbp, 192
-    movzx r9d, byte ptr [r15 + rbp + 320]
-    test ebx, 6976
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 256], 13
-    mov eax, 236
-    movzx ecx, al
-    test ebx, 4608
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 63936
+    movsxd r9, dword ptr [r14 + 0]
+    mov r8d, r9d
+    cmp dword ptr [r14 + 0], 83
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 384
     jz 1f
 1:
-    mov edx, 130
-    mov rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], al
+    add qword ptr [r15 + 0], rax
+    movzx edi, byte ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    mov eax, ecx
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1280
+    test bl, 128
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 115
     mov byte ptr [r15 + 0], dil
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 253312
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 98
+    mov rbp, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov rdx, r8
+    mov r9, rdx
+    test ebx, 243648
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r9
+    mov esi, dword ptr [r15 + 0]
+    test bl, 192
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 15
+    mov rdi, qword ptr [r15 + 0]
     and r9, 1984
-    mov edi, dword ptr [r15 + r9 + 2048]
-    mov rsi, qword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r9 + 2112], 52
+    lea r8, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + r9 + 2048]
     test ebx, 1024
-    jnz 1f
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 128]
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    mov r8d, 52
+    mov byte ptr [r15 + 64], dil
+    and r8, 64
+    mov rbp, r10
+    mov qword ptr [r15 + r8 + 192], r8
+    and rbp, 32704
+    movsxd rcx, dword ptr [r15 + rbp + 32768]
+    movzx esi, bpl
+    test ebx, 519552
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 128], cl
+    movzx eax, byte ptr [r15 + r9 + 2112]
+    mov r8d, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c49:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, 149
-    and r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 2880
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx r9d, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, r8d
-    jmp 1f
-1:
-    test ebx, 60352
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    test ebx, 2880
-    jz 1f
-1:
-    mov esi, ecx
+    mov r9, qword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 59
-    test ebx, 1152
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 3776
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    movzx esi, byte ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 93
-    and r8, 32704
-    mov qword ptr [r15 + r8 + 32832], rax
-    mov eax, edi
-    lea rbp, [r10 + r10*1]
+    imul rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    mov dword ptr [r15 + 0], 31
+    test ebx, 6848
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, dl
+    lea r8, [r10*4]
+    mov dword ptr [r15 + 64], edi
+    mov dword ptr [r15 + 64], 232
     test bl, 128
     jnz 1f
 1:
-    mov edi, 104
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov edx, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    and r8, 16320
+    movzx eax, byte ptr [r15 + r8 + 16576]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 512], 69
     jmp 1f
 1:
-    test ebx, 1728
+    movsxd rsi, dword ptr [r15 + r8 + 16384]
+    test ebx, 28544
+    jnz 1f
+1:
+    movzx esi, sil
+    mov byte ptr [r14 + 0], sil
+    mov edi, 134
+    test ebx, 512
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 192]
-    lea rbp, [r10 + r10*2]
-    cmp dword ptr [r14 + 0], 35
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 576]
-    movsxd r9, dword ptr [r14 + 64]
-    test ebx, 48512
-    jz 1f
+    mov rbp, r10
+    inc dword ptr [r14 + 0]
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1024], cl
+    cmp dword ptr [r15 + r8 + 16512], 90
+    mov byte ptr [r15 + r9 + 576], bpl
+    test bl, 128
+    jnz 1f
 1:
-    cmp dword ptr [r14 + rbp + 512], 54
-    movsxd rdx, dword ptr [r15 + r8 + 32768]
-    mov qword ptr [r15 + rbp + 640], rdx
+    mov dword ptr [r15 + r8 + 16448], ebp
+    jmp 1f
+1:
+    mov rcx, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c50:
-    bt rdx, rdx
-    lea r8, [r10 + r10*1]
-    xchg rsi, rsi
-    and r8, 1984
-    movzx ecx, byte ptr [r15 + r8 + 2112]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 49088
+    movzx edx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 200
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 640
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 6976
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
+    mov ecx, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    test ebx, 640
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test ebx, 7296
     jz 1f
+1:
+    mov ecx, 7
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    add qword ptr [r15 + 0], rax
-    movzx r9d, al
-    test ebx, 261440
+    and r8, 192
+    inc dword ptr [r14 + r8 + 320]
+    bt rdi, r8
+    test bl, 128
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 5952
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1024
-    jz 1f
-1:
-    mov rdx, qword ptr [r14 + 0]
-    movzx r9d, dl
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov eax, r8d
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    movzx edx, byte ptr [r15 + r8 + 2048]
-    test ebx, 512
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 512], rdx
+    mov edi, 221
+    vpxor xmm7, xmm7, xmm7
+    test bl, 128
     jnz 1f
 1:
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 512]
-    cmp r9, qword ptr [r15 + r9 + 576]
-    movzx edi, byte ptr [r15 + rbp + 192]
+    mov rax, rdi
+    mov edi, eax
+    movzx esi, byte ptr [r15 + rbp + 576]
+    test bl, 128
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + r8 + 256]
+    mov r8d, esi
+    movzx ebp, r8b
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test ebx, 512
+    jz 1f
+1:
+    movzx esi, r9b
+    mov edi, edi
+    mov dword ptr [r15 + r9 + 192], 245
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c51:
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, ecx
-    mov r9d, 165
-    mov edi, 165
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, 26
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 384
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, 10
-    test ebx, 1472
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, rbp
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 576
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 229
-    test ebx, 960
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and edi, dword ptr [r15 + 0]
-    movzx esi, dil
-    test ebx, 512
-    jz 1f
-1:
     lea r9, [r10 + r10*1]
-    mov ebp, ecx
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov eax, edx
-    not qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 128
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    cmp dword ptr [r15 + 0], 43
+    or qword ptr [r15 + 0], 13
+    mov ebp, 137
+    test ebx, 3776
     jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, r8d
-    and r8, 8128
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + r8 + 8192], 114
-    movsxd rsi, dword ptr [r15 + r8 + 8256]
-    test ebx, 640
+    mov edi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, r9d
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 192]
-    movzx edi, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r14 + r9 + 256], 183
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 15
+    mov dword ptr [r15 + 0], eax
+    popcnt rcx, rdx
+    test ebx, 320
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ebp, r9d
+    movzx eax, al
+    test ebx, 256
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov eax, 116
+    mov edi, 161
+    lea r8, [r10*4]
+    mov ecx, 140
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 448
+    not qword ptr [r15 + r8 + 640]
+    mov eax, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 512], 84
+    add rdx, qword ptr [r15 + 64]
+    test ebx, 53120
+    jz 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    movzx esi, dl
+    mov edx, dword ptr [r15 + r8 + 704]
+    movzx ebp, byte ptr [r15 + r8 + 576]
+    test ebx, 59328
+    jz 1f
+1:
+    imul r8, rbp
+    mov r8, r10
+    movzx eax, byte ptr [r15 + r9 + 192]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 256], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c52:
-    mov r9, qword ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx eax, bpl
-    test ebx, 512
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    imul rsi, rsi
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 483072
-    jz 1f
-1:
     mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    movzx esi, sil
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 32192
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 49
+    test ebx, 3392
     jz 1f
 1:
-    movzx ecx, dl
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx edx, r8b
-    test ebx, 2304
-    jnz 1f
-1:
-    mov rbp, rax
-    mov dword ptr [r15 + 0], 165
-    mov dword ptr [r15 + 0], 186
-    lea r9, [r10*4]
-    mov edi, esi
-    test ebx, 32192
-    jnz 1f
-1:
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    movzx eax, byte ptr [r15 + r9 + 704]
-    mov rcx, qword ptr [r15 + r9 + 576]
-    movzx esi, byte ptr [r15 + r9 + 640]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8d, 179
-    and r9, 960
-    mov rbp, r10
-    movsxd rdi, dword ptr [r15 + r9 + 1088]
-    mov edx, 146
+    movsxd rdi, dword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    and rbp, 192
-    mov qword ptr [r14 + rbp + 256], rsi
-    mov rsi, qword ptr [r15 + r9 + 1024]
-    add qword ptr [r15 + 64], rax
+    mov dword ptr [r15 + 0], 229
+    sete dil
+    and edi, dword ptr [r15 + 0]
+    test ebx, 62848
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 12
+    test ebx, 5824
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 8
+    rep movsb
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    xchg rax, rdx
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, 74
+    mov r9, rdi
+    mov r8, r10
+    movzx edi, dil
+    test ebx, 63168
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 2048]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    mov r9d, dword ptr [r15 + rbp + 128]
+    test ebx, 384
+    jz 1f
+1:
+    mov rbp, r10
+    and r8d, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 49
+    and rbp, 448
+    mov eax, dword ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c53:
-    lea r8, [r10 + r10*1]
-    imul edi, r8d, 81
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 8256]
-    mov r9, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r9
+    mov r9, r10
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1024], dil
+    movzx eax, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 2304
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 114
+    cmp dword ptr [r15 + 0], 29
+    mov esi, edx
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov rcx, rcx
-    test ebx, 24448
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 81856
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    sete al
-    bswap rdi
-    test ebx, 7488
+    add qword ptr [r15 + 0], rsi
+    test ebx, 1280
     jnz 1f
 1:
-    mov rcx, rbp
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    popcnt rsi, rdi
+    inc dword ptr [r15 + 0]
+    sete dil
+    mov r9d, 156
+    test ebx, 576
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov ecx, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1152
+    test ebx, 7360
     jz 1f
 1:
-    mov esi, edi
-    add qword ptr [r15 + 0], rbp
-    mov rdx, rsi
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r14 + 64]
+    mov byte ptr [r14 + 0], bpl
+    lea r9, [r10 + r10*2]
     lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    and r9d, dword ptr [r14 + 0]
-    add rsi, qword ptr [r14 + 0]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    mov r9, r10
-    test bl, 192
-    jnz 1f
+    mov eax, 224
+    test ebx, 1536
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r15 + r8 + 8192]
-    and r9, 16320
-    movsxd rcx, dword ptr [r15 + r9 + 16384]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8256], 107
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r9 + 320], rdx
+    and esi, dword ptr [r15 + rbp + 8192]
+    test bl, 128
+    jz 1f
+1:
+    mov rax, rsi
+    mov edx, 241
+    cmp dword ptr [r15 + r9 + 256], 41
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c54:
-    lea r8, [r10 + r10*1]
-    and r8, 1984
-    cmp r8, qword ptr [r15 + r8 + 2048]
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1024
+    mov edi, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 64]
+    add rcx, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 64]
+    test ebx, 1472
     jz 1f
 1:
-    mov edi, ebp
-    mov rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, al
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 60
+    rep movsb
+    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 61120
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 252
+    vpor xmm7, xmm7, xmm7
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 253376
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 256
+    mov ebp, edi
+    test ebx, 512
     jz 1f
 1:
-    bswap rcx
-    movzx eax, cl
-    .byte 0x66, 0x90
-    popcnt r9, r8
-    test ebx, 5568
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    add qword ptr [r15 + r9 + 128], r8
+    mov eax, dword ptr [r15 + r9 + 192]
+    and r8, 32704
+    movsxd r9, dword ptr [r15 + r8 + 32768]
+    test ebx, 512
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test ebx, 256
+    mov r9d, 176
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 32832]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    test ebx, 5760
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    bt rdx, rdx
-    lea rbp, [r10*4]
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 192
-    mov byte ptr [r14 + rbp + 256], cl
-    test ebx, 256
-    jz 1f
-1:
-    mov r9, r10
-    mov edx, r8d
-    and r9, 16320
-    inc dword ptr [r15 + r9 + 16384]
-    xor dword ptr [r15 + r8 + 2112], r9d
-    test ebx, 48064
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + rbp + 448]
-    mov esi, 72
-    nop
-    mov r9d, dword ptr [r15 + rbp + 320]
-    test ebx, 56256
-    jnz 1f
-1:
-    mov rax, r9
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    mov r8d, dword ptr [r15 + 64]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 576]
+    mov ebp, ecx
+    imul rsi, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c55:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rbp, rdi
-    mov rax, qword ptr [r15 + 0]
-    mov esi, ebp
-    test ebx, 256
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 120
-    mov r9d, ebp
-    movsxd rax, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 87
+    mov dword ptr [r15 + 0], ecx
+    mov esi, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov edx, edx
-    bt rdx, rcx
-    test bl, 128
-    jnz 1f
-1:
+    mov ecx, esi
+    movsxd r8, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, dil
-    test ebx, 163712
-    jnz 1f
-1:
-    imul rax, rcx
-    mov esi, 4
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 101
-    test ebx, 63936
+    test ebx, 320
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, 204
+    lea rdi, [r15 + 67109504]
+    mov ecx, 4096
+    rep stosb
+    mov dword ptr [r15 + 0], edi
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 3712
+    jnz 1f
+1:
+    mov rax, rsi
+    mov dword ptr [r15 + 0], edx
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 193
+    mov byte ptr [r14 + 0], bpl
+    mov dword ptr [r14 + 0], 68
+    test ebx, 55168
+    jnz 1f
+1:
+    mov rbp, r9
+    mov r8d, ebp
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r14 + 64], r9
-    test ebx, 3392
+    movzx r8d, r8b
+    test ebx, 57024
     jz 1f
 1:
-    and r9, 192
+    mov qword ptr [r15 + 64], rcx
+    and r9, 960
+    mov rdi, qword ptr [r15 + r9 + 1088]
+    mov ecx, ebp
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 320], esi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
+    mov rdx, qword ptr [r15 + r9 + 1024]
+    test ebx, 7296
+    jnz 1f
+1:
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 576]
     lea r8, [r10 + r10*1]
-    cmp dword ptr [r15 + r9 + 256], 26
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + rbp + 192]
-    test ebx, 512
+    movzx esi, byte ptr [r15 + rbp + 512]
+    and r8, 1984
+    movsxd rbp, dword ptr [r15 + r8 + 2112]
+    test ebx, 320
     jz 1f
 1:
-    and r8, 448
-    xor dword ptr [r15 + r8 + 576], r8d
-    mov dword ptr [r15 + r8 + 512], r8d
-    movzx ebp, r8b
+    mov ebp, ebp
+    .byte 0x66, 0x90
+    movzx ebp, byte ptr [r15 + r8 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c56:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], esi
-    mov ecx, 95
+    mov r8, r10
+    mov ebp, eax
+    and r8, 32704
+    mov byte ptr [r15 + r8 + 32768], al
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], r8
+    test bl, 192
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 48000
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + 0], r8
+    mov edx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1536
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rsi, rcx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, rdx
-    mov ebp, eax
-    test ebx, 768
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    imul edx, eax, 14
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    bt r9, r9
-    mov eax, ebp
-    mov edi, eax
-    test ebx, 2752
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd r8, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1984
+    mov ecx, eax
+    mov r9d, dword ptr [r15 + 0]
+    xchg qword ptr [r15 + 64], r8
+    test ebx, 2880
     jnz 1f
 1:
-    and rbp, 192
-    mov r8, qword ptr [r15 + rbp + 256]
-    jmp 1f
+    mov byte ptr [r15 + 64], sil
+    add qword ptr [r15 + 64], rdx
+    mov ebp, ecx
+    movzx esi, byte ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
 1:
-    mov r9d, 95
+    mov r9d, dword ptr [r14 + 0]
+    mov edi, 180
     mov r8, r10
-    test ebx, 30656
+    add r9, qword ptr [r14 + 0]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 256], al
+    test ebx, 46976
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 320]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2048], 75
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
-    mov ecx, 40
-    rep movsb
-    test ebx, 456576
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov rbp, r10
-    mov eax, dword ptr [r14 + 0]
-    movzx esi, r8b
-    test ebx, 65216
-    jz 1f
-1:
-    and rbp, 8128
-    movsxd r9, dword ptr [r15 + rbp + 8192]
-    popcnt rbp, r9
-    mov rax, rbp
+    lea rbp, [r10 + r10*1]
+    movzx edi, bpl
+    and rbp, 448
+    movzx eax, byte ptr [r15 + rbp + 576]
+    movsxd rsi, dword ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c57:
-    mov dword ptr [r15 + 0], 75
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 576
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    xchg rdx, rbp
+    mov r8d, 115
+    test ebx, 512
     jnz 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, ebp
+    movzx ecx, al
+    mov r9d, r9d
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 768
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    cmp rsi, qword ptr [r15 + 0]
+    mov edi, esi
+    test ebx, 256
     jz 1f
 1:
-    cmp rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, 119
-    test ebx, 32128
+    inc dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, cl
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 3904
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 52
-    lea r9, [r10*4]
-    mov rbp, r10
-    test ebx, 126400
+    mov dword ptr [r15 + 0], 4
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    add rdi, qword ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    imul ebp, eax, 23
+    test ebx, 57152
     jz 1f
 1:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r9d
+    movsxd rax, dword ptr [r15 + 0]
     and r9, 32704
-    movsxd rsi, dword ptr [r14 + r9 + 32768]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 512]
-    mov edx, 3
-    mov rax, qword ptr [r15 + r9 + 32832]
+    inc dword ptr [r15 + r9 + 32768]
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + r9 + 32832]
+    test ebx, 1152
+    jnz 1f
+1:
+    imul r9d, edx, 47
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 192]
+    mov rbp, r10
+    movzx edx, bpl
+    and rbp, 65472
+    mov r9, qword ptr [r14 + rbp + 65536]
     test ebx, 512
     jz 1f
 1:
-    imul rbp, rdi
-    movzx edi, bpl
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 640
-    jz 1f
+    jmp 1f
 1:
-    lea r8, [r10 + r10*2]
-    movsxd rax, dword ptr [r15 + 64]
-    and r8, 8128
-    cmp dword ptr [r15 + r8 + 8192], 41
-    mov rdx, qword ptr [r15 + r8 + 8256]
-    mov ebp, 53
-    test ebx, 2944
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 32960]
-    movzx edi, byte ptr [r14 + r8 + 8320]
-    mov rbp, qword ptr [r15 + r9 + 32896]
+    mov byte ptr [r15 + r8 + 128], r9b
+    mov r8d, 8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
-    mov r9, r9
-    lea r8, [r10 + r10*1]
-    popcnt rcx, r8
-    and r8, 32704
-    mov edi, dword ptr [r15 + r8 + 32832]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1152
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rdx
-    cmp rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 245120
-    jz 1f
-1:
-    mov rdx, rsi
-    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, ecx
+    mov dword ptr [r15 + 0], eax
     mov rdi, qword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    test ebx, 256
+    test ebx, 576
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, edi
+    mov rdi, qword ptr [r15 + 0]
     mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    test ebx, 512
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov edx, 240
+    mov eax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx r9d, al
+    movzx edx, r8b
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1856
-    jnz 1f
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov ebp, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 32384
+    movzx ebp, r8b
+    mov rcx, r8
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 64], 98
-    mov rcx, qword ptr [r15 + 64]
-    mov dword ptr [r14 + 0], 169
-    and r9, 1984
-    and esi, dword ptr [r15 + r9 + 2048]
-    mov rbp, r10
-    test ebx, 512
+    mov rsi, r9
+    mov r8d, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    and r9, 65472
+    mov ecx, dword ptr [r15 + r9 + 65536]
+    lea r8, [r10 + r10*1]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 448], 87
+    test ebx, 227264
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 2112]
-    and rbp, 960
-    movzx edx, byte ptr [r15 + rbp + 1024]
-    movzx r9d, byte ptr [r14 + r8 + 32768]
+    jmp 1f
+1:
+    and r8, 16320
+    mov rcx, qword ptr [r15 + r8 + 16448]
+    mov ecx, dword ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], edi
+    mov rdi, qword ptr [r15 + r9 + 65600]
+    mov dword ptr [r14 + rbp + 384], 194
+    movzx r9d, dil
+    test ebx, 640
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], r9d
+    mov byte ptr [r15 + r8 + 16384], dl
+    mov byte ptr [r15 + rbp + 256], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
-    lea r8, [r10 + r10*1]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], 41
-    mov esi, dword ptr [r15 + 0]
-    bt rsi, rsi
-    or qword ptr [r15 + 0], 124
-    test ebx, 2048
+    movzx edx, r9b
+    movzx esi, dl
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], 88
-    mov ebp, edi
-    test ebx, 48000
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 75
+    mov rax, rax
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx r8d, cl
+    test bl, 128
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edi
+    mov rdi, qword ptr [r15 + 0]
+    cmp rdi, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 2880
+    jz 1f
+1:
+    and r9, 16320
+    mov eax, dword ptr [r15 + r9 + 16448]
+    mov edx, edx
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    test ebx, 384
+    jnz 1f
+1:
+    nop
+    movzx esi, byte ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 64]
+    movzx r8d, cl
+    test ebx, 56192
+    jz 1f
+1:
+    mov esi, 186
+    lock add qword ptr [r15 + 64], rcx
+    mov r8d, esi
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 64
+    cmp dword ptr [r15 + r8 + 192], 87
+    imul rax, rcx
+    mov edx, dword ptr [r15 + r8 + 128]
+    mov ecx, edi
     test ebx, 256
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, rax
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1984
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    bt rcx, r9
-    cmp dword ptr [r15 + 0], 84
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 64]
-    lea rbp, [r10 + r10*2]
-    test ebx, 1152
-    jnz 1f
-1:
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 512]
-    mov dword ptr [r14 + rbp + 640], r8d
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + 0]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
-    test bl, 128
-    jz 1f
-1:
-    mov rdx, r8
-    mov qword ptr [r15 + r8 + 1088], r8
-    movzx edx, byte ptr [r15 + r9 + 192]
-    test ebx, 1472
-    jz 1f
-1:
-    mov esi, edx
-    mov eax, 106
-    movzx r8d, byte ptr [r15 + rbp + 576]
+    movzx esi, r9b
+    add qword ptr [r15 + r9 + 16384], rdi
+    mov dword ptr [r15 + rbp + 128], esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10*4]
+    and r8, 16320
+    btc dword ptr [r15 + r8 + 16448], 29
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov edx, r9d
+    add qword ptr [r15 + 0], rax
+    test ebx, 6976
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 16320
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test bl, 192
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    cmp rbp, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rcx, rdx
-    mov byte ptr [r15 + 0], cl
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 518016
+    mov dword ptr [r15 + 0], eax
+    mov ecx, edi
+    movsxd rdx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 256
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    cmp rax, qword ptr [r15 + 0]
-    mov esi, r8d
-    test ebx, 2880
+    mov rsi, qword ptr [r15 + r9 + 704]
+    and rbp, 65472
+    mov rcx, qword ptr [r15 + rbp + 65536]
+    movzx edx, byte ptr [r15 + r9 + 640]
+    bswap rax
+    test ebx, 44992
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rbp
-    mov r8, rdi
-    test ebx, 129728
+    mov edi, 21
+    mov byte ptr [r15 + rbp + 65600], r8b
+    mov dword ptr [r14 + 0], 104
+    test bl, 128
     jnz 1f
 1:
-    mov ebp, 42
-    lea r9, [r10 + r10*1]
-    lea rdi, [r15 + 131712]
-    lea rsi, [r15 + 135808]
+    .byte 0x0f, 0x1f, 0x00
+    movzx edx, byte ptr [r15 + r8 + 16384]
+    mov rcx, qword ptr [r15 + r9 + 576]
+    test ebx, 6976
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 64]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
     mov ecx, 10
     rep movsb
-    mov edx, r8d
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    test ebx, 256
-    jz 1f
+    jmp 1f
 1:
-    mov esi, r9d
-    mov eax, eax
-    mov dword ptr [r15 + r9 + 192], ebp
-    lea rbp, [r10*4]
-    lea r8, [r10 + r10*1]
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 512]
-    test ebx, 1920
-    jnz 1f
-1:
-    mov r9d, 21
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 2112]
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    cmp rdi, qword ptr [r15 + r8 + 2048]
-    test ebx, 64128
-    jnz 1f
-1:
-    mov byte ptr [r14 + rbp + 704], al
-    mov esi, dword ptr [r15 + rbp + 640]
-    mov byte ptr [r14 + 0], sil
-    movzx edi, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 512]
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 64320
-    jnz 1f
-1:
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 0]
     and r12, 0
-    mov r9, r9
-    mov esi, eax
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 63104
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edx, 126
+    mov dword ptr [r15 + 0], ebp
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    movzx eax, cl
+    mov dword ptr [r15 + 0], eax
+    mov rdx, qword ptr [r15 + 0]
+    bt rax, rbp
     test bl, 128
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov edx, edi
-    mov ecx, 12
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 2560
-    jnz 1f
-1:
-    cmp rax, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r14 + 64]
-    mov edx, 164
-    lea r9, [r10*4]
+    mov esi, edx
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    or ebp, 1
+    xor edx, edx
+    div ebp
     test bl, 128
-    jz 1f
-1:
-    and r9, 16320
-    mov eax, dword ptr [r15 + r9 + 16384]
-    .byte 0x66, 0x90
-    mov ecx, ebp
-    test ebx, 1024
     jnz 1f
 1:
-    movzx esi, bpl
-    mov edi, dword ptr [r15 + r9 + 16576]
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 2496
-    jnz 1f
-1:
-    mov rax, rdx
-    movzx r8d, al
-    mov ecx, ebp
-    test ebx, 192448
+    btc dword ptr [r15 + 0], 1
+    mov rsi, qword ptr [r15 + 0]
+    mov rcx, rsi
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + r9 + 16512]
-    mov qword ptr [r15 + rbp + 576], rbp
-    test ebx, 64128
-    jz 1f
-1:
-    mov rbp, r10
-    mov eax, 218
+    cmp rdi, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edi
+    lea rbp, [r10 + r10*1]
+    and edi, dword ptr [r14 + 0]
     and rbp, 192
-    mov byte ptr [r15 + rbp + 256], dil
-    xor dword ptr [r15 + r9 + 16448], r9d
+    and r9d, dword ptr [r15 + rbp + 256]
+    lea r9, [r10 + r10*1]
+    test ebx, 960
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    and r8, 32704
+    movsxd rcx, dword ptr [r14 + r8 + 32768]
+    mov qword ptr [r15 + rbp + 320], rcx
+    mov rdx, qword ptr [r15 + 64]
+    test ebx, 1152
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r9 + 192], dl
+    imul esi, ebp, 5
+    mov rdi, qword ptr [r15 + r8 + 32832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    add rsi, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov r8, qword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    test ebx, 512
+    mov edx, 242
+    mov esi, 248
+    test ebx, 576
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 30592
     jz 1f
 1:
-    mov rcx, r8
-    jmp 1f
-1:
-    imul rdi, rax
-    mov dword ptr [r15 + 0], edi
+    mov rax, r8
+    mov ebp, 79
+    mov r9d, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx eax, bpl
-    mov rbp, rbp
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, ebp
-    test ebx, 114496
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rdx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r9, r9
-    mov ecx, r9d
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 237440
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov rdi, r9
+    mov r8d, edi
     mov r8d, r8d
     test ebx, 640
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], eax
-    mov rax, rcx
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 64], 101
-    lea r9, [r10 + r10*2]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    test ebx, 2752
-    jnz 1f
-1:
-    and r9, 960
-    xor dword ptr [r15 + r9 + 1152], r9d
-    lea r8, [r10 + r10*1]
-    mov eax, r8d
-    mov esi, dword ptr [r15 + r9 + 1088]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    test bl, 128
+    or esi, 1
+    xor edx, edx
+    div esi
+    nop
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rbp, r10
+    test ebx, 1024
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 512], 94
-    movsxd rcx, dword ptr [r15 + r9 + 1024]
-    movzx edx, byte ptr [r15 + r8 + 128]
+    lea r8, [r10*4]
+    movzx ecx, r9b
+    and r8, 192
+    xor dword ptr [r15 + r8 + 256], ecx
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 128], 55
+    test ebx, 64128
+    jz 1f
+1:
+    mov r9, rdi
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov eax, 139
+    test ebx, 59328
+    jnz 1f
+1:
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 576]
+    mov r9d, 150
+    mov edi, dword ptr [r15 + rbp + 512]
+    test bl, 128
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    movzx ebp, r8b
+    movsxd rsi, dword ptr [r15 + 64]
+    test ebx, 384
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 448]
+    mov r9d, 222
+    mov dword ptr [r14 + r8 + 384], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    mov ebp, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rdi
-    test ebx, 7488
+    mov edx, r9d
+    add r9, qword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 512
     jz 1f
 1:
-    bswap rsi
-    mov edx, esi
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 32448
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, byte ptr [r15 + 0]
+    popcnt r8, r8
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
     jmp 1f
 1:
-    xor dword ptr [r15 + 0], esi
-    movzx eax, r8b
+    mov edx, 143
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    test ebx, 1920
+    jz 1f
+1:
+    movzx r9d, dl
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    jmp 1f
+    and r8d, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 7744
+    jz 1f
 1:
-    mov esi, 249
-    imul edx, esi, 40
+    mov eax, 33
+    mov rdx, qword ptr [r15 + 0]
+    vpmovmskb ecx, xmm7
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r9, r8
+    mov rdi, qword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 64]
     test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 62336
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 7488
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + 0]
-    and r9, 16320
-    lea rbp, [r10 + r10*1]
-    add rdi, qword ptr [r15 + r9 + 16384]
-    test ebx, 5568
-    jz 1f
-1:
-    and rbp, 64
-    mov r8, qword ptr [r14 + rbp + 128]
-    movzx r9d, al
-    movzx r9d, al
-    movzx edx, byte ptr [r15 + 64]
+    mov rbp, r10
+    sete al
+    lea r9, [r10 + r10*1]
     mov r8, r10
-    test ebx, 384
+    and rbp, 65472
+    movzx edi, byte ptr [r15 + rbp + 65536]
+    and r9, 64
+    movsxd rax, dword ptr [r14 + r9 + 192]
+    and r8, 16320
+    movzx ecx, byte ptr [r15 + r8 + 16384]
+    test bl, 128
     jnz 1f
 1:
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 2048]
-    mov dword ptr [r15 + rbp + 192], 53
-    mov byte ptr [r14 + 0], sil
+    and ecx, dword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + r9 + 128]
+    movzx r8d, cl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-    mov qword ptr [r15 + 139904], r11
-    mov qword ptr [r15 + 139912], r10
-    mov qword ptr [r15 + 139920], r12
+    mov qword ptr [r15 + 67117696], r11
+    mov qword ptr [r15 + 67117704], r10
+    mov qword ptr [r15 + 67117712], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -9012,9 +9015,9 @@ ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     mov rdi, r8
     xor eax, eax
-    mov rcx, 140032
+    mov rcx, 67117824
     rep stosb
-    lea rdi, [r8 + 139928]
+    lea rdi, [r8 + 67117720]
     mov ecx, 9
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
