@@ -4,27 +4,16 @@
 //!
 //! A missing tool (cc, make, valgrind) fails the test with the package to install.
 
+mod common;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use common::{repo, require};
 use ditto_load::LoadConfig;
 use ditto_target::{LaunchOptions, RunningTarget, TargetSpec};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn require(tool: &str, package: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "`{tool}` is not installed: install the Debian package `{package}` (scripts/setup.sh does)"
-    );
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

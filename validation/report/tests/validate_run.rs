@@ -6,10 +6,13 @@
 //!
 //! A missing tool (memcached, valgrind, cc, make) fails the test with the package to install.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::{repo, require};
 use ditto_load::{MemcachedWorkload, Workload};
 use ditto_measure::{CounterBackend, Platform, SimSettings};
 use ditto_profiler::CollectorChoice;
@@ -21,20 +24,6 @@ use ditto_validate::{CloneDir, Report, ValidateOptions};
 
 /// The tests start servers on the same machine; one at a time keeps their measurements apart.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn require(tool: &str, package: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "`{tool}` is not installed: install the Debian package `{package}` (scripts/setup.sh does); the validation run needs it"
-    );
-}
 
 fn small_workload() -> Workload {
     Workload::Memcached(MemcachedWorkload {

@@ -1,0 +1,19 @@
+//! Helpers shared by the integration tests that run real servers.
+
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Fails the test, naming the Debian package, when `tool` is not on the PATH.
+pub fn require(tool: &str, package: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "`{tool}` is not installed: install the Debian package `{package}` (scripts/setup.sh does); the test needs it"
+    );
+}
