@@ -806,7 +806,10 @@ mod tests {
             1.0,
         )
         .expect("calibrated");
-        assert!(b.iter().all(|x| x.0 > 32), "short replies are not payloads: {b:?}");
+        assert!(
+            b.iter().all(|x| x.0 > 32),
+            "short replies are not payloads: {b:?}"
+        );
         let value = bins_mean(&b).expect("mean");
         assert!(
             (value - 4096.0).abs() < 4096.0 * 0.01,
