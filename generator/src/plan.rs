@@ -152,7 +152,8 @@ pub fn add_cold_class(classes: &mut Vec<DataClass>, grid: &[(u64, f64)], cap: u6
         return;
     };
     let cold = (1.0 - hit).max(0.0);
-    let half = (cap / 2).next_power_of_two().min(cap / 2);
+    // `limits.max_buffer_bytes` is a power of two (checked with the knobs), so half of it is too.
+    let half = cap / 2;
     if cold < 1e-5 || top > half || half < 2 * LINE {
         return;
     }
@@ -500,13 +501,10 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     }
 
     let dw = &knobs.data_working_set;
-    let dgrid = grid_curve(
-        &dcurve,
-        dw.size_scale * DATA_REGION_SCALE,
-        knobs.limits.max_buffer_bytes,
-    );
+    let data_scale = dw.size_scale * DATA_REGION_SCALE;
+    let dgrid = grid_curve(&dcurve, data_scale, knobs.limits.max_buffer_bytes);
     if let Some(last) = dcurve.iter().map(|p| p.0).max() {
-        if (last as f64 * dw.size_scale) > knobs.limits.max_buffer_bytes as f64 {
+        if (last as f64 * data_scale) > knobs.limits.max_buffer_bytes as f64 {
             warnings.push(format!(
                 "{cluster}: data working set capped at limits.max_buffer_bytes = {}",
                 knobs.limits.max_buffer_bytes

@@ -86,7 +86,6 @@ pub fn subtract(original: &ClusterBody, skeleton: &ClusterBody) -> (ClusterBody,
     // Branch bins, by conditional branches executed.
     let (b_o, b_s) = (original.branches.per_request, skeleton.branches.per_request);
     if b_o.is_finite() && b_s.is_finite() && b_o - b_s > MIN_BODY_SHARE * b_o {
-        out.branches.per_request = b_o;
         for (name, o, s, dst) in [
             (
                 "taken-rate bins",

@@ -583,7 +583,7 @@ fn bins_mean(b: &Bins) -> Option<f64> {
 
 /// Scales the response bins so that payload + the clone's framing per response, times responses per
 /// request, is `bytes_out` per request. memcached: the short replies (`STORED`, `END`: bins below 32
-/// bytes) are the runtime's own answers to other commands, so only the value responses are scaled, and
+/// bytes) are the runtime's own answers to other commands, so only the value responses are kept, and
 /// the overhead of a value response (`VALUE <key> 0 <n>\r\n` … `\r\nEND\r\n`) takes the key length
 /// from the requests' dominant size bin (`get <key>\r\n`). Returns the bins and a note for the README.
 fn calibrate_payload(
@@ -598,7 +598,8 @@ fn calibrate_payload(
     }
     let per_response = bytes_out / sends_per_request;
     let digits = |v: f64| (v.max(1.0).log10().floor() + 1.0).max(1.0);
-    let (values, target): (Bins, f64) = match framing {
+    // (distribution to scale, target mean payload, what the note adds)
+    let (values, target, detail) = match framing {
         "DITTO_FRAME_MEMCACHED_TEXT" => {
             let (short, values): (Bins, Bins) = response.iter().partition(|b| b.1 <= 32);
             let all: u64 = response.iter().map(|b| b.2).sum();
@@ -617,28 +618,26 @@ fn calibrate_payload(
             let overhead = 18.0 + key + digits(mean_value);
             // The runtime samples this distribution for value responses only (its other replies
             // are fixed strings), so the short bins leave it.
-            let scaled = scale_bins(&values, (mean_value - overhead).max(1.0))?;
-            return Some((
-                scaled,
-                format!(
-                    "response payloads scaled to {:.0} bytes per value response (key ~{key:.0} bytes), so                      bytes out per request match the profile's {bytes_out:.0}",
-                    (mean_value - overhead).max(1.0)
-                ),
-            ));
+            (
+                values,
+                mean_value - overhead,
+                format!(" per value response (key ~{key:.0} bytes)"),
+            )
         }
         "DITTO_FRAME_HTTP1" => (
             response.clone(),
             per_response - (37.0 + digits(per_response)),
+            String::new(),
         ),
-        _ => (response.clone(), per_response - 4.0),
+        _ => (response.clone(), per_response - 4.0, String::new()),
     };
-    let scaled = scale_bins(&values, target.max(1.0))?;
+    let target = target.max(1.0);
+    let scaled = scale_bins(&values, target)?;
     Some((
         scaled,
         format!(
-            "response payloads scaled to a mean of {:.0} bytes, so bytes out per request match the \
-             profile's {bytes_out:.0}",
-            target.max(1.0)
+            "response payloads scaled to a mean of {target:.0} bytes{detail}, so bytes out per \
+             request match the profile's {bytes_out:.0}"
         ),
     ))
 }

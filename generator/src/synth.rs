@@ -22,7 +22,8 @@
 //!   with M mask bits (minority rate 2^−M) whose lowest is bit log2(C) + N (runs of 2^N, transition rate
 //!   2^(1−M−N)), so both the taken-rate and the transition-rate bin are realised; the other mask bits
 //!   are drawn at random per branch from just above the lowest (so the pattern repeats within a run)
-//!   and blocks start at different phases, so branches are not synchronised. The counter's low bits are also where the next call resumes the ring.
+//!   and blocks start at different phases, so branches are not synchronised. The counter's low bits
+//!   are also where the next call resumes the ring.
 //! * **Registers**: reserved r15 (private base), r14 (shared base), r13 (loop count), r12 (chase), r11 (rP),
 //!   r10 (rQ), rbx (branch counter); the other GPRs and xmm0–15 are assigned per operand by sampling the
 //!   RAW/WAR/WAW distance histograms and taking the register whose current distances are closest.
@@ -42,7 +43,7 @@ use crate::isa::{
     R15, R8, R9, RAX, RBP, RBX, RCX, RDI, RDX, RSI, XMM0,
 };
 use crate::knobs::Knobs;
-use crate::plan::{BodyPlan, BINS, LINE};
+use crate::plan::{BodyPlan, DataClass, BINS, LINE};
 use crate::rng::{stream_id, Rng};
 
 /// GPRs free for the dependency synthesis (everything not reserved).
@@ -473,9 +474,7 @@ impl Composer<'_> {
     /// a structure; shuffled among the other classes' accesses they would almost all miss and the
     /// smallest sizes of the curve would come out far below the profile's.
     fn runs_of_same_line(&self, body: &mut [Item]) {
-        let classes = &self.plan.data_classes;
-        let chase_line =
-            (classes[self.chase_class].size <= LINE).then(|| classes[self.chase_class].lo);
+        let chase_line = chase_overlay(&self.plan.data_classes, self.chase_class);
         let line_of = |it: &Item| -> Option<LineKey> {
             match it {
                 Item::Tpl {
@@ -672,6 +671,14 @@ const HDR_RP: u64 = 0;
 const HDR_RQ: u64 = 8;
 const HDR_CHASE: u64 = 16;
 const HDR_COUNTERS: u64 = 24;
+
+/// Where the chase chain overlays its class: a one-line chase class's own line (a chain of one node
+/// survives any store to it, the pointer being masked to 0, and a separate line would add a line the
+/// profile does not have). `None` for larger chains, which get a region of their own where no ordinary
+/// store can break the cycle.
+fn chase_overlay(classes: &[DataClass], chase_class: usize) -> Option<u64> {
+    (classes[chase_class].size <= LINE).then(|| classes[chase_class].lo)
+}
 
 fn align(v: u64, a: u64) -> u64 {
     v.div_ceil(a) * a
@@ -1183,12 +1190,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     // onto a big region would push the whole curve down at every smaller size.
     let chase_class = (0..classes.len())
         .rev()
-        .max_by(|&a, &b| {
-            classes[a]
-                .share
-                .partial_cmp(&classes[b].share)
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
+        .max_by(|&a, &b| classes[a].share.total_cmp(&classes[b].share))
         .unwrap_or(0);
 
     // Blocks: sizes from equation 2, cut into power-of-two rings of chunks.
@@ -1302,18 +1304,11 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         .max()
         .unwrap_or(LINE);
     let chase_size = classes[chase_class].size.max(LINE);
-    // A one-line chase region is the class's own line: a chain of one node survives any store to it
-    // (the pointer is masked to 0), and a separate line would add a line the profile does not have.
-    // Larger chains get their own region, where no ordinary store can break the cycle.
-    let overlay = chase_size <= LINE;
     let after_classes = align(class_top + SLACK, LINE);
-    let chase_lo = if overlay {
-        classes[chase_class].lo
-    } else {
-        after_classes
-    };
+    let overlay = chase_overlay(classes, chase_class);
+    let chase_lo = overlay.unwrap_or(after_classes);
     let rep_half = align(knobs.limits.max_rep_count, LINE);
-    let rep_lo = after_classes + if overlay { 0 } else { chase_size };
+    let rep_lo = after_classes + if overlay.is_some() { 0 } else { chase_size };
     let hdr_lo = rep_lo + 2 * rep_half;
     let counter_lo = hdr_lo + HDR_COUNTERS;
     let priv_bytes = align(counter_lo + 8 * blocks.len() as u64, LINE);

@@ -44,15 +44,21 @@ static int fail(struct ditto_req *req, size_t consumed, const char *reply, int c
  * two branches per key byte with an exit every ~15 bytes (a bin real servers barely have), so the
  * token end is found with memchr, and the one separating space is its own test, which gives the same
  * outcome on every request at each call site (always inlined: every site has its own branches). */
-static inline __attribute__((always_inline)) size_t token(const uint8_t **p, const uint8_t *end,
-                                                          const uint8_t **start)
+static inline __attribute__((always_inline)) const uint8_t *skip_separator(const uint8_t *s,
+                                                                           const uint8_t *end)
 {
-    const uint8_t *s = *p;
     if (s < end && *s == ' ')
         s++;
     if (__builtin_expect(s < end && *s == ' ', 0))
         while (s < end && *s == ' ')
             s++;
+    return s;
+}
+
+static inline __attribute__((always_inline)) size_t token(const uint8_t **p, const uint8_t *end,
+                                                          const uint8_t **start)
+{
+    const uint8_t *s = skip_separator(*p, end);
     *start = s;
     if (s >= end) {
         *p = end;
@@ -421,13 +427,7 @@ static int mc_respond_get(struct ditto_conn *c, struct ditto_worker *w, const st
     while ((kn = token(&p, end, &k)) > 0) {
         /* The line was validated by the parser: after a key there is either nothing or another key
          * after spaces, so "last" is whether anything but spaces follows. */
-        const uint8_t *q = p;
-        if (q < end && *q == ' ')
-            q++;
-        if (__builtin_expect(q < end && *q == ' ', 0))
-            while (q < end && *q == ' ')
-                q++;
-        int last = q >= end;
+        int last = skip_separator(p, end) >= end;
         uint64_t payload = first ? plan->payload : ditto_worker_payload(w);
         first = 0;
         /* The last value carries the sendfile segments; the last segment ends with the data
