@@ -1,7 +1,7 @@
 //! `ditto diff`: a clone's body against its original's, field by field.
 
 use anyhow::{bail, Context, Result};
-use ditto_profile::diff::{body_diff, worst, ErrorKind};
+use ditto_profile::diff::{body_diff, syscall_diff, worst, ErrorKind};
 use ditto_profile::{ClusterBody, Profile};
 
 use crate::args::DiffArgs;
@@ -32,7 +32,11 @@ pub fn run(args: DiffArgs) -> Result<()> {
     let clone = Profile::load(&args.clone)?;
     let a = cluster(&original, args.cluster.as_deref(), "original")?;
     let b = cluster(&clone, Some(&a.cluster), "clone")?;
-    let diffs = body_diff(a, b);
+    let mut diffs = body_diff(a, b);
+    // The skeleton's side: syscalls per request by name (empty when either profile has none).
+    if !original.syscalls.clusters.is_empty() && !clone.syscalls.clusters.is_empty() {
+        diffs.extend(syscall_diff(&original.syscalls, &clone.syscalls));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&diffs)?);
         return Ok(());

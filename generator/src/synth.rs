@@ -515,6 +515,9 @@ impl Composer<'_> {
             .transition
             .pick(&mut self.rng, w, |r| r + 1 >= t)
             .unwrap_or(t.saturating_sub(1));
+        if t == BINS - 1 {
+            return self.never_branch(w);
+        }
         // The counter's bits below `shift` number the chunks of the ring: this chunk's own execution
         // count starts at bit `shift`. Masks must fit a sign-extended imm32 (bits 0–30), so the run
         // length (N) gives way first, then the rate (M), for very large rings.
@@ -534,12 +537,7 @@ impl Composer<'_> {
         // would never leave its first direction and its bin would be "never" in every profile. Drawing
         // M − 1 of the M + 1 bits above keeps the period within 2^(low + M + 2) executions and still
         // gives branches of one rate different masks, so they are not synchronised.
-        // Except for "never" (bin 10): its branches should not flip within a run at all.
-        let top = if t == BINS - 1 {
-            30
-        } else {
-            (low + m + 1).min(30)
-        };
+        let top = (low + m + 1).min(30);
         let mut free: Vec<u32> = ((low + 1)..=top).collect();
         self.rng.shuffle(&mut free);
         for bit in free.into_iter().take(m as usize - 1) {
@@ -551,6 +549,22 @@ impl Composer<'_> {
         self.cond_weight += w;
         self.static_cond += 1;
         Item::Pattern { mask, jz }
+    }
+
+    /// A branch of the "never" bin (minority rate below 2^−11): its only mask bit is bit 30 of the
+    /// counter, which flips once per 2^30 executions of the chunk, so within any profiled run the branch
+    /// keeps one direction. (Several mask bits spread up to bit 30 do not do this: the counter's bits
+    /// above about 2^18 stay 0 in a run, and the remaining low bits make the branch flip every few
+    /// hundred executions, bins 5–7 instead of 10.)
+    fn never_branch(&mut self, w: f64) -> Item {
+        self.taken.add(BINS - 1, w);
+        self.transition.add(BINS - 1, w);
+        let jz = self.rng.below(2) == 0;
+        self.account((Class::Alu, Opnd::Reg), w);
+        self.account((Class::Branch, Opnd::Reg), w);
+        self.cond_weight += w;
+        self.static_cond += 1;
+        Item::Pattern { mask: 1 << 30, jz }
     }
 
     fn rep_count(&mut self) -> u64 {
@@ -1540,8 +1554,9 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     let _ = writeln!(r.out, "    .size {body_symbol}, .-{body_symbol}");
     dynamic += prologue_instrs as f64 + entry_instrs;
 
-    // ---- init function: zero the private buffer, start the block counters at spread-out phases, and
-    // build the chase chain: node i holds the offset of node (5·i + c) mod n, a full-period LCG
+    // ---- init function: start the block counters at spread-out phases and build the chase chain (the
+    // buffers arrive zeroed, `ditto_body_fn`'s contract; zeroing them here again would be one
+    // `rep stosb` that a profiler counts as one store per byte, dwarfing a short run's body): node i holds the offset of node (5·i + c) mod n, a full-period LCG
     // (Hull–Dobell: multiplier ≡ 1 mod 4, c odd, n a power of two), so the chain is one cycle through
     // every line of the region.
     let lines = chase_size / LINE;
@@ -1549,11 +1564,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     let _ = write!(
         r.out,
         "\n    .globl {init_symbol}\n    .type {init_symbol}, @function\n    .p2align 4\n{init_symbol}:\n\
-         \x20   mov r8, qword ptr [rdi]\n\
-         \x20   mov rdi, r8\n\
-         \x20   xor eax, eax\n\
-         \x20   mov rcx, {priv_bytes}\n\
-         \x20   rep stosb\n"
+         \x20   mov r8, qword ptr [rdi]\n"
     );
     {
         let _ = write!(

@@ -267,3 +267,53 @@ fn a_skeleton_body_is_subtracted_from_the_workers_targets_and_kept_in_the_clone(
         .join(ditto_generator::SKELETON_FILE)
         .exists());
 }
+
+/// A profile whose branches all keep one direction ("never" bin) gets pattern branches that cannot
+/// flip within a run: their only mask bit is bit 30 of the chunk counter. (Masks with low bits, as
+/// the other bins use, flipped every few hundred executions: bins 5–7 in the round trip.)
+#[test]
+fn never_branches_test_only_bit_30() {
+    let path = common::fixture_path("kv.json");
+    let mut p = ditto_profile::Profile::load(&path).expect("fixture");
+    let body = p.body.as_mut().expect("fixture has a body");
+    for c in &mut body.clusters {
+        let n = c.branches.taken_rate.len();
+        c.branches.taken_rate = (0..n).map(|i| f64::from(u8::from(i + 1 == n))).collect();
+        c.branches.transition_rate = c.branches.taken_rate.clone();
+    }
+    let bytes = serde_json::to_vec(&p).expect("json");
+    let clone = ditto_generator::render_clone(&p, &bytes, "kv", 1, &Knobs::default(), None)
+        .expect("renders");
+    let asm = common::text(&clone, "src/body.S");
+    let masks: Vec<&str> = asm
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("test ebx, "))
+        .collect();
+    assert!(!masks.is_empty(), "no pattern branches in:\n{asm}");
+    assert!(
+        masks.iter().all(|m| *m == "1073741824"),
+        "masks other than bit 30: {:?}",
+        masks
+            .iter()
+            .filter(|m| **m != "1073741824")
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+}
+
+/// The init function does not clear the private buffer (the runtime hands it over zeroed): a
+/// `rep stosb` over tens of MiB would be counted by a profiler as one store per byte.
+#[test]
+fn body_init_does_not_clear_the_buffer_again() {
+    let clone = common::render(&common::fixture_path("kv.json"), "kv", 1, &Knobs::default());
+    let asm = common::text(&clone, "src/body.S");
+    let inits: Vec<&str> = asm
+        .split(".type ditto_body_init_")
+        .skip(1)
+        .filter_map(|f| f.split(".size ").next())
+        .collect();
+    assert!(!inits.is_empty(), "no init function");
+    for init in inits {
+        assert!(!init.contains("rep stos"), "init clears a buffer:\n{init}");
+    }
+}

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use crate::{ClusterBody, HitCurve};
+use std::collections::BTreeMap;
+
+use crate::{ClusterBody, HitCurve, Syscalls};
 
 /// How a field's error is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,6 +51,10 @@ pub const INSTRUCTIONS_TOL: f64 = 0.03;
 pub const MIX_TOL: f64 = 2.0;
 pub const CURVE_TOL: f64 = 3.0;
 pub const HISTOGRAM_TOL: f64 = 5.0;
+/// Syscalls per request by name: 2 % (issue bar for a clone's skeleton).
+pub const SYSCALL_TOL: f64 = 0.02;
+/// Calls rarer than this per request in the original are connection set-up or noise, not compared.
+pub const SYSCALL_MIN_PER_REQUEST: f64 = 0.01;
 
 fn points(field: String, original: f64, clone: f64, tolerance: f64) -> FieldDiff {
     FieldDiff {
@@ -192,6 +198,55 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
 }
 
 /// The field furthest outside (or closest to) its tolerance.
+/// Syscalls per request by name over the whole process (all clusters added up, so the comparison
+/// does not depend on how each side's threads were clustered): every call the original makes at
+/// least `SYSCALL_MIN_PER_REQUEST` times per request, relative error, and calls only the clone makes
+/// that often (original 0, error 1).
+pub fn syscall_diff(original: &Syscalls, clone: &Syscalls) -> Vec<FieldDiff> {
+    fn by_name(s: &Syscalls) -> BTreeMap<&str, f64> {
+        let mut m = BTreeMap::new();
+        for c in &s.clusters {
+            for call in &c.calls {
+                *m.entry(call.name.as_str()).or_insert(0.0) += call.per_request;
+            }
+        }
+        m
+    }
+    let a = by_name(original);
+    let b = by_name(clone);
+    let mut names: Vec<&str> = a
+        .iter()
+        .chain(b.iter())
+        .filter(|(_, &v)| v >= SYSCALL_MIN_PER_REQUEST)
+        .map(|(n, _)| *n)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    // Busiest in the original first, as the profile lists them.
+    names.sort_by(|x, y| {
+        let (vx, vy) = (
+            a.get(x).copied().unwrap_or(0.0),
+            a.get(y).copied().unwrap_or(0.0),
+        );
+        vy.total_cmp(&vx)
+    });
+    names
+        .into_iter()
+        .map(|n| {
+            let o = a.get(n).copied().unwrap_or(0.0);
+            let c = b.get(n).copied().unwrap_or(0.0);
+            FieldDiff {
+                field: format!("syscalls.{n}"),
+                original: o,
+                clone: c,
+                kind: ErrorKind::Relative,
+                error: if o > 0.0 { (c - o).abs() / o } else { 1.0 },
+                tolerance: SYSCALL_TOL,
+            }
+        })
+        .collect()
+}
+
 pub fn worst(diffs: &[FieldDiff]) -> Option<&FieldDiff> {
     diffs
         .iter()
@@ -234,6 +289,42 @@ mod tests {
             dependencies: Dependencies::default(),
             ..ClusterBody::default()
         }
+    }
+
+    fn syscalls(calls: &[(&str, &str, f64)]) -> Syscalls {
+        let mut s = Syscalls::default();
+        for &(cluster, name, per_request) in calls {
+            let stat = crate::SyscallStat {
+                name: name.into(),
+                per_request,
+                ..Default::default()
+            };
+            match s.clusters.iter_mut().find(|c| c.cluster == cluster) {
+                Some(c) => c.calls.push(stat),
+                None => s.clusters.push(crate::ClusterSyscalls {
+                    cluster: cluster.into(),
+                    calls: vec![stat],
+                }),
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn syscalls_are_compared_per_process_and_rare_calls_are_skipped() {
+        // The original's reads are split over two clusters, the clone's are in one.
+        let a = syscalls(&[
+            ("c1", "recvfrom", 0.6),
+            ("c2", "recvfrom", 0.5),
+            ("c1", "accept4", 0.001),
+        ]);
+        let b = syscalls(&[("w", "recvfrom", 1.1), ("w", "futex", 0.2)]);
+        let d = syscall_diff(&a, &b);
+        let fields: Vec<&str> = d.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["syscalls.recvfrom", "syscalls.futex"]);
+        assert!(d[0].within() && d[0].error < 1e-9);
+        // A call only the clone makes is outside its limit.
+        assert!(!d[1].within());
     }
 
     #[test]

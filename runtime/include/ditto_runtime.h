@@ -67,6 +67,15 @@ enum ditto_extra_op {
     DITTO_OP_SCHED_YIELD = 9,      /* sched_yield */
     DITTO_OP_MPROTECT = 10,        /* mprotect of a page the thread owns, protection unchanged */
     DITTO_OP_EVENTFD_WRITE = 11,   /* write of 8 bytes to an eventfd nobody reads (a wakeup of an idle peer) */
+    /* Top-ups: per_request is the thread's *total* count of a call the network model makes by
+     * itself. After each request the thread makes more of them until its count reaches
+     * per_request x requests served; when the model already makes as many, these cost nothing. So
+     * the count follows the original's (a server that reads until EAGAIN, an event loop that wakes
+     * more often than once per request) whatever the load does to the model's own count. */
+    DITTO_OP_RECV_TOPUP = 12,      /* the config's receive call, non-blocking and non-consuming
+                                    * (MSG_PEEK | MSG_DONTWAIT) on the request's connection;
+                                    * recvfrom when the receive call is read, which cannot peek */
+    DITTO_OP_WAKEUP_TOPUP = 13,    /* epoll_wait with timeout 0 on an empty epoll instance */
 };
 
 /* One extra op per entry. per_request counts executions of the op, not system calls: one
@@ -94,7 +103,8 @@ struct ditto_cluster {
     enum ditto_role role;
     uint32_t threads;        /* threads per process */
     ditto_body_fn body;      /* called once per request (workers) or per wakeup (background) */
-    ditto_body_fn body_init; /* called once per thread before the first body call; may be NULL */
+    ditto_body_fn body_init; /* called once per thread before the first body call, on zeroed
+                              * buffers (it does not clear them itself); may be NULL */
     uint32_t period_us;      /* background threads: wake every period_us */
     /* Background threads: body calls per request the process served (over all threads of the
      * cluster). A wakeup runs the body once per whole call owed, so background work follows the load

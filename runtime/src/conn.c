@@ -169,6 +169,8 @@ static int handle(struct ditto_conn *c, struct ditto_worker *w, const struct dit
     for (uint32_t i = 0; i < plan.corks; i++)
         if (ditto_conn_push_uncork(c) != 0)
             return -1;
+    if (plan.peeks > 0)
+        ditto_io_peeks(w->rt->cfg->recv_call, c->fd, plan.peeks);
     if (req->flags & DITTO_REQF_CLOSE)
         c->close_after = 1;
     return 0;

@@ -29,6 +29,9 @@ static const struct ditto_extra test_extras[] = {
     {DITTO_OP_SCHED_YIELD, 0.1, NONE},
     {DITTO_OP_MPROTECT, 0.2, NONE},
     {DITTO_OP_EVENTFD_WRITE, 0.1, NONE},
+    /* Totals: the loop's own one receive and (at most) one wakeup per request, topped up. */
+    {DITTO_OP_RECV_TOPUP, 1.4, NONE},
+    {DITTO_OP_WAKEUP_TOPUP, 1.25, NONE},
 };
 
 const struct ditto_config ditto_clone_config = {

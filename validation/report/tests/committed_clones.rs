@@ -2,7 +2,10 @@
 //! load its own `target.toml` describes, and runs memcheck-clean under that load (runtime and
 //! synthetic body together, every process of a multi-process clone), with no request lost.
 //!
-//! A missing tool (cc, make, valgrind) fails the test with the package to install.
+//! They also make their original's system calls: per request and by name, within 2% of the profile
+//! they were generated from, measured by the attach profiler at the profile's own load.
+//!
+//! A missing tool (cc, make, valgrind, bpftrace) fails the test with the package to install.
 
 mod common;
 
@@ -13,7 +16,10 @@ use std::time::Duration;
 
 use common::{repo, require};
 use ditto_load::LoadConfig;
-use ditto_target::{LaunchOptions, RunningTarget, TargetSpec};
+use ditto_profile::diff::syscall_diff;
+use ditto_profile::Profile;
+use ditto_profiler::{AttachLoad, AttachOptions, CollectorChoice};
+use ditto_target::{LaunchOptions, Level, RunningTarget, TargetSpec};
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -100,4 +106,68 @@ fn committed_clones_build_serve_their_load_and_run_memcheck_clean() {
             "{name}: memcheck's error exit:\n{log}"
         );
     }
+}
+
+#[test]
+fn committed_clones_make_their_profiles_syscalls_per_request() {
+    require("cc", "build-essential");
+    require("make", "build-essential");
+    require("bpftrace", "bpftrace");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut problems = Vec::new();
+    for name in ["memcached", "nginx", "pix-baseline", "pix-optimized"] {
+        let clone = fresh_copy(name, dir.path());
+        let spec = TargetSpec::load(&clone.join("target.toml")).expect("the clone's target.toml");
+        let original =
+            Profile::load(&clone.join("profile.json")).expect("the clone's profile.json");
+        let opts = LaunchOptions {
+            port: Some(free_port()),
+            ..LaunchOptions::default()
+        };
+        let mut target = RunningTarget::start(&spec, &opts)
+            .unwrap_or_else(|e| panic!("{name}: the clone did not build or start: {e}"));
+        // The medium level of a clone's spec is the rate its original was profiled at.
+        let mut level = ditto_validate::validate::resolve(&spec, Level::Medium, 6.0, 1.0);
+        level.warmup_s = 1.0;
+        let result = ditto_profiler::profile_attach(
+            &AttachOptions {
+                pid: target.pid(),
+                duration: Duration::from_secs(6),
+                collector: CollectorChoice::Bpftrace,
+                load: Some(AttachLoad {
+                    spec: spec.clone(),
+                    level,
+                    addr: target.addr(),
+                    seed: 1,
+                }),
+                measure_overhead: false,
+            },
+            &mut |_| {},
+        );
+        let _ = target.stop(Duration::from_secs(10));
+        let result = result.unwrap_or_else(|e| panic!("{name}: profiling the clone failed: {e}"));
+        for d in syscall_diff(&original.syscalls, &result.profile.syscalls) {
+            eprintln!(
+                "{name}: {} original {:.4} clone {:.4} error {:.2}%",
+                d.field,
+                d.original,
+                d.clone,
+                100.0 * d.error
+            );
+            if !d.within() {
+                problems.push(format!(
+                    "{name}: {} {:.4} per request, original {:.4} ({:.1}%)",
+                    d.field,
+                    d.clone,
+                    d.original,
+                    100.0 * d.error
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "syscalls per request differ from the profiles by more than 2%:\n{}",
+        problems.join("\n")
+    );
 }

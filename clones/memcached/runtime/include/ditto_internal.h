@@ -93,8 +93,13 @@ struct ditto_rt {
     size_t pattern_len;
     struct ditto_datadir data;
     uint64_t max_pipe_bytes, max_scratch_bytes;   /* from the extras' distributions */
-    int need_pipe, need_eventfd, need_mprotect;
+    int need_pipe, need_eventfd, need_mprotect, need_epoll;
 };
+
+/* This thread's receive calls on connections and the epoll_wait calls of its event loop, what the
+ * top-up ops (DITTO_OP_RECV_TOPUP, DITTO_OP_WAKEUP_TOPUP) compare with requests served. */
+extern __thread uint64_t ditto_recv_calls;
+extern __thread uint64_t ditto_wait_calls;
 
 /* ---- worker.c: one serving (or background) thread's state ---- */
 struct ditto_file_seg {
@@ -109,6 +114,7 @@ struct ditto_plan {
     uint64_t payload;
     uint32_t n_files;
     uint32_t corks;
+    uint32_t peeks; /* DITTO_OP_RECV_TOPUP receives owed on the connection */
     struct ditto_file_seg files[DITTO_MAX_FILE_SEGS];
 };
 
@@ -121,6 +127,7 @@ struct ditto_worker {
     int pipe_rd, pipe_wr;
     uint64_t pipe_cap;
     int event_fd;
+    int epoll_fd; /* DITTO_OP_WAKEUP_TOPUP: an epoll instance with nothing in it */
     void *page;  /* DITTO_OP_MPROTECT target */
     long page_size;
     uint32_t futex_word;
@@ -154,6 +161,8 @@ void ditto_op_run(struct ditto_worker *w, const struct ditto_extra *e, uint64_t 
 /* Picks a sendfile segment of `len` bytes; tail=1 makes it end at the file's end (memcached). */
 void ditto_op_sendfile_seg(struct ditto_worker *w, uint64_t len, int tail, struct ditto_file_seg *seg);
 ssize_t ditto_io_recv(enum ditto_io_call call, int fd, void *buf, size_t len);
+/* n non-blocking receives that leave any data in the socket (DITTO_OP_RECV_TOPUP). */
+void ditto_io_peeks(enum ditto_io_call call, int fd, uint32_t n);
 /* Sends the pieces with one call of `call`; write/sendto copy several pieces into w->stage. */
 ssize_t ditto_io_send(struct ditto_worker *w, enum ditto_io_call call, int fd,
                       const struct iovec *iov, int iovcnt);

@@ -14,6 +14,7 @@
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -25,6 +26,9 @@
 #include <stdlib.h>
 
 #include "ditto_internal.h"
+
+__thread uint64_t ditto_recv_calls;
+__thread uint64_t ditto_wait_calls;
 
 static uint64_t op_bytes(struct ditto_worker *w, const struct ditto_extra *e)
 {
@@ -147,8 +151,15 @@ void ditto_op_run(struct ditto_worker *w, const struct ditto_extra *e, uint64_t 
             (void)r;
             break;
         }
+        case DITTO_OP_WAKEUP_TOPUP: {
+            struct epoll_event ev;
+            (void)epoll_wait(w->epoll_fd, &ev, 1, 0);
+            ditto_wait_calls++;
+            break;
+        }
         case DITTO_OP_SENDFILE:
         case DITTO_OP_CORK:
+        case DITTO_OP_RECV_TOPUP:
             /* Part of the response: the connection makes these calls (conn.c). */
             break;
         }
@@ -164,6 +175,7 @@ ssize_t ditto_io_recv(enum ditto_io_call call, int fd, void *buf, size_t len)
 {
     for (;;) {
         ssize_t n;
+        ditto_recv_calls++;
         if (call == DITTO_IO_RECVFROM) {
             n = recvfrom(fd, buf, len, 0, NULL, NULL);
         } else if (call == DITTO_IO_RECVMSG) {
@@ -179,6 +191,23 @@ ssize_t ditto_io_recv(enum ditto_io_call call, int fd, void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         return n;
+    }
+}
+
+void ditto_io_peeks(enum ditto_io_call call, int fd, uint32_t n)
+{
+    uint8_t byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        ditto_recv_calls++;
+        if (call == DITTO_IO_RECVMSG)
+            (void)recvmsg(fd, &m, MSG_PEEK | MSG_DONTWAIT);
+        else
+            (void)recvfrom(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -28,7 +29,7 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
     memset(w, 0, sizeof *w);
     w->rt = rt;
     w->cluster = cluster;
-    w->pipe_rd = w->pipe_wr = w->event_fd = -1;
+    w->pipe_rd = w->pipe_wr = w->event_fd = w->epoll_fd = -1;
     w->rng = ditto_rng_seed(cfg->seed, stream);
     w->ctx.shared = rt->shared;
     w->ctx.priv = ditto_alloc_aligned(cfg->priv_bytes);
@@ -57,6 +58,13 @@ int ditto_worker_init(struct ditto_worker *w, const struct ditto_rt *rt,
             w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
             if (w->event_fd < 0) {
                 ditto_warn("cannot create an eventfd: %s", strerror(errno));
+                goto fail;
+            }
+        }
+        if (rt->need_epoll) {
+            w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+            if (w->epoll_fd < 0) {
+                ditto_warn("cannot create an epoll instance: %s", strerror(errno));
                 goto fail;
             }
         }
@@ -99,10 +107,12 @@ void ditto_worker_free(struct ditto_worker *w)
         close(w->pipe_wr);
     if (w->event_fd >= 0)
         close(w->event_fd);
+    if (w->epoll_fd >= 0)
+        close(w->epoll_fd);
     if (w->page != NULL)
         munmap(w->page, (size_t)w->page_size);
     memset(w, 0, sizeof *w);
-    w->pipe_rd = w->pipe_wr = w->event_fd = -1;
+    w->pipe_rd = w->pipe_wr = w->event_fd = w->epoll_fd = -1;
 }
 
 uint64_t ditto_requests_served;
@@ -126,12 +136,27 @@ void ditto_worker_serve(struct ditto_worker *w, int can_carry, struct ditto_plan
     plan->payload = 0;
     plan->n_files = 0;
     plan->corks = 0;
+    plan->peeks = 0;
     __atomic_fetch_add(&ditto_requests_served, 1, __ATOMIC_RELAXED);
     ditto_worker_body(w);
     plan->payload = ditto_worker_payload(w);
     uint64_t body_room = UINT32_MAX - plan->payload;
     for (uint32_t i = 0; i < cfg->n_extras; i++) {
         const struct ditto_extra *e = &cfg->extras[i];
+        if (e->op == DITTO_OP_RECV_TOPUP || e->op == DITTO_OP_WAKEUP_TOPUP) {
+            /* Top-ups compare totals, not an accumulator: the model's own calls count too. The
+             * connection makes the receives after the response is queued (conn.c). */
+            double want = e->per_request * (double)w->ctx.request;
+            uint64_t made = e->op == DITTO_OP_RECV_TOPUP ? ditto_recv_calls : ditto_wait_calls;
+            uint64_t owed = want > (double)made ? (uint64_t)(want - (double)made + 1e-9) : 0;
+            if (owed > DITTO_MAX_OPS_PER_REQUEST)
+                owed = DITTO_MAX_OPS_PER_REQUEST;
+            if (e->op == DITTO_OP_RECV_TOPUP)
+                plan->peeks += (uint32_t)owed;
+            else
+                ditto_op_run(w, e, owed);
+            continue;
+        }
         /* The accumulator realises fractional means exactly over a run: with 0.25 per request
          * every fourth request does the op. The epsilon absorbs binary rounding of sums such as
          * 0.1 + 0.1 + ... so that ten of them make one op, not zero. */

@@ -85,7 +85,7 @@ static const char *check_config(const struct ditto_config *cfg, char *buf, size_
         return "n_extras > 0 but extras is NULL";
     for (uint32_t i = 0; i < cfg->n_extras; i++) {
         const struct ditto_extra *e = &cfg->extras[i];
-        if ((unsigned)e->op > DITTO_OP_EVENTFD_WRITE) {
+        if ((unsigned)e->op > DITTO_OP_WAKEUP_TOPUP) {
             snprintf(buf, len, "extra %u has an unknown op %u", i, (unsigned)e->op);
             return buf;
         }
@@ -150,6 +150,9 @@ static void size_buffers(struct ditto_rt *rt)
         }
         case DITTO_OP_EVENTFD_WRITE:
             rt->need_eventfd = 1;
+            break;
+        case DITTO_OP_WAKEUP_TOPUP:
+            rt->need_epoll = 1;
             break;
         case DITTO_OP_MPROTECT:
             rt->need_mprotect = 1;

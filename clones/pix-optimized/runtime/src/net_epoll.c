@@ -144,6 +144,7 @@ static void serve(struct loop *L, struct ditto_worker *acceptor)
     int stop = 0;
     while (!stop) {
         int n = epoll_wait(L->epfd, evs, MAX_EVENTS, -1);
+        ditto_wait_calls++;
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -115,2165 +115,2136 @@ ditto_body_c1:
     jmp .Lc1_b0_c31
     .p2align 6
 .Lc1_b0_c0:
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1632
+    lea rbp, [r10*4]
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 384]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], 208
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rax, r9
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 3392
+    mov dword ptr [r15 + 0], eax
+    mov r9d, edx
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 28480
     jz 1f
 1:
-    cmp rsi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 25
-    test ebx, 24000
-    jz 1f
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, 103
+    vpxor xmm1, xmm1, xmm11
+    lea r9, [r10*8]
+    test ebx, 32544
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov esi, edx
-    mov ecx, r9d
-    test bl, 64
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + 0], r8b
-    cmp dword ptr [r14 + 0], 110
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    mov rbp, r10
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx edx, r9b
-    and rbp, 8128
-    add rsi, qword ptr [r15 + rbp + 8192]
-    and r8, 32704
-    mov dword ptr [r14 + r8 + 32768], 122
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    and r9, 448
+    movzx eax, byte ptr [r15 + r9 + 512]
     test bl, 128
     jnz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 64], r9d
+    movsxd rcx, dword ptr [r15 + 64]
+    mov eax, dword ptr [r14 + r9 + 640]
+    movzx edx, byte ptr [r15 + r9 + 768]
+    test bl, 64
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    movzx ecx, sil
-    mov dword ptr [r15 + 64], esi
-    test ebx, 1152
+    mov rdi, rax
+    mov dword ptr [r14 + rbp + 256], ecx
+    movsxd rdx, dword ptr [r15 + rbp + 320]
+    mov r8d, dword ptr [r15 + r9 + 832]
+    test ebx, 256
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 32832]
-    mov r8d, 23
-    xchg rdi, rsi
+    mov r8, r10
+    movzx eax, dl
+    mov esi, dword ptr [r14 + rbp + 448]
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 2048]
+    mov ecx, ebp
+    test ebx, 1248
+    jnz 1f
+1:
+    vmovdqu xmm11, xmmword ptr [r15 + r9 + 704]
+    mov edi, dword ptr [r15 + r9 + 576]
+    mov esi, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    xchg rsi, rdi
+    movzx ecx, byte ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r8
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
     test bl, 64
-    jnz 1f
-1:
-    cmp rax, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov eax, ecx
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 29632
-    jnz 1f
-1:
-    btc dword ptr [r15 + 0], 12
-    jmp 1f
-1:
-    mov edx, edi
-    test ebx, 288
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx ebp, r8b
-    popcnt rcx, rbp
-    mov r8, rdi
-    test ebx, 26560
     jz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 60
+    movzx edx, byte ptr [r15 + 0]
+    mov rsi, rcx
+    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, dl
     test ebx, 256
     jnz 1f
 1:
-    movzx r8d, sil
-    xor dword ptr [r15 + 64], esi
-    mov edi, 235
-    mov byte ptr [r15 + 64], cl
-    test bl, 160
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 32096
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    or qword ptr [r15 + 0], 79
+    mov rcx, rdi
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1248
     jz 1f
 1:
-    xor dword ptr [r15 + 64], edi
-    mov rbp, r8
-    mov ecx, edi
-    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 0], cl
+    mov rax, rcx
+    mov rax, rdx
+    mov dword ptr [r15 + 0], 191
     test bl, 64
     jnz 1f
 1:
-    and r9, 960
-    mov eax, dword ptr [r15 + r9 + 1088]
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r9 + 1024]
-    and rbp, 64
-    mov r9, qword ptr [r14 + rbp + 192]
-    movzx r8d, al
-    mov r9, r10
-    test ebx, 64416
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 24
+    lea rbp, [r10 + r10*2]
+    mov r9d, 34
+    test ebx, 2784
+    jz 1f
+1:
+    and rbp, 192
+    add r8, qword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    mov r8d, edi
+    test bl, 64
     jnz 1f
 1:
-    imul rax, r8
-    movzx edx, byte ptr [r15 + rbp + 128]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2048], 57
+    mov edi, 124
+    mov rcx, rsi
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    mov edx, dword ptr [r15 + 64]
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, r10
+    mov esi, dword ptr [r14 + 64]
+    mov r9, r10
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 128]
+    and r9, 65472
+    movzx ebp, byte ptr [r15 + r9 + 65536]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 35
-    mov r8, qword ptr [r15 + 0]
-    mov edx, 9
-    test bl, 160
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, 12
-    mov edx, 36
-    mov r9d, esi
-    test ebx, 30144
-    jz 1f
-1:
-    lock add qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 35
-    cmp dword ptr [r15 + 0], 106
-    test ebx, 512
-    jz 1f
-1:
     mov r9, qword ptr [r15 + 0]
-    mov esi, 212
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 152
-    test bl, 96
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, esi
-    mov rbp, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov byte ptr [r15 + 0], r9b
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov rsi, rbp
-    mov rbp, r9
-    bswap r9
-    mov rdx, r8
-    lea r8, [r10 + r10*2]
-    test ebx, 256
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    and ebp, dword ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    test ebx, 16064
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r8, 1984
-    mov r9, qword ptr [r15 + r8 + 2048]
-    mov rsi, rcx
-    and rbp, 32704
-    mov edi, dword ptr [r15 + rbp + 32832]
-    test ebx, 256
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, 92
+    sete sil
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 2112], ebp
-    add r9, qword ptr [r15 + rbp + 32768]
-    mov rdx, r9
-    mov rcx, qword ptr [r15 + r8 + 2176]
-    mov r8, r10
-    test ebx, 20416
+    lock or dword ptr [r15 + 0], 42
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 28
+    test ebx, 576
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r10*4]
+    lea r9, [r10 + r10*2]
+    mov rdi, qword ptr [r15 + 0]
+    and r8, 192
+    cmp dword ptr [r15 + r8 + 320], 74
+    and r9, 1984
+    mov rbp, qword ptr [r15 + r9 + 2112]
+    test bl, 64
     jz 1f
 1:
-    mov ecx, dword ptr [r14 + 0]
-    jmp 1f
+    cmp rcx, qword ptr [r15 + r9 + 2048]
+    movsxd rcx, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 64992
+    jz 1f
 1:
-    and r8, 65472
-    movzx edi, byte ptr [r14 + r8 + 65536]
+    movsxd rax, dword ptr [r14 + 0]
+    mov rbp, r10
+    inc dword ptr [r14 + 0]
+    movsxd rcx, dword ptr [r15 + r9 + 2176]
+    and rbp, 16320
+    mov r9, qword ptr [r15 + rbp + 16384]
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r14 + r8 + 256]
+    mov dword ptr [r15 + r8 + 384], 194
+    movzx ecx, byte ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    mov dword ptr [r15 + 0], 70
-    jmp 1f
-1:
-    sete r8b
+    vpaddd xmm11, xmm11, xmm11
+    movsxd r8, dword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    movzx r8d, cl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 98016
-    jz 1f
-1:
-    mov rdi, r8
-    mov rsi, rsi
-    mov edx, dword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, eax
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1248
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov edx, dword ptr [r15 + 0]
-    cmp rdx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 192
-    mov rbp, qword ptr [r14 + r8 + 320]
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 192]
-    test ebx, 27616
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 256], 221
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + 64], 83
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdi, r9
-    mov esi, dword ptr [r15 + r9 + 128]
-    mov rbp, r10
-    mov dword ptr [r14 + 0], eax
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 8192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c4:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, al
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 16
-    mov r9, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r8d, r9d
-    mov byte ptr [r15 + 0], dil
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 153
-    test ebx, 288
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    inc dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, r9b
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    test ebx, 3680
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 576]
-    and r8, 960
-    mov r9, r10
-    mov dword ptr [r15 + r8 + 1152], 98
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 16384], 31
-    test bl, 64
-    jz 1f
-1:
-    mov eax, r9d
-    mov byte ptr [r14 + r8 + 1024], al
-    bt rsi, rsi
-    lock or dword ptr [r15 + rbp + 512], 117
-    test ebx, 12256
-    jz 1f
-1:
-    cmp rsi, qword ptr [r15 + r8 + 1088]
-    mov edi, dword ptr [r14 + 0]
-    mov rdx, qword ptr [r15 + rbp + 640]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c5:
-    cmp dword ptr [r15 + 0], 1
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1152
-    jnz 1f
-1:
-    movzx r8d, r9b
-    movzx r9d, r8b
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rdi, rax
-    mov dword ptr [r15 + 0], eax
-    test bl, 64
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rdx, rbp
-    mov rbp, qword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
-1:
-    mov ebp, 100
-    mov r9, r9
-    movzx r8d, r8b
-    test bl, 64
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 192]
-    and r9, 960
-    or qword ptr [r15 + r9 + 1088], 71
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 3744
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    movzx esi, sil
-    test bl, 64
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    or qword ptr [r14 + 0], 74
-    movsxd rsi, dword ptr [r14 + 0]
-    mov r8, r10
-    test ebx, 1152
-    jz 1f
-1:
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 512]
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    mov r8, qword ptr [r15 + r9 + 1024]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c6:
-    cmp rdi, qword ptr [r15 + 0]
-    movzx ecx, dl
-    mov r8d, 95
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, dl
-    imul rdi, rsi
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov rdx, rax
-    movzx esi, dl
-    test bl, 160
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 79
-    mov dword ptr [r15 + 0], eax
-    test bl, 96
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    cmp dword ptr [r15 + 0], 42
-    mov byte ptr [r15 + 0], al
-    test ebx, 256
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, r10
-    jmp 1f
-1:
-    lea r9, [r10*4]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 128]
-    test ebx, 12224
-    jz 1f
-1:
-    movzx edx, sil
-    and r9, 192
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    and edx, dword ptr [r15 + r9 + 256]
-    movzx esi, cl
-    test ebx, 320
-    jz 1f
-1:
-    mov ecx, 78
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    mov r8d, dword ptr [r14 + 0]
-    mov rbp, r10
-    test bl, 128
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 13
-    rep stosb
-    and rbp, 8128
-    cmp rax, qword ptr [r15 + rbp + 8192]
-    mov edi, dword ptr [r15 + r9 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c7:
-    mov rax, rcx
-    mov r8d, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 64]
-    mov esi, r8d
-    test ebx, 928
-    jz 1f
-1:
-    mov edx, 155
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8, rdx
     movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 640
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r8d, edx
-    cmovne rdx, rax
-    or qword ptr [r15 + 0], 78
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, 118
-    movzx edx, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    test ebx, 992
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rbp, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    movzx edi, byte ptr [r14 + 0]
-    and r9, 1984
-    mov ecx, dword ptr [r14 + r9 + 2112]
-    test ebx, 64928
-    jz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    mov rcx, rbp
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 512], esi
-    mov r8d, 94
-    movsxd rsi, dword ptr [r15 + r9 + 2176]
-    mov r8, r10
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 640]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 128]
-    imul edi, edx, 25
-    cmp dword ptr [r15 + rbp + 576], 53
-    test ebx, 1440
-    jnz 1f
-1:
-    mov edx, 190
-    mov ebp, 207
-    mov esi, edx
-    mov byte ptr [r15 + r9 + 2048], bpl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c8:
-    movzx r9d, dl
-    mov edi, dword ptr [r15 + 0]
-    mov edx, edi
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 22496
-    jz 1f
-1:
-    mov edi, 129
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 56288
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rdx
-    cmp rdx, qword ptr [r15 + 0]
-    test ebx, 2304
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, ecx
-    mov edx, 150
-    test bl, 96
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, edx
-    vpor xmm0, xmm0, xmm2
-    test ebx, 8160
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov esi, ecx
-    mov edi, 251
-    test bl, 128
-    jnz 1f
-1:
-    movzx ecx, dil
-    mov rbp, r10
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 16384], 224
-    movsxd r8, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    movzx eax, r8b
-    test bl, 64
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 64]
-    and r9, 448
-    mov dword ptr [r14 + r9 + 512], r9d
-    mov esi, 207
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
-    movzx edx, byte ptr [r15 + rbp + 192]
-    movzx ebp, byte ptr [r15 + r9 + 576]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c9:
-    mov r8d, 243
-    mov esi, 15
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov edi, 75
-    test ebx, 16064
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], 83
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, eax
-    and esi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 207
-    movzx edi, r9b
-    mov r9d, edi
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], edx
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 192]
-    mov edx, 82
-    mov edi, dword ptr [r15 + rbp + 128]
-    test bl, 160
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov ebp, eax
-    mov r9d, eax
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 320]
-    movzx ecx, cl
     test bl, 64
     jz 1f
 1:
-    xor dword ptr [r15 + r8 + 256], esi
-    mov dword ptr [r15 + r8 + 384], ecx
-    lea rbp, [r10 + r10*1]
-    mov esi, eax
-    and rbp, 448
-    xor dword ptr [r15 + rbp + 576], esi
-    test ebx, 122688
-    jz 1f
-1:
-    xchg rsi, rdx
-    mov eax, dword ptr [r14 + rbp + 512]
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c10:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 192
-    and edx, dword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 31
-    movsxd rsi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 28
-    test ebx, 12224
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    imul edi, r8d, 60
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 20448
-    jnz 1f
-1:
-    mov edx, 122
-    mov qword ptr [r15 + 0], rdx
-    mov esi, 67
-    test ebx, 59360
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    cmp rdx, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    cmp rdx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 37
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 2048]
-    movsxd rdx, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rdi
-    mov ecx, dword ptr [r14 + 0]
-    cmp r8, qword ptr [r15 + rbp + 2112]
-    test ebx, 16096
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], r9d
-    cmp dword ptr [r14 + r9 + 192], 118
-    mov eax, 253
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, eax
-    mov esi, 193
-    vmovq xmm0, rsi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c11:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    movsxd rcx, dword ptr [r15 + 0]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx edx, cl
-    test bl, 128
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1248
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov edi, 195
-    mov rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 22496
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov qword ptr [r15 + 0], r9
-    mov rcx, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, r9d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdx
-    mov rcx, qword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 1728
-    jz 1f
-1:
-    mov edi, 44
-    mov rax, qword ptr [r14 + r8 + 192]
-    mov esi, r9d
-    mov r8d, 184
-    test ebx, 30176
-    jz 1f
-1:
-    mov rdx, r8
-    mov rbp, r10
-    mov r8, qword ptr [r15 + r9 + 128]
-    mov r9d, dword ptr [r15 + 64]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 2048]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c12:
-    mov esi, dword ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + 64]
-    mov r8, r10
-    mov dword ptr [r15 + 64], 225
-    and r8, 8128
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 8192]
-    test ebx, 640
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rax
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 28128
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 80
-    mov dword ptr [r15 + 0], 246
-    inc dword ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov edx, 86
-    mov r9, rdx
-    and eax, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edi, r9d
-    mov dword ptr [r15 + 0], 218
-    xchg rbp, rcx
-    test bl, 64
-    jz 1f
-1:
-    mov r9, rbp
-    mov rcx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 1376
-    jz 1f
-1:
-    mov rsi, rcx
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 121792
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    mov r8, r10
-    test bl, 128
-    jz 1f
-1:
-    cmp dword ptr [r15 + rbp + 192], 105
-    and r8, 32704
-    mov ebp, dword ptr [r15 + r8 + 32768]
-    mov qword ptr [r14 + 0], rax
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c13:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 192]
-    movzx r8d, dl
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 512
-    jz 1f
-1:
-    mov edx, eax
-    mov r9d, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 3264
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rcx, qword ptr [r15 + 0]
-    cmp rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, r8
-    movzx eax, r8b
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10 + r10*2]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
     movzx esi, byte ptr [r15 + 0]
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    test ebx, 2912
-    jnz 1f
-1:
-    mov r9, r10
-    mov rdx, qword ptr [r15 + r8 + 384]
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    movzx eax, byte ptr [r15 + rbp + 128]
-    and r9, 448
-    movzx edi, byte ptr [r15 + r9 + 512]
-    test bl, 128
-    jnz 1f
-1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    mov rdi, qword ptr [r15 + 64]
-    imul r8d, esi, 107
-    movzx r9d, dil
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rsi
-    movsxd rsi, dword ptr [r14 + 0]
-    movzx eax, sil
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c14:
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, 22
-    mov ecx, r8d
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r8
-    test bl, 128
-    jz 1f
-1:
-    cmp rsi, qword ptr [r15 + 0]
-    bt r8, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, 147
-    test ebx, 256
-    jz 1f
-1:
-    xchg r8, rcx
-    .byte 0x66, 0x90
-    mov edx, r8d
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
     and r8d, dword ptr [r15 + 0]
-    mov edx, 49
-    test ebx, 27584
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx r9d, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 33
-    lea rdi, [r15 + 67109504]
-    mov ecx, 42
-    rep stosb
-    lea r9, [r10 + r10*1]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 2112], r9
-    test ebx, 384
-    jz 1f
-1:
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r9 + 256], dl
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], eax
-    test ebx, 2528
-    jnz 1f
-1:
-    and r8, 960
-    xor dword ptr [r15 + r8 + 1088], ebp
-    xor dword ptr [r15 + rbp + 2048], r8d
-    mov rax, qword ptr [r15 + r8 + 1024]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c15:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx ebp, byte ptr [r14 + r8 + 192]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r14 + 0]
-    mov rsi, rdx
-    test ebx, 256
-    jnz 1f
-1:
-    add rdi, qword ptr [r14 + 0]
-    inc dword ptr [r15 + 0]
-    movzx esi, r9b
-    movzx ecx, sil
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 22
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 32736
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    sete al
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
     movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r9d, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 43
-    mov rbp, r10
+    cmp dword ptr [r15 + 0], 93
+    test ebx, 288
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    mov rax, rcx
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 52
+    mov qword ptr [r15 + 0], rdx
     test bl, 64
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rdx, rax
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 256], r8b
-    mov r9, r10
-    test ebx, 576
-    jnz 1f
-1:
-    and r9, 8128
-    movsxd rbp, dword ptr [r15 + r9 + 8192]
-    mov qword ptr [r15 + 64], rbp
-    mov ecx, dword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 2784
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 64]
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c16:
-    mov esi, esi
-    mov ecx, 118
-    mov edi, 176
-    mov edx, dword ptr [r15 + 64]
+    mov dword ptr [r15 + 0], 239
+    mov edx, eax
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 64]
     test ebx, 3424
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    mov rbp, rsi
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, 97
-    test bl, 64
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, 38
-    mov byte ptr [r15 + 0], cl
-    test bl, 96
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 25
-    mov qword ptr [r15 + 0], rbp
-    cmovne rcx, rdx
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 31552
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov edi, 50
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 3680
-    jz 1f
-1:
-    bswap rdi
-    cmovne rcx, rdi
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 64
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rbp, r10
-    mov ecx, 202
-    and r8, 448
-    cmp dword ptr [r15 + r8 + 512], 95
-    and rbp, 64
-    mov r9, r10
-    mov edx, dword ptr [r15 + rbp + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r14 + 0]
-    and r9, 960
-    movzx eax, byte ptr [r15 + r9 + 1024]
-    mov ebp, dword ptr [r15 + r8 + 576]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c17:
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 179
-    mov dword ptr [r15 + 0], r8d
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, cl
-    test ebx, 1280
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rdi
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov dword ptr [r15 + 0], r8d
-    cmp dword ptr [r15 + 0], 111
-    and r8, 960
-    movsxd rax, dword ptr [r15 + r8 + 1024]
-    mov qword ptr [r14 + 0], r8
-    test bl, 64
-    jz 1f
-1:
-    mov edi, 73
-    mov edx, 40
-    mov ebp, 208
-    jmp 1f
-1:
-    test ebx, 24384
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], 56
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov rdi, r9
-    test ebx, 480
-    jnz 1f
-1:
-    mov r9, rsi
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rsi
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 2048]
-    test ebx, 129504
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov rax, rax
-    mov r9d, ecx
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 1088]
-    test bl, 64
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    cmp dword ptr [r15 + r8 + 1152], 78
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r9 + 192], dl
-    movzx edx, r8b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c18:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    cmp rax, qword ptr [r15 + rbp + 128]
-    cmp r9, qword ptr [r15 + 0]
-    cmovne r9, rcx
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 26560
-    jz 1f
-1:
-    imul eax, eax, 86
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 6
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movzx eax, sil
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1632
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 254
-    mov rsi, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 2
-    test bl, 64
-    jz 1f
-1:
-    sete dil
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8d, 16
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    mov rsi, rdx
-    mov r9d, 49
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    mov rdx, r9
-    mov rdi, rbp
-    mov qword ptr [r15 + 0], rdx
-    mov eax, dword ptr [r15 + 0]
-    mov r8, r10
-    test bl, 128
-    jnz 1f
-1:
-    and r8, 32704
-    mov rdx, qword ptr [r15 + r8 + 32768]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov ecx, ecx
-    test ebx, 60896
-    jz 1f
-1:
-    and r9, 448
-    add rsi, qword ptr [r14 + r9 + 512]
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r9 + 576], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c19:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 3296
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    bt rbp, rcx
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 64736
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test bl, 64
-    jz 1f
-1:
-    mov rcx, rdi
-    mov rdx, rdx
-    mov byte ptr [r15 + 0], bpl
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 31712
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdi, rbp
-    jmp 1f
-1:
-    and rbp, 960
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 1088]
-    movsxd r8, dword ptr [r15 + 64]
-    test bl, 64
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov eax, r8d
-    movzx edi, byte ptr [r14 + 0]
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 576]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, 241
-    mov r8, rdi
-    lea r8, [r10 + r10*1]
-    sete dil
-    vpcmpeqb xmm0, xmm0, xmm0
-    test ebx, 28352
-    jz 1f
-1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 128]
-    mov eax, dword ptr [r14 + r8 + 192]
-    mov rdi, qword ptr [r15 + rbp + 1024]
-    bt rbp, rcx
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edx, dil
-    mov eax, 162
-    mov dword ptr [r15 + r9 + 512], r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c20:
-    mov rbp, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, cl
-    mov byte ptr [r15 + 0], sil
-    test bl, 64
-    jz 1f
-1:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 237440
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 16096
-    jnz 1f
-1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx eax, r8b
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, ecx
-    movzx r8d, bpl
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 120800
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 77
-    mov byte ptr [r15 + 0], dl
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, ebp
-    lea r9, [r10 + r10*2]
-    mov dword ptr [r15 + 0], 144
-    and r9, 1984
-    mov ebp, dword ptr [r15 + r9 + 2112]
-    mov rsi, qword ptr [r14 + r9 + 2176]
-    test ebx, 256
-    jz 1f
-1:
-    mov r8, r10
-    lea rbp, [r10 + r10*1]
-    mov eax, 220
-    and r8, 32704
-    movzx edx, byte ptr [r15 + r8 + 32768]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    mov r8d, r9d
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 128]
-    movzx r8d, byte ptr [r14 + 0]
-    mov rbp, qword ptr [r15 + r9 + 2048]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c21:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 32352
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 67
-    lea rbp, [r10 + r10*4]
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 512]
-    mov rsi, qword ptr [r14 + 0]
-    lea r8, [r10*4]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r14 + 0]
-    and r8, 960
-    cmp rdx, qword ptr [r15 + r8 + 1024]
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov ecx, esi
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, 193
-    mov rsi, qword ptr [r15 + rbp + 704]
-    movzx eax, byte ptr [r15 + rbp + 768]
-    lea r9, [r10 + r10*1]
-    movzx esi, al
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, 226
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 192]
-    movzx eax, byte ptr [r15 + r8 + 1088]
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1216], eax
-    mov dword ptr [r15 + rbp + 576], 98
-    movsxd r9, dword ptr [r15 + r8 + 1152]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c22:
-    cmp dword ptr [r15 + 0], 23
-    mov rcx, rbp
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, 45
-    test ebx, 3872
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov ebp, 217
-    test bl, 64
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 992
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    xchg r8, rdx
-    vpshufd xmm0, xmm3, 91
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    test ebx, 3392
-    jnz 1f
-1:
-    mov esi, ebp
-    mov ecx, 16
-    mov r9, r10
-    mov edx, dword ptr [r15 + rbp + 128]
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    test ebx, 32480
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r8, rbp
-    and rbp, 8128
-    add r8, qword ptr [r15 + rbp + 8256]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 132
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + rbp + 8192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c23:
-    vpaddd xmm9, xmm9, xmm0
-    movzx ebp, cl
-    jmp 1f
-1:
-    cmp r8, qword ptr [r15 + 0]
-    test ebx, 3744
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    cmp dword ptr [r15 + 0], 40
-    mov dword ptr [r15 + 0], ebp
-    test bl, 64
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 64]
     bt rbp, rbp
-    mov dword ptr [r15 + 0], 105
-    mov rsi, rbp
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 20
-    cmp dword ptr [r15 + 0], 3
-    and ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    mov eax, ebp
-    mov qword ptr [r15 + 0], rbp
-    mov edx, 169
+    not qword ptr [r15 + 64]
+    popcnt r9, rcx
+    test ebx, 14272
+    jz 1f
+1:
     and rbp, 64
-    inc dword ptr [r15 + rbp + 192]
-    test ebx, 256
-    jnz 1f
-1:
+    movzx edi, byte ptr [r15 + rbp + 192]
     lea r8, [r10 + r10*1]
-    imul r9d, r8d, 6
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 576]
-    test bl, 128
-    jz 1f
-1:
     mov r9, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    and r9, 960
-    mov edi, dword ptr [r15 + r9 + 1024]
-    movzx esi, bpl
-    mov rcx, qword ptr [r14 + 0]
-    test bl, 64
+    movzx eax, byte ptr [r14 + 0]
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 16384], 134
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 512]
+    test ebx, 1856
     jz 1f
 1:
-    mov rcx, rbp
-    movsxd rdx, dword ptr [r14 + 0]
-    mov dword ptr [r15 + rbp + 128], 14
-    test ebx, 63328
-    jnz 1f
-1:
-    mov ebp, 197
-    movzx esi, byte ptr [r15 + r8 + 512]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 576], esi
+    mov ebp, 79
     mov r9d, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
-.Lc1_b0_c24:
-    lea r8, [r10 + r10*1]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 8256], rax
-    mov esi, 104
-    mov qword ptr [r15 + 0], rsi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    xor dword ptr [r15 + 0], esi
-    test ebx, 768
+.Lc1_b0_c4:
+    mov r8, qword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], edx
+    test ebx, 30144
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    add qword ptr [r15 + 0], rsi
-    inc dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 31456
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 256
     jz 1f
 1:
-    mov eax, esi
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, ecx
-    test ebx, 1440
-    jnz 1f
-1:
-    mov rcx, rdx
-    xor dword ptr [r15 + 0], ecx
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, r9b
+    mov dword ptr [r15 + 0], 112
+    mov byte ptr [r15 + 0], dil
+    mov rax, rbp
     test bl, 64
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    cmp rax, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 121
+    bt rdi, rdi
+    add rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1824
     jz 1f
 1:
+    cmp dword ptr [r15 + 0], 49
+    mov rdi, rdx
     movzx ecx, byte ptr [r15 + 0]
-    bt rdi, rcx
-    cmp r9, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], edi
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, r10
-    test ebx, 122560
-    jz 1f
-1:
-    and r9, 192
-    mov qword ptr [r15 + r9 + 256], r8
-    mov dword ptr [r14 + 0], 243
-    movzx ecx, byte ptr [r14 + 0]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
     test ebx, 256
     jnz 1f
 1:
+    lea r8, [r10 + r10*1]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov edi, 93
+    mov r9d, dword ptr [r15 + 64]
+    and r8, 64
+    movzx edi, byte ptr [r14 + r8 + 128]
+    lea rbp, [r10 + r10*1]
+    test ebx, 640
+    jz 1f
+1:
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    mov r9, r10
+    movzx esi, byte ptr [r15 + rbp + 192]
+    vcvtsi2sd xmm11, xmm11, eax
+    test ebx, 1888
+    jz 1f
+1:
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    mov esi, 3
+    mov dword ptr [r15 + r8 + 192], eax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c5:
+    lea r9, [r10*4]
+    and r9, 192
+    mov r8, qword ptr [r15 + r9 + 320]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, rsi
+    test bl, 64
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 9
+    mov dword ptr [r15 + 0], eax
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 245
+    mov ecx, 100
+    mov qword ptr [r15 + 0], rcx
+    cmovne rax, rax
+    test ebx, 512
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    vpaddd xmm11, xmm11, xmm11
+    or qword ptr [r15 + 0], 71
+    test ebx, 196032
+    jnz 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 2112], rbp
+    vpcmpeqb xmm11, xmm11, xmm1
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 384], r8b
+    test ebx, 1952
+    jz 1f
+1:
+    movzx esi, sil
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    mov eax, dword ptr [r14 + r9 + 256]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    test bl, 64
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 2048]
+    cmp rdx, qword ptr [r15 + r9 + 448]
+    movzx edx, r9b
+    test ebx, 98144
+    jnz 1f
+1:
+    movzx eax, dl
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    mov r9, rax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c6:
+    mov dword ptr [r15 + 0], 63
+    cmp dword ptr [r15 + 0], 64
+    cmp dword ptr [r15 + 0], 73
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 64128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 254
+    mov edx, 195
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 288
+    jnz 1f
+1:
+    mov eax, 85
+    mov rsi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, eax
+    movzx ebp, sil
+    add qword ptr [r15 + 0], rsi
+    mov eax, 112
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, r8b
+    lea rbp, [r10*4]
+    mov r9d, 254
+    and rbp, 192
+    mov r8, r10
+    movzx eax, byte ptr [r15 + rbp + 320]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    test bl, 64
+    jz 1f
+1:
+    mov edx, 152
+    movzx esi, byte ptr [r15 + rbp + 384]
+    mov r9, rdx
+    mov edx, esi
+    mov r8, r10
+    test ebx, 26560
+    jz 1f
+1:
+    and ecx, dword ptr [r14 + 0]
+    movzx esi, cl
+    and r8, 32704
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r8 + 32768]
+    xor dword ptr [r14 + rbp + 256], ebp
+    test ebx, 16256
+    jnz 1f
+1:
+    popcnt r8, rbp
+    mov eax, r8d
+    mov r9d, 2
+    movsxd rdi, dword ptr [r15 + rbp + 448]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c7:
+    lea r8, [r10 + r10*1]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 8256], 167
+    mov ebp, 38
+    lea rdi, [r15 + 67109504]
+    mov ecx, 4096
+    rep stosb
+    mov ebp, dword ptr [r15 + r8 + 8192]
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 254
+    mov esi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 21
+    test ebx, 288
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    vmovq xmm11, rax
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1248
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    .byte 0x66, 0x90
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, eax
+    mov r9d, 228
+    crc32 r8d, bpl
+    test bl, 64
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 992
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rbp, r10
+    mov ecx, 106
+    mov r8, rdi
+    and r9, 64
+    mov dword ptr [r14 + r9 + 192], ebp
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 256], 207
+    test bl, 64
+    jz 1f
+1:
+    movzx ebp, byte ptr [r14 + 0]
+    mov edi, 7
+    mov eax, dword ptr [r15 + r9 + 128]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c8:
+    mov r9d, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    bswap rsi
+    test bl, 64
+    jnz 1f
+1:
+    xchg rsi, rsi
+    mov r8, rsi
+    cmovne rdx, rsi
+    test ebx, 244672
+    jnz 1f
+1:
+    movzx eax, dl
+    mov edi, 51
+    or qword ptr [r15 + 0], 78
+    test ebx, 28128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 39
+    rep movsb
+    movzx edx, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*4]
+    mov edi, 81
+    movzx edx, byte ptr [r14 + 0]
+    test ebx, 864
+    jz 1f
+1:
+    and rbp, 960
+    mov rdx, qword ptr [r15 + rbp + 1152]
+    mov r9, rdx
+    mov esi, dword ptr [r15 + rbp + 1024]
+    test bl, 64
+    jz 1f
+1:
+    mov edx, eax
+    mov r8, r10
+    movzx r9d, cl
+    and r8, 192
+    xor dword ptr [r15 + r8 + 256], eax
+    mov r9, r10
+    test bl, 64
+    jz 1f
+1:
+    mov edi, r9d
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 128]
+    .byte 0x0f, 0x1f, 0x00
+    test bl, 64
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 1216]
+    mov dword ptr [r15 + rbp + 1088], ecx
+    mov rsi, qword ptr [r15 + rbp + 1280]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c9:
+    mov rbp, r10
     and rbp, 1984
-    mov byte ptr [r15 + rbp + 2048], bpl
-    mov edx, dword ptr [r15 + rbp + 2112]
-    cmp dword ptr [r15 + r8 + 8192], 113
-    mov r8d, 2
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 2048]
+    mov r9d, dword ptr [r14 + 0]
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], edx
+    test ebx, 256
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 95
+    mov ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 16224
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, 128
+    movzx edi, dil
+    mov rcx, rsi
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    vpmovmskb ecx, xmm1
+    mov qword ptr [r15 + 0], rcx
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 16256
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*4]
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rbp, r10
+    and r8, 448
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 32704
+    inc dword ptr [r15 + rbp + 32768]
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 64]
+    test bl, 64
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    cmovne rdx, r9
+    movzx eax, byte ptr [r15 + r8 + 512]
+    test ebx, 1760
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    mov ebp, dword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 576], 189
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c10:
+    mov esi, dword ptr [r15 + 0]
+    mov rdi, rsi
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    btc dword ptr [r15 + 0], 18
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1376
+    jz 1f
+1:
+    mov r9d, 148
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, r9d
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, dl
+    lea r8, [r10 + r10*2]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 16320
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r8 + 16384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ecx
+    mov rdx, qword ptr [r15 + rbp + 128]
+    movzx r9d, r8b
+    test ebx, 61408
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 13
+    rep movsb
+    lea rbp, [r10 + r10*2]
+    mov byte ptr [r15 + 64], al
+    movzx eax, al
+    test ebx, 640
+    jz 1f
+1:
+    and rbp, 960
+    mov rax, qword ptr [r14 + rbp + 1088]
+    mov rdx, qword ptr [r14 + r8 + 16512]
+    mov r9d, dword ptr [r15 + rbp + 1024]
+    mov edi, 115
+    test bl, 160
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 1152]
+    mov rbp, qword ptr [r15 + r8 + 16448]
+    mov rcx, qword ptr [r14 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c11:
+    lea rbp, [r10 + r10*1]
+    and rbp, 8128
+    cmp dword ptr [r15 + rbp + 8256], 126
+    mov byte ptr [r15 + 64], dil
+    lea r8, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 64]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 2112], 187
+    test bl, 64
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, r9b
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 3648
+    jnz 1f
+1:
+    movzx r9d, r9b
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    movzx eax, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov edi, eax
+    test ebx, 30400
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, r9d
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 156
+    test bl, 64
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 3680
+    jnz 1f
+1:
+    mov rdi, r9
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 24448
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 192]
+    vpxor xmm11, xmm11, xmm11
+    mov byte ptr [r15 + r9 + 128], dil
+    test ebx, 2528
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 2048]
+    mov qword ptr [r14 + 0], rcx
+    mov dword ptr [r15 + rbp + 8192], ebp
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c12:
+    mov edx, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    and edx, dword ptr [r15 + 0]
+    test ebx, 1760
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8, rdx
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 31936
+    jz 1f
+1:
+    mov edx, eax
+    add rdi, qword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 63872
+    jz 1f
+1:
+    movzx eax, sil
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1216
+    jnz 1f
+1:
+    mov ecx, 195
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, dl
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r14 + 0]
+    and r8, 448
+    add qword ptr [r15 + r8 + 576], rsi
+    mov edi, 123
+    and rbp, 64
+    mov r9, r10
+    mov dword ptr [r15 + rbp + 128], r9d
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    and r9, 65472
+    movsxd rsi, dword ptr [r15 + r9 + 65536]
+    mov r9, qword ptr [r14 + rbp + 192]
+    mov esi, dword ptr [r15 + r8 + 512]
+    test ebx, 32064
+    jz 1f
+1:
+    mov ebp, ecx
+    mov r9d, 168
+    movzx ecx, dl
+    mov r8d, r9d
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c13:
+    mov eax, r9d
+    mov byte ptr [r15 + 0], al
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, 148
+    test bl, 64
+    jnz 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmm11
+    mov dword ptr [r15 + 0], 161
+    mov edi, edi
+    .byte 0x66, 0x90
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, 147
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 182
+    test bl, 64
+    jz 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 88
+    mov esi, r9d
+    mov ecx, 245
+    test ebx, 60896
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx r8d, cl
+    lea rbp, [r10 + r10*1]
+    test ebx, 960
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    mov eax, 30
+    movsxd rcx, dword ptr [r14 + rbp + 128]
+    lea rbp, [r10 + r10*2]
+    test ebx, 2528
+    jnz 1f
+1:
+    mov r8, r10
+    mov r9d, r8d
+    and rbp, 192
+    movsxd rdx, dword ptr [r15 + rbp + 320]
+    and r8, 960
+    xor dword ptr [r15 + r8 + 1024], r8d
+    mov byte ptr [r15 + rbp + 256], r8b
+    test ebx, 28384
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r14 + 0]
+    cmovne rsi, r9
+    movzx edi, byte ptr [r15 + rbp + 384]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c14:
+    lea rbp, [r10 + r10*2]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 576], rbp
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 222
+    mov byte ptr [r15 + 0], sil
+    test ebx, 480
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 147
+    add r9, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], r8d
+    test bl, 64
+    jnz 1f
+1:
+    mov r9, rax
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 3872
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10*4]
+    and r8, 16320
+    mov rcx, qword ptr [r15 + r8 + 16384]
+    inc dword ptr [r15 + rbp + 512]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 448], 47
+    mov byte ptr [r15 + 64], r9b
+    test bl, 64
+    jnz 1f
+1:
+    mov rcx, rdi
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 16448], ecx
+    test ebx, 1248
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 176
+    movsxd rdi, dword ptr [r15 + rbp + 640]
+    cmp dword ptr [r15 + r9 + 256], 16
+    test bl, 64
+    jz 1f
+1:
+    vmovdqu xmm11, xmmword ptr [r15 + r9 + 384]
+    mov rbp, rcx
+    mov rax, qword ptr [r15 + r9 + 320]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c15:
+    mov qword ptr [r15 + 0], rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, sil
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov esi, 88
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 61344
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, ecx
+    test ebx, 256
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    bswap rdx
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 8128
+    xor dword ptr [r15 + rbp + 8192], r8d
+    test bl, 64
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rcx, qword ptr [r15 + 64]
+    movzx r8d, bpl
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    bswap rsi
+    cmp dword ptr [r15 + 64], 28
+    and r9, 64
+    lea r8, [r10 + r10*2]
+    mov rax, qword ptr [r15 + r9 + 192]
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 576], eax
+    crc32 rdx, r8
+    movsxd rdi, dword ptr [r15 + rbp + 8256]
+    mov dword ptr [r15 + r9 + 128], r9d
+    test ebx, 256
+    jnz 1f
+1:
+    cmp dword ptr [r14 + 0], 95
+    movzx ebp, byte ptr [r14 + 0]
+    mov byte ptr [r15 + r8 + 512], cl
+    test ebx, 2784
+    jz 1f
+1:
+    movzx edi, sil
+    mov ecx, 219
+    mov qword ptr [r15 + r8 + 640], rdi
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c16:
+    jmp 1f
+1:
+    mov rax, rdi
+    vpaddd xmm1, xmm1, xmm11
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    mov edi, 152
+    jmp 1f
+1:
+    movzx esi, dil
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 24384
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx ebp, r9b
+    movzx r8d, r9b
+    mov rax, r8
+    test ebx, 928
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmm1
+    mov r8, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 49056
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov ecx, ecx
+    test ebx, 28576
+    jz 1f
+1:
+    movzx eax, dl
+    mov edx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], esi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 57
+    test bl, 64
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 64]
+    movzx edi, byte ptr [r15 + 64]
+    mov r8, r10
+    add rdx, qword ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 1984
+    mov r9, r10
+    movzx eax, byte ptr [r15 + r8 + 2048]
+    mov rdx, qword ptr [r15 + rbp + 128]
+    mov rbp, rax
+    and r9, 448
+    mov byte ptr [r15 + r9 + 512], cl
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c17:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov ecx, r9d
+    mov rdi, r9
+    test bl, 128
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 105
+    mov esi, edi
+    mov dword ptr [r15 + 0], 203
+    nop
+    test ebx, 3872
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 124
+    jmp 1f
+1:
+    test ebx, 3488
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 170
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1696
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 157
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 448], bpl
+    or qword ptr [r15 + 64], 99
+    mov byte ptr [r14 + 0], dl
+    test bl, 96
+    jnz 1f
+1:
+    mov r8, r10
+    mov esi, dword ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + rbp + 256]
+    and r8, 32704
+    movsxd rdx, dword ptr [r15 + r8 + 32768]
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 128]
+    mov eax, edi
+    mov r8d, 7
+    test ebx, 2304
+    jz 1f
+1:
+    movzx esi, dil
+    mov qword ptr [r15 + r9 + 192], rsi
+    movzx edi, byte ptr [r15 + rbp + 320]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c18:
+    mov dword ptr [r15 + 0], 44
+    movzx ebp, bpl
+    mov esi, dword ptr [r15 + 0]
+    bt rdx, rsi
+    test ebx, 384
+    jz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movzx edx, dl
+    mov dword ptr [r15 + 0], edx
+    test ebx, 2528
+    jz 1f
+1:
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, r8b
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 3200
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r9, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*2]
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r9d
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 8320]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 256
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 0]
+    or qword ptr [r15 + rbp + 192], 24
+    lea rbp, [r10*4]
+    mov rsi, rsi
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 512], rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 640]
+    mov byte ptr [r15 + rbp + 704], sil
+    mov rdi, qword ptr [r15 + rbp + 576]
+    movzx ecx, byte ptr [r14 + r8 + 8192]
+    test ebx, 256
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 8256]
+    mov qword ptr [r15 + 64], rbp
+    mov rax, rdx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c19:
+    cmp rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], al
+    test ebx, 800
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    cmovne rax, r8
+    lea rdi, [r15 + 67109504]
+    mov ecx, 53
+    rep stosb
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 130720
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, 47
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov eax, 136
+    test ebx, 800
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, rax
+    mov edx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rbp, r10
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1024], 194
+    .byte 0x66, 0x90
+    test bl, 64
+    jnz 1f
+1:
+    inc dword ptr [r14 + 0]
+    mov r8, r10
+    mov ecx, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 2048]
+    test ebx, 1632
+    jnz 1f
+1:
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 320]
+    movzx edi, al
+    movzx eax, byte ptr [r15 + r9 + 256]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c20:
+    mov qword ptr [r15 + 0], rbp
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov edx, dword ptr [r15 + 0]
+    mov r8, rdx
+    test ebx, 30624
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov edi, 220
+    movsxd rbp, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 29664
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov rsi, r8
+    mov rdx, qword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    test ebx, 56192
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r8d, r8b
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx r8d, r9b
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 30688
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ebp, esi
+    mov r8d, 115
+    test ebx, 3872
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 227
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 131
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2048], ebp
+    mov r8, r10
+    or qword ptr [r15 + rbp + 2112], 61
+    and r8, 960
+    not qword ptr [r15 + r8 + 1024]
+    mov qword ptr [r15 + r9 + 192], rax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c21:
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
+    cmp rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, eax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rax, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov edi, 241
+    mov dword ptr [r15 + 0], 208
+    test ebx, 1696
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 24288
+    jz 1f
+1:
+    mov r9d, esi
+    mov dword ptr [r15 + 0], 208
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, ebp
+    mov rdx, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and r8, 960
+    movzx ecx, byte ptr [r15 + r8 + 1024]
+    test ebx, 2976
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 53
+    xor dword ptr [r14 + r8 + 1088], r9d
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
+    test bl, 64
+    jz 1f
+1:
+    and rbp, 8128
+    mov ecx, dword ptr [r15 + rbp + 8192]
+    mov dword ptr [r14 + 0], 110
+    movzx edi, byte ptr [r15 + r9 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c22:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov ebp, 112
+    test ebx, 1440
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    cmp r9, qword ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
+    xor dword ptr [r15 + 0], ebp
+    btc dword ptr [r15 + 0], 29
+    test ebx, 30144
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    vmulsd xmm1, xmm1, xmm1
+    test bl, 64
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, dl
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r10 + r10*1]
+    test ebx, 57024
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    and rbp, 1984
+    cmp rbp, qword ptr [r15 + rbp + 2048]
+    cmp dword ptr [r15 + rbp + 2112], 107
+    test ebx, 64928
+    jz 1f
+1:
+    mov byte ptr [r15 + 64], bpl
+    lea r8, [r10*4]
+    mov rsi, r8
+    mov rax, qword ptr [r15 + 64]
+    and r8, 192
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    lea r9, [r10 + r10*1]
+    test ebx, 24000
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rcx, dword ptr [r14 + r9 + 192]
+    not qword ptr [r14 + r8 + 448]
+    mov ebp, dword ptr [r15 + r8 + 256]
+    test bl, 64
+    jnz 1f
+1:
+    xchg qword ptr [r15 + r8 + 384], r8
+    mov rbp, r8
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c23:
+    lea rbp, [r10*4]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 448
+    lea r8, [r10*4]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 512]
+    mov esi, r8d
+    and r8, 192
+    movzx r9d, byte ptr [r15 + r8 + 448]
+    test bl, 64
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 384]
+    mov dword ptr [r14 + 0], 230
+    mov byte ptr [r15 + 0], cl
+    add qword ptr [r15 + 0], rdi
+    test ebx, 255936
+    jz 1f
+1:
+    lock add qword ptr [r15 + 0], rdi
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 64], edx
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    mov r9, r10
+    nop
+    test bl, 128
+    jz 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 8192], 6
+    mov rdx, r9
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    mov r9, rax
+    test ebx, 928
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    inc dword ptr [r15 + rbp + 640]
+    movzx edi, byte ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    test ebx, 8128
+    jnz 1f
+1:
+    movzx esi, dil
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r8d, byte ptr [r15 + rbp + 704]
+    .byte 0x66, 0x90
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c24:
+    mov ebp, r8d
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1504
+    jz 1f
+1:
+    mov eax, edi
+    mov edi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov edi, ecx
+    test ebx, 110336
+    jz 1f
+1:
+    mov rdx, rdi
+    mov r8d, edx
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 46
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    movzx r8d, byte ptr [r15 + 0]
+    and r9, 960
+    mov rax, qword ptr [r15 + r9 + 1024]
+    mov dword ptr [r14 + 0], 62
+    test ebx, 1760
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    movzx ebp, sil
+    mov esi, 95
+    lea r8, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 576], r8d
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 2048]
+    mov rsi, qword ptr [r15 + r9 + 1088]
+    movzx edi, byte ptr [r15 + r8 + 512]
+    test bl, 160
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 2112], 168
+    cmp dword ptr [r15 + r9 + 1152], 118
+    mov r9d, dword ptr [r15 + rbp + 2176]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    cmp dword ptr [r15 + 0], 1
-    mov dword ptr [r15 + 0], edx
-    movzx esi, r9b
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    cmovne r9, rsi
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 227200
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], eax
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 14272
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov rax, rax
-    xor dword ptr [r15 + 0], r8d
-    mov rdi, rbp
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, edi
     movzx ebp, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov r9, r10
-    test ebx, 256
+    mov r8, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov edx, 91
+    test ebx, 40832
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], eax
+    cmp dword ptr [r15 + 0], 100
+    test bl, 128
     jz 1f
 1:
-    and r9, 960
-    add rsi, qword ptr [r15 + r9 + 1024]
-    cmovne rcx, r9
-    movzx eax, sil
-    test ebx, 30528
-    jz 1f
+    mov eax, 70
+    mov esi, eax
+    movzx eax, al
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 160
+    jnz 1f
 1:
+    add qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], r8
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    vpmovmskb edi, xmm3
-    vpmovmskb r9d, xmm9
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    test ebx, 81888
+    test ebx, 3296
     jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + 0]
-    movzx edx, sil
-    mov qword ptr [r15 + rbp + 128], rdx
-    test bl, 64
-    jnz 1f
-1:
-    mov rbp, r10
-    mov byte ptr [r15 + 64], al
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 2048], rbp
-    movzx eax, bpl
-    test bl, 64
+    lea rbp, [r10*4]
+    mov esi, 35
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + 64], ebp
+    movzx edi, byte ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    test ebx, 29632
     jz 1f
 1:
-    movzx r9d, dil
-    mov r8, r9
-    xchg rcx, rcx
+    and r8, 960
+    and edi, dword ptr [r15 + r8 + 1088]
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + r8 + 1024]
+    mov rdx, rdi
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 8192], al
+    test ebx, 3680
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + 0]
+    movzx r8d, byte ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    movzx ecx, sil
+    test bl, 128
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 8256]
+    movzx r9d, dl
+    mov byte ptr [r15 + rbp + 704], dl
+    mov ecx, dword ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rdx, rdi
-    mov ebp, edx
-    mov rdi, rsi
-    test ebx, 256
-    jz 1f
-1:
-    bt r8, rdi
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 62432
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 2
-    mov ebp, 230
-    movzx r8d, bpl
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 31552
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    xchg r9, rbp
-    add rdi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
+    and rbp, 192
+    mov r9, qword ptr [r15 + rbp + 256]
     movsxd rdi, dword ptr [r15 + 0]
-    and rbp, 1984
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + rbp + 2048]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 256], 21
-    and r9, 960
-    movzx ecx, byte ptr [r15 + r9 + 1088]
-    test bl, 64
+    mov dword ptr [r15 + 0], r9d
+    movzx esi, dil
+    test ebx, 48896
     jz 1f
 1:
-    cmp dword ptr [r14 + r9 + 1024], 7
-    mov qword ptr [r15 + rbp + 2112], rdx
-    mov eax, dword ptr [r15 + r8 + 320]
-    mov ecx, dword ptr [r14 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 53
+    mov edx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1824
+    jnz 1f
+1:
+    cmovne rdi, rdx
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 704
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 107
+    mov dword ptr [r15 + 0], 87
+    mov eax, edi
+    mov r8, r8
+    lea r9, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 31
+    lea r8, [r10 + r10*2]
+    mov edi, 96
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 512]
+    test ebx, 241600
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 640], esi
+    mov rdx, rbp
+    cmp rbp, qword ptr [r15 + r8 + 576]
+    mov rax, rdx
+    test ebx, 24256
+    jz 1f
+1:
+    mov rsi, rax
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 192], 133
+    mov byte ptr [r14 + 0], bpl
+    test ebx, 288
+    jnz 1f
+1:
+    mov rbp, qword ptr [r14 + 0]
+    mov r9, rcx
+    mov byte ptr [r15 + 64], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 39
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx ebp, dil
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test bl, 64
-    jz 1f
-1:
-    add qword ptr [r15 + 0], r8
-    mov r9, qword ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 31168
-    jnz 1f
-1:
-    movzx esi, dil
-    movsxd rdx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 101
-    test bl, 64
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov ebp, 61
+    test ebx, 126688
+    jnz 1f
+1:
+    vpcmpeqb xmm1, xmm1, xmm1
+    mov dword ptr [r15 + 0], ecx
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + 0], r8
+    xchg rax, r8
+    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, dl
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx eax, bpl
-    mov r8, r10
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 132
+    mov esi, esi
+    test ebx, 61056
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*2]
-    and r8, 960
-    movsxd rsi, dword ptr [r14 + r8 + 1024]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    movzx r9d, dil
+    mov r8, qword ptr [r15 + 0]
+    mov edi, r9d
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, 126
+    mov rax, qword ptr [r15 + 0]
+    and edi, dword ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    test ebx, 31968
+    test ebx, 1632
     jnz 1f
 1:
     and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    mov edi, r9d
-    mov ecx, dword ptr [r15 + rbp + 576]
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov r8, r10
+    movzx edx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], 231
+    lea rbp, [r10 + r10*2]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], 215
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    add r8, qword ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + r9 + 192], dl
-    cmovne rax, r8
+    and rbp, 16320
+    movsxd r8, dword ptr [r15 + rbp + 16384]
+    movzx ecx, dil
+    mov rdi, qword ptr [r15 + r9 + 192]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, ecx
+    mov qword ptr [r14 + rbp + 16512], r9
+    mov byte ptr [r15 + rbp + 16448], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    mov edx, 162
-    jmp 1f
-1:
-    bt rdx, rdx
-    movsxd rbp, dword ptr [r14 + 0]
-    test ebx, 1248
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 107
-    mov r8, r9
-    xor dword ptr [r15 + 0], r8d
-    test ebx, 31168
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 109
-    mov dword ptr [r15 + 0], esi
-    test bl, 192
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, dil
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, eax
-    test bl, 64
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, r9
-    .byte 0x0f, 0x1f, 0x00
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 64], 176
-    or qword ptr [r15 + 64], 33
-    lea r8, [r10 + r10*1]
-    test ebx, 195520
-    jnz 1f
-1:
-    mov r9, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    and r9, 192
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    and r8, 960
-    movzx edx, byte ptr [r15 + r8 + 1088]
-    movsxd r9, dword ptr [r15 + r8 + 1024]
-    test ebx, 1760
-    jz 1f
-1:
-    mov rbp, r10
-    mov rdi, rbp
-    mov esi, edi
-    and rbp, 65472
-    mov dword ptr [r14 + rbp + 65536], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c29:
-    mov byte ptr [r15 + 0], al
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    jmp 1f
-1:
-    test ebx, 3680
-    jnz 1f
-1:
-    cmovne rax, rbp
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1888
-    jnz 1f
-1:
-    movzx r8d, dl
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 64], rsi
     lea r9, [r10*4]
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, 126
+    movsxd rdx, dword ptr [r15 + 64]
     and r9, 192
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov ecx, esi
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov rsi, r9
     test bl, 64
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov r8, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 168
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r14 + 0]
-    mov eax, 22
-    mov r8d, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + r9 + 320]
-    test ebx, 3744
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 384], rcx
-    nop
-    mov edi, dword ptr [r15 + rbp + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c30:
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], cl
-    and ecx, dword ptr [r15 + 0]
-    movzx ebp, cl
-    test bl, 64
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, 180
-    mov r8d, r9d
-    cmp r8, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, r8b
-    cmp dword ptr [r15 + 0], 121
-    mov eax, edi
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 193
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], r9d
-    mov rbp, r10
-    mov qword ptr [r15 + 0], rbp
+    mov eax, 89
+    movsxd r8, dword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 448
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 512], rdx
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    mov r9, r10
-    nop
-    test ebx, 256
+    movzx ebp, r8b
+    test bl, 64
     jnz 1f
 1:
     lea rdi, [r15 + 67109504]
     mov ecx, 9
     rep stosb
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    mov edx, 180
-    mov ebp, 161
-    test ebx, 480
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 256]
-    mov edx, 244
-    mov r8d, r8d
-    sete r9b
-    test ebx, 16352
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov rbp, r8
-    nop
-    mov dword ptr [r14 + 0], 11
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movsxd rdi, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 31168
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov esi, eax
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, rax
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov qword ptr [r14 + 0], r9
+    movzx esi, r8b
+    movsxd r8, dword ptr [r15 + r9 + 448]
+    test ebx, 928
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edi, ebp
+    mov ebp, dword ptr [r15 + r9 + 320]
+    mov rcx, rbp
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 576]
+    test ebx, 928
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov r9, r10
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    and r9, 32704
+    movsxd rdi, dword ptr [r15 + r9 + 32768]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c29:
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 3424
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    vpaddd xmm1, xmm1, xmm11
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edx
+    test ebx, 24448
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r14 + 64]
+    mov r8d, 157
+    lea rbp, [r10 + r10*2]
+    lea r9, [r10 + r10*2]
+    movsxd rdx, dword ptr [r15 + 64]
+    test ebx, 180096
+    jz 1f
+1:
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    and rbp, 448
+    mov edx, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r9 + 384], 174
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r8, [r10 + r10*2]
+    test ebx, 30176
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 576]
+    movsxd rdi, dword ptr [r15 + rbp + 512]
+    and r8, 960
+    movsxd rdx, dword ptr [r15 + r8 + 1024]
+    mov dword ptr [r15 + r9 + 256], 163
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 1152]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 1088]
+    mov dword ptr [r14 + 0], edi
+    test ebx, 2496
+    jz 1f
+1:
+    mov rsi, rcx
+    jmp 1f
+1:
+    vpshufd xmm11, xmm1, 38
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c30:
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    cmovne rax, rdi
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1216
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 3
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 97536
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 115
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], r9
+    test bl, 64
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 43
+    mov r8, qword ptr [r15 + 0]
+    movzx edx, r8b
+    test bl, 64
+    jz 1f
+1:
+    mov rdx, rcx
+    mov rcx, rdx
+    mov esi, ecx
+    test ebx, 256
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, r10
+    test ebx, 3296
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    and r8, 448
+    and esi, dword ptr [r15 + r8 + 512]
+    lea rbp, [r10 + r10*1]
+    movzx ecx, byte ptr [r14 + 0]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 192]
+    test ebx, 56800
+    jz 1f
+1:
+    mov rdi, qword ptr [r14 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    bt rdi, rdi
+    test ebx, 3424
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, r8d
+    sete al
+    mov r9, r10
+    mov eax, dword ptr [r15 + 64]
+    test ebx, 320
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 16320
+    add rdx, qword ptr [r15 + r9 + 16384]
+    not qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
-    mov r8, r10
-    bt rdi, r8
-    and r8, 192
-    mov r9, qword ptr [r14 + r8 + 256]
-    mov dword ptr [r15 + 0], 15
-    mov dword ptr [r15 + 0], 109
-    test ebx, 122592
-    jz 1f
-1:
-    imul esi, esi, 26
+    lea rbp, [r10*4]
+    and rbp, 192
+    add r9, qword ptr [r15 + rbp + 320]
     movzx ecx, byte ptr [r15 + 0]
-    sete bpl
-    test ebx, 928
-    jnz 1f
+    vpor xmm1, xmm1, xmm11
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 32064
+    jz 1f
 1:
-    mov rax, rdi
-    mov edi, eax
-    mov r8, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov rdx, r8
+    mov edi, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    vpor xmm9, xmm9, xmm9
-    cmp dword ptr [r15 + 0], 73
-    nop
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    imul edi, edx, 101
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 16288
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 11
-    vpaddd xmm9, xmm9, xmm7
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 16064
-    jnz 1f
-1:
+    movzx r8d, r8b
     jmp 1f
 1:
-    and rbp, 1984
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + rbp + 2048]
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, rax
-    test ebx, 45024
+    sete al
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 252800
     jnz 1f
 1:
-    lea r8, [r10 + r10*2]
-    movsxd r9, dword ptr [r15 + 64]
-    inc dword ptr [r15 + 64]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 512], 136
-    test ebx, 2976
+    mov qword ptr [r15 + 0], rsi
+    mov r9d, 180
+    mov esi, dword ptr [r15 + 0]
+    movzx r8d, r9b
+    test bl, 64
+    jz 1f
+1:
+    mov rax, rcx
+    movzx ecx, al
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    test ebx, 832
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + 64]
-    mov qword ptr [r15 + r8 + 640], rsi
-    mov qword ptr [r15 + r8 + 576], rsi
+    lea r8, [r10 + r10*1]
+    or qword ptr [r15 + rbp + 256], 47
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 14
+    movzx edx, r8b
+    vpaddd xmm11, xmm11, xmm11
+    test ebx, 1344
+    jz 1f
+1:
+    mov edx, ebp
+    xor dword ptr [r15 + r8 + 192], edx
+    mov rax, rbp
+    mov rsi, qword ptr [r15 + rbp + 448]
+    test ebx, 832
+    jz 1f
+1:
+    movzx ebp, sil
+    lea r9, [r10 + r10*1]
+    mov r8, qword ptr [r14 + 0]
+    and r9, 448
+    mov ecx, dword ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + r9 + 512], cl
     add r10, r11
     inc rbx
     dec r13
@@ -2287,110 +2258,105 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov r8d, dword ptr [r14 + 0]
     mov rbp, r11
     jmp 1f
 1:
-    mov r9, r10
     and rbp, 4032
-    add r8, qword ptr [r15 + rbp + 4096]
-    mov esi, r8d
-    and r9, 448
-    mov qword ptr [r15 + r9 + 512], rdx
-    test ebx, 1624328238
-    jnz 1f
-1:
-    mov rbp, r10
-    movsxd rdx, dword ptr [r15 + 64]
-    crc32 esi, bpl
-    xchg rax, rax
-    and rbp, 33554368
-    movzx r9d, byte ptr [r15 + rbp + 33554432]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 400
-    jz 1f
-1:
+    add rdx, qword ptr [r15 + rbp + 4096]
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r10
+    mov r12, qword ptr [r15 + r12 + 0]
+    and r12, 0
+    movsxd rsi, dword ptr [r15 + 0]
+    and r9, 33554368
+    movzx eax, byte ptr [r15 + r9 + 33554432]
+    mov ecx, edx
+    mov rbp, r10
+    test bl, 64
+    jz 1f
+1:
+    bswap r8
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 512], rax
+    movzx edx, byte ptr [r14 + 0]
+    imul edi, edi, 6
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 31 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 31]
+    lea rcx, [rbx + 33]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 31
+    mov r13d, 33
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    lea r8, [r10 + r10*1]
-    mov edi, r8d
+    lea rbp, [r10 + r10*1]
+    and rbp, 960
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    nop
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 172
+    test ebx, 3068
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    vpshufd xmm11, xmm1, 14
+    vmovdqu ymm11, ymmword ptr [r15 + 0]
+    test ebx, 830
+    jz 1f
+1:
+    mov eax, 1
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1152
+    jnz 1f
+1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    and r8, 64
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + r8 + 128]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    movzx edx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 3060
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    cmp rdi, qword ptr [r15 + 0]
+    mov edi, edx
+    mov esi, dword ptr [r15 + 0]
+    test bl, 25
+    jz 1f
+1:
+    add qword ptr [r15 + 64], rcx
+    mov rdi, qword ptr [r15 + 64]
+    movzx edx, byte ptr [r15 + 64]
     test bl, 2
     jz 1f
 1:
-    movzx edi, dil
-    add qword ptr [r15 + 0], rsi
-    vmovq xmm9, rbp
-    test bl, 18
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 64]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 192]
+    lea r9, [r11 + r11*2]
+    vmovdqu xmm1, xmmword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 1088], 246
+    test bl, 61
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rbp, rcx
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    vpxor xmm9, xmm9, xmm9
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rbp, qword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    test bl, 6
-    jz 1f
-1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + 0], 127
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 114
-    jz 1f
-1:
-    vucomisd xmm6, xmm3
-    imul ecx, eax, 9
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, r10
-    test bl, 8
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 8128
-    lock xadd qword ptr [r15 + rbp + 8192], rax
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    add rdx, qword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdx, r8
-    vpaddd ymm3, ymm9, ymmword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    .byte 0x66, 0x90
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdi, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r9d
-    mov r9d, dword ptr [r15 + rbp + 192]
+    and r9, 192
+    mov r8, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 384], 193
+    mov rax, qword ptr [r15 + r9 + 256]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -2442,1090 +2408,1105 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    mov r8, r10
     lea rbp, [r10 + r10*1]
-    mov r9, rsi
-    and r8, 960
-    mov rdi, qword ptr [r15 + r8 + 1024]
-    mov edx, 187
-    and rbp, 16320
-    lea r9, [r10 + r10*2]
-    mov byte ptr [r14 + rbp + 16384], r9b
-    test bl, 80
-    jnz 1f
-1:
-    mov rsi, qword ptr [r14 + 0]
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 576]
-    mov edx, 25
-    mov ecx, edx
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 4064
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edx, dil
-    bswap rax
+    and rbp, 32704
+    cmp rsi, qword ptr [r15 + rbp + 32832]
+    movzx edi, byte ptr [r14 + 0]
+    mov r8, rdx
+    movzx esi, sil
     test bl, 32
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    and esi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test bl, 80
+    jnz 1f
+1:
+    mov rax, rax
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 4064
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 81
+    jmp 1f
+1:
+    vpor xmm11, xmm11, xmm1
+    test ebx, 1152
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 12224
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov eax, ebp
+    mov dword ptr [r15 + 64], eax
+    lea r9, [r10 + r10*1]
+    movzx eax, cl
+    test ebx, 2048
+    jz 1f
+1:
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1024], r9d
+    mov qword ptr [r15 + rbp + 32768], r9
+    mov ebp, r9d
+    test ebx, 14976
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 112
+    mov ecx, dword ptr [r15 + r9 + 1088]
+    mov rbp, r10
+    test ebx, 11136
+    jnz 1f
+1:
     lea rdi, [r15 + 67109504]
     mov ecx, 4096
     rep stosb
-    test ebx, 576
-    jnz 1f
-1:
-    mov ecx, edi
-    mov rcx, rsi
-    jmp 1f
-1:
-    mov esi, 60
-    test ebx, 320
-    jz 1f
-1:
-    mov r8d, 252
-    mov rdx, qword ptr [r15 + rbp + 16448]
-    movzx edx, bpl
-    movsxd rdx, dword ptr [r15 + r9 + 640]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
+    mov eax, ecx
+    and rbp, 16320
+    mov r9, qword ptr [r15 + rbp + 16384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    add rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 32
+    movsxd rsi, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov ebp, 92
+    test ebx, 30704
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 7
+    inc dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 32
+    test ebx, 16208
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 92
-    mov edx, 242
-    movzx r8d, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    mov r8d, 131
+    mov esi, 53
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 120
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    test bl, 48
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 40
-    mov eax, esi
-    .byte 0x66, 0x90
-    test ebx, 320
     jnz 1f
 1:
-    jmp 1f
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edx
+    mov ecx, 175
+    test ebx, 12128
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rdx, rdi
-    test bl, 80
-    jz 1f
+    mov qword ptr [r15 + 0], rcx
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 250
+    vpor xmm1, xmm1, xmm11
+    mov r9, r10
+    test ebx, 1872
+    jnz 1f
 1:
-    mov eax, edi
-    popcnt r8, r9
-    lea r8, [r10*4]
-    mov dword ptr [r15 + 0], r8d
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1024], dil
+    mov r8d, edx
+    lea r9, [r10 + r10*2]
+    popcnt rcx, rdi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 512], 78
     test bl, 128
-    jz 1f
-1:
-    mov ecx, dword ptr [r14 + 0]
-    and r8, 192
-    mov eax, dword ptr [r15 + r8 + 320]
-    mov edx, dword ptr [r15 + r8 + 448]
-    movzx ebp, r9b
-    mov r9, r10
-    test bl, 160
     jnz 1f
 1:
-    and r9, 16320
-    mov qword ptr [r15 + r9 + 16384], rcx
-    mov r9d, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, r10
-    test ebx, 31984
+    crc32 r8, r9
+    mov qword ptr [r14 + 0], rcx
+    mov rsi, rdi
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    lea r8, [r10 + r10*1]
+    test ebx, 14272
     jz 1f
 1:
-    mov qword ptr [r14 + r8 + 384], r9
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 8192], r9
-    movzx r9d, byte ptr [r15 + r8 + 256]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 192], dil
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*2]
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 512]
-    bt r9, r8
-    add rax, qword ptr [r15 + 0]
+    xchg qword ptr [r15 + 64], r9
+    movsxd rdi, dword ptr [r15 + 64]
+    cmp dword ptr [r15 + 64], 47
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 160
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov edx, 228
+    mov esi, edx
+    add qword ptr [r15 + 0], rdx
     test bl, 128
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 40
-    rep movsb
-    test bl, 32
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 31600
-    jz 1f
-1:
-    mov rax, rdx
-    mov r9d, 15
-    mov edi, r8d
-    test ebx, 125920
-    jz 1f
-1:
-    movzx ecx, dil
-    mov ecx, 123
-    mov dword ptr [r15 + 0], 203
-    mov dword ptr [r15 + 0], ecx
-    test bl, 32
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 80
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + rbp + 256], rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx ebp, cl
-    movsxd r9, dword ptr [r15 + r8 + 576]
-    mov rbp, r10
-    lea rdi, [r15 + 67109504]
-    mov ecx, 43
-    rep stosb
-    and rbp, 32704
-    movzx eax, byte ptr [r14 + rbp + 32768]
-    test bl, 32
+    mov dword ptr [r15 + 0], r8d
+    mov rsi, rdi
+    mov byte ptr [r15 + 0], sil
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 31728
     jz 1f
 1:
-    movzx ebp, sil
-    nop
-    mov edx, dword ptr [r15 + r8 + 640]
+    mov rsi, rsi
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 167
+    mov r8, rcx
+    test ebx, 1440
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 84
+    test bl, 32
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    cmp dword ptr [r15 + 0], 111
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 192]
+    mov rbp, r10
+    movzx edx, byte ptr [r14 + 0]
+    movzx esi, byte ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    and rbp, 192
+    cmp rbp, qword ptr [r15 + rbp + 256]
+    mov r8, r10
+    mov eax, 190
+    and r8, 8128
+    mov rcx, qword ptr [r15 + r8 + 8192]
+    mov ebp, r8d
+    test bl, 64
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 128], 203
+    mov r9, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    movsxd rsi, dword ptr [r14 + 0]
-    cmp r8, qword ptr [r15 + 0]
-    movzx r8d, sil
-    cmp rax, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 48
-    jz 1f
-1:
-    btc dword ptr [r15 + 0], 13
-    mov qword ptr [r15 + 0], rdx
-    mov ebp, ecx
-    movzx r9d, bpl
-    test bl, 32
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    and r9d, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    and rbp, 32704
-    mov qword ptr [r15 + rbp + 32832], r9
-    test bl, 48
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r9
+    mov edx, 71
+    lea r9, [r10 + r10*1]
     mov r8, qword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + rbp + 32768]
-    test bl, 128
+    mov rdx, rcx
+    test ebx, 256
+    jz 1f
+1:
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r14 + 0], 106
+    mov eax, ecx
+    mov edi, dword ptr [r15 + 0]
+    test bl, 144
+    jz 1f
+1:
+    cmp rdi, qword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 84
+    test bl, 32
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + 64]
-    lea r9, [r10 + r10*2]
-    jmp 1f
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1344
+    jnz 1f
 1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 16384], r9d
-    add rbp, qword ptr [r15 + r9 + 16512]
-    test bl, 160
+    movzx esi, r8b
+    movzx ebp, sil
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 11648
     jz 1f
 1:
-    mov eax, 133
-    mov r8, r10
-    .byte 0x0f, 0x1f, 0x00
-    and r8, 8128
-    movsxd rcx, dword ptr [r15 + r8 + 8192]
-    test bl, 32
+    mov byte ptr [r15 + 0], bpl
+    movzx r8d, bpl
+    mov dword ptr [r15 + 0], r8d
+    sete al
+    test ebx, 40944
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 960
+    add rax, qword ptr [r15 + r8 + 1088]
+    mov edx, 239
+    lea rbp, [r10 + r10*1]
+    test ebx, 128864
     jz 1f
 1:
-    cmp dword ptr [r15 + r9 + 16448], 14
-    mov r8, rdi
-    mov rdi, rdx
+    add rdi, qword ptr [r15 + r9 + 256]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 8256], rdi
+    mov rax, qword ptr [r15 + r8 + 1024]
+    add rcx, qword ptr [r15 + r8 + 1152]
+    test bl, 144
+    jnz 1f
+1:
+    mov ecx, 247
+    mov rdx, rax
+    mov dword ptr [r14 + rbp + 8192], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx esi, dil
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 8144
-    jz 1f
+    and rbp, 192
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdx, r9
+    test ebx, 736
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov ecx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 72
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
     mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    test bl, 64
-    jnz 1f
+    jmp 1f
 1:
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 256]
-    and rbp, 1984
-    mov dword ptr [r14 + rbp + 2240], edi
-    mov edi, 9
-    mov r9, rdi
+    bt rdx, rsi
+    mov edx, 144
     test bl, 128
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 384]
-    cmp dword ptr [r15 + r8 + 320], 53
-    mov byte ptr [r15 + rbp + 2176], al
-    movzx esi, byte ptr [r15 + rbp + 2048]
-    test ebx, 11760
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 64]
-    mov edx, 11
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 64]
-    mov r9, r10
-    test ebx, 496
     jnz 1f
 1:
-    mov esi, 255
-    and r9, 448
-    mov dword ptr [r15 + r9 + 512], 245
-    mov ecx, r9d
-    cmp dword ptr [r15 + rbp + 2112], 53
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, al
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1376
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + rbp + 320]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
+    test bl, 80
+    jnz 1f
+1:
+    and rbp, 448
+    cmp rsi, qword ptr [r15 + rbp + 576]
+    mov rcx, rax
+    jmp 1f
+1:
+    movzx esi, cl
     test bl, 144
+    jnz 1f
+1:
+    .byte 0x66, 0x90
+    mov r9d, 49
+    mov edi, r8d
+    mov eax, dword ptr [r14 + rbp + 512]
+    test ebx, 944
     jz 1f
 1:
-    mov edi, 228
-    mov rax, rdi
-    cmp r8, qword ptr [r14 + 0]
+    mov ebp, r9d
+    mov esi, edx
+    movzx edx, byte ptr [r15 + r8 + 128]
+    bt r8, r8
+    test ebx, 12016
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov rbp, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    movzx edx, al
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 32
+    mov ebp, 226
+    mov r8d, dword ptr [r15 + 0]
+    bswap rcx
+    lea rdi, [r15 + 67109504]
+    mov ecx, 14
+    rep stosb
+    test ebx, 1488
     jnz 1f
 1:
-    mov r8d, 244
-    mov rsi, r9
-    mov dword ptr [r15 + 0], 26
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, esi
-    cmovne rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r9, qword ptr [r15 + 0]
-    test bl, 48
+    mov r8d, 172
+    mov rdi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 912
     jz 1f
 1:
-    mov r9d, ebp
-    mov ebp, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 13
-    test ebx, 4080
-    jz 1f
-1:
-    movzx r8d, bpl
-    xchg r8, r8
-    mov rbp, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 880
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov edi, 158
-    cmp dword ptr [r15 + 0], 111
-    lea r9, [r10 + r10*2]
-    test ebx, 15200
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 576], cl
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 192]
-    test ebx, 63984
-    jnz 1f
-1:
-    mov r8, r10
-    mov qword ptr [r14 + 0], r9
-    jmp 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + 0], 224
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     test bl, 48
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    add rax, qword ptr [r15 + r9 + 512]
+    movsxd rsi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 38
+    cmovne r9, rdi
+    lea r8, [r10*4]
+    movzx ebp, r9b
+    test ebx, 1456
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    and r8, 960
+    mov edi, dword ptr [r15 + r8 + 1088]
+    movzx ecx, r8b
+    test bl, 128
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 1152]
+    mov eax, 167
+    mov r9, qword ptr [r14 + 0]
+    test bl, 144
+    jz 1f
+1:
+    mov rbp, r10
+    mov r9, r10
+    mov eax, edx
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    and r9, 16320
+    add rdx, qword ptr [r15 + r9 + 16384]
+    mov rbp, r8
+    test bl, 32
+    jz 1f
+1:
+    sete dl
+    mov ecx, dword ptr [r15 + r8 + 1024]
+    vpcmpeqb xmm8, xmm8, xmm11
+    test bl, 128
+    jnz 1f
+1:
+    cmovne rdx, rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rsi, dword ptr [r15 + r8 + 1216]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov r9, rcx
-    mov ebp, edi
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    test ebx, 256
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, sil
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 15280
     jz 1f
 1:
-    mov edx, 97
-    mov dword ptr [r15 + 0], 45
-    mov qword ptr [r15 + 0], rsi
-    movzx edi, dl
-    test ebx, 15728
+    mov r9, qword ptr [r15 + 0]
+    mov edi, 216
+    cmp dword ptr [r15 + 0], 44
+    mov dword ptr [r15 + 0], 103
+    test ebx, 1712
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 36
-    mov esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 31696
-    jnz 1f
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov eax, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 108
+    test ebx, 31552
+    jz 1f
 1:
-    mov edx, r8d
-    jmp 1f
+    movzx edi, bpl
+    mov dword ptr [r15 + 0], ecx
+    cmp dword ptr [r15 + 0], 34
+    mov ecx, 201
+    test ebx, 13296
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 138
+    mov dword ptr [r15 + 0], 7
     test bl, 32
     jnz 1f
 1:
-    mov edx, ecx
-    movzx ecx, bpl
-    mov r8d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 59
+    mov rdx, rcx
+    mov rsi, rsi
+    movsxd rcx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     test ebx, 752
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], 57
+    mov dword ptr [r14 + r8 + 320], 213
+    or qword ptr [r14 + 0], 29
+    mov r9, r10
+    test bl, 160
     jnz 1f
 1:
-    lea rbp, [r10*4]
-    btc dword ptr [r15 + 0], 13
-    movsxd r9, dword ptr [r15 + 0]
     mov r8, r10
-    lea r9, [r10 + r10*1]
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 448]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 2048]
+    mov rdi, rbp
     and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 1024]
-    test ebx, 944
-    jz 1f
-1:
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + 64], 138
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + rbp + 384], 98
-    mov esi, dword ptr [r14 + 0]
-    movzx eax, dl
-    test bl, 32
-    jz 1f
-1:
-    cmp rsi, qword ptr [r15 + rbp + 256]
-    mov edi, 100
-    movsxd rsi, dword ptr [r15 + r9 + 128]
+    mov rbp, qword ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov rdx, qword ptr [r14 + 0]
-    mov rbp, qword ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    xchg rax, rax
-    test ebx, 15856
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rcx, r8
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx ecx, dl
-    movzx ebp, dil
-    cmp dword ptr [r15 + 0], 112
-    test ebx, 384
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 119
-    cmp rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
+    lea r9, [r10*4]
+    movzx esi, r9b
+    movzx eax, r9b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 576], eax
+    inc dword ptr [r15 + 0]
     test bl, 32
+    jz 1f
+1:
+    popcnt rdx, rsi
+    cmp rdx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    test ebx, 28656
+    jz 1f
+1:
+    bt rdx, rdx
+    mov edx, edx
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 24480
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 16320
-    mov edx, dword ptr [r15 + r8 + 16448]
-    mov edx, 4
-    lea r9, [r10 + r10*1]
-    test bl, 48
-    jnz 1f
+    mov edi, dword ptr [r15 + 0]
+    mov eax, r9d
+    movsxd rcx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*4]
+    test ebx, 624
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 16384]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 320], rax
-    popcnt rbp, r8
-    or qword ptr [r15 + r9 + 256], 85
-    mov rbp, r10
-    test ebx, 56304
-    jnz 1f
-1:
+    and r8, 960
+    cmp rsi, qword ptr [r15 + r8 + 1216]
     and rbp, 64
-    cmp rdi, qword ptr [r14 + rbp + 128]
-    mov dword ptr [r15 + r8 + 16512], ebp
-    cmovne rbp, r9
+    mov dword ptr [r15 + rbp + 192], 248
+    mov byte ptr [r15 + r9 + 512], bpl
+    mov qword ptr [r15 + r8 + 1024], rbp
+    test bl, 144
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 640]
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    mov edi, dword ptr [r15 + r9 + 704]
+    test ebx, 496
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 1088]
+    vpor xmm8, xmm8, xmm8
+    mov rbp, qword ptr [r14 + 0]
+    movzx r9d, byte ptr [r15 + r8 + 1280]
+    test ebx, 1840
+    jz 1f
+1:
+    movzx edx, r9b
+    movzx ecx, dl
+    mov dword ptr [r15 + r8 + 1152], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov byte ptr [r15 + 0], bpl
-    mov rsi, rbp
-    test ebx, 11232
-    jz 1f
-1:
-    mov ebp, esi
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
+    movzx r9d, byte ptr [r15 + 64]
+    mov edi, eax
+    movzx ecx, al
     mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    test ebx, 16272
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 240
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1264
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 28352
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r8b
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 848
+    jz 1f
+1:
     mov qword ptr [r15 + 0], rdi
-    test bl, 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, edi
-    mov r9d, r8d
-    test ebx, 15776
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    mov edx, edi
+    movzx r9d, byte ptr [r15 + 0]
+    bt rdi, r9
+    cmp r9, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    test bl, 32
+    test ebx, 864
     jnz 1f
 1:
-    and rbp, 16320
-    movsxd rax, dword ptr [r15 + rbp + 16384]
-    movzx esi, bpl
-    mov dword ptr [r15 + 64], 200
-    test ebx, 576
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + rbp + 16448]
-    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    test ebx, 640
+    movzx edi, byte ptr [r14 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 130
+    and rbp, 64
+    mov r8, r10
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    test bl, 128
     jz 1f
 1:
-    and r9, 192
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r9 + 320]
-    nop
-    mov qword ptr [r15 + r8 + 192], r9
-    test ebx, 640
-    jnz 1f
-1:
-    movzx r8d, r9b
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 36
-    rep movsb
-    btc dword ptr [r15 + r9 + 256], 16
+    mov dword ptr [r15 + rbp + 128], 217
+    and r8, 1984
+    cmp rax, qword ptr [r15 + r8 + 2048]
+    mov rsi, qword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, r8b
-    mov rdi, r9
-    mov rbp, rdi
-    test ebx, 16160
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, ebp
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test bl, 192
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 95
+    mov byte ptr [r15 + 0], al
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
+1:
+    mov esi, edx
+    cmp dword ptr [r15 + 0], 54
+    movzx esi, bpl
+    mov edx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
 1:
     mov ebp, esi
-    lea rdi, [r15 + 67109504]
-    mov ecx, 9
-    rep stosb
+    vpxor xmm8, xmm8, xmm8
+    mov ecx, 81
     movzx esi, byte ptr [r15 + 0]
-    test bl, 144
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r9d, r9b
-    mov edx, 181
-    .byte 0x66, 0x90
     test bl, 32
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 48
-    mov dword ptr [r15 + 0], 106
-    imul r8d, edx, 41
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 58
-    lea r8, [r10 + r10*1]
-    bswap rcx
-    mov rcx, r8
-    test bl, 32
-    jnz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 512], ecx
-    mov esi, ebp
-    mov byte ptr [r14 + 0], al
-    test bl, 32
+    cmp dword ptr [r15 + 0], 55
+    mov eax, edi
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 15216
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r14 + 0], 149
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 576], bpl
-    and rbp, 192
-    mov r8, r10
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    test ebx, 1648
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], al
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    xor dword ptr [r15 + 0], edi
+    mov r8d, edi
+    movzx edi, dil
+    bswap rcx
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
+    test ebx, 256
     jz 1f
 1:
-    movzx ecx, al
-    and r8, 960
-    and edx, dword ptr [r15 + r8 + 1024]
-    mov rax, qword ptr [r15 + rbp + 256]
+    cmp dword ptr [r15 + 0], 109
+    and rbp, 16320
+    and edi, dword ptr [r15 + rbp + 16384]
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r14 + 0]
+    mov r8, r10
+    movsxd rdi, dword ptr [r14 + r9 + 512]
+    and r8, 32704
+    mov rdx, qword ptr [r15 + r8 + 32768]
+    mov byte ptr [r15 + 64], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx ebp, bpl
-    mov edi, ebp
-    xor dword ptr [r15 + 0], r9d
-    test bl, 80
-    jz 1f
-1:
-    movzx esi, dil
-    mov rcx, rcx
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    add rsi, qword ptr [r15 + 0]
-    test bl, 144
-    jnz 1f
-1:
-    movzx eax, sil
-    vpxor xmm3, xmm3, xmm3
-    mov edx, eax
-    test bl, 32
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rbp, rbp
-    test ebx, 1392
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov edi, dword ptr [r15 + 0]
-    mov edx, r9d
-    lea r9, [r10 + r10*2]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and r9, 1984
-    movzx r8d, byte ptr [r15 + r9 + 2176]
-    mov eax, dword ptr [r14 + 0]
+    vpor xmm8, xmm8, xmm8
     jmp 1f
 1:
-    test bl, 32
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 24000
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov r9d, esi
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 15200
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 10
-    rep stosb
-    mov rbp, r10
+    mov dword ptr [r15 + 0], ecx
+    xor dword ptr [r15 + 0], eax
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 160
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    movzx edi, byte ptr [r15 + 0]
+    or qword ptr [r15 + 0], 86
+    test ebx, 928
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov rdi, rdi
+    mov qword ptr [r15 + 0], r8
+    mov r8, rcx
+    lea rbp, [r10 + r10*1]
+    test bl, 80
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 512]
+    mov qword ptr [r14 + 0], rax
+    mov ecx, dword ptr [r15 + 64]
+    test ebx, 880
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r9 + 2112]
-    and rbp, 960
-    movsxd rsi, dword ptr [r15 + rbp + 1024]
-    test ebx, 126880
+    mov rdx, rdx
+    mov eax, esi
+    lea r9, [r10 + r10*1]
+    and r8, 65472
+    xor dword ptr [r15 + r8 + 65536], r9d
+    and r9, 64
+    cmp dword ptr [r15 + r9 + 128], 106
+    test bl, 240
     jz 1f
 1:
-    and r8, 192
-    mov edx, dword ptr [r15 + r8 + 256]
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    movzx ecx, byte ptr [r14 + r9 + 2048]
+    movsxd rcx, dword ptr [r15 + r8 + 65600]
+    mov rsi, rsi
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 192]
+    test bl, 48
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    mov edi, 26
+    mov rbp, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movsxd rdx, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdx, rdi
-    test ebx, 28144
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], edx
-    mov eax, esi
-    test ebx, 1440
-    jz 1f
-1:
-    movzx ecx, al
-    movzx esi, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
+    lea r9, [r10*4]
+    mov rax, r9
+    and r9, 448
+    add rdx, qword ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + 0], dl
+    mov rdx, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
+    vpcmpeqb xmm8, xmm8, xmm11
+    mov qword ptr [r15 + 0], rdx
     mov qword ptr [r15 + 0], rbp
-    mov rdi, qword ptr [r15 + 0]
-    movzx ecx, r8b
-    lea r8, [r10 + r10*2]
+    test bl, 32
+    jz 1f
+1:
+    mov edi, 76
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    vpcmpeqb xmm11, xmm11, xmm11
+    mov eax, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov ebp, eax
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r9
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 640]
+    movsxd rdx, dword ptr [r15 + 64]
+    movzx eax, byte ptr [r15 + r9 + 512]
+    test ebx, 320
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 704]
+    mov r9d, dword ptr [r14 + 0]
+    cmovne r9, rcx
+    movzx esi, bpl
     test bl, 32
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    cmovne rsi, r8
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 8256]
-    mov rax, qword ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 14
-    rep stosb
-    cmp rcx, qword ptr [r15 + 64]
-    imul rdi, rsi
-    test bl, 80
+    mov ecx, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*2]
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 2176]
+    test bl, 32
     jz 1f
 1:
-    mov edx, 65
-    vpxor xmm3, xmm3, xmm3
-    mov esi, edx
-    mov r9, r10
-    movsxd rbp, dword ptr [r15 + r8 + 8192]
-    test bl, 160
-    jnz 1f
-1:
-    and r9, 960
-    mov rbp, r10
-    mov dword ptr [r15 + r9 + 1024], eax
-    cmp rax, qword ptr [r15 + r8 + 8320]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 2048]
+    mov rdi, qword ptr [r15 + rbp + 2112]
+    and r9d, dword ptr [r15 + rbp + 2048]
+    movzx ebp, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], r9
-    test bl, 48
-    jnz 1f
-1:
-    mov esi, 221
-    mov r9d, 246
-    movzx edx, al
-    test bl, 128
-    jnz 1f
-1:
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    imul ebp, edi, 19
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 10
-    rep movsb
-    lea rbp, [r10 + r10*2]
-    test bl, 32
-    jnz 1f
-1:
+    cmp rax, qword ptr [r15 + 64]
+    cmp r9, qword ptr [r15 + 64]
     mov eax, dword ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 2176]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    bt r9, rdx
+    test ebx, 24032
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, cl
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 192]
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1088], r8b
-    add rcx, qword ptr [r15 + rbp + 2112]
-    test ebx, 1712
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 48
     jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 2048]
-    mov edi, dword ptr [r14 + 0]
-    mov eax, esi
-    test ebx, 880
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    xchg rcx, rsi
+    test ebx, 15072
+    jz 1f
+1:
+    mov esi, ecx
+    mov r8, r8
+    lea r9, [r10 + r10*1]
+    movzx edx, dil
+    movzx ebp, r9b
+    test ebx, 32656
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], eax
-    mov ecx, dword ptr [r15 + r8 + 1024]
-    movzx edx, byte ptr [r15 + r9 + 128]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 512], rax
+    movsxd rax, dword ptr [r14 + 0]
+    vpcmpeqb xmm8, xmm8, xmm8
+    mov edi, dword ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, edx
+    mov ecx, 124
+    lea rbp, [r10 + r10*1]
+    mov rsi, r8
+    and rbp, 32704
+    mov r8, qword ptr [r15 + rbp + 32832]
+    mov r8, r10
+    test bl, 64
+    jz 1f
+1:
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 8192]
+    sete dl
+    mov rsi, rcx
+    mov edi, esi
+    test bl, 32
+    jnz 1f
+1:
+    vpmovmskb ecx, xmm8
+    movzx esi, byte ptr [r15 + r9 + 576]
+    mov r9, r9
+    mov edx, dword ptr [r15 + rbp + 32768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    lea rbp, [r10*4]
-    and rbp, 192
-    and edi, dword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    cmp dword ptr [r15 + 0], 77
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 32
+    cmp rcx, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rcx, dword ptr [r15 + 64]
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, 124
-    add rsi, qword ptr [r15 + 0]
-    mov esi, 178
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1488
     jz 1f
 1:
-    xor dword ptr [r15 + 0], esi
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, 227
-    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1712
+    mov r8d, 50
+    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 55
+    test bl, 32
     jz 1f
 1:
-    movzx edi, dil
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov esi, dword ptr [r15 + 64]
-    test ebx, 288
+    mov ebp, ecx
+    add qword ptr [r15 + 0], rcx
+    mov ecx, 42
+    vmovq xmm8, rcx
+    lea r9, [r10 + r10*1]
+    test ebx, 480
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 151
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 128]
+    test ebx, 1824
     jz 1f
 1:
-    movzx r9d, sil
-    mov qword ptr [r15 + 64], r9
-    mov esi, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 720
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    or qword ptr [r14 + 0], 117
+    mov eax, 194
+    test bl, 64
     jnz 1f
 1:
-    and r8, 16320
-    mov r9, r10
-    movsxd rdi, dword ptr [r15 + r8 + 16384]
-    movzx eax, byte ptr [r15 + rbp + 256]
-    movsxd rdx, dword ptr [r15 + r8 + 16448]
-    and r9, 448
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    test ebx, 13280
-    jnz 1f
+    movzx r9d, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    mov ecx, ecx
+    and rbp, 960
+    mov ecx, dword ptr [r15 + rbp + 1024]
+    test bl, 32
+    jz 1f
 1:
-    mov ecx, ebp
-    mov edx, dword ptr [r15 + rbp + 384]
-    mov rdi, rcx
-    cmp rdx, qword ptr [r15 + rbp + 448]
+    mov r8, r10
+    mov dword ptr [r15 + rbp + 1088], 165
+    and r8, 32704
+    movsxd rbp, dword ptr [r15 + r8 + 32768]
+    mov edi, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    lea r8, [r10 + r10*1]
-    and r8, 192
-    inc dword ptr [r14 + r8 + 256]
-    mov rdx, rbp
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 288
+    movzx edi, byte ptr [r15 + 0]
+    cmovne r8, rdi
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    cmp dword ptr [r15 + 0], 15
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx edx, sil
+    test ebx, 720
+    jz 1f
+1:
     mov esi, dword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    mov edi, edi
-    test ebx, 15264
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 217
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 202
+    cmovne r9, rsi
+    test ebx, 1456
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 219
-    movzx eax, cl
-    mov byte ptr [r15 + 0], al
-    lea r9, [r10 + r10*1]
     movzx eax, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*4]
-    test ebx, 1488
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    test ebx, 24432
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    movzx r8d, r9b
+    mov edx, 151
+    mov dword ptr [r15 + 64], ebp
+    test ebx, 11136
     jz 1f
 1:
-    and rbp, 448
-    add rax, qword ptr [r15 + rbp + 768]
-    and r9, 960
-    cmp dword ptr [r15 + r9 + 1088], 44
-    mov rsi, qword ptr [r15 + rbp + 576]
+    mov ebp, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 64]
+    .byte 0x0f, 0x1f, 0x00
+    mov rsi, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     test bl, 32
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov esi, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + r8 + 320]
-    movzx edi, byte ptr [r15 + rbp + 704]
-    test bl, 32
+    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r14 + 0]
+    and rbp, 32704
+    movsxd rdi, dword ptr [r15 + rbp + 32768]
+    and r8, 8128
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r8 + 8192]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 576], 228
+    test bl, 128
     jz 1f
 1:
-    add r8, qword ptr [r15 + rbp + 512]
-    add rdi, qword ptr [r15 + r9 + 1024]
-    cmp rdi, qword ptr [r14 + rbp + 640]
+    mov ecx, ecx
+    mov rsi, qword ptr [r15 + r9 + 512]
+    mov r9, qword ptr [r15 + rbp + 32832]
+    mov dword ptr [r15 + r8 + 8256], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    and r9, 16320
-    movzx edx, byte ptr [r15 + r9 + 16448]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 640
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, 195
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
-    movzx esi, dil
-    test ebx, 14064
-    jz 1f
-1:
-    mov rsi, rsi
-    mov edi, 17
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    cmovne rcx, rdx
-    mov eax, r9d
-    and eax, dword ptr [r15 + 0]
-    test bl, 128
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 80
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edx, r9b
-    mov esi, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 7152
+    add qword ptr [r15 + 0], r8
+    movzx ecx, dl
+    mov qword ptr [r15 + 0], r8
+    test bl, 32
     jz 1f
 1:
-    mov rcx, rsi
-    movzx eax, r9b
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 87
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 10
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 0]
+    and r9, 960
+    xor dword ptr [r15 + r9 + 1024], r8d
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10*4]
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 192
+    mov eax, dword ptr [r15 + r8 + 448]
+    and rbp, 1984
+    movsxd rdx, dword ptr [r15 + rbp + 2112]
+    mov esi, esi
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    and r8, 960
-    mov rdi, qword ptr [r15 + r8 + 1024]
-    movzx eax, bpl
-    and edx, dword ptr [r14 + r8 + 1088]
-    test bl, 64
+    mov eax, 7
+    cmp rax, qword ptr [r15 + r8 + 320]
+    movzx edi, byte ptr [r15 + rbp + 2048]
+    test ebx, 62960
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    movzx eax, dil
+    mov edi, r9d
+    test bl, 32
     jz 1f
 1:
-    cmp rdx, qword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 64]
-    nop
-    movsxd r8, dword ptr [r15 + r9 + 16384]
-    test ebx, 16336
+    movzx esi, byte ptr [r15 + r8 + 256]
+    mov rcx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    test bl, 32
     jz 1f
 1:
-    xchg r9, r8
-    mov edi, 119
-    mov dword ptr [r15 + rbp + 256], edi
+    movsxd rcx, dword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + r8 + 384]
+    add qword ptr [r15 + r9 + 1088], r8
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 15 chunk executions per call
+// block 4: 1024 bytes, 4 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 15]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 15
+    mov r13d, 16
     mov eax, ebx
     and eax, 3
     lea rcx, [rip + .Lc1_b4_stubs]
@@ -3543,282 +3524,275 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 185
-    mov ebp, esi
-    cmp rbp, qword ptr [r15 + 0]
-    test bl, 244
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test bl, 40
-    jnz 1f
-1:
-    mov rdx, rdi
-    movzx esi, dl
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov rax, rdi
     test bl, 8
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    imul r9, rbp
-    test bl, 16
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    add rbp, qword ptr [r15 + 0]
+    mov r9d, 116
+    mov eax, 2
+    test ebx, 512
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    movzx r9d, dl
+    mov edi, edi
+    test bl, 8
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 83
+    and esi, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 125
+    mov dword ptr [r15 + 0], 199
+    test bl, 168
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
     mov byte ptr [r15 + 0], dil
-    lea r9, [r10 + r10*2]
-    mov byte ptr [r15 + 0], r9b
-    mov rbp, r10
-    and r9, 16320
-    movzx ecx, byte ptr [r15 + r9 + 16512]
-    test ebx, 8016
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 69
-    mov byte ptr [r14 + 0], al
-    mov edi, 194
+    mov r8, qword ptr [r15 + 0]
+    mov edx, esi
     test bl, 8
     jnz 1f
 1:
-    mov rbp, r10
-    cmp rbp, qword ptr [r15 + r9 + 16448]
-    mov dword ptr [r15 + r9 + 16384], 242
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 2048]
-    test bl, 16
-    jz 1f
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 64], r8b
+    jmp 1f
 1:
-    mov r9d, 85
-    lea rdi, [r15 + 67109504]
-    mov ecx, 58
-    rep stosb
-    movzx ebp, al
+    and rbp, 65472
+    movzx r8d, byte ptr [r15 + rbp + 65600]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 65536], r8d
+    test bl, 8
+    jnz 1f
+1:
+    crc32 r8d, cl
+    lea rbp, [r10 + r10*2]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 192]
+    cmp rdx, qword ptr [r15 + r9 + 128]
+    and rbp, 960
+    mov byte ptr [r15 + rbp + 1152], r9b
+    test bl, 8
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 1024], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1088], 249
+    movzx edx, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, rdi
-    mov byte ptr [r14 + 0], al
-    popcnt rsi, rax
-    mov byte ptr [r14 + 0], sil
-    test bl, 8
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 153
-    mov edx, edx
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 16332
+    lea rbp, [r10 + r10*4]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 2240]
+    mov byte ptr [r15 + rbp + 2048], dil
+    lea r8, [r10 + r10*1]
+    movzx edx, r8b
+    bt rsi, r9
+    test ebx, 32216
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov edx, edx
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    and edi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 3000
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test bl, 64
+    jz 1f
+1:
+    mov esi, r9d
+    cmp dword ptr [r15 + 0], 0
+    mov rax, rcx
+    test ebx, 424
+    jz 1f
+1:
+    lea r9, [r10 + r10*2]
+    mov dword ptr [r15 + rbp + 2112], ebp
+    and r9, 192
+    cmp rdx, qword ptr [r15 + r9 + 256]
+    mov rax, r8
+    test bl, 188
+    jnz 1f
+1:
     mov rdx, rdx
-    mov rdi, rdx
+    mov ecx, 221
+    mov eax, dword ptr [r15 + r9 + 384]
+    movzx edi, bpl
     test bl, 64
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-    xchg rcx, rcx
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 79
-    mov dword ptr [r15 + 0], 76
-    test bl, 32
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, al
-    and r9, 192
-    mov byte ptr [r15 + r9 + 256], r9b
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movzx eax, al
-    test bl, 16
+    movzx edx, byte ptr [r15 + rbp + 2304]
+    movzx eax, byte ptr [r14 + rbp + 2176]
+    mov esi, edi
+    test bl, 84
     jnz 1f
 1:
-    and r8, 960
-    movzx edi, byte ptr [r15 + r8 + 1088]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8256], 112
-    mov ecx, ecx
-    movzx esi, byte ptr [r15 + r9 + 320]
-    test bl, 20
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 8192], 249
-    sete cl
-    mov byte ptr [r15 + r8 + 1024], cl
+    movzx eax, byte ptr [r15 + r8 + 128]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 57
+    rep movsb
+    movzx r8d, byte ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 64], ecx
-    mov edx, 218
-    movzx edx, byte ptr [r15 + 64]
-    test bl, 20
+    movzx eax, byte ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov edx, 153
+    mov qword ptr [r15 + 0], rbp
+    test bl, 32
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, bpl
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    and rbp, 64
-    add qword ptr [r15 + rbp + 192], rsi
-    test bl, 8
+    and eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov r9, rbp
+    movzx ebp, byte ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r9, r8
+    test bl, 8
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, 132
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, 234
+    test bl, 56
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 119
+    jmp 1f
+1:
+    test bl, 36
+    jz 1f
+1:
+    mov r8d, 251
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, eax
+    test ebx, 3820
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, 221
+    vpaddd xmm8, xmm8, xmm8
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    cmp dword ptr [r15 + 64], 72
+    mov r8, r10
+    movzx ecx, byte ptr [r15 + 64]
+    mov rbp, r10
+    and r8, 65472
+    mov rax, qword ptr [r15 + r8 + 65536]
+    and rbp, 960
     lea r9, [r10 + r10*1]
-    mov ecx, r9d
-    and r9, 192
-    cmp dword ptr [r15 + r9 + 256], 31
-    test bl, 16
+    mov byte ptr [r14 + rbp + 1024], dl
+    test bl, 108
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, r8
-    test bl, 8
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, 190
-    test bl, 16
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 24
-    jz 1f
-1:
-    mov r8d, r8d
-    cmp rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 7900
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + r9 + 320]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 16384], r8b
-    test bl, 236
-    jz 1f
-1:
-    mov edi, dword ptr [r14 + 0]
-    mov qword ptr [r15 + rbp + 128], rsi
-    movzx r9d, byte ptr [r15 + r8 + 16448]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    mov esi, dword ptr [r14 + 0]
+    lock add qword ptr [r15 + r9 + 128], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov rdx, qword ptr [r15 + 0]
-    mov esi, 102
-    mov rdi, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdi, rsi
     mov rcx, qword ptr [r15 + 0]
-    test bl, 188
+    test ebx, 1280
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov rcx, rbp
-    test ebx, 32472
-    jnz 1f
-1:
-    mov rcx, rcx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 2552
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 40
-    jnz 1f
-1:
-    sete r8b
     movzx edx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], r8
-    lea r9, [r10*4]
-    and r8, 16320
-    movsxd rcx, dword ptr [r15 + r8 + 16448]
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2240], edi
-    test bl, 64
+    mov eax, ebp
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov edx, 107
-    movzx esi, byte ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    or eax, 1
+    or qword ptr [r15 + 0], 42
+    movsxd r8, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 7088
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    and rbp, 64
+    cmp dword ptr [r15 + rbp + 128], 127
+    test ebx, 424
+    jz 1f
+1:
+    vpmovmskb r9d, xmm8
+    mov rsi, r9
+    mov edi, 244
+    or r9d, 1
     xor edx, edx
-    div eax
+    div r9d
+    lea r8, [r10*4]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 192
+    mov rsi, qword ptr [r15 + r8 + 320]
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    movsxd rdx, dword ptr [r14 + r8 + 256]
     test bl, 8
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 2048], ecx
-    mov edi, dword ptr [r15 + 64]
-    test bl, 32
+    cmp dword ptr [r15 + r8 + 384], 36
+    mov rax, rcx
+    movzx ecx, byte ptr [r15 + 64]
+    test ebx, 364
+    jnz 1f
+1:
+    mov dword ptr [r14 + rbp + 192], 32
+    mov rbp, r10
+    mov esi, 74
+    mov r8, rsi
+    test bl, 52
     jz 1f
 1:
-    and ecx, dword ptr [r15 + r9 + 2176]
-    mov esi, dword ptr [r15 + r8 + 16384]
-    mov ebp, dword ptr [r15 + r9 + 2112]
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1024], 133
+    movzx r9d, dil
+    mov eax, 125
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 13 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 12 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 12]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 13
+    mov r13d, 12
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b5_stubs]
@@ -3844,535 +3818,562 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movzx esi, r9b
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 14832
-    jz 1f
+    mov byte ptr [r15 + 0], cl
+    inc dword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 440
-    jz 1f
-1:
-    mov rdx, rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 16
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rsi
-    mov r9d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx ecx, dl
+    movzx edx, byte ptr [r15 + 0]
+    vpor xmm8, xmm8, xmm8
+    test bl, 144
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
     mov ebp, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
+    mov edx, 69
+    mov rbp, qword ptr [r15 + 0]
+    movzx esi, r8b
+    mov r8d, eax
+    lea r9, [r10 + r10*2]
+    test ebx, 304
+    jz 1f
+1:
+    mov edi, r8d
+    and r9, 960
+    mov rax, qword ptr [r15 + r9 + 1088]
+    or r8d, 1
+    xor edx, edx
+    div r8d
     test bl, 16
     jz 1f
 1:
-    mov dword ptr [r14 + 64], r9d
-    mov rdi, rbp
-    mov rdx, rdi
-    mov edi, edx
-    test bl, 16
-    jnz 1f
-1:
+    mov rcx, rcx
+    movsxd rdi, dword ptr [r15 + 64]
+    movzx esi, byte ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
     lea rbp, [r10 + r10*1]
-    mov eax, 160
-    and rbp, 16320
-    mov rcx, qword ptr [r15 + rbp + 16384]
-    mov r8, qword ptr [r15 + 64]
-    movzx esi, cl
     test bl, 16
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*2]
-    movzx edi, byte ptr [r15 + 64]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    and r8, 448
-    mov qword ptr [r14 + r8 + 512], rdx
-    mov edx, dword ptr [r15 + r9 + 128]
-    test ebx, 5872
     jnz 1f
 1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 640]
-    mov rax, qword ptr [r15 + rbp + 16448]
-    cmp rax, qword ptr [r15 + r8 + 576]
+    mov eax, dword ptr [r15 + 64]
+    mov rsi, rdx
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 2048], sil
+    movzx edx, byte ptr [r15 + r9 + 1152]
+    mov r8, r10
+    test bl, 16
+    jnz 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 128]
+    xchg qword ptr [r15 + rbp + 2112], rdi
+    movzx ecx, byte ptr [r15 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 2112]
-    and r8, 32704
-    movzx eax, byte ptr [r14 + r8 + 32768]
-    or qword ptr [r15 + 0], 56
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 13304
-    jz 1f
-1:
-    mov edi, 70
-    mov edx, edi
-    movzx ecx, dil
-    mov r9, rcx
-    test bl, 24
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    bt r9, rdi
-    movzx esi, dil
-    test bl, 72
+    mov r9, r10
+    movzx eax, al
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], 184
+    cmp rsi, qword ptr [r15 + 0]
+    vucomisd xmm8, xmm8
+    test bl, 160
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 93
-    mov dword ptr [r15 + 0], r9d
-    test bl, 32
+    mov esi, 125
+    or qword ptr [r15 + 0], 92
+    mov r9, rax
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, 161
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 31704
-    jnz 1f
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rax
+    mov rdx, qword ptr [r15 + 0]
+    mov eax, 59
+    test bl, 192
+    jz 1f
 1:
-    movzx edi, sil
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, 228
+    mov ecx, edi
+    add r8, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    bt rsi, rdi
+    movzx esi, byte ptr [r15 + 0]
+    mov rdi, rsi
+    mov eax, 160
+    test bl, 216
+    jz 1f
+1:
+    mov rsi, r9
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 14312
+    movzx ebp, byte ptr [r15 + 0]
+    vpxor xmm8, xmm8, xmm8
+    test bl, 120
     jnz 1f
 1:
-    mov edx, 50
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 64], rdx
-    mov rax, qword ptr [r15 + 64]
-    test bl, 64
-    jnz 1f
+    vpmovmskb r9d, xmm8
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    mov rbp, r10
+    lea r8, [r10 + r10*2]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 512], r8
+    test ebx, 4992
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 2048]
-    mov r9d, r8d
-    lea rbp, [r10 + r10*1]
-    sete al
-    and rbp, 960
-    and ecx, dword ptr [r15 + rbp + 1088]
-    test ebx, 7160
-    jnz 1f
-1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 32832]
-    mov edx, dword ptr [r15 + rbp + 1024]
-    mov r8, qword ptr [r14 + 0]
+    and r8, 1984
+    mov dword ptr [r14 + r8 + 2048], 214
+    movzx edx, byte ptr [r15 + r8 + 2176]
+    mov dword ptr [r15 + 64], 185
+    movzx ecx, byte ptr [r15 + r8 + 2112]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 14
+    rep stosb
+    mov dword ptr [r15 + 0], 151
+    mov byte ptr [r15 + 0], bpl
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    crc32 ebp, sil
+    movzx r9d, sil
+    test ebx, 336
+    jnz 1f
+1:
     jmp 1f
 1:
-    movzx edi, dl
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    cmovne rdx, rdx
     test bl, 16
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    add qword ptr [r15 + 0], rax
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov r9d, r8d
+    mov rsi, qword ptr [r15 + 0]
+    and r8, 32704
+    mov dword ptr [r15 + r8 + 32768], 18
     test bl, 248
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rsi, rdx
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 64]
+    mov edx, 25
+    jmp 1f
+1:
+    mov qword ptr [r14 + 0], rdx
     test bl, 16
     jnz 1f
 1:
-    add qword ptr [r15 + 64], rdx
-    mov rax, rdx
-    mov rbp, qword ptr [r15 + 64]
-    lea r8, [r10*4]
-    test bl, 16
+    movzx ecx, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    and eax, dword ptr [r15 + r8 + 32832]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 512], al
+    mov r8, qword ptr [r15 + 64]
+    test bl, 72
     jz 1f
 1:
-    and r8, 192
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov rdi, rbp
-    and rbp, 960
-    not qword ptr [r15 + rbp + 1216]
-    mov edx, 92
-    test ebx, 32376
-    jnz 1f
+    mov rax, qword ptr [r15 + 64]
+    mov r9, r10
+    mov r8, rsi
+    mov rdx, rcx
+    test ebx, 5568
+    jz 1f
 1:
-    add qword ptr [r15 + rbp + 1152], rax
-    mov esi, edx
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 1088]
-    and r9, 32704
-    movzx ecx, byte ptr [r15 + r9 + 32832]
-    test bl, 16
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    mov rdi, rsi
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    mov byte ptr [r15 + rbp + 1024], dil
-    test bl, 80
-    jnz 1f
-1:
-    mov byte ptr [r14 + 0], cl
-    mov rax, qword ptr [r15 + r8 + 384]
-    movzx edx, byte ptr [r15 + r9 + 32768]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 2048]
+    mov rsi, rdi
+    mov edx, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 59376
-    jz 1f
-1:
-    mov esi, 211
-    and r9d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, 187
-    test bl, 128
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    mov dword ptr [r15 + 0], 10
-    test bl, 144
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov edi, edi
-    mov dword ptr [r15 + 0], 237
-    test bl, 16
-    jz 1f
-1:
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx esi, cl
-    lea rbp, [r10 + r10*1]
-    test bl, 48
-    jnz 1f
-1:
-    mov r9d, 112
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 192]
-    vpaddq xmm3, xmm3, xmmword ptr [r14 + 0]
+    movzx ebp, cl
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    cmovne r9, rsi
     test bl, 32
+    jz 1f
+1:
+    cmp rcx, qword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r8
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    vmovdqu xmm3, xmmword ptr [r14 + 0]
-    mov dword ptr [r15 + rbp + 128], 146
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 512]
-    test bl, 64
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    test bl, 16
     jnz 1f
 1:
-    mov rbp, r10
-    movzx esi, byte ptr [r15 + r8 + 576]
-    mov edi, dword ptr [r15 + 64]
-    and rbp, 8128
-    cmp dword ptr [r15 + rbp + 8192], 5
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 472
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 208
+    and rbp, 960
+    mov qword ptr [r14 + rbp + 1088], rdi
+    mov edx, edi
+    test bl, 16
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov r9d, edi
+    and r8, 1984
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r8 + 2112]
+    mov ecx, 58
+    test bl, 40
+    jnz 1f
+1:
+    and r9, 192
+    movsxd rdi, dword ptr [r15 + r9 + 256]
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r15 + rbp + 1024]
+    mov ebp, esi
+    test bl, 16
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 64]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 37
+    rep stosb
+    test ebx, 1536
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 2048], rcx
+    mov eax, dword ptr [r15 + r8 + 2176]
+    mov rdx, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 17
+    mov byte ptr [r15 + 0], dl
+    mov esi, dword ptr [r15 + 0]
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], 36
+    test ebx, 4048
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 632
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 101
+    mov rdi, rsi
+    test bl, 232
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, r8d
+    movzx edx, sil
+    test bl, 16
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r9, rdi
+    test ebx, 7040
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 10
+    rep stosb
+    movzx ebp, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ebp
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 464
+    jnz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmm8
+    mov ebp, 20
+    mov byte ptr [r15 + 0], dl
+    test ebx, 5104
+    jz 1f
+1:
+    mov r8, r10
+    mov byte ptr [r14 + 0], al
+    add rdi, qword ptr [r14 + 0]
     jmp 1f
 1:
-    test bl, 16
-    jnz 1f
-1:
-    mov ecx, 54
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 16
+    and r8, 32704
+    mov r9, r10
+    or qword ptr [r15 + r8 + 32768], 31
+    test ebx, 7744
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov rax, rdx
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    lea rbp, [r10*4]
-    test ebx, 920
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1024], r9b
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 448]
-    movzx r9d, dl
-    lea r9, [r10 + r10*1]
-    test bl, 32
-    jnz 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 512], r9b
-    add rdx, qword ptr [r15 + r8 + 1152]
-    add rsi, qword ptr [r15 + rbp + 256]
-    movsxd rcx, dword ptr [r14 + rbp + 320]
-    test bl, 16
-    jz 1f
-1:
-    mov rdi, rcx
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov eax, dword ptr [r15 + r8 + 1088]
-    mov edx, dword ptr [r14 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 576]
-    mov r9d, 137
-    mov edi, ecx
-    mov ebp, edi
+    lea r8, [r10 + r10*1]
+    and r9, 8128
+    mov rax, qword ptr [r15 + r9 + 8192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov edx, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    mov ecx, 200
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 10
-    rep movsb
-    test ebx, 31720
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movzx ebp, al
-    mov rax, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 49008
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r8d, 173
-    mov r9d, r8d
-    mov dword ptr [r14 + 0], ebp
-    mov rbp, r10
-    test ebx, 15288
-    jz 1f
-1:
-    lea r8, [r10*4]
+    lea rbp, [r10 + r10*1]
+    xchg rsi, rsi
+    lea r8, [r10 + r10*2]
     and rbp, 1984
-    mov qword ptr [r15 + rbp + 2048], rbp
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], 249
-    mov rsi, qword ptr [r15 + r8 + 1152]
-    lea r9, [r10 + r10*2]
-    test ebx, 472
+    movsxd rcx, dword ptr [r15 + rbp + 2112]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 256], dil
+    xor dword ptr [r15 + 64], edi
+    test ebx, 6120
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 1216]
-    imul rdi, rdx
-    and r9, 192
-    and ecx, dword ptr [r15 + r9 + 320]
-    test bl, 16
+    movsxd rax, dword ptr [r15 + 64]
+    mov edi, r9d
+    movsxd rdx, dword ptr [r15 + 64]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + r9 + 384]
-    movsxd rsi, dword ptr [r15 + r8 + 1088]
-    movzx ebp, byte ptr [r15 + r9 + 256]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, cl
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 14720
+    jz 1f
+1:
+    add qword ptr [r15 + 0], r9
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    xor dword ptr [r15 + 0], edi
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test bl, 24
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 0]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 192]
+    movzx eax, bpl
+    test bl, 16
+    jz 1f
+1:
+    movzx edx, al
+    movzx edi, byte ptr [r15 + r9 + 128]
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    popcnt r9, r8
+    test bl, 16
+    jz 1f
+1:
+    mov dword ptr [r14 + rbp + 2048], eax
+    mov qword ptr [r15 + r8 + 384], rdx
+    movzx ecx, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + 0], ecx
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
+    mov r8d, 237
+    bswap rbp
+    movzx edx, byte ptr [r15 + 0]
+    mov rdx, rsi
+    test bl, 40
+    jnz 1f
 1:
-    mov rax, rax
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 7360
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], dl
+    .byte 0x0f, 0x1f, 0x00
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, r9b
     test bl, 16
     jz 1f
-1:
-    movzx ecx, sil
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 16280
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    test bl, 144
-    jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rcx
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], cl
-    test bl, 24
+    movzx r9d, byte ptr [r15 + 0]
+    and rbp, 960
+    mov r9, qword ptr [r15 + rbp + 1088]
+    mov edx, 216
+    mov r9, qword ptr [r15 + 64]
+    test ebx, 7888
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + rbp + 128]
-    mov rsi, qword ptr [r15 + r8 + 192]
+    mov rcx, rdi
+    mov eax, ecx
+    mov rdi, r8
+    lea r8, [r10 + r10*1]
+    test bl, 40
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 64]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 128]
+    mov ecx, ecx
+    movzx esi, byte ptr [r15 + r8 + 192]
+    mov r9, r10
+    test bl, 240
+    jz 1f
+1:
+    and r9, 1984
+    cmp dword ptr [r15 + r9 + 2048], 120
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 40
+    mov ecx, 11
     rep movsb
-    test bl, 24
+    mov edx, esi
+    test bl, 16
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    movsxd rdx, dword ptr [r15 + 64]
-    add r8, qword ptr [r15 + 64]
-    test bl, 160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    imul edx, esi, 109
-    mov r9, r10
-    test bl, 72
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], edx
-    and r9, 8128
-    movzx ebp, byte ptr [r15 + r9 + 8192]
-    mov rbp, qword ptr [r14 + 0]
+    mov r9d, 203
+    mov rsi, qword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    cmp rsi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, 129
-    mov eax, 195
-    test ebx, 472
+    lea rbp, [r10 + r10*2]
+    and rbp, 192
+    cmp rdx, qword ptr [r15 + rbp + 256]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx esi, dil
-    mov edi, esi
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx r9d, cl
+    and esi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    lock or dword ptr [r15 + 0], 48
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 64
+    jnz 1f
+1:
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 8256]
+    movzx r8d, dl
+    mov qword ptr [r14 + 64], rdi
+    movzx edx, byte ptr [r15 + rbp + 384]
     test bl, 40
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, r8d
-    test ebx, 29688
-    jz 1f
+    vaddsd xmm8, xmm8, xmm8
+    lea r8, [r10 + r10*2]
+    mov esi, 234
+    and r8, 448
+    add rdi, qword ptr [r15 + r8 + 640]
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    test ebx, 13280
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, rbp
-    mov eax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 320]
+    movzx ebp, byte ptr [r15 + r9 + 8192]
+    mov r9d, edx
+    vpor xmm8, xmm8, xmm8
     test bl, 16
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10*4]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r14 + 0]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 320]
-    add rdi, qword ptr [r15 + 64]
-    test ebx, 7144
-    jz 1f
-1:
-    add qword ptr [r15 + 64], rdi
-    mov byte ptr [r15 + r8 + 192], dil
-    mov dword ptr [r15 + rbp + 256], 103
-    mov r9, qword ptr [r15 + rbp + 384]
-    test ebx, 16232
+    mov edx, 236
+    mov edx, edx
+    movzx ebp, dl
+    mov byte ptr [r14 + 0], bpl
+    test bl, 72
     jnz 1f
 1:
-    mov r8, r10
-    mov rsi, rsi
-    and r8, 65472
-    movzx ecx, byte ptr [r15 + r8 + 65536]
-    vmovdqu xmm3, xmmword ptr [r15 + rbp + 448]
+    mov edx, 3
+    mov rax, qword ptr [r15 + 64]
+    mov qword ptr [r15 + r8 + 512], rdx
+    mov r8, r8
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 25 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 23 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 25]
+    lea rcx, [rbx + 23]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 25
+    mov r13d, 23
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b6_stubs]
@@ -4386,125 +4387,136 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10*8]
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + rbp + 1280], edx
-    mov rdx, r8
-    mov r9d, 3
-    test ebx, 15072
+    lea rbp, [r10 + r10*2]
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 8320]
+    mov ecx, edx
+    jmp 1f
+1:
+    mov r9, rcx
+    test bl, 6
     jz 1f
 1:
-    movzx edi, r9b
-    movzx r8d, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 107
-    mov qword ptr [r15 + 0], r8
-    test bl, 32
+    xor dword ptr [r15 + rbp + 8192], r9d
+    lea r8, [r10 + r10*2]
+    mov r9, r8
+    vmaxsd xmm8, xmm8, xmm8
+    and r8, 16320
+    movsxd rsi, dword ptr [r15 + r8 + 16448]
+    test bl, 36
     jnz 1f
 1:
-    mov r9, rsi
-    mov rax, r9
-    mov edi, dword ptr [r15 + 0]
-    test bl, 94
+    mov dword ptr [r14 + r8 + 16384], eax
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 144
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, rsi
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1978
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 85
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, cl
+    test bl, 28
+    jnz 1f
+1:
+    movzx ecx, r9b
+    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rbp
+    movzx r9d, cl
+    test bl, 32
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r8d
+    mov rdi, rsi
     movsxd rsi, dword ptr [r15 + 0]
-    and r8, 32704
-    or qword ptr [r15 + r8 + 32832], 120
-    mov rdi, r8
-    lea r9, [r10*4]
+    movzx edx, dil
+    test bl, 8
+    jz 1f
+1:
+    movzx edx, bpl
+    movsxd rcx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    mov rsi, qword ptr [r14 + r8 + 16512]
+    mov r8d, edi
     test bl, 4
-    jz 1f
+    jnz 1f
 1:
-    and r9, 192
-    mov eax, dword ptr [r15 + r9 + 320]
-    movsxd rax, dword ptr [r15 + rbp + 1088]
-    movzx ecx, byte ptr [r15 + r8 + 32768]
-    test ebx, 14048
-    jz 1f
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 2112]
+    mov dword ptr [r15 + r9 + 2048], ebp
+    mov edi, 82
+    mov byte ptr [r15 + r9 + 2176], dl
+    test ebx, 1280
+    jnz 1f
 1:
-    movzx edx, al
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    movsxd rdi, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r9 + 384], ebp
-    test ebx, 3816
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 1216]
-    movzx edi, byte ptr [r15 + rbp + 1024]
-    mov qword ptr [r15 + rbp + 1152], rcx
+    movzx edx, dil
+    mov r9, qword ptr [r15 + rbp + 8256]
+    movsxd rsi, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov r9, r8
-    movzx ecx, byte ptr [r15 + 0]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    test bl, 214
-    jnz 1f
-1:
-    mov rsi, rcx
-    xor dword ptr [r15 + 0], edx
-    cmp rsi, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 182
-    jnz 1f
-1:
+    mov ebp, esi
+    bt rdx, r9
     movsxd rdi, dword ptr [r15 + 0]
-    mov rdi, rax
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 8
+    jz 1f
+1:
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 86
+    mov dword ptr [r15 + 0], 156
+    test bl, 8
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov rsi, r8
+    mov r8, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 28
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 121
+    test bl, 8
+    jz 1f
+1:
     movsxd rdx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1264
-    jnz 1f
+    mov byte ptr [r15 + 0], dl
+    lea r8, [r10 + r10*1]
+    mov rax, rdx
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 192]
+    test bl, 12
+    jz 1f
 1:
-    lea rbp, [r10*4]
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, ebp
-    mov esi, r9d
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 448], 59
-    lea r9, [r10*4]
-    test ebx, 5624
-    jnz 1f
+    mov esi, 88
+    mov rdx, qword ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r15 + 64]
+    test ebx, 8170
+    jz 1f
 1:
-    and r9, 1984
-    mov eax, dword ptr [r15 + r9 + 2176]
-    mov ecx, ecx
-    mov r8, r10
-    mov dword ptr [r15 + r9 + 2048], 211
-    movzx ecx, r8b
+    movsxd r8, dword ptr [r15 + 64]
+    mov edx, r8d
+    mov edi, 3
+    lea r9, [r10 + r10*1]
+    mov r8, qword ptr [r14 + 0]
+    test bl, 234
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], 148
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r9 + 128]
+    and rbp, 32704
+    lock or dword ptr [r15 + rbp + 32832], 95
     test bl, 4
     jnz 1f
 1:
-    and r8, 65472
-    mov eax, dword ptr [r15 + r8 + 65536]
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    movsxd rdi, dword ptr [r15 + r9 + 2240]
-    test ebx, 2010
-    jz 1f
-1:
-    or qword ptr [r15 + 64], 117
-    mov ecx, esi
-    and edx, dword ptr [r15 + r9 + 2112]
-    movzx esi, cl
-    test ebx, 8152
-    jz 1f
-1:
-    movzx edi, sil
-    xor dword ptr [r15 + rbp + 384], edi
-    cmp dword ptr [r14 + rbp + 256], 68
+    mov eax, dword ptr [r15 + rbp + 32768]
+    cmp dword ptr [r15 + r9 + 192], 102
+    mov r8, rsi
     add r10, r11
     inc rbx
     dec r13
@@ -4518,21 +4530,17 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    movzx ecx, cl
-    xor dword ptr [r15 + 0], ecx
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 998
-    jz 1f
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 192]
+    movzx eax, dil
+    test ebx, 4075
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, r10
-    test bl, 8
-    jz 1f
-1:
-    mov rdi, rbp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
+    mov r9, r10
+    cmp rax, qword ptr [r15 + rbp + 128]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 8192]
     add r10, r11
     inc rbx
     dec r13
@@ -4680,4314 +4688,4320 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    btc dword ptr [r15 + 0], 20
-    mov rcx, rdx
-    test bl, 128
-    jnz 1f
-1:
-    mov rcx, rcx
-    cmp rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    popcnt rdx, rcx
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 105
+    mov esi, 150
+    mov dword ptr [r15 + 0], edx
     test ebx, 256
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 69
-    movzx r9d, r9b
-    test ebx, 512
-    jz 1f
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, bpl
+    movzx r9d, cl
+    test ebx, 3264
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rbp
-    mov r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 3712
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    cmp rbp, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, al
-    test bl, 128
-    jnz 1f
+    mov r8, qword ptr [r15 + 64]
+    movsxd rax, dword ptr [r15 + 64]
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1984
+    jz 1f
+1:
+    nop
+    lea r9, [r10 + r10*1]
+    mov rbp, r10
+    mov dword ptr [r15 + 64], 29
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 512]
+    test ebx, 256
+    jz 1f
+1:
+    and rbp, 1984
+    not qword ptr [r15 + rbp + 2048]
+    mov dword ptr [r14 + 0], 154
+    and esi, dword ptr [r14 + 0]
+    test bl, 128
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    movzx eax, cl
-    test bl, 128
+    jmp 1f
+1:
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 192]
+    mov eax, dword ptr [r15 + r9 + 576]
+    test ebx, 3648
     jz 1f
 1:
-    mov r9, r10
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 16384], 185
-    imul ecx, ebp, 92
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 8192]
-    lea r8, [r10 + r10*1]
-    mov rax, rdi
-    test ebx, 576
-    jz 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 128]
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 16448], ebp
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, r9d
-    mov r9d, 18
-    xchg rdx, rbp
+    mov rdx, rdx
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 9
+    rep movsb
+    mov r9d, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    lea r8, [r10 + r10*1]
-    mov r9, r8
-    and r8, 960
-    lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r8 + 1024]
-    and rbp, 1984
-    movzx ecx, byte ptr [r15 + rbp + 2112]
-    mov qword ptr [r15 + rbp + 2048], rbp
-    test ebx, 1024
-    jnz 1f
+    lea r8, [r10*4]
+    and r8, 448
+    mov eax, dword ptr [r14 + r8 + 576]
+    jmp 1f
 1:
-    movzx eax, cl
-    mov dword ptr [r15 + 0], r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 3264
-    jnz 1f
+    mov rbp, rdx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 7488
+    jz 1f
+1:
+    mov r9d, 187
+    popcnt rcx, rcx
+    jmp 1f
+1:
+    mov edi, 137
+    test bl, 128
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov esi, 125
+    test ebx, 1728
+    jz 1f
 1:
     mov rcx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, 37
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    bswap rdx
+    mov edi, 124
+    lock xadd qword ptr [r15 + 0], rax
+    test ebx, 57024
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov esi, edx
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 192]
+    test ebx, 384
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    xor dword ptr [r15 + r8 + 512], ecx
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 8192], r9d
+    mov rcx, r9
+    mov qword ptr [r15 + r9 + 8256], rsi
     test bl, 128
     jnz 1f
 1:
-    mov ebp, ecx
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    sete r9b
-    test ebx, 512
-    jnz 1f
-1:
-    movzx eax, r8b
-    mov rcx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 499456
-    jz 1f
-1:
-    mov esi, 233
-    movzx ecx, byte ptr [r15 + 64]
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 256
-    jnz 1f
-1:
-    cmovne rdi, r8
-    movzx eax, byte ptr [r15 + 64]
-    mov rdx, r8
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 53120
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    movsxd rbp, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 1088]
-    movzx edi, al
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 448
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    mov r8d, r9d
-    xor dword ptr [r15 + r9 + 512], r8d
+    add r9, qword ptr [r15 + r8 + 640]
+    popcnt rcx, r9
+    mov qword ptr [r15 + r8 + 704], r8
+    mov edi, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, dl
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1024
+    cmp r8, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    cmovne rdi, r8
+    popcnt rdx, rcx
+    test ebx, 126592
     jnz 1f
 1:
-    mov rbp, rdi
-    movsxd rdx, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 64640
+    mov byte ptr [r15 + 0], dil
+    mov r8d, 141
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 6592
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, ecx
-    movsxd r8, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 3648
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov rcx, qword ptr [r15 + 0]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + 64], 40
+    movzx edx, dil
     test ebx, 256
     jz 1f
 1:
-    movzx ecx, r8b
-    mov esi, 6
-    mov edx, 249
-    lea rbp, [r10 + r10*1]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    test ebx, 97984
+    vpcmpeqb xmm13, xmm13, xmm13
+    mov dword ptr [r15 + 64], 27
+    mov byte ptr [r15 + 64], al
+    test ebx, 3200
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 46
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 256], bpl
-    bswap rdx
-    movsxd rsi, dword ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, ecx
-    mov rsi, qword ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test bl, 128
+    mov r9, r10
+    mov esi, ebp
+    lea rbp, [r10 + r10*2]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 8192], rdx
+    and rbp, 960
+    mov dword ptr [r14 + rbp + 1152], ebp
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 260928
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rdi
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r8 + 128], 123
-    mov eax, esi
-    test bl, 128
+    movzx edx, al
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + rbp + 1088]
+    test ebx, 512
     jnz 1f
 1:
-    movzx edi, byte ptr [r14 + 0]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r9 + 192]
-    mov r9, qword ptr [r15 + rbp + 320]
-    mov rdx, rdi
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 1024], cl
+    movzx edx, byte ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov rbp, rdi
-    mov qword ptr [r15 + 0], rbp
-    mov eax, dword ptr [r15 + 0]
-    cmovne rax, rax
-    test ebx, 6848
+    movzx r8d, byte ptr [r14 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 229184
+    jnz 1f
+1:
+    movzx esi, bpl
+    mov rax, rsi
+    movzx ecx, dil
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test bl, 128
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 38
+    test ebx, 1472
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 61
+    or qword ptr [r15 + 0], 87
+    test ebx, 5504
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    bt rdi, rdi
+    mov esi, r8d
+    test ebx, 960
     jnz 1f
 1:
     jmp 1f
 1:
-    bswap r9
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
 1:
-    mov ebp, ebp
-    lea r8, [r10 + r10*2]
-    mov byte ptr [r15 + 0], dil
-    mov edx, r8d
-    and r8, 448
+    mov dword ptr [r15 + 0], edx
+    test ebx, 61120
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 247
+    movzx edx, byte ptr [r15 + 64]
+    mov r8, qword ptr [r15 + 64]
     lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r8 + 512]
-    test ebx, 63168
+    test ebx, 1024
     jz 1f
 1:
-    mov rbp, rcx
-    and r9, 192
-    movsxd rsi, dword ptr [r14 + r9 + 320]
-    movzx edx, r9b
-    test ebx, 3520
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea rbp, [r10 + r10*1]
-    mov ecx, 41
-    mov rax, qword ptr [r15 + r9 + 256]
-    and rbp, 8128
-    movzx r9d, byte ptr [r15 + rbp + 8192]
-    test ebx, 256
-    jz 1f
-1:
-    nop
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rdx, qword ptr [r15 + 64]
-    mov rsi, r8
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r8d
+    vmovq xmm13, rcx
+    and r8, 8128
+    mov rbp, r10
+    mov rcx, qword ptr [r15 + r8 + 8192]
+    mov dword ptr [r15 + r8 + 8256], 103
     test bl, 128
-    jnz 1f
-1:
-    mov r9d, 27
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + r8 + 640], r8b
-    imul r8d, r9d, 97
-    test ebx, 61056
     jz 1f
 1:
-    movzx r9d, r8b
-    movzx r9d, r9b
-    cmp r9, qword ptr [r14 + rbp + 8256]
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 16384]
+    mov edi, dword ptr [r14 + 64]
+    movsxd rax, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    vmovdqu xmm3, xmmword ptr [r15 + rbp + 192]
-    mov r9d, 204
-    mov edx, 102
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 17
-    mov eax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, al
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, rsi
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 640
-    jnz 1f
-1:
-    sete sil
-    add rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 256
-    jz 1f
-1:
-    lea r8, [r10*4]
-    movzx esi, r8b
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    movsxd rdx, dword ptr [r15 + r8 + 256]
+    mov r9, r10
+    sete al
+    mov rbp, r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    mov byte ptr [r15 + 0], sil
     test ebx, 512
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 448]
-    movzx eax, bpl
-    mov rdi, qword ptr [r14 + 0]
-    imul rsi, rbp
-    test ebx, 3776
     jz 1f
 1:
-    mov ecx, ebp
-    movzx r9d, byte ptr [r15 + rbp + 128]
+    cmp dword ptr [r15 + 0], 102
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, 126
+    test bl, 128
+    jnz 1f
+1:
+    mov r8, rdx
+    mov qword ptr [r15 + 0], rdi
+    lock add qword ptr [r15 + 0], rdi
     jmp 1f
 1:
     test ebx, 512
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 53184
     jz 1f
 1:
-    mov rbp, r10
-    cmp rbp, qword ptr [r15 + r8 + 320]
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 512]
+    mov rbp, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov esi, r9d
+    add qword ptr [r15 + 0], r8
+    test ebx, 251840
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    movzx r9d, byte ptr [r14 + 0]
+    mov rdx, qword ptr [r14 + 0]
+    mov rsi, rbp
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16448], ebp
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 60
+    rep movsb
+    and rbp, 960
+    mov dword ptr [r15 + rbp + 1024], eax
+    movzx eax, bpl
+    mov dword ptr [r15 + r8 + 16512], 198
+    test ebx, 6976
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 16384]
+    cmp dword ptr [r15 + rbp + 1088], 19
+    mov r8d, 27
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
     lea r9, [r10 + r10*1]
-    mov edx, r9d
-    and r9, 960
-    cmp rcx, qword ptr [r15 + r9 + 1088]
-    movzx eax, byte ptr [r15 + 64]
-    .byte 0x66, 0x90
-    test ebx, 2304
+    lea rbp, [r10 + r10*2]
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 128]
+    and rbp, 1984
+    mov rax, qword ptr [r15 + rbp + 2048]
+    mov rsi, qword ptr [r15 + rbp + 2176]
+    mov r8, qword ptr [r15 + rbp + 2112]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 192], r8b
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1280
     jnz 1f
 1:
-    mov edi, eax
-    mov rbp, r10
-    mov qword ptr [r15 + 64], rsi
-    vmovdqu xmm3, xmmword ptr [r15 + 64]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], 205
-    test ebx, 228736
+    cmovne rdx, rdi
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 256
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, dil
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 130176
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test bl, 192
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], esi
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, ecx
-    test ebx, 320
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], al
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    not qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, r8d
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    xchg rbp, rax
-    movzx esi, al
-    mov qword ptr [r15 + 0], rbp
     test bl, 128
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 503680
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov ebp, edx
+    mov rdi, qword ptr [r15 + 0]
+    bt rsi, rsi
+    test ebx, 512
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, rax
+    movzx ecx, al
+    movzx eax, dl
+    mov r9, r10
+    test ebx, 5376
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 2112]
-    movsxd r8, dword ptr [r15 + rbp + 2048]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r9 + 1024]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 512]
+    cmovne r9, rbp
+    movzx edx, byte ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    and ecx, dword ptr [r14 + 0]
-    movzx esi, cl
-    movzx edi, byte ptr [r14 + 0]
-    mov r9d, 52
-    test ebx, 53184
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 896
+    jnz 1f
+1:
+    mov r9d, 221
+    mov r8d, 161
+    mov ecx, 238
+    mov dword ptr [r15 + 0], 248
+    test ebx, 128448
+    jnz 1f
+1:
+    mov edi, 46
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, sil
+    cmp rcx, qword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rax
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test bl, 128
+    mov esi, r9d
+    lock or dword ptr [r15 + 0], 24
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 6784
+    jz 1f
+1:
+    lock or dword ptr [r15 + 0], 25
+    mov rdi, rbp
+    mov r9d, r8d
+    mov dword ptr [r14 + 0], 230
+    test ebx, 1024
     jnz 1f
 1:
-    mov r8d, 72
-    mov dword ptr [r15 + 0], r8d
-    mov eax, 159
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 640
-    jnz 1f
+    movsxd rdi, dword ptr [r14 + 0]
+    mov eax, 179
+    movzx eax, al
+    mov r8, r10
+    mov ebp, ecx
+    test ebx, 576
+    jz 1f
 1:
-    mov esi, 125
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov r8d, esi
-    jmp 1f
-1:
-    test ebx, 1472
-    jnz 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 58
-    mov edx, dword ptr [r15 + 0]
-    mov esi, 138
-    test ebx, 512
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx r9d, r8b
-    mov r8, rcx
-    bswap rsi
-    lea rbp, [r10 + r10*1]
+    and r8, 1984
+    add rbp, qword ptr [r15 + r8 + 2048]
+    lea r9, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    test ebx, 5568
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 52
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 512]
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    mov edx, 86
-    test ebx, 127936
-    jnz 1f
-1:
-    mov r9, r10
-    mov byte ptr [r15 + rbp + 128], r9b
-    movzx eax, sil
+    mov ebp, 11
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
+    lock add qword ptr [r15 + r9 + 128], rbp
+    and r8, 960
+    and ebp, dword ptr [r15 + r8 + 1088]
+    test ebx, 3264
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 1024]
+    mov ecx, 89
+    movzx edx, dil
+    movsxd rsi, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    xchg rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd r9, dword ptr [r15 + 0]
-    vpor xmm11, xmm11, xmm15
+    vpor xmm13, xmm13, xmm13
+    mov r9d, 100
+    movzx edi, r9b
+    movsxd rbp, dword ptr [r15 + 64]
+    test ebx, 5952
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 64]
+    lock xadd qword ptr [r15 + 0], rsi
+    cmp rsi, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    cmp dword ptr [r15 + 0], 16
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1024
+    movzx r8d, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov esi, ecx
+    test ebx, 5952
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    imul rax, rdx
+    mov dword ptr [r15 + 0], eax
+    bswap rcx
+    cmp dword ptr [r15 + 0], 101
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 512
-    jz 1f
-1:
-    mov r8d, esi
-    mov esi, r8d
-    movzx edi, r8b
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov ebp, ebp
-    mov rax, rax
-    movzx esi, byte ptr [r15 + 0]
-    mov r9d, 163
-    test ebx, 1856
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov edi, 155
     test bl, 128
+    jnz 1f
+1:
+    mov r9d, 134
+    movzx edx, r9b
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 61
-    rep stosb
-    mov dword ptr [r15 + 0], 10
-    mov r8, r10
-    mov rax, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
+    movzx r9d, r8b
+    mov rbp, r10
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    and rbp, 448
+    mov rdi, qword ptr [r15 + rbp + 512]
+    lea r9, [r10 + r10*2]
+    test ebx, 512
     jz 1f
 1:
-    and r8, 32704
-    mov rdx, qword ptr [r15 + r8 + 32768]
-    .byte 0x66, 0x90
+    mov dword ptr [r14 + 0], r9d
     lea rbp, [r10 + r10*1]
-    movzx r9d, sil
-    cmp rbp, qword ptr [r14 + 0]
-    test ebx, 61056
-    jnz 1f
+    and r9, 960
+    mov rdx, qword ptr [r15 + r9 + 1024]
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 256]
+    test ebx, 48064
+    jz 1f
 1:
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    mov r8, r10
-    mov qword ptr [r15 + rbp + 192], rsi
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 8192], dl
+    mov dword ptr [r14 + r9 + 1152], r8d
+    mov dword ptr [r15 + r9 + 1088], 247
+    mov dword ptr [r15 + rbp + 320], 250
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    mov esi, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 84
-    inc dword ptr [r15 + 0]
-    test ebx, 5568
+    lea rbp, [r10*4]
+    and rbp, 192
+    add rcx, qword ptr [r15 + rbp + 320]
+    lock add qword ptr [r15 + rbp + 256], rbp
+    mov r8, r10
+    jmp 1f
+1:
+    and r8, 32704
+    lock or dword ptr [r15 + r8 + 32768], 73
+    movzx r9d, r8b
+    test ebx, 704
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r9d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], r8
+    movzx ecx, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ebp
+    test bl, 128
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, sil
+    mov rdx, rdi
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
     movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 57
-    mov qword ptr [r15 + 0], rcx
-    mov rax, rsi
+    mov rax, rbp
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov esi, r9d
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1728
+    mov dword ptr [r15 + 0], 245
+    movzx ecx, r9b
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r14 + 0], bpl
+    bt rbp, rax
+    test ebx, 256
     jz 1f
 1:
-    jmp 1f
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], dil
+    mov rdi, qword ptr [r15 + r8 + 192]
+    mov eax, 126
+    .byte 0x0f, 0x1f, 0x00
+    test bl, 128
+    jz 1f
 1:
-    lea r8, [r10 + r10*2]
-    mov qword ptr [r15 + 0], r8
-    mov r9d, r8d
-    test ebx, 64128
+    mov r9, rbp
+    mov rsi, rbp
+    mov rdi, rbp
+    mov dword ptr [r15 + rbp + 448], ebp
+    test bl, 128
     jnz 1f
 1:
-    and r8, 448
-    lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + r8 + 512]
-    mov edx, 1
-    lea r9, [r10 + r10*1]
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 320]
-    test ebx, 1024
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 145
-    mov ecx, dword ptr [r15 + r8 + 640]
-    add rdx, qword ptr [r15 + rbp + 256]
-    test ebx, 44992
-    jnz 1f
-1:
-    mov eax, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    mov ebp, dword ptr [r15 + 64]
-    test ebx, 1280
-    jz 1f
-1:
-    or qword ptr [r15 + 64], 30
-    mov qword ptr [r15 + r8 + 576], rdi
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 32
-    rep movsb
+    mov r8d, edi
+    vpshufd xmm13, xmm13, 124
+    movzx eax, bpl
+    vmovdqu xmm3, xmmword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov rax, qword ptr [r14 + 0]
-    lea rbp, [r10*4]
-    mov dword ptr [r14 + 0], eax
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], r8d
-    mov r9d, dword ptr [r15 + 0]
+    mov edx, 120
+    cmp rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    bt rdx, rdx
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    cmovne rdx, r9
-    vpmovmskb edx, xmm11
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 256
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 199
+    inc dword ptr [r15 + 0]
+    test ebx, 1280
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, r8
-    cmp r8, qword ptr [r15 + 0]
-    mov r9, rbp
-    test ebx, 2304
+    movzx ebp, r9b
+    mov esi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 2944
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ecx, r8d
-    cmp r8, qword ptr [r15 + 0]
-    movzx edi, dl
-    test ebx, 512
+    movzx ecx, r9b
+    add qword ptr [r15 + 0], rcx
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 2752
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    movzx eax, byte ptr [r15 + 0]
+    and rbp, 960
+    mov r8, qword ptr [r15 + rbp + 1152]
+    movzx edx, byte ptr [r15 + 64]
+    test ebx, 6592
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    mov rdx, qword ptr [r15 + rbp + 448]
-    test ebx, 1024
+    mov esi, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    popcnt rcx, rsi
+    test ebx, 3648
     jnz 1f
 1:
-    and r8, 448
-    mov byte ptr [r15 + r8 + 576], r8b
-    movzx eax, byte ptr [r15 + r8 + 640]
-    bswap rdi
-    mov esi, 6
+    mov rsi, qword ptr [r15 + 64]
+    movsxd r9, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + rbp + 1024]
+    cmovne rax, r8
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 64
+    mov qword ptr [r14 + r8 + 128], rbp
+    mov esi, edx
+    movzx edi, byte ptr [r15 + r8 + 192]
     mov r9, r10
-    test ebx, 2304
-    jz 1f
+    test ebx, 61120
+    jnz 1f
 1:
-    mov ecx, 134
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1024]
-    mov dword ptr [r15 + r8 + 704], r9d
-    sete al
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 512], al
-    mov rdx, qword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + rbp + 320], rdx
-    movsxd rcx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + rbp + 1088], rdi
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 512]
+    mov rbp, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    movzx ebp, al
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    bt rsi, rsi
+    mov dword ptr [r14 + 64], ebp
+    movzx esi, bpl
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 512
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    bt rcx, rcx
-    cmovne rdi, rcx
-    test ebx, 5824
-    jnz 1f
-1:
-    mov r8d, 250
-    movzx ecx, r8b
-    mov rdx, r8
-    test ebx, 2496
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9, rbp
-    test ebx, 63168
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov rax, rbp
-    test ebx, 1152
-    jz 1f
-1:
-    bt rax, rax
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, edx
-    test ebx, 1024
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 119
+    xor dword ptr [r15 + 0], ecx
+    test ebx, 256
     jz 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movzx eax, dil
-    lea rbp, [r10 + r10*1]
-    test ebx, 1024
-    jnz 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov rcx, r8
-    movzx edx, byte ptr [r15 + rbp + 576]
-    mov r8, r10
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, 20
+    add rbp, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    and r8, 1984
-    xor dword ptr [r15 + r8 + 2048], r8d
-    lea rbp, [r10 + r10*1]
-    movzx r8d, dil
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 320], ebp
-    test ebx, 512
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 63424
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    cmp rsi, qword ptr [r14 + 0]
+    mov edi, 75
+    sete r8b
+    mov r9, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    add rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    and rbp, 8128
+    movzx esi, byte ptr [r15 + rbp + 8256]
+    mov dword ptr [r15 + rbp + 8192], ebp
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r14 + 0]
+    test ebx, 576
+    jz 1f
+1:
+    cmp rbp, qword ptr [r15 + 64]
+    and r9, 16320
+    movzx edi, byte ptr [r15 + r9 + 16384]
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + r9 + 16448]
+    jmp 1f
+1:
+    test ebx, 261440
+    jnz 1f
+1:
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 256]
+    cmovne rax, r9
+    movzx r9d, sil
+    mov ecx, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
+    lea rbp, [r10 + r10*2]
+    mov esi, esi
+    and rbp, 16320
+    movsxd rdi, dword ptr [r15 + rbp + 16384]
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 320
+    jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 17
+    mov r8d, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov edx, 16
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1920
+    jnz 1f
+1:
+    mov rsi, r9
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, 102
     test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    vpcmpeqb xmm3, xmm3, xmm11
-    movzx r9d, sil
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 6848
+    mov byte ptr [r15 + 0], al
+    mov ecx, 124
+    mov eax, dword ptr [r15 + 0]
+    vpmovmskb r9d, xmm13
+    test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 197
-    bswap rcx
-    popcnt rax, rcx
-    lea rbp, [r10 + r10*1]
-    test ebx, 1024
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, eax
+    .byte 0x66, 0x90
+    test ebx, 1728
+    jz 1f
+1:
+    crc32 ecx, dl
+    mov byte ptr [r15 + 0], r9b
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 2752
+    jz 1f
+1:
+    and r8, 32704
+    mov esi, dword ptr [r15 + r8 + 32832]
+    mov r9d, dword ptr [r15 + r8 + 32768]
+    lea r8, [r10 + r10*1]
+    mov rdi, rdi
+    mov rcx, qword ptr [r14 + 0]
+    test ebx, 245632
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and rbp, 960
-    mov rsi, qword ptr [r15 + rbp + 1024]
-    mov rdi, qword ptr [r15 + 64]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r9d, esi
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r14 + 64], edx
-    mov eax, r9d
-    test ebx, 7744
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r14 + 64]
-    mov ecx, dword ptr [r15 + rbp + 1088]
-    lea rbp, [r10 + r10*2]
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2048], ecx
-    test ebx, 63168
-    jnz 1f
-1:
-    sete dil
-    lea r8, [r10 + r10*2]
-    mov rdx, qword ptr [r15 + rbp + 2176]
     and r8, 192
-    mov dword ptr [r15 + r8 + 256], edx
-    mov ecx, r8d
-    test ebx, 3456
+    or qword ptr [r15 + r8 + 256], 85
+    mov dword ptr [r15 + rbp + 16512], 54
+    movsxd rax, dword ptr [r15 + rbp + 16448]
+    mov dword ptr [r15 + r8 + 320], ebp
+    test ebx, 512
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    mov r9d, eax
-    mov byte ptr [r15 + rbp + 2112], sil
-    movsxd rdi, dword ptr [r15 + r8 + 384]
+    movzx ebp, bpl
+    xchg rdx, rdi
+    mov r8, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
-    cmp dword ptr [r15 + 0], 33
-    test ebx, 62848
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    add qword ptr [r15 + 0], rsi
-    mov edx, r9d
-    test ebx, 245568
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 256
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], esi
-    cmp rbp, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1152
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, r8b
-    movzx eax, byte ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
+    mov rax, rsi
+    add rbp, qword ptr [r15 + 0]
+    mov rsi, rcx
     test ebx, 512
     jz 1f
 1:
-    sete cl
-    vmovdqu xmm3, xmmword ptr [r14 + 0]
-    mov qword ptr [r15 + 64], rcx
-    lea r8, [r10 + r10*1]
-    test ebx, 1024
+    xchg rcx, rcx
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 960
+    jnz 1f
+1:
+    mov edi, 56
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 2496
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movzx esi, bpl
+    mov rdx, rbp
+    test ebx, 1472
+    jnz 1f
+1:
+    xchg rbp, rbp
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 63
+    test ebx, 1216
     jz 1f
 1:
-    lea r9, [r10 + r10*2]
-    mov edx, dword ptr [r15 + 64]
-    and r9, 32704
-    movsxd rdi, dword ptr [r15 + r9 + 32832]
+    lea r9, [r10*4]
+    mov rbp, qword ptr [r15 + 0]
+    and r9, 1984
+    movsxd rcx, dword ptr [r15 + r9 + 2176]
+    mov ecx, dword ptr [r14 + 0]
+    mov edi, dword ptr [r15 + 64]
+    lea r8, [r10 + r10*2]
+    test ebx, 30656
+    jnz 1f
+1:
     and r8, 960
-    movsxd rax, dword ptr [r15 + r8 + 1024]
+    mov dword ptr [r15 + r8 + 1152], 99
     lea rbp, [r10 + r10*1]
-    mov rcx, rax
-    test ebx, 512
+    cmp rsi, qword ptr [r15 + r8 + 1088]
+    and eax, dword ptr [r14 + r9 + 2048]
+    and rbp, 64
+    or qword ptr [r15 + rbp + 128], 49
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 32768], 60
-    and rbp, 8128
-    mov esi, dword ptr [r14 + rbp + 8256]
-    cmp dword ptr [r15 + r8 + 1088], 61
-    test bl, 128
-    jz 1f
-1:
-    mov r8, rsi
-    mov byte ptr [r15 + r9 + 32896], r8b
-    movzx edi, byte ptr [r15 + rbp + 8192]
+    mov esi, dword ptr [r15 + rbp + 192]
+    cmp rax, qword ptr [r15 + r8 + 1024]
+    movsxd rbp, dword ptr [r15 + r9 + 2112]
+    mov qword ptr [r15 + r9 + 2240], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edx, r8d
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1856
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
     mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
-    test ebx, 512
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 232
-    mov edx, 28
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, r8
-    test ebx, 512
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r9d, r8d
-    test ebx, 1152
-    jz 1f
-1:
-    bt r9, rdi
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, rdi
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
+    inc dword ptr [r15 + 0]
+    mov ecx, eax
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1856
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     .byte 0x0f, 0x1f, 0x00
-    mov ecx, 83
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2112], 63
-    bt rdx, r8
-    lea rbp, [r10 + r10*1]
-    test ebx, 1152
+    test ebx, 64128
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rax
-    and r9, 16320
-    movsxd rax, dword ptr [r15 + r9 + 16384]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8256], 143
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 8192]
-    test ebx, 130880
+    mov rcx, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    cmp rbp, qword ptr [r15 + 0]
+    mov ebp, 71
+    mov rdi, qword ptr [r15 + 0]
+    mov rax, rdi
+    test ebx, 96192
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 2048]
-    mov esi, dword ptr [r15 + r9 + 16448]
-    bswap rcx
+    cmp rax, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    inc dword ptr [r14 + 0]
+    test ebx, 2496
+    jz 1f
+1:
+    movzx esi, byte ptr [r14 + 0]
+    mov r8d, dword ptr [r14 + 0]
+    mov r9, r10
+    .byte 0x66, 0x90
+    and r9, 32704
+    movzx ecx, byte ptr [r15 + r9 + 32768]
+    test ebx, 1984
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 64]
+    mov rbp, r10
+    cmp dword ptr [r15 + 64], 27
+    movsxd r8, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*1]
+    test ebx, 44992
+    jz 1f
+1:
+    and rbp, 1984
+    movsxd rsi, dword ptr [r15 + rbp + 2048]
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    movsxd rdx, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 152
-    imul rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    imul rdi, rsi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10*4]
-    test ebx, 2304
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 104
-    and r8, 32704
     lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r8 + 32832]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rax
-    test ebx, 640
-    jz 1f
-1:
-    movzx r9d, bpl
-    movzx eax, al
-    cmp rdi, qword ptr [r15 + r8 + 32768]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 32896], rcx
-    mov qword ptr [r15 + r8 + 32960], rax
-    movzx esi, sil
-    mov rcx, qword ptr [r14 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rcx
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov r9d, 97
-    test bl, 128
-    jz 1f
-1:
-    cmovne rdi, r9
-    jmp 1f
-1:
-    mov rbp, rdi
-    mov dword ptr [r15 + 64], 83
-    lea r8, [r10 + r10*1]
-    test ebx, 1152
+    mov qword ptr [r15 + rbp + 128], rax
+    mov eax, ebp
+    mov r8, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    and r8, 64
-    cmp dword ptr [r15 + r8 + 128], 91
-    mov byte ptr [r15 + r8 + 192], r8b
+    mov rsi, r8
+    .byte 0x0f, 0x1f, 0x00
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 7
+    mov rdi, qword ptr [r15 + 0]
+    mov r8d, eax
+    test bl, 128
+    jnz 1f
+1:
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    vmovq xmm3, rbp
+    mov dword ptr [r15 + 0], 223
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 768
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r9d, 201
+    mov rax, rdx
+    mov dword ptr [r15 + 64], r9d
+    test ebx, 6528
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 64]
+    nop
+    mov dword ptr [r15 + rbp + 192], 109
+    lea rbp, [r10 + r10*1]
+    mov r9, qword ptr [r14 + 0]
+    test ebx, 3392
+    jnz 1f
+1:
+    and rbp, 1984
+    lea r8, [r10*4]
+    mov byte ptr [r15 + rbp + 2112], sil
+    and r8, 192
+    mov dword ptr [r15 + r8 + 256], r8d
+    mov esi, dword ptr [r15 + r8 + 448]
+    mov r9d, dword ptr [r15 + r8 + 384]
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 2048]
+    mov rcx, qword ptr [r15 + r8 + 320]
+    vpshufd xmm13, xmm3, 97
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    mov qword ptr [r14 + 0], rdi
-    add rdx, qword ptr [r15 + 0]
-    mov rax, rdx
-    bswap rdi
-    test ebx, 3712
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 145
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1024
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 3264
     jnz 1f
 1:
-    mov rbp, rcx
-    imul r9d, esi, 117
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, r9b
-    test bl, 128
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, sil
+    popcnt rcx, rdx
+    mov dword ptr [r15 + 0], eax
+    test ebx, 5824
     jnz 1f
 1:
-    btc dword ptr [r15 + 0], 17
-    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], r8
     mov rdx, qword ptr [r15 + 0]
-    test ebx, 6976
+    test ebx, 7744
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 129
-    movsxd rdi, dword ptr [r15 + 64]
-    lea r9, [r10*4]
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    lea r8, [r10 + r10*1]
-    test ebx, 62848
-    jz 1f
-1:
-    and r9, 192
-    lock xadd qword ptr [r15 + r9 + 256], rcx
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 2112], cl
-    imul rdx, rsi
-    test ebx, 512
-    jz 1f
-1:
-    mov rdi, rsi
-    movzx esi, byte ptr [r15 + r9 + 448]
+    btc dword ptr [r15 + 0], 6
+    cmp dword ptr [r15 + 0], 20
+    mov dword ptr [r15 + 0], 182
+    mov r8d, dword ptr [r15 + 0]
     mov rbp, r10
-    mov edi, esi
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8192], eax
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, 251
-    mov rbp, rdx
-    mov edx, eax
-    test ebx, 640
+    test ebx, 2752
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    movzx esi, byte ptr [r15 + r8 + 2048]
-    movsxd r8, dword ptr [r14 + r9 + 384]
+    jmp 1f
+1:
+    and rbp, 16320
+    movzx esi, byte ptr [r15 + rbp + 16384]
+    movzx eax, byte ptr [r14 + 0]
+    vpcmpeqb xmm13, xmm13, xmm3
+    test ebx, 320
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*2]
+    mov byte ptr [r14 + 0], dil
+    and r9, 1984
+    btc dword ptr [r15 + r9 + 2112], 27
+    cmp r9, qword ptr [r15 + 64]
+    test ebx, 5568
+    jz 1f
+1:
+    xor dword ptr [r15 + 64], r9d
+    mov dword ptr [r15 + 64], r9d
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r9 + 2176]
+    mov rdi, rcx
+    test ebx, 5952
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    mov dword ptr [r15 + r8 + 128], r8d
+    cmp dword ptr [r15 + r9 + 2048], 102
+    vpcmpeqb xmm3, xmm3, xmm13
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
-    lea r9, [r10 + r10*1]
-    and r9, 32704
-    mov qword ptr [r15 + r9 + 32832], r9
-    add rax, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 75
-    movzx edi, cl
-    test ebx, 1280
+    mov eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    vpaddd xmm3, xmm3, xmm3
+    mov byte ptr [r15 + 0], dl
+    test bl, 128
     jnz 1f
 1:
-    mov ecx, ecx
-    mov edx, dword ptr [r15 + 0]
-    mov r8, rbp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 110528
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov rdi, rbp
-    mov qword ptr [r15 + 0], rdi
-    mov ebp, edi
-    test ebx, 6848
-    jz 1f
-1:
-    nop
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, 123
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 3264
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx edi, dl
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, r8d
-    movzx esi, al
-    movzx ecx, byte ptr [r14 + 0]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 518016
+    mov rbp, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    test ebx, 2304
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 2048]
-    mov esi, r9d
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    movzx eax, byte ptr [r15 + r8 + 128]
-    test ebx, 57024
+    add qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, 231
+    test ebx, 2496
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, qword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 87
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 88
+    mov r9, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov r8d, 79
+    test ebx, 62848
     jnz 1f
 1:
-    bswap rdi
-    movsxd rcx, dword ptr [r15 + rbp + 2112]
-    and r8d, dword ptr [r15 + r9 + 32768]
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 960
+    mov qword ptr [r15 + rbp + 1024], rdx
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r14 + rbp + 1088]
+    test ebx, 7488
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8, 16320
+    mov rdx, qword ptr [r15 + r8 + 16448]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], rbp
+    mov rbp, qword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + r9 + 192]
+    test ebx, 3264
+    jz 1f
+1:
+    mov r9, rcx
+    mov byte ptr [r14 + 0], cl
+    mov qword ptr [r15 + r8 + 16384], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
-    mov r9, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rdx, rsi
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 181
+    mov qword ptr [r15 + 0], rdi
+    xchg qword ptr [r15 + 0], rsi
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movzx edi, bpl
-    test bl, 128
-    jnz 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    test ebx, 3392
+    test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
-    mov ecx, 109
+    cmp dword ptr [r15 + 0], 2
+    lock xadd qword ptr [r15 + 0], r9
+    mov r8, rdi
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 128256
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, eax
+    test ebx, 62848
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 44
+    cmp dword ptr [r15 + 0], 94
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, rdx
+    test ebx, 384
+    jz 1f
+1:
+    nop
+    movzx edi, al
+    movzx r8d, r8b
+    test ebx, 1024
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 231
+    cmp dword ptr [r15 + 0], 121
+    movzx eax, bpl
+    and rbp, 448
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 576]
     test ebx, 256
     jz 1f
 1:
-    popcnt rax, rdx
-    movzx edx, byte ptr [r15 + 64]
-    lea rbp, [r10*4]
-    mov edi, dword ptr [r15 + 64]
-    mov rsi, rsi
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1024], r9b
-    and r8, 64
-    add qword ptr [r14 + r8 + 192], r8
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    lea r9, [r10*4]
-    test ebx, 7744
-    jnz 1f
-1:
-    sete r8b
-    and r9, 1984
-    cmp dword ptr [r15 + r9 + 2112], 64
-    mov qword ptr [r15 + rbp + 1088], r9
-    test ebx, 576
+    movsxd rcx, dword ptr [r15 + 64]
+    and r9, 192
+    mov qword ptr [r14 + r9 + 320], r8
+    mov rdx, qword ptr [r14 + 0]
+    mov r8, r10
+    test bl, 128
     jz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 2048]
-    movzx eax, byte ptr [r15 + r9 + 2240]
-    mov byte ptr [r15 + r9 + 2176], dl
-    test ebx, 261312
-    jz 1f
-1:
-    btc dword ptr [r15 + rbp + 1152], 20
-    imul r9, r8
-    mov ecx, dword ptr [r14 + rbp + 1216]
+    and r8, 8128
+    movsxd rdi, dword ptr [r15 + r8 + 8192]
+    btc dword ptr [r15 + r9 + 256], 16
+    movsxd r8, dword ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
-    mov dword ptr [r15 + 0], 85
-    mov ebp, 88
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 3904
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    nop
-    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 144
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 180
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    bswap r9
-    mov esi, 207
-    inc dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 3520
+    add rcx, qword ptr [r15 + 0]
+    nop
+    xchg rax, rdx
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 255872
+    jnz 1f
+1:
+    movzx esi, al
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, esi
+    mov qword ptr [r15 + 0], r8
+    test ebx, 320
     jz 1f
 1:
-    popcnt rcx, r8
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, r8
+    mov esi, 30
+    test ebx, 126208
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rsi
+    cmp dword ptr [r15 + 0], 105
+    mov byte ptr [r15 + 64], dil
     test bl, 128
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r8, rdi
-    lea r9, [r10 + r10*1]
-    test ebx, 122688
+    mov rbp, qword ptr [r15 + 64]
+    mov eax, dword ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 64]
+    mov edi, 227
+    lea r8, [r10*4]
+    mov r9, r10
+    test ebx, 2496
     jnz 1f
 1:
-    mov edx, esi
+    and r8, 192
+    and ecx, dword ptr [r15 + r8 + 256]
+    mov edx, dword ptr [r15 + r8 + 384]
+    and r9, 16320
+    mov ebp, dword ptr [r15 + r9 + 16384]
+    mov esi, 247
+    mov r9, r10
+    test ebx, 3904
+    jz 1f
+1:
+    mov edi, dword ptr [r14 + r8 + 320]
+    movsxd rax, dword ptr [r15 + r8 + 448]
     and r9, 448
-    mov dword ptr [r15 + r9 + 512], 3
-    mov rdx, r9
-    movsxd rbp, dword ptr [r14 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
-    and r8, 32704
-    mov qword ptr [r15 + r8 + 32832], rsi
-    cmp dword ptr [r15 + r9 + 576], 34
-    movzx ecx, r9b
-    lea rbp, [r10 + r10*1]
-    test bl, 192
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 32768]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    movzx r9d, sil
-    mov edx, dword ptr [r15 + rbp + 192]
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    vmovq xmm3, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
-    mov rax, r8
-    mov dword ptr [r15 + 0], 145
-    cmp dword ptr [r15 + 0], 10
-    xchg rsi, r8
-    test ebx, 44928
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edi, dil
+    lock or dword ptr [r15 + 0], 44
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], r9d
+    vmovq xmm13, r9
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 166
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, rcx
-    test ebx, 515456
-    jz 1f
+    jmp 1f
 1:
-    mov rcx, rax
-    movzx eax, r9b
-    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, 197
+    mov edx, 195
     test ebx, 256
     jnz 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    sete dl
-    cmp dword ptr [r15 + 0], 38
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx ebp, dl
-    mov esi, dword ptr [r15 + 0]
-    movzx r9d, sil
-    test ebx, 512
+    mov r8d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*4]
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 704]
+    test bl, 128
     jnz 1f
 1:
-    mov rdi, r9
-    mov edx, 97
     lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov qword ptr [r15 + 0], r8
-    test ebx, 512
+    mov edx, dword ptr [r15 + rbp + 576]
+    mov edi, dword ptr [r15 + rbp + 768]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 1024], 44
+    test ebx, 59264
     jnz 1f
 1:
-    and r8, 960
-    mov byte ptr [r15 + r8 + 1024], r8b
-    mov rbp, r10
-    movzx edi, bpl
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 16384], eax
-    mov r9, r10
-    test ebx, 32192
+    mov dword ptr [r15 + 64], 203
+    movsxd rax, dword ptr [r15 + 64]
+    mov r9, qword ptr [r15 + 64]
+    test ebx, 128512
     jz 1f
 1:
-    and r9, 1984
-    mov rbp, qword ptr [r14 + r9 + 2048]
-    movsxd rax, dword ptr [r15 + 64]
-    mov edx, dword ptr [r15 + r8 + 1088]
+    mov rdx, r9
+    sete r9b
+    movzx r9d, byte ptr [r15 + rbp + 640]
+    mov qword ptr [r14 + 64], rbp
+    test ebx, 122240
+    jz 1f
+1:
+    movzx esi, byte ptr [r14 + 0]
+    xchg rcx, rcx
+    mov rdi, qword ptr [r15 + r8 + 1088]
+    test bl, 128
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    or qword ptr [r15 + rbp + 512], 55
+    and r8, 8128
+    add qword ptr [r15 + r8 + 8256], rbp
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 8192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    lea r8, [r10 + r10*1]
-    and r8, 448
-    movsxd rcx, dword ptr [r14 + r8 + 576]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 34
-    rep movsb
-    mov byte ptr [r15 + 0], cl
-    mov r9, rcx
-    test ebx, 256
+    mov qword ptr [r15 + 0], r8
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1728
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 209
-    movsxd rbp, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 107
-    test bl, 192
-    jz 1f
+    mov r8d, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 143
+    mov dword ptr [r15 + 0], esi
+    test ebx, 7488
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov edx, 165
-    mov eax, 239
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 207
+    mov dword ptr [r15 + 0], 213
     test bl, 128
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    nop
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 2496
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 64]
-    mov edx, esi
-    test ebx, 60800
+    mov rsi, r9
+    popcnt rdx, rsi
+    lea r8, [r10*4]
+    mov edi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 32576
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 64]
-    movzx ebp, cl
-    mov dword ptr [r15 + 64], esi
-    lea r9, [r10 + r10*1]
-    test ebx, 1024
-    jz 1f
-1:
-    mov ecx, r9d
-    mov rax, qword ptr [r15 + 64]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 128]
-    xor dword ptr [r15 + r9 + 192], ecx
-    test ebx, 512
+    and r8, 192
+    mov dword ptr [r15 + r8 + 448], r9d
+    mov r9, qword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + r8 + 384]
+    movzx esi, byte ptr [r14 + r8 + 256]
+    lea r9, [r10 + r10*2]
+    test ebx, 256
     jnz 1f
 1:
-    movzx ecx, cl
-    mov rdx, qword ptr [r15 + r8 + 512]
-    movzx edi, byte ptr [r14 + 0]
-    mov rbp, r10
-    test ebx, 2304
-    jz 1f
-1:
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 1024]
     jmp 1f
 1:
-    movzx esi, dl
+    vmovq xmm13, rsi
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 2176], 112
+    test ebx, 519424
+    jnz 1f
+1:
+    mov rbp, r10
+    movsxd rax, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + r9 + 2112]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 512], rdi
+    mov esi, dword ptr [r15 + r9 + 2048]
+    test ebx, 96192
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 320]
+    xchg rax, r8
+    movzx esi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    cmp rsi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov r9d, 124
-    test bl, 128
-    jz 1f
-1:
-    mov esi, eax
-    mov dword ptr [r15 + 0], 43
-    inc dword ptr [r15 + 0]
-    test ebx, 1152
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    xchg rcx, r9
-    mov edx, eax
-    test ebx, 960
+    xor dword ptr [r15 + 0], r8d
+    bt rsi, r9
+    mov rdi, qword ptr [r15 + 0]
+    bswap rbp
+    test ebx, 24448
     jnz 1f
 1:
+    mov rsi, r9
+    movzx r9d, r8b
+    and r8d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 24
+    test ebx, 241152
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 0], 48
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r8d
+    cmp dword ptr [r15 + 0], 97
+    test ebx, 256
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 0], dl
+    movzx ecx, r8b
+    cmp r8, qword ptr [r15 + 0]
+    test ebx, 704
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    cmp dword ptr [r15 + 0], 31
+    mov edx, r8d
+    test ebx, 3328
+    jnz 1f
+1:
+    mov eax, edx
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 16
     mov qword ptr [r15 + 0], rcx
+    lea rbp, [r10 + r10*1]
+    test ebx, 2688
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
     mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 192]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov r9, r10
+    mov edi, 107
+    test ebx, 5568
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 49
-    sete bpl
-    test ebx, 3392
+    mov eax, dword ptr [r14 + 0]
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 1024]
+    mov esi, esi
+    cmp dword ptr [r15 + rbp + 128], 49
+    test ebx, 256
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    cmp r9, qword ptr [r15 + 64]
-    lea rbp, [r10 + r10*2]
-    movsxd r9, dword ptr [r15 + 64]
-    test ebx, 3456
-    jz 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + rbp + 640], 150
-    mov r8, r10
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + rbp + 576]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 8192], 208
-    test ebx, 192448
-    jz 1f
-1:
-    and r8, 16320
-    mov ebp, dword ptr [r15 + r8 + 16384]
-    vmovdqu xmm3, xmmword ptr [r15 + r9 + 8256]
-    mov ebp, dword ptr [r14 + 0]
+    mov ebp, dword ptr [r15 + r8 + 128]
+    movsxd r8, dword ptr [r15 + 64]
+    mov esi, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    mov r9d, dword ptr [r15 + 0]
-    mov edx, 176
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 256
+    mov r8d, ebp
+    cmovne rax, rsi
+    vmovq xmm3, rdi
+    mov ebp, ecx
+    movzx r9d, al
+    lea r8, [r10 + r10*1]
+    test ebx, 327424
     jz 1f
 1:
-    bswap rdi
-    mov rdx, rdi
-    mov dword ptr [r15 + 0], 196
-    mov dword ptr [r15 + 0], edx
-    test ebx, 130240
+    and r8, 64
+    mov qword ptr [r14 + r8 + 192], rdx
+    mov edi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 32128
     jz 1f
 1:
-    movzx esi, dl
-    xchg rcx, rcx
-    imul rsi, rsi
-    mov byte ptr [r15 + 0], cl
-    test ebx, 16256
-    jnz 1f
-1:
-    cmp rsi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx esi, dil
+    mov qword ptr [r15 + 0], rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 112
+    mov eax, 236
     test bl, 128
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 1
-    mov r8d, eax
-    test ebx, 5952
+    vpor xmm3, xmm3, xmm3
+    mov ecx, dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    movzx ebp, cl
+    test ebx, 5504
     jnz 1f
 1:
-    lea r9, [r10*4]
-    mov ebp, dword ptr [r15 + 0]
-    and r9, 960
-    movsxd rcx, dword ptr [r15 + r9 + 1152]
-    mov r8, r10
-    mov rcx, qword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r8
-    test ebx, 1152
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov rdi, rdx
+    test ebx, 98112
+    jnz 1f
+1:
+    lea rbp, [r10*4]
+    mov rsi, rax
+    movzx ecx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 64], r9b
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 320], rbp
+    test ebx, 3264
     jz 1f
 1:
-    and r8, 192
-    cmp rax, qword ptr [r15 + r8 + 256]
-    mov rbp, r10
-    mov rsi, rbp
-    movzx eax, byte ptr [r15 + r9 + 1088]
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 8192]
-    test ebx, 3264
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 256], r9
+    mov rax, qword ptr [r15 + rbp + 448]
+    vpaddd xmm13, xmm13, xmm3
+    and r9, 960
+    mov qword ptr [r15 + r9 + 1088], r8
+    test ebx, 320
     jnz 1f
 1:
-    movzx ebp, dil
-    movzx ecx, byte ptr [r14 + 0]
-    cmp dword ptr [r15 + r9 + 1024], 16
-    mov byte ptr [r15 + r9 + 1216], cl
+    mov edx, dword ptr [r15 + rbp + 384]
+    cmp rdx, qword ptr [r14 + r9 + 1024]
+    mov ebp, 20
+    add qword ptr [r15 + r8 + 128], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    test ebx, 56960
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 129856
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, cl
+    movzx edi, byte ptr [r15 + 64]
+    mov rsi, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rdi
     test bl, 128
     jz 1f
 1:
-    movzx edx, cl
-    mov rdx, qword ptr [r15 + 0]
-    cmp rdx, qword ptr [r15 + 0]
-    mov edx, 187
+    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov ebp, edx
+    jmp 1f
+1:
+    test ebx, 960
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 156
+    add rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    xor dword ptr [r14 + 0], edi
+    mov rsi, qword ptr [r14 + 0]
+    mov r9, rbp
+    test bl, 128
+    jz 1f
+1:
+    sete bpl
+    mov rdi, rbp
+    .byte 0x66, 0x90
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    lea r9, [r10*4]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], cl
+    and r9, 192
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov qword ptr [r15 + r9 + 256], r9
+    lea rbp, [r10 + r10*2]
+    mov byte ptr [r15 + r9 + 448], r9b
     test ebx, 512
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 194496
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r14 + 0]
-    and r9d, dword ptr [r14 + 0]
-    mov r8, qword ptr [r15 + 64]
-    add rbp, qword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov r8, r10
-    test ebx, 425856
+    and rbp, 960
+    movzx esi, byte ptr [r15 + rbp + 1152]
+    cmp rsi, qword ptr [r15 + r8 + 128]
+    and ecx, dword ptr [r15 + rbp + 1088]
+    test ebx, 122624
     jnz 1f
 1:
-    mov dword ptr [r15 + 64], 203
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    and r8, 65472
-    cmp rsi, qword ptr [r15 + r8 + 65536]
-    test ebx, 2496
-    jz 1f
-1:
-    mov rsi, r8
-    mov edx, esi
-    movzx esi, byte ptr [r15 + r9 + 192]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea rbp, [r10 + r10*1]
-    test ebx, 55168
-    jz 1f
-1:
-    and rbp, 8128
-    add r9, qword ptr [r15 + rbp + 8192]
-    nop
-    movzx r9d, byte ptr [r15 + rbp + 8256]
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    inc dword ptr [r15 + rbp + 1024]
+    bt r9, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c24:
-    movzx r8d, r9b
-    mov eax, r8d
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, 154
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    movzx eax, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 44992
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    add rdx, qword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    cmp r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movzx ecx, r9b
     test bl, 128
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 92
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 512
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1344
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdx, rsi
-    mov dword ptr [r15 + 0], 110
-    test ebx, 512
-    jz 1f
-1:
-    imul eax, eax, 83
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, 58
     movsxd rdi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 34
-    movzx ebp, dil
-    test ebx, 512
-    jz 1f
+    lea rbp, [r10 + r10*1]
+    test ebx, 63360
+    jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 80
-    mov r8d, 181
-    mov dword ptr [r15 + 0], esi
-    test ebx, 768
-    jz 1f
+    mov qword ptr [r14 + 0], rdx
+    and rbp, 960
+    mov rcx, qword ptr [r15 + rbp + 1088]
+    mov r9d, ebp
+    mov edx, 110
+    test ebx, 237504
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 172
-    mov dword ptr [r15 + 0], 17
-    test ebx, 63104
+    mov byte ptr [r15 + 64], dil
+    movzx esi, r8b
+    mov dword ptr [r15 + r8 + 128], 34
+    test ebx, 32192
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov rbp, r10
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov byte ptr [r15 + 64], r8b
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 1024]
-    and r9, 64
-    cmp dword ptr [r14 + r9 + 192], 16
-    test ebx, 512
+    .byte 0x0f, 0x1f, 0x00
+    cmp r9, qword ptr [r14 + 64]
+    and r9, 1984
+    mov r8d, dword ptr [r15 + r9 + 2112]
+    vmovdqu xmm11, xmmword ptr [r15 + r9 + 2048]
+    test ebx, 326656
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov esi, 99
-    movzx eax, cl
-    lea rbp, [r10 + r10*1]
-    test ebx, 32384
-    jz 1f
-1:
-    movzx edi, al
-    and rbp, 64
-    cmp r9, qword ptr [r15 + rbp + 128]
-    movzx eax, byte ptr [r14 + rbp + 192]
+    mov rcx, rcx
+    movzx edi, cl
+    mov qword ptr [r15 + rbp + 1024], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c25:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*2]
-    movzx r9d, r8b
-    and r8, 448
-    mov qword ptr [r15 + r8 + 640], r8
-    mov esi, r8d
-    test ebx, 512
-    jz 1f
-1:
-    cmp rdx, qword ptr [r15 + 0]
-    mov edi, 214
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 83
-    test bl, 128
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
+    lea rbp, [r10 + r10*1]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 2048]
+    mov dword ptr [r15 + rbp + 2112], eax
     movsxd rax, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    movzx esi, al
-    imul r9d, eax, 11
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 104
+    test ebx, 832
+    jnz 1f
+1:
+    lock add qword ptr [r15 + 0], rbp
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    and rbp, 32704
-    add rcx, qword ptr [r15 + rbp + 32768]
+    add qword ptr [r15 + 0], rcx
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, 205
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 6528
+    jz 1f
+1:
+    mov rcx, r8
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    cmp dword ptr [r15 + 64], 48
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    test ebx, 3776
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 91
+    mov byte ptr [r15 + 64], al
+    movzx eax, dl
+    mov r9d, dword ptr [r15 + 64]
     test bl, 128
     jz 1f
 1:
+    movzx edi, byte ptr [r14 + 0]
     mov esi, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + rbp + 32832], r9
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    test ebx, 6976
-    jz 1f
+    jmp 1f
 1:
-    mov ecx, r8d
-    mov edi, 61
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r10
-    test ebx, 512
+    lea rbp, [r10 + r10*1]
+    nop
+    lea r8, [r10 + r10*1]
+    test ebx, 960
     jnz 1f
 1:
-    and rbp, 65472
-    mov qword ptr [r15 + rbp + 65536], rbp
-    mov rsi, rbp
-    mov esi, dword ptr [r15 + 64]
-    mov rdi, rsi
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, 174
-    mov dword ptr [r15 + r8 + 512], 133
-    mov rdx, r8
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 576], ebp
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], dl
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    movsxd rdi, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c26:
-    movsxd rdi, dword ptr [r14 + 0]
-    movsxd rcx, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 64]
+    lea r9, [r10 + r10*2]
+    mov rbp, r9
+    and r9, 16320
+    xor dword ptr [r15 + r9 + 16384], eax
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 122304
+    jz 1f
+1:
+    mov rax, rcx
+    mov dword ptr [r15 + 0], eax
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 62336
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 124
+    cmp dword ptr [r15 + 0], 14
+    mov rcx, r9
+    mov dword ptr [r15 + 0], 117
+    test ebx, 7744
+    jz 1f
+1:
     jmp 1f
 1:
+    movzx edi, bpl
+    mov qword ptr [r15 + 0], rdi
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, ebp
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 98
+    mov rdx, rdi
     test ebx, 512
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov edi, ebp
-    movsxd rax, dword ptr [r15 + 64]
-    and rbp, 448
-    or qword ptr [r15 + rbp + 512], 2
-    test bl, 128
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 64], r8b
+    lea r8, [r10*4]
+    mov rsi, qword ptr [r15 + r9 + 16448]
+    test ebx, 130432
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    mov r9d, 243
-    movzx edi, byte ptr [r15 + 0]
+    and r8, 448
+    movzx eax, byte ptr [r15 + r8 + 704]
+    mov rbp, r10
+    mov qword ptr [r14 + r8 + 640], rbp
+    cmp dword ptr [r14 + 0], 48
+    and rbp, 960
+    mov edi, dword ptr [r15 + rbp + 1024]
+    test ebx, 512
+    jnz 1f
+1:
+    mov ecx, ebp
+    movsxd rdx, dword ptr [r15 + r8 + 512]
+    mov ebp, dword ptr [r15 + r8 + 576]
     test bl, 128
     jnz 1f
 1:
-    movzx ecx, dil
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 152
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov esi, eax
-    mov rax, rbp
-    movzx r8d, r8b
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rdx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 57024
-    jnz 1f
-1:
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1024], r9b
-    sete cl
-    and esi, dword ptr [r15 + r9 + 1088]
-    mov r8d, 66
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], dl
-    mov dword ptr [r15 + r9 + 128], ebp
-    mov edx, 195
-    movsxd rax, dword ptr [r15 + rbp + 576]
+    bswap r8
+    mov esi, dword ptr [r15 + r9 + 16512]
+    mov ebp, 152
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c27:
-    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, edx
+    bswap r8
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 65088
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, r8
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    vpor xmm13, xmm13, xmm11
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    add rax, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, rdi
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 376320
+    jz 1f
+1:
+    nop
+    mov dword ptr [r15 + 0], 221
+    or qword ptr [r15 + 0], 56
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov rbp, rax
-    movzx r8d, byte ptr [r15 + 0]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov rbp, r8
-    test ebx, 2304
+    mov ecx, esi
+    mov qword ptr [r14 + 0], rax
+    mov rsi, rcx
+    mov qword ptr [r14 + 64], rsi
+    test ebx, 512
     jz 1f
 1:
-    popcnt r8, rbp
-    mov edi, ebp
-    mov dword ptr [r15 + 0], r9d
-    test bl, 192
-    jnz 1f
+    jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    nop
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rax, r9
-    test ebx, 3648
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], 124
-    test ebx, 3456
-    jz 1f
-1:
-    mov r9, r10
-    movzx ecx, byte ptr [r14 + 0]
-    mov edx, 50
-    and r9, 16320
-    mov rdi, qword ptr [r15 + r9 + 16384]
     lea rbp, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + 64]
-    test bl, 192
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 64]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 2112]
-    mov r9d, ebp
-    test ebx, 59264
+    mov eax, edx
+    lea r8, [r10 + r10*2]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r8d
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 8320]
+    test ebx, 3392
     jz 1f
 1:
-    lea r8, [r10 + r10*2]
-    mov eax, eax
-    and r8, 8128
-    mov rdi, qword ptr [r15 + r8 + 8192]
-    movsxd rdx, dword ptr [r15 + r8 + 8320]
-    movzx ecx, dil
-    test ebx, 53120
-    jnz 1f
+    mov r9, rbp
+    jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 2048]
-    mov byte ptr [r15 + r8 + 8256], r9b
-    mov rcx, rsi
+    movsxd rdi, dword ptr [r15 + 64]
+    mov r9, r10
+    mov esi, dword ptr [r15 + r8 + 8256]
+    test bl, 128
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    and r9, 960
+    mov rbp, qword ptr [r15 + r9 + 1024]
+    movzx eax, byte ptr [r15 + r8 + 8192]
+    .byte 0x66, 0x90
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c28:
-    lea rbp, [r10 + r10*1]
-    and rbp, 16320
-    mov edx, dword ptr [r15 + rbp + 16448]
-    imul rcx, rax
-    mov byte ptr [r15 + 0], dl
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 59328
+    lea r8, [r10 + r10*2]
+    jmp 1f
+1:
+    and r8, 960
+    mov r9d, dword ptr [r15 + r8 + 1152]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
+    mov dword ptr [r15 + 0], ecx
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov ecx, 91
     test ebx, 256
     jnz 1f
 1:
+    mov ebp, 208
+    add rdx, qword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, r9d
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
+    test ebx, 896
+    jz 1f
 1:
+    .byte 0x66, 0x90
+    mov r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, esi
+    test ebx, 448
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov esi, dword ptr [r15 + 0]
+    mov rax, r8
+    test ebx, 129408
+    jz 1f
+1:
+    mov rdi, rsi
+    mov r9d, dword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1280
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
     mov ecx, dword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 64]
-    test ebx, 1152
-    jz 1f
-1:
-    cmp dword ptr [r15 + 64], 11
-    movzx edx, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    vmovdqu xmm3, xmmword ptr [r15 + 64]
-    add qword ptr [r14 + 0], rsi
-    mov r8d, 160
-    test ebx, 4608
+    test ebx, 320
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + 0], ebp
-    nop
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    test ebx, 256
+    movsxd rax, dword ptr [r15 + r8 + 1088]
+    and rbp, 32704
+    movsxd rdx, dword ptr [r15 + rbp + 32832]
+    and r9, 448
+    movzx esi, byte ptr [r15 + r9 + 576]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 1024]
+    mov qword ptr [r15 + 64], rdx
+    mov rdi, qword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + rbp + 32896]
+    test ebx, 2880
     jnz 1f
 1:
-    mov r8, r10
-    mov byte ptr [r15 + r9 + 128], bpl
-    and r8, 448
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    movsxd rcx, dword ptr [r15 + rbp + 16384]
+    mov r8, qword ptr [r15 + r9 + 512]
+    movzx edx, byte ptr [r14 + 64]
+    cmp dword ptr [r15 + rbp + 32768], 109
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c29:
-    lea rbp, [r10 + r10*2]
-    and rbp, 960
-    mov eax, dword ptr [r15 + rbp + 1024]
-    movzx r8d, bpl
-    mov eax, 149
-    mov r9d, dword ptr [r15 + rbp + 1088]
-    test bl, 128
+    lea rbp, [r10*4]
+    lea r9, [r10 + r10*1]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 320], esi
+    and r9, 1984
+    mov rax, qword ptr [r14 + r9 + 2048]
+    vpmovmskb esi, xmm13
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1408
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    movzx edx, r9b
+    mov dword ptr [r15 + 0], 208
     movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    movzx r8d, byte ptr [r15 + 0]
+    cmp dword ptr [r15 + 0], 27
+    test ebx, 3200
+    jz 1f
+1:
+    mov esi, 250
+    movzx ecx, sil
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    test ebx, 640
+    jnz 1f
+1:
+    mov rax, rsi
+    mov rcx, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 2112], 138
+    mov r8, rbp
+    mov r9d, r8d
     test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov ecx, 72
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, ecx
-    test ebx, 1024
+    mov rdx, qword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + rbp + 384]
+    mov r8d, edx
+    mov r9d, dword ptr [r14 + rbp + 256]
+    mov r8, r10
+    test ebx, 28608
     jnz 1f
 1:
-    mov r8d, edi
-    mov rdx, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r14 + 0]
-    test ebx, 24448
-    jz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov r9, r8
-    mov rdi, qword ptr [r14 + 0]
-    and r8, 192
-    mov eax, dword ptr [r15 + r8 + 320]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rcx, r8
-    imul rsi, rbp
-    mov edx, 229
-    mov r9d, 247
-    test ebx, 1856
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 1152]
-    xchg qword ptr [r15 + r8 + 384], rdx
-    .byte 0x0f, 0x1f, 0x00
-    mov rbp, rdx
-    test ebx, 1536
-    jnz 1f
-1:
-    mov edx, 25
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    movzx r8d, byte ptr [r15 + 64]
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 16384], bpl
-    test ebx, 62848
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    cmovne r9, r8
+    mov ecx, edx
+    and r8, 16320
+    mov edx, dword ptr [r15 + r8 + 16384]
+    vmovq xmm13, r8
+    not qword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c30:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
+    and edi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov esi, 44
+    test ebx, 2688
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, r9
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 210
+    test bl, 128
+    jz 1f
+1:
+    xchg qword ptr [r15 + 0], r9
+    mov edi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    vpxor xmm3, xmm3, xmm3
-    test ebx, 130880
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 65088
+    mov r9, rsi
+    mov byte ptr [r15 + 0], cl
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], dl
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 2752
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movzx edi, r9b
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 59328
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 68
-    movsxd r9, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx eax, r9b
-    test ebx, 229248
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 640
-    jnz 1f
-1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 2112], sil
+    vpmovmskb edx, xmm13
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    add qword ptr [r14 + 0], rax
-    movzx esi, r9b
+    mov edi, 138
+    test bl, 128
+    jz 1f
+1:
     and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 192]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    test ebx, 126912
+    lea r9, [r10 + r10*2]
+    mov esi, dword ptr [r15 + rbp + 192]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 320], rsi
+    movzx eax, byte ptr [r14 + 0]
+    mov edi, ecx
+    test bl, 128
     jz 1f
 1:
-    mov rsi, rcx
-    mov rax, qword ptr [r15 + rbp + 128]
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 512
-    jz 1f
+    cmp dword ptr [r14 + 0], 43
+    bt rbp, rcx
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    add rdi, qword ptr [r15 + r8 + 2048]
+    test ebx, 192000
+    jnz 1f
 1:
-    movzx ebp, r8b
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    imul rdx, r8
+    mov byte ptr [r15 + r9 + 256], dil
+    mov eax, 100
+    mov rbp, qword ptr [r14 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c31:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 576]
+    vpaddd xmm13, xmm13, xmm13
+    mov r8d, r8d
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    mov r8d, ecx
-    mov edi, r8d
-    movzx eax, r8b
-    jmp 1f
+    .byte 0x0f, 0x1f, 0x00
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    test ebx, 1024
-    jnz 1f
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov edx, 63
+    test ebx, 512
+    jz 1f
 1:
     mov ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 61056
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 5824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 84
-    test ebx, 256
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 129664
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov rdi, rax
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 25
+    lea r9, [r10 + r10*2]
+    test ebx, 512
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 512], r9
+    and r9, 960
+    mov dword ptr [r15 + r9 + 1024], ebp
+    or qword ptr [r14 + 0], 61
+    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 64]
+    test ebx, 6784
+    jz 1f
+1:
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 192]
+    movzx esi, byte ptr [r15 + r9 + 1152]
+    or qword ptr [r15 + rbp + 128], 111
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    bswap rdi
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    jmp 1f
-1:
-    mov eax, dword ptr [r14 + 64]
-    test ebx, 576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r10
-    lea rbp, [r10 + r10*2]
-    movsxd rdi, dword ptr [r14 + 0]
-    and rbp, 448
-    cmp dword ptr [r15 + rbp + 512], 29
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 2048]
-    test bl, 128
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 640]
-    mov r9d, dword ptr [r15 + rbp + 576]
-    movzx ebp, byte ptr [r15 + r8 + 128]
+    mov rcx, rsi
+    mov dword ptr [r15 + r9 + 1088], 64
+    xchg rdx, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c32:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*8]
-    and rbp, 192
-    and esi, dword ptr [r15 + rbp + 256]
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r14 + rbp + 320]
-    and r9, 448
-    mov rbp, qword ptr [r15 + r9 + 832]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    test ebx, 5824
-    jnz 1f
-1:
     mov ecx, dword ptr [r15 + 0]
-    mov edx, 162
-    jmp 1f
+    mov byte ptr [r15 + 0], r9b
+    and esi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 64832
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    mov esi, 195
     movzx ebp, byte ptr [r15 + 0]
-    mov rax, rsi
-    mov qword ptr [r15 + 0], rax
-    test ebx, 5760
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, 250
-    xor dword ptr [r15 + 0], r9d
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 114112
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], r9d
-    add rsi, qword ptr [r15 + r9 + 512]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 128]
-    mov ecx, dword ptr [r15 + r9 + 768]
-    mov edi, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r14 + 0], r9b
-    test ebx, 512
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 522496
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r9 + 640]
-    mov r8d, 73
-    mov ebp, edx
-    mov dword ptr [r15 + r9 + 704], 184
-    test ebx, 512
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 98
+    add rdi, qword ptr [r15 + 0]
+    mov ebp, edi
+    test ebx, 1792
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
-    imul eax, ecx, 56
+    mov rdi, rbp
+    mov r8, rdi
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 2496
+    jnz 1f
+1:
+    movzx eax, dl
+    mov r9, r10
+    cmp rsi, qword ptr [r15 + 0]
+    and r9, 192
+    movzx r8d, byte ptr [r15 + r9 + 256]
+    test ebx, 3520
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 64]
+    movzx r8d, byte ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and rbp, 960
+    movsxd rax, dword ptr [r14 + rbp + 1024]
+    bswap rsi
+    test ebx, 3392
+    jz 1f
+1:
+    and r9, 64
+    lock xadd qword ptr [r15 + r9 + 128], rdx
+    movzx edi, dil
+    mov ecx, 202
+    add r8, qword ptr [r14 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 192]
+    mov esi, ebp
+    mov edx, dword ptr [r15 + rbp + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c33:
-    add qword ptr [r15 + 0], rcx
-    movzx edi, r9b
+    mov rax, r9
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10*4]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    mov ecx, r9d
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 16448], edi
+    test bl, 128
+    jz 1f
+1:
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 250
     movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, rsi
-    movzx ebp, dl
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 3008
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov rax, rax
-    and esi, dword ptr [r15 + 0]
-    test ebx, 2496
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, ebp
+    test ebx, 3520
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx eax, al
-    imul r8d, eax, 31
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 15
+    test bl, 128
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov eax, 37
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + r8 + 16512]
+    test ebx, 7744
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov ecx, dword ptr [r15 + 64]
+    movsxd rdi, dword ptr [r15 + 64]
+    mov rdx, rcx
+    test ebx, 256
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 576]
+    mov eax, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    cmp rax, qword ptr [r14 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov rdi, rax
-    movzx ebp, byte ptr [r15 + 0]
-    imul eax, ecx, 38
-    lea r9, [r10 + r10*1]
-    mov rdi, rax
-    test ebx, 3008
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    lea rbp, [r10 + r10*2]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    and r8, 960
-    mov rcx, qword ptr [r15 + r8 + 1152]
-    and rbp, 448
-    mov edi, dword ptr [r15 + rbp + 512]
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 6976
-    jz 1f
-1:
-    mov edx, edi
-    mov rax, qword ptr [r14 + 0]
-    add rsi, qword ptr [r15 + rbp + 576]
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    test ebx, 512
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 1024]
-    mov dword ptr [r15 + rbp + 640], 237
-    mov byte ptr [r14 + r8 + 1088], dl
+    mov dword ptr [r15 + r8 + 16384], edi
+    mov dword ptr [r15 + r8 + 16576], ebp
+    mov r8d, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c34:
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    and rbp, 960
+    movzx r9d, byte ptr [r14 + rbp + 1088]
+    mov edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    add rax, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 3392
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     test ebx, 512
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    sete al
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 3264
-    jnz 1f
-1:
-    movzx ebp, r8b
-    movsxd r9, dword ptr [r15 + 0]
-    popcnt rcx, rbp
-    test ebx, 3008
+    mov r9, r8
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov eax, esi
+    mov r8, r10
+    test ebx, 2496
     jz 1f
 1:
-    mov esi, ecx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd r8, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    add rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    and r8, 32704
+    mov dword ptr [r15 + r8 + 32768], 3
+    movzx edi, byte ptr [r15 + rbp + 1152]
+    add rax, qword ptr [r15 + 64]
+    test bl, 192
+    jz 1f
+1:
+    mov ecx, 252
+    bswap rax
+    lea r9, [r10*4]
+    .byte 0x66, 0x90
+    .byte 0x66, 0x90
     test bl, 128
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 210
-    and ecx, dword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + rbp + 192]
-    and r9, 32704
-    vmovdqu xmm3, xmmword ptr [r14 + r9 + 32832]
-    mov rdi, r9
-    test ebx, 256
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rsi, rdi
-    lea r8, [r10 + r10*1]
-    vpaddd xmm3, xmm3, xmm3
-    test ebx, 7360
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 2176]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1024], r8
+    movzx edx, byte ptr [r15 + r9 + 2048]
+    test ebx, 5056
     jnz 1f
 1:
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 192]
-    mov ebp, dword ptr [r15 + r9 + 32768]
-    mov r9d, dword ptr [r15 + r8 + 128]
+    add rdi, qword ptr [r14 + 0]
+    mov ebp, 89
+    mov qword ptr [r15 + r9 + 2240], r9
+    mov dword ptr [r15 + r9 + 2112], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c35:
-    lea rbp, [r10 + r10*2]
-    and rbp, 192
-    mov eax, dword ptr [r15 + rbp + 256]
+    movsxd r8, dword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    test ebx, 261312
+    jmp 1f
+1:
+    test bl, 128
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, esi
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 3456
+    mov ecx, r9d
+    mov rdx, rcx
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 7296
     jz 1f
 1:
+    mov rax, r9
+    mov rdi, rdi
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 246
+    movzx edx, bpl
+    cmp rsi, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    test ebx, 229056
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    vpmovmskb esi, xmm13
+    test ebx, 64704
+    jnz 1f
+1:
+    mov rbp, rbp
     mov rdx, qword ptr [r15 + 0]
-    mov rax, rdx
-    movzx esi, dl
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 57
-    rep movsb
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     and r9d, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    vpaddd xmm3, xmm3, xmm5
-    test ebx, 1152
+    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    test ebx, 261696
     jnz 1f
 1:
-    movzx r8d, al
-    mov r9, r10
-    lock xadd qword ptr [r15 + 0], r8
-    not qword ptr [r15 + rbp + 320]
-    test bl, 128
+    crc32 r9, r9
+    movzx edi, dil
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    test ebx, 2304
     jz 1f
 1:
-    and r9, 16320
-    movzx eax, byte ptr [r15 + r9 + 16384]
-    mov ecx, dword ptr [r14 + rbp + 384]
-    movzx edx, al
-    test ebx, 90048
-    jnz 1f
+    mov r9, r10
+    and rbp, 64
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 128], ecx
+    and r9, 960
+    mov edx, dword ptr [r15 + r9 + 1024]
+    mov rax, r9
+    test ebx, 3264
+    jz 1f
 1:
-    mov rbp, r10
-    mov eax, dword ptr [r14 + 0]
-    mov qword ptr [r15 + 64], rax
-    and rbp, 8128
-    mov rdi, qword ptr [r15 + rbp + 8192]
+    mov ecx, ecx
+    movzx r9d, byte ptr [r14 + r8 + 128]
+    mov esi, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c36:
     lea r8, [r10 + r10*2]
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 384]
+    and r8, 960
+    movsxd rbp, dword ptr [r15 + r8 + 1088]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    bswap rsi
-    test ebx, 3392
+    mov r9, rbp
+    mov byte ptr [r15 + 0], sil
+    mov rsi, r9
+    test ebx, 113920
     jz 1f
 1:
-    mov r9d, 249
-    mov ecx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 176
+    test ebx, 490880
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov rdi, rdi
+    and ebp, dword ptr [r15 + 0]
+    movzx edx, dl
+    test ebx, 7488
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, esi
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 238
     test bl, 128
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rcx
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 0]
+    and r9, 64
+    xchg qword ptr [r15 + r9 + 128], rax
+    mov edx, 25
+    mov ecx, 152
+    test ebx, 28608
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 108
-    test bl, 128
-    jz 1f
+    mov edi, dword ptr [r14 + r8 + 1152]
+    mov dword ptr [r15 + 64], edi
+    mov rbp, rbp
+    mov esi, r8d
+    test ebx, 1664
+    jnz 1f
 1:
-    .byte 0x66, 0x90
-    movsxd rbp, dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], rsi
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1472
-    jz 1f
+    mov edi, 45
+    bt r8, rsi
+    mov rbp, r10
+    movsxd rsi, dword ptr [r15 + 64]
+    and edi, dword ptr [r15 + 64]
+    test ebx, 896
+    jnz 1f
 1:
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], edx
-    imul rbp, r9
-    lea r9, [r10*4]
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r10 + r10*2]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 448
-    cmp r8, qword ptr [r15 + rbp + 640]
-    and r9, 32704
-    and ecx, dword ptr [r15 + r9 + 32960]
-    mov byte ptr [r15 + r9 + 32768], r8b
-    movzx edi, byte ptr [r15 + r8 + 256]
-    test ebx, 1536
-    jz 1f
-1:
-    cmp dword ptr [r14 + 0], 74
-    mov byte ptr [r15 + r9 + 32832], dil
-    mov qword ptr [r15 + rbp + 512], rdx
-    mov edx, 118
-    test ebx, 3776
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 576]
-    movsxd rsi, dword ptr [r15 + r8 + 320]
-    mov rax, qword ptr [r14 + r9 + 32896]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r14 + r8 + 1024], 138
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    sete r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c37:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 128
+    lea r9, [r10 + r10*2]
+    and r9, 448
+    mov byte ptr [r14 + r9 + 640], al
+    mov ecx, 243
+    mov dword ptr [r15 + r9 + 512], 124
+    cmovne rdx, rcx
+    test ebx, 65152
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 44
-    test ebx, 2560
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, bpl
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 7360
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, r8d
-    lea r8, [r10*4]
-    mov eax, edi
-    and r8, 960
-    mov edx, dword ptr [r14 + r8 + 1024]
-    test ebx, 5056
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 41
-    rep movsb
-    mov eax, edi
-    mov r9d, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    mov eax, 50
+    mov ecx, esi
+    movsxd rsi, dword ptr [r15 + 64]
     test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 1216], rdi
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov r9, r10
-    movzx edi, byte ptr [r15 + r8 + 1088]
-    test ebx, 3904
+    mov ebp, esi
+    mov edi, 15
+    mov r8d, ebp
+    mov esi, edi
+    test ebx, 1280
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], r9
+    test ebx, 512
+    jz 1f
+1:
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov rdx, rax
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 192]
-    and r9, 32704
-    mov dword ptr [r15 + r9 + 32768], edx
-    and eax, dword ptr [r15 + r8 + 1152]
+    movsxd rbp, dword ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    lea r8, [r10 + r10*2]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 32192
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov rbp, r10
+    and r8, 192
+    movzx edi, byte ptr [r15 + r8 + 320]
+    and rbp, 960
+    movzx esi, byte ptr [r15 + rbp + 1024]
+    mov edx, 218
+    test ebx, 512
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 384]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    add rbp, qword ptr [r14 + 0]
+    test ebx, 3648
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 256]
+    mov r8d, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c38:
-    vpor xmm3, xmm3, xmm7
-    bt rdi, rdi
-    mov byte ptr [r15 + 64], al
-    movzx ecx, bpl
-    test ebx, 32128
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 64]
+    mov r8d, dword ptr [r15 + 64]
+    movsxd rbp, dword ptr [r15 + 64]
+    movsxd rcx, dword ptr [r15 + 64]
     test bl, 128
-    jnz 1f
-1:
-    mov r8d, ebp
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 2752
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 960
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdi, rbp
-    mov dword ptr [r15 + 0], edi
-    test ebx, 47040
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r9, r9
-    bswap r8
-    test ebx, 960
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov eax, 236
     mov qword ptr [r15 + 0], rax
-    mov rbp, r10
-    test ebx, 7296
-    jnz 1f
-1:
-    and rbp, 960
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    and r8, 8128
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 8256]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + r8 + 8192], rcx
-    test ebx, 3904
-    jz 1f
-1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov edx, 203
-    mov rsi, r8
-    test bl, 128
-    jz 1f
-1:
-    or esi, 1
-    xor edx, edx
-    div esi
-    movzx edi, byte ptr [r14 + r9 + 192]
+    movsxd rax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 57024
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 1344
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov rbp, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 192
+    jnz 1f
+1:
+    nop
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], 150
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r10 + r10*2]
+    mov rsi, r8
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], sil
+    mov r9, r10
+    and r8, 32704
+    mov qword ptr [r15 + r8 + 32768], r8
+    test ebx, 576
+    jz 1f
+1:
+    and r9, 16320
+    movsxd rcx, dword ptr [r15 + r9 + 16384]
+    movzx esi, r9b
+    movsxd rdi, dword ptr [r15 + r8 + 32832]
+    mov edx, eax
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 32896]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r14 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ecx
+    test ebx, 2880
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    mov edi, dword ptr [r14 + 0]
+    mov rdi, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c39:
-    and ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 172
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rdi
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    sete sil
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, r8d
-    jmp 1f
-1:
-    lea r8, [r10*4]
-    test bl, 128
-    jz 1f
-1:
-    cmp r8, qword ptr [r15 + 0]
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1088]
-    mov esi, 34
-    mov ecx, 226
-    test bl, 128
-    jz 1f
-1:
-    mov rbp, rbp
-    mov rbp, r10
-    add rsi, qword ptr [r15 + 64]
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    test ebx, 32704
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 1216]
-    add qword ptr [r14 + 0], rax
-    cmovne r9, rax
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 48512
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rdi
-    movzx ecx, dl
-    mov rbp, r10
-    mov rdi, rdx
-    movsxd rdx, dword ptr [r15 + r8 + 1152]
-    test ebx, 512
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 112
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1152
     jnz 1f
 1:
+    mov ebp, 180
+    mov dword ptr [r15 + 0], 22
+    crc32 r9, rax
+    test ebx, 97152
+    jz 1f
+1:
+    mov eax, r9d
+    mov r8d, eax
+    mov esi, 238
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r9, rdx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 0], 90
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    .byte 0x66, 0x90
-    movsxd rbp, dword ptr [r15 + r8 + 1024]
+    lea r8, [r10*4]
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 384], edi
+    test ebx, 195520
+    jnz 1f
+1:
+    mov rdi, rdi
+    movsxd rcx, dword ptr [r14 + rbp + 192]
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    test bl, 128
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r8 + 320], 252
+    mov esi, 95
+    mov r8d, r9d
+    test ebx, 31616
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r8d, 228
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 2112], ebp
+    mov eax, dword ptr [r15 + rbp + 2048]
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, 227
+    mov esi, dword ptr [r15 + 64]
+    movzx r9d, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c40:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 384]
-    and ecx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 960
+    jz 1f
+1:
+    movzx edi, cl
+    cmp rdi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 640
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], r8
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 896
+    jz 1f
+1:
+    and r9, 192
+    add qword ptr [r14 + r9 + 320], rsi
+    mov esi, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 256]
+    mov r8, rbp
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + r9 + 384]
+    test ebx, 522880
+    jz 1f
+1:
+    lea r9, [r10 + r10*2]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8192], r9d
+    jmp 1f
+1:
+    and r9, 448
+    lock xadd qword ptr [r15 + r9 + 576], rdx
     test bl, 192
     jnz 1f
 1:
-    mov rsi, rcx
-    mov edi, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], 182
-    test bl, 128
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    mov eax, esi
+    mov byte ptr [r15 + r9 + 640], dil
+    mov edx, 64
+    test ebx, 261696
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, 242
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 512
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + rbp + 8256]
+    mov rcx, rdi
+    mov eax, esi
+    test bl, 192
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rdx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 768
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rcx, r8
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    mov rsi, rbp
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 256]
-    and r9, 8128
-    and edx, dword ptr [r15 + r9 + 8256]
-    mov r8, r10
-    popcnt rdi, r8
-    test ebx, 512
-    jz 1f
-1:
-    nop
-    and r8, 448
-    cmp dword ptr [r15 + r8 + 512], 34
-    mov dword ptr [r15 + r9 + 8320], 156
-    add qword ptr [r15 + rbp + 448], r8
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 8192], 247
-    mov r8, qword ptr [r14 + rbp + 320]
-    mov ebp, 164
+    mov qword ptr [r15 + 64], rax
+    lea rdi, [r15 + 67109504]
+    mov ecx, 34
+    rep stosb
+    mov r8, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c41:
-    mov eax, 117
-    mov r9, rax
-    movzx ebp, al
-    mov rsi, r8
-    mov edi, r8d
-    test ebx, 768
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, dil
-    mov esi, 66
-    mov esi, 79
-    test ebx, 130368
-    jz 1f
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 704
+    jnz 1f
 1:
-    mov rdx, rsi
-    mov ecx, eax
-    cmp dword ptr [r15 + 0], 118
-    mov r9, rcx
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], 101
     mov ebp, dword ptr [r15 + 0]
-    mov edx, 89
+    mov edx, ebp
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 156
+    test ebx, 640
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movzx eax, r9b
+    mov esi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 64256
+    jz 1f
+1:
+    lea rbp, [r10*4]
+    mov dword ptr [r15 + 0], 59
+    movsxd rcx, dword ptr [r15 + 0]
+    and rbp, 1984
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + rbp + 2240]
+    lea r9, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 192]
+    lea r8, [r10 + r10*2]
+    mov edx, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r14 + 0]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 16448], sil
     test ebx, 512
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, r8d
-    jmp 1f
+    mov esi, 167
+    popcnt rax, rax
+    add rdi, qword ptr [r15 + r8 + 16512]
+    movsxd rsi, dword ptr [r15 + r8 + 16384]
+    test ebx, 458112
+    jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
+    mov r8d, ebp
+    vpmovmskb edx, xmm6
+    mov edi, eax
+    mov qword ptr [r15 + rbp + 2112], rbp
     test bl, 192
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    and r9, 64
-    mov rcx, qword ptr [r14 + r9 + 128]
-    mov esi, ecx
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 960
-    inc dword ptr [r15 + rbp + 1088]
-    mov rcx, rbp
-    mov rdi, rdi
-    popcnt rdx, rcx
-    test ebx, 512
-    jnz 1f
-1:
-    mov rcx, rdx
-    mov rax, rcx
-    movzx r8d, byte ptr [r15 + 64]
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    mov r8, r10
-    test ebx, 320
-    jnz 1f
-1:
-    inc dword ptr [r15 + rbp + 1024]
-    mov esi, 250
-    and r8, 192
-    mov ebp, dword ptr [r15 + r8 + 256]
-    mov eax, ebp
+    and eax, dword ptr [r15 + rbp + 2176]
+    movsxd rsi, dword ptr [r15 + rbp + 2048]
+    mov rbp, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c42:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, dl
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    cmp rcx, qword ptr [r15 + 0]
+    nop
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     mov r9, qword ptr [r15 + 0]
-    test ebx, 2304
+    test ebx, 448
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 123
-    vmovq xmm7, r9
-    lock or dword ptr [r15 + 0], 77
-    mov r8d, edi
-    test ebx, 3904
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    lea rbp, [r10*4]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    lea r9, [r10 + r10*2]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 448
-    mov r8d, dword ptr [r15 + rbp + 512]
-    lea r8, [r10 + r10*1]
-    and r9, 960
-    movsxd rsi, dword ptr [r15 + r9 + 1152]
-    movzx ecx, byte ptr [r15 + r9 + 1088]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    test bl, 128
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + rbp + 704]
-    mov edi, dword ptr [r15 + rbp + 576]
-    mov byte ptr [r14 + 0], dl
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    inc dword ptr [r15 + 0]
+    mov eax, r9d
     test ebx, 512
     jz 1f
 1:
-    mov rdx, rbp
-    mov qword ptr [r14 + 0], rdx
-    mov esi, 135
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    test ebx, 640
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 63
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, r8d
+    test bl, 128
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r9d, r8d
+    lea rbp, [r10*4]
+    test ebx, 6784
+    jnz 1f
+1:
+    lea r8, [r10 + r10*2]
+    and rbp, 192
+    mov esi, dword ptr [r15 + rbp + 256]
+    and r8, 1984
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 2176], dil
+    mov rdi, qword ptr [r15 + r8 + 2112]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    test ebx, 512
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 1024]
-    mov ecx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 384], esi
+    mov edi, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
+    mov dword ptr [r15 + rbp + 448], 1
+    test ebx, 6784
+    jz 1f
+1:
+    bt rsi, rcx
+    mov eax, dword ptr [r15 + rbp + 320]
+    cmp dword ptr [r15 + 64], 89
+    mov rdx, rax
+    test ebx, 44928
+    jz 1f
+1:
+    mov ecx, ecx
+    vpcmpeqb xmm13, xmm13, xmm11
+    mov ebp, dword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + r8 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c43:
-    lea rbp, [r10 + r10*1]
-    mov eax, edi
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 256]
-    mov edi, 142
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    test bl, 128
-    jz 1f
-1:
-    mov rax, rdi
-    mov rbp, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    mov r8, r10
+    and r8, 16320
+    mov rbp, qword ptr [r15 + r8 + 16384]
+    movzx edx, byte ptr [r15 + 64]
+    mov qword ptr [r15 + 64], rdi
+    mov edi, 202
     test bl, 128
     jnz 1f
 1:
-    jmp 1f
+    mov r8, qword ptr [r14 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    not qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r8
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 6976
+    jnz 1f
+1:
+    mov rsi, rdx
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1344
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 70
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, 230
+    test ebx, 2304
+    jz 1f
 1:
     mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r8d, 75
-    or qword ptr [r15 + 64], 92
-    test ebx, 64448
+    mov dword ptr [r15 + 0], 100
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 32384
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 64], r9d
-    imul rax, rbp
-    test ebx, 3904
-    jz 1f
-1:
-    and rbp, 64
-    or qword ptr [r15 + rbp + 192], 113
-    movsxd rsi, dword ptr [r14 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    mov dword ptr [r15 + 0], 222
     jmp 1f
 1:
-    mov ecx, 235
-    lea r8, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    bt rcx, rcx
-    cmp r8, qword ptr [r14 + 0]
-    and r8, 1984
-    mov esi, dword ptr [r15 + r8 + 2048]
     test bl, 128
     jnz 1f
 1:
-    mov rsi, rsi
-    mov edx, dword ptr [r15 + r8 + 2112]
-    mov ecx, dword ptr [r15 + rbp + 128]
+    and rbp, 960
+    add r8, qword ptr [r15 + rbp + 1024]
+    mov rax, qword ptr [r15 + rbp + 1088]
+    mov dword ptr [r15 + rbp + 1216], 6
+    test ebx, 768
+    jz 1f
+1:
+    mov r9, r10
+    mov r8d, r9d
+    or qword ptr [r15 + rbp + 1152], 81
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c44:
-    mov esi, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 64]
-    mov edi, dword ptr [r15 + 64]
-    inc dword ptr [r14 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, rsi
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, 26
-    test ebx, 256
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, ebp
+    mov byte ptr [r15 + 0], cl
+    movzx eax, cl
+    test ebx, 129984
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rax, rdi
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
+    mov rcx, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
+    add rdx, qword ptr [r15 + 0]
+    mov rdi, rcx
+    test ebx, 960
     jz 1f
 1:
-    mov edx, r8d
-    movzx r8d, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 28
-    cmp r9, qword ptr [r15 + 0]
-    test ebx, 1280
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, r9b
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 2944
     jnz 1f
 1:
-    xchg rdx, rdx
-    movsxd rbp, dword ptr [r15 + 0]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     movzx eax, byte ptr [r15 + 0]
-    test ebx, 5952
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 6528
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 248
+    lea r8, [r10 + r10*2]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    and r8, 448
+    mov rdx, qword ptr [r15 + r8 + 640]
+    and esi, dword ptr [r15 + r8 + 512]
+    test ebx, 256
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 576]
+    mov eax, dword ptr [r15 + rbp + 128]
+    movzx ebp, byte ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    movzx edi, r9b
-    test ebx, 1728
+    btc dword ptr [r14 + 0], 8
+    test ebx, 514944
     jz 1f
 1:
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    lea r8, [r10 + r10*1]
-    mov rsi, rdx
-    and r8, 32704
-    mov dword ptr [r15 + r8 + 32768], r8d
-    or qword ptr [r15 + r8 + 32832], 100
-    test ebx, 640
+    mov r8d, r9d
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1088], r8b
+    mov qword ptr [r15 + r9 + 1024], r9
+    mov dword ptr [r15 + 64], 95
+    test bl, 128
     jz 1f
 1:
-    mov rbp, r10
-    mov dword ptr [r15 + r9 + 576], 59
-    mov rdx, rbp
-    and rbp, 960
-    movsxd rax, dword ptr [r14 + rbp + 1024]
+    mov byte ptr [r15 + 64], dl
+    mov eax, r8d
+    xchg rdi, rdx
+    movzx ecx, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c45:
-    movzx r9d, cl
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, 131
+    mov byte ptr [r15 + 64], bpl
+    mov esi, 66
+    jmp 1f
+1:
+    mov qword ptr [r15 + 64], r9
+    test ebx, 1280
+    jz 1f
+1:
+    lea rbp, [r10*4]
+    mov ecx, dword ptr [r15 + 64]
+    mov qword ptr [r15 + 64], r9
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 448], ebp
+    test ebx, 512
+    jnz 1f
+1:
+    xchg rcx, rsi
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov rdx, rsi
+    test ebx, 384
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rdx
+    mov r8d, r9d
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
     test bl, 128
     jnz 1f
 1:
-    mov r8d, r8d
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    add r9, qword ptr [r15 + 0]
-    test ebx, 130624
+    mov byte ptr [r15 + 0], r9b
+    mov rax, qword ptr [r15 + 0]
+    movzx edi, al
+    test ebx, 6976
+    jz 1f
+1:
+    mov r8, rax
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    popcnt rsi, r8
+    test ebx, 1856
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 100
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov esi, 123
-    test ebx, 256
-    jnz 1f
+    xor dword ptr [r15 + 0], edx
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    cmp r9, qword ptr [r15 + 0]
-    mov edi, 158
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, 83
     test bl, 128
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    lea rbp, [r10 + r10*1]
-    mov esi, ecx
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 320], sil
+    and r9, 8128
+    movsxd rsi, dword ptr [r15 + r9 + 8192]
     mov r8, r10
-    test ebx, 1152
-    jnz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2048], r9d
-    cmp r8, qword ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 14
+    mov qword ptr [r14 + 64], rax
+    mov rcx, qword ptr [r14 + 0]
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    cmp dword ptr [r15 + 64], 18
-    mov qword ptr [r15 + rbp + 192], rdi
-    mov dword ptr [r14 + 0], 139
-    lea rbp, [r10 + r10*1]
-    mov edi, 195
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    mov rdi, r9
-    mov r9d, dword ptr [r15 + rbp + 576]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 512], ebp
+    mov dword ptr [r15 + r9 + 8256], r8d
+    movsxd rdi, dword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c46:
+    mov edi, dword ptr [r15 + 0]
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 166
+    mov byte ptr [r15 + 0], dil
+    test ebx, 7296
+    jz 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov ebp, ebp
+    lock add qword ptr [r15 + 0], rbp
+    test ebx, 256
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx ebp, dil
+    mov dword ptr [r15 + 0], 109
     mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 136
-    mov ebp, 211
-    bswap r9
-    test ebx, 1280
+    test ebx, 61184
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 48512
+    jz 1f
+1:
+    inc dword ptr [r15 + 64]
+    mov ecx, r9d
+    lea r9, [r10 + r10*2]
+    or qword ptr [r15 + 64], 95
+    mov esi, r9d
+    test ebx, 3904
+    jz 1f
+1:
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 576]
+    lea rbp, [r10 + r10*1]
+    vpor xmm13, xmm13, xmm13
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 8256]
+    test ebx, 261696
+    jnz 1f
+1:
+    mov rdx, rdi
+    movsxd rcx, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 0]
     test bl, 128
     jz 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 60864
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 128704
-    jz 1f
-1:
-    mov rax, rax
-    mov ecx, dword ptr [r15 + 0]
-    bt rcx, rax
-    test ebx, 5824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    lea rbp, [r10 + r10*1]
-    movzx edx, dl
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 128]
-    and r8, 448
-    not qword ptr [r15 + r8 + 512]
-    mov r9, r10
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 192]
+    movsxd rsi, dword ptr [r15 + rbp + 8192]
+    movzx edx, byte ptr [r15 + r8 + 128]
     test ebx, 256
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    and r9, 32704
-    movzx edx, byte ptr [r15 + r9 + 32768]
-    movzx edi, byte ptr [r15 + 64]
-    test ebx, 2880
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 64]
-    mov esi, dword ptr [r15 + r8 + 576]
-    movsxd rcx, dword ptr [r14 + 64]
-    mov rdi, r8
-    test ebx, 512
     jz 1f
 1:
-    inc dword ptr [r14 + 0]
-    movzx edx, dil
-    nop
+    mov rbp, qword ptr [r15 + r9 + 512]
+    mov ecx, ebp
+    mov rax, qword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c47:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov eax, ebp
-    mov dword ptr [r15 + 0], edx
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov rcx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 117
-    test ebx, 3904
-    jnz 1f
-1:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], sil
+    movzx esi, r8b
+    mov dword ptr [r15 + 0], 124
     movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 250
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 2752
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], edx
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1152
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 58
-    jmp 1f
-1:
-    test ebx, 32576
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 192], eax
-    mov ebp, 166
-    mov rdx, rbp
-    mov rsi, qword ptr [r14 + 0]
-    test ebx, 5568
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 64], sil
-    jmp 1f
-1:
-    mov ecx, 31
-    and r8, 16320
-    mov edi, dword ptr [r15 + r8 + 16448]
-    mov rbp, r10
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 16384], 241
-    and rbp, 192
-    movzx ecx, byte ptr [r14 + rbp + 256]
-    mov esi, 184
+    movzx r8d, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    lock add qword ptr [r15 + 0], rdi
+    test ebx, 256
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 44
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, ebp
+    mov ebp, 102
+    test bl, 128
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, 207
+    test bl, 128
+    jz 1f
+1:
+    mov ebp, edx
+    movzx edi, r9b
+    mov edx, 18
+    mov r8d, 159
+    test ebx, 1984
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 3
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, ebp
+    vpaddd xmm13, xmm13, xmm13
+    test ebx, 93952
+    jz 1f
+1:
+    lea rbp, [r10 + r10*2]
+    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 8128
+    not qword ptr [r14 + rbp + 8192]
+    mov r8d, dword ptr [r15 + rbp + 8256]
+    mov r8, r10
+    mov rsi, r8
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 960
+    movzx edi, byte ptr [r15 + r8 + 1024]
+    movsxd rdx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + rbp + 8320], dil
+    mov rbp, qword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c48:
-    movsxd r9, dword ptr [r14 + 0]
-    mov r8d, r9d
-    cmp dword ptr [r14 + 0], 83
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 384
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 238
+    test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    add qword ptr [r15 + 0], rax
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 128
+    movzx eax, r9b
+    mov dword ptr [r15 + 0], 144
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 31616
+    jz 1f
+1:
+    mov rbp, rbp
+    mov rcx, rdx
+    sete dil
+    test ebx, 1024
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
+    or edi, 1
+    xor edx, edx
+    div edi
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    not qword ptr [r15 + 0]
+    test ebx, 106240
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 98
-    mov rbp, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    mov eax, r8d
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r10 + r10*1]
+    test ebx, 6976
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    test ebx, 256
+    jnz 1f
+1:
+    and rbp, 960
+    movzx r9d, byte ptr [r15 + rbp + 1024]
+    mov byte ptr [r14 + 0], bpl
+    movsxd rdi, dword ptr [r14 + 0]
     test ebx, 512
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov rdx, r8
-    mov r9, rdx
-    test ebx, 243648
+    movzx eax, dil
+    xor dword ptr [r15 + 64], eax
+    mov dword ptr [r15 + r8 + 128], eax
+    mov r8, r10
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
-    mov esi, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rbp, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 15
-    mov rdi, qword ptr [r15 + 0]
-    and r9, 1984
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r9 + 2048]
-    test ebx, 1024
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    and r8, 64
-    mov rbp, r10
-    mov qword ptr [r15 + r8 + 192], r8
-    and rbp, 32704
-    movsxd rcx, dword ptr [r15 + rbp + 32768]
-    movzx esi, bpl
-    test ebx, 519552
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 128], cl
-    movzx eax, byte ptr [r15 + r9 + 2112]
-    mov r8d, eax
+    and eax, dword ptr [r15 + rbp + 1088]
+    mov edi, r8d
+    and r8, 32704
+    vmovdqu xmm13, xmmword ptr [r15 + r8 + 32768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c49:
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 3776
+    lea rbp, [r10 + r10*1]
+    cmp dword ptr [r15 + 64], 69
+    mov dword ptr [r15 + 64], 208
+    vmovdqu xmm11, xmmword ptr [r15 + 64]
+    and rbp, 64
+    movsxd rcx, dword ptr [r14 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 192
+    mov rdi, qword ptr [r15 + r9 + 320]
+    .byte 0x66, 0x90
+    mov esi, dword ptr [r15 + 0]
+    nop
+    test ebx, 44992
+    jz 1f
+1:
+    mov edx, edx
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, eax
+    mov eax, r8d
+    test bl, 128
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 100
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 62912
+    jnz 1f
+1:
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, rbp
+    test bl, 128
     jnz 1f
 1:
     .byte 0x66, 0x90
+    inc dword ptr [r15 + 0]
+    movzx ecx, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 3392
+    jz 1f
+1:
     movzx esi, byte ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    imul rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov dword ptr [r15 + 0], 31
-    test ebx, 6848
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, dl
-    lea r8, [r10*4]
-    mov dword ptr [r15 + 64], edi
-    mov dword ptr [r15 + 64], 232
-    test bl, 128
+    add rdx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    test ebx, 2496
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8, 16320
-    movzx eax, byte ptr [r15 + r8 + 16576]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 512], 69
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 16384]
-    test ebx, 28544
-    jnz 1f
-1:
-    movzx esi, sil
-    mov byte ptr [r14 + 0], sil
-    mov edi, 134
+    movzx edi, r8b
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, r10
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r14 + 0], r8
     test ebx, 512
     jz 1f
 1:
-    mov rbp, r10
-    inc dword ptr [r14 + 0]
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1024], cl
-    cmp dword ptr [r15 + r8 + 16512], 90
-    mov byte ptr [r15 + r9 + 576], bpl
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 16448], ebp
-    jmp 1f
-1:
-    mov rcx, rbp
+    and r8, 16320
+    mov esi, dword ptr [r15 + r8 + 16384]
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov edi, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c50:
-    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, al
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 57088
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, r8b
+    movzx eax, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 5760
+    jnz 1f
+1:
     movsxd r8, dword ptr [r15 + 0]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
+    mov qword ptr [r15 + 0], r8
+    mov esi, r8d
+    movzx edi, r8b
+    test ebx, 704
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    movzx r8d, dil
+    movzx ebp, byte ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 11
     mov rdi, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 6976
+    test bl, 128
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test ebx, 7296
-    jz 1f
-1:
-    mov ecx, 7
+    mov r9d, dword ptr [r15 + 0]
     movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    and r8, 192
-    inc dword ptr [r14 + r8 + 320]
-    bt rdi, r8
-    test bl, 128
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 512], rdx
-    mov edi, 221
-    vpxor xmm7, xmm7, xmm7
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, rdi
-    mov edi, eax
-    movzx esi, byte ptr [r15 + rbp + 576]
-    test bl, 128
-    jz 1f
-1:
-    mov rcx, qword ptr [r14 + r8 + 256]
-    mov r8d, esi
-    movzx ebp, r8b
-    or ecx, 1
-    xor edx, edx
-    div ecx
+    movzx ecx, dl
+    mov dword ptr [r15 + 0], ecx
+    lea rbp, [r10 + r10*2]
     test ebx, 512
     jz 1f
 1:
-    movzx esi, r9b
-    mov edi, edi
-    mov dword ptr [r15 + r9 + 192], 245
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    sete dil
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*2]
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 192]
+    test ebx, 512
+    jz 1f
+1:
+    and r9, 8128
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 8192]
+    add qword ptr [r14 + 0], r9
+    mov dword ptr [r15 + r8 + 128], 8
+    movsxd rsi, dword ptr [r15 + r9 + 8320]
+    test ebx, 2752
+    jz 1f
+1:
+    mov qword ptr [r14 + r9 + 8256], rdx
+    mov edx, dword ptr [r15 + 64]
+    movsxd r9, dword ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c51:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    cmp dword ptr [r15 + 0], 43
-    or qword ptr [r15 + 0], 13
-    mov ebp, 137
-    test ebx, 3776
+    movzx r8d, dil
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 64]
+    and rbp, 448
+    movzx ecx, byte ptr [r15 + rbp + 576]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 7296
+    jnz 1f
+1:
+    movzx r9d, cl
+    mov rdx, qword ptr [r15 + 0]
+    vpshufd xmm13, xmm11, 235
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, r9d
-    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov eax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 15
-    mov dword ptr [r15 + 0], eax
-    popcnt rcx, rdx
-    test ebx, 320
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ebp, r9d
-    movzx eax, al
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    bswap rdi
     test ebx, 256
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, 116
-    mov edi, 161
-    lea r8, [r10*4]
-    mov ecx, 140
+    movzx esi, byte ptr [r15 + 0]
+    vaddsd xmm13, xmm13, xmm11
+    mov dword ptr [r15 + 0], esi
+    test bl, 128
+    jnz 1f
+1:
+    movzx esi, bpl
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 64], 236
+    movzx r8d, byte ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 64], 21
+    lea r9, [r10 + r10*1]
+    mov ecx, ebp
+    mov rsi, qword ptr [r15 + 64]
+    test ebx, 5952
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    mov r9d, edx
+    movzx edi, r9b
     test ebx, 256
-    jz 1f
+    jnz 1f
 1:
-    and r8, 448
-    not qword ptr [r15 + r8 + 640]
-    mov eax, dword ptr [r14 + 0]
-    mov dword ptr [r15 + r8 + 512], 84
-    add rdx, qword ptr [r15 + 64]
-    test ebx, 53120
-    jz 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    movzx esi, dl
-    mov edx, dword ptr [r15 + r8 + 704]
-    movzx ebp, byte ptr [r15 + r8 + 576]
-    test ebx, 59328
-    jz 1f
-1:
-    imul r8, rbp
     mov r8, r10
-    movzx eax, byte ptr [r15 + r9 + 192]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 256], r8b
+    movsxd r9, dword ptr [r15 + rbp + 512]
+    movsxd rsi, dword ptr [r14 + 0]
+    and r8, 1984
+    mov rcx, qword ptr [r15 + r8 + 2048]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c52:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 49
-    test ebx, 3392
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 64], rax
+    movzx eax, byte ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 229
-    sete dil
-    and edi, dword ptr [r15 + 0]
-    test ebx, 62848
+    vmovq xmm7, rdx
+    mov dword ptr [r15 + 0], 246
+    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1216
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 12
-    test ebx, 5824
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 8
-    rep movsb
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    xchg rax, rdx
+    movzx edi, cl
     mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test bl, 128
-    jnz 1f
-1:
-    mov ebp, 74
-    mov r9, rdi
-    mov r8, r10
-    movzx edi, dil
-    test ebx, 63168
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 2048]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    mov r9d, dword ptr [r15 + rbp + 128]
-    test ebx, 384
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 960
     jz 1f
 1:
-    mov rbp, r10
-    and r8d, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 49
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 512]
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 48064
+    jnz 1f
+1:
+    mov ebp, 222
+    movzx r9d, byte ptr [r15 + 0]
+    bt r8, r9
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test ebx, 5952
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx edi, byte ptr [r15 + rbp + 8192]
+    and r8, 192
+    not qword ptr [r15 + r8 + 320]
+    mov r9d, 7
+    mov esi, 69
+    lea r9, [r10 + r10*1]
+    test ebx, 241536
+    jnz 1f
+1:
+    bswap rsi
+    and r9, 32704
+    inc dword ptr [r15 + r9 + 32832]
+    mov byte ptr [r15 + r9 + 32768], r9b
+    movzx esi, byte ptr [r15 + rbp + 8256]
+    test ebx, 5760
+    jz 1f
+1:
+    mov eax, 151
+    movsxd rbp, dword ptr [r14 + 0]
+    mov r9d, ecx
+    mov dword ptr [r15 + r8 + 256], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c53:
-    mov r9, r10
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1024], dil
-    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 29
-    mov esi, edx
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    add qword ptr [r15 + 0], rsi
-    test ebx, 1280
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    popcnt rsi, rdi
-    inc dword ptr [r15 + 0]
-    sete dil
-    mov r9d, 156
-    test ebx, 576
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov ecx, ebp
-    jmp 1f
-1:
-    test ebx, 7360
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], cl
     movzx r8d, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r14 + 64]
-    mov byte ptr [r14 + 0], bpl
-    lea r9, [r10 + r10*2]
-    lea rbp, [r10 + r10*1]
-    mov eax, 224
-    test ebx, 1536
+    test ebx, 768
+    jnz 1f
+1:
+    mov edx, r8d
+    mov dword ptr [r15 + 0], 11
+    mov dword ptr [r15 + 0], edx
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 2432
     jz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8256], 107
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + r9 + 320], rdx
-    and esi, dword ptr [r15 + rbp + 8192]
+    add qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
+    mov r9, rdi
+    mov eax, r9d
+    test ebx, 1728
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
+    mov edi, 69
+    test ebx, 1024
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov rax, rsi
-    mov edx, 241
-    cmp dword ptr [r15 + r9 + 256], 41
+    mov dword ptr [r15 + 0], 102
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 128]
+    sete sil
+    movzx r9d, byte ptr [r14 + 0]
+    test ebx, 3520
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 64]
+    mov eax, 227
+    mov rsi, qword ptr [r15 + 64]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov edi, 244
+    movzx r8d, byte ptr [r15 + 64]
+    mov r9, r10
+    mov qword ptr [r14 + rbp + 192], r9
+    and r9, 448
+    mov rax, qword ptr [r15 + r9 + 512]
+    test ebx, 57216
+    jnz 1f
+1:
+    mov rbp, r10
+    mov edx, ebp
+    and rbp, 960
+    movzx ecx, byte ptr [r15 + rbp + 1024]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c54:
-    mov edi, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 64]
-    add rcx, qword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + 64]
-    test ebx, 1472
-    jz 1f
-1:
-    movzx r9d, al
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 60
-    rep movsb
-    movsxd rdx, dword ptr [r14 + 0]
-    test bl, 128
+    mov dword ptr [r14 + 64], 10
+    sete bpl
+    cmp dword ptr [r15 + 64], 90
+    movzx esi, byte ptr [r15 + 64]
+    test ebx, 1024
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 61120
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 252
-    vpor xmm7, xmm7, xmm7
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 253376
-    jz 1f
+    movzx r9d, sil
+    movzx eax, r9b
+    jmp 1f
 1:
     mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    mov ebp, edi
-    test ebx, 512
+    test ebx, 1600
     jz 1f
 1:
+    xor dword ptr [r15 + 0], esi
+    mov esi, ecx
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 448
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 213
+    nop
+    mov r8, qword ptr [r15 + 0]
+    movzx edi, r8b
+    test ebx, 1984
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 208
+    mov dword ptr [r15 + 0], r9d
+    mov rbp, r9
+    test ebx, 704
+    jz 1f
+1:
+    lock add qword ptr [r15 + 0], rdi
+    mov r8, r10
     lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov edi, 145
     and r9, 64
-    add qword ptr [r15 + r9 + 128], r8
-    mov eax, dword ptr [r15 + r9 + 192]
-    and r8, 32704
-    movsxd r9, dword ptr [r15 + r8 + 32768]
-    test ebx, 512
+    mov dword ptr [r15 + r9 + 128], 13
+    test ebx, 48832
     jz 1f
 1:
-    mov r9d, 176
-    lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 32832]
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    test ebx, 5760
-    jnz 1f
+    and r8, 8128
+    cmp dword ptr [r15 + r8 + 8192], 126
+    mov qword ptr [r14 + 0], r8
+    mov rbp, r10
+    movzx eax, r8b
+    mov rsi, rbp
+    test ebx, 259072
+    jz 1f
 1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 576]
-    mov ebp, ecx
-    imul rsi, rbp
+    and rbp, 1984
+    xor dword ptr [r15 + rbp + 2048], esi
+    mov byte ptr [r15 + r9 + 192], bpl
+    mov eax, 214
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c55:
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 87
-    mov dword ptr [r15 + 0], ecx
-    mov esi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov ecx, esi
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 4096
-    rep stosb
-    mov dword ptr [r15 + 0], edi
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 3712
-    jnz 1f
-1:
-    mov rax, rsi
-    mov dword ptr [r15 + 0], edx
+    lock add qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], cl
     mov rsi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 193
-    mov byte ptr [r14 + 0], bpl
-    mov dword ptr [r14 + 0], 68
-    test ebx, 55168
+    test bl, 128
     jnz 1f
 1:
-    mov rbp, r9
-    mov r8d, ebp
-    lea r9, [r10 + r10*1]
-    movzx r8d, r8b
-    test ebx, 57024
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rsi
+    nop
+    test ebx, 32384
     jz 1f
 1:
-    mov qword ptr [r15 + 64], rcx
-    and r9, 960
-    mov rdi, qword ptr [r15 + r9 + 1088]
-    mov ecx, ebp
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, r8d
     lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r9 + 1024]
-    test ebx, 7296
+    test ebx, 192448
     jnz 1f
 1:
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 576]
-    lea r8, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + rbp + 512]
-    and r8, 1984
-    movsxd rbp, dword ptr [r15 + r8 + 2112]
-    test ebx, 320
+    mov rdx, rdi
+    mov rdi, qword ptr [r15 + 0]
+    and rbp, 192
+    add rdi, qword ptr [r15 + rbp + 256]
+    test ebx, 106432
     jz 1f
 1:
-    mov ebp, ebp
-    .byte 0x66, 0x90
-    movzx ebp, byte ptr [r15 + r8 + 2048]
+    mov edi, dword ptr [r15 + 64]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 44
+    rep movsb
+    cmp dword ptr [r15 + 64], 55
+    test ebx, 3008
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 64]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r14 + 0], 213
+    test ebx, 960
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r14 + 0], bpl
+    and r8, 32704
+    mov rax, qword ptr [r15 + r8 + 32768]
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 32832]
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + rbp + 320], edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c56:
-    mov r8, r10
-    mov ebp, eax
-    and r8, 32704
-    mov byte ptr [r15 + r8 + 32768], al
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], r8
-    test bl, 192
+    mov dword ptr [r15 + 64], 47
+    movsxd rbp, dword ptr [r15 + 64]
+    btc dword ptr [r15 + 0], 14
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 320
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
+    mov dword ptr [r15 + 0], 240
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 62848
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    test ebx, 256
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 4608
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], edx
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    lea r8, [r10*4]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
 1:
     movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 48000
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + 0], r8
-    mov edx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1536
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    imul edx, eax, 14
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov ecx, eax
-    mov r9d, dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 64], r8
-    test ebx, 2880
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], sil
-    add qword ptr [r15 + 64], rdx
-    mov ebp, ecx
-    movzx esi, byte ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, dword ptr [r14 + 0]
-    mov edi, 180
-    mov r8, r10
-    add r9, qword ptr [r14 + 0]
     and r8, 192
-    mov byte ptr [r15 + r8 + 256], al
-    test ebx, 46976
+    add rdx, qword ptr [r15 + r8 + 448]
+    mov rbp, r10
+    mov rdi, qword ptr [r15 + r8 + 384]
+    and rbp, 65472
+    mov edi, dword ptr [r15 + rbp + 65536]
+    test ebx, 1472
+    jnz 1f
+1:
+    mov r9, r10
+    mov ebp, r9d
+    and r9, 8128
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 8192]
+    and edx, dword ptr [r14 + 0]
+    add qword ptr [r14 + 0], rcx
+    test bl, 128
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, bpl
-    and rbp, 448
-    movzx eax, byte ptr [r15 + rbp + 576]
-    movsxd rsi, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r8 + 320], 150
+    mov rcx, qword ptr [r15 + r8 + 256]
+    mov r8d, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c57:
-    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rdi, rdi
+    mov ebp, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 112
+    test ebx, 576
+    jnz 1f
+1:
+    mov ecx, r9d
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 61184
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    xchg rdx, rbp
-    mov r8d, 115
-    test ebx, 512
-    jnz 1f
-1:
-    movzx ecx, al
-    mov r9d, r9d
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    cmp rsi, qword ptr [r15 + 0]
-    mov edi, esi
-    test ebx, 256
+    mov r8, r8
+    test ebx, 5056
     jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, cl
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 3904
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    add rdi, qword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    imul ebp, eax, 23
-    test ebx, 57152
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, 137
+    test ebx, 513536
     jz 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov rax, rcx
+    test ebx, 256
+    jnz 1f
+1:
+    movzx esi, al
+    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*2]
+    mov edi, 37
+    and rbp, 192
+    mov r8, r10
+    xor dword ptr [r15 + rbp + 320], eax
+    test ebx, 252416
+    jnz 1f
+1:
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 2048]
+    mov edx, edx
+    nop
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r9d
-    movsxd rax, dword ptr [r15 + 0]
-    and r9, 32704
-    inc dword ptr [r15 + r9 + 32768]
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + r9 + 32832]
-    test ebx, 1152
-    jnz 1f
-1:
-    imul r9d, edx, 47
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov rbp, r10
-    movzx edx, bpl
-    and rbp, 65472
-    mov r9, qword ptr [r14 + rbp + 65536]
+    add qword ptr [r15 + rbp + 384], rdi
     test ebx, 512
     jz 1f
 1:
-    jmp 1f
+    and r9, 64
+    cmp r9, qword ptr [r15 + r9 + 192]
+    mov edi, dword ptr [r14 + 64]
+    cmp dword ptr [r15 + r9 + 128], 117
+    mov esi, dword ptr [r14 + rbp + 256]
+    test ebx, 1856
+    jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 128], r9b
-    mov r8d, 8
+    movzx ecx, byte ptr [r15 + 64]
+    mov dword ptr [r15 + 64], edx
+    movzx ebp, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, ecx
-    mov dword ptr [r15 + 0], eax
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, edi
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    test ebx, 512
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov edx, 240
-    mov eax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, al
-    movzx edx, r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx ebp, r8b
-    mov rcx, r8
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rsi, r9
-    mov r8d, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    and r9, 65472
-    mov ecx, dword ptr [r15 + r9 + 65536]
     lea r8, [r10 + r10*1]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 448], 87
-    test ebx, 227264
-    jnz 1f
-1:
     jmp 1f
 1:
-    and r8, 16320
-    mov rcx, qword ptr [r15 + r8 + 16448]
-    mov ecx, dword ptr [r15 + 64]
-    test bl, 128
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    mov rsi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], edi
-    mov rdi, qword ptr [r15 + r9 + 65600]
-    mov dword ptr [r14 + rbp + 384], 194
-    movzx r9d, dil
-    test ebx, 640
+    mov edi, esi
+    mov rbp, rcx
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1728
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 320], r9d
-    mov byte ptr [r15 + r8 + 16384], dl
-    mov byte ptr [r15 + rbp + 256], dl
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 3200
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov edx, ecx
+    mov esi, 191
+    movzx ecx, sil
+    test ebx, 128704
+    jnz 1f
+1:
+    lea r9, [r10*4]
+    movzx esi, byte ptr [r15 + 0]
+    and r9, 960
+    mov dword ptr [r14 + r9 + 1088], 125
+    movsxd rax, dword ptr [r15 + 64]
+    test bl, 192
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 64]
+    mov byte ptr [r15 + r8 + 192], dl
+    movzx r8d, cl
+    movzx ebp, byte ptr [r15 + r9 + 1024]
+    test ebx, 63936
+    jz 1f
+1:
+    mov ecx, ebp
+    lea r8, [r10 + r10*2]
+    mov edx, 251
+    xor dword ptr [r15 + r9 + 1216], r8d
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 8128
+    mov rax, qword ptr [r15 + r8 + 8192]
+    mov dword ptr [r15 + r8 + 8320], r8d
+    mov rdx, qword ptr [r15 + r8 + 8256]
+    mov ebp, edi
+    test ebx, 56960
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 1152]
+    mov edi, 10
+    xchg r9, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
-    movzx edx, r9b
-    movzx esi, dl
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 75
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx r8d, cl
-    test bl, 128
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + 0]
-    cmp rdi, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 2880
+    lea r8, [r10 + r10*2]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 8192], dil
+    movzx eax, byte ptr [r14 + rbp + 8256]
+    and r8, 960
+    movzx edx, byte ptr [r15 + r8 + 1088]
+    cmp rdx, qword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov edi, esi
+    inc dword ptr [r15 + 0]
+    mov esi, edi
+    mov rdx, rdi
+    test ebx, 512
     jz 1f
 1:
-    and r9, 16320
-    mov eax, dword ptr [r15 + r9 + 16448]
-    mov edx, edx
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    test ebx, 384
+    cmp rdx, qword ptr [r15 + 0]
+    vpor xmm13, xmm13, xmm7
+    mov eax, ecx
+    mov dword ptr [r15 + 0], eax
+    test ebx, 2816
     jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov ecx, eax
+    movzx esi, byte ptr [r15 + 0]
+    vpor xmm11, xmm11, xmm10
+    test ebx, 3264
+    jnz 1f
+1:
+    mov rsi, rcx
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rcx, r9
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rax, rdx
+    mov byte ptr [r15 + 0], al
+    test ebx, 256
+    jz 1f
 1:
     nop
-    movzx esi, byte ptr [r15 + 64]
-    mov rdi, qword ptr [r15 + 64]
-    movzx r8d, cl
-    test ebx, 56192
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, r8d
+    mov esi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov esi, 186
-    lock add qword ptr [r15 + 64], rcx
-    mov r8d, esi
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    and r8, 64
-    cmp dword ptr [r15 + r8 + 192], 87
-    imul rax, rcx
-    mov edx, dword ptr [r15 + r8 + 128]
-    mov ecx, edi
-    test ebx, 256
+    mov dword ptr [r14 + 0], r8d
+    bswap r9
+    movsxd rdi, dword ptr [r15 + r8 + 1152]
+    movzx ebp, dil
+    mov r9, r10
+    test ebx, 228608
     jnz 1f
 1:
-    movzx esi, r9b
-    add qword ptr [r15 + r9 + 16384], rdi
-    mov dword ptr [r15 + rbp + 128], esi
+    and r9, 1984
+    mov rdi, qword ptr [r15 + r9 + 2048]
+    mov rsi, qword ptr [r15 + r8 + 1024]
+    mov ecx, edi
+    mov dword ptr [r15 + 64], 237
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10*4]
-    and r8, 16320
-    btc dword ptr [r15 + r8 + 16448], 29
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    mov edx, r9d
-    add qword ptr [r15 + 0], rax
-    test ebx, 6976
+    mov edi, edi
+    mov r8, rdi
+    cmp rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 320
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 16320
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    cmp rbp, qword ptr [r15 + 0]
+    mov edx, 244
+    sete bpl
+    mov eax, 134
+    mov edi, eax
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov ecx, edi
-    movsxd rdx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 32
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9d, 99
+    mov byte ptr [r15 + 0], r9b
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movsxd rcx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rsi
     test ebx, 256
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 704]
-    and rbp, 65472
-    mov rcx, qword ptr [r15 + rbp + 65536]
-    movzx edx, byte ptr [r15 + r9 + 640]
-    bswap rax
-    test ebx, 44992
     jz 1f
 1:
-    mov edi, 21
-    mov byte ptr [r15 + rbp + 65600], r8b
-    mov dword ptr [r14 + 0], 104
-    test bl, 128
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r10 + r10*1]
+    bt r9, r9
+    and r9, 960
+    mov esi, dword ptr [r15 + r9 + 1024]
+    test ebx, 576
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx edx, byte ptr [r15 + r8 + 16384]
-    mov rcx, qword ptr [r15 + r9 + 576]
-    test ebx, 6976
-    jnz 1f
+    vsubsd xmm13, xmm13, xmm13
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rdi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 5
+    lea r8, [r10 + r10*2]
+    test ebx, 256
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 10
-    rep movsb
-    jmp 1f
+    and r8, 448
+    mov dword ptr [r15 + r8 + 576], 36
+    mov dword ptr [r15 + r9 + 1088], edi
+    mov edi, dword ptr [r15 + 64]
+    mov dword ptr [r15 + r8 + 512], 201
+    test ebx, 425728
+    jz 1f
 1:
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    movzx r8d, r9b
+    movzx eax, byte ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 63104
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edx, 126
-    mov dword ptr [r15 + 0], ebp
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    movzx eax, cl
-    mov dword ptr [r15 + 0], eax
-    mov rdx, qword ptr [r15 + 0]
-    bt rax, rbp
-    test bl, 128
-    jz 1f
-1:
-    mov esi, edx
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    test bl, 128
-    jnz 1f
-1:
-    btc dword ptr [r15 + 0], 1
-    mov rsi, qword ptr [r15 + 0]
-    mov rcx, rsi
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    cmp rdi, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edi
-    lea rbp, [r10 + r10*1]
-    and edi, dword ptr [r14 + 0]
-    and rbp, 192
-    and r9d, dword ptr [r15 + rbp + 256]
-    lea r9, [r10 + r10*1]
-    test ebx, 960
-    jnz 1f
-1:
     lea r8, [r10 + r10*1]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    and r8, 32704
-    movsxd rcx, dword ptr [r14 + r8 + 32768]
-    mov qword ptr [r15 + rbp + 320], rcx
-    mov rdx, qword ptr [r15 + 64]
-    test ebx, 1152
+    and r8, 192
+    mov ebp, dword ptr [r15 + r8 + 256]
+    mov rcx, qword ptr [r15 + 0]
+    mov rax, rdx
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1920
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    vpshufd xmm10, xmm7, 64
+    lock or dword ptr [r15 + 0], 70
+    test ebx, 1920
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 64]
-    mov byte ptr [r15 + r9 + 192], dl
-    imul esi, ebp, 5
-    mov rdi, qword ptr [r15 + r8 + 32832]
+    mov dword ptr [r15 + 0], edx
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 40
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*2]
+    inc dword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    and r9, 960
+    movzx edx, byte ptr [r15 + r9 + 1024]
+    test ebx, 7488
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 64]
+    mov rbp, qword ptr [r15 + 64]
+    movzx ecx, byte ptr [r15 + r9 + 1088]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1600
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], 37
+    vpor xmm7, xmm7, xmm13
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 192]
+    movsxd rcx, dword ptr [r15 + r9 + 1152]
+    test ebx, 6976
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov eax, dword ptr [r15 + rbp + 128]
+    mov r8d, 81
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    mov rax, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, 242
-    mov esi, 248
-    test ebx, 576
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 30592
+    movzx r9d, r8b
+    mov ecx, 190
+    mov edi, 27
+    lea rbp, [r10 + r10*2]
+    mov edx, 233
+    test ebx, 64320
     jz 1f
 1:
-    mov rax, r8
-    mov ebp, 79
-    mov r9d, dword ptr [r15 + 0]
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 256]
+    mov esi, dword ptr [r14 + 64]
+    mov r9, qword ptr [r15 + 64]
+    movsxd r8, dword ptr [r15 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    mov r8, r10
+    movzx edx, byte ptr [r15 + rbp + 320]
+    and r8, 16320
+    xor dword ptr [r15 + r8 + 16384], eax
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 256
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    vmovq xmm12, rcx
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     test bl, 128
     jz 1f
 1:
-    mov rdi, r9
-    mov r8d, edi
-    mov r8d, r8d
-    test ebx, 640
-    jnz 1f
-1:
-    or esi, 1
-    xor edx, edx
-    div esi
-    nop
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rbp, r10
-    test ebx, 1024
-    jz 1f
-1:
-    lea r8, [r10*4]
-    movzx ecx, r9b
-    and r8, 192
-    xor dword ptr [r15 + r8 + 256], ecx
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 128], 55
-    test ebx, 64128
-    jz 1f
-1:
-    mov r9, rdi
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov eax, 139
-    test ebx, 59328
+    xchg qword ptr [r15 + 0], r8
+    test ebx, 1728
     jnz 1f
 1:
-    and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 576]
-    mov r9d, 150
-    mov edi, dword ptr [r15 + rbp + 512]
+    cmp r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 6
+    mov edi, 8
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 1280
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, rbp
+    mov edx, eax
     test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    movzx ebp, r8b
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 384
+    mov ecx, 7
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + rbp + 384]
+    test ebx, 1344
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 448]
-    mov r9d, 222
-    mov dword ptr [r14 + r8 + 384], r9d
+    mov ebp, esi
+    mov r9, r10
+    mov edi, edi
+    and r9, 960
+    mov eax, dword ptr [r14 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    mov edx, r9d
-    add r9, qword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, byte ptr [r15 + 0]
-    popcnt r8, r8
-    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx esi, bpl
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 128]
+    nop
+    and r8, 192
+    mov dword ptr [r15 + r8 + 320], r8d
     test ebx, 256
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov edx, 143
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    test ebx, 1920
-    jz 1f
-1:
-    movzx r9d, dl
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 7744
-    jz 1f
-1:
-    mov eax, 33
-    mov rdx, qword ptr [r15 + 0]
-    vpmovmskb ecx, xmm7
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 320
+    mov rdi, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + 0], 126
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
     mov edx, dword ptr [r15 + 0]
-    mov r9, r8
-    mov rdi, qword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 64]
+    mov byte ptr [r15 + 0], dl
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1920
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, esi
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, dil
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    xchg rdx, rcx
+    mov esi, 204
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 253376
+    jz 1f
+1:
+    mov eax, ebp
+    mov r9d, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov rbp, r10
-    sete al
-    lea r9, [r10 + r10*1]
-    mov r8, r10
-    and rbp, 65472
-    movzx edi, byte ptr [r15 + rbp + 65536]
-    and r9, 64
-    movsxd rax, dword ptr [r14 + r9 + 192]
-    and r8, 16320
-    movzx ecx, byte ptr [r15 + r8 + 16384]
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
     test bl, 128
     jnz 1f
 1:
-    and ecx, dword ptr [r14 + 0]
-    mov rbp, qword ptr [r15 + r9 + 128]
-    movzx r8d, cl
+    mov dword ptr [r15 + 64], ebp
+    mov rbp, r10
+    movsxd rcx, dword ptr [r15 + 64]
+    and rbp, 32704
+    mov dword ptr [r15 + rbp + 32768], ecx
+    mov rsi, qword ptr [r14 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -9013,10 +9027,6 @@ ditto_body_c1:
     .p2align 4
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
-    mov rdi, r8
-    xor eax, eax
-    mov rcx, 67117824
-    rep stosb
     lea rdi, [r8 + 67117720]
     mov ecx, 9
     movabs rdx, 0x9E3779B97F4A7C15
@@ -9092,157 +9102,152 @@ ditto_body_c2:
     jmp .Lc2_b0_c1
     .p2align 6
 .Lc2_b0_c0:
-    mov ecx, dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], rbp
-    movzx esi, al
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdi, rdi
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1896
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    bt r9, rbp
-    test bl, 32
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, 30
-    movzx edx, dl
-    test ebx, 1656
-    jnz 1f
-1:
-    movzx edi, r8b
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, cl
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, 154
-    movzx r8d, byte ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     mov ebp, dword ptr [r15 + 0]
-    bt rsi, rcx
-    test bl, 184
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 8
-    movzx eax, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 8
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    sete dil
+    test bl, 104
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 78
-    jmp 1f
+    movzx ebp, r8b
+    mov eax, 5
+    mov r8, qword ptr [r15 + 0]
+    cmovne r9, rbp
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 84
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r9, qword ptr [r15 + 64]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     test bl, 32
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov rdi, rcx
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 242
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 72
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 205
+    mov ecx, dword ptr [r15 + 0]
+    sete al
+    test bl, 76
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    vmulsd xmm6, xmm6, xmm15
+    mov esi, dword ptr [r15 + 64]
+    cmp rbp, qword ptr [r15 + 64]
+    test ebx, 3008
     jz 1f
 1:
     mov ebp, dword ptr [r14 + 0]
-    mov rbp, r9
-    mov rax, qword ptr [r14 + 0]
-    movsxd r9, dword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rax
-    test ebx, 256
-    jz 1f
+    jmp 1f
 1:
-    mov dword ptr [r14 + 0], r9d
+    movzx ecx, cl
+    movzx esi, byte ptr [r14 + 0]
+    mov byte ptr [r14 + 0], al
+    test bl, 234
+    jnz 1f
+1:
+    mov qword ptr [r14 + 0], rsi
+    mov qword ptr [r14 + 0], rsi
     movsxd rdx, dword ptr [r14 + 0]
-    and esi, dword ptr [r14 + 64]
-    add rax, qword ptr [r14 + 64]
+    mov r8d, 151
+    mov rax, r8
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 64]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    vpshufd xmm15, xmm6, 12
+    mov esi, dword ptr [r14 + r8 + 128]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b0_done
 .Lc2_b0_c1:
-    movzx r9d, byte ptr [r14 + 0]
-    bswap rbp
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], 147
-    movsxd rsi, dword ptr [r14 + 0]
-    test bl, 156
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    mov edi, esi
-    mov qword ptr [r14 + 0], rsi
-    movsxd rsi, dword ptr [r14 + 0]
-    test ebx, 500
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 207
-    bt rcx, rsi
-    mov qword ptr [r14 + 0], rsi
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 888
-    jz 1f
-1:
-    cmp rcx, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov dword ptr [r15 + 0], 43
-    test bl, 64
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov eax, r8d
-    movsxd r8, dword ptr [r15 + 0]
-    mov rsi, rdx
-    add rdi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov ebp, 69
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, 251
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 76
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    lock or dword ptr [r15 + 0], 106
-    mov dword ptr [r15 + 0], edx
-    test bl, 8
-    jz 1f
-1:
     movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movzx esi, bpl
+    movsxd r9, dword ptr [r15 + 0]
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test bl, 8
+    jz 1f
+1:
+    jmp 1f
+1:
     mov rbp, qword ptr [r15 + 0]
-    mov r8, r10
-    mov edx, ebp
+    not qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 7150
+    jz 1f
+1:
+    cmp dword ptr [r15 + 0], 103
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, 201
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 8
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 100
+    mov dword ptr [r15 + 64], eax
+    lea rdi, [r15 + 1152]
+    mov ecx, 49
+    rep stosb
+    mov byte ptr [r15 + 64], cl
+    test ebx, 3520
+    jnz 1f
+1:
+    mov edx, 197
+    popcnt r8, rdx
+    mov r9, rbp
+    test bl, 32
+    jnz 1f
+1:
+    or qword ptr [r14 + 0], 35
+    mov dword ptr [r14 + 0], 213
+    add rdx, qword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
+    test bl, 72
+    jz 1f
+1:
+    mov ebp, ebp
+    lea r8, [r10 + r10*1]
+    movzx r9d, r8b
+    movzx esi, dil
+    and r8, 64
+    mov rax, qword ptr [r14 + r8 + 192]
     test bl, 8
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rax
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    movzx edi, byte ptr [r14 + 64]
-    movsxd rcx, dword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov rax, qword ptr [r14 + 64]
+    mov rdi, qword ptr [r14 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -9256,42 +9261,42 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov rsi, qword ptr [r15 + 0]
-    shl rax, 21
-    mov byte ptr [r15 + 0], al
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov edi, ecx
+    movsxd rdx, dword ptr [r14 + 64]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov r8d, r9d
+    mov ebp, r8d
+    mov edi, dword ptr [r15 + 0]
     test ebx, 24000
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 16
+    movzx esi, dil
+    lock xadd qword ptr [r15 + 0], rdx
+    shl r9, 17
+    popcnt rbp, r9
     mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    sub rcx, r8
-    mov qword ptr [r15 + 64], rsi
-    movsxd r8, dword ptr [r15 + 64]
-    test ebx, 440042081
-    jnz 1f
-1:
-    jmp 1f
-1:
-    imul edi, r8d, 18
     nop
-    mov dword ptr [r14 + 0], edi
-    vmovq xmm12, rdx
-    popcnt rdx, rbp
-    test bl, 50
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 94
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, r8d
+    mov qword ptr [r15 + 64], rax
+    movsxd rax, dword ptr [r14 + 0]
+    test ebx, 7420
+    jz 1f
+1:
+    sub rcx, rax
+    and esi, dword ptr [r14 + 0]
+    movzx r9d, byte ptr [r14 + 0]
     mov rbp, r10
-    movzx edx, byte ptr [r14 + 0]
-    mov rax, rdx
-    vpaddq xmm12, xmm12, xmmword ptr [r14 + 0]
+    jmp 1f
+1:
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -9305,71 +9310,71 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r14 + 0]
-    vmulsd xmm12, xmm12, xmm8
-    movzx esi, byte ptr [r14 + 0]
-    test ebx, 1006
-    jz 1f
-1:
-    mov rsi, rax
-    mov qword ptr [r14 + 0], rsi
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov edi, edi
-    test ebx, 6976
+    mov dword ptr [r15 + 0], edi
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, edx
+    test bl, 215
     jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + 0]
-    mov r8, rsi
-    mov dword ptr [r14 + 0], 192
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 256]
-    lea rdi, [r15 + 1152]
-    lea rsi, [r15 + 5248]
-    mov ecx, 34
-    rep movsb
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, rax
+    movsxd rbp, dword ptr [r15 + 0]
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
+    vpaddd xmm6, xmm6, xmm14
+    mov ecx, 167
     test bl, 4
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, 44
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 4085
+    and edi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov edx, 139
+    and eax, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov esi, 10
-    vmovdqu ymm12, ymmword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 108
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 4
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, esi
-    test ebx, 1979
+    mov byte ptr [r15 + 0], dil
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1966
     jz 1f
 1:
-    movzx edi, bpl
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    mov dword ptr [r15 + 0], 135
-    test bl, 93
+    lea r9, [r10 + r10*1]
+    mov r8d, 149
+    and r9, 192
+    mov eax, dword ptr [r14 + r9 + 256]
+    movzx esi, al
+    movzx ecx, byte ptr [r14 + 0]
+    test bl, 184
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 192]
-    mov edx, 177
-    movsxd r8, dword ptr [r14 + r9 + 320]
+    movzx ecx, cl
+    imul edi, ecx, 45
+    mov byte ptr [r14 + 0], bpl
+    cmp rdi, qword ptr [r14 + 0]
+    test bl, 152
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 93
+    mov qword ptr [r14 + 0], rbp
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r14 + 0]
+    mov r8, rdi
+    lea rbp, [r10 + r10*1]
+    test ebx, 456
+    jz 1f
+1:
+    vpaddd ymm6, ymm14, ymmword ptr [r15 + r9 + 320]
+    mov rsi, qword ptr [r15 + 64]
+    and rbp, 64
+    movsxd r9, dword ptr [r14 + rbp + 192]
+    mov dword ptr [r15 + rbp + 128], 71
     add r10, r11
     inc rbx
     dec r13
@@ -9395,10 +9400,6 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
-    mov rdi, r8
-    xor eax, eax
-    mov rcx, 9408
-    rep stosb
     lea rdi, [r8 + 9368]
     mov ecx, 3
     movabs rdx, 0x9E3779B97F4A7C15
