@@ -21,19 +21,22 @@ pub struct BlockPlan {
 }
 
 /// One data working-set class: accesses confined to region [lo, lo + size) of a buffer, cycling over
-/// it, so each access hits in caches of at least `lo + size` bytes and misses in smaller ones
-/// (equation 1 and Figure 4 of the paper). `share` is the share of data accesses.
+/// it, so that each access hits in caches of at least `target` bytes and misses in smaller ones
+/// (equation 1 and Figure 4 of the paper). `share` is the share of data accesses. Equation 1 nests
+/// the regions ([S/2, S) for target S); `fit_regions` then sizes them for the clone's interleaving.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataClass {
     pub lo: u64,
     pub size: u64,
     pub share: f64,
+    /// The cache size this class is meant to hit in.
+    pub target: u64,
 }
 
 impl DataClass {
     /// The cache size this class is meant to hit in.
     pub fn working_set(&self) -> u64 {
-        self.lo + self.size
+        self.target
     }
 }
 
@@ -56,6 +59,8 @@ pub struct BodyPlan {
     pub shared_fraction: f64,
     pub regular_fraction: f64,
     pub chase_fraction: f64,
+    /// Size of the chase chain's own region (`fit_regions`); a one-line chase class shares its line.
+    pub chase_bytes: u64,
     pub raw: Vec<f64>,
     pub war: Vec<f64>,
     pub waw: Vec<f64>,
@@ -133,6 +138,7 @@ pub fn data_classes(grid: &[(u64, f64)]) -> Vec<DataClass> {
             lo,
             size: sz,
             share: a,
+            target: size,
         });
     }
     if let Some(last) = out.last_mut() {
@@ -166,6 +172,7 @@ pub fn add_cold_class(classes: &mut Vec<DataClass>, grid: &[(u64, f64)], cap: u6
         lo: half,
         size: half,
         share: moved,
+        target: cap,
     });
 }
 
@@ -296,12 +303,160 @@ const DEFAULT_DCURVE: [(u64, f64); 10] = [
     (32768, 1.0),
 ];
 
-/// Regions of the data classes are this fraction of the cache size they target. A class meant to hit
-/// at size S that fills [S/2, S) shares the cache with the smaller classes, the stack, the header
-/// and the skeleton's own data, so it only fits a cache about twice as large and the realised curve
-/// lands a size step to the right (memcached round trip: 5–7 points low from 128 B to 32 KiB at 1,
-/// 3.6 at 0.5, within 2.8 at 0.35). The `data_working_set.size_scale` knob multiplies on top.
-pub const DATA_REGION_SCALE: f64 = 0.35;
+/// The share of data accesses that chase pointers, for the region fit: the chase replaces plain
+/// 64-bit loads, and its deficit runs over loads and read-modify-writes (synth.rs), so it is the
+/// chase fraction of those, bounded by the plain loads there are.
+fn chase_access_share(mix: &[((Class, Opnd), f64)], chase_fraction: f64) -> f64 {
+    let mem: f64 = mix
+        .iter()
+        .filter(|m| m.0 .1.touches_memory())
+        .map(|m| m.1)
+        .sum();
+    if mem <= 0.0 {
+        return 0.0;
+    }
+    let loads: f64 = mix
+        .iter()
+        .filter(|m| matches!(m.0 .1, Opnd::Load | Opnd::Rmw))
+        .map(|m| m.1)
+        .sum();
+    let movs: f64 = mix
+        .iter()
+        .filter(|m| m.0 == (Class::Mov, Opnd::Load))
+        .map(|m| m.1)
+        .sum();
+    (chase_fraction * loads).min(movs) / mem
+}
+
+/// The class the pointer chase goes through: the one with the largest share. The chase's accesses
+/// are accounted to it, so it must be a class that can absorb them (memcached: 35% of loads chase,
+/// mostly through hot structures; forced onto a big region they would push the whole curve down).
+pub fn chase_class(classes: &[DataClass]) -> usize {
+    (0..classes.len())
+        .rev()
+        .max_by(|&a, &b| classes[a].share.total_cmp(&classes[b].share))
+        .unwrap_or(0)
+}
+
+/// Region sizes from a model of the clone's own access stream (replacing a fixed region scale).
+///
+/// Each class sweeps its region of R lines (windows touch each line once per sweep; the chain visits
+/// each node once per cycle), so a line comes back after R / a accesses (a = the stream's share), and
+/// in between every other stream j touches min(R_j, a_j · R / a) distinct lines, the first-touch
+/// stream a_cold · R / a new ones. The sum is the line's LRU reuse distance D: the access hits in a
+/// cache of C lines exactly when D ≤ C. Equation 1 wants class k to hit at its working set S_k and
+/// not at S_k / 2, so each region gets the largest power of two 2 ≤ R_k ≤ S_k with D_k ≤ S_k, solved
+/// by a few rounds of fixed-point iteration (D_k grows with every R). With one dominant class D ≈ R
+/// and R = S; with many interleaved classes R shrinks, which is what a fixed 0.35 region scale used to
+/// approximate for memcached.
+///
+/// The chase chain (`chase` = its class and its share of accesses) is a stream of its own, sized the
+/// same way within its class's target: a chain carrying most accesses spans the whole working set
+/// (64 KiB for a 64 KiB linked list), a chain carrying 0.2 % of them needs only a few lines to miss
+/// where its class misses, and its one-time set-up stays small. Returns the chain's size in bytes.
+pub fn fit_regions(classes: &mut [DataClass], chase: Option<(usize, f64)>, cap: u64) -> u64 {
+    let n = classes.len();
+    if n == 0 {
+        return LINE;
+    }
+    let cold = |c: &DataClass| c.lo >= cap / 2 && c.size >= cap / 2 && cap >= 4 * LINE;
+    let is_cold: Vec<bool> = classes.iter().map(cold).collect();
+    let target: Vec<f64> = classes
+        .iter()
+        .map(|c| (c.working_set() / LINE) as f64)
+        .collect();
+    // lines[0..n]: the classes' regions; lines[n]: the chain.
+    let mut lines: Vec<f64> = classes
+        .iter()
+        .map(|c| (c.size / LINE).max(1) as f64)
+        .collect();
+    let (chase_k, chase_x) = match chase {
+        Some((k, x)) if k < n => (k, x.clamp(0.0, classes[k].share)),
+        _ => (0, 0.0),
+    };
+    lines.push(lines[chase_k]);
+    // Streams as (cold?, share, lines); index k < n is class k's windows, index n the chain.
+    let streams = |lines: &[f64]| -> Vec<(bool, f64, f64)> {
+        let mut v: Vec<(bool, f64, f64)> = (0..n)
+            .map(|k| {
+                let a = classes[k].share - if k == chase_k { chase_x } else { 0.0 };
+                (is_cold[k], a.max(0.0), lines[k])
+            })
+            .collect();
+        v.push((false, chase_x, lines[n]));
+        v
+    };
+    let distance = |s: &[(bool, f64, f64)], own: usize| -> f64 {
+        let (_, a, r) = s[own];
+        if a <= 0.0 {
+            return 0.0;
+        }
+        let t = r / a;
+        s.iter()
+            .map(|&(cold, aj, rj)| if cold { aj * t } else { rj.min(aj * t) })
+            .sum()
+    };
+    // Largest power of two in [floor, target] whose stream `i` stays within `target` (2% slack: a
+    // line or two of the 64-byte class does not push a chain that fills its cache out of it in the
+    // profiler's curve either); `floor` when none does. `smallest`: instead the smallest one that
+    // also misses at half the target, when there is one (the chain: no more nodes than it needs).
+    let fit = |lines: &[f64], i: usize, floor: f64, target: f64, smallest: bool| -> f64 {
+        let mut best = floor;
+        let mut r = floor;
+        let mut trial = lines.to_vec();
+        while r <= target {
+            trial[i] = r;
+            let d = distance(&streams(&trial), i);
+            if d <= 1.02 * target {
+                best = r;
+                // The same slack below: a chain of S/2 lines plus a line of another class still
+                // hits at S/2 in the profiler's curve.
+                if smallest && d > 1.02 * target / 2.0 {
+                    return r;
+                }
+            }
+            r *= 2.0;
+        }
+        best
+    };
+    for _round in 0..8 {
+        let mut changed = false;
+        for k in 1..n {
+            if is_cold[k] {
+                continue;
+            }
+            // At least two lines: a one-line region is a fixed address, whose accesses the synthesis
+            // runs back to back (they hit in a 64-byte cache, the smallest class's job).
+            let r = fit(&lines, k, 2.0f64.min(target[k]), target[k], false);
+            changed |= r != lines[k];
+            lines[k] = r;
+        }
+        if chase_x > 0.0 && target[chase_k] > 1.0 {
+            let r = fit(&lines, n, 1.0, target[chase_k], true);
+            changed |= r != lines[n];
+            lines[n] = r;
+        }
+        if !changed {
+            break;
+        }
+    }
+    // Lay the regions out one after the other below the first-touch stream.
+    let mut lo = 0u64;
+    let limit = cap / 2;
+    for k in 0..n {
+        if is_cold[k] {
+            continue;
+        }
+        let mut size = (lines[k] as u64) * LINE;
+        while lo + size > limit && size > LINE && limit > 0 {
+            size /= 2;
+        }
+        classes[k].lo = lo;
+        classes[k].size = size;
+        lo += size;
+    }
+    ((lines[n] as u64) * LINE).min(limit.max(LINE))
+}
 
 /// How the plan is built: the cluster's profile (or none) and the per-call instruction target.
 pub struct PlanInput<'a> {
@@ -501,7 +656,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     }
 
     let dw = &knobs.data_working_set;
-    let data_scale = dw.size_scale * DATA_REGION_SCALE;
+    let data_scale = dw.size_scale;
     let dgrid = grid_curve(&dcurve, data_scale, knobs.limits.max_buffer_bytes);
     if let Some(last) = dcurve.iter().map(|p| p.0).max() {
         if (last as f64 * data_scale) > knobs.limits.max_buffer_bytes as f64 {
@@ -530,6 +685,10 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         ),
         None => (0.05, 0.6, 0.02, 0),
     };
+    let chase_fraction = frac(chase, dw.pointer_chase_scale);
+    let chase_share = chase_access_share(&mix, chase_fraction);
+    let chase = (chase_share > 0.0).then(|| (chase_class(&classes), chase_share));
+    let chase_bytes = fit_regions(&mut classes, chase, knobs.limits.max_buffer_bytes);
 
     BodyPlan {
         instructions,
@@ -543,7 +702,8 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         data_classes: classes,
         shared_fraction: frac(shared, dw.shared_fraction_scale),
         regular_fraction: frac(regular, dw.regular_fraction_scale),
-        chase_fraction: frac(chase, dw.pointer_chase_scale),
+        chase_fraction,
+        chase_bytes,
         raw,
         war,
         waw,
@@ -573,6 +733,52 @@ mod tests {
         let before = classes.len();
         add_cold_class(&mut classes, &full, 64 << 20);
         assert_eq!(classes.len(), before);
+    }
+
+    fn class(target: u64, share: f64) -> DataClass {
+        DataClass {
+            lo: target / 2,
+            size: target / 2,
+            share,
+            target,
+        }
+    }
+
+    #[test]
+    fn a_dominant_class_gets_its_whole_working_set() {
+        // One 64 KiB class with all accesses: its lines come back after exactly its own 1024.
+        let mut c = vec![class(64, 0.0), class(65536, 1.0)];
+        let chain = fit_regions(&mut c, Some((1, 1.0)), 64 << 20);
+        assert_eq!(
+            chain, 65536,
+            "a chain carrying every access spans the working set"
+        );
+        assert!(c[1].size >= 2 * LINE && c[1].lo + c[1].size <= 32 << 20);
+    }
+
+    #[test]
+    fn interleaved_classes_get_smaller_regions() {
+        // Half the accesses on a 1 KiB class, half on a 64 KiB one: between two touches of a 1 KiB
+        // line the big class touches as many lines again, so the small region shrinks to 8 lines
+        // (D = 8 + 8 = 16 lines = 1 KiB); the big one keeps all 1024 (D = 1024 + 8, within the
+        // 2% slack).
+        let mut c = vec![class(64, 0.0), class(1024, 0.5), class(65536, 0.5)];
+        fit_regions(&mut c, None, 64 << 20);
+        assert_eq!(c[1].size, 8 * LINE, "{c:?}");
+        assert_eq!(c[2].size, 1024 * LINE, "{c:?}");
+        // Laid out one after another, without overlap.
+        assert_eq!(c[1].lo, c[0].lo + c[0].size);
+        assert_eq!(c[2].lo, c[1].lo + c[1].size);
+    }
+
+    #[test]
+    fn a_rare_chase_gets_a_short_chain() {
+        // 0.2% of accesses chase through the 64 MiB class: between two visits of a node the class
+        // touches ~494 lines per node, so 2048 nodes (128 KiB) already miss at 32 MiB, and the
+        // chain's one-time set-up stays small.
+        let mut c = vec![class(64, 0.01), class(64 << 20, 0.99)];
+        let chain = fit_regions(&mut c, Some((1, 0.002)), 128 << 20);
+        assert_eq!(chain, 2048 * LINE);
     }
 
     #[test]

@@ -418,10 +418,10 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
             pct(b.4 / total)
         );
     }
-    out.push_str("\nData working-set classes (equation 1):\n\n| working set bytes | target share | generated share |\n|---|---|---|\n");
+    out.push_str("\nData working-set classes (equation 1; regions sized for the clone's interleaving, docs/generator.md):\n\n| working set bytes | region bytes | target share | generated share |\n|---|---|---|---|\n");
     for d in &st.data_classes {
         if d.1 > 0.0 || d.2 > 0.0 {
-            let _ = writeln!(out, "| {} | {} | {} |", d.0, pct(d.1), pct(d.2));
+            let _ = writeln!(out, "| {} | {} | {} | {} |", d.0, d.3, pct(d.1), pct(d.2));
         }
     }
     out.push_str("\nInstruction mix (dynamic, including the body's own control instructions):\n\n| class | operand | target | generated |\n|---|---|---|---|\n");

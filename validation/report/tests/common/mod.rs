@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests that run real servers.
+#![allow(dead_code)] // each test binary uses some of the helpers
 
 use std::path::{Path, PathBuf};
 
@@ -16,4 +17,11 @@ pub fn require(tool: &str, package: &str) {
         found,
         "`{tool}` is not installed: install the Debian package `{package}` (scripts/setup.sh does); the test needs it"
     );
+}
+
+/// Serialises the tests of one binary that load real servers: run side by side (cargo's default),
+/// a memcheck run takes the CPU a timing-sensitive run is measuring.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

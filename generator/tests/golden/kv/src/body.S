@@ -115,2248 +115,2298 @@ ditto_body_c1:
     jmp .Lc1_b0_c31
     .p2align 6
 .Lc1_b0_c0:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 384]
+    cmovne rax, rcx
+    mov edi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1696
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    vpxor xmm11, xmm11, xmm10
+    mov rbp, r9
+    and ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 245120
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
     mov rcx, rcx
-    mov dword ptr [r15 + 0], 208
+    add rbp, qword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r9d, edx
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 28480
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, 103
-    vpxor xmm1, xmm1, xmm11
-    lea r9, [r10*8]
-    test ebx, 32544
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    and r9, 448
-    movzx eax, byte ptr [r15 + r9 + 512]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], r9d
-    movsxd rcx, dword ptr [r15 + 64]
-    mov eax, dword ptr [r14 + r9 + 640]
-    movzx edx, byte ptr [r15 + r9 + 768]
     test bl, 64
     jnz 1f
 1:
-    mov rdi, rax
-    mov dword ptr [r14 + rbp + 256], ecx
-    movsxd rdx, dword ptr [r15 + rbp + 320]
-    mov r8d, dword ptr [r15 + r9 + 832]
-    test ebx, 256
+    mov ebp, eax
+    mov edi, r9d
+    bt rbp, rsi
+    test ebx, 1696
     jz 1f
 1:
-    mov r8, r10
-    movzx eax, dl
-    mov esi, dword ptr [r14 + rbp + 448]
-    and r8, 1984
-    movzx edi, byte ptr [r15 + r8 + 2048]
-    mov ecx, ebp
-    test ebx, 1248
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], r8b
+    mov rcx, rbp
+    and edi, dword ptr [r15 + 0]
+    test ebx, 228992
     jnz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + r9 + 704]
-    mov edi, dword ptr [r15 + r9 + 576]
-    mov esi, edi
+    cmovne rdx, rsi
+    mov r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 64384
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r14 + 0], ebp
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    test ebx, 195968
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov ecx, dword ptr [r15 + rbp + 512]
+    movzx edi, byte ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    xchg rsi, rdi
-    movzx ecx, byte ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r8
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rsi, rcx
-    movzx ebp, byte ptr [r15 + 0]
-    movzx eax, dl
+    mov dword ptr [r15 + 0], ebp
+    mov rax, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     test ebx, 256
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 32096
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    or qword ptr [r15 + 0], 79
-    mov rcx, rdi
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1248
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov rax, rcx
-    mov rax, rdx
-    mov dword ptr [r15 + 0], 191
+    xor dword ptr [r15 + 0], esi
+    mov esi, 197
+    mov byte ptr [r15 + 0], r8b
+    mov edx, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 384
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1760
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, 24
-    lea rbp, [r10 + r10*2]
-    mov r9d, 34
-    test ebx, 2784
-    jz 1f
-1:
-    and rbp, 192
-    add r8, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + 0], esi
+    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov r8d, edi
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov edi, 124
-    mov rcx, rsi
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    mov edx, dword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, r10
-    mov esi, dword ptr [r14 + 64]
-    mov r9, r10
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r14 + 0]
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
-    and r9, 65472
-    movzx ebp, byte ptr [r15 + r9 + 65536]
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r14 + rbp + 64]
+    lea r9, [r10*4]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 192]
+    test ebx, 256
+    jnz 1f
+1:
+    and r9, 192
+    movzx edx, byte ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + r9 + 576], 124
+    mov esi, dword ptr [r15 + r9 + 704]
+    mov edi, edx
+    test bl, 64
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 640]
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    movzx r9d, byte ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 120
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 8032
+    jnz 1f
+1:
     mov r9, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov byte ptr [r15 + 0], r9b
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    test bl, 64
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 2912
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    and ebp, dword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    test ebx, 16064
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], ecx
+    vpmovmskb ebp, xmm13
+    movzx edx, bpl
     mov eax, dword ptr [r15 + 0]
-    mov ebp, 92
-    sete sil
-    test bl, 64
+    test ebx, 256
     jnz 1f
 1:
-    lock or dword ptr [r15 + 0], 42
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 28
+    mov esi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, sil
+    mov esi, 137
+    test bl, 128
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movzx ebp, bpl
+    and r9, 64
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + r9 + 384]
+    mov rax, rdi
+    lea r8, [r10 + r10*1]
     test ebx, 576
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    lea r9, [r10 + r10*2]
-    mov rdi, qword ptr [r15 + 0]
-    and r8, 192
-    cmp dword ptr [r15 + r8 + 320], 74
-    and r9, 1984
-    mov rbp, qword ptr [r15 + r9 + 2112]
-    test bl, 64
     jz 1f
 1:
-    cmp rcx, qword ptr [r15 + r9 + 2048]
-    movsxd rcx, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 64992
-    jz 1f
-1:
-    movsxd rax, dword ptr [r14 + 0]
-    mov rbp, r10
-    inc dword ptr [r14 + 0]
-    movsxd rcx, dword ptr [r15 + r9 + 2176]
-    and rbp, 16320
-    mov r9, qword ptr [r15 + rbp + 16384]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rdi
+    mov ebp, 5
+    lea rbp, [r10 + r10*1]
+    movzx edi, r8b
+    and rbp, 64
+    movsxd rcx, dword ptr [r14 + rbp + 192]
     test ebx, 288
-    jnz 1f
+    jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + r8 + 256]
-    mov dword ptr [r15 + r8 + 384], 194
-    movzx ecx, byte ptr [r15 + r8 + 448]
+    lock xadd qword ptr [r15 + r8 + 128], rsi
+    vpxor xmm13, xmm13, xmm4
+    mov dword ptr [r14 + 0], 10
+    mov edi, esi
+    test ebx, 2976
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 256]
+    vpmovmskb ebp, xmm13
+    lea rdi, [r15 + 67109504]
+    mov ecx, 9
+    rep stosb
+    movsxd rax, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    vpaddd xmm11, xmm11, xmm11
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov rdx, rdx
+    movzx r8d, byte ptr [r15 + 0]
+    vpaddd xmm13, xmm13, xmm13
+    test bl, 160
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, 207
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
+    test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 93
-    test ebx, 288
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    mov rax, rcx
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 52
     mov qword ptr [r15 + 0], rdx
+    add r8, qword ptr [r15 + 0]
+    mov edx, esi
+    add r9, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 239
-    mov edx, eax
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 64]
-    test ebx, 3424
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    bt rbp, rbp
-    lea rbp, [r10 + r10*1]
-    not qword ptr [r15 + 64]
-    popcnt r9, rcx
-    test ebx, 14272
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 65216
     jz 1f
 1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    mov r9, r10
-    movzx eax, byte ptr [r14 + 0]
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 16384], 134
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 512]
-    test ebx, 1856
+    mov r9d, edx
+    lea rbp, [r10 + r10*1]
+    mov edx, r9d
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], bpl
+    lea r9, [r10 + r10*1]
+    test bl, 64
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 576], esi
-    mov ebp, 79
-    mov r9d, ebp
+    mov ecx, 65
+    movzx esi, r8b
+    and r9, 64
+    movsxd rdx, dword ptr [r14 + r9 + 320]
+    mov eax, dword ptr [r15 + rbp + 256]
+    test bl, 64
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 74
+    mov byte ptr [r15 + r8 + 512], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov r8, qword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], edx
-    test ebx, 30144
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 256
-    jz 1f
-1:
-    movzx ebp, r9b
-    mov dword ptr [r15 + 0], 112
-    mov byte ptr [r15 + 0], dil
-    mov rax, rbp
-    test bl, 64
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    cmp rax, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 121
-    bt rdi, rdi
-    add rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1824
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 49
-    mov rdi, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
+    lea rbp, [r10 + r10*8]
+    sete dl
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 6848]
+    mov dword ptr [r14 + rbp + 6656], 7
+    add rdi, qword ptr [r15 + rbp + 6528]
     lea r8, [r10 + r10*1]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov edi, 93
-    mov r9d, dword ptr [r15 + 64]
+    test bl, 64
+    jnz 1f
+1:
     and r8, 64
-    movzx edi, byte ptr [r14 + r8 + 128]
-    lea rbp, [r10 + r10*1]
-    test ebx, 640
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + 0], 167
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    mov r9, r10
-    movzx esi, byte ptr [r15 + rbp + 192]
-    vcvtsi2sd xmm11, xmm11, eax
-    test ebx, 1888
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    mov esi, 3
-    mov dword ptr [r15 + r8 + 192], eax
+    movsxd rdi, dword ptr [r15 + rbp + 6912]
+    mov dword ptr [r14 + 0], edi
+    lea r9, [r10 + r10*1]
+    mov edi, ecx
+    test ebx, 1696
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 6976]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r8b
+    vmovdqu xmm13, xmmword ptr [r15 + rbp + 6784]
+    mov dword ptr [r15 + rbp + 6592], r8d
+    test ebx, 27584
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 256]
+    movsxd rdi, dword ptr [r15 + rbp + 6720]
+    xchg rdi, r9
+    test bl, 128
+    jz 1f
+1:
+    mov rax, rdi
+    movzx r9d, byte ptr [r15 + rbp + 6464]
+    movzx edx, al
+    test bl, 128
+    jz 1f
+1:
+    mov esi, eax
+    movzx ecx, sil
+    mov ebp, dword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea r9, [r10*4]
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdi, rsi
-    test bl, 64
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 9
-    mov dword ptr [r15 + 0], eax
-    mov rcx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 222
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 245
-    mov ecx, 100
-    mov qword ptr [r15 + 0], rcx
-    cmovne rax, rax
-    test ebx, 512
-    jz 1f
+    add rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 209
+    test ebx, 640
+    jnz 1f
 1:
+    mov esi, dword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    mov ecx, 95
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rsi, rdx
+    test ebx, 16384
+    jnz 1f
+1:
+    mov edx, 114
+    mov rax, rsi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1152
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, 144
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 3872
+    jnz 1f
+1:
     lea r8, [r10 + r10*1]
-    vpaddd xmm11, xmm11, xmm11
-    or qword ptr [r15 + 0], 71
-    test ebx, 196032
-    jnz 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 2112], rbp
-    vpcmpeqb xmm11, xmm11, xmm1
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 0]
+    add rcx, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 384], r8b
-    test ebx, 1952
-    jz 1f
-1:
-    movzx esi, sil
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    mov eax, dword ptr [r14 + r9 + 256]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    test bl, 64
+    mov rsi, qword ptr [r15 + rbp + 512]
+    test ebx, 2528
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 2048]
-    cmp rdx, qword ptr [r15 + r9 + 448]
-    movzx edx, r9b
-    test ebx, 98144
-    jnz 1f
-1:
-    movzx eax, dl
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    mov r9, rax
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r8 + 320], r9
+    add r8, qword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + rbp + 448], dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov dword ptr [r15 + 0], 63
-    cmp dword ptr [r15 + 0], 64
-    cmp dword ptr [r15 + 0], 73
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 64128
+    movzx edi, byte ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov rsi, rdi
+    and r8d, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 254
-    mov edx, 195
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 288
-    jnz 1f
-1:
-    mov eax, 85
-    mov rsi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], ecx
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov esi, eax
-    movzx ebp, sil
-    add qword ptr [r15 + 0], rsi
-    mov eax, 112
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10*8]
+    lea rbp, [r10 + r10*1]
+    and r9, 448
+    mov ecx, dword ptr [r14 + r9 + 1024]
+    movzx r8d, byte ptr [r14 + 0]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    movzx edi, r8b
-    lea rbp, [r10*4]
-    mov r9d, 254
-    and rbp, 192
-    mov r8, r10
-    movzx eax, byte ptr [r15 + rbp + 320]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r15 + r9 + 896]
+    lea r8, [r10 + r10*1]
+    mov rdx, rax
+    movzx esi, byte ptr [r15 + r9 + 1216]
+    test ebx, 13792
+    jz 1f
+1:
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, 152
-    movzx esi, byte ptr [r15 + rbp + 384]
-    mov r9, rdx
-    mov edx, esi
-    mov r8, r10
-    test ebx, 26560
-    jz 1f
-1:
-    and ecx, dword ptr [r14 + 0]
-    movzx esi, cl
-    and r8, 32704
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r8 + 32768]
-    xor dword ptr [r14 + rbp + 256], ebp
-    test ebx, 16256
+    and esi, dword ptr [r15 + r8 + 320]
+    movzx eax, byte ptr [r15 + r8 + 384]
+    mov rcx, rax
+    mov rdx, rsi
+    test bl, 128
     jnz 1f
 1:
-    popcnt r8, rbp
-    mov eax, r8d
-    mov r9d, 2
-    movsxd rdi, dword ptr [r15 + rbp + 448]
+    mov rdi, qword ptr [r15 + r9 + 960]
+    mov esi, dword ptr [r15 + r9 + 1152]
+    mov rax, rbp
+    mov dword ptr [r15 + r9 + 832], esi
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 1280], eax
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r9 + 1088], 213
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea r8, [r10 + r10*1]
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 8256], 167
-    mov ebp, 38
-    lea rdi, [r15 + 67109504]
-    mov ecx, 4096
-    rep stosb
-    mov ebp, dword ptr [r15 + r8 + 8192]
-    test ebx, 512
+    vpaddq xmm13, xmm13, xmmword ptr [r14 + 0]
+    movzx eax, byte ptr [r14 + 0]
+    mov esi, 225
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 254
-    mov esi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 21
-    test ebx, 288
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ebp, edx
+    movsxd rbp, dword ptr [r15 + 0]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    vmovq xmm11, rax
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1248
+    and r8d, dword ptr [r15 + 0]
+    mov edx, r8d
+    imul rsi, rcx
+    mov r8d, esi
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov r9d, r8d
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx esi, cl
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
     movzx ecx, byte ptr [r15 + 0]
-    .byte 0x66, 0x90
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test ebx, 288
+    mov eax, 149
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, eax
-    mov r9d, 228
-    crc32 r8d, bpl
-    test bl, 64
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 992
-    jnz 1f
-1:
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 512]
     lea r9, [r10 + r10*1]
-    mov rbp, r10
-    mov ecx, 106
-    mov r8, rdi
-    and r9, 64
-    mov dword ptr [r14 + r9 + 192], ebp
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 256], 207
-    test bl, 64
+    lea r8, [r10 + r10*1]
+    test ebx, 256
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + 0]
-    mov edi, 7
-    mov eax, dword ptr [r15 + r9 + 128]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 64]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 384]
+    mov rdx, r8
+    mov esi, dword ptr [r15 + rbp + 448]
+    test ebx, 3648
+    jz 1f
+1:
+    mov ebp, 126
+    mov rdi, qword ptr [r15 + r9 + 128]
+    mov r9d, dword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c8:
-    mov r9d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    bswap rsi
-    test bl, 64
-    jnz 1f
+    bswap r9
+    jmp 1f
 1:
-    xchg rsi, rsi
-    mov r8, rsi
-    cmovne rdx, rsi
-    test ebx, 244672
-    jnz 1f
-1:
-    movzx eax, dl
-    mov edi, 51
-    or qword ptr [r15 + 0], 78
-    test ebx, 28128
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test bl, 128
+    mov r8d, r9d
+    mov r8d, r8d
+    lea rbp, [r10*4]
+    lea r9, [r10 + r10*1]
+    test ebx, 28384
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 39
-    rep movsb
-    movzx edx, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*4]
-    mov edi, 81
-    movzx edx, byte ptr [r14 + 0]
-    test ebx, 864
-    jz 1f
-1:
-    and rbp, 960
-    mov rdx, qword ptr [r15 + rbp + 1152]
-    mov r9, rdx
-    mov esi, dword ptr [r15 + rbp + 1024]
-    test bl, 64
-    jz 1f
-1:
-    mov edx, eax
-    mov r8, r10
-    movzx r9d, cl
-    and r8, 192
-    xor dword ptr [r15 + r8 + 256], eax
-    mov r9, r10
-    test bl, 64
-    jz 1f
-1:
-    mov edi, r9d
+    mov edi, 20
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 128]
-    .byte 0x0f, 0x1f, 0x00
+    mov rcx, qword ptr [r15 + r9 + 512]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 704], rax
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jnz 1f
+1:
+    sete dil
+    mov eax, edi
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 192]
+    vpmovmskb ecx, xmm13
     test bl, 64
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 1216]
-    mov dword ptr [r15 + rbp + 1088], ecx
-    mov rsi, qword ptr [r15 + rbp + 1280]
+    mov rdx, rdx
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 768]
+    test ebx, 1952
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov rsi, rdi
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 64
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rsi
+    cmovne rax, rcx
+    test ebx, 16288
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    movzx edx, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov esi, ecx
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    imul edi, esi, 6
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1952
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    xchg rdx, rsi
+    mov byte ptr [r15 + r9 + 448], dl
+    mov rdi, rcx
+    test ebx, 14048
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + rbp + 640], r8b
+    and esi, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c9:
-    mov rbp, r10
-    and rbp, 1984
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 2048]
-    mov r9d, dword ptr [r14 + 0]
-    mov ecx, r9d
-    mov dword ptr [r15 + 0], edx
+    mov edi, 82
+    mov r9, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 256
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 95
-    mov ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 16224
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov eax, 128
-    movzx edi, dil
-    mov rcx, rsi
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    vpmovmskb ecx, xmm1
-    mov qword ptr [r15 + 0], rcx
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 16256
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*4]
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov rbp, r10
-    and r8, 448
-    movsxd rax, dword ptr [r15 + r8 + 768]
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 32704
-    inc dword ptr [r15 + rbp + 32768]
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 64]
-    test bl, 64
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 64]
-    jmp 1f
+    and edi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 3680
+    jnz 1f
 1:
-    cmovne rdx, r9
-    movzx eax, byte ptr [r15 + r8 + 512]
-    test ebx, 1760
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test bl, 128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov r9, rax
+    lock xadd qword ptr [r15 + 0], rdx
+    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 256
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    mov ebp, dword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 576], 189
+    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 384]
+    mov r8, rbp
+    mov ecx, edx
+    lea r9, [r10 + r10*1]
+    test ebx, 30176
+    jnz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 256]
+    mov edx, esi
+    movzx r8d, sil
+    test ebx, 736
+    jz 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + r9 + 192], 168
+    mov edi, 68
+    mov r9d, 173
+    test ebx, 237312
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 320]
+    lea rbp, [r10 + r10*1]
+    mov edi, 99
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 79
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9, rbp
+    mov r8, qword ptr [r15 + rbp + 192]
+    mov rax, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c10:
+    add rbp, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r14 + 0]
+    cmovne rbp, rcx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    test bl, 128
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     mov esi, dword ptr [r15 + 0]
-    mov rdi, rsi
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 288
+    mov r9d, 87
+    test ebx, 3968
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov ecx, 103
+    test ebx, 125696
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    btc dword ptr [r15 + 0], 18
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1376
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov r9d, 148
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, r9d
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, dl
-    lea r8, [r10 + r10*2]
-    movzx eax, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 180
     test bl, 64
     jnz 1f
 1:
-    and r8, 16320
+    mov esi, esi
+    mov r9, rax
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 224
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], sil
+    mov r9, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r8 + 16384]
+    movzx esi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ecx
-    mov rdx, qword ptr [r15 + rbp + 128]
-    movzx r9d, r8b
-    test ebx, 61408
-    jz 1f
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    lock or dword ptr [r15 + r9 + 448], 15
+    mov edx, dword ptr [r14 + rbp + 64]
+    test ebx, 251648
+    jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 13
-    rep movsb
-    lea rbp, [r10 + r10*2]
-    mov byte ptr [r15 + 64], al
-    movzx eax, al
-    test ebx, 640
-    jz 1f
-1:
-    and rbp, 960
-    mov rax, qword ptr [r14 + rbp + 1088]
-    mov rdx, qword ptr [r14 + r8 + 16512]
-    mov r9d, dword ptr [r15 + rbp + 1024]
-    mov edi, 115
-    test bl, 160
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 1152]
-    mov rbp, qword ptr [r15 + r8 + 16448]
-    mov rcx, qword ptr [r14 + 0]
+    vsubsd xmm13, xmm13, xmm13
+    mov rdi, qword ptr [r15 + r8 + 256]
+    bswap r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c11:
     lea rbp, [r10 + r10*1]
-    and rbp, 8128
-    cmp dword ptr [r15 + rbp + 8256], 126
-    mov byte ptr [r15 + 64], dil
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 64]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 2112], 187
-    test bl, 64
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, r9b
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 64]
     movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 3648
-    jnz 1f
-1:
-    movzx r9d, r9b
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    movzx eax, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov edi, eax
-    test ebx, 30400
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, r9d
+    mov edx, 187
+    mov r8d, eax
     movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 156
     test bl, 64
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 3680
+    xchg r8, rax
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 256
     jnz 1f
 1:
-    mov rdi, r9
+    mov r9d, r8d
+    and eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 0
+    mov ecx, r9d
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 24448
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    vpxor xmm11, xmm11, xmm11
-    mov byte ptr [r15 + r9 + 128], dil
-    test ebx, 2528
+    test ebx, 16032
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 2048]
-    mov qword ptr [r14 + 0], rcx
-    mov dword ptr [r15 + rbp + 8192], ebp
+    lea r8, [r10 + r10*1]
+    mov r9d, 168
+    sete cl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 191
+    mov dword ptr [r14 + 0], r8d
+    lea r9, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rcx, r9
+    mov eax, 4
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + rbp + 128], 71
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 256]
+    mov edx, 40
+    mov r8, rbp
+    mov rbp, qword ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c12:
-    mov edx, ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    and edx, dword ptr [r15 + 0]
-    test ebx, 1760
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 8128
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r8, rdx
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov ebp, dword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 31936
-    jz 1f
-1:
-    mov edx, eax
-    add rdi, qword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 63872
-    jz 1f
-1:
-    movzx eax, sil
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1216
-    jnz 1f
-1:
-    mov ecx, 195
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, dl
-    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    and r8, 448
-    add qword ptr [r15 + r8 + 576], rsi
-    mov edi, 123
-    and rbp, 64
-    mov r9, r10
-    mov dword ptr [r15 + rbp + 128], r9d
+    add rdx, qword ptr [r15 + 0]
+    bswap rcx
+    mov esi, 202
     test bl, 64
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 64]
-    and r9, 65472
-    movsxd rsi, dword ptr [r15 + r9 + 65536]
-    mov r9, qword ptr [r14 + rbp + 192]
-    mov esi, dword ptr [r15 + r8 + 512]
-    test ebx, 32064
+    mov dword ptr [r15 + 0], 146
+    mov byte ptr [r15 + 0], sil
+    bswap rdi
+    movzx r9d, al
+    test ebx, 512
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, eax
+    test bl, 64
     jz 1f
 1:
-    mov ebp, ecx
-    mov r9d, 168
-    movzx ecx, dl
-    mov r8d, r9d
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    vpaddd xmm13, xmm13, xmm13
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    lea r8, [r10*4]
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    and r8, 192
+    mov rsi, qword ptr [r15 + r8 + 576]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov edx, dword ptr [r15 + r8 + 768]
+    mov eax, dword ptr [r15 + rbp + 128]
+    test ebx, 8032
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + r9 + 448]
+    jmp 1f
+1:
+    vmovdqu xmm13, xmmword ptr [r15 + r8 + 640]
+    mov edx, 110
+    test ebx, 252672
+    jz 1f
+1:
+    vpshufd xmm8, xmm13, 245
+    mov rdi, qword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + r8 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c13:
-    mov eax, r9d
-    mov byte ptr [r15 + 0], al
+    mov edi, ecx
+    popcnt rax, rcx
+    movzx ecx, al
+    sete dl
+    test bl, 64
+    jz 1f
+1:
+    mov r9, rcx
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx ecx, bpl
     mov rdx, qword ptr [r15 + 0]
-    mov r9d, 148
-    test bl, 64
+    movzx eax, sil
+    mov dword ptr [r15 + 0], 215
+    test ebx, 1152
     jnz 1f
 1:
-    vpcmpeqb xmm1, xmm1, xmm11
-    mov dword ptr [r15 + 0], 161
-    mov edi, edi
-    .byte 0x66, 0x90
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, 147
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 182
-    test bl, 64
-    jz 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 88
-    mov esi, r9d
-    mov ecx, 245
-    test ebx, 60896
-    jnz 1f
-1:
+    mov esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
+    mov rdi, r9
+    test ebx, 14720
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 27392
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    and rbp, 64
+    add r8, qword ptr [r14 + rbp + 384]
+    lea r9, [r10 + r10*1]
+    test bl, 192
+    jz 1f
+1:
+    imul rdi, r8
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 192]
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r14 + 0]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, 21
+    movsxd rax, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    movzx r8d, cl
-    lea rbp, [r10 + r10*1]
-    test ebx, 960
+    mov rcx, qword ptr [r15 + r9 + 256]
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    mov eax, 30
-    movsxd rcx, dword ptr [r14 + rbp + 128]
-    lea rbp, [r10 + r10*2]
-    test ebx, 2528
-    jnz 1f
+    jmp 1f
 1:
-    mov r8, r10
-    mov r9d, r8d
-    and rbp, 192
-    movsxd rdx, dword ptr [r15 + rbp + 320]
-    and r8, 960
-    xor dword ptr [r15 + r8 + 1024], r8d
-    mov byte ptr [r15 + rbp + 256], r8b
-    test ebx, 28384
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r14 + 0]
-    cmovne rsi, r9
-    movzx edi, byte ptr [r15 + rbp + 384]
+    mov r9d, dword ptr [r15 + r8 + 128]
+    mov rbp, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c14:
-    lea rbp, [r10 + r10*2]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 576], rbp
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 222
-    mov byte ptr [r15 + 0], sil
-    test ebx, 480
+    mov rsi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    imul rdi, r8
+    test ebx, 576
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, ebp
+    mov esi, 211
+    test bl, 128
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 147
-    add r9, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r8d
-    test bl, 64
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 99
+    cmovne r9, rdi
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov r9, rax
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test bl, 64
-    jnz 1f
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 2752
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov edi, 164
     movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 3872
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 167
+    vpor xmm8, xmm8, xmm8
     lea r8, [r10 + r10*1]
-    lea r9, [r10*4]
-    and r8, 16320
-    mov rcx, qword ptr [r15 + r8 + 16384]
-    inc dword ptr [r15 + rbp + 512]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 448], 47
-    mov byte ptr [r15 + 64], r9b
-    test bl, 64
-    jnz 1f
-1:
-    mov rcx, rdi
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 64]
-    mov dword ptr [r15 + r8 + 16448], ecx
-    test ebx, 1248
+    test ebx, 256
     jz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 176
-    movsxd rdi, dword ptr [r15 + rbp + 640]
-    cmp dword ptr [r15 + r9 + 256], 16
-    test bl, 64
+    mov dword ptr [r15 + 0], 169
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 60
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], ebp
+    test ebx, 256
     jz 1f
 1:
-    vmovdqu xmm11, xmmword ptr [r15 + r9 + 384]
-    mov rbp, rcx
-    mov rax, qword ptr [r15 + r9 + 320]
+    mov edi, 245
+    xchg rdi, rdi
+    mov edi, 16
+    mov byte ptr [r15 + rbp + 384], dl
+    test ebx, 130368
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 192]
+    mov rdx, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r14 + 0], 113
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c15:
-    mov qword ptr [r15 + 0], rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, sil
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
+    mov eax, 69
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 16384
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov esi, 88
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], r9d
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 7040
+    jnz 1f
+1:
     movsxd r9, dword ptr [r15 + 0]
-    test ebx, 61344
-    jnz 1f
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, esi
+    mov edi, 132
+    test bl, 128
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
     movsxd rbp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, ecx
-    test ebx, 256
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    bswap rdx
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 8128
-    xor dword ptr [r15 + rbp + 8192], r8d
-    test bl, 64
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rcx, qword ptr [r15 + 64]
-    movzx r8d, bpl
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    and r8, 64
     lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    bswap rsi
-    cmp dword ptr [r15 + 64], 28
+    lea rbp, [r10*4]
+    movzx esi, byte ptr [r15 + r8 + 64]
     and r9, 64
-    lea r8, [r10 + r10*2]
-    mov rax, qword ptr [r15 + r9 + 192]
-    test ebx, 256
+    mov rax, qword ptr [r15 + r9 + 128]
+    test ebx, 1824
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 576], eax
-    crc32 rdx, r8
-    movsxd rdi, dword ptr [r15 + rbp + 8256]
-    mov dword ptr [r15 + r9 + 128], r9d
-    test ebx, 256
-    jnz 1f
-1:
-    cmp dword ptr [r14 + 0], 95
-    movzx ebp, byte ptr [r14 + 0]
-    mov byte ptr [r15 + r8 + 512], cl
-    test ebx, 2784
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], 63
+    mov edx, ebp
+    mov edi, dword ptr [r14 + r8 + 128]
+    test ebx, 16224
     jz 1f
 1:
-    movzx edi, sil
-    mov ecx, 219
-    mov qword ptr [r15 + r8 + 640], rdi
+    mov ecx, edx
+    mov dword ptr [r15 + rbp + 704], 89
+    mov ecx, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 640], r8d
+    test ebx, 32320
+    jnz 1f
+1:
+    movzx esi, sil
+    movzx r8d, sil
+    movzx ecx, sil
+    test ebx, 14272
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 768]
+    mov byte ptr [r14 + 0], r9b
+    mov r9d, 50
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c16:
-    jmp 1f
-1:
-    mov rax, rdi
-    vpaddd xmm1, xmm1, xmm11
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 96
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 64]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 256
     jnz 1f
 1:
-    mov edi, 152
-    jmp 1f
-1:
-    movzx esi, dil
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 24384
+    bt r9, r9
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, rdi
+    and edi, dword ptr [r15 + 0]
+    test ebx, 7136
     jz 1f
+1:
+    mov rdx, rax
+    movsxd rdi, dword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    test ebx, 194304
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, 119
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 3264
+    jnz 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    movzx ebp, r9b
-    movzx r8d, r9b
-    mov rax, r8
-    test ebx, 928
+    mov esi, 128
+    vpxor xmm8, xmm8, xmm0
+    mov ecx, 21
+    test ebx, 2048
+    jz 1f
+1:
+    mov eax, 182
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 11136
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rdi
+    lea r8, [r10 + r10*1]
     movzx edi, byte ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmm1
-    mov r8, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 49056
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov ecx, ecx
-    test ebx, 28576
-    jz 1f
-1:
-    movzx eax, dl
-    mov edx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], esi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 57
-    test bl, 64
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 64]
-    movzx edi, byte ptr [r15 + 64]
-    mov r8, r10
-    add rdx, qword ptr [r15 + 64]
-    test bl, 64
+    mov rax, qword ptr [r15 + 0]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r8 + 448]
+    test ebx, 864
     jnz 1f
 1:
-    and r8, 1984
-    mov r9, r10
-    movzx eax, byte ptr [r15 + r8 + 2048]
-    mov rdx, qword ptr [r15 + rbp + 128]
-    mov rbp, rax
-    and r9, 448
-    mov byte ptr [r15 + r9 + 512], cl
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov rcx, qword ptr [r15 + r9 + 128]
+    and edi, dword ptr [r15 + rbp + 128]
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r14 + 0], dl
+    mov ebp, 195
+    movzx ecx, byte ptr [r15 + r8 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c17:
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], esi
+    test ebx, 15776
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, ecx
+    mov rdx, rsi
+    test ebx, 288
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 0]
+    mov esi, eax
+    test bl, 64
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r9d, 128
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test bl, 192
+    jz 1f
+1:
+    mov eax, 254
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov ecx, r9d
-    mov rdi, r9
+    add rdi, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    or qword ptr [r15 + 0], 105
-    mov esi, edi
-    mov dword ptr [r15 + 0], 203
-    nop
-    test ebx, 3872
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 124
-    jmp 1f
-1:
-    test ebx, 3488
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], dl
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 170
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1696
+    and ecx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r14 + 0]
+    and r8, 64
+    mov dword ptr [r14 + r8 + 192], edx
+    mov r9d, 196
+    test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 157
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 448], bpl
-    or qword ptr [r15 + 64], 99
-    mov byte ptr [r14 + 0], dl
-    test bl, 96
-    jnz 1f
-1:
-    mov r8, r10
-    mov esi, dword ptr [r14 + 0]
-    mov ecx, dword ptr [r15 + rbp + 256]
-    and r8, 32704
-    movsxd rdx, dword ptr [r15 + r8 + 32768]
+    lea rbp, [r10 + r10*1]
+    mov rdi, rbp
+    vpcmpeqb xmm8, xmm8, xmm13
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 512]
     lea r9, [r10 + r10*1]
-    test bl, 64
+    mov esi, dword ptr [r15 + rbp + 448]
+    test bl, 128
     jz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 384]
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    mov eax, edi
-    mov r8d, 7
-    test ebx, 2304
-    jz 1f
-1:
-    movzx esi, dil
-    mov qword ptr [r15 + r9 + 192], rsi
-    movzx edi, byte ptr [r15 + rbp + 320]
+    mov rdx, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 256], 113
+    mov rax, qword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c18:
-    mov dword ptr [r15 + 0], 44
-    movzx ebp, bpl
-    mov esi, dword ptr [r15 + 0]
-    bt rdx, rsi
-    test ebx, 384
+    mov ecx, dword ptr [r15 + 0]
+    vpor xmm8, xmm8, xmm8
+    movsxd r8, dword ptr [r15 + 0]
+    bswap rdi
+    test ebx, 1440
     jz 1f
 1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    movzx edx, dl
-    mov dword ptr [r15 + 0], edx
-    test ebx, 2528
-    jz 1f
-1:
-    movzx r8d, dl
-    movzx edx, byte ptr [r15 + 0]
-    movzx r8d, r8b
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 3200
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r9, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*2]
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r9d
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 8320]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 256
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + 0]
-    or qword ptr [r15 + rbp + 192], 24
-    lea rbp, [r10*4]
-    mov rsi, rsi
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 512], rcx
+    mov edi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], bpl
     test bl, 64
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + rbp + 704], sil
-    mov rdi, qword ptr [r15 + rbp + 576]
-    movzx ecx, byte ptr [r14 + r8 + 8192]
+    mov rax, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1888
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    cmovne rsi, rdx
+    test ebx, 126656
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov eax, 89
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, ecx
     test ebx, 256
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + r8 + 8256]
-    mov qword ptr [r15 + 64], rbp
-    mov rax, rdx
+    cmovne r9, rsi
+    lea rbp, [r10 + r10*1]
+    mov rdx, rbp
+    and rbp, 64
+    or qword ptr [r15 + rbp + 448], 39
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 320]
+    lea r9, [r10 + r10*1]
+    or qword ptr [r14 + 0], 11
+    mov dword ptr [r14 + 0], r9d
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    test ebx, 12032
+    jnz 1f
+1:
+    mov edi, 244
+    mov dword ptr [r15 + r9 + 64], edx
+    mov eax, dword ptr [r15 + r8 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c19:
-    cmp rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], al
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     test ebx, 800
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    cmovne rax, r8
-    lea rdi, [r15 + 67109504]
-    mov ecx, 53
-    rep stosb
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 130720
+    mov byte ptr [r15 + 0], r8b
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, rdi
+    test ebx, 4096
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, 47
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov eax, 136
-    test ebx, 800
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, rax
-    mov edx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov rbp, r10
+    imul r8d, ecx, 66
+    mov edi, r8d
+    mov qword ptr [r15 + 0], rdi
     mov rax, qword ptr [r15 + 0]
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1024], 194
-    .byte 0x66, 0x90
+    test ebx, 480
+    jnz 1f
+1:
+    mov rsi, rax
+    mov rax, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1888
+    jz 1f
+1:
+    mov r8, rcx
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 260352
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    add qword ptr [r15 + 0], r9
+    mov r9, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    inc dword ptr [r14 + 0]
-    mov r8, r10
-    mov ecx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 2048]
-    test ebx, 1632
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, dl
+    and rbp, 64
+    mov edx, dword ptr [r14 + rbp + 64]
+    and r8, 64
+    vmovdqu xmm13, xmmword ptr [r15 + r8 + 320]
+    test bl, 64
+    jz 1f
 1:
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 320]
-    movzx edi, al
-    movzx eax, byte ptr [r15 + r9 + 256]
+    and edx, dword ptr [r15 + r8 + 384]
+    lea r9, [r10 + r10*1]
+    mov r8d, edx
+    mov edx, 6
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    test ebx, 1280
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    inc dword ptr [r15 + rbp + 128]
+    movzx edx, byte ptr [r15 + r9 + 256]
+    mov r9d, 59
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c20:
-    mov qword ptr [r15 + 0], rbp
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov edx, dword ptr [r15 + 0]
-    mov r8, rdx
-    test ebx, 30624
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov edi, 220
-    movsxd rbp, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 29664
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov rsi, r8
-    mov rdx, qword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    test ebx, 56192
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r8d, r8b
-    movzx esi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    test ebx, 256
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 3072
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, r8
+    mov byte ptr [r15 + 0], bpl
+    test bl, 64
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 384
     jnz 1f
 1:
-    movzx r8d, r9b
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 30688
+    movzx r9d, byte ptr [r15 + 0]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 126208
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, esi
-    mov r8d, 115
-    test ebx, 3872
-    jnz 1f
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 227
+    lea r9, [r10*4]
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 131
+    and r9, 192
+    movsxd r8, dword ptr [r15 + r9 + 576]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 512], 77
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + 0]
     test bl, 64
     jnz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2048], ebp
-    mov r8, r10
-    or qword ptr [r15 + rbp + 2112], 61
-    and r8, 960
-    not qword ptr [r15 + r8 + 1024]
-    mov qword ptr [r15 + r9 + 192], rax
+    movzx ecx, byte ptr [r14 + r9 + 704]
+    mov dword ptr [r15 + rbp + 448], ecx
+    mov ebp, ecx
+    movzx ecx, byte ptr [r15 + r9 + 640]
+    test ebx, 512
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 768]
+    movzx esi, byte ptr [r15 + r8 + 256]
+    mov r9d, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c21:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    cmp rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 256
-    jnz 1f
+    imul esi, r9d, 83
+    mov eax, 77
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    mov eax, eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rax, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
+    mov esi, 172
     mov r8, qword ptr [r15 + 0]
-    mov edi, 241
-    mov dword ptr [r15 + 0], 208
-    test ebx, 1696
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 24288
-    jz 1f
-1:
-    mov r9d, esi
-    mov dword ptr [r15 + 0], 208
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, ebp
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    and r8d, dword ptr [r15 + 0]
     test ebx, 256
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, dil
+    mov r9d, edx
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 14080
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    movzx edx, byte ptr [r15 + 0]
+    mov esi, edx
+    test bl, 128
+    jz 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 4064
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov edi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 3264
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    sete al
     lea r9, [r10 + r10*1]
-    and r8, 960
-    movzx ecx, byte ptr [r15 + r8 + 1024]
-    test ebx, 2976
-    jz 1f
-1:
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 128]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 53
-    xor dword ptr [r14 + r8 + 1088], r9d
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 64]
-    test bl, 64
+    mov dword ptr [r14 + r9 + 192], edx
+    lea rbp, [r10 + r10*1]
+    test ebx, 832
     jz 1f
 1:
-    and rbp, 8128
-    mov ecx, dword ptr [r15 + rbp + 8192]
-    mov dword ptr [r14 + 0], 110
-    movzx edi, byte ptr [r15 + r9 + 192]
+    mov rax, rbp
+    add rsi, qword ptr [r14 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ecx
+    mov edx, ecx
+    test ebx, 2496
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + rbp + 64], rdi
+    mov byte ptr [r15 + r8 + 64], dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c22:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov ebp, 112
-    test ebx, 1440
+    bswap rcx
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, edi
+    mov eax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 864
     jz 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    cmp r9, qword ptr [r15 + 0]
-    test bl, 96
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    bt rsi, rsi
+    mov dword ptr [r15 + 0], esi
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
+    and edx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
-    xor dword ptr [r15 + 0], ebp
-    btc dword ptr [r15 + 0], 29
-    test ebx, 30144
+    test ebx, 61376
     jnz 1f
 1:
     movzx r9d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    vmulsd xmm1, xmm1, xmm1
-    test bl, 64
-    jz 1f
+    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    mov dword ptr [r15 + 0], 224
+    movzx esi, dil
+    and rbp, 192
+    movsxd r8, dword ptr [r15 + rbp + 640]
+    test ebx, 15712
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, dl
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    lea rbp, [r10 + r10*1]
-    test ebx, 57024
-    jz 1f
+    imul edi, edi, 35
+    add r9, qword ptr [r15 + rbp + 576]
+    mov edi, r9d
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 1856
+    jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    and rbp, 1984
-    cmp rbp, qword ptr [r15 + rbp + 2048]
-    cmp dword ptr [r15 + rbp + 2112], 107
-    test ebx, 64928
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], bpl
-    lea r8, [r10*4]
-    mov rsi, r8
-    mov rax, qword ptr [r15 + 64]
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 320]
+    and r8, 64
+    mov rdi, qword ptr [r14 + r8 + 64]
+    mov edx, 253
+    movzx ecx, byte ptr [r15 + rbp + 768]
+    movzx r9d, cl
     lea r9, [r10 + r10*1]
-    test ebx, 24000
-    jnz 1f
+    test ebx, 1152
+    jz 1f
 1:
+    mov rcx, qword ptr [r15 + rbp + 704]
     and r9, 64
-    movsxd rcx, dword ptr [r14 + r9 + 192]
-    not qword ptr [r14 + r8 + 448]
-    mov ebp, dword ptr [r15 + r8 + 256]
-    test bl, 64
-    jnz 1f
-1:
-    xchg qword ptr [r15 + r8 + 384], r8
-    mov rbp, r8
-    movsxd rdx, dword ptr [r15 + r9 + 128]
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    mov rsi, qword ptr [r15 + r8 + 128]
+    movzx edi, byte ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c23:
-    lea rbp, [r10*4]
-    .byte 0x0f, 0x1f, 0x00
-    and rbp, 448
-    lea r8, [r10*4]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + rbp + 512]
-    mov esi, r8d
-    and r8, 192
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    test bl, 64
-    jz 1f
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 97
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1952
+    jnz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 384]
-    mov dword ptr [r14 + 0], 230
-    mov byte ptr [r15 + 0], cl
-    add qword ptr [r15 + 0], rdi
-    test ebx, 255936
-    jz 1f
-1:
-    lock add qword ptr [r15 + 0], rdi
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, 165
+    test ebx, 3680
+    jnz 1f
+1:
+    mov esi, ebp
+    movsxd rdx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    bt rdx, rcx
+    test ebx, 1376
+    jnz 1f
+1:
+    mov edx, 160
+    mov dword ptr [r15 + 0], edx
+    mov rcx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1152
+    jnz 1f
+1:
+    movzx edx, cl
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    mov byte ptr [r14 + 0], bpl
+    movzx r9d, cl
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, r9b
+    lea r8, [r10*4]
+    mov r9, qword ptr [r14 + rbp + 448]
+    mov edx, r9d
+    test ebx, 30432
+    jnz 1f
+1:
+    and r8, 192
+    mov r9, qword ptr [r15 + r8 + 576]
+    mov ebp, dword ptr [r15 + r8 + 704]
+    movzx ecx, byte ptr [r15 + r8 + 640]
+    mov eax, 46
     test ebx, 256
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 64
+    lea rbp, [r10 + r10*1]
+    movzx esi, bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r8
+    xchg rdi, rax
+    test ebx, 12032
     jz 1f
 1:
-    mov dword ptr [r15 + 64], edx
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
-    mov r9, r10
-    nop
-    test bl, 128
-    jz 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 8192], 6
-    mov rdx, r9
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    mov r9, rax
-    test ebx, 928
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    inc dword ptr [r15 + rbp + 640]
-    movzx edi, byte ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    test ebx, 8128
-    jnz 1f
-1:
-    movzx esi, dil
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx r8d, byte ptr [r15 + rbp + 704]
-    .byte 0x66, 0x90
+    vmovq xmm13, rdi
+    movzx eax, byte ptr [r15 + r8 + 768]
+    mov rdx, qword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c24:
-    mov ebp, r8d
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1504
+    jmp 1f
+1:
+    mov r8d, 110
+    xor dword ptr [r15 + 0], r8d
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov eax, edi
-    mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov edi, ecx
-    test ebx, 110336
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, r9d
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 163584
     jz 1f
 1:
-    mov rdx, rdi
-    mov r8d, edx
-    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 10
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, 46
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    movzx r8d, byte ptr [r15 + 0]
-    and r9, 960
-    mov rax, qword ptr [r15 + r9 + 1024]
-    mov dword ptr [r14 + 0], 62
-    test ebx, 1760
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    movzx ebp, sil
-    mov esi, 95
+    movsxd rdx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    test ebx, 3264
+    jnz 1f
+1:
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + r8 + 512]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    movzx edi, byte ptr [r15 + r8 + 448]
+    and eax, dword ptr [r15 + r9 + 64]
     test bl, 64
     jz 1f
 1:
-    lea rbp, [r10 + r10*2]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 576], r8d
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 2048]
-    mov rsi, qword ptr [r15 + r9 + 1088]
-    movzx edi, byte ptr [r15 + r8 + 512]
-    test bl, 160
-    jnz 1f
+    mov ebp, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov esi, dword ptr [r14 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    test bl, 64
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 2112], 168
-    cmp dword ptr [r15 + r9 + 1152], 118
-    mov r9d, dword ptr [r15 + rbp + 2176]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 11
+    rep stosb
+    vpor xmm13, xmm13, xmm8
+    mov r9, qword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov edx, 91
-    test ebx, 40832
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], eax
-    cmp dword ptr [r15 + 0], 100
+    movzx edx, dil
+    and ebp, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    xchg rbp, rdx
     test bl, 128
     jz 1f
 1:
-    mov eax, 70
-    mov esi, eax
-    movzx eax, al
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 160
+    mov rbp, rdi
+    mov eax, 96
+    movsxd rdi, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, ebp
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rsi, rdx
+    mov ecx, r9d
+    test bl, 96
     jnz 1f
 1:
-    add qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], r8
-    movsxd rsi, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 6112
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r9, rsi
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 24288
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    bt r8, r8
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 448]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
     jmp 1f
 1:
-    test ebx, 3296
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 384], ebp
+    test ebx, 14048
     jz 1f
 1:
-    lea rbp, [r10*4]
-    mov esi, 35
-    and rbp, 448
-    movsxd rcx, dword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + 64], ebp
-    movzx edi, byte ptr [r15 + 64]
-    lea r8, [r10 + r10*1]
-    test ebx, 29632
-    jz 1f
+    movzx esi, bpl
+    mov dword ptr [r15 + rbp + 320], 177
+    movzx eax, byte ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + 0]
+    test ebx, 896
+    jnz 1f
 1:
-    and r8, 960
-    and edi, dword ptr [r15 + r8 + 1088]
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r8 + 1024]
-    mov rdx, rdi
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 8192], al
-    test ebx, 3680
-    jz 1f
-1:
-    mov rax, qword ptr [r14 + 0]
-    movzx r8d, byte ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    movzx ecx, sil
-    test bl, 128
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 8256]
-    movzx r9d, dl
-    mov byte ptr [r15 + rbp + 704], dl
-    mov ecx, dword ptr [r15 + rbp + 640]
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov r8, qword ptr [r15 + r9 + 512]
+    movzx r9d, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    lea rbp, [r10 + r10*1]
-    and rbp, 192
-    mov r9, qword ptr [r15 + rbp + 256]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx esi, dil
-    test ebx, 48896
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 57280
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 53
-    mov edx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1824
+    movzx r8d, cl
+    mov r9d, eax
+    mov dword ptr [r15 + 0], ebp
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 2048
+    jz 1f
+1:
+    vpshufd xmm8, xmm13, 186
+    mov ebp, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 160
     jnz 1f
 1:
-    cmovne rdi, rdx
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 704
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 107
-    mov dword ptr [r15 + 0], 87
-    mov eax, edi
-    mov r8, r8
-    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    imul rdx, rdi
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], dl
     test ebx, 256
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
+    vsubsd xmm13, xmm13, xmm13
+    mov rdi, r9
+    cmovne rdx, rdi
+    lea r8, [r10 + r10*1]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 14240
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r8 + 512]
+    lea rbp, [r10*4]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 31
-    lea r8, [r10 + r10*2]
-    mov edi, 96
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 512]
-    test ebx, 241600
+    movzx esi, byte ptr [r15 + r9 + 128]
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 640], esi
-    mov rdx, rbp
-    cmp rbp, qword ptr [r15 + r8 + 576]
-    mov rax, rdx
-    test ebx, 24256
-    jz 1f
-1:
-    mov rsi, rax
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 192], 133
-    mov byte ptr [r14 + 0], bpl
-    test ebx, 288
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], ebp
+    mov byte ptr [r15 + rbp + 704], bpl
+    mov rdx, qword ptr [r15 + rbp + 768]
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    test ebx, 2880
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + 0]
-    mov r9, rcx
-    mov byte ptr [r15 + 64], r9b
+    mov eax, 207
+    mov r8, rax
+    mov ecx, 180
+    mov byte ptr [r14 + 0], cl
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, rcx
+    mov rsi, qword ptr [r15 + rbp + 640]
+    mov rax, qword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    mov byte ptr [r15 + 0], r9b
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 126688
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, byte ptr [r15 + 0]
+    mov rbp, rdi
+    mov qword ptr [r15 + 0], rbp
+    vpmovmskb esi, xmm8
+    test bl, 96
     jnz 1f
 1:
-    vpcmpeqb xmm1, xmm1, xmm1
-    mov dword ptr [r15 + 0], ecx
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    test bl, 64
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov rcx, rdx
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 14048
     jz 1f
 1:
-    lock xadd qword ptr [r15 + 0], r8
-    xchg rax, r8
-    movzx edx, byte ptr [r15 + 0]
-    movzx ecx, dl
-    test bl, 64
-    jnz 1f
+    jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 132
-    mov esi, esi
-    test ebx, 61056
-    jnz 1f
-1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    movzx r9d, dil
-    mov r8, qword ptr [r15 + 0]
-    mov edi, r9d
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, 126
+    and esi, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    and edi, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 1632
-    jnz 1f
+    and ebp, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
 1:
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    mov r8, r10
-    movzx edx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], 231
-    lea rbp, [r10 + r10*2]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 256], 215
-    test bl, 128
-    jnz 1f
+    mov edi, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, r8d
+    mov r9d, r8d
+    test ebx, 122752
+    jz 1f
 1:
-    and rbp, 16320
-    movsxd r8, dword ptr [r15 + rbp + 16384]
-    movzx ecx, dil
-    mov rdi, qword ptr [r15 + r9 + 192]
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 256
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    add rax, qword ptr [r15 + 0]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 320]
+    mov rcx, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    mov esi, ecx
-    mov qword ptr [r14 + rbp + 16512], r9
-    mov byte ptr [r15 + rbp + 16448], r9b
+    mov dword ptr [r14 + 0], 40
+    lea r9, [r10*4]
+    and r8, 64
+    mov esi, dword ptr [r14 + r8 + 512]
+    and eax, dword ptr [r15 + r8 + 448]
+    and r9, 192
+    movsxd r8, dword ptr [r15 + r9 + 576]
+    test bl, 128
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 704]
+    movzx ecx, byte ptr [r15 + r9 + 640]
+    mov r8, qword ptr [r15 + rbp + 384]
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    mov qword ptr [r15 + 64], rsi
-    lea r9, [r10*4]
-    movsxd rdx, dword ptr [r15 + 64]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov rsi, r9
+    lea rbp, [r10 + r10*1]
+    mov r9, rbp
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 256]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, edi
+    test ebx, 928
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, 55
+    mov edi, ecx
+    test bl, 64
+    jnz 1f
+1:
+    mov rax, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov r8d, esi
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rdi, r9
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 156
+    movzx r9d, dil
+    mov edi, ebp
+    test ebx, 14272
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1600
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    imul r9, r9
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    bt r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    bswap rsi
+    mov qword ptr [r14 + 0], rsi
+    test ebx, 256
+    jz 1f
+1:
+    mov esi, 111
+    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 128]
     test bl, 64
     jz 1f
 1:
-    mov eax, 89
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ebp, r8b
-    test bl, 64
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 9
-    rep stosb
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movsxd rdi, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 31168
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov esi, eax
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, esi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, rax
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], r9
-    movzx esi, r8b
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    test ebx, 928
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov edi, ebp
-    mov ebp, dword ptr [r15 + r9 + 320]
-    mov rcx, rbp
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 576]
-    test ebx, 928
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov r9, r10
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    and r9, 32704
-    movsxd rdi, dword ptr [r15 + r9 + 32768]
+    movzx eax, byte ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 128]
+    mov rsi, qword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c29:
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 3424
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddd xmm1, xmm1, xmm11
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, ecx
+    mov rcx, qword ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edx
-    test ebx, 24448
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r14 + 64]
-    mov r8d, 157
-    lea rbp, [r10 + r10*2]
-    lea r9, [r10 + r10*2]
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 180096
+    test bl, 128
     jz 1f
 1:
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    and rbp, 448
-    mov edx, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + r9 + 384], 174
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea r8, [r10 + r10*2]
-    test ebx, 30176
+    mov rdx, qword ptr [r15 + 0]
+    imul rcx, r9
+    movzx edi, cl
+    mov rax, rdi
+    test ebx, 256
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 576]
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    and r8, 960
-    movsxd rdx, dword ptr [r15 + r8 + 1024]
-    mov dword ptr [r15 + r9 + 256], 163
+    bswap rdx
+    mov r9, qword ptr [r15 + 0]
+    vpxor xmm8, xmm8, xmm13
+    mov rdi, r9
     test bl, 64
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 1152]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 1088]
-    mov dword ptr [r14 + 0], edi
-    test ebx, 2496
+    mov r9d, edi
+    and edi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, 158
+    test ebx, 3072
     jz 1f
 1:
-    mov rsi, rcx
-    jmp 1f
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 183
+    cmovne rax, rax
+    test ebx, 13184
+    jz 1f
 1:
-    vpshufd xmm11, xmm1, 38
+    mov dword ptr [r15 + 0], esi
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 64
+    movzx edi, byte ptr [r14 + rbp + 448]
+    movzx r9d, byte ptr [r15 + rbp + 512]
+    lea r8, [r10 + r10*1]
+    mov ebp, ecx
+    mov ebp, ebp
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    lea rbp, [r10 + r10*1]
+    mov ecx, 184
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
+    movzx eax, byte ptr [r15 + rbp + 128]
+    test bl, 96
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 64], 80
+    mov edx, dword ptr [r14 + 0]
+    movzx r8d, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c30:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    cmovne rax, rdi
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1216
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 3
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 97536
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 115
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], r9
-    test bl, 64
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 43
-    mov r8, qword ptr [r15 + 0]
-    movzx edx, r8b
-    test bl, 64
-    jz 1f
-1:
-    mov rdx, rcx
-    mov rcx, rdx
-    mov esi, ecx
-    test ebx, 256
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, r10
-    test ebx, 3296
-    jnz 1f
-1:
+    lea r9, [r10 + r10*8]
+    and r9, 4032
+    mov ebp, dword ptr [r15 + r9 + 6912]
+    mov dword ptr [r15 + r9 + 6464], r9d
+    mov r8, rbp
     mov rcx, qword ptr [r15 + 0]
-    and r8, 448
-    and esi, dword ptr [r15 + r8 + 512]
+    test ebx, 31936
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    vucomisd xmm8, xmm8
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 480
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 128]
+    and ecx, dword ptr [r15 + r8 + 64]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 6976]
+    movzx edx, byte ptr [r15 + r9 + 6784]
+    movsxd r8, dword ptr [r15 + r9 + 6848]
     lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + r9 + 6592]
+    test ebx, 1696
+    jnz 1f
+1:
+    movzx esi, r9b
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 192]
-    test ebx, 56800
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    mov eax, dword ptr [r15 + r9 + 6528]
+    mov edi, dword ptr [r15 + r9 + 6656]
+    test ebx, 2688
     jz 1f
 1:
-    mov rdi, qword ptr [r14 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    bt rdi, rdi
-    test ebx, 3424
+    movzx r8d, r9b
+    mov edx, edi
+    movzx eax, r9b
+    mov edi, 4
+    test ebx, 1152
     jz 1f
 1:
-    jmp 1f
-1:
-    mov edi, r8d
-    sete al
-    mov r9, r10
-    mov eax, dword ptr [r15 + 64]
-    test ebx, 320
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 16320
-    add rdx, qword ptr [r15 + r9 + 16384]
-    not qword ptr [r15 + rbp + 128]
+    and ecx, dword ptr [r15 + rbp + 320]
+    mov rsi, r9
+    movzx ebp, byte ptr [r14 + r9 + 6720]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
-    lea rbp, [r10*4]
-    and rbp, 192
-    add r9, qword ptr [r15 + rbp + 320]
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
     movzx ecx, byte ptr [r15 + 0]
-    vpor xmm1, xmm1, xmm11
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 32064
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 16192
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rdx, r8
-    mov edi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rbp
+    mov r8d, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    sete al
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 252800
+    vpaddd xmm8, xmm8, xmm8
+    mov byte ptr [r15 + 0], r8b
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, ebp
+    test ebx, 63232
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov r9d, 180
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, r9b
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, 85
+    mov rdx, rcx
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 27136
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 57216
+    jnz 1f
+1:
+    mov ebp, edi
+    mov edi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 288
+    jz 1f
+1:
+    mov r8d, dword ptr [r14 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 384]
+    lea r9, [r10 + r10*1]
     test bl, 64
     jz 1f
 1:
-    mov rax, rcx
-    movzx ecx, al
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    test ebx, 832
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    or qword ptr [r15 + rbp + 256], 47
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 14
-    movzx edx, r8b
-    vpaddd xmm11, xmm11, xmm11
-    test ebx, 1344
-    jz 1f
-1:
-    mov edx, ebp
-    xor dword ptr [r15 + r8 + 192], edx
-    mov rax, rbp
-    mov rsi, qword ptr [r15 + rbp + 448]
-    test ebx, 832
-    jz 1f
-1:
-    movzx ebp, sil
-    lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r14 + 0]
-    and r9, 448
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + r9 + 512], cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    movsxd r8, dword ptr [r14 + r9 + 448]
+    mov qword ptr [r15 + rbp + 128], r8
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 107 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 111 chunk executions per call
     mov rbx, qword ptr [r15 + 67117728]
-    lea rcx, [rbx + 107]
+    lea rcx, [rbx + 111]
     mov qword ptr [r15 + 67117728], rcx
-    mov r13d, 107
+    mov r13d, 111
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    mov rbp, r11
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and rbp, 4032
-    add rdx, qword ptr [r15 + rbp + 4096]
-    movzx edi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, esi
     jmp 1f
 1:
-    movzx r9d, sil
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    mov r12, qword ptr [r15 + r12 + 0]
-    and r12, 0
-    movsxd rsi, dword ptr [r15 + 0]
-    and r9, 33554368
-    movzx eax, byte ptr [r15 + r9 + 33554432]
-    mov ecx, edx
-    mov rbp, r10
-    test bl, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 84
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    nop
+    test bl, 10
     jz 1f
 1:
-    bswap r8
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 512], rax
-    movzx edx, byte ptr [r14 + 0]
-    imul edi, edi, 6
+    mov r8, r11
+    movzx ebp, sil
+    and r8, 4032
+    mov r9, r10
+    add rsi, qword ptr [r15 + r8 + 2368]
+    mov dword ptr [r14 + 0], 170
+    and r9, 33554368
+    movzx edi, byte ptr [r15 + r9 + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 33 chunk executions per call
+// block 2: 256 bytes, 1 chunk(s), 31 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 33]
+    lea rcx, [rbx + 31]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 33
+    mov r13d, 31
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    lea rbp, [r10 + r10*1]
-    and rbp, 960
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    nop
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 172
-    test ebx, 3068
-    jz 1f
-1:
+    mov esi, eax
+    mov r8d, 168
     movsxd rax, dword ptr [r15 + 0]
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    vpshufd xmm11, xmm1, 14
-    vmovdqu ymm11, ymmword ptr [r15 + 0]
-    test ebx, 830
-    jz 1f
-1:
-    mov eax, 1
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1152
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx edx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    test ebx, 3060
+    test ebx, 512
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    cmp rdi, qword ptr [r15 + 0]
-    mov edi, edx
-    mov esi, dword ptr [r15 + 0]
-    test bl, 25
-    jz 1f
+    movsxd rdx, dword ptr [r15 + 0]
+    popcnt rax, rdx
+    mov byte ptr [r15 + 0], al
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
 1:
-    add qword ptr [r15 + 64], rcx
-    mov rdi, qword ptr [r15 + 64]
-    movzx edx, byte ptr [r15 + 64]
+    mov byte ptr [r15 + 0], bpl
+    add rcx, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     test bl, 2
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 64]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 192]
-    lea r9, [r11 + r11*2]
-    vmovdqu xmm1, xmmword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 1088], 246
-    test bl, 61
+    movsxd rbp, dword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov edx, 235
+    xchg rcx, rax
+    test ebx, 1344
     jz 1f
 1:
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r9 + 384], 193
-    mov rax, qword ptr [r15 + r9 + 256]
-    add r11, 64
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 194
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 8030
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 99
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    test bl, 232
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    vpaddd ymm8, ymm13, ymmword ptr [r15 + r8 + 192]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    popcnt rsi, rcx
+    test ebx, 2035
+    jnz 1f
+1:
+    movzx eax, dil
+    mov ecx, 232
+    lea r9, [r10 + r10*1]
+    vmovq xmm8, rdi
+    mov edi, dword ptr [r15 + rbp + 64]
+    test bl, 2
+    jnz 1f
+1:
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 384]
+    mov eax, dword ptr [r15 + r9 + 320]
+    imul r9d, edx, 123
     add r10, r11
     inc rbx
     dec r13
@@ -2408,1095 +2458,1053 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*8]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 128]
+    mov edi, 86
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 6720], 116
+    mov rcx, qword ptr [r15 + r9 + 6464]
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, esi
+    sete cl
+    jmp 1f
+1:
+    test ebx, 57152
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    and rbp, 32704
-    cmp rsi, qword ptr [r15 + rbp + 32832]
-    movzx edi, byte ptr [r14 + 0]
-    mov r8, rdx
-    movzx esi, sil
+    xchg rsi, rdx
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 448]
+    movzx eax, byte ptr [r15 + r9 + 6656]
     test bl, 32
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test bl, 80
-    jnz 1f
-1:
-    mov rax, rax
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 4064
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 81
-    jmp 1f
-1:
-    vpor xmm11, xmm11, xmm1
-    test ebx, 1152
+    and edi, dword ptr [r15 + r9 + 6848]
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, r8b
+    test bl, 48
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + r9 + 6784]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 512]
+    imul rcx, rdi
     test bl, 32
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 12224
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov eax, ebp
-    mov dword ptr [r15 + 64], eax
-    lea r9, [r10 + r10*1]
-    movzx eax, cl
-    test ebx, 2048
+    movsxd rbp, dword ptr [r15 + r9 + 6912]
+    bswap rdi
+    mov edi, esi
+    test bl, 48
     jz 1f
 1:
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1024], r9d
-    mov qword ptr [r15 + rbp + 32768], r9
-    mov ebp, r9d
-    test ebx, 14976
-    jnz 1f
+    mov rsi, r8
+    add rdi, qword ptr [r15 + r9 + 6976]
+    movzx edx, byte ptr [r15 + r8 + 64]
+    test bl, 128
+    jz 1f
 1:
+    movzx edx, bpl
+    mov r8, qword ptr [r15 + r9 + 6592]
+    mov edi, 73
+    test bl, 32
+    jz 1f
+1:
+    mov rbp, rdi
+    mov byte ptr [r15 + r9 + 6528], dil
     jmp 1f
 1:
-    mov eax, 112
-    mov ecx, dword ptr [r15 + r9 + 1088]
-    mov rbp, r10
-    test ebx, 11136
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 4096
-    rep stosb
-    mov eax, ecx
-    and rbp, 16320
-    mov r9, qword ptr [r15 + rbp + 16384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    movsxd rsi, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, 92
-    test ebx, 30704
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 7
-    inc dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 32
-    test ebx, 16208
-    jnz 1f
-1:
-    mov r8d, 131
-    mov esi, 53
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edx
-    mov ecx, 175
-    test ebx, 12128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 250
-    vpor xmm1, xmm1, xmm11
-    mov r9, r10
-    test ebx, 1872
-    jnz 1f
-1:
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1024], dil
-    mov r8d, edx
-    lea r9, [r10 + r10*2]
-    popcnt rcx, rdi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 512], 78
-    test bl, 128
-    jnz 1f
-1:
-    crc32 r8, r9
-    mov qword ptr [r14 + 0], rcx
-    mov rsi, rdi
-    movsxd rdi, dword ptr [r15 + r9 + 640]
+    lea r9, [r10 + r10*8]
     lea r8, [r10 + r10*1]
-    test ebx, 14272
+    and r9, 4032
+    mov rax, qword ptr [r15 + r9 + 6784]
+    and r8, 64
+    mov rdi, qword ptr [r14 + r8 + 64]
+    mov rbp, rcx
+    mov ecx, 183
+    test ebx, 1936
+    jnz 1f
+1:
+    movzx edx, byte ptr [r14 + r9 + 6848]
+    mov ecx, 85
+    mov rdi, qword ptr [r15 + r9 + 6464]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1712
     jz 1f
 1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r8 + 192], dil
-    jmp 1f
+    movzx ebp, byte ptr [r15 + 0]
+    movzx ecx, r8b
+    movzx eax, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 576]
+    mov ecx, r8d
+    mov rdi, qword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    and eax, dword ptr [r15 + r9 + 6656]
+    and rbp, 192
+    mov rsi, qword ptr [r15 + rbp + 640]
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 6720], sil
+    mov ecx, esi
+    mov rax, qword ptr [r15 + r9 + 6592]
+    mov rsi, qword ptr [r15 + r9 + 6976]
+    test ebx, 320
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 576]
+    mov rax, qword ptr [r15 + r9 + 6528]
+    movsxd rdx, dword ptr [r15 + rbp + 768]
+    or qword ptr [r15 + r8 + 128], 108
+    test bl, 64
+    jz 1f
+1:
+    popcnt rcx, r8
+    mov r8d, eax
+    movzx eax, byte ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + r9 + 6912], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    xchg qword ptr [r15 + 64], r9
-    movsxd rdi, dword ptr [r15 + 64]
-    cmp dword ptr [r15 + 64], 47
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 160
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 320
     jz 1f
 1:
     mov eax, dword ptr [r15 + 0]
-    mov edx, 228
-    mov esi, edx
-    add qword ptr [r15 + 0], rdx
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 70
+    test bl, 32
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, 63
     test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 32
+    mov qword ptr [r15 + 0], r9
+    add rbp, qword ptr [r15 + 0]
+    mov rdi, rsi
+    mov r8d, 55
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov rsi, rdi
-    mov byte ptr [r15 + 0], sil
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 31728
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 64
+    mov esi, dword ptr [r15 + 0]
+    test bl, 192
     jz 1f
 1:
-    mov rsi, rsi
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 167
-    mov r8, rcx
-    test ebx, 1440
+    mov rsi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rbp, rdx
+    test ebx, 256
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 84
-    test bl, 32
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 111
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    mov rbp, r10
-    movzx edx, byte ptr [r14 + 0]
-    movzx esi, byte ptr [r14 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    and rbp, 192
-    cmp rbp, qword ptr [r15 + rbp + 256]
-    mov r8, r10
-    mov eax, 190
-    and r8, 8128
-    mov rcx, qword ptr [r15 + r8 + 8192]
-    mov ebp, r8d
-    test bl, 64
+    movzx ebp, r9b
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 96
+    mov rbp, qword ptr [r14 + 0]
+    test ebx, 2816
     jz 1f
 1:
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r14 + 0]
+    and r8, 64
+    xchg qword ptr [r15 + r8 + 384], rcx
+    and edx, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 203
-    mov r9, rdx
+    lea r9, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 64]
+    mov rdx, qword ptr [r15 + r8 + 320]
+    lock or dword ptr [r15 + r9 + 128], 35
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov qword ptr [r15 + 64], r9
-    mov edx, 71
-    lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 64]
-    mov rdx, rcx
-    test ebx, 256
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 128]
+    lea rbp, [r10*4]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r14 + 0]
+    and rbp, 192
+    mov edi, dword ptr [r15 + rbp + 640]
+    test bl, 32
     jz 1f
 1:
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r14 + 0], 106
-    mov eax, ecx
-    mov edi, dword ptr [r15 + 0]
-    test bl, 144
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    cmp rdi, qword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 84
+    imul rdx, rsi
+    add qword ptr [r15 + 0], rdi
+    mov ecx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test bl, 32
+    jnz 1f
+1:
+    mov eax, edx
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r9d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
     mov rcx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1344
+    movsxd rax, dword ptr [r15 + 0]
+    xchg rdx, r9
+    test ebx, 15712
     jnz 1f
 1:
-    movzx esi, r8b
-    movzx ebp, sil
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 11648
+    lea r9, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + rbp + 576]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 320]
+    movzx eax, byte ptr [r14 + r9 + 384]
+    test bl, 32
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    movzx r8d, bpl
-    mov dword ptr [r15 + 0], r8d
-    sete al
-    test ebx, 40944
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 960
-    add rax, qword ptr [r15 + r8 + 1088]
-    mov edx, 239
-    lea rbp, [r10 + r10*1]
-    test ebx, 128864
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 256]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 8256], rdi
-    mov rax, qword ptr [r15 + r8 + 1024]
-    add rcx, qword ptr [r15 + r8 + 1152]
-    test bl, 144
-    jnz 1f
-1:
-    mov ecx, 247
-    mov rdx, rax
-    mov dword ptr [r14 + rbp + 8192], r9d
+    mov dword ptr [r15 + rbp + 704], 186
+    mov byte ptr [r15 + rbp + 768], al
+    and r9d, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    add rdx, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
 1:
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 256]
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdx, r9
-    test ebx, 736
-    jnz 1f
+    mov ecx, 75
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 46592
+    jz 1f
 1:
-    or qword ptr [r15 + 0], 72
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov r9d, r9d
+    mov rdx, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    bt rdx, rsi
-    mov edx, 144
-    test bl, 128
+    mov rcx, qword ptr [r15 + 0]
+    xchg rdi, rsi
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, al
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1376
+    and r9d, dword ptr [r15 + 0]
+    imul edi, eax, 41
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + rbp + 320]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 192]
+    mov eax, 115
+    mov dword ptr [r15 + 0], 184
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test bl, 80
-    jnz 1f
-1:
-    and rbp, 448
-    cmp rsi, qword ptr [r15 + rbp + 576]
-    mov rcx, rax
-    jmp 1f
-1:
-    movzx esi, cl
-    test bl, 144
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    mov r9d, 49
-    mov edi, r8d
-    mov eax, dword ptr [r14 + rbp + 512]
-    test ebx, 944
+    test bl, 48
     jz 1f
 1:
-    mov ebp, r9d
-    mov esi, edx
-    movzx edx, byte ptr [r15 + r8 + 128]
-    bt r8, r8
-    test ebx, 12016
-    jnz 1f
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 448]
+    lea r8, [r10 + r10*1]
+    mov eax, 155
+    lea r9, [r10 + r10*1]
+    test ebx, 1536
+    jz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    jmp 1f
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov rax, rsi
+    movzx esi, byte ptr [r15 + r9 + 64]
+    test ebx, 7600
+    jz 1f
 1:
-    movzx r8d, bpl
-    mov rbp, rcx
+    movzx edx, byte ptr [r15 + rbp + 512]
+    mov qword ptr [r14 + r8 + 192], rbp
+    mov ecx, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov ebp, 226
-    mov r8d, dword ptr [r15 + 0]
-    bswap rcx
-    lea rdi, [r15 + 67109504]
-    mov ecx, 14
-    rep stosb
-    test ebx, 1488
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 64]
+    mov r9d, dword ptr [r14 + r8 + 128]
+    movzx ecx, sil
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 112
     jnz 1f
 1:
-    mov r8d, 172
-    mov rdi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 912
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 224
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test bl, 48
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 38
-    cmovne r9, rdi
-    lea r8, [r10*4]
-    movzx ebp, r9b
-    test ebx, 1456
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    and r8, 960
-    mov edi, dword ptr [r15 + r8 + 1088]
-    movzx ecx, r8b
-    test bl, 128
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 1152]
-    mov eax, 167
-    mov r9, qword ptr [r14 + 0]
-    test bl, 144
-    jz 1f
-1:
-    mov rbp, r10
-    mov r9, r10
-    mov eax, edx
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    and r9, 16320
-    add rdx, qword ptr [r15 + r9 + 16384]
-    mov rbp, r8
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    sete sil
+    mov ecx, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    sete dl
-    mov ecx, dword ptr [r15 + r8 + 1024]
-    vpcmpeqb xmm8, xmm8, xmm11
-    test bl, 128
+    add r8, qword ptr [r15 + 0]
+    movzx esi, dl
+    movzx edx, dl
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov rdx, r8
+    mov esi, 150
+    test ebx, 14064
     jnz 1f
 1:
-    cmovne rdx, rcx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rsi, dword ptr [r15 + r8 + 1216]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpshufd xmm8, xmm8, 172
+    test ebx, 1872
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 202
+    test ebx, 640
+    jz 1f
+1:
+    movzx r8d, al
+    cmovne rdx, rsi
+    and r8d, dword ptr [r15 + 0]
+    popcnt rsi, rdi
+    test ebx, 110336
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    mov eax, ebp
+    and r9d, dword ptr [r14 + 0]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    test ebx, 1024
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 256]
+    mov rbp, rdi
+    mov rdx, qword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, sil
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 15280
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 66
+    mov qword ptr [r15 + 0], rbp
+    mov r8, qword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov edi, 216
-    cmp dword ptr [r15 + 0], 44
-    mov dword ptr [r15 + 0], 103
-    test ebx, 1712
-    jz 1f
-1:
+    movzx edi, al
     mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov eax, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 108
-    test ebx, 31552
+    mov r8d, 179
+    mov eax, 106
+    test ebx, 16256
     jz 1f
 1:
-    movzx edi, bpl
-    mov dword ptr [r15 + 0], ecx
-    cmp dword ptr [r15 + 0], 34
-    mov ecx, 201
-    test ebx, 13296
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 138
-    mov dword ptr [r15 + 0], 7
-    test bl, 32
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 59
-    mov rdx, rcx
-    mov rsi, rsi
-    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], r9
     lea r8, [r10 + r10*1]
-    test ebx, 752
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 256], 57
-    mov dword ptr [r14 + r8 + 320], 213
-    or qword ptr [r14 + 0], 29
-    mov r9, r10
-    test bl, 160
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 416
     jnz 1f
 1:
-    mov r8, r10
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 2048]
-    mov rdi, rbp
-    and r8, 960
-    mov rbp, qword ptr [r15 + r8 + 1024]
+    and r8, 64
+    lea r9, [r10*8]
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 256]
+    and r9, 448
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r9 + 1216]
+    mov rax, r9
+    xchg rdi, rax
+    test ebx, 256
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + r9 + 896]
+    mov rdi, qword ptr [r15 + r9 + 1024]
+    mov ecx, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + r9 + 1088], rdx
+    test ebx, 2048
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 1280]
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    movzx edi, bpl
+    mov ecx, dword ptr [r15 + r8 + 192]
+    test ebx, 16272
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 960], 99
+    movzx r8d, byte ptr [r15 + r9 + 1152]
+    or r9d, 1
+    xor edx, edx
+    div r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    lea r9, [r10*4]
-    movzx esi, r9b
-    movzx eax, r9b
-    and r9, 448
-    mov dword ptr [r15 + r9 + 576], eax
-    inc dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, 65
+    movzx ecx, byte ptr [r15 + 0]
+    bswap r8
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    popcnt rdx, rsi
-    cmp rdx, qword ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    test ebx, 28656
-    jz 1f
-1:
-    bt rdx, rdx
-    mov edx, edx
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 24480
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov eax, r9d
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
     movzx r8d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*4]
-    test ebx, 624
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 4048
     jz 1f
 1:
-    and r8, 960
-    cmp rsi, qword ptr [r15 + r8 + 1216]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, dil
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov edi, ebp
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 8016
+    jnz 1f
+1:
+    imul rbp, rbp
+    mov rax, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    lea r8, [r10*4]
+    test ebx, 320
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 256]
+    and r8, 192
+    mov rbp, qword ptr [r15 + r8 + 768]
+    test bl, 80
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r14 + 0], rsi
+    movzx esi, byte ptr [r15 + r8 + 704]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 248
-    mov byte ptr [r15 + r9 + 512], bpl
-    mov qword ptr [r15 + r8 + 1024], rbp
-    test bl, 144
+    movsxd rdx, dword ptr [r14 + rbp + 64]
+    mov dword ptr [r15 + r8 + 640], edi
+    test bl, 32
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 640]
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    mov edi, dword ptr [r15 + r9 + 704]
-    test ebx, 496
+    mov rdi, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    test ebx, 15824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 1088]
-    vpor xmm8, xmm8, xmm8
-    mov rbp, qword ptr [r14 + 0]
-    movzx r9d, byte ptr [r15 + r8 + 1280]
-    test ebx, 1840
-    jz 1f
-1:
-    movzx edx, r9b
-    movzx ecx, dl
-    mov dword ptr [r15 + r8 + 1152], ecx
+    add rax, qword ptr [r15 + rbp + 128]
+    movsxd r9, dword ptr [r15 + r8 + 576]
+    mov ecx, 43
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    movzx r9d, byte ptr [r15 + 64]
-    mov edi, eax
-    movzx ecx, al
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 16272
+    movzx eax, r9b
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test bl, 32
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 240
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    mov rdx, rsi
     mov rax, qword ptr [r15 + 0]
-    test ebx, 1264
-    jnz 1f
-1:
     movsxd r9, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    add qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, cl
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 28352
+    movzx r8d, r8b
+    bt rbp, r8
+    movsxd rcx, dword ptr [r15 + 0]
+    bswap rbp
+    test ebx, 1840
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, r8b
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 848
+    mov dword ptr [r15 + 0], ebp
+    bt rbp, rdi
+    and edx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 127744
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    movzx r9d, byte ptr [r15 + 0]
-    bt rdi, r9
-    cmp r9, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 864
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 3
+    test bl, 144
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov esi, ecx
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 130
+    add rcx, qword ptr [r15 + r9 + 320]
+    mov byte ptr [r14 + r9 + 384], bpl
+    test ebx, 320
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r9d, r8d
     and rbp, 64
-    mov r8, r10
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    test bl, 128
+    and r8d, dword ptr [r15 + rbp + 256]
+    mov ecx, 219
+    mov rdx, rcx
+    test ebx, 3776
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 217
-    and r8, 1984
-    cmp rax, qword ptr [r15 + r8 + 2048]
-    mov rsi, qword ptr [r15 + r9 + 192]
+    mov r8d, 46
+    lea r9, [r10 + r10*1]
+    mov r8d, 71
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 448]
+    mov edi, dword ptr [r15 + rbp + 192]
+    test ebx, 1392
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 512]
+    mov rbp, qword ptr [r14 + 0]
+    bswap rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 95
-    mov byte ptr [r15 + 0], al
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 32
+    lea r8, [r10 + r10*8]
+    lea rbp, [r10*4]
+    and r8, 4032
+    movsxd rax, dword ptr [r15 + r8 + 6848]
+    and rbp, 192
+    movzx r9d, byte ptr [r15 + rbp + 640]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 51
+    rep stosb
+    mov edx, dword ptr [r15 + r8 + 6976]
+    test bl, 80
     jnz 1f
 1:
-    mov esi, edx
-    cmp dword ptr [r15 + 0], 54
-    movzx esi, bpl
-    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 6912], esi
+    and r9d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 57152
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], sil
+    vsubsd xmm13, xmm13, xmm8
+    movzx eax, sil
+    mov edi, 139
     test bl, 32
     jz 1f
 1:
-    mov ebp, esi
-    vpxor xmm8, xmm8, xmm8
-    mov ecx, 81
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    cmp dword ptr [r15 + 0], 55
-    mov eax, edi
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 15216
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], al
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 96
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], edi
-    mov r8d, edi
-    movzx edi, dil
-    bswap rcx
-    mov rbp, r10
     lea r9, [r10 + r10*1]
-    test ebx, 256
+    movsxd rdi, dword ptr [r15 + r8 + 6784]
+    mov rsi, qword ptr [r15 + r8 + 6528]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    test ebx, 128448
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 109
-    and rbp, 16320
-    and edi, dword ptr [r15 + rbp + 16384]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 288
-    jnz 1f
+    mov esi, dword ptr [r15 + r9 + 256]
+    mov r9, rdx
+    movsxd rdx, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + r8 + 6656], r8b
+    test ebx, 7744
+    jz 1f
 1:
-    movzx ecx, byte ptr [r14 + 0]
-    mov r8, r10
-    movsxd rdi, dword ptr [r14 + r9 + 512]
-    and r8, 32704
-    mov rdx, qword ptr [r15 + r8 + 32768]
-    mov byte ptr [r15 + 64], bpl
+    movzx edx, byte ptr [r15 + r8 + 6592]
+    add rsi, qword ptr [r14 + r8 + 6464]
+    mov r9, qword ptr [r15 + r8 + 6720]
+    test bl, 128
+    jz 1f
+1:
+    popcnt r8, rax
+    movzx edx, byte ptr [r15 + rbp + 704]
+    mov byte ptr [r15 + rbp + 768], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    vpor xmm8, xmm8, xmm8
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 24000
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov r9d, esi
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 15200
+    mov rcx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    xor dword ptr [r15 + 0], eax
-    mov r9d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    popcnt rsi, rdx
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, r9
+    mov edx, edx
+    mov dword ptr [r15 + 0], ebp
+    xchg r8, rdi
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9, rcx
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov rdi, rcx
+    mov dword ptr [r15 + 0], eax
+    movsxd rbp, dword ptr [r15 + 0]
+    bt rax, rax
+    test ebx, 640
+    jnz 1f
+1:
+    mov esi, eax
     jmp 1f
 1:
-    test bl, 160
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movzx edi, byte ptr [r15 + 0]
-    or qword ptr [r15 + 0], 86
-    test ebx, 928
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov rdi, rdi
     mov qword ptr [r15 + 0], r8
-    mov r8, rcx
-    lea rbp, [r10 + r10*1]
-    test bl, 80
+    test bl, 32
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], esi
+    movzx eax, byte ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 512]
-    mov qword ptr [r14 + 0], rax
-    mov ecx, dword ptr [r15 + 64]
-    test ebx, 880
+    jmp 1f
+1:
+    test ebx, 14048
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 5952
     jz 1f
 1:
     lea r8, [r10 + r10*1]
-    mov rdx, rdx
-    mov eax, esi
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 64]
     lea r9, [r10 + r10*1]
-    and r8, 65472
-    xor dword ptr [r15 + r8 + 65536], r9d
+    movsxd rcx, dword ptr [r15 + r8 + 128]
     and r9, 64
-    cmp dword ptr [r15 + r9 + 128], 106
-    test bl, 240
-    jz 1f
+    mov esi, dword ptr [r15 + r9 + 256]
+    test ebx, 4608
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 65600]
-    mov rsi, rsi
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    test bl, 48
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    mov edi, 26
-    mov rbp, rdx
+    mov r8d, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r14 + 0], rdi
+    mov rdx, qword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    lea r9, [r10*4]
-    mov rax, r9
-    and r9, 448
-    add rdx, qword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + 0], dl
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
+    lea rbp, [r10 + r10*8]
+    mov r9d, ebp
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 6848], rbp
+    vmaxsd xmm13, xmm13, xmm13
+    mov edi, edi
+    test ebx, 60800
     jz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmm11
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rbp
-    test bl, 32
-    jz 1f
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + rbp + 6720]
+    jmp 1f
 1:
-    mov edi, 76
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    vpcmpeqb xmm11, xmm11, xmm11
-    mov eax, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov ebp, eax
     lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r9
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 640]
-    movsxd rdx, dword ptr [r15 + 64]
-    movzx eax, byte ptr [r15 + r9 + 512]
-    test ebx, 320
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 704]
-    mov r9d, dword ptr [r14 + 0]
-    cmovne r9, rcx
-    movzx esi, bpl
-    test bl, 32
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*2]
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 2176]
     test bl, 32
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 2112]
-    and r9d, dword ptr [r15 + rbp + 2048]
-    movzx ebp, r9b
+    jmp 1f
+1:
+    lea r9, [r10*4]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rdx
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], r9d
+    mov qword ptr [r15 + rbp + 6528], rax
+    test bl, 32
+    jnz 1f
+1:
+    mov eax, r8d
+    inc dword ptr [r15 + r9 + 768]
+    mov qword ptr [r15 + rbp + 6784], rax
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 6592]
+    mov rdx, qword ptr [r15 + rbp + 6912]
+    bswap rcx
+    test bl, 32
+    jz 1f
+1:
+    mov eax, 184
+    mov edi, dword ptr [r14 + rbp + 6464]
+    mov byte ptr [r15 + rbp + 6976], bpl
+    mov ecx, ebp
+    test bl, 128
+    jnz 1f
+1:
+    mov rdi, rbp
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
+    test ebx, 7808
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 704]
+    movzx edx, byte ptr [r14 + rbp + 6656]
+    mov edi, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    cmp rax, qword ptr [r15 + 64]
-    cmp r9, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 24032
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx r9d, cl
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    and rbp, 192
+    mov rcx, qword ptr [r14 + rbp + 768]
+    movsxd r9, dword ptr [r15 + rbp + 640]
+    mov eax, 113
+    lea r8, [r10 + r10*8]
+    mov edi, 49
     test bl, 32
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 48
+    and r8, 4032
+    add rsi, qword ptr [r15 + r8 + 6656]
+    mov ecx, dword ptr [r15 + r8 + 6464]
+    movsxd rdx, dword ptr [r15 + r8 + 6976]
+    movzx r9d, r9b
+    test bl, 80
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    xchg rcx, rsi
-    test ebx, 15072
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 6064
     jz 1f
 1:
-    mov esi, ecx
-    mov r8, r8
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + rbp + 704]
+    test ebx, 7120
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 6720]
+    mov eax, dword ptr [r15 + r8 + 6592]
+    mov rcx, r8
+    movzx edi, byte ptr [r15 + r8 + 6784]
     lea r9, [r10 + r10*1]
-    movzx edx, dil
-    movzx ebp, r9b
-    test ebx, 32656
-    jnz 1f
-1:
-    and r9, 448
-    mov qword ptr [r15 + r9 + 512], rax
-    movsxd rax, dword ptr [r14 + 0]
-    vpcmpeqb xmm8, xmm8, xmm8
-    mov edi, dword ptr [r14 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, edx
-    mov ecx, 124
-    lea rbp, [r10 + r10*1]
-    mov rsi, r8
-    and rbp, 32704
-    mov r8, qword ptr [r15 + rbp + 32832]
-    mov r8, r10
-    test bl, 64
+    test ebx, 1264
     jz 1f
 1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 8192]
-    sete dl
-    mov rsi, rcx
-    mov edi, esi
-    test bl, 32
+    mov byte ptr [r15 + r8 + 6528], bpl
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 64]
+    mov rax, rbp
+    mov rdx, qword ptr [r15 + rbp + 576]
+    test ebx, 496
     jnz 1f
 1:
-    vpmovmskb ecx, xmm8
-    movzx esi, byte ptr [r15 + r9 + 576]
-    mov r9, r9
-    mov edx, dword ptr [r15 + rbp + 32768]
+    mov rbp, qword ptr [r15 + r8 + 6848]
+    mov rdi, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 6912], 95
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    cmp rcx, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movsxd rcx, dword ptr [r15 + 64]
-    test bl, 128
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], r8b
+    mov edx, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, 152
+    movzx esi, al
+    test bl, 32
+    jnz 1f
+1:
+    vsubsd xmm13, xmm13, xmm8
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    xor dword ptr [r15 + 0], ebp
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, 26
+    test ebx, 1152
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx edx, al
     mov eax, dword ptr [r15 + 0]
-    test ebx, 1488
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, 50
-    add rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 55
     test bl, 32
     jz 1f
 1:
-    mov ebp, ecx
-    add qword ptr [r15 + 0], rcx
-    mov ecx, 42
-    vmovq xmm8, rcx
-    lea r9, [r10 + r10*1]
-    test ebx, 480
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 151
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    test ebx, 1824
-    jz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    or qword ptr [r14 + 0], 117
-    mov eax, 194
+    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rsi, r9
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    mov ecx, ecx
-    and rbp, 960
-    mov ecx, dword ptr [r15 + rbp + 1024]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 448]
+    mov eax, eax
+    cmovne r8, rdi
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 192], rax
+    test bl, 80
+    jz 1f
+1:
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    mov rsi, rdi
+    movsxd rdi, dword ptr [r14 + 0]
+    movzx eax, dl
     test bl, 32
     jz 1f
 1:
-    mov r8, r10
-    mov dword ptr [r15 + rbp + 1088], 165
-    and r8, 32704
-    movsxd rbp, dword ptr [r15 + r8 + 32768]
-    mov edi, edi
+    mov dword ptr [r15 + r8 + 320], eax
+    mov edx, dword ptr [r14 + rbp + 256]
+    mov rcx, qword ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    movzx edi, byte ptr [r15 + 0]
-    cmovne r8, rdi
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    movzx ebp, cl
+    mov r9, qword ptr [r15 + 0]
+    mov esi, r8d
+    add rdi, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 15
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, sil
-    test ebx, 720
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 202
-    cmovne r9, rsi
-    test ebx, 1456
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rdi
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, r8d
     jmp 1f
 1:
-    test ebx, 24432
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 64]
-    movzx r8d, r9b
-    mov edx, 151
-    mov dword ptr [r15 + 64], ebp
-    test ebx, 11136
+    test ebx, 14592
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 64]
-    .byte 0x0f, 0x1f, 0x00
-    mov rsi, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*8]
+    mov r8d, dword ptr [r15 + 0]
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 6528], dil
+    movsxd rcx, dword ptr [r15 + rbp + 6464]
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    movzx edx, sil
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 256]
+    mov rdi, rdx
+    test ebx, 384
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 6720]
+    mov byte ptr [r15 + rbp + 6848], al
+    mov dword ptr [r15 + rbp + 6656], edx
+    movzx edx, byte ptr [r14 + 0]
+    test ebx, 60864
+    jnz 1f
+1:
+    mov eax, 244
+    movsxd rdx, dword ptr [r15 + rbp + 6976]
+    mov qword ptr [r15 + rbp + 6784], r8
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    movzx edx, dil
+    mov qword ptr [r14 + r9 + 192], rbp
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 128]
+    xchg rdi, rax
     test bl, 32
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r14 + 0]
-    and rbp, 32704
-    movsxd rdi, dword ptr [r15 + rbp + 32768]
-    and r8, 8128
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r8 + 8192]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 576], 228
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, ecx
-    mov rsi, qword ptr [r15 + r9 + 512]
-    mov r9, qword ptr [r15 + rbp + 32832]
-    mov dword ptr [r15 + r8 + 8256], r8d
+    add rcx, qword ptr [r15 + r8 + 64]
+    mov r9, qword ptr [r15 + rbp + 6912]
+    mov rax, qword ptr [r15 + rbp + 6592]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 80
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], r8
-    movzx ecx, dl
-    mov qword ptr [r15 + 0], r8
-    test bl, 32
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 87
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 10
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 0]
-    and r9, 960
-    xor dword ptr [r15 + r9 + 1024], r8d
     lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 192
-    mov eax, dword ptr [r15 + r8 + 448]
-    and rbp, 1984
-    movsxd rdx, dword ptr [r15 + rbp + 2112]
-    mov esi, esi
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    and esi, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov edx, 208
     test bl, 32
-    jnz 1f
+    jz 1f
 1:
-    mov eax, 7
-    cmp rax, qword ptr [r15 + r8 + 320]
-    movzx edi, byte ptr [r15 + rbp + 2048]
-    test ebx, 62960
-    jnz 1f
-1:
-    mov ebp, dword ptr [r14 + 0]
     jmp 1f
 1:
-    movzx eax, dil
-    mov edi, r9d
-    test bl, 32
+    mov rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 15200
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 256]
-    mov rcx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 156
+    add rdi, qword ptr [r15 + 0]
     test bl, 32
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 186
+    jmp 1f
+1:
+    mov edx, edi
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 6096
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r14 + 0]
+    test ebx, 1936
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov rax, qword ptr [r15 + r8 + 384]
-    add qword ptr [r15 + r9 + 1088], r8
+    add qword ptr [r14 + 0], rdi
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 448]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 64]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1840
+    jnz 1f
+1:
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 384]
+    mov ecx, dword ptr [r15 + rbp + 320]
+    movsxd rdi, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -3524,265 +3532,260 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov rax, rdi
-    test bl, 8
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    add rbp, qword ptr [r15 + 0]
-    mov r9d, 116
-    mov eax, 2
-    test ebx, 512
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 256]
+    movzx edi, dl
+    lea rbp, [r10 + r10*8]
+    mov ecx, 153
+    mov ecx, 35
+    test ebx, 2432
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    movzx r9d, dl
-    mov edi, edi
-    test bl, 8
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 83
-    and esi, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 125
-    mov dword ptr [r15 + 0], 199
-    test bl, 168
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov r8, qword ptr [r15 + 0]
-    mov edx, esi
-    test bl, 8
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 64], r8b
-    jmp 1f
-1:
-    and rbp, 65472
-    movzx r8d, byte ptr [r15 + rbp + 65600]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 65536], r8d
-    test bl, 8
-    jnz 1f
-1:
-    crc32 r8d, cl
-    lea rbp, [r10 + r10*2]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 192]
-    cmp rdx, qword ptr [r15 + r9 + 128]
-    and rbp, 960
-    mov byte ptr [r15 + rbp + 1152], r9b
-    test bl, 8
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 1024], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1088], 249
+    and rbp, 32704
+    mov qword ptr [r15 + rbp + 26944], rcx
+    mov rsi, rsi
     movzx edx, bpl
+    and edi, dword ptr [r15 + rbp + 27264]
+    test ebx, 1976
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 27008]
+    sete al
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 4068
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + rbp + 27200]
+    movzx eax, byte ptr [r15 + rbp + 27136]
+    movsxd rcx, dword ptr [r15 + rbp + 27392]
+    test ebx, 1468
+    jnz 1f
+1:
+    mov rax, r8
+    lock or dword ptr [r15 + rbp + 27072], 55
+    mov eax, eax
+    lea r9, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + rbp + 27328]
+    test bl, 64
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r8d
+    mov eax, r9d
+    mov edi, 232
+    test ebx, 1964
+    jnz 1f
+1:
+    popcnt rsi, rdi
+    mov byte ptr [r15 + rbp + 27456], r8b
+    mov edi, eax
+    mov rbp, qword ptr [r15 + r8 + 192]
+    test ebx, 2020
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 512]
+    vpor xmm8, xmm8, xmm13
+    mov ebp, ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rbp, [r10 + r10*4]
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 2240]
-    mov byte ptr [r15 + rbp + 2048], dil
-    lea r8, [r10 + r10*1]
-    movzx edx, r8b
-    bt rsi, r9
-    test ebx, 32216
+    lea r9, [r10 + r10*1]
+    mov ecx, edx
+    and r9, 64
+    add rsi, qword ptr [r15 + r9 + 512]
+    movzx ecx, byte ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test bl, 8
     jz 1f
 1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    and edi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 3000
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 151
+    test bl, 64
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rsi, r8
+    test bl, 32
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    movzx r8d, sil
+    mov ecx, dword ptr [r15 + 0]
+    mov rdx, r8
+    sete al
+    test bl, 44
+    jz 1f
+1:
+    movzx ebp, dl
+    mov edi, 188
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    lea r8, [r10*4]
     mov byte ptr [r15 + 0], r8b
-    test bl, 64
+    and r8, 192
+    mov edx, dword ptr [r15 + r8 + 640]
+    mov ecx, dword ptr [r15 + r8 + 768]
+    lea rbp, [r10 + r10*1]
+    test bl, 32
     jz 1f
 1:
-    mov esi, r9d
-    cmp dword ptr [r15 + 0], 0
-    mov rax, rcx
-    test ebx, 424
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    mov edx, eax
+    and rbp, 64
+    mov qword ptr [r14 + rbp + 256], rbp
+    vmovdqu xmm13, xmmword ptr [r15 + r8 + 704]
+    test ebx, 3324
     jz 1f
 1:
-    lea r9, [r10 + r10*2]
-    mov dword ptr [r15 + rbp + 2112], ebp
-    and r9, 192
-    cmp rdx, qword ptr [r15 + r9 + 256]
-    mov rax, r8
-    test bl, 188
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov ecx, 221
-    mov eax, dword ptr [r15 + r9 + 384]
-    movzx edi, bpl
-    test bl, 64
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 2304]
-    movzx eax, byte ptr [r14 + rbp + 2176]
-    mov esi, edi
-    test bl, 84
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 128]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 57
-    rep movsb
-    movzx r8d, byte ptr [r15 + r9 + 320]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 192]
+    mov r9, qword ptr [r15 + r8 + 576]
+    movzx eax, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    movzx eax, byte ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov edx, 153
-    mov qword ptr [r15 + 0], rbp
-    test bl, 32
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    lea r9, [r10 + r10*8]
+    lock or dword ptr [r15 + rbp + 384], 33
+    and r9, 16320
+    mov ecx, dword ptr [r15 + r9 + 10944]
+    movzx esi, byte ptr [r15 + r9 + 10880]
+    test ebx, 3816
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r9, r8
+    xchg rax, rsi
+    movzx edx, byte ptr [r14 + r9 + 10816]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov r8d, 132
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, 234
-    test bl, 56
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 10560], rcx
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 10688]
+    sete cl
+    test bl, 8
+    jnz 1f
+1:
+    mov rdi, rcx
+    mov rsi, qword ptr [r15 + r9 + 11008]
+    mov rcx, qword ptr [r15 + r9 + 11072]
+    test bl, 32
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 119
+    movsxd rax, dword ptr [r15 + r9 + 10752]
+    mov ecx, eax
+    mov dword ptr [r14 + r8 + 64], 215
+    test bl, 8
+    jz 1f
+1:
     jmp 1f
 1:
-    test bl, 36
-    jz 1f
-1:
-    mov r8d, 251
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, eax
-    test ebx, 3820
+    movzx r8d, cl
+    mov esi, 96
+    mov ecx, esi
+    test bl, 112
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, 221
-    vpaddd xmm8, xmm8, xmm8
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 16
+    movzx esi, byte ptr [r15 + r9 + 10624]
+    mov edi, 147
+    mov r9d, edi
+    test bl, 32
     jz 1f
 1:
-    cmp dword ptr [r15 + 64], 72
-    mov r8, r10
-    movzx ecx, byte ptr [r15 + 64]
-    mov rbp, r10
-    and r8, 65472
-    mov rax, qword ptr [r15 + r8 + 65536]
-    and rbp, 960
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + rbp + 1024], dl
-    test bl, 108
-    jnz 1f
-1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    mov esi, dword ptr [r14 + 0]
-    lock add qword ptr [r15 + r9 + 128], rdi
+    imul rdx, rbp
+    or edi, 1
+    xor edx, edx
+    div edi
+    and edi, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, rsi
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1280
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, ebp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 42
-    movsxd r8, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    imul ecx, edx, 107
     lea rbp, [r10 + r10*1]
-    test ebx, 7088
+    mov edi, 240
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 448]
+    lea r9, [r10 + r10*1]
+    test ebx, 1712
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    and rbp, 64
-    cmp dword ptr [r15 + rbp + 128], 127
-    test ebx, 424
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    mov eax, dword ptr [r14 + 0]
+    movzx edx, sil
+    movzx edi, dl
+    test ebx, 992
     jz 1f
 1:
-    vpmovmskb r9d, xmm8
-    mov rsi, r9
-    mov edi, 244
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    lea r8, [r10*4]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 192
-    mov rsi, qword ptr [r15 + r8 + 320]
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    movsxd rdx, dword ptr [r14 + r8 + 256]
+    mov dword ptr [r14 + 0], edx
+    not qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    cmp dword ptr [r15 + r8 + 384], 36
-    mov rax, rcx
-    movzx ecx, byte ptr [r15 + 64]
-    test ebx, 364
+    mov eax, 224
+    mov rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 8
     jnz 1f
 1:
-    mov dword ptr [r14 + rbp + 192], 32
-    mov rbp, r10
-    mov esi, 74
-    mov r8, rsi
-    test bl, 52
+    mov byte ptr [r15 + 0], r8b
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, ebp
+    test bl, 220
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    movzx eax, dil
+    test bl, 8
     jz 1f
 1:
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1024], 133
-    movzx r9d, dil
-    mov eax, 125
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 8
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    mov edx, 121
+    mov r8d, 182
+    test bl, 8
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 192], r8
+    mov ebp, 207
+    mov dword ptr [r15 + r9 + 512], ebp
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
@@ -3818,562 +3821,536 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov byte ptr [r15 + 0], cl
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 16
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov r9, qword ptr [r15 + 0]
+    movzx ecx, sil
+    test ebx, 1024
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx ecx, dl
-    movzx edx, byte ptr [r15 + 0]
-    vpor xmm8, xmm8, xmm8
-    test bl, 144
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    mov edx, 69
+    mov rsi, rsi
+    not qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
-    movzx esi, r8b
-    mov r8d, eax
-    lea r9, [r10 + r10*2]
-    test ebx, 304
+    test ebx, 1976
     jz 1f
 1:
-    mov edi, r8d
-    and r9, 960
-    mov rax, qword ptr [r15 + r9 + 1088]
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    test bl, 16
+    mov edx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rax
+    test ebx, 3056
     jz 1f
 1:
-    mov rcx, rcx
-    movsxd rdi, dword ptr [r15 + 64]
-    movzx esi, byte ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    test bl, 16
+    lock add qword ptr [r15 + 0], rcx
+    mov eax, dword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 64]
-    mov rsi, rdx
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 2048], sil
-    movzx edx, byte ptr [r15 + r9 + 1152]
-    mov r8, r10
-    test bl, 16
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 19
+    test ebx, 23488
     jnz 1f
 1:
+    mov rdx, rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1912
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 128]
-    xchg qword ptr [r15 + rbp + 2112], rdi
-    movzx ecx, byte ptr [r15 + r9 + 1024]
+    mov byte ptr [r15 + r8 + 128], al
+    lea r9, [r10 + r10*1]
+    test ebx, 1024
+    jz 1f
+1:
+    mov edx, dword ptr [r14 + 0]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 512]
+    mov rax, qword ptr [r15 + r8 + 64]
+    lea rbp, [r10 + r10*1]
+    movzx esi, cl
+    test bl, 16
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    movzx edx, byte ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + rbp + 320], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov r9, r10
-    movzx eax, al
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], 184
-    cmp rsi, qword ptr [r15 + 0]
-    vucomisd xmm8, xmm8
-    test bl, 160
+    movsxd rbp, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    mov esi, 125
-    or qword ptr [r15 + 0], 92
-    mov r9, rax
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 16
+    mov byte ptr [r15 + 0], cl
+    mov r9, r8
+    mov byte ptr [r15 + 0], r9b
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, sil
+    mov qword ptr [r15 + 0], rsi
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 31936
     jz 1f
 1:
     mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], rax
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, 59
-    test bl, 192
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 24
+    mov qword ptr [r15 + 0], rbp
+    test bl, 16
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, 228
-    mov ecx, edi
-    add r8, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    bt rsi, rdi
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, rsi
-    mov eax, 160
-    test bl, 216
-    jz 1f
-1:
-    mov rsi, r9
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    vpxor xmm8, xmm8, xmm8
-    test bl, 120
+    mov edi, 232
+    movzx ebp, cl
+    mov rcx, rbp
+    movzx r9d, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 16
     jnz 1f
 1:
-    vpmovmskb r9d, xmm8
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    mov rbp, r10
-    lea r8, [r10 + r10*2]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 512], r8
-    test ebx, 4992
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 64
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 320]
+    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r8 + 384]
+    test bl, 16
     jz 1f
 1:
-    and r8, 1984
-    mov dword ptr [r14 + r8 + 2048], 214
-    movzx edx, byte ptr [r15 + r8 + 2176]
-    mov dword ptr [r15 + 64], 185
-    movzx ecx, byte ptr [r15 + r8 + 2112]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 162
+    mov ecx, 23
+    mov dword ptr [r14 + 0], 127
+    mov qword ptr [r14 + 0], rdi
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 189
+    mov ebp, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 14
-    rep stosb
-    mov dword ptr [r15 + 0], 151
-    mov byte ptr [r15 + 0], bpl
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], 23
+    mov ebp, dword ptr [r15 + 0]
+    mov ecx, 155
+    test ebx, 3704
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     mov rax, qword ptr [r15 + 0]
-    test ebx, 824
+    test bl, 128
     jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    crc32 ebp, sil
-    movzx r9d, sil
-    test ebx, 336
-    jnz 1f
-1:
-    jmp 1f
 1:
     mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    cmovne rdx, rdx
-    test bl, 16
-    jnz 1f
-1:
     mov qword ptr [r15 + 0], rdx
-    add qword ptr [r15 + 0], rax
+    and esi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*8]
     movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
+    test bl, 160
     jz 1f
 1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov r9d, r8d
-    mov rsi, qword ptr [r15 + 0]
-    and r8, 32704
-    mov dword ptr [r15 + r8 + 32768], 18
-    test bl, 248
-    jz 1f
+    mov r8, rbp
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 6592], bpl
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 64]
+    test bl, 208
+    jnz 1f
 1:
-    mov edx, 25
-    jmp 1f
-1:
-    mov qword ptr [r14 + 0], rdx
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 6848]
+    mov r9d, dword ptr [r14 + rbp + 6656]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 6976]
     test bl, 16
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    and eax, dword ptr [r15 + r8 + 32832]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 512], al
-    mov r8, qword ptr [r15 + 64]
-    test bl, 72
+    mov esi, dword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + rbp + 6912]
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 6720]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    test ebx, 28480
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 6528]
+    mov rsi, qword ptr [r15 + rbp + 6464]
+    mov ecx, ecx
+    test bl, 16
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 64]
-    mov r9, r10
-    mov r8, rsi
-    mov rdx, rcx
-    test ebx, 5568
-    jz 1f
-1:
-    and r9, 1984
-    movzx edi, byte ptr [r15 + r9 + 2048]
-    mov rsi, rdi
-    mov edx, dword ptr [r15 + rbp + 576]
+    mov rcx, rcx
+    mov rsi, qword ptr [r15 + rbp + 6784]
+    movzx edx, byte ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    movzx ebp, cl
-    mov qword ptr [r15 + 0], rcx
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     mov ecx, dword ptr [r15 + 0]
-    cmovne r9, rsi
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 15808
+    jz 1f
+1:
+    mov rcx, rsi
+    mov dword ptr [r15 + 0], esi
+    and ebp, dword ptr [r15 + 0]
+    mov eax, ebp
     test bl, 32
     jz 1f
 1:
-    cmp rcx, qword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r8
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    test bl, 16
+    mov rdi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    vmovq xmm8, rsi
+    test bl, 128
     jnz 1f
 1:
     movsxd rsi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 472
+    mov qword ptr [r15 + 0], rsi
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 3704
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, r9d
+    test ebx, 6096
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 208
-    and rbp, 960
-    mov qword ptr [r14 + rbp + 1088], rdi
-    mov edx, edi
-    test bl, 16
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov r9d, edi
-    and r8, 1984
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r8 + 2112]
-    mov ecx, 58
-    test bl, 40
-    jnz 1f
+    test ebx, 824
+    jz 1f
 1:
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 256]
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    mov esi, dword ptr [r15 + rbp + 1024]
-    mov ebp, esi
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 85
+    mov ecx, r8d
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 448]
     test bl, 16
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 64]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 37
-    rep stosb
-    test ebx, 1536
+    mov rdi, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r14 + 0], 247
+    mov r8d, dword ptr [r14 + 0]
+    mov rdx, qword ptr [r15 + r9 + 256]
+    test bl, 16
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 2048], rcx
-    mov eax, dword ptr [r15 + r8 + 2176]
-    mov rdx, rax
+    vmovq xmm13, rax
+    mov r8d, dword ptr [r15 + rbp + 512]
+    mov edx, 220
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov byte ptr [r15 + 0], dl
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], 36
-    test ebx, 4048
+    mov r8d, dword ptr [r14 + 0]
+    movzx ebp, byte ptr [r14 + 0]
+    mov r9d, ebp
+    mov rcx, rax
+    test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 632
-    jz 1f
+    mov dword ptr [r15 + 0], 82
+    jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, 101
-    mov rdi, rsi
-    test bl, 232
+    popcnt rax, r8
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rsi, rbp
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    vpor xmm13, xmm13, xmm13
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov r8d, 250
+    mov edi, dword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, r8d
-    movzx edx, sil
+    movzx ebp, cl
+    test ebx, 5616
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    or esi, 1
+    xor edx, edx
+    div esi
+    mov edi, ecx
+    test bl, 128
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 0], rdx
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test ebx, 28512
+    jnz 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
+    and rbp, 64
+    vmovdqu xmm2, xmmword ptr [r15 + rbp + 128]
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    movsxd r9, dword ptr [r15 + r8 + 192]
     test bl, 16
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r9, rdi
-    test ebx, 7040
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 10
-    rep stosb
-    movzx ebp, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ebp
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 464
-    jnz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmm8
-    mov ebp, 20
-    mov byte ptr [r15 + 0], dl
-    test ebx, 5104
-    jz 1f
-1:
-    mov r8, r10
-    mov byte ptr [r14 + 0], al
-    add rdi, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    and r8, 32704
-    mov r9, r10
-    or qword ptr [r15 + r8 + 32768], 31
-    test ebx, 7744
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and r9, 8128
-    mov rax, qword ptr [r15 + r9 + 8192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov edx, dword ptr [r15 + r8 + 192]
+    sete r9b
+    mov r8d, edi
+    movsxd rsi, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rbp, [r10 + r10*1]
-    xchg rsi, rsi
-    lea r8, [r10 + r10*2]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 2112]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 256], dil
-    xor dword ptr [r15 + 64], edi
-    test ebx, 6120
-    jz 1f
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, ecx
+    test bl, 16
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 64]
-    mov edi, r9d
-    movsxd rdx, dword ptr [r15 + 64]
-    mov r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 14
+    mov ebp, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r9d, cl
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 14720
-    jz 1f
-1:
-    add qword ptr [r15 + 0], r9
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    xor dword ptr [r15 + 0], edi
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    popcnt r9, rbp
+    mov r8d, esi
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 7536
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx esi, sil
+    movzx ebp, dil
+    mov rsi, rbp
+    test ebx, 400
+    jnz 1f
+1:
+    mov rax, rbp
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 400
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     movzx r9d, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test bl, 24
+    test bl, 16
     jz 1f
 1:
+    lea rbp, [r10 + r10*1]
+    add rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 0]
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 64]
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
-    movzx eax, bpl
-    test bl, 16
-    jz 1f
+    vmovdqu xmm10, xmmword ptr [r15 + r9 + 512]
+    test ebx, 992
+    jnz 1f
 1:
-    movzx edx, al
-    movzx edi, byte ptr [r15 + r9 + 128]
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    popcnt r9, r8
-    test bl, 16
-    jz 1f
+    movzx edi, byte ptr [r15 + rbp + 128]
+    mov r8d, r9d
+    mov rcx, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], eax
+    test bl, 64
+    jnz 1f
 1:
-    mov dword ptr [r14 + rbp + 2048], eax
-    mov qword ptr [r15 + r8 + 384], rdx
-    movzx ecx, bpl
+    mov dword ptr [r15 + r9 + 448], 160
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    movsxd rsi, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov r8d, 237
-    bswap rbp
-    movzx edx, byte ptr [r15 + 0]
-    mov rdx, rsi
-    test bl, 40
-    jnz 1f
+    mov r8, rax
+    popcnt rdi, rax
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    test ebx, 4096
+    jz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
+    mov qword ptr [r15 + 0], rbp
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, al
+    test bl, 80
+    jz 1f
 1:
-    jmp 1f
-1:
-    test ebx, 7360
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], dl
-    .byte 0x0f, 0x1f, 0x00
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, r9b
+    movsxd rbp, dword ptr [r15 + 0]
+    vmovq xmm13, rdx
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
+    mov ebp, 127
+    mov r8, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, r8d
+    test bl, 64
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, 229
+    mov edi, 224
+    test bl, 128
+    jz 1f
+1:
+    vmovq xmm13, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 17
     lea rbp, [r10 + r10*1]
-    movzx r9d, byte ptr [r15 + 0]
-    and rbp, 960
-    mov r9, qword ptr [r15 + rbp + 1088]
-    mov edx, 216
-    mov r9, qword ptr [r15 + 64]
-    test ebx, 7888
-    jnz 1f
-1:
-    mov rcx, rdi
-    mov eax, ecx
-    mov rdi, r8
     lea r8, [r10 + r10*1]
-    test bl, 40
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 64]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 128]
-    mov ecx, ecx
-    movzx esi, byte ptr [r15 + r8 + 192]
-    mov r9, r10
-    test bl, 240
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 128]
+    test ebx, 7984
     jz 1f
 1:
-    and r9, 1984
-    cmp dword ptr [r15 + r9 + 2048], 120
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 11
-    rep movsb
-    mov edx, esi
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], sil
+    lea r9, [r10 + r10*1]
+    add rcx, qword ptr [r14 + 0]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], sil
     test bl, 16
     jnz 1f
 1:
-    mov r9d, 203
-    mov rsi, qword ptr [r14 + 0]
-    movzx r8d, byte ptr [r15 + rbp + 1024]
+    mov esi, r9d
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    mov edi, 196
+    mov ebp, 194
+    test ebx, 4024
+    jnz 1f
+1:
+    mov ecx, 138
+    mov rax, qword ptr [r15 + r9 + 320]
+    and edi, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    lea rbp, [r10 + r10*2]
-    and rbp, 192
-    cmp rdx, qword ptr [r15 + rbp + 256]
+    movsxd r8, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 124
+    test bl, 16
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx r9d, cl
-    and esi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
+    mov edx, 240
+    lea r9, [r10*4]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
 1:
-    lock or dword ptr [r15 + 0], 48
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rbp
+    and r9, 192
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + r9 + 640]
+    and rbp, 64
+    lea r8, [r10*8]
+    mov rcx, qword ptr [r15 + rbp + 128]
     test bl, 64
-    jnz 1f
-1:
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 8256]
-    movzx r8d, dl
-    mov qword ptr [r14 + 64], rdi
-    movzx edx, byte ptr [r15 + rbp + 384]
-    test bl, 40
     jz 1f
 1:
-    vaddsd xmm8, xmm8, xmm8
-    lea r8, [r10 + r10*2]
-    mov esi, 234
     and r8, 448
-    add rdi, qword ptr [r15 + r8 + 640]
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    test ebx, 13280
+    movzx ecx, byte ptr [r15 + r8 + 1088]
+    mov dword ptr [r15 + r8 + 1024], edi
+    mov edi, dword ptr [r15 + r8 + 1152]
+    mov rsi, rsi
+    test bl, 24
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 320]
-    movzx ebp, byte ptr [r15 + r9 + 8192]
-    mov r9d, edx
-    vpor xmm8, xmm8, xmm8
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov dword ptr [r15 + r8 + 896], r9d
+    mov esi, dword ptr [r14 + r9 + 704]
+    mov ecx, dword ptr [r15 + r9 + 576]
+    test bl, 16
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 768]
+    mov rsi, qword ptr [r15 + r8 + 960]
+    mov ecx, 194
+    movsxd r9, dword ptr [r15 + r8 + 1216]
     test bl, 16
     jz 1f
 1:
-    mov edx, 236
-    mov edx, edx
-    movzx ebp, dl
-    mov byte ptr [r14 + 0], bpl
-    test bl, 72
+    mov eax, ecx
+    mov byte ptr [r15 + r8 + 1280], al
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov ecx, 9
+    test bl, 16
     jnz 1f
 1:
-    mov edx, 3
-    mov rax, qword ptr [r15 + 64]
-    mov qword ptr [r15 + r8 + 512], rdx
-    mov r8, r8
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    mov qword ptr [r14 + 0], rbp
+    movzx ebp, r8b
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 23 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 23]
+    lea rcx, [rbx + 26]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 23
+    mov r13d, 26
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b6_stubs]
@@ -4387,136 +4364,118 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10 + r10*2]
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 8320]
-    mov ecx, edx
-    jmp 1f
-1:
-    mov r9, rcx
-    test bl, 6
-    jz 1f
-1:
-    xor dword ptr [r15 + rbp + 8192], r9d
-    lea r8, [r10 + r10*2]
-    mov r9, r8
-    vmaxsd xmm8, xmm8, xmm8
-    and r8, 16320
-    movsxd rsi, dword ptr [r15 + r8 + 16448]
-    test bl, 36
+    lea rbp, [r10 + r10*8]
+    lea r8, [r10 + r10*1]
+    and rbp, 960
+    lea r9, [r10*4]
+    movsxd rax, dword ptr [r15 + rbp + 1536]
+    and r9, 192
+    movzx esi, byte ptr [r15 + r9 + 640]
+    lock add qword ptr [r15 + rbp + 1408], rsi
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    test ebx, 448
     jnz 1f
 1:
-    mov dword ptr [r14 + r8 + 16384], eax
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 144
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 85
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, cl
-    test bl, 28
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rbp
-    movzx r9d, cl
-    test bl, 32
-    jz 1f
-1:
-    mov rdi, rsi
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, dil
-    test bl, 8
-    jz 1f
-1:
-    movzx edx, bpl
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    mov rsi, qword ptr [r14 + r8 + 16512]
-    mov r8d, edi
+    mov rdx, rdi
+    movzx edi, dil
+    mov rcx, rdi
+    mov rsi, rcx
     test bl, 4
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    mov rsi, qword ptr [r15 + r9 + 768]
+    test bl, 32
     jnz 1f
 1:
-    and r9, 1984
-    movsxd rax, dword ptr [r15 + r9 + 2112]
-    mov dword ptr [r15 + r9 + 2048], ebp
-    mov edi, 82
-    mov byte ptr [r15 + r9 + 2176], dl
-    test ebx, 1280
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, 72
+    movzx ecx, byte ptr [r15 + rbp + 1792]
+    mov dword ptr [r15 + r9 + 704], 141
+    test ebx, 376
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 1600]
+    movzx r8d, byte ptr [r15 + rbp + 1728]
+    mov edi, dword ptr [r15 + rbp + 1856]
+    test ebx, 2022
     jnz 1f
 1:
-    movzx edx, dil
-    mov r9, qword ptr [r15 + rbp + 8256]
-    movsxd rsi, dword ptr [r14 + 0]
+    mov r8d, dword ptr [r15 + rbp + 1472]
+    mov rdx, rbp
+    lea rdi, [r15 + 67109504]
+    mov ecx, 35
+    rep stosb
+    movsxd rax, dword ptr [r15 + rbp + 1664]
+    test bl, 16
+    jz 1f
+1:
+    mov edx, ecx
+    mov rdx, r9
+    mov esi, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov ebp, esi
-    bt rdx, r9
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 8
+    mov dword ptr [r15 + 0], 150
+    test bl, 242
     jz 1f
 1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 86
-    mov dword ptr [r15 + 0], 156
-    test bl, 8
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rsi, r8
-    mov r8, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 28
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 121
-    test bl, 8
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 112
+    movsxd rcx, dword ptr [r15 + 0]
+    vpor xmm13, xmm13, xmm10
+    lea rbp, [r10 + r10*8]
     lea r8, [r10 + r10*1]
-    mov rax, rdx
+    test bl, 242
+    jz 1f
+1:
     and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 192]
-    test bl, 12
-    jz 1f
-1:
-    mov esi, 88
-    mov rdx, qword ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r15 + 64]
-    test ebx, 8170
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 64]
-    mov edx, r8d
-    mov edi, 3
+    add rax, qword ptr [r15 + r8 + 128]
+    and rbp, 65472
+    mov dword ptr [r15 + rbp + 59776], 253
     lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r14 + 0]
-    test bl, 234
+    jmp 1f
+1:
+    mov ecx, r9d
+    test bl, 4
     jz 1f
 1:
-    mov dword ptr [r14 + 0], 148
     and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r9 + 128]
-    and rbp, 32704
-    lock or dword ptr [r15 + rbp + 32832], 95
-    test bl, 4
+    mov dword ptr [r15 + r9 + 448], r9d
+    mov rax, qword ptr [r14 + rbp + 59904]
+    mov rdx, qword ptr [r15 + r8 + 64]
+    test bl, 16
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 32768]
-    cmp dword ptr [r15 + r9 + 192], 102
-    mov r8, rsi
+    vmaxsd xmm10, xmm10, xmm13
+    mov rax, rdx
+    mov rsi, qword ptr [r15 + rbp + 59712]
+    mov r8d, esi
+    test ebx, 728
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 60096], r8d
+    mov edi, dword ptr [r15 + rbp + 60160]
+    mov r8d, edi
+    test ebx, 1854
+    jnz 1f
+1:
+    crc32 rsi, rdi
+    mov edx, dword ptr [r15 + r9 + 512]
+    mov rax, qword ptr [r15 + rbp + 59840]
+    mov r9, qword ptr [r15 + rbp + 60032]
+    test bl, 152
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 60224]
+    movsxd rdi, dword ptr [r14 + 0]
+    and eax, dword ptr [r15 + rbp + 59968]
     add r10, r11
     inc rbx
     dec r13
@@ -4530,17 +4489,19 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    lea rbp, [r10 + r10*1]
+    mov rbp, r10
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    movzx eax, dil
-    test ebx, 4075
-    jnz 1f
+    add rax, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 228
+    mov rdx, qword ptr [r15 + r9 + 64]
+    test bl, 8
+    jz 1f
 1:
-    mov r9, r10
-    cmp rax, qword ptr [r15 + rbp + 128]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 8192]
+    movzx esi, sil
+    mov eax, esi
+    mov ebp, r8d
     add r10, r11
     inc rbx
     dec r13
@@ -4688,4320 +4649,4259 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 105
-    mov esi, 150
-    mov dword ptr [r15 + 0], edx
-    test ebx, 256
-    jnz 1f
+    mov r8, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edi, bpl
-    movzx r9d, cl
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + 0]
     test ebx, 3264
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 3712
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 128
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 64]
-    movsxd rax, dword ptr [r15 + 64]
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, rbp
+    mov dword ptr [r15 + 0], edx
+    test ebx, 8192
+    jnz 1f
 1:
-    test ebx, 1984
-    jz 1f
+    movzx edx, byte ptr [r15 + 0]
+    mov ebp, edx
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
 1:
-    nop
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, 207
+    test ebx, 512
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov edx, 86
+    mov edx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    test ebx, 1024
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and rbp, 192
+    movsxd rsi, dword ptr [r14 + rbp + 640]
+    mov rcx, rbp
+    and r8, 64
     lea r9, [r10 + r10*1]
-    mov rbp, r10
-    mov dword ptr [r15 + 64], 29
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 512]
+    mov rdi, qword ptr [r15 + r8 + 384]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 768]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    mov esi, dword ptr [r14 + rbp + 576]
+    movsxd rcx, dword ptr [r14 + 0]
     test ebx, 256
     jz 1f
 1:
-    and rbp, 1984
-    not qword ptr [r15 + rbp + 2048]
-    mov dword ptr [r14 + 0], 154
-    and esi, dword ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    mov eax, dword ptr [r15 + r9 + 576]
-    test ebx, 3648
-    jz 1f
-1:
-    mov rdx, rdx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 9
-    rep movsb
-    mov r9d, dword ptr [r15 + rbp + 128]
+    mov byte ptr [r14 + r8 + 320], cl
+    movzx eax, byte ptr [r15 + rbp + 704]
+    movzx ebp, byte ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    lea r8, [r10*4]
-    and r8, 448
-    mov eax, dword ptr [r14 + r8 + 576]
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    mov rbp, rdx
-    jmp 1f
+    and edi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 7488
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, 52
+    and edi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 376320
     jz 1f
 1:
-    mov r9d, 187
-    popcnt rcx, rcx
-    jmp 1f
-1:
-    mov edi, 137
-    test bl, 128
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    movzx r8d, dl
+    sete r9b
+    test ebx, 576
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov esi, 125
-    test ebx, 1728
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    bswap rdx
-    mov edi, 124
-    lock xadd qword ptr [r15 + 0], rax
-    test ebx, 57024
+    mov dword ptr [r15 + 0], 231
+    mov edi, edx
+    mov dword ptr [r15 + 0], 208
+    test ebx, 22464
     jnz 1f
 1:
+    lea r8, [r10 + r10*1]
     mov rdx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov esi, edx
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
-    test ebx, 384
-    jnz 1f
-1:
+    movzx ebp, dl
+    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 256]
     lea r9, [r10 + r10*1]
-    xor dword ptr [r15 + r8 + 512], ecx
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 8192], r9d
-    mov rcx, r9
-    mov qword ptr [r15 + r9 + 8256], rsi
-    test bl, 128
+    test ebx, 1536
     jnz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 640]
-    popcnt rcx, r9
-    mov qword ptr [r15 + r8 + 704], r8
-    mov edi, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    and r9, 64
+    or qword ptr [r15 + r9 + 384], 61
+    cmovne rax, r9
+    lea rdi, [r15 + 67109504]
+    mov ecx, 53
+    rep stosb
+    lea rbp, [r10 + r10*1]
+    test ebx, 4096
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rsi
+    mov qword ptr [r14 + r9 + 320], rbp
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r14 + 0]
+    bt rbp, rbp
+    test ebx, 2688
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r8 + 192], sil
+    movzx ebp, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    cmp r8, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    cmovne rdi, r8
-    popcnt rdx, rcx
-    test ebx, 126592
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r8d, 141
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 6592
+    lea r8, [r10*4]
+    lea r9, [r10*8]
+    and r8, 192
+    mov dword ptr [r14 + r8 + 768], edx
+    and r9, 448
+    movzx ebp, byte ptr [r15 + r9 + 1152]
+    mov dword ptr [r15 + 0], 119
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 3776
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1024
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + r9 + 1216]
+    test bl, 128
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 3648
+    movzx edx, cl
+    movzx eax, cl
+    mov ecx, 233
+    and edx, dword ptr [r15 + r9 + 1088]
+    test ebx, 503296
     jnz 1f
 1:
-    lea r8, [r10 + r10*2]
-    mov rcx, qword ptr [r15 + 0]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + 64], 40
-    movzx edx, dil
+    and edx, dword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + r9 + 832]
+    mov ebp, 70
     test ebx, 256
     jz 1f
 1:
-    vpcmpeqb xmm13, xmm13, xmm13
-    mov dword ptr [r15 + 64], 27
-    mov byte ptr [r15 + 64], al
-    test ebx, 3200
-    jz 1f
-1:
-    mov r9, r10
-    mov esi, ebp
-    lea rbp, [r10 + r10*2]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 8192], rdx
-    and rbp, 960
-    mov dword ptr [r14 + rbp + 1152], ebp
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 260928
-    jz 1f
-1:
-    movzx edx, al
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + rbp + 1088]
-    test ebx, 512
+    movsxd rdx, dword ptr [r15 + r9 + 1024]
+    cmovne rdi, rdi
+    mov rsi, qword ptr [r15 + r8 + 704]
+    mov rbp, qword ptr [r15 + r9 + 960]
+    test ebx, 1664
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 1024], cl
-    movzx edx, byte ptr [r15 + r8 + 576]
+    mov rax, rbp
+    mov dword ptr [r15 + r8 + 640], 161
+    mov ebp, dword ptr [r15 + r9 + 1280]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r9 + 896]
+    test ebx, 7360
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 576]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 320]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    movzx r8d, byte ptr [r14 + 0]
-    mov dword ptr [r15 + 0], r8d
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, r8d
+    popcnt r9, r9
+    test ebx, 64128
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 66
+    mov r9, qword ptr [r15 + 0]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    test ebx, 6400
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 229184
-    jnz 1f
-1:
-    movzx esi, bpl
-    mov rax, rsi
-    movzx ecx, dil
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 128
+    test ebx, 832
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 38
-    test ebx, 1472
+    mov rsi, rbp
+    vaddsd xmm13, xmm13, xmm2
+    sete sil
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 61
-    or qword ptr [r15 + 0], 87
-    test ebx, 5504
+    xchg rdi, rbp
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    bt rdi, rdi
-    mov esi, r8d
-    test ebx, 960
+    movzx ebp, byte ptr [r15 + 0]
+    mov edi, ebp
+    movzx ebp, cl
+    test ebx, 40896
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    test ebx, 61120
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 247
-    movzx edx, byte ptr [r15 + 64]
-    mov r8, qword ptr [r15 + 64]
+    mov rax, qword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    test ebx, 1024
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
+    mov rdx, rcx
+    mov qword ptr [r15 + 0], rax
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], r8d
-    vmovq xmm13, rcx
-    and r8, 8128
-    mov rbp, r10
-    mov rcx, qword ptr [r15 + r8 + 8192]
-    mov dword ptr [r15 + r8 + 8256], 103
-    test bl, 128
+    movzx eax, byte ptr [r15 + r9 + 64]
+    lea rbp, [r10 + r10*1]
+    test ebx, 3904
     jz 1f
 1:
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 16384]
-    mov edi, dword ptr [r14 + 64]
-    movsxd rax, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    movzx eax, sil
+    mov edi, dword ptr [r14 + 0]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 256]
+    test ebx, 704
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    movzx edx, byte ptr [r15 + rbp + 448]
+    movsxd r9, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    mov r9, r10
-    sete al
-    mov rbp, r9
+    xchg qword ptr [r15 + 0], rdi
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movsxd r9, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*8]
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 6912]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 6656]
+    mov ecx, 75
+    test ebx, 7360
+    jz 1f
+1:
+    mov edi, 199
+    movzx edx, byte ptr [r15 + r8 + 6592]
+    mov esi, dword ptr [r15 + r8 + 6720]
+    test ebx, 3776
+    jnz 1f
+1:
+    vpcmpeqb xmm10, xmm10, xmm7
+    vpshufd xmm7, xmm10, 253
+    lea r9, [r10 + r10*1]
+    mov eax, 89
+    test ebx, 1984
+    jz 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov byte ptr [r15 + 0], sil
-    test ebx, 512
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 102
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, 126
+    and eax, dword ptr [r14 + r9 + 192]
+    and ebp, dword ptr [r15 + r8 + 6528]
+    mov byte ptr [r15 + r9 + 256], r8b
+    movzx r9d, byte ptr [r15 + r8 + 6848]
     test bl, 128
     jnz 1f
 1:
-    mov r8, rdx
-    mov qword ptr [r15 + 0], rdi
-    lock add qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 53184
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov esi, r9d
-    add qword ptr [r15 + 0], r8
-    test ebx, 251840
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    movzx r9d, byte ptr [r14 + 0]
-    mov rdx, qword ptr [r14 + 0]
-    mov rsi, rbp
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16448], ebp
+    mov dword ptr [r15 + r8 + 6464], r9d
+    mov rdi, rdx
     lea rbp, [r10 + r10*1]
-    test bl, 128
+    movzx eax, byte ptr [r15 + r8 + 6976]
+    test ebx, 28480
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 60
-    rep movsb
-    and rbp, 960
-    mov dword ptr [r15 + rbp + 1024], eax
-    movzx eax, bpl
-    mov dword ptr [r15 + r8 + 16512], 198
-    test ebx, 6976
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 16384]
-    cmp dword ptr [r15 + rbp + 1088], 19
-    mov r8d, 27
+    and rbp, 64
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 320]
     jmp 1f
 1:
+    mov rdx, r8
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9d, edx
+    movzx edx, byte ptr [r15 + r8 + 6784]
+    movzx r8d, byte ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*2]
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 128]
-    and rbp, 1984
-    mov rax, qword ptr [r15 + rbp + 2048]
-    mov rsi, qword ptr [r15 + rbp + 2176]
-    mov r8, qword ptr [r15 + rbp + 2112]
-    test ebx, 256
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1280
-    jnz 1f
-1:
-    cmovne rdx, rdi
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 256
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, dil
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 130176
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov ebp, edx
-    mov rdi, qword ptr [r15 + 0]
-    bt rsi, rsi
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rax, rcx
     movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
+    test ebx, 4096
     jnz 1f
 1:
-    mov rdx, rax
-    movzx ecx, al
-    movzx eax, dl
-    mov r9, r10
-    test ebx, 5376
+    bt rcx, rsi
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r9
+    test ebx, 256
     jz 1f
 1:
-    and r9, 448
-    movsxd rbp, dword ptr [r15 + r9 + 512]
-    cmovne r9, rbp
-    movzx edx, byte ptr [r14 + 0]
+    mov rcx, r9
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, r9d
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov rbp, qword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    test ebx, 2688
+    jnz 1f
+1:
+    mov edi, 127
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r14 + 0], rdx
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 6400
+    jnz 1f
+1:
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 448]
+    mov eax, 230
+    lea r9, [r10 + r10*1]
+    vpshufd xmm13, xmm13, 1
+    movzx edi, r9b
+    test bl, 128
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 123
+    and esi, dword ptr [r15 + rbp + 448]
+    mov rdx, qword ptr [r14 + r9 + 64]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov r9d, edx
+    mov rdx, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 896
-    jnz 1f
-1:
-    mov r9d, 221
-    mov r8d, 161
-    mov ecx, 238
-    mov dword ptr [r15 + 0], 248
-    test ebx, 128448
-    jnz 1f
-1:
-    mov edi, 46
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, sil
-    cmp rcx, qword ptr [r15 + 0]
+    lea r9, [r10*4]
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 704]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, 191
+    mov edx, dword ptr [r15 + 0]
     test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 106
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 4096
     jz 1f
 1:
-    mov esi, r9d
-    lock or dword ptr [r15 + 0], 24
-    movsxd rdx, dword ptr [r15 + 0]
+    movzx ebp, dl
+    mov dword ptr [r15 + 0], ebp
     movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 6784
-    jz 1f
-1:
-    lock or dword ptr [r15 + 0], 25
-    mov rdi, rbp
-    mov r9d, r8d
-    mov dword ptr [r14 + 0], 230
-    test ebx, 1024
+    add r8, qword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 0]
-    mov eax, 179
-    movzx eax, al
-    mov r8, r10
-    mov ebp, ecx
-    test ebx, 576
-    jz 1f
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 320
+    jnz 1f
 1:
-    and r8, 1984
-    add rbp, qword ptr [r15 + r8 + 2048]
-    lea r9, [r10 + r10*1]
+    mov r8, rdi
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, 134
     lea r8, [r10 + r10*1]
-    mov ebp, 11
-    and r9, 64
-    lock add qword ptr [r15 + r9 + 128], rbp
-    and r8, 960
-    and ebp, dword ptr [r15 + r8 + 1088]
-    test ebx, 3264
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 7360
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 576]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    lea rbp, [r10 + r10*1]
+    mov edi, 57
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ecx
+    test ebx, 62912
+    jz 1f
+1:
+    mov ecx, ebp
+    mov rax, qword ptr [r15 + r8 + 448]
+    vsubsd xmm13, xmm13, xmm13
+    vmovdqu xmm13, xmmword ptr [r15 + rbp + 192]
+    test ebx, 832
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 1024]
-    mov ecx, 89
-    movzx edx, dil
-    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov rbp, qword ptr [r15 + r9 + 768]
+    movzx esi, byte ptr [r14 + 0]
+    mov r8, rsi
+    and r8d, dword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    vpor xmm13, xmm13, xmm13
-    mov r9d, 100
-    movzx edi, r9b
-    movsxd rbp, dword ptr [r15 + 64]
-    test ebx, 5952
-    jnz 1f
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 64]
+    mov r8d, 121
+    popcnt rsi, r8
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 192]
+    test ebx, 5568
+    jz 1f
 1:
-    movzx edx, byte ptr [r15 + 64]
-    lock xadd qword ptr [r15 + 0], rsi
-    cmp rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, rdx
+    mov rax, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 7488
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 256
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov esi, ecx
-    test ebx, 5952
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    bswap rcx
-    cmp dword ptr [r15 + 0], 101
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 512
     jnz 1f
 1:
     mov eax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov edi, 155
-    test bl, 128
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    and esi, dword ptr [r15 + 0]
+    test ebx, 23296
+    jz 1f
+1:
+    mov r8d, 179
+    or eax, 1
+    xor edx, edx
+    div eax
+    movzx esi, cl
+    test ebx, 512
     jnz 1f
 1:
-    mov r9d, 134
-    movzx edx, r9b
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    test ebx, 256
+    add rsi, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 12224
     jz 1f
 1:
-    movzx r9d, r8b
-    mov rbp, r10
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    and rbp, 448
-    mov rdi, qword ptr [r15 + rbp + 512]
-    lea r9, [r10 + r10*2]
-    test ebx, 512
+    or qword ptr [r15 + 0], 2
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 3712
     jz 1f
 1:
-    mov dword ptr [r14 + 0], r9d
-    lea rbp, [r10 + r10*1]
-    and r9, 960
-    mov rdx, qword ptr [r15 + r9 + 1024]
-    and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 256]
-    test ebx, 48064
-    jz 1f
+    mov ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + r9 + 128]
+    movsxd r9, dword ptr [r14 + 0]
+    mov rdi, rcx
+    lea r8, [r10 + r10*1]
+    test ebx, 61248
+    jnz 1f
 1:
-    mov dword ptr [r14 + r9 + 1152], r8d
-    mov dword ptr [r15 + r9 + 1088], 247
-    mov dword ptr [r15 + rbp + 320], 250
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 320]
+    mov edx, dword ptr [r15 + rbp + 256]
+    movsxd rcx, dword ptr [r14 + r8 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    lea rbp, [r10*4]
-    and rbp, 192
-    add rcx, qword ptr [r15 + rbp + 320]
-    lock add qword ptr [r15 + rbp + 256], rbp
-    mov r8, r10
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, r9d
+    test ebx, 4992
+    jz 1f
+1:
+    bt r9, rbp
+    mov rcx, qword ptr [r15 + 0]
+    mov edx, edx
+    test ebx, 4096
+    jz 1f
+1:
+    mov r9d, 108
+    mov ebp, edx
+    mov edi, edi
+    mov byte ptr [r15 + 0], sil
+    test ebx, 253312
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    movzx esi, byte ptr [r15 + 0]
+    vaddsd xmm13, xmm13, xmm12
+    test ebx, 454144
+    jnz 1f
+1:
+    mov r9, rsi
+    add qword ptr [r15 + 0], rax
+    add qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    and r8, 32704
-    lock or dword ptr [r15 + r8 + 32768], 73
-    movzx r9d, r8b
-    test ebx, 704
+    test ebx, 512
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], r8
-    movzx ecx, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ebp
-    test bl, 128
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, sil
-    mov rdx, rdi
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rax, rbp
+    mov rcx, r9
     movsxd r9, dword ptr [r15 + 0]
-    test bl, 128
+    mov rax, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 65536
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r14 + 0]
+    test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 245
-    movzx ecx, r9b
     lea r8, [r10 + r10*1]
-    mov byte ptr [r14 + 0], bpl
-    bt rbp, rax
-    test ebx, 256
-    jz 1f
-1:
+    and rbp, 64
+    mov r9, qword ptr [r14 + rbp + 192]
+    lea r9, [r10 + r10*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], dil
-    mov rdi, qword ptr [r15 + r8 + 192]
-    mov eax, 126
-    .byte 0x0f, 0x1f, 0x00
-    test bl, 128
-    jz 1f
-1:
-    mov r9, rbp
-    mov rsi, rbp
-    mov rdi, rbp
-    mov dword ptr [r15 + rbp + 448], ebp
-    test bl, 128
+    mov rsi, qword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 256], 150
+    test ebx, 256
     jnz 1f
 1:
-    mov r8d, edi
-    vpshufd xmm13, xmm13, 124
-    movzx eax, bpl
-    vmovdqu xmm3, xmmword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r9 + 128], rdx
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov edx, 120
-    cmp rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    bt rdx, rdx
-    test bl, 128
+    mov edx, edx
+    mov rbp, qword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    vmulsd xmm10, xmm10, xmm13
+    test ebx, 384
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 199
-    inc dword ptr [r15 + 0]
-    test ebx, 1280
+    mov r9d, 66
+    mov r8, qword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    movzx ebp, r9b
-    mov esi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 2944
-    jnz 1f
-1:
-    movzx ecx, r9b
-    add qword ptr [r15 + 0], rcx
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 2752
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
+    movsxd rdx, dword ptr [r15 + 0]
+    bt rax, rdx
     movzx eax, byte ptr [r15 + 0]
-    and rbp, 960
-    mov r8, qword ptr [r15 + rbp + 1152]
-    movzx edx, byte ptr [r15 + 64]
-    test ebx, 6592
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1408
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    popcnt rcx, rsi
-    test ebx, 3648
-    jnz 1f
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, eax
+    test ebx, 1600
+    jz 1f
 1:
-    mov rsi, qword ptr [r15 + 64]
-    movsxd r9, dword ptr [r14 + 0]
+    mov byte ptr [r15 + 0], sil
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + rbp + 1024]
-    cmovne rax, r8
-    test bl, 128
-    jnz 1f
-1:
+    mov rax, rcx
     and r8, 64
-    mov qword ptr [r14 + r8 + 128], rbp
-    mov esi, edx
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov r9, r10
-    test ebx, 61120
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    lea r9, [r10*4]
+    test ebx, 4096
+    jz 1f
+1:
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 768]
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + r9 + 576], rsi
+    test ebx, 58880
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 1088], rdi
-    and r9, 448
-    mov rcx, qword ptr [r15 + r9 + 512]
-    mov rbp, rcx
+    lea rbp, [r10 + r10*1]
+    imul rdi, rdx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov qword ptr [r14 + rbp + 320], rbp
+    mov dword ptr [r14 + 0], ebp
+    test ebx, 512
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 15
+    rep movsb
+    movzx eax, byte ptr [r15 + r8 + 256]
+    and ebp, dword ptr [r15 + r9 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov dword ptr [r14 + 64], ebp
-    movzx esi, bpl
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 119
-    xor dword ptr [r15 + 0], ecx
-    test ebx, 256
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, 20
-    add rbp, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 63424
-    jnz 1f
-1:
-    mov edi, 75
-    sete r8b
-    mov r9, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    add rdx, qword ptr [r15 + 0]
-    test bl, 128
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 144
+    jmp 1f
+1:
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    test ebx, 65088
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov edx, eax
+    mov esi, 196
+    test ebx, 4608
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    and rbp, 8128
-    movzx esi, byte ptr [r15 + rbp + 8256]
-    mov dword ptr [r15 + rbp + 8192], ebp
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, 219
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 2304
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, r9
+    mov byte ptr [r15 + 0], dl
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 24256
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 203
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
     test ebx, 576
     jz 1f
 1:
-    cmp rbp, qword ptr [r15 + 64]
-    and r9, 16320
-    movzx edi, byte ptr [r15 + r9 + 16384]
-    lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + r9 + 16448]
-    jmp 1f
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    movzx edi, byte ptr [r14 + 0]
+    test ebx, 256
+    jz 1f
 1:
-    test ebx, 261440
-    jnz 1f
+    mov r8, rbp
+    xchg r8, rdi
+    mov dword ptr [r14 + 0], 154
+    mov rsi, qword ptr [r15 + r9 + 320]
+    test bl, 128
+    jz 1f
 1:
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    cmovne rax, r9
-    movzx r9d, sil
-    mov ecx, dword ptr [r15 + rbp + 320]
+    mov r9d, 78
+    movzx eax, r9b
+    and edx, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    lea rbp, [r10 + r10*2]
-    mov esi, esi
-    and rbp, 16320
-    movsxd rdi, dword ptr [r15 + rbp + 16384]
-    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    mov rdx, rdx
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    vpxor xmm10, xmm10, xmm13
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov rdi, rdx
+    test bl, 128
+    jz 1f
+1:
     mov qword ptr [r15 + 0], rdi
-    test ebx, 320
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov edx, 16
+    mov esi, edi
     mov r9d, dword ptr [r15 + 0]
-    test ebx, 1920
-    jnz 1f
-1:
-    mov rsi, r9
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, 102
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov ecx, 124
-    mov eax, dword ptr [r15 + 0]
-    vpmovmskb r9d, xmm13
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, eax
-    .byte 0x66, 0x90
-    test ebx, 1728
-    jz 1f
-1:
-    crc32 ecx, dl
-    mov byte ptr [r15 + 0], r9b
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 2752
-    jz 1f
-1:
-    and r8, 32704
-    mov esi, dword ptr [r15 + r8 + 32832]
-    mov r9d, dword ptr [r15 + r8 + 32768]
-    lea r8, [r10 + r10*1]
-    mov rdi, rdi
-    mov rcx, qword ptr [r14 + 0]
-    test ebx, 245632
-    jnz 1f
-1:
-    and r8, 192
-    or qword ptr [r15 + r8 + 256], 85
-    mov dword ptr [r15 + rbp + 16512], 54
-    movsxd rax, dword ptr [r15 + rbp + 16448]
-    mov dword ptr [r15 + r8 + 320], ebp
+    movzx ecx, r9b
     test ebx, 512
     jz 1f
 1:
-    movzx ebp, bpl
-    xchg rdx, rdi
-    mov r8, rsi
+    mov ecx, ebp
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 186
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 5056
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 3776
+    jz 1f
+1:
+    mov edi, 103
+    mov byte ptr [r15 + 0], dil
+    movzx r9d, dil
+    imul esi, r9d, 111
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, edx
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 64128
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 192], rdi
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 448]
+    mov edi, 166
+    mov byte ptr [r14 + 0], bpl
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], edi
+    and r8d, dword ptr [r15 + r9 + 512]
+    mov edx, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov rsi, qword ptr [r15 + 0]
-    mov rax, rsi
-    add rbp, qword ptr [r15 + 0]
-    mov rsi, rcx
+    mov ebp, 5
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov rax, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx esi, cl
+    cmovne rsi, rsi
+    jmp 1f
+1:
     test ebx, 512
-    jz 1f
-1:
-    xchg rcx, rcx
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 960
     jnz 1f
 1:
-    mov edi, 56
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov eax, 254
+    mov esi, eax
+    mov rsi, rax
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    test ebx, 2496
-    jnz 1f
+    mov byte ptr [r15 + 0], al
+    cmovne rax, rsi
+    test ebx, 391680
+    jz 1f
 1:
-    jmp 1f
+    movzx edx, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ebp
+    or qword ptr [r15 + 0], 70
+    mov rax, rdx
+    test ebx, 63168
+    jz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, 75
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 6592
+    jz 1f
+1:
+    mov rdi, r9
     movsxd r9, dword ptr [r15 + 0]
-    movzx esi, bpl
-    mov rdx, rbp
-    test ebx, 1472
-    jnz 1f
-1:
-    xchg rbp, rbp
-    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 63
-    test ebx, 1216
+    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 128
     jz 1f
 1:
-    lea r9, [r10*4]
-    mov rbp, qword ptr [r15 + 0]
-    and r9, 1984
-    movsxd rcx, dword ptr [r15 + r9 + 2176]
-    mov ecx, dword ptr [r14 + 0]
-    mov edi, dword ptr [r15 + 64]
-    lea r8, [r10 + r10*2]
-    test ebx, 30656
-    jnz 1f
-1:
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1152], 99
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    cmp rsi, qword ptr [r15 + r8 + 1088]
-    and eax, dword ptr [r14 + r9 + 2048]
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], sil
+    mov rsi, rsi
     and rbp, 64
-    or qword ptr [r15 + rbp + 128], 49
-    test ebx, 256
+    movzx esi, byte ptr [r15 + rbp + 320]
+    test ebx, 15296
     jz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 192]
-    cmp rax, qword ptr [r15 + r8 + 1024]
-    movsxd rbp, dword ptr [r15 + r9 + 2112]
-    mov qword ptr [r15 + r9 + 2240], rcx
+    mov dword ptr [r15 + r9 + 192], esi
+    add rsi, qword ptr [r15 + r8 + 64]
+    lock or dword ptr [r15 + rbp + 384], 127
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, r8d
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1856
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movsxd rax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov ecx, eax
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1856
+    mov qword ptr [r15 + 0], rax
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 22464
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    sete dil
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 2752
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 64128
-    jz 1f
+    mov edi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov esi, 234
+    mov dword ptr [r15 + 0], 111
+    test ebx, 1792
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, ebp
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 128
-    jz 1f
-1:
-    cmp rbp, qword ptr [r15 + 0]
-    mov ebp, 71
-    mov rdi, qword ptr [r15 + 0]
-    mov rax, rdi
-    test ebx, 96192
     jnz 1f
 1:
-    cmp rax, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    inc dword ptr [r14 + 0]
-    test ebx, 2496
+    lea rbp, [r10 + r10*1]
+    mov r9, rcx
+    lea r8, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], dl
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 512]
+    test ebx, 5824
     jz 1f
 1:
-    movzx esi, byte ptr [r14 + 0]
-    mov r8d, dword ptr [r14 + 0]
-    mov r9, r10
-    .byte 0x66, 0x90
-    and r9, 32704
-    movzx ecx, byte ptr [r15 + r9 + 32768]
-    test ebx, 1984
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 64]
-    mov rbp, r10
-    cmp dword ptr [r15 + 64], 27
-    movsxd r8, dword ptr [r15 + 64]
-    lea r9, [r10 + r10*1]
-    test ebx, 44992
+    mov edx, edi
+    lea r9, [r10*4]
+    mov edi, 254
+    mov rcx, qword ptr [r14 + rbp + 64]
+    test ebx, 5568
     jz 1f
 1:
-    and rbp, 1984
-    movsxd rsi, dword ptr [r15 + rbp + 2048]
     and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + r9 + 576], r9
+    movsxd rsi, dword ptr [r14 + 0]
+    inc dword ptr [r15 + r9 + 704]
+    mov ebp, 42
+    test ebx, 63296
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 640]
+    mov rax, qword ptr [r15 + r9 + 768]
+    movzx r9d, byte ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rax
-    mov eax, ebp
-    mov r8, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    cmovne rsi, r8
+    mov r9d, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 212736
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movzx ecx, r8b
+    mov ebp, 208
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov r8d, ebp
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rcx
+    mov esi, dword ptr [r15 + 0]
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    mov rsi, r8
-    .byte 0x0f, 0x1f, 0x00
-    mov r8, qword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
+    sete bpl
     mov edx, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 7
-    mov rdi, qword ptr [r15 + 0]
-    mov r8d, eax
-    test bl, 128
+    jmp 1f
+1:
+    test ebx, 425472
     jnz 1f
 1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    vmovq xmm3, rbp
-    mov dword ptr [r15 + 0], 223
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 768
-    jz 1f
-1:
+    xchg rbp, rdx
     mov dword ptr [r15 + 0], eax
-    mov r9d, 201
-    mov rax, rdx
-    mov dword ptr [r15 + 64], r9d
-    test ebx, 6528
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 64]
-    nop
-    mov dword ptr [r15 + rbp + 192], 109
-    lea rbp, [r10 + r10*1]
-    mov r9, qword ptr [r14 + 0]
-    test ebx, 3392
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 5056
     jnz 1f
 1:
-    and rbp, 1984
-    lea r8, [r10*4]
-    mov byte ptr [r15 + rbp + 2112], sil
-    and r8, 192
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov esi, dword ptr [r15 + r8 + 448]
-    mov r9d, dword ptr [r15 + r8 + 384]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, r9
+    xchg rbp, rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 257280
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r14 + 0]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 384]
     test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 2048]
-    mov rcx, qword ptr [r15 + r8 + 320]
-    vpshufd xmm13, xmm3, 97
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 320], 49
+    and r8, 64
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r8 + 64]
+    lea r9, [r10 + r10*1]
+    movzx edi, r8b
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    test ebx, 256
+    jz 1f
+1:
+    movzx ebp, byte ptr [r14 + r9 + 256]
+    mov r9d, dword ptr [r15 + r8 + 128]
+    bt rbp, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, bpl
+    mov edi, 17
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 81
+    vmovq xmm10, rsi
+    test bl, 128
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 195840
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 2432
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, r9
     mov ebp, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 3264
+    test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, sil
-    popcnt rcx, rdx
-    mov dword ptr [r15 + 0], eax
-    test ebx, 5824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], r8
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 7744
-    jnz 1f
-1:
-    btc dword ptr [r15 + 0], 6
-    cmp dword ptr [r15 + 0], 20
-    mov dword ptr [r15 + 0], 182
-    mov r8d, dword ptr [r15 + 0]
-    mov rbp, r10
-    test ebx, 2752
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 16320
-    movzx esi, byte ptr [r15 + rbp + 16384]
-    movzx eax, byte ptr [r14 + 0]
-    vpcmpeqb xmm13, xmm13, xmm3
-    test ebx, 320
-    jnz 1f
-1:
-    mov ebp, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*2]
-    mov byte ptr [r14 + 0], dil
-    and r9, 1984
-    btc dword ptr [r15 + r9 + 2112], 27
-    cmp r9, qword ptr [r15 + 64]
-    test ebx, 5568
-    jz 1f
-1:
-    xor dword ptr [r15 + 64], r9d
-    mov dword ptr [r15 + 64], r9d
+    and ecx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r9 + 2176]
-    mov rdi, rcx
-    test ebx, 5952
+    vpaddd xmm13, xmm13, xmm10
+    mov eax, 247
+    test ebx, 256
     jnz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    mov dword ptr [r15 + r8 + 128], r8d
-    cmp dword ptr [r15 + r9 + 2048], 102
-    vpcmpeqb xmm3, xmm3, xmm13
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    mov esi, 138
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 250
+    lea r9, [r10 + r10*1]
+    test ebx, 2560
+    jz 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r14 + rbp + 320], edx
+    movsxd rdx, dword ptr [r15 + r9 + 64]
+    movzx edi, byte ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    vpaddd xmm3, xmm3, xmm3
-    mov byte ptr [r15 + 0], dl
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, 123
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, 231
-    test ebx, 2496
+    test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, qword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 87
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    bt rdx, r9
     test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 88
-    mov r9, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov r8d, 79
-    test ebx, 62848
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 960
-    mov qword ptr [r15 + rbp + 1024], rdx
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r14 + rbp + 1088]
-    test ebx, 7488
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and r8, 16320
-    mov rdx, qword ptr [r15 + r8 + 16448]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rbp
-    mov rbp, qword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + r9 + 192]
-    test ebx, 3264
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    add r9, qword ptr [r15 + 0]
+    test ebx, 8128
     jz 1f
 1:
-    mov r9, rcx
-    mov byte ptr [r14 + 0], cl
-    mov qword ptr [r15 + r8 + 16384], rdx
+    inc dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, 184
+    test ebx, 27584
+    jz 1f
+1:
+    movzx ecx, bpl
+    movsxd r8, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    lea r8, [r10*4]
+    test ebx, 6528
+    jnz 1f
+1:
+    and edi, dword ptr [r14 + 0]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 512]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], 161
+    mov eax, 182
+    test ebx, 1792
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 320]
+    vmovdqu xmm13, xmmword ptr [r15 + r8 + 576]
+    movzx edx, bpl
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    mov ebp, dword ptr [r15 + r8 + 768]
+    mov r9d, dword ptr [r15 + r8 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 181
-    mov qword ptr [r15 + 0], rdi
-    xchg qword ptr [r15 + 0], rsi
+    lea r8, [r10 + r10*1]
+    mov edi, r8d
+    and r8, 64
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 64]
+    mov ecx, r8d
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 128
+    xor dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    imul rax, rbp
+    test ebx, 29952
     jnz 1f
 1:
-    cmp dword ptr [r15 + 0], 2
-    lock xadd qword ptr [r15 + 0], r9
-    mov r8, rdi
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 128256
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, eax
-    test ebx, 62848
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 44
-    cmp dword ptr [r15 + 0], 94
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, rdx
-    test ebx, 384
-    jz 1f
-1:
-    nop
-    movzx edi, al
-    movzx r8d, r8b
-    test ebx, 1024
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 231
-    cmp dword ptr [r15 + 0], 121
-    movzx eax, bpl
-    and rbp, 448
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 576]
+    mov esi, 165
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, rbp
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    and r9, 192
-    mov qword ptr [r14 + r9 + 320], r8
-    mov rdx, qword ptr [r14 + 0]
-    mov r8, r10
+    mov rbp, qword ptr [r15 + 0]
+    bt rbp, rbp
+    mov dword ptr [r15 + 0], 224
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 490240
+    jz 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
     test bl, 128
     jz 1f
 1:
-    and r8, 8128
-    movsxd rdi, dword ptr [r15 + r8 + 8192]
-    btc dword ptr [r15 + r9 + 256], 16
-    movsxd r8, dword ptr [r15 + rbp + 512]
+    add rsi, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, al
+    test ebx, 3264
+    jnz 1f
+1:
+    mov rax, rbp
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r9
+    mov rbp, qword ptr [r15 + 0]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    test ebx, 3392
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 512]
+    and ecx, dword ptr [r15 + r9 + 256]
+    mov qword ptr [r14 + 0], r8
+    test ebx, 256
+    jz 1f
+1:
+    movzx r8d, byte ptr [r14 + 0]
+    mov r9d, edi
+    mov rax, qword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
-    mov dword ptr [r15 + 0], 144
-    movzx esi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 180
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    nop
-    xchg rax, rdx
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 255872
-    jnz 1f
-1:
-    movzx esi, al
-    mov ebp, dword ptr [r15 + 0]
-    mov eax, esi
-    mov qword ptr [r15 + 0], r8
-    test ebx, 320
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, r8
-    mov esi, 30
-    test ebx, 126208
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rsi
-    cmp dword ptr [r15 + 0], 105
-    mov byte ptr [r15 + 64], dil
+    lea rbp, [r10*8]
+    movzx edi, bpl
+    lea r9, [r10*4]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1024], dil
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], esi
+    bswap rsi
     test bl, 128
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 64]
-    mov eax, dword ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
-    mov edi, 227
-    lea r8, [r10*4]
-    mov r9, r10
-    test ebx, 2496
+    mov dword ptr [r15 + 0], edx
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
-    and r8, 192
-    and ecx, dword ptr [r15 + r8 + 256]
-    mov edx, dword ptr [r15 + r8 + 384]
-    and r9, 16320
-    mov ebp, dword ptr [r15 + r9 + 16384]
-    mov esi, 247
-    mov r9, r10
-    test ebx, 3904
+    mov byte ptr [r15 + 0], al
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 960], 116
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov esi, edx
+    test ebx, 19968
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 1216]
+    mov eax, dword ptr [r15 + rbp + 1088]
+    movzx edx, dl
+    lock xadd qword ptr [r15 + r9 + 640], rcx
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 192]
+    mov edx, edi
+    mov esi, dword ptr [r15 + r9 + 768]
+    movzx r8d, byte ptr [r15 + rbp + 1280]
+    test ebx, 768
     jz 1f
 1:
-    mov edi, dword ptr [r14 + r8 + 320]
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 512]
-    vmovq xmm3, r8
+    mov edi, 178
+    mov ecx, 202
+    movsxd r8, dword ptr [r15 + rbp + 896]
+    mov edx, r8d
+    test ebx, 3264
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 1152]
+    mov r8d, dword ptr [r14 + r9 + 704]
+    mov r9, r8
+    mov rdi, qword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
-    lock or dword ptr [r15 + 0], 44
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], r9d
-    vmovq xmm13, r9
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov eax, esi
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 192]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 512]
+    mov ecx, 98
+    test ebx, 31680
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 47040
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, r9b
+    lea rdi, [r15 + 67109504]
+    mov ecx, 36
+    rep stosb
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 257280
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 62
+    xor dword ptr [r15 + 0], ebp
+    movzx eax, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
+    popcnt r9, rax
+    mov byte ptr [r15 + 0], r9b
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 2688
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, rsi
+    lea r9, [r10 + r10*1]
+    mov esi, r9d
+    mov rdi, qword ptr [r15 + rbp + 256]
+    test ebx, 20224
+    jz 1f
+1:
+    and r9, 64
+    mov rcx, qword ptr [r14 + r9 + 320]
     jmp 1f
 1:
-    mov r9d, 197
-    mov edx, 195
-    test ebx, 256
+    mov rbp, rcx
+    test ebx, 1216
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*4]
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 704]
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + rbp + 576]
-    mov edi, dword ptr [r15 + rbp + 768]
-    and r8, 960
-    mov dword ptr [r15 + r8 + 1024], 44
-    test ebx, 59264
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 203
-    movsxd rax, dword ptr [r15 + 64]
-    mov r9, qword ptr [r15 + 64]
-    test ebx, 128512
-    jz 1f
-1:
-    mov rdx, r9
-    sete r9b
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    mov qword ptr [r14 + 64], rbp
-    test ebx, 122240
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + 0]
-    xchg rcx, rcx
-    mov rdi, qword ptr [r15 + r8 + 1088]
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    or qword ptr [r15 + rbp + 512], 55
-    and r8, 8128
-    add qword ptr [r15 + r8 + 8256], rbp
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 8192]
+    movzx ecx, bpl
+    vmovdqu xmm2, xmmword ptr [r15 + r9 + 384]
+    vmovdqu xmm13, xmmword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    mov qword ptr [r15 + 0], r8
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
+    mov r8d, 117
+    btc dword ptr [r15 + 0], 6
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, edi
+    test ebx, 1344
+    jz 1f
 1:
-    test ebx, 1728
+    mov byte ptr [r15 + 0], r8b
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, 154
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 425472
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 143
-    mov dword ptr [r15 + 0], esi
-    test ebx, 7488
+    movzx r8d, r8b
+    mov edx, 146
+    mov ebp, 39
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1664
     jnz 1f
 1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 207
-    mov dword ptr [r15 + 0], 213
+    mov ecx, eax
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, 144
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1152
+    jz 1f
+1:
+    mov rcx, rsi
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movzx edx, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov rsi, r9
-    popcnt rdx, rsi
-    lea r8, [r10*4]
-    mov edi, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 32576
+    and r8d, dword ptr [r15 + 0]
+    mov esi, edx
+    movzx ebp, byte ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test ebx, 512
+    jz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 192]
+    lea r8, [r10 + r10*1]
+    or qword ptr [r15 + r9 + 448], 77
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 256]
+    test ebx, 1024
     jnz 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 448], r9d
-    mov r9, qword ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + r8 + 384]
-    movzx esi, byte ptr [r14 + r8 + 256]
-    lea r9, [r10 + r10*2]
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovq xmm13, rsi
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 2176], 112
-    test ebx, 519424
-    jnz 1f
-1:
-    mov rbp, r10
-    movsxd rax, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + r9 + 2112]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 512], rdi
-    mov esi, dword ptr [r15 + r9 + 2048]
-    test ebx, 96192
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 320]
-    xchg rax, r8
-    movzx esi, r9b
+    mov edx, 210
+    movsxd r9, dword ptr [r15 + rbp + 256]
+    mov ebp, 140
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    xor dword ptr [r15 + 0], r8d
-    bt rsi, r9
-    mov rdi, qword ptr [r15 + 0]
-    bswap rbp
-    test ebx, 24448
-    jnz 1f
-1:
-    mov rsi, r9
-    movzx r9d, r8b
-    and r8d, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 24
-    test ebx, 241152
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 0], 48
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], r8d
-    cmp dword ptr [r15 + 0], 97
+    mov r8, qword ptr [r15 + 0]
+    mov esi, r8d
+    mov eax, dword ptr [r15 + 0]
+    movzx ecx, al
     test ebx, 256
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    mov byte ptr [r15 + 0], dl
-    movzx ecx, r8b
-    cmp r8, qword ptr [r15 + 0]
-    test ebx, 704
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    cmp dword ptr [r15 + 0], 31
-    mov edx, r8d
-    test ebx, 3328
     jnz 1f
 1:
-    mov eax, edx
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 16
-    mov qword ptr [r15 + 0], rcx
+    mov edi, 219
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1344
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, 248
+    add qword ptr [r15 + 0], rbp
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 242
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, sil
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov eax, 142
+    lea r9, [r10 + r10*1]
+    and edx, dword ptr [r15 + 0]
+    and r9, 64
+    add qword ptr [r15 + r9 + 448], rcx
+    test ebx, 6848
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    test ebx, 2688
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r14 + 0]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 256]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], dil
+    mov edi, 123
+    test ebx, 6400
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 25
+    vcvtsi2sd xmm13, xmm13, edi
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    test ebx, 2752
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 192]
-    mov r9, r10
-    mov edi, 107
-    test ebx, 5568
-    jz 1f
-1:
-    mov eax, dword ptr [r14 + 0]
-    and r9, 960
-    mov edx, dword ptr [r15 + r9 + 1024]
-    mov esi, esi
-    cmp dword ptr [r15 + rbp + 128], 49
-    test ebx, 256
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + 64]
-    mov esi, ebp
+    movsxd r9, dword ptr [r15 + rbp + 128]
+    movzx eax, al
+    mov edi, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    mov r8d, ebp
-    cmovne rax, rsi
-    vmovq xmm3, rdi
-    mov ebp, ecx
-    movzx r9d, al
-    lea r8, [r10 + r10*1]
-    test ebx, 327424
-    jz 1f
+    movzx ebp, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r14 + r8 + 192], rdx
-    mov edi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 32128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 112
-    mov eax, 236
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    add rdx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test bl, 128
-    jz 1f
-1:
-    vpor xmm3, xmm3, xmm3
-    mov ecx, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    movzx ebp, cl
-    test ebx, 5504
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov rdi, rdx
-    test ebx, 98112
+    mov edx, dword ptr [r15 + 0]
+    cmovne rdx, rdx
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    lea rbp, [r10*4]
-    mov rsi, rax
-    movzx ecx, byte ptr [r15 + 64]
-    mov byte ptr [r15 + 64], r9b
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 320], rbp
-    test ebx, 3264
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    test ebx, 512
     jz 1f
 1:
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov eax, 153
+    test ebx, 1600
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    and r8, 64
+    movsxd rdi, dword ptr [r14 + r8 + 384]
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 256], r9
-    mov rax, qword ptr [r15 + rbp + 448]
-    vpaddd xmm13, xmm13, xmm3
-    and r9, 960
-    mov qword ptr [r15 + r9 + 1088], r8
-    test ebx, 320
+    vpor xmm13, xmm13, xmm13
+    test ebx, 48960
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 384]
-    cmp rdx, qword ptr [r14 + r9 + 1024]
-    mov ebp, 20
-    add qword ptr [r15 + r8 + 128], rax
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 64]
+    movzx ecx, cl
+    jmp 1f
+1:
+    test ebx, 320
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 128], rcx
+    vpxor xmm10, xmm10, xmm13
+    movzx edx, byte ptr [r14 + 0]
+    mov rsi, rdx
+    test ebx, 1600
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    movzx edx, byte ptr [r15 + rbp + 192]
+    mov r8d, 8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    movzx edi, byte ptr [r15 + 64]
-    mov rsi, qword ptr [r15 + 64]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*4]
+    mov edx, edi
+    and r9, 192
+    lock add qword ptr [r15 + r9 + 640], r9
+    and rbp, 64
+    movzx edx, byte ptr [r14 + rbp + 256]
+    and edi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, ecx
+    mov dword ptr [r15 + 0], 181
     movzx ecx, byte ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], rdi
-    test bl, 128
+    test ebx, 65088
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
     mov rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 256
+    mov dword ptr [r15 + 0], 142
+    add rsi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 55232
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov ebp, edx
-    jmp 1f
-1:
-    test ebx, 960
+    mov edi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 156
-    add rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test bl, 128
+    add qword ptr [r15 + 0], rax
+    mov eax, 167
+    mov dword ptr [r15 + 0], 45
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 5952
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    xor dword ptr [r14 + 0], edi
-    mov rsi, qword ptr [r14 + 0]
-    mov r9, rbp
-    test bl, 128
-    jz 1f
-1:
-    sete bpl
-    mov rdi, rbp
-    .byte 0x66, 0x90
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
     test bl, 128
+    jnz 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 384]
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    mov ecx, dword ptr [r15 + r9 + 704]
+    imul esi, ecx, 45
+    test bl, 128
     jz 1f
 1:
-    lea r9, [r10*4]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], cl
-    and r9, 192
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov qword ptr [r15 + r9 + 256], r9
-    lea rbp, [r10 + r10*2]
-    mov byte ptr [r15 + r9 + 448], r9b
-    test ebx, 512
-    jnz 1f
-1:
-    and rbp, 960
-    movzx esi, byte ptr [r15 + rbp + 1152]
-    cmp rsi, qword ptr [r15 + r8 + 128]
-    and ecx, dword ptr [r15 + rbp + 1088]
-    test ebx, 122624
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 320]
-    inc dword ptr [r15 + rbp + 1024]
-    bt r9, rax
+    movzx edx, byte ptr [r15 + r9 + 768]
+    mov byte ptr [r15 + rbp + 192], dl
+    mov rbp, qword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c24:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 44992
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    add rdx, qword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    cmp r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movzx ecx, r9b
-    test bl, 128
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1344
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, 58
-    movsxd rdi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 63360
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rdx
-    and rbp, 960
-    mov rcx, qword ptr [r15 + rbp + 1088]
-    mov r9d, ebp
-    mov edx, 110
-    test ebx, 237504
-    jnz 1f
-1:
-    mov byte ptr [r15 + 64], dil
-    movzx esi, r8b
-    mov dword ptr [r15 + r8 + 128], 34
-    test ebx, 32192
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x00
-    cmp r9, qword ptr [r14 + 64]
-    and r9, 1984
-    mov r8d, dword ptr [r15 + r9 + 2112]
-    vmovdqu xmm11, xmmword ptr [r15 + r9 + 2048]
-    test ebx, 326656
-    jnz 1f
-1:
-    mov rcx, rcx
-    movzx edi, cl
-    mov qword ptr [r15 + rbp + 1024], rsi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c25:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 64]
     lea rbp, [r10 + r10*1]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 2048]
-    mov dword ptr [r15 + rbp + 2112], eax
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 104
-    test ebx, 832
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 0], rbp
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, 205
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 6528
-    jz 1f
-1:
-    mov rcx, r8
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    cmp dword ptr [r15 + 64], 48
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 64]
-    test ebx, 3776
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 91
-    mov byte ptr [r15 + 64], al
-    movzx eax, dl
-    mov r9d, dword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, byte ptr [r14 + 0]
-    mov esi, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    nop
-    lea r8, [r10 + r10*1]
-    test ebx, 960
-    jnz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 576], ebp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], dl
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c26:
-    lea r9, [r10 + r10*2]
-    mov rbp, r9
-    and r9, 16320
-    xor dword ptr [r15 + r9 + 16384], eax
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 122304
-    jz 1f
-1:
-    mov rax, rcx
-    mov dword ptr [r15 + 0], eax
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 62336
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 124
-    cmp dword ptr [r15 + 0], 14
-    mov rcx, r9
-    mov dword ptr [r15 + 0], 117
-    test ebx, 7744
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, bpl
-    mov qword ptr [r15 + 0], rdi
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, ebp
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 98
-    mov rdx, rdi
-    test ebx, 512
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 64], r8b
-    lea r8, [r10*4]
-    mov rsi, qword ptr [r15 + r9 + 16448]
-    test ebx, 130432
-    jz 1f
-1:
-    and r8, 448
-    movzx eax, byte ptr [r15 + r8 + 704]
-    mov rbp, r10
-    mov qword ptr [r14 + r8 + 640], rbp
-    cmp dword ptr [r14 + 0], 48
-    and rbp, 960
-    mov edi, dword ptr [r15 + rbp + 1024]
-    test ebx, 512
-    jnz 1f
-1:
-    mov ecx, ebp
-    movsxd rdx, dword ptr [r15 + r8 + 512]
-    mov ebp, dword ptr [r15 + r8 + 576]
-    test bl, 128
-    jnz 1f
-1:
-    bswap r8
-    mov esi, dword ptr [r15 + r9 + 16512]
-    mov ebp, 152
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c27:
-    movzx r9d, r9b
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, edx
-    bswap r8
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 65088
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, r8
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    vpor xmm13, xmm13, xmm11
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, rdi
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 376320
-    jz 1f
-1:
-    nop
-    mov dword ptr [r15 + 0], 221
-    or qword ptr [r15 + 0], 56
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, esi
-    mov qword ptr [r14 + 0], rax
-    mov rsi, rcx
-    mov qword ptr [r14 + 64], rsi
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov eax, edx
-    lea r8, [r10 + r10*2]
+    cmovne rcx, rbp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 8320]
-    test ebx, 3392
-    jz 1f
-1:
-    mov r9, rbp
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 64]
-    mov r9, r10
-    mov esi, dword ptr [r15 + r8 + 8256]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    and r9, 960
-    mov rbp, qword ptr [r15 + r9 + 1024]
-    movzx eax, byte ptr [r15 + r8 + 8192]
-    .byte 0x66, 0x90
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c28:
-    lea r8, [r10 + r10*2]
-    jmp 1f
-1:
-    and r8, 960
-    mov r9d, dword ptr [r15 + r8 + 1152]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov ecx, 91
+    mov ecx, dword ptr [r14 + rbp + 192]
+    mov edx, 250
     test ebx, 256
     jnz 1f
 1:
-    mov ebp, 208
-    add rdx, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 896
-    jz 1f
+    jmp 1f
 1:
-    .byte 0x66, 0x90
-    mov r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, esi
-    test ebx, 448
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov esi, dword ptr [r15 + 0]
-    mov rax, r8
-    test ebx, 129408
-    jz 1f
-1:
-    mov rdi, rsi
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 1088]
-    and rbp, 32704
-    movsxd rdx, dword ptr [r15 + rbp + 32832]
-    and r9, 448
-    movzx esi, byte ptr [r15 + r9 + 576]
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 1024]
-    mov qword ptr [r15 + 64], rdx
-    mov rdi, qword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + rbp + 32896]
-    test ebx, 2880
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 512]
-    movzx edx, byte ptr [r14 + 64]
-    cmp dword ptr [r15 + rbp + 32768], 109
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c29:
-    lea rbp, [r10*4]
-    lea r9, [r10 + r10*1]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 320], esi
-    and r9, 1984
-    mov rax, qword ptr [r14 + r9 + 2048]
-    vpmovmskb esi, xmm13
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1408
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 208
-    movzx edi, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    cmp dword ptr [r15 + 0], 27
-    test ebx, 3200
-    jz 1f
-1:
-    mov esi, 250
+    movzx esi, byte ptr [r15 + 0]
     movzx ecx, sil
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
-    test ebx, 640
-    jnz 1f
-1:
-    mov rax, rsi
-    mov rcx, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rax
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + r9 + 2112], 138
-    mov r8, rbp
-    mov r9d, r8d
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + rbp + 384]
-    mov r8d, edx
-    mov r9d, dword ptr [r14 + rbp + 256]
-    mov r8, r10
-    test ebx, 28608
-    jnz 1f
-1:
-    mov ecx, edx
-    and r8, 16320
-    mov edx, dword ptr [r15 + r8 + 16384]
-    vmovq xmm13, r8
-    not qword ptr [r15 + rbp + 448]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c30:
-    and edi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov esi, 44
-    test ebx, 2688
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, r9
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 210
-    test bl, 128
-    jz 1f
-1:
-    xchg qword ptr [r15 + 0], r9
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, rsi
-    mov byte ptr [r15 + 0], cl
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], dl
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 2752
-    jnz 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 2112], sil
-    vpmovmskb edx, xmm13
-    lea rbp, [r10 + r10*1]
-    mov edi, 138
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    lea r9, [r10 + r10*2]
-    mov esi, dword ptr [r15 + rbp + 192]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 320], rsi
-    movzx eax, byte ptr [r14 + 0]
-    mov edi, ecx
-    test bl, 128
-    jz 1f
-1:
-    cmp dword ptr [r14 + 0], 43
-    bt rbp, rcx
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    add rdi, qword ptr [r15 + r8 + 2048]
-    test ebx, 192000
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 256], dil
-    mov eax, 100
-    mov rbp, qword ptr [r14 + r9 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c31:
-    lea rbp, [r10 + r10*1]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 576]
-    vpaddd xmm13, xmm13, xmm13
-    mov r8d, r8d
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov edx, 63
-    test ebx, 512
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 5824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 129664
-    jz 1f
-1:
-    mov rdi, rax
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 25
-    lea r9, [r10 + r10*2]
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 512], r9
-    and r9, 960
-    mov dword ptr [r15 + r9 + 1024], ebp
-    or qword ptr [r14 + 0], 61
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 64]
-    test ebx, 6784
-    jz 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 192]
-    movzx esi, byte ptr [r15 + r9 + 1152]
-    or qword ptr [r15 + rbp + 128], 111
-    test bl, 128
-    jz 1f
-1:
-    mov rcx, rsi
-    mov dword ptr [r15 + r9 + 1088], 64
-    xchg rdx, rdi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c32:
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    and esi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 64832
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 522496
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 98
-    add rdi, qword ptr [r15 + 0]
-    mov ebp, edi
-    test ebx, 1792
-    jz 1f
-1:
-    mov rdi, rbp
-    mov r8, rdi
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 2496
-    jnz 1f
-1:
-    movzx eax, dl
-    mov r9, r10
-    cmp rsi, qword ptr [r15 + 0]
-    and r9, 192
-    movzx r8d, byte ptr [r15 + r9 + 256]
-    test ebx, 3520
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 64]
-    movzx r8d, byte ptr [r15 + 64]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 960
-    movsxd rax, dword ptr [r14 + rbp + 1024]
-    bswap rsi
-    test ebx, 3392
-    jz 1f
-1:
-    and r9, 64
-    lock xadd qword ptr [r15 + r9 + 128], rdx
-    movzx edi, dil
-    mov ecx, 202
-    add r8, qword ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 192]
-    mov esi, ebp
-    mov edx, dword ptr [r15 + rbp + 1088]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c33:
-    mov rax, r9
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 192]
-    lea r9, [r10 + r10*1]
-    mov ecx, r9d
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 16448], edi
-    test bl, 128
-    jz 1f
-1:
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 250
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, ebp
-    test ebx, 3520
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 15
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov eax, 37
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + r8 + 16512]
-    test ebx, 7744
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov ecx, dword ptr [r15 + 64]
-    movsxd rdi, dword ptr [r15 + 64]
-    mov rdx, rcx
-    test ebx, 256
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 576]
-    mov eax, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    cmp rax, qword ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 16384], edi
-    mov dword ptr [r15 + r8 + 16576], ebp
-    mov r8d, dword ptr [r15 + rbp + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c34:
-    lea rbp, [r10 + r10*2]
-    and rbp, 960
-    movzx r9d, byte ptr [r14 + rbp + 1088]
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test bl, 128
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 3392
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9, r8
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov eax, esi
-    mov r8, r10
-    test ebx, 2496
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    and r8, 32704
-    mov dword ptr [r15 + r8 + 32768], 3
-    movzx edi, byte ptr [r15 + rbp + 1152]
-    add rax, qword ptr [r15 + 64]
-    test bl, 192
-    jz 1f
-1:
-    mov ecx, 252
-    bswap rax
-    lea r9, [r10*4]
-    .byte 0x66, 0x90
-    .byte 0x66, 0x90
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 2176]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1024], r8
-    movzx edx, byte ptr [r15 + r9 + 2048]
-    test ebx, 5056
-    jnz 1f
-1:
-    add rdi, qword ptr [r14 + 0]
-    mov ebp, 89
-    mov qword ptr [r15 + r9 + 2240], r9
-    mov dword ptr [r15 + r9 + 2112], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c35:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov ecx, r9d
-    mov rdx, rcx
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 7296
-    jz 1f
-1:
-    mov rax, r9
-    mov rdi, rdi
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 246
-    movzx edx, bpl
-    cmp rsi, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    test ebx, 229056
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    vpmovmskb esi, xmm13
-    test ebx, 64704
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    test ebx, 261696
-    jnz 1f
-1:
-    crc32 r9, r9
-    movzx edi, dil
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r9, r10
-    and rbp, 64
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 128], ecx
-    and r9, 960
-    mov edx, dword ptr [r15 + r9 + 1024]
-    mov rax, r9
-    test ebx, 3264
-    jz 1f
-1:
-    mov ecx, ecx
-    movzx r9d, byte ptr [r14 + r8 + 128]
-    mov esi, r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c36:
-    lea r8, [r10 + r10*2]
-    and r8, 960
-    movsxd rbp, dword ptr [r15 + r8 + 1088]
-    jmp 1f
-1:
-    mov r9, rbp
-    mov byte ptr [r15 + 0], sil
-    mov rsi, r9
-    test ebx, 113920
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 176
-    test ebx, 490880
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov rdi, rdi
-    and ebp, dword ptr [r15 + 0]
-    movzx edx, dl
-    test ebx, 7488
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, esi
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 238
-    test bl, 128
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rcx
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
-    and r9, 64
-    xchg qword ptr [r15 + r9 + 128], rax
-    mov edx, 25
-    mov ecx, 152
-    test ebx, 28608
-    jz 1f
-1:
-    mov edi, dword ptr [r14 + r8 + 1152]
-    mov dword ptr [r15 + 64], edi
-    mov rbp, rbp
-    mov esi, r8d
-    test ebx, 1664
-    jnz 1f
-1:
-    mov edi, 45
-    bt r8, rsi
-    mov rbp, r10
-    movsxd rsi, dword ptr [r15 + 64]
-    and edi, dword ptr [r15 + 64]
-    test ebx, 896
-    jnz 1f
-1:
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r14 + r8 + 1024], 138
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    sete r8b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c37:
-    lea r9, [r10 + r10*2]
-    and r9, 448
-    mov byte ptr [r14 + r9 + 640], al
-    mov ecx, 243
-    mov dword ptr [r15 + r9 + 512], 124
-    cmovne rdx, rcx
-    test ebx, 65152
-    jnz 1f
-1:
-    mov eax, 50
-    mov ecx, esi
-    movsxd rsi, dword ptr [r15 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov ebp, esi
-    mov edi, 15
-    mov r8d, ebp
-    mov esi, edi
-    test ebx, 1280
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], r9
-    test ebx, 512
-    jz 1f
-1:
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov rdx, rax
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    lea r8, [r10 + r10*2]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 32192
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rbp, r10
-    and r8, 192
-    movzx edi, byte ptr [r15 + r8 + 320]
-    and rbp, 960
-    movzx esi, byte ptr [r15 + rbp + 1024]
-    mov edx, 218
-    test ebx, 512
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 384]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add rbp, qword ptr [r14 + 0]
-    test ebx, 3648
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 256]
-    mov r8d, dword ptr [r15 + r9 + 576]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c38:
-    movzx r9d, byte ptr [r15 + 64]
-    mov r8d, dword ptr [r15 + 64]
-    movsxd rbp, dword ptr [r15 + 64]
-    movsxd rcx, dword ptr [r15 + 64]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 57024
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1344
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rbp, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
-    nop
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], 150
-    test bl, 128
-    jz 1f
-1:
-    lea r8, [r10 + r10*2]
-    mov rsi, r8
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], sil
-    mov r9, r10
-    and r8, 32704
-    mov qword ptr [r15 + r8 + 32768], r8
-    test ebx, 576
-    jz 1f
-1:
-    and r9, 16320
-    movsxd rcx, dword ptr [r15 + r9 + 16384]
-    movzx esi, r9b
-    movsxd rdi, dword ptr [r15 + r8 + 32832]
-    mov edx, eax
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 32896]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r14 + 64]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ecx
-    test ebx, 2880
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    mov edi, dword ptr [r14 + 0]
-    mov rdi, r8
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c39:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 112
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1152
-    jnz 1f
-1:
-    mov ebp, 180
-    mov dword ptr [r15 + 0], 22
-    crc32 r9, rax
-    test ebx, 97152
-    jz 1f
-1:
-    mov eax, r9d
-    mov r8d, eax
-    mov esi, 238
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9, rdx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + 0], 90
-    and rbp, 64
-    lea r8, [r10*4]
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 384], edi
-    test ebx, 195520
-    jnz 1f
-1:
-    mov rdi, rdi
-    movsxd rcx, dword ptr [r14 + rbp + 192]
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    test bl, 128
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r8 + 320], 252
-    mov esi, 95
-    mov r8d, r9d
-    test ebx, 31616
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r8d, 228
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 2112], ebp
-    mov eax, dword ptr [r15 + rbp + 2048]
-    test bl, 128
-    jnz 1f
-1:
-    mov ebp, 227
-    mov esi, dword ptr [r15 + 64]
-    movzx r9d, bpl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c40:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 960
-    jz 1f
-1:
-    movzx edi, cl
-    cmp rdi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 640
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], r8
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 896
-    jz 1f
-1:
-    and r9, 192
-    add qword ptr [r14 + r9 + 320], rsi
-    mov esi, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 256]
-    mov r8, rbp
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + r9 + 384]
-    test ebx, 522880
-    jz 1f
-1:
-    lea r9, [r10 + r10*2]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8192], r9d
-    jmp 1f
-1:
-    and r9, 448
-    lock xadd qword ptr [r15 + r9 + 576], rdx
-    test bl, 192
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 512]
-    mov eax, esi
-    mov byte ptr [r15 + r9 + 640], dil
-    mov edx, 64
-    test ebx, 261696
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 8256]
-    mov rcx, rdi
-    mov eax, esi
-    test bl, 192
-    jnz 1f
-1:
-    mov qword ptr [r15 + 64], rax
-    lea rdi, [r15 + 67109504]
-    mov ecx, 34
-    rep stosb
-    mov r8, rdi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c41:
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 704
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov edx, ebp
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 156
-    test ebx, 640
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx eax, r9b
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 64256
-    jz 1f
-1:
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + 0], 59
-    movsxd rcx, dword ptr [r15 + 0]
-    and rbp, 1984
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r14 + rbp + 2240]
-    lea r9, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    lea r8, [r10 + r10*2]
-    mov edx, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r14 + 0]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 16448], sil
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, 167
-    popcnt rax, rax
-    add rdi, qword ptr [r15 + r8 + 16512]
-    movsxd rsi, dword ptr [r15 + r8 + 16384]
-    test ebx, 458112
-    jnz 1f
-1:
-    mov r8d, ebp
-    vpmovmskb edx, xmm6
-    mov edi, eax
-    mov qword ptr [r15 + rbp + 2112], rbp
-    test bl, 192
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 2176]
-    movsxd rsi, dword ptr [r15 + rbp + 2048]
-    mov rbp, qword ptr [r15 + r9 + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c42:
-    cmp rcx, qword ptr [r15 + 0]
-    nop
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 448
-    jz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    inc dword ptr [r15 + 0]
-    mov eax, r9d
-    test ebx, 512
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, 63
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, r8d
-    test bl, 128
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r9d, r8d
-    lea rbp, [r10*4]
-    test ebx, 6784
-    jnz 1f
-1:
-    lea r8, [r10 + r10*2]
-    and rbp, 192
-    mov esi, dword ptr [r15 + rbp + 256]
-    and r8, 1984
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 2176], dil
-    mov rdi, qword ptr [r15 + r8 + 2112]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 384], esi
-    mov edi, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
-    mov dword ptr [r15 + rbp + 448], 1
-    test ebx, 6784
-    jz 1f
-1:
-    bt rsi, rcx
-    mov eax, dword ptr [r15 + rbp + 320]
-    cmp dword ptr [r15 + 64], 89
-    mov rdx, rax
-    test ebx, 44928
-    jz 1f
-1:
-    mov ecx, ecx
-    vpcmpeqb xmm13, xmm13, xmm11
-    mov ebp, dword ptr [r15 + r9 + 128]
-    mov eax, dword ptr [r15 + r8 + 2048]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c43:
-    mov r8, r10
-    and r8, 16320
-    mov rbp, qword ptr [r15 + r8 + 16384]
-    movzx edx, byte ptr [r15 + 64]
-    mov qword ptr [r15 + 64], rdi
-    mov edi, 202
-    test bl, 128
-    jnz 1f
-1:
-    mov r8, qword ptr [r14 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    not qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r8
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 6976
-    jnz 1f
-1:
-    mov rsi, rdx
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1344
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 70
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, 230
-    test ebx, 2304
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 100
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 32384
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + 0], 222
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 960
-    add r8, qword ptr [r15 + rbp + 1024]
-    mov rax, qword ptr [r15 + rbp + 1088]
-    mov dword ptr [r15 + rbp + 1216], 6
-    test ebx, 768
-    jz 1f
-1:
-    mov r9, r10
-    mov r8d, r9d
-    or qword ptr [r15 + rbp + 1152], 81
-    and r9, 448
-    movzx edx, byte ptr [r15 + r9 + 512]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c44:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, ebp
-    mov byte ptr [r15 + 0], cl
-    movzx eax, cl
-    test ebx, 129984
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    add rdx, qword ptr [r15 + 0]
-    mov rdi, rcx
-    test ebx, 960
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, r9b
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 2944
-    jnz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 6528
-    jz 1f
-1:
-    lea r8, [r10 + r10*2]
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    and r8, 448
-    mov rdx, qword ptr [r15 + r8 + 640]
-    and esi, dword ptr [r15 + r8 + 512]
-    test ebx, 256
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 576]
-    mov eax, dword ptr [r15 + rbp + 128]
-    movzx ebp, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    btc dword ptr [r14 + 0], 8
-    test ebx, 514944
-    jz 1f
-1:
-    mov r8d, r9d
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1088], r8b
-    mov qword ptr [r15 + r9 + 1024], r9
-    mov dword ptr [r15 + 64], 95
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + 64], dl
-    mov eax, r8d
-    xchg rdi, rdx
-    movzx ecx, al
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c45:
-    mov byte ptr [r15 + 64], bpl
-    mov esi, 66
-    jmp 1f
-1:
-    mov qword ptr [r15 + 64], r9
-    test ebx, 1280
-    jz 1f
-1:
-    lea rbp, [r10*4]
-    mov ecx, dword ptr [r15 + 64]
-    mov qword ptr [r15 + 64], r9
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + rbp + 448], ebp
-    test ebx, 512
-    jnz 1f
-1:
-    xchg rcx, rsi
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov rdx, rsi
-    test ebx, 384
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rdx
-    mov r8d, r9d
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov rax, qword ptr [r15 + 0]
-    movzx edi, al
-    test ebx, 6976
-    jz 1f
-1:
-    mov r8, rax
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    popcnt rsi, r8
-    test ebx, 1856
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], edx
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 320], sil
-    and r9, 8128
-    movsxd rsi, dword ptr [r15 + r9 + 8192]
-    mov r8, r10
-    mov qword ptr [r14 + 64], rax
-    mov rcx, qword ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 512], ebp
-    mov dword ptr [r15 + r9 + 8256], r8d
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c46:
-    mov edi, dword ptr [r15 + 0]
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 166
-    mov byte ptr [r15 + 0], dil
-    test ebx, 7296
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov ebp, ebp
-    lock add qword ptr [r15 + 0], rbp
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx ebp, dil
-    mov dword ptr [r15 + 0], 109
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 61184
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 48512
-    jz 1f
-1:
-    inc dword ptr [r15 + 64]
-    mov ecx, r9d
-    lea r9, [r10 + r10*2]
-    or qword ptr [r15 + 64], 95
-    mov esi, r9d
-    test ebx, 3904
-    jz 1f
-1:
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 576]
-    lea rbp, [r10 + r10*1]
-    vpor xmm13, xmm13, xmm13
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 8256]
-    test ebx, 261696
-    jnz 1f
-1:
-    mov rdx, rdi
-    movsxd rcx, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 192]
-    movsxd rsi, dword ptr [r15 + rbp + 8192]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 512]
-    mov ecx, ebp
-    mov rax, qword ptr [r15 + r9 + 640]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c47:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], sil
-    movzx esi, r8b
-    mov dword ptr [r15 + 0], 124
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    lock add qword ptr [r15 + 0], rdi
-    test ebx, 256
-    jz 1f
-1:
-    cmp dword ptr [r15 + 0], 44
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, ebp
-    mov ebp, 102
-    test bl, 128
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, 207
-    test bl, 128
-    jz 1f
-1:
-    mov ebp, edx
-    movzx edi, r9b
-    mov edx, 18
-    mov r8d, 159
-    test ebx, 1984
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 3
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, ebp
-    vpaddd xmm13, xmm13, xmm13
-    test ebx, 93952
-    jz 1f
-1:
-    lea rbp, [r10 + r10*2]
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 8128
-    not qword ptr [r14 + rbp + 8192]
-    mov r8d, dword ptr [r15 + rbp + 8256]
-    mov r8, r10
-    mov rsi, r8
-    test bl, 128
-    jnz 1f
-1:
-    and r8, 960
-    movzx edi, byte ptr [r15 + r8 + 1024]
-    movsxd rdx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + rbp + 8320], dil
-    mov rbp, qword ptr [r15 + r9 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c48:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 238
-    test bl, 128
-    jz 1f
-1:
-    movzx eax, r9b
-    mov dword ptr [r15 + 0], 144
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 31616
-    jz 1f
-1:
-    mov rbp, rbp
-    mov rcx, rdx
-    sete dil
-    test ebx, 1024
+    test ebx, 14272
     jnz 1f
 1:
     or edi, 1
     xor edx, edx
     div edi
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    not qword ptr [r15 + 0]
-    test ebx, 106240
+    mov rsi, qword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 6592
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, ebp
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 28096
+    jnz 1f
+1:
+    movzx edi, al
+    vpmovmskb ecx, xmm10
+    mov byte ptr [r15 + 0], bpl
+    mov eax, ecx
+    test ebx, 2944
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 183
+    test ebx, 251392
     jz 1f
 1:
-    mov eax, r8d
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r10 + r10*1]
-    test ebx, 6976
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r14 + 0]
+    lea r8, [r10*4]
+    test ebx, 256
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
+    and r8, 192
+    and edi, dword ptr [r15 + r8 + 576]
+    movsxd rcx, dword ptr [r15 + r8 + 768]
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    test ebx, 5056
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 704]
+    movsxd rdx, dword ptr [r15 + r8 + 640]
+    movzx esi, byte ptr [r15 + r9 + 128]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c25:
+    mov dword ptr [r15 + 0], 100
+    jmp 1f
+1:
+    mov eax, edx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, 214
+    test ebx, 27584
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], esi
+    movsxd rsi, dword ptr [r15 + 0]
+    cmovne rsi, rsi
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 13
+    movzx r9d, sil
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 29632
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    and rbp, 960
-    movzx r9d, byte ptr [r15 + rbp + 1024]
-    mov byte ptr [r14 + 0], bpl
-    movsxd rdi, dword ptr [r14 + 0]
-    test ebx, 512
+    movsxd rdi, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 14272
     jnz 1f
 1:
-    movzx eax, dil
-    xor dword ptr [r15 + 64], eax
-    mov dword ptr [r15 + r8 + 128], eax
-    mov r8, r10
+    mov byte ptr [r15 + 0], al
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 448]
+    mov rdx, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 30400
+    jz 1f
+1:
+    movzx esi, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 64]
+    mov edi, ecx
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 320]
+    test ebx, 2432
+    jnz 1f
+1:
+    mov edx, 136
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c26:
+    lea r8, [r10*4]
+    and r8, 192
+    movsxd rdi, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 768]
+    mov r9d, 70
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 576], 94
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    vpaddd xmm10, xmm10, xmm10
+    movzx ecx, r9b
+    mov byte ptr [r15 + 0], al
+    mov rdx, rsi
+    test ebx, 1728
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    and eax, dword ptr [r15 + 0]
+    test ebx, 24256
+    jnz 1f
+1:
+    mov ebp, eax
+    mov edx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, al
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 188
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 256
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    bt r9, rax
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    movzx esi, byte ptr [r14 + r9 + 320]
+    lea rbp, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 122
+    mov r9d, r8d
+    mov r9d, dword ptr [r15 + rbp + 128]
+    test ebx, 220928
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 640], r8d
+    mov r8d, r9d
+    and r9d, dword ptr [r14 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c27:
+    mov dword ptr [r15 + 0], 220
+    mov ebp, r8d
+    mov rcx, rbp
+    movzx edx, dl
+    test ebx, 896
+    jz 1f
+1:
+    movzx r8d, al
+    mov rdi, rbp
+    mov dword ptr [r15 + 0], 13
+    sete cl
+    test ebx, 1984
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    movzx ebp, r9b
+    lock xadd qword ptr [r15 + 0], rbp
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    lea r8, [r10*4]
+    xchg rcx, rdi
+    lea rbp, [r10 + r10*1]
     test ebx, 512
     jz 1f
 1:
-    and eax, dword ptr [r15 + rbp + 1088]
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    and r8, 192
+    and eax, dword ptr [r15 + r8 + 768]
+    mov edi, 89
+    lea r9, [r10 + r10*1]
+    mov edx, 153
+    test ebx, 16192
+    jz 1f
+1:
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 512]
+    movzx eax, r9b
+    mov esi, 72
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 294912
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    mov ebp, dword ptr [r15 + r8 + 640]
+    movsxd rsi, dword ptr [r15 + r8 + 704]
+    movzx ecx, al
+    test bl, 128
+    jz 1f
+1:
+    mov edx, 19
+    mov dword ptr [r15 + r9 + 448], edx
+    and ebp, dword ptr [r15 + r8 + 576]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c28:
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx ecx, dil
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, 70
+    movsxd r9, dword ptr [r15 + 0]
+    xchg rax, rdi
+    mov dword ptr [r15 + 0], 230
+    test ebx, 1152
+    jnz 1f
+1:
+    imul rsi, rdi
+    mov eax, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
+    test ebx, 130688
+    jz 1f
+1:
+    mov edi, 117
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, rdx
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    add rdi, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 64]
+    test ebx, 8192
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 121
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 243
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    lea r8, [r10 + r10*1]
+    test ebx, 15296
+    jz 1f
+1:
+    mov rax, r8
+    mov rcx, qword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 256]
+    movzx esi, r9b
+    test ebx, 6976
+    jnz 1f
+1:
+    mov r9d, esi
+    mov edx, dword ptr [r14 + r8 + 192]
+    mov rbp, rax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c29:
+    and edi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], r8
+    test ebx, 320
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov rcx, rax
+    movzx edi, sil
+    test ebx, 16320
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], dil
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    mov edx, ebp
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 180
+    and ebp, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, 162
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, r9
+    test ebx, 8128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 236
+    mov r9d, edx
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], cl
+    test ebx, 256
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rcx, r8
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 384]
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 512], edx
+    add rsi, qword ptr [r15 + r8 + 192]
+    test ebx, 2304
+    jz 1f
+1:
+    movzx esi, byte ptr [r14 + 0]
+    mov rdi, qword ptr [r15 + r9 + 320]
+    mov r9, qword ptr [r15 + rbp + 448]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c30:
+    mov eax, 216
+    mov dword ptr [r15 + 0], eax
+    movsxd rdx, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1152
+    jnz 1f
+1:
+    movzx r8d, r8b
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 220
+    mov dword ptr [r15 + 0], 192
+    test ebx, 320
+    jnz 1f
+1:
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 24384
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    vmovq xmm14, rdx
+    mov qword ptr [r15 + 0], rbp
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 122
+    mov edx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov rax, rdx
+    mov edx, r9d
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 243200
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movzx edx, al
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 320]
+    test ebx, 450304
+    jnz 1f
+1:
+    and eax, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r14 + 0]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 512]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    test ebx, 1024
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + rbp + 448], dil
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c31:
+    lea rbp, [r10*8]
+    mov rcx, rbp
+    bt rdi, rdi
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1088]
+    add rcx, qword ptr [r15 + rbp + 832]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 1280], dil
+    add rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 896
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 59
+    rep stosb
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 960], rdx
+    bswap rdi
+    lea r8, [r10 + r10*1]
+    movzx esi, r9b
+    test ebx, 55168
+    jz 1f
+1:
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 512]
+    lea r9, [r10 + r10*1]
+    vsubsd xmm14, xmm14, xmm2
+    mov rax, rax
+    test ebx, 63296
+    jnz 1f
+1:
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 64]
+    movsxd rdx, dword ptr [r15 + rbp + 1152]
+    lock add qword ptr [r15 + r9 + 128], rdx
+    mov r9, rbp
+    test bl, 128
+    jnz 1f
+1:
+    mov rcx, r9
+    mov dword ptr [r15 + rbp + 1216], ecx
+    mov rdi, qword ptr [r15 + rbp + 896]
+    test ebx, 64704
+    jz 1f
+1:
+    vmovdqu xmm6, xmmword ptr [r15 + r8 + 448]
+    mov r8d, 247
+    or qword ptr [r14 + rbp + 1024], 45
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c32:
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*4]
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 64]
+    mov rcx, rbp
+    and r9, 192
+    movzx r8d, byte ptr [r14 + r9 + 704]
+    mov eax, 177
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov esi, esi
+    sete dl
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 3904
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 22464
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx edi, cl
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 48576
+    jz 1f
+1:
+    mov ecx, r9d
+    mov qword ptr [r15 + 0], r9
+    mov esi, 117
+    mov ecx, 41
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ecx, dl
+    and esi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], bpl
+    mov esi, dword ptr [r15 + r9 + 576]
+    mov edx, 99
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r14 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    add rdx, qword ptr [r15 + r9 + 640]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r9b
+    mov dword ptr [r15 + rbp + 128], r8d
+    mov r9d, dword ptr [r15 + r8 + 384]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c33:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    mov rsi, qword ptr [r15 + 0]
+    imul rdx, r8
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 2752
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, ecx
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 16064
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 23488
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 61
+    rep movsb
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1408
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 14272
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1984
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + 0], r8
+    and r9, 64
+    mov edi, dword ptr [r14 + r9 + 384]
+    test ebx, 518656
+    jz 1f
+1:
+    cmovne rdi, r9
+    popcnt rsi, r8
+    movzx ebp, r8b
+    movzx edi, byte ptr [r15 + r8 + 128]
+    lea r8, [r10 + r10*1]
+    test ebx, 31424
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov edi, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r9 + 320], eax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c34:
+    movzx edx, r8b
+    movzx edi, byte ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 512
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    cmovne rax, rax
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 2304
+    jz 1f
+1:
+    mov edx, eax
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 237440
+    jz 1f
+1:
+    lock or dword ptr [r15 + 0], 54
+    movzx eax, byte ptr [r15 + 0]
+    sete al
+    test ebx, 6784
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, 6
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 3264
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 256]
+    movsxd rbp, dword ptr [r15 + r9 + 192]
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    test ebx, 31424
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 320]
+    lock add qword ptr [r15 + r9 + 384], rax
+    test bl, 128
+    jnz 1f
+1:
+    movzx r9d, al
+    mov esi, esi
+    mov dword ptr [r15 + r8 + 64], r9d
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c35:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 128]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    popcnt rcx, r8
+    mov eax, eax
+    test ebx, 640
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, eax
+    mov esi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, 67
+    mov esi, dword ptr [r15 + 0]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    test ebx, 960
+    jnz 1f
+1:
+    sete r8b
+    movzx edx, r8b
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 53
+    test ebx, 320
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 64], r9b
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov dword ptr [r14 + r8 + 256], edi
+    mov rcx, qword ptr [r15 + r9 + 64]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + 0]
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    popcnt rbp, r9
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c36:
+    lea r8, [r10 + r10*8]
+    and r8, 16320
+    lea rbp, [r10 + r10*1]
+    mov r9, qword ptr [r15 + r8 + 10624]
+    movzx edi, r9b
+    mov rdx, r9
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 64]
+    lea r9, [r10 + r10*1]
+    test ebx, 129792
+    jz 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    mov esi, edx
+    mov qword ptr [r15 + r8 + 10560], rsi
+    mov rdx, qword ptr [r14 + 0]
+    test ebx, 60352
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 10944]
+    movzx edi, dl
+    movsxd rcx, dword ptr [r15 + r8 + 10752]
+    mov rax, r8
+    test ebx, 6976
+    jnz 1f
+1:
+    mov edx, 12
+    mov ecx, dword ptr [r15 + r9 + 192]
+    mov rdi, rcx
+    test bl, 128
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    xchg rcx, rcx
+    mov esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, cl
+    mov r9, rcx
+    mov eax, dword ptr [r15 + r8 + 11072]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 10688]
+    mov esi, 234
+    and ecx, dword ptr [r14 + rbp + 128]
+    mov rsi, qword ptr [r15 + r8 + 10816]
+    test ebx, 29952
+    jnz 1f
+1:
+    mov ebp, 173
+    mov ecx, dword ptr [r15 + r8 + 10880]
+    movsxd rdi, dword ptr [r15 + r8 + 11008]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c37:
+    movsxd rdx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 33
+    vsubsd xmm2, xmm2, xmm2
+    mov eax, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 59
+    rep movsb
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 7
+    mov r8d, 168
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    lea rbp, [r10 + r10*1]
+    and edx, dword ptr [r15 + 0]
+    lea r9, [r10*4]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    test ebx, 511488
+    jnz 1f
+1:
+    and r9, 192
+    movzx eax, byte ptr [r15 + r9 + 768]
+    movzx edx, sil
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 235
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 149
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 576], edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 128], r8
+    test ebx, 512
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 704]
+    bswap rdi
+    mov esi, dword ptr [r15 + rbp + 384]
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, esi
+    movzx edi, byte ptr [r15 + r9 + 640]
+    mov r9d, 45
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c38:
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], 13
+    mov dword ptr [r15 + 0], ecx
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1472
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, eax
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 640
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 36
+    test ebx, 1280
+    jz 1f
+1:
+    bt rax, rdi
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r10*4]
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    and r8, 192
+    add rax, qword ptr [r15 + r8 + 640]
+    lea rbp, [r10 + r10*1]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 90
+    movzx ecx, cl
+    mov rax, qword ptr [r14 + 0]
+    mov rdx, rdx
+    test ebx, 512
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r15 + rbp + 384]
+    add rbp, qword ptr [r15 + r8 + 768]
+    mov rdx, qword ptr [r15 + r8 + 704]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    test ebx, 5056
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 576]
+    mov r8, r9
+    add r8, qword ptr [r14 + r9 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c39:
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
     mov edi, r8d
+    mov rsi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    bswap r8
+    mov dword ptr [r15 + 0], 163
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov rcx, qword ptr [r15 + 0]
+    lea rbp, [r10*8]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 1216]
+    mov dword ptr [r15 + rbp + 1024], ebp
+    lea r8, [r10 + r10*1]
+    bswap rdx
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 256]
+    test ebx, 6848
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 960]
+    add rdi, qword ptr [r14 + rbp + 896]
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov dword ptr [r15 + rbp + 1152], edi
+    test ebx, 11776
+    jnz 1f
+1:
+    mov rax, rsi
+    bswap rcx
+    lea r8, [r10 + r10*1]
+    mov r9d, dword ptr [r15 + rbp + 1280]
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    add rsi, qword ptr [r15 + rbp + 1088]
+    and edx, dword ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + rbp + 832]
+    test ebx, 704
+    jz 1f
+1:
+    vpor xmm2, xmm2, xmm2
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    mov ebp, eax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c40:
+    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, 202
+    test ebx, 30208
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    bswap rax
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 64192
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, edx
+    add r9, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 46
+    rep movsb
+    test ebx, 3008
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    vpaddd xmm14, xmm14, xmm2
+    test bl, 128
+    jz 1f
+1:
+    mov r9d, eax
+    mov esi, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 512]
+    mov esi, dword ptr [r15 + r8 + 128]
+    test ebx, 47616
+    jz 1f
+1:
+    movsxd r8, dword ptr [r14 + 0]
+    mov r9, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx eax, r8b
+    test ebx, 3648
+    jz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    mov r9, qword ptr [r15 + r8 + 384]
+    movzx edi, byte ptr [r15 + rbp + 448]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c41:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 5376
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, rdx
+    mov eax, edx
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov rdx, rcx
+    mov r8, rdx
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 81
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    bt rdx, rsi
+    test ebx, 768
+    jz 1f
+1:
+    vucomisd xmm5, xmm14
+    mov r8, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx eax, byte ptr [r14 + r9 + 384]
+    and esi, dword ptr [r15 + r9 + 320]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 128]
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 192]
+    test ebx, 24512
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    mov edi, dword ptr [r15 + rbp + 64]
+    lock xadd qword ptr [r15 + r8 + 256], rbp
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c42:
+    mov dword ptr [r15 + 0], 67
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, esi
+    test ebx, 30400
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r9, rdx
+    bt r9, r9
+    test bl, 128
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov ecx, edx
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    bt rdx, rbp
+    lock xadd qword ptr [r15 + 0], rcx
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 320]
+    vpor xmm2, xmm2, xmm14
+    test ebx, 320
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + rbp + 384]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r9
+    mov rbp, r8
+    test ebx, 245248
+    jnz 1f
+1:
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    movzx eax, al
+    mov edi, 23
+    bt rsi, rdi
+    test ebx, 5952
+    jnz 1f
+1:
+    mov edx, 229
+    lock or dword ptr [r15 + r9 + 64], 111
+    imul ebp, esi, 38
+    movzx r9d, sil
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c43:
+    movsxd r8, dword ptr [r14 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov eax, 200
+    bswap r8
+    add r8, qword ptr [r15 + 0]
+    mov r9d, 75
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, r8
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 60800
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 35
+    movzx r8d, cl
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 4608
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 252
+    test ebx, 3264
+    jz 1f
+1:
+    movzx r9d, bpl
+    and r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 0]
+    and r8, 64
+    mov r9d, dword ptr [r14 + r8 + 448]
+    test ebx, 128896
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov ecx, 183
+    sete al
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 320]
+    and eax, dword ptr [r15 + r8 + 512]
+    test ebx, 1344
+    jnz 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + rbp + 384], r9b
+    mov byte ptr [r15 + r9 + 64], r8b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c44:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rax
+    jmp 1f
+1:
+    mov edx, 163
+    movzx ebp, r8b
+    test ebx, 832
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov eax, 73
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 256]
+    mov rdx, rbp
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 2880
+    jz 1f
+1:
+    mov r9d, edx
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, r9d
+    mov edx, 82
+    test ebx, 1920
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, esi
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 7488
+    jnz 1f
+1:
+    mov esi, 59
+    mov r9d, 166
+    movzx eax, byte ptr [r15 + 0]
+    imul rdi, r9
+    test ebx, 505600
+    jz 1f
+1:
+    movzx r9d, r9b
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    mov rcx, rdx
+    mov edx, ecx
+    mov edx, edx
+    mov edi, 214
+    test ebx, 2688
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rdi, rdi
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 192], 237
+    test ebx, 128768
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    mov ebp, dword ptr [r14 + r9 + 384]
+    movzx esi, byte ptr [r15 + r8 + 128]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c45:
+    lea r8, [r10 + r10*8]
     and r8, 32704
-    vmovdqu xmm13, xmmword ptr [r15 + r8 + 32768]
+    and eax, dword ptr [r15 + r8 + 27008]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov r9d, eax
+    mov dword ptr [r15 + 0], 43
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r10*4]
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    and rbp, 192
+    mov eax, dword ptr [r14 + rbp + 576]
+    test ebx, 4096
+    jz 1f
+1:
+    mov eax, 71
+    mov r9d, dword ptr [r15 + rbp + 640]
+    mov rdi, qword ptr [r15 + r8 + 27072]
+    mov edx, dword ptr [r15 + r8 + 27456]
+    test ebx, 46976
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 26944]
+    mov rcx, qword ptr [r15 + r8 + 27328]
+    mov rdx, qword ptr [r15 + rbp + 704]
+    test bl, 192
+    jnz 1f
+1:
+    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + r8 + 27392]
+    mov eax, ecx
+    movzx edi, byte ptr [r15 + r8 + 27264]
+    test ebx, 6592
+    jz 1f
+1:
+    popcnt rsi, rbp
+    lea r9, [r10 + r10*1]
+    mov ecx, ecx
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r9 + 64]
+    test ebx, 6848
+    jnz 1f
+1:
+    and edx, dword ptr [r14 + r8 + 27200]
+    movzx ecx, byte ptr [r15 + r8 + 27136]
+    mov dword ptr [r15 + rbp + 768], 17
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c46:
+    movzx edx, dl
+    add rbp, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    bswap rdx
+    mov esi, edx
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 4096
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, 124
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 60864
+    jz 1f
+1:
+    mov ecx, esi
+    mov qword ptr [r15 + 0], r9
+    lea r9, [r10*4]
+    mov rsi, rcx
+    test ebx, 768
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 576]
+    mov eax, r8d
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    movzx esi, dil
+    test ebx, 3392
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 640], 132
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 64]
+    mov ecx, 39
+    mov eax, ecx
+    test bl, 128
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 704]
+    or qword ptr [r15 + r8 + 128], 51
+    movsxd rcx, dword ptr [r14 + r9 + 768]
+    mov r8d, dword ptr [r15 + rbp + 320]
+    test ebx, 1024
+    jz 1f
+1:
+    mov edx, r8d
+    mov esi, 96
+    mov rax, qword ptr [r14 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c47:
+    mov r8d, edx
+    mov r9d, 161
+    mov rdx, r9
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, ecx
+    test ebx, 15296
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov rcx, rdx
+    test ebx, 5568
+    jz 1f
+1:
+    xchg qword ptr [r15 + 0], r8
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], r9d
+    inc dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1024
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r14 + 0], r8b
+    mov rax, rdi
+    lea r9, [r10 + r10*1]
+    test ebx, 483072
+    jnz 1f
+1:
+    mov byte ptr [r14 + 0], al
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    mov rdi, r9
+    test ebx, 24256
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 256]
+    movzx ebp, dl
+    movzx eax, byte ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + r9 + 64]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 255
+    mov r8d, r8d
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c48:
+    vpshufd xmm14, xmm5, 172
+    mov dword ptr [r15 + 0], 20
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 195968
+    jnz 1f
+1:
+    mov eax, edx
+    movsxd rdi, dword ptr [r15 + 0]
+    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov ecx, 126
+    mov qword ptr [r15 + 0], rbp
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov esi, edx
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rbp
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 448]
+    test ebx, 30144
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 512], r8
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 13
+    rep movsb
+    movzx esi, byte ptr [r15 + r9 + 64]
+    vmulsd xmm5, xmm5, xmm13
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + 0]
+    mov r8d, eax
+    mov edx, r8d
+    lea r9, [r10*4]
+    test bl, 192
+    jz 1f
+1:
+    mov ebp, r9d
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 640]
+    cmovne r8, rbp
+    mov qword ptr [r15 + r9 + 768], rbp
+    test ebx, 256
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 576]
+    bswap rdx
+    mov byte ptr [r15 + r9 + 704], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c49:
     lea rbp, [r10 + r10*1]
-    cmp dword ptr [r15 + 64], 69
-    mov dword ptr [r15 + 64], 208
-    vmovdqu xmm11, xmmword ptr [r15 + 64]
     and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 192]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 192
-    mov rdi, qword ptr [r15 + r9 + 320]
-    .byte 0x66, 0x90
-    mov esi, dword ptr [r15 + 0]
-    nop
-    test ebx, 44992
-    jz 1f
-1:
-    mov edx, edx
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, eax
-    mov eax, r8d
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 100
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 62912
-    jnz 1f
-1:
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, rbp
-    test bl, 128
-    jnz 1f
-1:
-    .byte 0x66, 0x90
-    inc dword ptr [r15 + 0]
-    movzx ecx, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 3392
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    test ebx, 2496
-    jnz 1f
-1:
-    movzx edi, r8b
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, r10
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r14 + 0], r8
+    add r9, qword ptr [r15 + rbp + 64]
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    and r8, 16320
-    mov esi, dword ptr [r15 + r8 + 16384]
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov edi, dword ptr [r15 + r9 + 256]
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], 65
+    mov dword ptr [r15 + 0], 78
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 64704
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    movzx r8d, dl
+    test ebx, 3200
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, dl
+    mov esi, 152
+    vcvtsi2sd xmm14, xmm14, esi
+    test ebx, 512
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov edx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    and esi, dword ptr [r14 + 0]
+    movzx r9d, r9b
+    lea r9, [r10 + r10*1]
+    test ebx, 1024
+    jz 1f
+1:
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r14 + r9 + 384]
+    bt rsi, rbp
+    vpaddd xmm14, xmm14, xmm13
+    test ebx, 3264
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    movsxd rsi, dword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c50:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, al
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 57088
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, r8b
-    movzx eax, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 5760
-    jnz 1f
-1:
+    mov ecx, 102
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov esi, r8d
-    movzx edi, r8b
-    test ebx, 704
+    test ebx, 2816
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    movzx edx, r9b
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 56768
+    jnz 1f
+1:
+    mov esi, 62
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 98
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 237312
     jz 1f
 1:
-    movzx r8d, dil
-    movzx ebp, byte ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 11
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
+    mov byte ptr [r15 + 0], sil
+    movzx r9d, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 63296
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movzx ecx, dl
-    mov dword ptr [r15 + 0], ecx
-    lea rbp, [r10 + r10*2]
-    test ebx, 512
-    jz 1f
+    mov r8, qword ptr [r15 + 0]
+    mov rsi, rax
+    mov eax, 182
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 5568
+    jnz 1f
 1:
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    sete dil
+    mov ecx, 99
+    mov eax, ebp
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 128]
     lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*2]
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 192]
+    bswap rsi
     test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov rsi, rdx
+    mov rbp, qword ptr [r15 + r8 + 128]
+    lea r8, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 225
+    mov edx, r8d
+    movzx eax, r8b
+    mov dword ptr [r15 + r9 + 64], ecx
+    test ebx, 256
     jz 1f
 1:
-    and r9, 8128
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 8192]
-    add qword ptr [r14 + 0], r9
-    mov dword ptr [r15 + r8 + 128], 8
-    movsxd rsi, dword ptr [r15 + r9 + 8320]
-    test ebx, 2752
-    jz 1f
-1:
-    mov qword ptr [r14 + r9 + 8256], rdx
-    mov edx, dword ptr [r15 + 64]
-    movsxd r9, dword ptr [r15 + rbp + 256]
+    mov r9d, dword ptr [r14 + 0]
+    mov ecx, dword ptr [r14 + 0]
+    movsxd rdi, dword ptr [r15 + r8 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c51:
-    movzx r8d, dil
     lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 64]
-    and rbp, 448
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 7296
-    jnz 1f
-1:
-    movzx r9d, cl
-    mov rdx, qword ptr [r15 + 0]
-    vpshufd xmm13, xmm11, 235
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov eax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    bswap rdi
-    test ebx, 256
-    jz 1f
-1:
+    and rbp, 64
+    lea r8, [r10 + r10*8]
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    and r8, 32704
+    movsxd rcx, dword ptr [r15 + r8 + 27264]
+    mov qword ptr [r15 + 0], rdx
     movzx esi, byte ptr [r15 + 0]
-    vaddsd xmm13, xmm13, xmm11
-    mov dword ptr [r15 + 0], esi
-    test bl, 128
-    jnz 1f
-1:
-    movzx esi, bpl
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 64], 236
-    movzx r8d, byte ptr [r15 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], 21
-    lea r9, [r10 + r10*1]
-    mov ecx, ebp
-    mov rsi, qword ptr [r15 + 64]
-    test ebx, 5952
+    test ebx, 512
     jz 1f
 1:
+    mov edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, rsi
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 2304
+    jz 1f
+1:
+    vpcmpeqb xmm13, xmm13, xmm14
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + r8 + 27456]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 26944]
+    movzx esi, byte ptr [r15 + r8 + 27328]
+    mov edx, 237
+    mov edx, ebp
+    lea r9, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    sete sil
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    mov r9d, edx
-    movzx edi, r9b
+    add rdi, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 27136], dil
+    mov rax, qword ptr [r15 + rbp + 128]
     test ebx, 256
     jnz 1f
 1:
-    mov r8, r10
-    movsxd r9, dword ptr [r15 + rbp + 512]
-    movsxd rsi, dword ptr [r14 + 0]
-    and r8, 1984
-    mov rcx, qword ptr [r15 + r8 + 2048]
+    cmovne rbp, rbp
+    cmovne rbp, rbp
+    mov rdi, rbp
+    test ebx, 256
+    jnz 1f
+1:
+    lock add qword ptr [r15 + r9 + 64], rdi
+    mov dword ptr [r15 + r8 + 27008], 42
+    movzx r9d, byte ptr [r15 + r8 + 27072]
+    mov edi, dword ptr [r15 + r8 + 27392]
+    test ebx, 3200
+    jnz 1f
+1:
+    mov rsi, r9
+    mov ecx, dword ptr [r14 + r8 + 27200]
+    mov r8d, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c52:
-    mov qword ptr [r15 + 64], rax
-    movzx eax, byte ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 128
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*4]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 384]
+    and r9, 192
+    movzx r8d, byte ptr [r15 + r9 + 768]
+    movzx ecx, dl
+    mov edx, 24
+    test ebx, 3520
+    jz 1f
 1:
-    vmovq xmm7, rdx
-    mov dword ptr [r15 + 0], 246
-    movzx edx, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1216
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    movzx edi, cl
-    mov rsi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 960
+    mov edx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 441856
     jz 1f
 1:
+    add rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    xchg rdx, rcx
     mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 48064
-    jnz 1f
-1:
-    mov ebp, 222
-    movzx r9d, byte ptr [r15 + 0]
-    bt r8, r9
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    test ebx, 5952
-    jnz 1f
-1:
-    and rbp, 8128
-    movzx edi, byte ptr [r15 + rbp + 8192]
-    and r8, 192
-    not qword ptr [r15 + r8 + 320]
-    mov r9d, 7
-    mov esi, 69
-    lea r9, [r10 + r10*1]
-    test ebx, 241536
-    jnz 1f
-1:
-    bswap rsi
-    and r9, 32704
-    inc dword ptr [r15 + r9 + 32832]
-    mov byte ptr [r15 + r9 + 32768], r9b
-    movzx esi, byte ptr [r15 + rbp + 8256]
-    test ebx, 5760
+    test ebx, 24000
     jz 1f
 1:
-    mov eax, 151
-    movsxd rbp, dword ptr [r14 + 0]
-    mov r9d, ecx
-    mov dword ptr [r15 + r8 + 256], ebp
+    mov dword ptr [r15 + 0], edx
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    xchg qword ptr [r15 + 0], rdx
+    movzx r8d, dl
+    test ebx, 512
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    popcnt rsi, r9
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 243200
+    jz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 64]
+    movzx esi, byte ptr [r14 + 0]
+    mov edi, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + r9 + 576]
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 128], 206
+    mov qword ptr [r15 + r9 + 640], rdx
+    movsxd rcx, dword ptr [r14 + r9 + 704]
+    movsxd r9, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c53:
-    mov qword ptr [r15 + 0], rdx
-    mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 768
+    movsxd rbp, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov edx, r8d
-    mov dword ptr [r15 + 0], 11
-    mov dword ptr [r15 + 0], edx
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 2432
+    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, sil
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 31552
+    jnz 1f
+1:
+    mov rsi, r9
+    mov dword ptr [r15 + 0], eax
+    add rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 29440
     jz 1f
 1:
-    add qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], r8b
-    mov r9, rdi
-    mov eax, r9d
-    test ebx, 1728
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    mov edi, 69
+    vpxor xmm13, xmm13, xmm14
+    mov r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1024
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, r8d
+    add qword ptr [r15 + 0], rbp
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 48576
+    jz 1f
+1:
     mov r8d, dword ptr [r15 + 0]
+    movzx esi, r8b
+    movzx ecx, r8b
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov rax, rdi
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 102
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and edi, dword ptr [r15 + 0]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    sete sil
-    movzx r9d, byte ptr [r14 + 0]
-    test ebx, 3520
+    mov dword ptr [r15 + rbp + 64], ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    test ebx, 228608
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov eax, 227
-    mov rsi, qword ptr [r15 + 64]
-    jmp 1f
-1:
-    test bl, 128
+    mov edi, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
+    mov rax, qword ptr [r15 + rbp + 128]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    test ebx, 31616
     jz 1f
 1:
-    mov edi, 244
-    movzx r8d, byte ptr [r15 + 64]
-    mov r9, r10
-    mov qword ptr [r14 + rbp + 192], r9
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 512]
-    test ebx, 57216
-    jnz 1f
-1:
-    mov rbp, r10
-    mov edx, ebp
-    and rbp, 960
-    movzx ecx, byte ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + r9 + 256]
+    movzx ebp, sil
+    mov byte ptr [r15 + r8 + 128], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c54:
-    mov dword ptr [r14 + 64], 10
-    sete bpl
-    cmp dword ptr [r15 + 64], 90
-    movzx esi, byte ptr [r15 + 64]
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx r9d, sil
-    movzx eax, r9b
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1600
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], esi
-    mov esi, ecx
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 448
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 213
-    nop
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, r8b
-    test ebx, 1984
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
+    lea r8, [r10*4]
+    and r8, 192
+    movzx ecx, byte ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + 0], r8b
+    sete cl
+    mov esi, edx
     test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 208
-    mov dword ptr [r15 + 0], r9d
-    mov rbp, r9
-    test ebx, 704
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, al
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9d, ecx
+    mov eax, 243
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, cl
+    test ebx, 6848
     jz 1f
 1:
-    lock add qword ptr [r15 + 0], rdi
-    mov r8, r10
+    mov dword ptr [r15 + 0], edi
+    movzx edx, byte ptr [r15 + 0]
+    imul rdi, r8
+    test ebx, 3520
+    jnz 1f
+1:
+    movzx ebp, dl
+    mov edx, dword ptr [r15 + 0]
+    mov edi, 71
+    jmp 1f
+1:
     lea r9, [r10 + r10*1]
-    mov edi, 145
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 13
-    test ebx, 48832
+    test ebx, 454400
     jz 1f
 1:
-    and r8, 8128
-    cmp dword ptr [r15 + r8 + 8192], 126
     mov qword ptr [r14 + 0], r8
-    mov rbp, r10
-    movzx eax, r8b
-    mov rsi, rbp
-    test ebx, 259072
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r9 + 384], r8
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, rdx
+    mov rdx, qword ptr [r15 + r8 + 768]
+    movsxd r9, dword ptr [r15 + r8 + 576]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 38
+    rep movsb
+    test ebx, 228992
     jz 1f
 1:
-    and rbp, 1984
-    xor dword ptr [r15 + rbp + 2048], esi
-    mov byte ptr [r15 + r9 + 192], bpl
-    mov eax, 214
+    mov rax, qword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r8 + 704], r8
+    mov r9d, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c55:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lock add qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], cl
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rsi
-    nop
-    test ebx, 32384
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, r8d
-    lea rbp, [r10 + r10*1]
-    test ebx, 192448
-    jnz 1f
-1:
-    mov rdx, rdi
-    mov rdi, qword ptr [r15 + 0]
-    and rbp, 192
-    add rdi, qword ptr [r15 + rbp + 256]
-    test ebx, 106432
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 64]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 44
-    rep movsb
-    cmp dword ptr [r15 + 64], 55
-    test ebx, 3008
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 64]
-    jmp 1f
-1:
+    lea rbp, [r10*4]
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 640]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r14 + 0], 213
-    test ebx, 960
+    lea r8, [r10*8]
+    mov rcx, qword ptr [r15 + r9 + 512]
+    and r8, 448
+    mov dword ptr [r14 + r8 + 1024], r8d
+    movzx esi, r8b
+    test ebx, 512
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r14 + 0], bpl
-    and r8, 32704
-    mov rax, qword ptr [r15 + r8 + 32768]
-    jmp 1f
-1:
-    test bl, 128
+    mov dword ptr [r15 + 0], edx
+    mov edi, esi
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1024
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 32832]
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 320], edx
+    mov rsi, r8
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 12032
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov edx, dword ptr [r15 + 0]
+    add qword ptr [r15 + r8 + 1152], rdx
+    test ebx, 3904
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + r8 + 832]
+    bt rdx, rdi
+    mov rax, qword ptr [r15 + r8 + 960]
+    mov rcx, qword ptr [r15 + r9 + 448]
+    test ebx, 63296
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + rbp + 768], ecx
+    mov eax, dword ptr [r14 + 0]
+    test ebx, 3520
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 576]
+    movzx ecx, byte ptr [r15 + r8 + 1088]
+    mov esi, 57
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1280], 154
+    movzx eax, byte ptr [r15 + r8 + 1216]
+    mov r8d, dword ptr [r15 + rbp + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c56:
-    mov dword ptr [r15 + 64], 47
-    movsxd rbp, dword ptr [r15 + 64]
-    btc dword ptr [r15 + 0], 14
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 240
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 62848
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    test ebx, 256
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 4608
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], edx
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r10*4]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rdi, rbp
+    mov rbp, qword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    and r8, 192
-    add rdx, qword ptr [r15 + r8 + 448]
-    mov rbp, r10
-    mov rdi, qword ptr [r15 + r8 + 384]
-    and rbp, 65472
-    mov edi, dword ptr [r15 + rbp + 65536]
-    test ebx, 1472
+    test ebx, 5056
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 5056
     jnz 1f
 1:
-    mov r9, r10
-    mov ebp, r9d
-    and r9, 8128
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 8192]
-    and edx, dword ptr [r14 + 0]
-    add qword ptr [r14 + 0], rcx
+    mov edx, 132
+    mov eax, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 168
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    popcnt r9, rcx
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r14 + 0]
+    test ebx, 188288
+    jz 1f
+1:
+    mov ecx, edx
+    lea r8, [r10 + r10*1]
+    mov r9, rcx
+    lea rbp, [r10*4]
+    and r8, 64
+    or qword ptr [r15 + r8 + 256], 68
+    and rbp, 192
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 576]
+    test ebx, 28352
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 704], r9b
+    mov dword ptr [r15 + r8 + 192], r9d
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + rbp + 768], r8
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], 150
-    mov rcx, qword ptr [r15 + r8 + 256]
-    mov r8d, ebp
+    mov rdx, qword ptr [r15 + rbp + 640]
+    mov ebp, edx
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    movzx eax, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c57:
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, rdi
-    mov ebp, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 112
-    test ebx, 576
+    add qword ptr [r15 + 0], r8
+    mov r9, qword ptr [r15 + 0]
+    movzx esi, r8b
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov ecx, r9d
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 61184
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov r8, r8
-    test ebx, 5056
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, 137
-    test ebx, 513536
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov rax, rcx
+    movzx eax, dil
+    mov dword ptr [r15 + 0], 214
+    mov r9, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    movzx esi, al
-    mov ecx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*2]
-    mov edi, 37
-    and rbp, 192
-    mov r8, r10
-    xor dword ptr [r15 + rbp + 320], eax
-    test ebx, 252416
-    jnz 1f
-1:
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 2048]
-    mov edx, edx
-    nop
-    lea r9, [r10 + r10*1]
-    add qword ptr [r15 + rbp + 384], rdi
-    test ebx, 512
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    vpshufd xmm13, xmm14, 176
+    mov r8, rdi
+    test ebx, 7488
     jz 1f
 1:
-    and r9, 64
-    cmp r9, qword ptr [r15 + r9 + 192]
-    mov edi, dword ptr [r14 + 64]
-    cmp dword ptr [r15 + r9 + 128], 117
-    mov esi, dword ptr [r14 + rbp + 256]
-    test ebx, 1856
+    mov edi, dword ptr [r15 + 0]
+    mov r8, rcx
+    and eax, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    test ebx, 28480
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 64]
-    mov dword ptr [r15 + 64], edx
+    sete cl
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 11
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 2944
+    jz 1f
+1:
+    vpor xmm14, xmm14, xmm13
     movzx ebp, r8b
+    lea r9, [r10 + r10*1]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 64]
+    movsxd rdi, dword ptr [r14 + r9 + 128]
+    vpaddd xmm0, xmm0, xmm14
+    movsxd rsi, dword ptr [r14 + 0]
+    test ebx, 3392
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx r9d, dl
+    movzx esi, r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov edx, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
+    lea rbp, [r10 + r10*8]
+    and rbp, 16320
+    mov r8d, dword ptr [r15 + rbp + 10880]
+    movsxd rax, dword ptr [r15 + rbp + 10688]
+    add r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1472
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 119
     lea r8, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 10944]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    mov rsi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 256
+    test ebx, 3520
     jnz 1f
 1:
-    mov edi, esi
-    mov rbp, rcx
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1728
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 3200
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov edx, ecx
-    mov esi, 191
-    movzx ecx, sil
-    test ebx, 128704
+    movzx ecx, dl
+    mov rdx, qword ptr [r15 + r9 + 128]
+    movzx eax, dl
+    mov r9d, ecx
+    test ebx, 3904
     jnz 1f
 1:
-    lea r9, [r10*4]
-    movzx esi, byte ptr [r15 + 0]
-    and r9, 960
-    mov dword ptr [r14 + r9 + 1088], 125
-    movsxd rax, dword ptr [r15 + 64]
-    test bl, 192
+    mov rdi, qword ptr [r15 + rbp + 10816]
+    and ecx, dword ptr [r14 + 0]
+    and esi, dword ptr [r15 + rbp + 10752]
+    test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 64]
-    mov byte ptr [r15 + r8 + 192], dl
-    movzx r8d, cl
-    movzx ebp, byte ptr [r15 + r9 + 1024]
-    test ebx, 63936
+    mov edx, dword ptr [r15 + rbp + 11008]
+    movzx ecx, byte ptr [r15 + rbp + 10624]
+    jmp 1f
+1:
+    inc dword ptr [r15 + rbp + 11072]
+    test ebx, 62912
     jz 1f
 1:
-    mov ecx, ebp
-    lea r8, [r10 + r10*2]
-    mov edx, 251
-    xor dword ptr [r15 + r9 + 1216], r8d
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 8192]
-    mov dword ptr [r15 + r8 + 8320], r8d
-    mov rdx, qword ptr [r15 + r8 + 8256]
-    mov ebp, edi
-    test ebx, 56960
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 1152]
-    mov edi, 10
-    xchg r9, rcx
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + rbp + 10560], rcx
+    popcnt rsi, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*2]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 8192], dil
-    movzx eax, byte ptr [r14 + rbp + 8256]
-    and r8, 960
-    movzx edx, byte ptr [r15 + r8 + 1088]
-    cmp rdx, qword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov edi, esi
-    inc dword ptr [r15 + 0]
-    mov esi, edi
-    mov rdx, rdi
-    test ebx, 512
+    lea r8, [r10*4]
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 192]
+    mov ecx, edi
+    and r8, 192
+    add rcx, qword ptr [r15 + r8 + 768]
+    movzx r9d, byte ptr [r15 + r8 + 704]
+    test ebx, 24384
     jz 1f
 1:
-    cmp rdx, qword ptr [r15 + 0]
-    vpor xmm13, xmm13, xmm7
-    mov eax, ecx
-    mov dword ptr [r15 + 0], eax
-    test ebx, 2816
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov ecx, eax
-    movzx esi, byte ptr [r15 + 0]
-    vpor xmm11, xmm11, xmm10
-    test ebx, 3264
-    jnz 1f
-1:
-    mov rsi, rcx
-    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov edi, r9d
+    movsxd rax, dword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 256
+    test ebx, 704
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    test ebx, 57024
     jz 1f
 1:
-    mov rcx, r9
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rax, rdx
-    mov byte ptr [r15 + 0], al
-    test ebx, 256
-    jz 1f
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edx
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 6848
+    jnz 1f
 1:
-    nop
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, r8d
-    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov esi, r9d
+    movzx esi, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r14 + 0], r8d
-    bswap r9
-    movsxd rdi, dword ptr [r15 + r8 + 1152]
-    movzx ebp, dil
-    mov r9, r10
-    test ebx, 228608
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov edx, eax
+    movzx edi, byte ptr [r15 + 0]
+    bt rbp, rdx
+    lea r9, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    mov ebp, r9d
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 64]
+    test ebx, 474624
     jnz 1f
 1:
-    and r9, 1984
-    mov rdi, qword ptr [r15 + r9 + 2048]
-    mov rsi, qword ptr [r15 + r8 + 1024]
-    mov ecx, edi
-    mov dword ptr [r15 + 64], 237
+    movzx eax, byte ptr [r14 + 0]
+    mov edi, r8d
+    movzx ebp, byte ptr [r14 + r8 + 640]
+    imul rax, r8
+    test bl, 128
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 576], 62
+    movzx ebp, dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
-    mov edi, edi
-    mov r8, rdi
-    cmp rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 320
+    lea r8, [r10*8]
+    jmp 1f
+1:
+    lea r9, [r10*4]
+    and r8, 16320
+    mov dword ptr [r15 + r8 + 10688], r9d
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 576]
+    test ebx, 26368
     jnz 1f
 1:
-    mov edx, 244
-    sete bpl
-    mov eax, 134
-    mov edi, eax
+    mov edi, 64
+    mov rax, rdi
+    mov dword ptr [r15 + r8 + 10816], edi
+    test ebx, 32128
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + r8 + 10880], dl
+    xchg rdx, rbp
+    test ebx, 228096
+    jnz 1f
+1:
+    mov edi, edx
+    mov rbp, qword ptr [r14 + r8 + 10624]
+    mov esi, ebp
+    test ebx, 57152
+    jz 1f
+1:
+    mov ebp, r9d
+    lea rdi, [r15 + 67109504]
+    mov ecx, 4096
+    rep stosb
+    imul eax, r8d, 56
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 32
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9d, 99
-    mov byte ptr [r15 + 0], r9b
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movsxd rcx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rsi
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r10 + r10*1]
-    bt r9, r9
-    and r9, 960
-    mov esi, dword ptr [r15 + r9 + 1024]
-    test ebx, 576
-    jnz 1f
-1:
-    vsubsd xmm13, xmm13, xmm13
+    movzx edi, dil
     lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rdi
+    mov dword ptr [r15 + r9 + 768], 192
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 8
+    rep movsb
+    test ebx, 1024
+    jz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 5
-    lea r8, [r10 + r10*2]
-    test ebx, 256
-    jz 1f
+    add qword ptr [r15 + rbp + 256], r9
+    mov rsi, qword ptr [r15 + rbp + 192]
+    movzx ecx, byte ptr [r15 + r8 + 10752]
+    test bl, 128
+    jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 576], 36
-    mov dword ptr [r15 + r9 + 1088], edi
-    mov edi, dword ptr [r15 + 64]
-    mov dword ptr [r15 + r8 + 512], 201
-    test ebx, 425728
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    movzx r8d, r9b
-    movzx eax, byte ptr [r15 + rbp + 128]
+    mov rbp, qword ptr [r15 + r8 + 10560]
+    movzx edi, cl
+    movsxd r8, dword ptr [r15 + r9 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    lea r8, [r10 + r10*1]
-    and r8, 192
-    mov ebp, dword ptr [r15 + r8 + 256]
-    mov rcx, qword ptr [r15 + 0]
-    mov rax, rdx
+    mov dword ptr [r14 + 0], 241
+    add rdx, qword ptr [r14 + 0]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1920
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    vpshufd xmm10, xmm7, 64
-    lock or dword ptr [r15 + 0], 70
-    test ebx, 1920
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 576
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 40
-    test ebx, 1024
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test bl, 128
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, 223
+    mov rax, rsi
+    mov rdi, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*2]
-    inc dword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    and r9, 960
-    movzx edx, byte ptr [r15 + r9 + 1024]
-    test ebx, 7488
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 64]
-    mov rbp, qword ptr [r15 + 64]
-    movzx ecx, byte ptr [r15 + r9 + 1088]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1600
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], 37
-    vpor xmm7, xmm7, xmm13
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 192]
-    movsxd rcx, dword ptr [r15 + r9 + 1152]
-    test ebx, 6976
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    sete sil
+    mov ecx, r9d
+    test ebx, 832
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov eax, dword ptr [r15 + rbp + 128]
-    mov r8d, 81
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rcx
+    mov esi, dword ptr [r15 + 0]
+    vpshufd xmm14, xmm0, 195
+    test bl, 128
+    jz 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r9
+    mov eax, 79
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], bpl
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    mov rsi, qword ptr [r15 + r9 + 64]
+    mov edx, esi
+    test ebx, 320
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rsi, rdi
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov edi, dword ptr [r15 + r8 + 256]
+    movzx ecx, byte ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    movzx r9d, r8b
-    mov ecx, 190
-    mov edi, 27
-    lea rbp, [r10 + r10*2]
-    mov edx, 233
-    test ebx, 64320
+    lea rbp, [r10 + r10*8]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 6656], r9
+    mov r9d, 11
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, edx
+    test ebx, 256
     jz 1f
 1:
-    and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 256]
-    mov esi, dword ptr [r14 + 64]
-    mov r9, qword ptr [r15 + 64]
-    movsxd r8, dword ptr [r15 + 64]
+    mov rdi, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 45
+    movzx edx, al
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 6784
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 64]
+    add rsi, qword ptr [r15 + r9 + 128]
+    not qword ptr [r15 + rbp + 6848]
+    movzx eax, byte ptr [r15 + rbp + 6464]
+    lea r8, [r10 + r10*1]
     test bl, 128
     jnz 1f
 1:
-    mov r8, r10
-    movzx edx, byte ptr [r15 + rbp + 320]
-    and r8, 16320
-    xor dword ptr [r15 + r8 + 16384], eax
-    mov qword ptr [r15 + 0], rcx
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 320]
+    add qword ptr [r15 + rbp + 6912], r8
+    lock add qword ptr [r15 + rbp + 6592], rbp
+    test ebx, 28352
+    jnz 1f
+1:
+    mov dword ptr [r14 + rbp + 6720], ecx
+    movzx r9d, byte ptr [r14 + 0]
+    movsxd rcx, dword ptr [r15 + rbp + 6528]
+    mov edi, dword ptr [r15 + rbp + 6976]
     test ebx, 256
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    vmovq xmm12, rcx
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test bl, 128
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 384], 135
     jmp 1f
 1:
-    xchg qword ptr [r15 + 0], r8
-    test ebx, 1728
-    jnz 1f
-1:
-    cmp r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 6
-    mov edi, 8
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    test ebx, 1280
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, rbp
-    mov edx, eax
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, 7
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + rbp + 384]
-    test ebx, 1344
-    jnz 1f
-1:
-    mov ebp, esi
-    mov r9, r10
-    mov edi, edi
-    and r9, 960
-    mov eax, dword ptr [r14 + r9 + 1024]
+    movzx r8d, byte ptr [r15 + rbp + 6784]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    lea rbp, [r10 + r10*1]
-    movzx esi, bpl
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    nop
-    and r8, 192
-    mov dword ptr [r15 + r8 + 320], r8d
-    test ebx, 256
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + 0], 126
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    movzx edx, byte ptr [r14 + 0]
+    mov edi, dword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], 94
     mov rbp, qword ptr [r15 + 0]
-    test ebx, 1920
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, esi
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, dil
-    test ebx, 256
+    test ebx, 1024
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    xchg rdx, rcx
-    mov esi, 204
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 253376
-    jz 1f
+    popcnt r9, rbp
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
 1:
-    mov eax, ebp
-    mov r9d, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 64], ebp
-    mov rbp, r10
-    movsxd rcx, dword ptr [r15 + 64]
-    and rbp, 32704
-    mov dword ptr [r15 + rbp + 32768], ecx
-    mov rsi, qword ptr [r14 + 0]
+    movzx ebp, sil
     test ebx, 512
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + r8 + 256]
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov edi, r8d
+    test ebx, 5824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 228864
+    jnz 1f
+1:
+    mov edi, ebp
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 960
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    popcnt rax, r8
+    mov rcx, r8
+    cmovne rdx, rcx
+    test ebx, 512
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 256]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 320]
+    mov rsi, qword ptr [r15 + r8 + 384]
+    test ebx, 256
+    jnz 1f
+1:
+    bswap rcx
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    add rcx, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -9036,7 +8936,7 @@ ditto_body_init_c1:
     add rdi, 8
     dec ecx
     jnz 1b
-    lea rdi, [r8 + 0]
+    lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
     add rax, 1
@@ -9071,9 +8971,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 9344]
-    mov r10, qword ptr [r15 + 9352]
-    mov r12, qword ptr [r15 + 9360]
+    mov r11, qword ptr [r15 + 9792]
+    mov r10, qword ptr [r15 + 9800]
+    mov r12, qword ptr [r15 + 9808]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -9085,9 +8985,9 @@ ditto_body_c2:
     xor r9d, r9d
     vzeroall
 // block 0: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 9368]
+    mov rbx, qword ptr [r15 + 9816]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 9368], rcx
+    mov qword ptr [r15 + 9816], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 1
@@ -9102,287 +9002,272 @@ ditto_body_c2:
     jmp .Lc2_b0_c1
     .p2align 6
 .Lc2_b0_c0:
-    mov byte ptr [r15 + 0], al
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    sete dil
-    test bl, 104
-    jz 1f
-1:
-    movzx ebp, r8b
-    mov eax, 5
-    mov r8, qword ptr [r15 + 0]
-    cmovne r9, rbp
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 84
+    mov ecx, r8d
+    movzx r8d, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 174
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov rdi, rcx
+    mov edi, dword ptr [r15 + 0]
+    lea rdi, [r15 + 1600]
+    lea rsi, [r15 + 5696]
+    mov ecx, 11
+    rep movsb
     movzx eax, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 242
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 72
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 205
-    mov ecx, dword ptr [r15 + 0]
-    sete al
-    test bl, 76
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    vmulsd xmm6, xmm6, xmm15
-    mov esi, dword ptr [r15 + 64]
-    cmp rbp, qword ptr [r15 + 64]
-    test ebx, 3008
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    movzx ecx, cl
-    movzx esi, byte ptr [r14 + 0]
-    mov byte ptr [r14 + 0], al
-    test bl, 234
+    movzx r8d, sil
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, r8d
+    lea r9, [r10 + r10*1]
+    test bl, 8
     jnz 1f
 1:
-    mov qword ptr [r14 + 0], rsi
-    mov qword ptr [r14 + 0], rsi
-    movsxd rdx, dword ptr [r14 + 0]
-    mov r8d, 151
-    mov rax, r8
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 192]
     lea r8, [r10 + r10*1]
-    test ebx, 256
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movsxd rsi, dword ptr [r14 + r8 + 320]
+    test bl, 122
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 64]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    vpshufd xmm15, xmm6, 12
-    mov esi, dword ptr [r14 + r8 + 128]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    mov edx, eax
+    or eax, 1
+    xor edx, edx
+    div eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    mov esi, dword ptr [r14 + 0]
+    mov rdi, r8
+    test bl, 52
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
+    mov ecx, 154
+    mov qword ptr [r14 + 0], rax
+    test ebx, 920
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 128]
+    .byte 0x0f, 0x1f, 0x00
+    and ebp, dword ptr [r15 + r8 + 384]
+    test ebx, 8136
+    jz 1f
+1:
+    mov rdx, rbp
+    mov r8d, dword ptr [r15 + r9 + 256]
+    mov rsi, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b0_done
 .Lc2_b0_c1:
-    movsxd rcx, dword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movzx esi, bpl
-    movsxd r9, dword ptr [r15 + 0]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    test bl, 8
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 7150
+    test ebx, 496
     jz 1f
 1:
-    cmp dword ptr [r15 + 0], 103
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, 201
     movzx eax, byte ptr [r15 + 0]
-    test bl, 8
+    movzx ecx, byte ptr [r15 + 0]
+    bswap rdx
+    mov dword ptr [r15 + 0], eax
+    test ebx, 4864
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 100
-    mov dword ptr [r15 + 64], eax
-    lea rdi, [r15 + 1152]
-    mov ecx, 49
-    rep stosb
-    mov byte ptr [r15 + 64], cl
-    test ebx, 3520
-    jnz 1f
-1:
-    mov edx, 197
-    popcnt r8, rdx
-    mov r9, rbp
-    test bl, 32
-    jnz 1f
-1:
-    or qword ptr [r14 + 0], 35
-    mov dword ptr [r14 + 0], 213
-    add rdx, qword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
-    test bl, 72
-    jz 1f
-1:
-    mov ebp, ebp
-    lea r8, [r10 + r10*1]
-    movzx r9d, r8b
-    movzx esi, dil
-    and r8, 64
-    mov rax, qword ptr [r14 + r8 + 192]
-    test bl, 8
+    add rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 28
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r14 + 64]
-    mov rdi, qword ptr [r14 + r8 + 128]
+    mov edi, 198
+    mov eax, 25
+    mov dword ptr [r15 + 0], eax
+    test bl, 16
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    test ebx, 3960
+    jz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    mov edi, 220
+    mov byte ptr [r14 + 0], al
+    mov dword ptr [r14 + 0], 120
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r14 + 0]
+    mov rsi, rax
+    and r9, 64
+    add rdx, qword ptr [r14 + r9 + 384]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    lea r8, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    bswap rcx
+    movzx esi, cl
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    test ebx, 1910
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 64]
+    movzx eax, byte ptr [r15 + r9 + 320]
+    mov byte ptr [r14 + rbp + 128], dil
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 6 chunk executions per call
-    mov rbx, qword ptr [r15 + 9376]
-    lea rcx, [rbx + 6]
-    mov qword ptr [r15 + 9376], rcx
-    mov r13d, 6
+// block 1: 128 bytes, 1 chunk(s), 8 chunk executions per call
+    mov rbx, qword ptr [r15 + 9824]
+    lea rcx, [rbx + 8]
+    mov qword ptr [r15 + 9824], rcx
+    mov r13d, 8
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    movsxd rdx, dword ptr [r14 + 64]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov r8d, r9d
-    mov ebp, r8d
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 24000
-    jnz 1f
-1:
-    movzx esi, dil
-    lock xadd qword ptr [r15 + 0], rdx
-    shl r9, 17
-    popcnt rbp, r9
-    mov rax, qword ptr [r15 + 0]
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    or qword ptr [r15 + 0], 94
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, r8d
-    mov qword ptr [r15 + 64], rax
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 7420
+    mov esi, dword ptr [r15 + 0]
+    mov edx, esi
+    add qword ptr [r15 + 0], rdi
+    test ebx, 31704
     jz 1f
 1:
-    sub rcx, rax
-    and esi, dword ptr [r14 + 0]
-    movzx r9d, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
     mov rbp, r10
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 64]
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 448]
+    mov r8, r10
     jmp 1f
 1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rcx
+    movzx ebp, byte ptr [r14 + 0]
+    test ebx, 2013
+    jnz 1f
+1:
+    bswap rcx
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
+    movsxd rbp, dword ptr [r14 + r9 + 128]
+    imul r8d, r8d, 27
+    mov eax, esi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 256 bytes, 1 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 9384]
+    mov rbx, qword ptr [r15 + 9832]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 9384], rcx
+    mov qword ptr [r15 + 9832], rcx
     mov r13d, 3
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    mov dword ptr [r15 + 0], edi
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, edx
-    test bl, 215
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    vpaddd xmm6, xmm6, xmm14
-    mov ecx, 167
-    test bl, 4
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov edx, 139
-    and eax, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 4
+    lea r9, [r11 + r11*1]
+    mov edx, 219
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 384]
+    and esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 636
     jnz 1f
 1:
     mov byte ptr [r15 + 0], dil
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1966
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, ebp
+    mov qword ptr [r15 + 0], rdi
+    test bl, 25
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rdi, rcx
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov r8d, 149
-    and r9, 192
-    mov eax, dword ptr [r14 + r9 + 256]
-    movzx esi, al
-    movzx ecx, byte ptr [r14 + 0]
-    test bl, 184
+    mov rdx, qword ptr [r15 + 0]
+    vpshufd xmm2, xmm4, 127
+    mov r8, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    movzx ecx, cl
-    imul edi, ecx, 45
-    mov byte ptr [r14 + 0], bpl
-    cmp rdi, qword ptr [r14 + 0]
-    test bl, 152
+    mov byte ptr [r15 + 0], dl
+    movsxd rsi, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rsi
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 93
-    mov qword ptr [r14 + 0], rbp
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r14 + 0]
-    mov r8, rdi
+    mov edx, 98
+    .byte 0x0f, 0x1f, 0x00
+    mov eax, edx
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    test ebx, 456
-    jz 1f
-1:
-    vpaddd ymm6, ymm14, ymmword ptr [r15 + r9 + 320]
-    mov rsi, qword ptr [r15 + 64]
+    lea r8, [r10 + r10*1]
+    mov rcx, r9
     and rbp, 64
-    movsxd r9, dword ptr [r14 + rbp + 192]
-    mov dword ptr [r15 + rbp + 128], 71
+    mov dword ptr [r15 + rbp + 384], eax
+    and r8, 64
+    mov dword ptr [r14 + r8 + 256], 57
+    mov dword ptr [r14 + 0], r9d
+    test bl, 108
+    jnz 1f
+1:
+    add rdx, qword ptr [r14 + 0]
+    movsxd rdi, dword ptr [r14 + 0]
+    mov eax, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r14 + 0]
+    test ebx, 3056
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 320]
+    movsxd rdi, dword ptr [r14 + r8 + 192]
+    mov qword ptr [r15 + r9 + 320], rdx
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-    mov qword ptr [r15 + 9344], r11
-    mov qword ptr [r15 + 9352], r10
-    mov qword ptr [r15 + 9360], r12
+    mov qword ptr [r15 + 9792], r11
+    mov qword ptr [r15 + 9800], r10
+    mov qword ptr [r15 + 9808], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -9400,7 +9285,7 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 9368]
+    lea rdi, [r8 + 9816]
     mov ecx, 3
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
@@ -9409,7 +9294,7 @@ ditto_body_init_c2:
     add rdi, 8
     dec ecx
     jnz 1b
-    lea rdi, [r8 + 0]
+    lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
     add rax, 1
