@@ -3,6 +3,7 @@
  *
  *   body_harness ITERATIONS            buffers from aligned_alloc (run it under valgrind memcheck)
  *   body_harness ITERATIONS guard      each buffer ends at a PROT_NONE page (native overflow check)
+ *   DITTO_HARNESS_ONLY=NAME            only the body of cluster NAME (e.g. to profile one cluster)
  *
  * Linked with the clone's src/config.c and src/body.S only. */
 #include <stdint.h>
@@ -47,7 +48,8 @@ int main(int argc, char **argv)
     int bodies = 0;
     for (uint32_t i = 0; i < cfg->n_clusters; i++) {
         const struct ditto_cluster *cl = &cfg->clusters[i];
-        if (cl->body == NULL)
+        const char *only = getenv("DITTO_HARNESS_ONLY");
+        if (cl->body == NULL || (only != NULL && strcmp(only, cl->name) != 0))
             continue;
         struct ditto_body_ctx ctx;
         memset(&ctx, 0, sizeof ctx);
