@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use ditto_measure::SimSettings;
 use ditto_target::{Level, TargetSpec};
 use ditto_validate::tune::{default_tuned_metrics, TuneHistory, TuneSettings, HISTORY_SCHEMA};
 use ditto_validate::validate::{resolve, CloneTuneBackend};
@@ -62,6 +63,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let level: Level = args.level.parse().map_err(anyhow::Error::msg)?;
     let original = TargetSpec::load(&args.target)?;
     let clone = CloneDir::open(&args.clone)?;
+    let instructions_per_request = clone.profiled_instructions_per_request();
     let backend = args.sim.backend()?;
     let perf = matches!(backend, ditto_measure::CounterBackend::Perf);
     let settings = TuneSettings {
@@ -108,7 +110,10 @@ pub fn run(args: TuneArgs) -> Result<()> {
         original,
         clone,
         backend,
-        sim: args.sim.settings(args.l2),
+        sim: SimSettings {
+            instructions_per_request,
+            ..args.sim.settings(args.l2)
+        },
         seed: args.seed,
         request_timeout: Duration::from_secs(2),
     };

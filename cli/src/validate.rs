@@ -181,6 +181,9 @@ pub fn run(args: ValidateArgs) -> Result<()> {
     }
     let original = TargetSpec::load(&args.target)?;
     let clone = CloneDir::open(&args.clone)?;
+    // The original's profiled cost per request sizes the simulated runs (both sides run at the
+    // same rates).
+    let instructions_per_request = clone.profiled_instructions_per_request();
     let backend = args.sim.backend()?;
     let out = args
         .out
@@ -210,7 +213,10 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         clone,
         levels,
         backend,
-        sim: args.sim.settings(!args.no_l2),
+        sim: SimSettings {
+            instructions_per_request,
+            ..args.sim.settings(!args.no_l2)
+        },
         duration_s: args.duration,
         warmup_s: args.warmup,
         original_runs: args.original_runs,

@@ -85,6 +85,20 @@ impl CloneDir {
         &self.spec.name
     }
 
+    /// Instructions per request of the original, over all of its profiled threads (`profile.json`'s
+    /// body), or `None` without a body. Sizes the simulated runs (`SimSettings`).
+    pub fn profiled_instructions_per_request(&self) -> Option<f64> {
+        let profile = ditto_profile::Profile::load(&self.profile_path).ok()?;
+        let total: f64 = profile
+            .body?
+            .clusters
+            .iter()
+            .map(|c| c.instructions_per_request)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .sum();
+        (total > 0.0).then_some(total)
+    }
+
     /// Regenerates the clone in place with `knobs` (same profile and seed) and builds it. The
     /// directory is replaced as a whole by the generator, so files kept in it (the tuning history)
     /// must be written again afterwards.
