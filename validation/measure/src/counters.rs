@@ -443,13 +443,20 @@ pub struct SimSettings {
     pub max_duration_s: f64,
     pub with_l2: bool,
     /// Instructions per request of the target, from its profile, when known: the rate is then capped
-    /// so that the faster run asks at most `max_simulated_instructions_per_s` of cachegrind.
+    /// so that the faster run asks at most `max_simulated_instructions_per_s` of cachegrind. (Both
+    /// fields are newer than the report schema's first version: reports without them still load.)
+    #[serde(default)]
     pub instructions_per_request: Option<f64>,
     /// What cachegrind can run of one server without saturating it (Valgrind runs one guest thread at
     /// a time). Measured: Pix's original under cachegrind completed 1,465 of 2,000 req/s offered at
     /// 60k instructions per request, about 90 M instructions per second, batching its work as a
     /// saturated server does. Half of that keeps a server in the regime its profile was taken in.
+    #[serde(default = "default_max_simulated_instructions_per_s")]
     pub max_simulated_instructions_per_s: f64,
+}
+
+fn default_max_simulated_instructions_per_s() -> f64 {
+    45e6
 }
 
 impl Default for SimSettings {
@@ -466,7 +473,7 @@ impl Default for SimSettings {
             max_duration_s: 15.0,
             with_l2: true,
             instructions_per_request: None,
-            max_simulated_instructions_per_s: 45e6,
+            max_simulated_instructions_per_s: default_max_simulated_instructions_per_s(),
         }
     }
 }
