@@ -115,747 +115,728 @@ ditto_body_c1:
     jmp .Lc1_b0_c31
     .p2align 6
 .Lc1_b0_c0:
-    cmovne rax, rcx
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1696
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
-1:
-    vpxor xmm11, xmm11, xmm10
-    mov rbp, r9
-    and ecx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 245120
+    or qword ptr [r15 + 0], 41
+    mov eax, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 2976
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, rcx
-    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    sete sil
+    test ebx, 12128
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    cmovne rsi, rdx
+    imul edi, edi, 89
+    movzx edx, r8b
+    add r9, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov ebp, eax
-    mov edi, r9d
-    bt rbp, rsi
-    test ebx, 1696
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], r8b
-    mov rcx, rbp
-    and edi, dword ptr [r15 + 0]
-    test ebx, 228992
-    jnz 1f
-1:
-    cmovne rdx, rsi
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 64384
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 46
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r14 + 0], ebp
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    test ebx, 195968
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    test ebx, 7136
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov ecx, dword ptr [r15 + rbp + 512]
-    movzx edi, byte ptr [r15 + r9 + 192]
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 384], ecx
+    movzx esi, byte ptr [r15 + r8 + 320]
+    test ebx, 288
+    jnz 1f
+1:
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + r9 + 512]
+    mov r8d, ebp
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 192]
+    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], edi
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    movzx edx, byte ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov dword ptr [r15 + 0], ebp
-    mov rax, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 256
+    mov qword ptr [r14 + 0], rdi
+    or qword ptr [r15 + 0], 17
+    mov ebp, 54
+    mov dword ptr [r15 + 0], r9d
+    test bl, 128
     jz 1f
 1:
-    xor dword ptr [r15 + 0], esi
-    mov esi, 197
-    mov byte ptr [r15 + 0], r8b
-    mov edx, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    bt rbp, rsi
+    mov ecx, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 384
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1760
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
+    mov dword ptr [r15 + 0], 29
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1248
+    jz 1f
 1:
     movzx ecx, byte ptr [r15 + 0]
+    mov r9d, 239
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     test bl, 64
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    vmaxsd xmm7, xmm7, xmm7
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 31
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test bl, 128
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
     and rbp, 64
     lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r14 + rbp + 64]
-    lea r9, [r10*4]
+    mov rsi, qword ptr [r15 + rbp + 512]
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    test ebx, 256
+    lea r9, [r10 + r10*1]
+    lock add qword ptr [r15 + r8 + 384], rcx
+    test ebx, 3680
     jnz 1f
 1:
-    and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + r9 + 576], 124
-    mov esi, dword ptr [r15 + r9 + 704]
-    mov edi, edx
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 64]
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov edx, dword ptr [r15 + rbp + 448]
     test bl, 64
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 640]
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    movzx r9d, byte ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + r9 + 128], dil
+    movzx esi, dl
+    movzx ecx, byte ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 120
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 8032
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 2912
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    vpmovmskb ebp, xmm13
-    movzx edx, bpl
-    mov eax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10*4]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r8d
+    and r8, 192
+    mov r9, qword ptr [r15 + r8 + 640]
+    mov edi, 36
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, sil
-    mov esi, 137
-    test bl, 128
+    mov rax, rdx
+    mov dword ptr [r15 + 0], r8d
+    mov edi, 12
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 10208
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov rdx, rax
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    movzx ebp, bpl
+    test bl, 64
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rdx
     and r9, 64
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + r9 + 384]
-    mov rax, rdi
-    lea r8, [r10 + r10*1]
-    test ebx, 576
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rdi
-    mov ebp, 5
-    lea rbp, [r10 + r10*1]
-    movzx edi, r8b
-    and rbp, 64
-    movsxd rcx, dword ptr [r14 + rbp + 192]
-    test ebx, 288
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + r8 + 128], rsi
-    vpxor xmm13, xmm13, xmm4
-    mov dword ptr [r14 + 0], 10
-    mov edi, esi
-    test ebx, 2976
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 256]
-    vpmovmskb ebp, xmm13
+    mov byte ptr [r15 + r9 + 384], dl
     lea rdi, [r15 + 67109504]
-    mov ecx, 9
+    mov ecx, 644
     rep stosb
-    movsxd rax, dword ptr [r15 + r9 + 320]
+    add qword ptr [r15 + r8 + 576], rsi
+    test bl, 64
+    jz 1f
+1:
+    movzx ecx, r8b
+    movzx edi, r8b
+    popcnt rsi, r9
+    movzx ecx, byte ptr [r14 + rbp + 64]
+    test bl, 96
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 320]
+    mov rax, rcx
+    test bl, 64
+    jz 1f
+1:
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    add r9, qword ptr [r15 + 0]
-    mov rdx, rdx
-    movzx r8d, byte ptr [r15 + 0]
-    vpaddd xmm13, xmm13, xmm13
-    test bl, 160
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov esi, 207
-    and edx, dword ptr [r15 + 0]
+    mov edx, 48
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    add r8, qword ptr [r15 + 0]
-    mov edx, esi
-    add r9, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 65216
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r14 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 70
+    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
     test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov rdx, qword ptr [r15 + 0]
+    movzx eax, dl
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 20448
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov r9d, edx
-    lea rbp, [r10 + r10*1]
-    mov edx, r9d
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], bpl
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    imul edx, ebp, 104
+    mov qword ptr [r15 + 0], rbp
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
+    add rsi, qword ptr [r14 + 0]
+    test ebx, 2912
+    jnz 1f
 1:
-    mov ecx, 65
-    movzx esi, r8b
     and r9, 64
-    movsxd rdx, dword ptr [r14 + r9 + 320]
-    mov eax, dword ptr [r15 + rbp + 256]
-    test bl, 64
-    jz 1f
+    mov ebp, dword ptr [r15 + r9 + 320]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movzx esi, byte ptr [r14 + r8 + 192]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    mov rdx, rcx
+    test ebx, 30624
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 74
-    mov byte ptr [r15 + r8 + 512], cl
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    vmovdqu xmm7, xmmword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r8 + 256], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
     lea rbp, [r10 + r10*8]
-    sete dl
-    and rbp, 4032
-    mov ecx, dword ptr [r15 + rbp + 6848]
-    mov dword ptr [r14 + rbp + 6656], 7
-    add rdi, qword ptr [r15 + rbp + 6528]
+    mov rcx, rdi
+    and rbp, 16320
+    movsxd rdi, dword ptr [r15 + rbp + 10880]
+    vucomisd xmm7, xmm7
+    mov r9, qword ptr [r14 + rbp + 11072]
+    test bl, 96
+    jz 1f
+1:
+    mov r8, r9
+    lea r9, [r10 + r10*1]
+    mov ecx, 181
+    mov byte ptr [r15 + rbp + 10752], sil
+    and r9, 64
     lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r9 + 448]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
     and r8, 64
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + 0], 167
-    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + r8 + 256]
+    mov esi, dword ptr [r15 + rbp + 11008]
+    mov dword ptr [r15 + 0], 115
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 256
+    add rsi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, esi
+    movzx edi, byte ptr [r15 + r9 + 512]
+    test bl, 160
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 6912]
-    mov dword ptr [r14 + 0], edi
-    lea r9, [r10 + r10*1]
-    mov edi, ecx
-    test ebx, 1696
+    mov r9d, 54
+    and esi, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    mov edi, 233
+    test ebx, 14304
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 6976]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r8b
-    vmovdqu xmm13, xmmword ptr [r15 + rbp + 6784]
-    mov dword ptr [r15 + rbp + 6592], r8d
-    test ebx, 27584
+    movsxd r8, dword ptr [r15 + rbp + 10624]
+    imul rax, r8
+    movsxd rdx, dword ptr [r15 + rbp + 10816]
+    mov dword ptr [r15 + rbp + 10944], 165
+    test ebx, 640
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 256]
-    movsxd rdi, dword ptr [r15 + rbp + 6720]
-    xchg rdi, r9
-    test bl, 128
-    jz 1f
-1:
-    mov rax, rdi
-    movzx r9d, byte ptr [r15 + rbp + 6464]
-    movzx edx, al
-    test bl, 128
-    jz 1f
-1:
-    mov esi, eax
-    movzx ecx, sil
-    mov ebp, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r14 + rbp + 10560], ebp
+    mov rdx, qword ptr [r15 + rbp + 10688]
+    mov r8d, 249
+    mov ebp, 82
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 222
+    mov dword ptr [r15 + 0], 226
+    mov rbp, rdi
+    mov rdi, qword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 209
-    test ebx, 640
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov ecx, 95
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rsi, rdx
-    test ebx, 16384
-    jnz 1f
-1:
-    mov edx, 114
-    mov rax, rsi
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
     test ebx, 1152
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, 144
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 3872
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r14 + 0]
-    add rcx, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 512]
-    test ebx, 2528
+    mov qword ptr [r15 + 0], rdx
+    mov r9d, esi
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    test bl, 64
     jz 1f
 1:
+    mov dword ptr [r15 + 0], esi
+    sete r9b
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 4064
+    jnz 1f
+1:
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 99
+    add r8, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    lea rbp, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], r9b
+    test ebx, 576
+    jnz 1f
+1:
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + r8 + 320], r9
-    add r8, qword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + rbp + 448], dil
+    mov rax, qword ptr [r15 + r9 + 512]
+    btc dword ptr [r14 + 0], 9
+    movzx edi, al
+    lea r8, [r10*4]
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 192
+    add rdx, qword ptr [r15 + r8 + 576]
+    add rsi, qword ptr [r15 + r8 + 640]
+    movzx ecx, byte ptr [r15 + r8 + 768]
+    test ebx, 2976
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 704]
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov r9d, dword ptr [r15 + rbp + 128]
+    test bl, 64
+    jnz 1f
+1:
+    mov r9, rax
+    mov esi, ebp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    movzx edi, byte ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov rsi, rdi
-    and r8d, dword ptr [r15 + 0]
-    test bl, 64
+    mov dword ptr [r15 + 0], 115
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 61
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 15264
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, edi
+    imul rdi, rdi
+    test ebx, 122304
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 227
+    mov edi, esi
     mov r8d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10*8]
-    lea rbp, [r10 + r10*1]
-    and r9, 448
-    mov ecx, dword ptr [r14 + r9 + 1024]
-    movzx r8d, byte ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    mov eax, dword ptr [r15 + r9 + 896]
-    lea r8, [r10 + r10*1]
-    mov rdx, rax
-    movzx esi, byte ptr [r15 + r9 + 1216]
-    test ebx, 13792
-    jz 1f
-1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 320]
-    movzx eax, byte ptr [r15 + r8 + 384]
-    mov rcx, rax
-    mov rdx, rsi
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 960]
-    mov esi, dword ptr [r15 + r9 + 1152]
-    mov rax, rbp
-    mov dword ptr [r15 + r9 + 832], esi
+    imul rsi, rdi
+    mov r8, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov esi, edi
+    test ebx, 32416
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 148
+    mov rsi, rcx
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r9 + 1280], eax
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r9 + 1088], 213
+    imul r8d, esi, 21
+    movsxd r9, dword ptr [r15 + 0]
+    mov rax, rcx
+    and r8d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test bl, 160
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    lock or dword ptr [r15 + r8 + 448], 27
+    mov rax, qword ptr [r15 + rbp + 320]
+    lea rbp, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 512], dl
+    movzx r8d, byte ptr [r14 + 0]
+    and rbp, 64
+    and r9d, dword ptr [r14 + rbp + 384]
+    movsxd rdx, dword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    vpaddq xmm13, xmm13, xmmword ptr [r14 + 0]
-    movzx eax, byte ptr [r14 + 0]
-    mov esi, 225
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, edx
-    movsxd rbp, dword ptr [r15 + 0]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov edx, r8d
-    imul rsi, rcx
-    mov r8d, esi
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r8d, cl
-    mov r9d, r8d
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx esi, cl
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, 149
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 256
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 512]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 512], rdi
+    mov esi, ebp
+    add rdi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ecx, eax
+    mov eax, 211
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 14240
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    movzx esi, al
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, 196
+    movzx r8d, al
+    test ebx, 15072
+    jnz 1f
+1:
+    mov eax, r8d
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1632
+    jz 1f
+1:
+    mov eax, r8d
+    mov edx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 64]
+    mov edi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 384]
-    mov rdx, r8
-    mov esi, dword ptr [r15 + rbp + 448]
-    test ebx, 3648
-    jz 1f
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    test ebx, 256
+    jnz 1f
 1:
-    mov ebp, 126
-    mov rdi, qword ptr [r15 + r9 + 128]
-    mov r9d, dword ptr [r15 + r8 + 320]
+    movzx edx, r8b
+    movzx esi, byte ptr [r15 + rbp + 448]
+    mov edi, 240
+    lea rbp, [r10 + r10*1]
+    movzx r9d, byte ptr [r14 + r8 + 320]
+    test ebx, 3424
+    jnz 1f
+1:
+    mov byte ptr [r14 + 0], r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    mov r9, qword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c8:
-    bswap r9
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r8d, r8d
-    lea rbp, [r10*4]
-    lea r9, [r10 + r10*1]
-    test ebx, 28384
+    mov r8, rbp
+    movzx edx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    crc32 r8d, r9b
+    test ebx, 1888
     jz 1f
 1:
-    mov edi, 20
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 512]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 704], rax
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    sete dil
-    mov eax, edi
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 192]
-    vpmovmskb ecx, xmm13
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, rdx
+    xor dword ptr [r15 + 0], ebp
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    add rdi, qword ptr [r15 + rbp + 768]
-    test ebx, 1952
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rsi, rdi
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 64
+    movzx ebp, r9b
+    test ebx, 106240
     jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rsi
-    cmovne rax, rcx
-    test ebx, 16288
-    jnz 1f
 1:
     mov qword ptr [r15 + 0], rbp
-    movzx edx, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov esi, ecx
-    test ebx, 512
+    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    imul edi, esi, 6
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1952
+    add qword ptr [r15 + 0], rax
+    movzx ecx, bpl
+    mov esi, 251
+    mov rbp, rsi
+    test bl, 64
+    jz 1f
+1:
+    mov rax, rbp
+    movsxd rsi, dword ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov eax, esi
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 30528
+    jz 1f
+1:
+    vpxor xmm7, xmm7, xmm9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov esi, r8d
+    movzx ecx, sil
+    lea r9, [r10 + r10*1]
+    test bl, 64
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    xchg rdx, rsi
-    mov byte ptr [r15 + r9 + 448], dl
-    mov rdi, rcx
-    test ebx, 14048
-    jz 1f
+    and r9, 64
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r9 + 192]
+    mov rax, r9
+    mov dword ptr [r15 + r9 + 256], 83
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r14 + r8 + 384]
+    test bl, 64
+    jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 256]
-    mov byte ptr [r15 + rbp + 640], r8b
-    and esi, dword ptr [r15 + rbp + 576]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 512]
+    movzx edx, r8b
+    mov dword ptr [r15 + rbp + 448], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c9:
-    mov edi, 82
+    and ecx, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov r9d, 220
+    mov r9d, 20
+    test ebx, 256
+    jnz 1f
+1:
+    cmovne rdx, r9
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 3680
+    test ebx, 512
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test bl, 128
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
+    xchg rdx, rcx
     mov rdi, qword ptr [r15 + 0]
-    mov r9, rax
-    lock xadd qword ptr [r15 + 0], rdx
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
     movsxd rsi, dword ptr [r15 + 0]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 384]
-    mov r8, rbp
-    mov ecx, edx
-    lea r9, [r10 + r10*1]
-    test ebx, 30176
-    jnz 1f
-1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov edx, esi
-    movzx r8d, sil
-    test ebx, 736
+    or r9d, 1
+    xor edx, edx
+    div r9d
+    test ebx, 32544
     jz 1f
 1:
-    mov eax, eax
-    mov dword ptr [r15 + r9 + 192], 168
-    mov edi, 68
-    mov r9d, 173
-    test ebx, 237312
+    vpmovmskb ecx, xmm7
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rcx
+    test ebx, 480
     jnz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 320]
-    lea rbp, [r10 + r10*1]
-    mov edi, 99
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 79
-    test ebx, 256
+    lea r8, [r10*4]
+    test ebx, 288
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8, 192
+    movzx edx, byte ptr [r15 + r8 + 768]
+    movsxd rax, dword ptr [r15 + r8 + 576]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    mov rdi, qword ptr [r14 + 0]
+    test ebx, 1952
     jnz 1f
 1:
-    mov r9, rbp
-    mov r8, qword ptr [r15 + rbp + 192]
-    mov rax, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r8 + 704]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    movzx edx, byte ptr [r15 + r9 + 256]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 384], 111
+    mov r9d, dword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c10:
-    add rbp, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    cmovne rbp, rcx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    test bl, 128
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, 87
-    test ebx, 3968
-    jnz 1f
-1:
+    lea r8, [r10 + r10*8]
+    and r8, 16320
+    movzx edi, byte ptr [r15 + r8 + 10816]
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov ecx, 103
-    test ebx, 125696
-    jz 1f
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 3872
+    jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 180
+    movzx esi, byte ptr [r15 + 0]
+    movzx ebp, r8b
+    mov edx, 135
+    mov ecx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov esi, esi
-    mov r9, rax
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 224
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
+    xchg qword ptr [r15 + 0], rax
+    movsxd r9, dword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
     mov byte ptr [r15 + 0], sil
-    mov r9, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
+    mov rdx, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + r8 + 10624]
+    test bl, 64
+    jz 1f
 1:
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    lock or dword ptr [r15 + r9 + 448], 15
-    mov edx, dword ptr [r14 + rbp + 64]
-    test ebx, 251648
+    mov dword ptr [r15 + rbp + 64], 68
+    mov rsi, qword ptr [r15 + rbp + 128]
+    lea r9, [r10 + r10*1]
+    add rbp, qword ptr [r14 + r8 + 11008]
+    movsxd rdx, dword ptr [r15 + r8 + 10752]
+    test ebx, 288
     jnz 1f
 1:
-    vsubsd xmm13, xmm13, xmm13
-    mov rdi, qword ptr [r15 + r8 + 256]
-    bswap r8
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    mov rbp, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 10944], 70
+    mov edi, ebp
+    test bl, 128
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r14 + r8 + 10688]
+    movzx ecx, byte ptr [r15 + r8 + 10880]
+    movsxd r9, dword ptr [r15 + r8 + 11072]
+    mov dword ptr [r15 + r8 + 10560], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -863,1434 +844,1390 @@ ditto_body_c1:
 .Lc1_b0_c11:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, 187
-    mov r8d, eax
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    xchg r8, rax
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, r8d
-    and eax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    mov r9d, dword ptr [r15 + 0]
+    mov esi, 147
+    mov edi, esi
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 0
-    mov ecx, r9d
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    test ebx, 16032
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 114304
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov r9d, 168
-    sete cl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 191
-    mov dword ptr [r14 + 0], r8d
+    lock xadd qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], r9d
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, edi
+    mov eax, r9d
+    test bl, 64
+    jz 1f
+1:
+    lea r8, [r10*8]
+    vucomisd xmm9, xmm9
+    mov ecx, 26
+    and r8, 448
+    mov qword ptr [r15 + r8 + 896], r8
+    mov rdx, rbp
+    test ebx, 13792
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 960]
+    cmovne r9, rsi
+    cmovne rdi, r9
     lea r9, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
+    test ebx, 15840
+    jz 1f
 1:
-    mov rcx, r9
-    mov eax, 4
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + rbp + 128], 71
-    test ebx, 256
+    movzx esi, byte ptr [r15 + r9 + 448]
+    add rax, qword ptr [r15 + r8 + 1088]
+    mov edi, dword ptr [r15 + r8 + 1280]
+    test ebx, 11744
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 256]
-    mov edx, 40
-    mov r8, rbp
-    mov rbp, qword ptr [r15 + r9 + 512]
+    mov edx, dword ptr [r15 + r8 + 1152]
+    movzx esi, byte ptr [r14 + r8 + 1024]
+    movsxd rcx, dword ptr [r15 + r8 + 1216]
+    test bl, 64
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 512]
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov r9d, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c12:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 8128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    bswap rcx
-    mov esi, 202
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 146
-    mov byte ptr [r15 + 0], sil
-    bswap rdi
-    movzx r9d, al
-    test ebx, 512
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, eax
-    test bl, 64
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    lea rbp, [r10*8]
+    mov r8d, eax
+    and rbp, 448
+    mov rcx, qword ptr [r15 + rbp + 1088]
     lea r9, [r10 + r10*1]
-    vpaddd xmm13, xmm13, xmm13
+    vmovq xmm7, rdi
+    lea r8, [r10 + r10*1]
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    lea r8, [r10*4]
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    and r8, 192
-    mov rsi, qword ptr [r15 + r8 + 576]
-    test ebx, 512
+    or qword ptr [r15 + r9 + 128], 63
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    test ebx, 256
     jnz 1f
 1:
-    movzx ecx, cl
-    mov edx, dword ptr [r15 + r8 + 768]
-    mov eax, dword ptr [r15 + rbp + 128]
-    test ebx, 8032
+    xor dword ptr [r15 + rbp + 832], edx
+    and ecx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 110
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movsxd rcx, dword ptr [r14 + r9 + 448]
-    jmp 1f
-1:
-    vmovdqu xmm13, xmmword ptr [r15 + r8 + 640]
-    mov edx, 110
-    test ebx, 252672
+    mov byte ptr [r15 + 0], al
+    sete sil
+    mov edi, dword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    test ebx, 1376
     jz 1f
 1:
-    vpshufd xmm8, xmm13, 245
-    mov rdi, qword ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + r8 + 704]
+    mov eax, 153
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 249
+    mov ecx, 90
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 1280]
+    bt rbp, rcx
+    movzx edx, byte ptr [r14 + r9 + 64]
+    mov r9d, dword ptr [r15 + rbp + 1152]
+    test ebx, 1856
+    jz 1f
+1:
+    mov esi, r9d
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + rbp + 1024]
+    mov rdi, rsi
+    mov rcx, qword ptr [r15 + rbp + 896]
+    test ebx, 15584
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 512]
+    add r8, qword ptr [r15 + rbp + 1216]
+    movzx ecx, byte ptr [r15 + rbp + 960]
+    mov ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c13:
-    mov edi, ecx
-    popcnt rax, rcx
-    movzx ecx, al
-    sete dl
+    add qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    mov rbp, rdx
+    btc dword ptr [r15 + 0], 1
+    test ebx, 12128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 2912
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov edx, 214
+    mov edi, dword ptr [r15 + 0]
+    mov esi, edx
+    test ebx, 256
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov r9, rcx
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, bpl
-    mov rdx, qword ptr [r15 + 0]
-    movzx eax, sil
-    mov dword ptr [r15 + 0], 215
-    test ebx, 1152
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rdi, r9
-    test ebx, 14720
-    jz 1f
-1:
     mov r9, qword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 27392
+    test bl, 64
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rdi
+    mov r8, rdi
+    mov edx, 155
     mov edi, dword ptr [r15 + 0]
-    and rbp, 64
-    add r8, qword ptr [r14 + rbp + 384]
-    lea r9, [r10 + r10*1]
-    test bl, 192
+    test bl, 96
     jz 1f
 1:
-    imul rdi, r8
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 192]
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r14 + 0]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, 21
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 256]
+    mov eax, edx
+    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov esi, eax
     test ebx, 256
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov edx, esi
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
+    test bl, 64
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov edi, 34
+    and ecx, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], al
+    test bl, 64
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 128]
-    mov rbp, rbp
+    mov rax, qword ptr [r15 + r9 + 448]
+    mov rsi, qword ptr [r15 + r8 + 384]
+    crc32 rdx, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c14:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    imul rdi, r8
-    test ebx, 576
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, ebp
-    mov esi, 211
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 99
-    cmovne r9, rdi
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 2752
-    jz 1f
-1:
-    mov edi, 164
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 167
-    vpor xmm8, xmm8, xmm8
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 169
+    vpxor xmm15, xmm15, xmm7
+    mov rdi, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 60
+    xchg rsi, r8
+    movzx eax, r8b
+    test bl, 64
+    jnz 1f
+1:
     and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 64]
+    mov rsi, r9
+    mov rcx, r8
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    movzx r8d, dil
+    vpxor xmm7, xmm7, xmm15
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 196
+    movzx r9d, al
+    add rdi, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    mov rcx, rdi
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, rdx
+    test ebx, 12224
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, r9d
+    mov esi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    jmp 1f
+1:
     lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], ebp
-    test ebx, 256
-    jz 1f
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 448]
+    test bl, 64
+    jnz 1f
 1:
-    mov edi, 245
-    xchg rdi, rdi
-    mov edi, 16
-    mov byte ptr [r15 + rbp + 384], dl
-    test ebx, 130368
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 192]
-    mov rdx, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r14 + 0], 113
+    movzx eax, byte ptr [r15 + r8 + 512]
+    mov edx, dword ptr [r15 + rbp + 128]
+    movsxd rbp, dword ptr [r14 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c15:
-    mov eax, 69
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 16384
-    jz 1f
-1:
-    movzx ebp, bpl
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     mov dword ptr [r15 + 0], r9d
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 7040
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, esi
-    mov edi, 132
-    test bl, 128
+    mov edi, 60
+    mov rsi, qword ptr [r15 + 0]
+    crc32 rbp, rsi
+    mov dword ptr [r15 + 0], 99
+    test ebx, 1952
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    lea r9, [r10*8]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1728
+    jnz 1f
+1:
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 1024]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + r9 + 896]
+    mov r8, qword ptr [r15 + r9 + 832]
+    test bl, 64
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r9 + 1280]
+    mov rsi, r8
+    movzx r8d, sil
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 256], al
+    test ebx, 384
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 256]
+    movzx esi, byte ptr [r15 + r9 + 1088]
+    mov edi, eax
+    mov eax, dword ptr [r14 + r9 + 1152]
     test bl, 64
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10*4]
-    movzx esi, byte ptr [r15 + r8 + 64]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    test ebx, 1824
-    jnz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 63
-    mov edx, ebp
-    mov edi, dword ptr [r14 + r8 + 128]
-    test ebx, 16224
-    jz 1f
-1:
-    mov ecx, edx
-    mov dword ptr [r15 + rbp + 704], 89
-    mov ecx, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + rbp + 640], r8d
-    test ebx, 32320
-    jnz 1f
-1:
-    movzx esi, sil
-    movzx r8d, sil
-    movzx ecx, sil
-    test ebx, 14272
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 768]
-    mov byte ptr [r14 + 0], r9b
-    mov r9d, 50
+    mov eax, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 960], 211
+    and edi, dword ptr [r15 + rbp + 192]
+    mov ecx, dword ptr [r15 + r9 + 1216]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c16:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 64]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 156
+    mov r9d, ecx
+    mov edx, 121
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1760
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 256
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 2912
     jnz 1f
 1:
-    bt r9, r9
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, rdi
+    mov rcx, rdi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ecx, 29
+    mov rdx, rcx
+    test bl, 64
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    sete dil
+    xor dword ptr [r15 + 0], eax
+    test bl, 64
+    jnz 1f
+1:
     and edi, dword ptr [r15 + 0]
-    test ebx, 7136
+    vpshufd xmm7, xmm9, 186
+    movzx eax, byte ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    test ebx, 3744
     jz 1f
 1:
-    mov rdx, rax
-    movsxd rdi, dword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    test ebx, 194304
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, 119
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 3264
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, 128
-    vpxor xmm8, xmm8, xmm0
-    mov ecx, 21
-    test ebx, 2048
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test bl, 128
     jz 1f
 1:
-    mov eax, 182
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 11136
+    mov dword ptr [r15 + 0], 99
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 512]
+    mov edx, 236
+    test ebx, 320
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    and r8, 64
+    mov r8d, dword ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r8 + 448]
-    test ebx, 864
-    jnz 1f
-1:
+    movzx edi, byte ptr [r15 + rbp + 448]
+    lea rbp, [r10 + r10*1]
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov rcx, qword ptr [r15 + r9 + 128]
-    and edi, dword ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 256], ecx
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r14 + 0], dl
-    mov ebp, 195
-    movzx ecx, byte ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 320]
+    movzx eax, byte ptr [r15 + rbp + 384]
+    mov ebp, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c17:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], esi
-    test ebx, 15776
+    mov byte ptr [r15 + 0], cl
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 992
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, ecx
-    mov rdx, rsi
-    test ebx, 288
+    mov r9, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, 170
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + 0]
-    mov esi, eax
+    mov r8d, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 16096
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 11744
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1696
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 162
+    mov dword ptr [r15 + 0], 120
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 118
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
     test bl, 64
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov r9d, 128
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test bl, 192
-    jz 1f
-1:
-    mov eax, 254
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dl
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test bl, 128
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r14 + 0]
+    cmovne rsi, r8
+    movsxd rdi, dword ptr [r14 + 0]
+    movzx r9d, byte ptr [r14 + 0]
     and r8, 64
-    mov dword ptr [r14 + r8 + 192], edx
-    mov r9d, 196
-    test bl, 128
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    test bl, 64
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rdi, rbp
-    vpcmpeqb xmm8, xmm8, xmm13
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 512]
     lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + rbp + 448]
-    test bl, 128
-    jz 1f
-1:
+    or qword ptr [r15 + r8 + 64], 75
+    mov esi, dword ptr [r15 + rbp + 64]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 256], 113
-    mov rax, qword ptr [r15 + r9 + 64]
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov rbp, qword ptr [r14 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c18:
-    mov ecx, dword ptr [r15 + 0]
-    vpor xmm8, xmm8, xmm8
-    movsxd r8, dword ptr [r15 + 0]
-    bswap rdi
-    test ebx, 1440
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, 117
+    mov rax, rax
+    and eax, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov eax, 188
+    sete bpl
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    imul rbp, rdi
+    mov byte ptr [r15 + 0], bpl
+    imul edi, ebp, 33
+    test bl, 128
+    jz 1f
+1:
+    mov ebp, edi
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov esi, 114
+    test bl, 64
+    jnz 1f
 1:
     mov edi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], bpl
-    test bl, 64
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1888
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    cmovne rsi, rdx
-    test ebx, 126656
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, 89
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, ecx
-    test ebx, 256
-    jnz 1f
-1:
-    cmovne r9, rsi
-    lea rbp, [r10 + r10*1]
-    mov rdx, rbp
-    and rbp, 64
-    or qword ptr [r15 + rbp + 448], 39
     lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    test ebx, 256
-    jnz 1f
-1:
+    movsxd r9, dword ptr [r15 + 0]
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 320]
-    lea r9, [r10 + r10*1]
-    or qword ptr [r14 + 0], 11
-    mov dword ptr [r14 + 0], r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    test ebx, 12032
-    jnz 1f
+    mov ebp, dword ptr [r15 + r8 + 128]
+    mov eax, 93
+    test ebx, 256
+    jz 1f
 1:
-    mov edi, 244
-    mov dword ptr [r15 + r9 + 64], edx
-    mov eax, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r14 + 0]
+    mov r9d, dword ptr [r14 + 0]
+    mov byte ptr [r15 + r8 + 64], r9b
+    test bl, 64
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 192], rbp
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], rdx
+    mov rsi, rbp
+    test ebx, 10208
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 256]
+    movzx eax, byte ptr [r15 + r8 + 512]
+    sete bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c19:
+    mov byte ptr [r15 + 0], bpl
     movzx r9d, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 800
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
     mov edi, dword ptr [r15 + 0]
-    mov rcx, rdi
-    test ebx, 4096
+    mov ecx, 252
+    test ebx, 65344
     jnz 1f
 1:
-    imul r8d, ecx, 66
-    mov edi, r8d
-    mov qword ptr [r15 + 0], rdi
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 480
-    jnz 1f
-1:
-    mov rsi, rax
-    mov rax, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, 119
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1888
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov r8, rcx
-    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 260352
-    jz 1f
+    mov dword ptr [r15 + 0], esi
+    test ebx, 15808
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 28
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
 1:
     mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    add qword ptr [r15 + 0], r9
-    mov r9, qword ptr [r15 + 0]
-    test bl, 64
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 256]
+    lea r9, [r10*4]
+    mov ebp, dword ptr [r15 + r8 + 192]
+    mov r8, rdx
+    test ebx, 11232
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, dl
-    and rbp, 64
-    mov edx, dword ptr [r14 + rbp + 64]
-    and r8, 64
-    vmovdqu xmm13, xmmword ptr [r15 + r8 + 320]
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 576], rdx
     test bl, 64
     jz 1f
 1:
-    and edx, dword ptr [r15 + r8 + 384]
-    lea r9, [r10 + r10*1]
-    mov r8d, edx
-    mov edx, 6
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    test ebx, 1280
-    jz 1f
+    bswap r8
+    movzx ecx, byte ptr [r15 + r9 + 704]
+    mov dword ptr [r14 + 0], ecx
+    mov qword ptr [r14 + 0], rcx
+    lea rbp, [r10 + r10*1]
+    test ebx, 2784
+    jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    inc dword ptr [r15 + rbp + 128]
-    movzx edx, byte ptr [r15 + r9 + 256]
-    mov r9d, 59
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + r9 + 768]
+    movzx r9d, byte ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c20:
+    sete al
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 255744
+    jz 1f
+1:
+    mov edi, ecx
+    lea r8, [r10 + r10*8]
     mov ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 3072
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1696
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rbp, r8
-    mov byte ptr [r15 + 0], bpl
-    test bl, 64
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 384
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 126208
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    lea r9, [r10*4]
+    and r8, 4032
+    xchg qword ptr [r15 + r8 + 6656], r9
+    movsxd rdi, dword ptr [r15 + r8 + 6592]
+    mov rdx, qword ptr [r15 + r8 + 6528]
     lea rbp, [r10 + r10*1]
-    and r9, 192
-    movsxd r8, dword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r8 + 6464], edx
+    test bl, 128
+    jz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
     and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 512], 77
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r8 + 6720], 151
+    test ebx, 288
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + r8 + 6848]
+    mov rax, rsi
+    mov dword ptr [r15 + r8 + 6912], eax
+    movsxd rdi, dword ptr [r15 + rbp + 512]
     test bl, 64
     jnz 1f
 1:
-    movzx ecx, byte ptr [r14 + r9 + 704]
-    mov dword ptr [r15 + rbp + 448], ecx
-    mov ebp, ecx
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    test ebx, 512
-    jnz 1f
+    mov edx, 106
+    vpaddd xmm7, xmm7, xmm7
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + r8 + 6784]
+    test ebx, 1632
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 768]
-    movzx esi, byte ptr [r15 + r8 + 256]
-    mov r9d, eax
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    movsxd rax, dword ptr [r15 + r8 + 6976]
+    movzx r8d, al
+    mov rdi, rbp
+    test ebx, 1952
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 64]
+    mov esi, 82
+    movzx r9d, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c21:
-    imul esi, r9d, 83
-    mov eax, 77
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, 172
-    mov r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, dil
-    mov r9d, edx
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 14080
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movzx edx, byte ptr [r15 + 0]
-    mov esi, edx
-    test bl, 128
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 4064
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov edi, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 3264
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 256]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, al
+    test bl, 96
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov ecx, esi
+    test bl, 64
     jnz 1f
 1:
-    sete al
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov dword ptr [r14 + r9 + 192], edx
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, r8
+    mov rax, rdi
+    test bl, 64
+    jnz 1f
+1:
+    mov rsi, r8
+    mov edi, 178
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, bpl
+    test ebx, 1504
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 0], rdx
+    movzx ebp, dl
+    movzx r9d, byte ptr [r15 + 0]
+    sete dl
+    test ebx, 2912
+    jz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    popcnt rdi, rdx
+    mov edx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 832
-    jz 1f
+    test ebx, 7904
+    jnz 1f
 1:
-    mov rax, rbp
-    add rsi, qword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ecx
-    mov edx, ecx
-    test ebx, 2496
+    or qword ptr [r14 + rbp + 512], 24
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov ecx, edx
+    test bl, 64
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx edx, r9b
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 448]
+    test bl, 96
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + rbp + 64], rdi
-    mov byte ptr [r15 + r8 + 64], dil
+    movsxd rbp, dword ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + r8 + 192]
+    mov ecx, dword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c22:
-    bswap rcx
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, edi
-    mov eax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 864
+    mov esi, eax
+    mov r8, rsi
+    lock or dword ptr [r15 + 0], 26
+    mov edx, 15
+    test bl, 128
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1824
+    mov dword ptr [r15 + 0], 113
+    mov r9, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 642
+    rep stosb
+    and r9d, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    bt rsi, rsi
-    mov dword ptr [r15 + 0], esi
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
+    test ebx, 15840
+    jz 1f
+1:
     movsxd rsi, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 61376
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    mov dword ptr [r15 + 0], 224
-    movzx esi, dil
-    and rbp, 192
-    movsxd r8, dword ptr [r15 + rbp + 640]
-    test ebx, 15712
-    jnz 1f
-1:
-    imul edi, edi, 35
-    add r9, qword ptr [r15 + rbp + 576]
-    mov edi, r9d
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 1856
-    jnz 1f
-1:
-    and r8, 64
-    mov rdi, qword ptr [r14 + r8 + 64]
-    mov edx, 253
-    movzx ecx, byte ptr [r15 + rbp + 768]
-    movzx r9d, cl
-    lea r9, [r10 + r10*1]
-    test ebx, 1152
+    lea r8, [r10*4]
+    movzx edx, byte ptr [r14 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 704]
+    and r8, 192
+    lea r9, [r10 + r10*1]
+    add rsi, qword ptr [r15 + r8 + 640]
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    mov rsi, qword ptr [r15 + r8 + 128]
-    movzx edi, byte ptr [r15 + r9 + 384]
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r8 + 704], cl
+    sete sil
+    lea rbp, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
+1:
+    vpmovmskb eax, xmm7
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r8 + 768], bpl
+    crc32 edx, dl
+    test ebx, 1632
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 128]
+    mov rcx, qword ptr [r15 + r8 + 576]
+    sete r9b
+    mov r8d, 156
+    test ebx, 1632
+    jnz 1f
+1:
+    movzx esi, r8b
+    movzx r9d, sil
+    mov rdx, qword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c23:
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, 189
     movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 97
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1952
+    test bl, 64
     jnz 1f
 1:
     movsxd rax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, 165
-    test ebx, 3680
+    mov dword ptr [r15 + 0], 180
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r10 + r10*8]
+    test bl, 64
     jnz 1f
 1:
-    mov esi, ebp
-    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r14 + r8 + 128], r8d
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 6656]
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r14 + 0]
+    test ebx, 129664
+    jz 1f
+1:
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 384]
+    mov ecx, dword ptr [r15 + r9 + 320]
+    movsxd rdi, dword ptr [r15 + rbp + 6720]
+    test bl, 128
+    jz 1f
+1:
     jmp 1f
 1:
-    bt rdx, rcx
-    test ebx, 1376
-    jnz 1f
-1:
-    mov edx, 160
-    mov dword ptr [r15 + 0], edx
-    mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1152
-    jnz 1f
-1:
-    movzx edx, cl
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    mov byte ptr [r14 + 0], bpl
-    movzx r9d, cl
-    test bl, 128
-    jnz 1f
-1:
-    movzx edi, r9b
-    lea r8, [r10*4]
-    mov r9, qword ptr [r14 + rbp + 448]
-    mov edx, r9d
-    test ebx, 30432
-    jnz 1f
-1:
-    and r8, 192
-    mov r9, qword ptr [r15 + r8 + 576]
-    mov ebp, dword ptr [r15 + r8 + 704]
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    mov eax, 46
+    movzx eax, byte ptr [r15 + rbp + 6464]
+    bswap r9
     test ebx, 256
+    jnz 1f
+1:
+    imul rdx, r9
+    mov byte ptr [r15 + rbp + 6848], dl
+    lock xadd qword ptr [r15 + rbp + 6976], rdx
+    test ebx, 94144
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 6592]
+    movsxd rdi, dword ptr [r15 + rbp + 6912]
+    test ebx, 3424
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx esi, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r8
-    xchg rdi, rax
-    test ebx, 12032
-    jz 1f
+    mov ecx, edi
+    mov rdx, rcx
+    mov edi, dword ptr [r15 + rbp + 6784]
+    test ebx, 256
+    jnz 1f
 1:
-    vmovq xmm13, rdi
-    movzx eax, byte ptr [r15 + r8 + 768]
-    mov rdx, qword ptr [r15 + rbp + 384]
+    mov ecx, dword ptr [r15 + r8 + 64]
+    movzx eax, cl
+    or qword ptr [r15 + rbp + 6528], 33
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c24:
+    mov ebp, 70
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 2976
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 608
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov edx, 132
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, ebp
     jmp 1f
 1:
-    mov r8d, 110
-    xor dword ptr [r15 + 0], r8d
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r8
+    test ebx, 1216
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 183
+    lea rbp, [r10*4]
+    and r9, 64
+    vmovdqu xmm7, xmmword ptr [r15 + r9 + 320]
+    and rbp, 192
+    add r8, qword ptr [r15 + rbp + 640]
     test bl, 128
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, r9d
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 163584
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 10
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 384], ebp
+    movzx edi, byte ptr [r14 + rbp + 768]
+    mov r9d, 8
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    test ebx, 3264
+    movsxd rcx, dword ptr [r15 + rbp + 704]
+    test ebx, 1152
     jnz 1f
 1:
     and r8, 64
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + r8 + 512]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    movzx edi, byte ptr [r15 + r8 + 448]
-    and eax, dword ptr [r15 + r9 + 64]
-    test bl, 64
+    mov rsi, qword ptr [r15 + r8 + 192]
+    mov rdx, qword ptr [r15 + r8 + 256]
+    movzx eax, byte ptr [r14 + 0]
+    movzx r9d, dl
+    test ebx, 2688
     jz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov esi, dword ptr [r14 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    test bl, 64
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 11
-    rep stosb
-    vpor xmm13, xmm13, xmm8
-    mov r9, qword ptr [r15 + r8 + 256]
+    mov edx, 163
+    mov ecx, dword ptr [r15 + rbp + 576]
+    mov r9d, 34
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c25:
-    movzx edx, dil
-    and ebp, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    xchg rbp, rdx
-    test bl, 128
-    jz 1f
-1:
-    mov rbp, rdi
-    mov eax, 96
-    movsxd rdi, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, ebp
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rsi, rdx
-    mov ecx, r9d
-    test bl, 96
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 6112
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov r9, rsi
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 24288
-    jnz 1f
-1:
     movzx edx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    bt r8, r8
-    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 159
+    xchg qword ptr [r15 + 0], rdx
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 12128
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov ebp, 96
+    mov ecx, 201
     test bl, 64
     jnz 1f
 1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 448]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
+    vmovq xmm7, rcx
     jmp 1f
 1:
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 384], ebp
-    test ebx, 14048
+    mov edi, esi
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    test ebx, 24000
     jz 1f
 1:
-    movzx esi, bpl
-    mov dword ptr [r15 + rbp + 320], 177
-    movzx eax, byte ptr [r14 + 0]
-    mov rbp, qword ptr [r14 + 0]
-    test ebx, 896
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, esi
+    mov rax, rax
+    inc dword ptr [r15 + 0]
+    test ebx, 20448
+    jz 1f
+1:
+    mov ecx, 233
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edi, eax
+    mov r8d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 13280
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov r8, qword ptr [r15 + r9 + 512]
-    movzx r9d, dil
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 448]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r8 + 128], 110
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 64], r9
+    mov r9, rsi
+    movzx edi, byte ptr [r14 + 0]
+    mov rdx, rdi
+    test ebx, 12128
+    jnz 1f
+1:
+    movzx esi, dl
+    mov qword ptr [r15 + rbp + 512], rsi
+    mov eax, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c26:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 57280
+    lea rbp, [r10*4]
+    mov edx, 4
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 704]
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 43
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
-1:
-    movzx r8d, cl
-    mov r9d, eax
-    mov dword ptr [r15 + 0], ebp
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    vpshufd xmm8, xmm13, 186
-    mov ebp, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
 1:
     movzx esi, byte ptr [r15 + 0]
-    imul rdx, rdi
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dl
-    test ebx, 256
+    xor dword ptr [r15 + 0], r8d
+    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test bl, 128
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    crc32 edi, al
+    and ecx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    vsubsd xmm13, xmm13, xmm13
-    mov rdi, r9
-    cmovne rdx, rdi
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, al
+    mov edx, r9d
+    mov r9, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx eax, r9b
+    mov esi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 16064
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 14240
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov ecx, dword ptr [r14 + 0]
     and r8, 64
+    and edi, dword ptr [r15 + r8 + 256]
+    test ebx, 1632
+    jnz 1f
+1:
+    bswap rdi
+    mov dword ptr [r15 + rbp + 576], edi
+    movzx esi, byte ptr [r15 + rbp + 768]
+    movsxd rdx, dword ptr [r14 + r8 + 192]
     lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r8 + 512]
-    lea rbp, [r10*4]
+    test bl, 64
+    jz 1f
+1:
+    mov r8d, 9
+    movsxd rax, dword ptr [r15 + rbp + 640]
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 128]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], ebp
-    mov byte ptr [r15 + rbp + 704], bpl
-    mov rdx, qword ptr [r15 + rbp + 768]
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    test ebx, 2880
-    jnz 1f
-1:
-    mov eax, 207
-    mov r8, rax
-    mov ecx, 180
-    mov byte ptr [r14 + 0], cl
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, rcx
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov rax, qword ptr [r15 + r9 + 64]
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r9 + 64], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c27:
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, byte ptr [r15 + 0]
-    mov rbp, rdi
-    mov qword ptr [r15 + 0], rbp
-    vpmovmskb esi, xmm8
-    test bl, 96
+    xor dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rcx, rdx
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 14048
-    jz 1f
+    test ebx, 122624
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 160
+    jnz 1f
 1:
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, r8d
-    mov r9d, r8d
-    test ebx, 122752
-    jz 1f
-1:
+    mov edx, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], dil
     test ebx, 256
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    add rax, qword ptr [r15 + 0]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 320]
-    mov rcx, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 64
+    mov edi, 38
+    movzx r8d, byte ptr [r15 + 0]
+    cmovne rdi, r8
+    test ebx, 736
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], 40
-    lea r9, [r10*4]
-    and r8, 64
-    mov esi, dword ptr [r14 + r8 + 512]
-    and eax, dword ptr [r15 + r8 + 448]
-    and r9, 192
-    movsxd r8, dword ptr [r15 + r9 + 576]
-    test bl, 128
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, 50
+    mov ebp, 119
+    lea r9, [r10 + r10*1]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 256]
+    movzx edi, byte ptr [r14 + 0]
+    movzx edx, byte ptr [r14 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 192]
+    lea rbp, [r10 + r10*1]
+    bswap r9
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 320]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 384], r9d
+    test ebx, 2784
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 704]
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    mov r8, qword ptr [r15 + rbp + 384]
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 768]
+    bt rcx, r9
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    movsxd rax, dword ptr [r14 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c28:
-    lea rbp, [r10 + r10*1]
-    mov r9, rbp
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov esi, edi
-    test ebx, 928
+    lea r8, [r10*8]
+    lea r9, [r10 + r10*1]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 1152]
+    movsxd rsi, dword ptr [r15 + r8 + 960]
+    movzx edx, byte ptr [r14 + 0]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    test ebx, 31456
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, 55
-    mov edi, ecx
-    test bl, 64
+    lea rbp, [r10*4]
+    mov ecx, ebp
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 576], rcx
+    mov rsi, qword ptr [r15 + r9 + 320]
+    test bl, 192
     jnz 1f
 1:
-    mov rax, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    mov r8d, esi
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rdi, r9
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 156
-    movzx r9d, dil
-    mov edi, ebp
-    test ebx, 14272
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1600
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    imul r9, r9
-    mov ecx, dword ptr [r15 + 0]
+    imul rsi, rsi
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov byte ptr [r15 + r8 + 1088], r8b
     test bl, 128
     jz 1f
 1:
-    bt r9, r9
-    mov r9d, dword ptr [r15 + 0]
-    bswap rsi
-    mov qword ptr [r14 + 0], rsi
-    test ebx, 256
+    movzx r9d, byte ptr [r15 + rbp + 704]
+    mov edi, 199
+    movzx edx, byte ptr [r15 + r8 + 1024]
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    test bl, 128
     jz 1f
 1:
-    mov esi, 111
-    lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 1280], 50
+    mov edi, 55
+    mov dword ptr [r15 + r8 + 1216], ebp
+    test bl, 128
+    jnz 1f
+1:
+    movzx esi, dil
+    add rax, qword ptr [r15 + r8 + 896]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 640]
+    movzx r8d, al
     test bl, 64
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    mov rsi, qword ptr [r15 + rbp + 64]
+    cmovne rdi, r8
+    mov dword ptr [r15 + rbp + 768], r9d
+    vpmovmskb ebp, xmm7
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c29:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, ecx
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 128
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 3488
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    imul rcx, r9
-    movzx edi, cl
-    mov rax, rdi
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 8032
+    jz 1f
+1:
+    mov eax, 71
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    mov r9d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 84
+    movsxd rdx, dword ptr [r15 + 0]
+    lea r8, [r10*4]
+    lea rbp, [r10 + r10*1]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], r8
+    test ebx, 992
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    mov ecx, eax
+    mov r9d, dword ptr [r15 + rbp + 64]
     test ebx, 256
     jz 1f
 1:
-    bswap rdx
-    mov r9, qword ptr [r15 + 0]
-    vpxor xmm8, xmm8, xmm13
-    mov rdi, r9
-    test bl, 64
+    movzx esi, byte ptr [r14 + 0]
+    and ebp, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rax
+    lea r9, [r10 + r10*1]
+    test ebx, 256
     jnz 1f
 1:
-    mov r9d, edi
-    and edi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov eax, 158
-    test ebx, 3072
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 183
-    cmovne rax, rax
-    test ebx, 13184
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    movzx edi, byte ptr [r14 + rbp + 448]
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    lea r8, [r10 + r10*1]
-    mov ebp, ecx
-    mov ebp, ebp
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 640], 76
+    popcnt rsi, rdx
     test bl, 64
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    lea rbp, [r10 + r10*1]
-    mov ecx, 184
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    movzx eax, byte ptr [r15 + rbp + 128]
-    test bl, 96
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 80
-    mov edx, dword ptr [r14 + 0]
-    movzx r8d, dl
+    mov rdi, qword ptr [r15 + r9 + 448]
+    mov edx, esi
+    xchg r8, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c30:
-    lea r9, [r10 + r10*8]
-    and r9, 4032
-    mov ebp, dword ptr [r15 + r9 + 6912]
-    mov dword ptr [r15 + r9 + 6464], r9d
-    mov r8, rbp
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 31936
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    vucomisd xmm8, xmm8
+    mov rsi, rdi
     mov rbp, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 480
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 12128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    movzx ecx, dil
+    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 672
+    jnz 1f
+1:
+    mov rsi, rbp
+    mov ebp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 130
     test bl, 64
     jnz 1f
 1:
+    bswap rbp
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 118528
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    movsxd rsi, dword ptr [r15 + r8 + 320]
+    mov rax, qword ptr [r14 + 0]
+    test bl, 160
+    jz 1f
+1:
     jmp 1f
 1:
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 128]
-    and ecx, dword ptr [r15 + r8 + 64]
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 6976]
-    movzx edx, byte ptr [r15 + r9 + 6784]
-    movsxd r8, dword ptr [r15 + r9 + 6848]
     lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r9 + 6592]
-    test ebx, 1696
-    jnz 1f
-1:
-    movzx esi, r9b
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    mov eax, dword ptr [r15 + r9 + 6528]
-    mov edi, dword ptr [r15 + r9 + 6656]
-    test ebx, 2688
+    movzx r8d, byte ptr [r15 + rbp + 512]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 320]
+    movzx ecx, byte ptr [r14 + r9 + 384]
+    test ebx, 864
     jz 1f
 1:
-    movzx r8d, r9b
-    mov edx, edi
-    movzx eax, r9b
-    mov edi, 4
-    test ebx, 1152
-    jz 1f
+    jmp 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 320]
-    mov rsi, r9
-    movzx ebp, byte ptr [r14 + r9 + 6720]
+    mov r9d, dword ptr [r15 + rbp + 448]
+    mov r8d, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c31:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 16192
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    imul eax, r8d, 107
+    mov rbp, rax
     movzx esi, byte ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], rbp
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    mov byte ptr [r15 + 0], r8b
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, ebp
-    test ebx, 63232
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, 85
-    mov rdx, rcx
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 27136
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 57216
-    jnz 1f
-1:
-    mov ebp, edi
-    mov edi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 288
-    jz 1f
-1:
-    mov r8d, dword ptr [r14 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 384]
-    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 0], sil
     test bl, 64
     jz 1f
 1:
+    mov byte ptr [r15 + 0], sil
+    mov r8d, edi
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 24256
+    jnz 1f
+1:
+    mov rcx, rsi
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov rsi, r8
+    test bl, 128
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 22
+    movzx ecx, sil
+    mov dword ptr [r15 + 0], 32
+    jmp 1f
+1:
+    test ebx, 256
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 167
+    movsxd rbp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 15072
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], ecx
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1248
+    jnz 1f
+1:
+    mov rcx, rdx
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 64]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    movsxd r8, dword ptr [r14 + r9 + 448]
-    mov qword ptr [r15 + rbp + 128], r8
+    movzx esi, byte ptr [r15 + r9 + 448]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 64]
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    and edx, dword ptr [r15 + r8 + 128]
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + r9 + 512]
+    movzx edx, byte ptr [r14 + 0]
+    mov eax, esi
     add r10, r11
     inc rbx
     dec r13
@@ -2304,33 +2241,33 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, esi
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, ecx
     jmp 1f
 1:
-    mov rbp, r10
+    mov r9, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 84
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
+    or qword ptr [r15 + 0], 93
+    and r9, 448
+    mov qword ptr [r15 + r9 + 832], rax
     nop
     test bl, 10
     jz 1f
 1:
-    mov r8, r11
-    movzx ebp, sil
-    and r8, 4032
-    mov r9, r10
-    add rsi, qword ptr [r15 + r8 + 2368]
-    mov dword ptr [r14 + 0], 170
-    and r9, 33554368
-    movzx edi, byte ptr [r15 + r9 + 33554432]
+    mov rbp, r11
+    movzx eax, r8b
+    and rbp, 4032
+    mov r8, r10
+    add rax, qword ptr [r15 + rbp + 2368]
+    mov dword ptr [r14 + 0], 67
+    and r8, 33554368
+    movzx edi, byte ptr [r15 + r8 + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2345,68 +2282,68 @@ ditto_body_c1:
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov esi, eax
-    mov r8d, 168
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    mov eax, ecx
+    mov edx, 243
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    popcnt rax, rdx
-    mov byte ptr [r15 + 0], al
-    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    popcnt r8, rcx
+    mov byte ptr [r15 + 0], r8b
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    add r9, qword ptr [r15 + 0]
     and eax, dword ptr [r15 + 0]
     test bl, 2
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov edx, 235
-    xchg rcx, rax
+    movsxd r9, dword ptr [r15 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov eax, 15
+    xchg r9, r8
     test ebx, 1344
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 194
-    mov rax, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 246
+    mov r8, qword ptr [r15 + 0]
     test ebx, 8030
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 99
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 256]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 98
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 256]
     test bl, 232
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    vpaddd ymm8, ymm13, ymmword ptr [r15 + r8 + 192]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    popcnt rsi, rcx
+    lea r8, [r10 + r10*1]
+    vpaddd ymm9, ymm9, ymmword ptr [r15 + rbp + 192]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    popcnt rsi, r9
     test ebx, 2035
     jnz 1f
 1:
-    movzx eax, dil
-    mov ecx, 232
-    lea r9, [r10 + r10*1]
-    vmovq xmm8, rdi
-    mov edi, dword ptr [r15 + rbp + 64]
+    movzx edx, cl
+    mov eax, 52
+    lea rbp, [r10 + r10*1]
+    vmovq xmm7, rcx
+    mov ecx, dword ptr [r15 + r8 + 64]
     test bl, 2
     jnz 1f
 1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov eax, dword ptr [r15 + r9 + 320]
-    imul r9d, edx, 123
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 384]
+    mov r9d, dword ptr [r15 + rbp + 320]
+    imul ebp, edi, 113
     add r10, r11
     inc rbx
     dec r13
@@ -2458,1053 +2395,1077 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*8]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 128]
-    mov edi, 86
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 6720], 116
-    mov rcx, qword ptr [r15 + r9 + 6464]
-    test bl, 64
+    mov esi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rax, rdx
+    test bl, 32
     jnz 1f
 1:
-    mov esi, esi
-    sete cl
-    jmp 1f
-1:
-    test ebx, 57152
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    xchg rsi, rdx
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 448]
-    movzx eax, byte ptr [r15 + r9 + 6656]
-    test bl, 32
-    jz 1f
-1:
-    and edi, dword ptr [r15 + r9 + 6848]
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, r8b
-    test bl, 48
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 6784]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 512]
-    imul rcx, rdi
-    test bl, 32
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 6912]
-    bswap rdi
-    mov edi, esi
-    test bl, 48
-    jz 1f
-1:
-    mov rsi, r8
-    add rdi, qword ptr [r15 + r9 + 6976]
-    movzx edx, byte ptr [r15 + r8 + 64]
+    mov r9d, 96
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    movzx edx, bpl
-    mov r8, qword ptr [r15 + r9 + 6592]
-    mov edi, 73
+    jmp 1f
+1:
+    mov eax, ebp
+    and eax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*8]
+    movzx esi, bpl
     test bl, 32
     jz 1f
 1:
-    mov rbp, rdi
-    mov byte ptr [r15 + r9 + 6528], dil
-    jmp 1f
+    and rbp, 4032
+    movsxd rax, dword ptr [r15 + rbp + 6720]
+    mov rcx, qword ptr [r15 + rbp + 6976]
+    lea r8, [r10 + r10*1]
+    mov edi, 121
+    test ebx, 16272
+    jnz 1f
 1:
+    xchg qword ptr [r15 + rbp + 6912], rax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 200
+    mov rdx, qword ptr [r15 + rbp + 6784]
+    sete al
+    test ebx, 8048
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 6592]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 6848], 252
+    mov eax, 97
+    test bl, 64
+    jz 1f
+1:
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov edi, dword ptr [r15 + r8 + 512]
+    mov esi, ebp
+    mov byte ptr [r15 + rbp + 6464], sil
+    test ebx, 14064
+    jz 1f
+1:
+    lock add qword ptr [r15 + r9 + 64], rdx
+    movsxd r8, dword ptr [r15 + rbp + 6656]
+    mov rdx, qword ptr [r15 + rbp + 6528]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea r9, [r10 + r10*8]
-    lea r8, [r10 + r10*1]
-    and r9, 4032
-    mov rax, qword ptr [r15 + r9 + 6784]
-    and r8, 64
-    mov rdi, qword ptr [r14 + r8 + 64]
-    mov rbp, rcx
-    mov ecx, 183
-    test ebx, 1936
-    jnz 1f
-1:
-    movzx edx, byte ptr [r14 + r9 + 6848]
-    mov ecx, 85
-    mov rdi, qword ptr [r15 + r9 + 6464]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1712
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx ecx, r8b
-    movzx eax, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov rdi, qword ptr [r15 + 0]
     lea rbp, [r10*4]
-    and eax, dword ptr [r15 + r9 + 6656]
     and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 640]
+    mov rdi, qword ptr [r15 + rbp + 768]
+    lea r9, [r10 + r10*8]
+    popcnt rsi, r9
+    and r9, 32704
+    mov dword ptr [r15 + r9 + 27136], r9d
+    vpor xmm9, xmm9, xmm7
+    test ebx, 8016
+    jz 1f
+1:
+    mov esi, 3
+    mov rdx, qword ptr [r15 + r9 + 27008]
+    mov r8, qword ptr [r14 + r9 + 27392]
+    movsxd rax, dword ptr [r15 + rbp + 640]
+    test ebx, 1456
+    jz 1f
+1:
+    vsubsd xmm9, xmm9, xmm9
+    movsxd rax, dword ptr [r14 + rbp + 704]
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov esi, dword ptr [r15 + r9 + 27456]
+    test bl, 32
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 576]
+    mov ecx, edx
+    imul edi, ebp, 86
+    mov dword ptr [r15 + r9 + 26944], ebp
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, rdi
+    mov ebp, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + r9 + 27328]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 6720], sil
-    mov ecx, esi
-    mov rax, qword ptr [r15 + r9 + 6592]
-    mov rsi, qword ptr [r15 + r9 + 6976]
-    test ebx, 320
-    jz 1f
+    mov rax, qword ptr [r15 + r9 + 27072]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov byte ptr [r15 + r9 + 27200], bpl
+    mov edi, ebp
+    test ebx, 256
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 576]
-    mov rax, qword ptr [r15 + r9 + 6528]
-    movsxd rdx, dword ptr [r15 + rbp + 768]
-    or qword ptr [r15 + r8 + 128], 108
-    test bl, 64
-    jz 1f
-1:
-    popcnt rcx, r8
-    mov r8d, eax
-    movzx eax, byte ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + r9 + 6912], rax
+    movzx edx, byte ptr [r15 + r9 + 27264]
+    mov r9d, 212
+    mov r8d, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 70
-    test bl, 32
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, 63
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    add rbp, qword ptr [r15 + 0]
-    mov rdi, rsi
-    mov r8d, 55
-    test bl, 128
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 64
-    mov esi, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, rdx
-    test ebx, 256
-    jnz 1f
-1:
-    movzx ebp, r9b
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 96
-    mov rbp, qword ptr [r14 + 0]
-    test ebx, 2816
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r14 + 0]
-    and r8, 64
-    xchg qword ptr [r15 + r8 + 384], rcx
-    and edx, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 64]
-    mov rdx, qword ptr [r15 + r8 + 320]
-    lock or dword ptr [r15 + r9 + 128], 35
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c3:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
-    lea rbp, [r10*4]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r14 + 0]
-    and rbp, 192
-    mov edi, dword ptr [r15 + rbp + 640]
-    test bl, 32
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    imul rdx, rsi
-    add qword ptr [r15 + 0], rdi
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test bl, 32
-    jnz 1f
-1:
-    mov eax, edx
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r9d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    xchg rdx, r9
-    test ebx, 15712
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + rbp + 576]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 320]
-    movzx eax, byte ptr [r14 + r9 + 384]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], 186
-    mov byte ptr [r15 + rbp + 768], al
-    and r9d, dword ptr [r15 + r8 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c4:
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    add rdx, qword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov ecx, 75
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 46592
-    jz 1f
-1:
-    mov r9d, r9d
-    mov rdx, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    xchg rdi, rsi
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    imul edi, eax, 41
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov eax, 115
-    mov dword ptr [r15 + 0], 184
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, esi
     lea rbp, [r10 + r10*1]
-    test bl, 48
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    cmovne rsi, rsi
+    mov r8d, esi
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 448]
-    lea r8, [r10 + r10*1]
-    mov eax, 155
-    lea r9, [r10 + r10*1]
-    test ebx, 1536
-    jz 1f
-1:
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov rax, rsi
-    movzx esi, byte ptr [r15 + r9 + 64]
-    test ebx, 7600
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 512]
-    mov qword ptr [r14 + r8 + 192], rbp
-    mov ecx, dword ptr [r14 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c5:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 64]
-    mov r9d, dword ptr [r14 + r8 + 128]
-    movzx ecx, sil
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 112
+    mov dword ptr [r15 + rbp + 64], 150
+    test ebx, 6000
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    sete sil
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    movzx esi, dl
-    movzx edx, dl
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov rdx, r8
-    mov esi, 150
-    test ebx, 14064
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    vpshufd xmm8, xmm8, 172
-    test ebx, 1872
-    jnz 1f
+    movzx edi, byte ptr [r15 + 0]
+    mov ecx, 200
+    test ebx, 59264
+    jz 1f
 1:
     mov esi, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 202
-    test ebx, 640
-    jz 1f
-1:
-    movzx r8d, al
-    cmovne rdx, rsi
-    and r8d, dword ptr [r15 + 0]
-    popcnt rsi, rdi
-    test ebx, 110336
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    mov eax, ebp
-    and r9d, dword ptr [r14 + 0]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    test ebx, 1024
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 256]
-    mov rbp, rdi
-    mov rdx, qword ptr [r15 + r8 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c6:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 66
-    mov qword ptr [r15 + 0], rbp
-    mov r8, qword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, al
-    mov rcx, qword ptr [r15 + 0]
-    mov r8d, 179
-    mov eax, 106
-    test ebx, 16256
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], r9
-    lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 416
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r10*8]
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 256]
-    and r9, 448
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r9 + 1216]
-    mov rax, r9
-    xchg rdi, rax
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + r9 + 896]
-    mov rdi, qword ptr [r15 + r9 + 1024]
-    mov ecx, dword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + r9 + 1088], rdx
-    test ebx, 2048
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 1280]
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    movzx edi, bpl
-    mov ecx, dword ptr [r15 + r8 + 192]
-    test ebx, 16272
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 960], 99
-    movzx r8d, byte ptr [r15 + r9 + 1152]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c7:
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, 65
-    movzx ecx, byte ptr [r15 + 0]
-    bswap r8
+    movzx edx, sil
+    mov r8d, edx
+    movzx eax, byte ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 4048
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx esi, dil
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov edi, ebp
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 8016
-    jnz 1f
-1:
-    imul rbp, rbp
-    mov rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10*4]
-    test ebx, 320
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    and r8, 192
-    mov rbp, qword ptr [r15 + r8 + 768]
-    test bl, 80
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rsi
-    movzx esi, byte ptr [r15 + r8 + 704]
-    and rbp, 64
-    movsxd rdx, dword ptr [r14 + rbp + 64]
-    mov dword ptr [r15 + r8 + 640], edi
-    test bl, 32
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    test ebx, 15824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + rbp + 128]
-    movsxd r9, dword ptr [r15 + r8 + 576]
-    mov ecx, 43
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c8:
-    movzx eax, r9b
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test bl, 32
-    jz 1f
-1:
-    mov rdx, rsi
-    mov rax, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx r8d, r8b
-    bt rbp, r8
     movsxd rcx, dword ptr [r15 + 0]
-    bswap rbp
-    test ebx, 1840
+    mov rsi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, r9b
+    test ebx, 15968
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    bt rbp, rdi
-    and edx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 127744
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 3
-    test bl, 144
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
+    lea r8, [r10*4]
     mov edi, dword ptr [r15 + 0]
-    mov esi, ecx
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 320]
-    mov byte ptr [r14 + r9 + 384], bpl
-    test ebx, 320
+    and r8, 192
+    and r9d, dword ptr [r15 + r8 + 768]
+    movzx esi, byte ptr [r14 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx r9d, bpl
+    vpshufd xmm9, xmm15, 250
+    mov rax, qword ptr [r15 + rbp + 128]
+    mov ebp, eax
+    test ebx, 944
+    jz 1f
+1:
+    bswap rdx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    mov rdi, rsi
+    test bl, 48
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov r9d, r8d
+    add rsi, qword ptr [r15 + r8 + 576]
     and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 256]
-    mov ecx, 219
-    mov rdx, rcx
-    test ebx, 3776
-    jz 1f
-1:
-    mov r8d, 46
-    lea r9, [r10 + r10*1]
-    mov r8d, 71
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 448]
-    mov edi, dword ptr [r15 + rbp + 192]
-    test ebx, 1392
+    movsxd rdx, dword ptr [r15 + rbp + 384]
+    mov ecx, dword ptr [r15 + rbp + 320]
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    test ebx, 256
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 512]
-    mov rbp, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    movzx edi, r9b
     bswap rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
-.Lc1_b3_c9:
-    lea r8, [r10 + r10*8]
-    lea rbp, [r10*4]
-    and r8, 4032
-    movsxd rax, dword ptr [r15 + r8 + 6848]
-    and rbp, 192
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 51
-    rep stosb
-    mov edx, dword ptr [r15 + r8 + 6976]
-    test bl, 80
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 6912], esi
-    and r9d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 57152
+.Lc1_b3_c3:
+    lea r8, [r10*4]
+    mov eax, r8d
+    and r8, 192
+    movzx ebp, byte ptr [r15 + r8 + 768]
+    add rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1488
     jz 1f
 1:
-    mov byte ptr [r14 + 0], sil
-    vsubsd xmm13, xmm13, xmm8
-    movzx eax, sil
-    mov edi, 139
+    mov r9, qword ptr [r15 + 0]
+    imul rcx, r9
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 8016
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 48768
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    cmovne rdi, r8
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    xchg qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + r8 + 640]
+    test bl, 32
+    jnz 1f
+1:
+    and r9, 64
+    inc dword ptr [r15 + r9 + 512]
+    mov ebp, dword ptr [r14 + 0]
+    mov edi, 32
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, r8d
+    mov rcx, qword ptr [r14 + 0]
+    mov eax, r8d
+    test ebx, 1712
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + r8 + 704]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov edx, dword ptr [r15 + r8 + 576]
+    test bl, 32
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 256]
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c4:
+    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov r9d, 242
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 45
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r8b
+    test ebx, 15776
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 106
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, 60
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1488
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rdx
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
     test bl, 32
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + r8 + 6784]
-    mov rsi, qword ptr [r15 + r8 + 6528]
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + rbp + 512]
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    test ebx, 128448
+    mov edi, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 256]
+    mov rax, rsi
+    test bl, 32
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov r9, rdx
-    movsxd rdx, dword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + r8 + 6656], r8b
-    test ebx, 7744
+    jmp 1f
+1:
+    xchg rbp, rax
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    mov rsi, qword ptr [r15 + r8 + 192]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c5:
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov r8d, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov rdx, r8
+    mov ebp, edx
+    sete dil
+    test bl, 32
+    jnz 1f
+1:
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 69
+    mov r8, rcx
+    test ebx, 40928
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 6592]
-    add rsi, qword ptr [r14 + r8 + 6464]
-    mov r9, qword ptr [r15 + r8 + 6720]
+    and r8d, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov rdi, qword ptr [r14 + 0]
+    mov rbp, r9
+    test bl, 144
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov rcx, rcx
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + r8 + 320], r9
+    test bl, 64
+    jz 1f
+1:
+    sete cl
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    lock or dword ptr [r15 + r8 + 384], 32
+    and ecx, dword ptr [r15 + rbp + 128]
+    test ebx, 3952
+    jz 1f
+1:
+    movzx esi, dil
+    movzx ebp, byte ptr [r15 + r9 + 448]
+    popcnt rax, rdi
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c6:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 496
+    jnz 1f
+1:
+    bswap rdx
+    bt rdi, rdx
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 12000
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test bl, 32
+    jnz 1f
+1:
+    mov r8d, esi
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 118
+    movzx esi, bpl
+    test bl, 32
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    cmovne rdx, rdi
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 128]
+    test bl, 80
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rdi, rdi
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 256]
+    mov r8, qword ptr [r15 + r9 + 64]
+    movzx edi, r8b
+    lea r9, [r10 + r10*1]
+    test ebx, 16272
+    jz 1f
+1:
+    mov rcx, rdi
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 384]
+    vpor xmm7, xmm7, xmm2
+    mov r8, qword ptr [r15 + rbp + 192]
+    test bl, 192
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r14 + 0], dil
+    mov esi, dword ptr [r14 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c7:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    cmovne rcx, rbp
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, dl
+    mov qword ptr [r15 + 0], rdx
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 221
+    mov eax, r9d
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r8d, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    popcnt r8, rax
-    movzx edx, byte ptr [r15 + rbp + 704]
-    mov byte ptr [r15 + rbp + 768], cl
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    movzx r8d, cl
+    mov esi, dword ptr [r14 + 0]
+    test ebx, 5616
+    jnz 1f
+1:
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 576]
+    lea r8, [r10 + r10*1]
+    mov edi, 100
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + rbp + 640]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 256]
+    lea r9, [r10 + r10*1]
+    test ebx, 496
+    jz 1f
+1:
+    xchg qword ptr [r15 + rbp + 704], rdx
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    sete sil
+    test ebx, 1872
+    jnz 1f
+1:
+    mov edx, eax
+    movzx eax, byte ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + rbp + 768], rax
+    mov rdi, rax
+    test ebx, 880
+    jnz 1f
+1:
+    mov eax, edi
+    mov ecx, dword ptr [r15 + r8 + 192]
+    mov rdx, rcx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c8:
+    lea rbp, [r10*4]
+    and rbp, 192
+    mov rsi, qword ptr [r15 + rbp + 640]
+    mov r8, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 3952
+    jnz 1f
+1:
+    mov eax, 118
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov eax, edx
+    movzx r9d, dl
+    add r8, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r8d, dword ptr [r15 + 0]
+    popcnt rdx, rbp
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov r8, rbp
+    mov edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 10224
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 106
+    mov dword ptr [r15 + rbp + 768], 57
+    mov dword ptr [r15 + rbp + 704], ebp
+    lea r9, [r10 + r10*1]
+    test bl, 32
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rbp
+    movzx edi, byte ptr [r14 + rbp + 576]
+    movzx ebp, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 576
+    jnz 1f
+1:
+    mov rdx, rax
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 64]
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    mov rax, qword ptr [r15 + r8 + 128]
+    test bl, 32
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmaxsd xmm7, xmm7, xmm7
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c9:
+    mov byte ptr [r15 + 0], cl
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, ecx
+    test ebx, 256
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movzx esi, dil
+    mov rdx, rax
+    test bl, 64
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, r9d
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    bswap r9
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    vcvtsi2sd xmm2, xmm2, r9d
+    test ebx, 256
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r14 + 0]
+    test ebx, 3568
+    jz 1f
+1:
+    and rbp, 64
+    lea r9, [r10*4]
+    mov edx, dword ptr [r14 + rbp + 512]
+    mov esi, 194
+    lea r8, [r10 + r10*1]
+    and r9, 192
+    movsxd rdi, dword ptr [r15 + r9 + 576]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 192]
+    test bl, 32
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 640]
+    movzx eax, byte ptr [r15 + r8 + 256]
+    mov r8d, 163
+    add rdi, qword ptr [r15 + rbp + 448]
+    test ebx, 256
+    jz 1f
+1:
+    popcnt rbp, r8
+    mov r8d, 178
+    mov edi, dword ptr [r15 + r9 + 704]
+    movzx edx, byte ptr [r15 + r9 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov esi, dword ptr [r14 + 0]
+    mov rcx, qword ptr [r14 + 0]
+    mov r9d, 123
     movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
+    test bl, 80
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    popcnt rsi, rdx
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, r9
-    mov edx, edx
-    mov dword ptr [r15 + 0], ebp
-    xchg r8, rdi
-    test ebx, 256
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, eax
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 48
     jnz 1f
 1:
-    mov r9, rcx
-    movzx esi, cl
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 32
+    bt r9, r8
+    movsxd rdx, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1264
     jnz 1f
 1:
-    mov rdi, rcx
-    mov dword ptr [r15 + 0], eax
     movsxd rbp, dword ptr [r15 + 0]
-    bt rax, rax
-    test ebx, 640
-    jnz 1f
+    mov r8, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
 1:
-    mov esi, eax
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 14048
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 5952
-    jz 1f
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
 1:
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + 0], 245
+    mov dword ptr [r15 + 0], 73
     lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r8 + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 234
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
-    test ebx, 4608
+    lea rbp, [r10 + r10*1]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + r9 + 320]
+    test bl, 32
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 192]
-    mov qword ptr [r14 + 0], rdi
-    mov rdx, qword ptr [r15 + rbp + 320]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    movzx r9d, dil
+    test bl, 80
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 384]
+    mov ecx, 11
+    movsxd rsi, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    lea rbp, [r10 + r10*8]
-    mov r9d, ebp
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 6848], rbp
-    vmaxsd xmm13, xmm13, xmm13
-    mov edi, edi
-    test ebx, 60800
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + rbp + 6720]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 240
+    mov qword ptr [r15 + 0], r8
+    add rdx, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    jmp 1f
-1:
-    lea r9, [r10*4]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], rdx
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], r9d
-    mov qword ptr [r15 + rbp + 6528], rax
-    test bl, 32
-    jnz 1f
-1:
-    mov eax, r8d
-    inc dword ptr [r15 + r9 + 768]
-    mov qword ptr [r15 + rbp + 6784], rax
-    test bl, 32
+    mov rbp, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 6592]
-    mov rdx, qword ptr [r15 + rbp + 6912]
-    bswap rcx
-    test bl, 32
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r10*8]
+    mov edx, 223
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1936
     jz 1f
 1:
-    mov eax, 184
-    mov edi, dword ptr [r14 + rbp + 6464]
-    mov byte ptr [r15 + rbp + 6976], bpl
-    mov ecx, ebp
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    movsxd rdi, dword ptr [r14 + r8 + 896]
+    mov dword ptr [r15 + r8 + 1024], 129
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    mov rcx, rax
     test bl, 128
     jnz 1f
 1:
-    mov rdi, rbp
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    test ebx, 7808
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 1280]
+    and r9, 64
+    btc dword ptr [r15 + r9 + 64], 1
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movzx ecx, sil
+    test bl, 32
+    jz 1f
+1:
+    and edi, dword ptr [r15 + rbp + 192]
+    mov ecx, dword ptr [r15 + r8 + 1216]
+    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 48
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 704]
-    movzx edx, byte ptr [r14 + rbp + 6656]
-    mov edi, dword ptr [r15 + r9 + 576]
+    inc dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 1152]
+    mov rsi, qword ptr [r15 + r8 + 960]
+    test ebx, 1392
+    jnz 1f
+1:
+    mov esi, esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 1088], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov rcx, qword ptr [r14 + rbp + 768]
-    movsxd r9, dword ptr [r15 + rbp + 640]
-    mov eax, 113
-    lea r8, [r10 + r10*8]
-    mov edi, 49
+    lea rdi, [r15 + 67109504]
+    mov ecx, 641
+    rep stosb
+    add rdx, qword ptr [r15 + 0]
+    mov rsi, rdx
+    add rsi, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    vsubsd xmm2, xmm2, xmm2
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 15216
+    jz 1f
+1:
+    mov r8, rax
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    and r8, 4032
-    add rsi, qword ptr [r15 + r8 + 6656]
-    mov ecx, dword ptr [r15 + r8 + 6464]
-    movsxd rdx, dword ptr [r15 + r8 + 6976]
-    movzx r9d, r9b
-    test bl, 80
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8d, eax
+    test ebx, 256
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 6064
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + rbp + 704]
-    test ebx, 7120
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 6720]
-    mov eax, dword ptr [r15 + r8 + 6592]
-    mov rcx, r8
-    movzx edi, byte ptr [r15 + r8 + 6784]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, esi
     lea r9, [r10 + r10*1]
-    test ebx, 1264
+    test bl, 32
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 6528], bpl
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 64]
-    mov rax, rbp
-    mov rdx, qword ptr [r15 + rbp + 576]
-    test ebx, 496
+    add rcx, qword ptr [r15 + r9 + 64]
+    add qword ptr [r14 + 0], rdi
+    test bl, 32
+    jz 1f
+1:
+    mov ecx, edi
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r14 + 0]
+    imul rdi, rdx
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 192]
+    lea r8, [r10 + r10*1]
+    test ebx, 7888
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 6848]
-    mov rdi, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 6912], 95
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r9 + 128], rdx
+    mov rdx, rdi
+    mov qword ptr [r15 + rbp + 256], r9
+    test ebx, 1264
+    jnz 1f
+1:
+    mov r9, r9
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    mov rbp, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r8b
-    mov edx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, 152
-    movzx esi, al
-    test bl, 32
-    jnz 1f
-1:
-    vsubsd xmm13, xmm13, xmm8
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    xor dword ptr [r15 + 0], ebp
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, 26
-    test ebx, 1152
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx edx, al
-    mov eax, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rsi, r9
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
+    lea r8, [r10*8]
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 448]
-    mov eax, eax
-    cmovne r8, rdi
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1280], r8b
     and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 192], rax
-    test bl, 80
+    mov rcx, qword ptr [r15 + rbp + 448]
+    mov rsi, qword ptr [r15 + r8 + 1024]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    lea r9, [r10*4]
+    mov edx, r9d
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    mov rsi, rdi
-    movsxd rdi, dword ptr [r14 + 0]
-    movzx eax, dl
+    and r9, 192
+    mov rdi, qword ptr [r15 + r9 + 768]
+    movzx eax, byte ptr [r15 + r8 + 960]
+    mov edx, 65
+    test ebx, 61344
+    jnz 1f
+1:
+    mov rsi, rdx
+    mov ecx, ebp
+    movsxd rax, dword ptr [r15 + r8 + 896]
+    mov qword ptr [r15 + r8 + 1088], rcx
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], eax
-    mov edx, dword ptr [r14 + rbp + 256]
-    mov rcx, qword ptr [r15 + r9 + 512]
+    or eax, 1
+    xor edx, edx
+    div eax
+    xchg qword ptr [r15 + r9 + 640], rdi
+    mov byte ptr [r15 + r9 + 704], r8b
+    test bl, 32
+    jnz 1f
+1:
+    lock add qword ptr [r15 + r8 + 1152], rdi
+    mov rcx, qword ptr [r15 + r8 + 832]
+    mov rax, qword ptr [r14 + r8 + 1216]
+    test bl, 32
+    jnz 1f
+1:
+    bswap r8
+    movzx esi, byte ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + r9 + 576], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    movzx ebp, cl
+    mov rsi, r8
+    add rbp, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov edi, 208
+    test bl, 32
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    add rbp, qword ptr [r15 + 0]
+    bt rax, rbp
+    test ebx, 13296
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 61312
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 144
+    jz 1f
+1:
     mov r9, qword ptr [r15 + 0]
-    mov esi, r8d
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
+    mov eax, r9d
+    vpcmpeqb xmm7, xmm7, xmm14
+    mov rsi, rax
+    test bl, 240
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, r8d
-    jmp 1f
-1:
-    test ebx, 14592
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*8]
-    mov r8d, dword ptr [r15 + 0]
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 6528], dil
-    movsxd rcx, dword ptr [r15 + rbp + 6464]
+    vpxor xmm2, xmm2, xmm4
+    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    movzx edx, sil
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 256]
-    mov rdi, rdx
-    test ebx, 384
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 6720]
-    mov byte ptr [r15 + rbp + 6848], al
-    mov dword ptr [r15 + rbp + 6656], edx
-    movzx edx, byte ptr [r14 + 0]
-    test ebx, 60864
-    jnz 1f
-1:
-    mov eax, 244
-    movsxd rdx, dword ptr [r15 + rbp + 6976]
-    mov qword ptr [r15 + rbp + 6784], r8
-    jmp 1f
-1:
+    and rbp, 64
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + rbp + 192]
     lea r8, [r10 + r10*1]
-    test bl, 32
+    test ebx, 1712
     jnz 1f
 1:
-    movzx edx, dil
-    mov qword ptr [r14 + r9 + 192], rbp
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 128]
-    xchg rdi, rax
+    movzx eax, byte ptr [r15 + r8 + 64]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 384]
+    mov edi, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r14 + r8 + 128], edi
+    test ebx, 1936
+    jnz 1f
+1:
+    xchg r8, rbp
+    mov edx, r8d
+    mov edi, ecx
+    movzx ecx, byte ptr [r14 + 0]
     test bl, 32
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 64]
-    mov r9, qword ptr [r15 + rbp + 6912]
-    mov rax, qword ptr [r15 + rbp + 6592]
+    mov r8d, dword ptr [r15 + r9 + 320]
+    movzx r9d, r8b
+    vucomisd xmm2, xmm7
+    movzx esi, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    and esi, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov edx, 208
-    test bl, 32
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 15200
-    jz 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 156
-    add rdi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx eax, al
     add rdx, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test bl, 32
+    jz 1f
+1:
+    btc dword ptr [r15 + 0], 31
+    add rdi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 192
     jnz 1f
 1:
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 9
+    mov qword ptr [r15 + 0], rsi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8d, edi
+    test ebx, 880
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 186
-    jmp 1f
-1:
-    mov edx, edi
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 6096
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 1936
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, 156
+    test ebx, 1648
     jz 1f
 1:
-    add qword ptr [r14 + 0], rdi
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 448]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1840
+    mov ecx, r9d
+    movsxd rax, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    popcnt r9, r8
+    test ebx, 7888
     jnz 1f
 1:
+    lea rbp, [r10 + r10*1]
+    movzx edx, bpl
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], sil
     and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 384]
-    mov ecx, dword ptr [r15 + rbp + 320]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
+    mov rsi, qword ptr [r15 + rbp + 64]
+    movzx ecx, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, dword ptr [r14 + 0]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 192]
+    mov edi, dword ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + rbp + 128], rdi
+    test ebx, 1392
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 256]
+    imul edi, ecx, 9
     add r10, r11
     inc rbx
     dec r13
@@ -3532,270 +3493,264 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 256]
-    movzx edi, dl
     lea rbp, [r10 + r10*8]
-    mov ecx, 153
-    mov ecx, 35
-    test ebx, 2432
-    jz 1f
-1:
+    mov rdx, rbp
     and rbp, 32704
-    mov qword ptr [r15 + rbp + 26944], rcx
-    mov rsi, rsi
-    movzx edx, bpl
-    and edi, dword ptr [r15 + rbp + 27264]
-    test ebx, 1976
+    mov r8d, dword ptr [r15 + rbp + 27136]
+    vpor xmm2, xmm2, xmm10
+    movzx eax, sil
+    test ebx, 1216
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 27008]
-    sete al
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 4068
+    mov byte ptr [r15 + 0], sil
+    vmulsd xmm7, xmm7, xmm2
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 988
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + rbp + 27392]
+    movsxd rdi, dword ptr [r15 + rbp + 27008]
+    mov eax, 254
+    test ebx, 256
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + rbp + 27200]
-    movzx eax, byte ptr [r15 + rbp + 27136]
-    movsxd rcx, dword ptr [r15 + rbp + 27392]
-    test ebx, 1468
-    jnz 1f
-1:
-    mov rax, r8
-    lock or dword ptr [r15 + rbp + 27072], 55
-    mov eax, eax
+    mov r8d, eax
+    mov rsi, r8
+    mov esi, esi
     lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + rbp + 27328]
-    test bl, 64
-    jz 1f
+    test bl, 16
+    jnz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], r8d
-    mov eax, r9d
-    mov edi, 232
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    movsxd rdi, dword ptr [r15 + rbp + 27456]
+    mov dword ptr [r15 + rbp + 27328], 170
+    sete dl
+    lea r8, [r10 + r10*1]
+    test ebx, 13184
+    jnz 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
+    popcnt rax, rcx
+    mov edx, ebp
     test ebx, 1964
     jnz 1f
 1:
-    popcnt rsi, rdi
-    mov byte ptr [r15 + rbp + 27456], r8b
-    mov edi, eax
-    mov rbp, qword ptr [r15 + r8 + 192]
-    test ebx, 2020
-    jnz 1f
+    movzx ecx, byte ptr [r15 + rbp + 27072]
+    mov rsi, rbp
+    mov rdx, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + rbp + 26944], rdx
+    test bl, 200
+    jz 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 512]
-    vpor xmm8, xmm8, xmm13
-    mov ebp, ecx
+    mov rdi, qword ptr [r15 + rbp + 27200]
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    mov r9d, dword ptr [r15 + rbp + 27264]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea r9, [r10 + r10*1]
-    mov ecx, edx
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 512]
-    movzx ecx, byte ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov eax, 208
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 3548
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r8, rbp
+    mov dword ptr [r15 + 0], ecx
+    movzx edi, byte ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 151
-    test bl, 64
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rsi, r8
+    mov byte ptr [r15 + 0], dil
+    and ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx r8d, sil
-    mov ecx, dword ptr [r15 + 0]
-    mov rdx, r8
-    sete al
-    test bl, 44
-    jz 1f
+    and esi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test bl, 8
+    jnz 1f
 1:
-    movzx ebp, dl
-    mov edi, 188
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov r9, r8
+    mov dword ptr [r15 + 0], 55
+    mov r8d, 146
+    lea rbp, [r10*4]
+    movzx eax, dil
     test bl, 32
     jz 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    lea r8, [r10*4]
-    mov byte ptr [r15 + 0], r8b
-    and r8, 192
-    mov edx, dword ptr [r15 + r8 + 640]
-    mov ecx, dword ptr [r15 + r8 + 768]
-    lea rbp, [r10 + r10*1]
-    test bl, 32
+    and rbp, 192
+    movzx r8d, byte ptr [r15 + rbp + 640]
+    mov edi, dword ptr [r15 + rbp + 768]
+    mov r9d, ecx
+    movzx edx, cl
+    test ebx, 832
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov edx, eax
-    and rbp, 64
-    mov qword ptr [r14 + rbp + 256], rbp
-    vmovdqu xmm13, xmmword ptr [r15 + r8 + 704]
-    test ebx, 3324
-    jz 1f
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    vmovdqu xmm12, xmmword ptr [r15 + r8 + 192]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 512]
+    mov byte ptr [r14 + 0], cl
+    movsxd rdx, dword ptr [r15 + r8 + 256]
+    test ebx, 256
+    jnz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 192]
-    mov r9, qword ptr [r15 + r8 + 576]
-    movzx eax, sil
+    mov byte ptr [r15 + rbp + 576], cl
+    movzx ecx, byte ptr [r15 + rbp + 704]
+    add rax, qword ptr [r14 + r9 + 448]
+    mov ebp, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    lea r9, [r10 + r10*8]
-    lock or dword ptr [r15 + rbp + 384], 33
-    and r9, 16320
-    mov ecx, dword ptr [r15 + r9 + 10944]
-    movzx esi, byte ptr [r15 + r9 + 10880]
-    test ebx, 3816
-    jz 1f
-1:
-    xchg rax, rsi
-    movzx edx, byte ptr [r14 + r9 + 10816]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 10560], rcx
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 10688]
-    sete cl
-    test bl, 8
+    lea r8, [r10 + r10*8]
+    mov esi, 141
+    mov rdx, rdi
+    sete dil
+    and r8, 16320
+    mov r9, qword ptr [r15 + r8 + 11072]
+    test ebx, 16048
     jnz 1f
-1:
-    mov rdi, rcx
-    mov rsi, qword ptr [r15 + r9 + 11008]
-    mov rcx, qword ptr [r15 + r9 + 11072]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 10752]
-    mov ecx, eax
-    mov dword ptr [r14 + r8 + 64], 215
-    test bl, 8
-    jz 1f
 1:
     jmp 1f
 1:
-    movzx r8d, cl
-    mov esi, 96
-    mov ecx, esi
-    test bl, 112
+    lea rbp, [r10 + r10*1]
+    xchg rcx, rdi
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 320]
+    test bl, 32
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 10624]
-    mov edi, 147
-    mov r9d, edi
+    mov rcx, qword ptr [r15 + r8 + 10816]
+    mov eax, ecx
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx edx, sil
     test bl, 32
     jz 1f
 1:
-    imul rdx, rbp
-    or edi, 1
-    xor edx, edx
-    div edi
-    and edi, dword ptr [r15 + rbp + 320]
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    and r9, 64
+    mov qword ptr [r14 + r9 + 192], r9
+    bswap rdx
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    test bl, 168
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 10688]
+    crc32 r9d, r9b
+    movzx edx, byte ptr [r15 + r8 + 10624]
+    test bl, 188
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 10880], 23
+    movzx edx, byte ptr [r15 + r8 + 10944]
+    mov edi, dword ptr [r15 + r8 + 11008]
+    test ebx, 2036
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 10752], 177
+    mov dword ptr [r15 + rbp + 384], 115
+    add rbp, qword ptr [r15 + r8 + 10560]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    imul ecx, edx, 107
-    lea rbp, [r10 + r10*1]
-    mov edi, 240
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 448]
-    lea r9, [r10 + r10*1]
-    test ebx, 1712
+    movzx r8d, bpl
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1724
     jnz 1f
 1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    mov eax, dword ptr [r14 + 0]
-    movzx edx, sil
-    movzx edi, dl
-    test ebx, 992
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], edx
-    not qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
     movzx edx, byte ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-    mov eax, 224
-    mov rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov edi, 83
     test bl, 8
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, ebp
-    test bl, 220
+    movzx edi, r9b
+    add rsi, qword ptr [r15 + 0]
+    xchg r8, rdi
+    test ebx, 15088
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    movzx eax, dil
+    mov qword ptr [r15 + 0], rbp
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    movzx eax, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
     test bl, 8
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    mov edx, 121
-    mov r8d, 182
-    test bl, 8
+    mov eax, ecx
+    mov byte ptr [r15 + 0], cl
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 3932
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 192], r8
-    mov ebp, 207
-    mov dword ptr [r15 + r9 + 512], ebp
-    add r11, 64
+    mov eax, 165
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 256]
+    lea rbp, [r10 + r10*1]
+    test ebx, 400
+    jz 1f
+1:
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r14 + r8 + 320], ebp
+    mov r8, qword ptr [r15 + rbp + 512]
+    add rax, qword ptr [r14 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx edi, sil
+    movzx edx, dil
+    mov qword ptr [r15 + r9 + 192], rsi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 12 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 12]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 12
+    mov r13d, 13
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b5_stubs]
@@ -3821,526 +3776,520 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r9, qword ptr [r15 + 0]
-    movzx ecx, sil
-    test ebx, 1024
-    jz 1f
-1:
-    mov rsi, rsi
-    not qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1976
-    jz 1f
-1:
     mov edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rax
-    test ebx, 3056
-    jz 1f
-1:
-    lock add qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 19
-    test ebx, 23488
-    jnz 1f
-1:
-    mov rdx, rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1912
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], al
-    lea r9, [r10 + r10*1]
-    test ebx, 1024
-    jz 1f
-1:
-    mov edx, dword ptr [r14 + 0]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 512]
-    mov rax, qword ptr [r15 + r8 + 64]
-    lea rbp, [r10 + r10*1]
-    movzx esi, cl
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov ecx, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
+    mov esi, 242
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmaxsd xmm12, xmm12, xmm5
+    mov rcx, rdx
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*8]
+    test bl, 16
+    jz 1f
+1:
+    and r8, 4032
+    mov rdi, qword ptr [r15 + r8 + 6976]
+    movzx edx, r8b
+    lea r9, [r10 + r10*1]
+    movzx esi, sil
+    lea rbp, [r10 + r10*1]
+    test bl, 16
+    jnz 1f
+1:
+    and r9, 64
+    mov rdi, qword ptr [r14 + r9 + 64]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    movzx edx, byte ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + rbp + 320], ebp
+    mov rax, qword ptr [r15 + rbp + 448]
+    movzx ecx, byte ptr [r15 + r8 + 6528]
+    mov rdx, qword ptr [r15 + r8 + 6656]
+    test bl, 128
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 6464]
+    mov qword ptr [r15 + r9 + 128], rax
+    mov esi, dword ptr [r14 + r8 + 6720]
+    movzx r9d, sil
+    test bl, 16
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 6592]
+    mov eax, dword ptr [r15 + rbp + 512]
+    movzx edi, byte ptr [r15 + r8 + 6912]
+    mov ecx, 81
+    test bl, 128
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 6848]
+    mov eax, dword ptr [r15 + r8 + 6784]
+    imul edx, eax, 107
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    movsxd rbp, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r9, r8
-    mov byte ptr [r15 + 0], r9b
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, sil
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], r8
+    add r9, qword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
-    test ebx, 31936
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 24
-    mov qword ptr [r15 + 0], rbp
-    test bl, 16
-    jz 1f
-1:
-    mov edi, 232
-    movzx ebp, cl
-    mov rcx, rbp
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov ebp, r8d
     test bl, 16
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    and r8, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 320]
-    lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r8 + 384]
-    test bl, 16
-    jz 1f
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, r9b
+    mov rdi, r9
+    mov byte ptr [r15 + 0], dil
+    test bl, 32
+    jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 162
-    mov ecx, 23
-    mov dword ptr [r14 + 0], 127
-    mov qword ptr [r14 + 0], rdi
-    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], dil
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rsi, rax
+    lea rbp, [r10 + r10*1]
+    test ebx, 2808
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + 0], 223
+    mov dword ptr [r14 + 0], 62
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r14 + rbp + 64], r9
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    test bl, 64
+    jnz 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 189
-    mov ebp, dword ptr [r15 + r8 + 64]
+    mov ebp, dword ptr [r15 + r8 + 256]
+    mov rdx, rdx
+    mov rcx, rdi
+    mov r9, qword ptr [r15 + r8 + 192]
+    test bl, 16
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    sete dil
+    mov r8d, eax
+    sete al
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 320]
+    test bl, 16
+    jz 1f
+1:
+    movzx esi, sil
+    mov r9, qword ptr [r15 + rbp + 384]
+    mov rax, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], 23
+    and edx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 40
+    jz 1f
+1:
+    btc dword ptr [r15 + 0], 15
     mov ebp, dword ptr [r15 + 0]
-    mov ecx, 155
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 3704
     jnz 1f
 1:
+    mov r9d, r9d
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 0]
+    test ebx, 856
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + 0]
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    and esi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*8]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 160
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 448]
+    mov esi, 214
+    jmp 1f
+1:
+    sete al
+    test bl, 16
     jz 1f
 1:
-    mov r8, rbp
-    and rbp, 4032
-    mov byte ptr [r15 + rbp + 6592], bpl
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 64]
-    test bl, 208
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 6848]
-    mov r9d, dword ptr [r14 + rbp + 6656]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 6976]
-    test bl, 16
-    jnz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + rbp + 6912]
+    lea r9, [r10*4]
+    movzx eax, r9b
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], 196
     lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 6720]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    test ebx, 28480
+    mov rdx, qword ptr [r15 + r9 + 576]
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    test ebx, 40896
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 6528]
-    mov rsi, qword ptr [r15 + rbp + 6464]
-    mov ecx, ecx
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r14 + 0], 239
+    vcvtsi2sd xmm12, xmm12, ebp
+    movzx edi, byte ptr [r14 + r9 + 640]
     test bl, 16
-    jz 1f
+    jnz 1f
 1:
-    mov rcx, rcx
-    mov rsi, qword ptr [r15 + rbp + 6784]
-    movzx edx, byte ptr [r15 + r8 + 448]
+    mov rbp, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 704], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 15808
+    mov ecx, ebp
+    not qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 3992
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov rcx, rsi
-    mov dword ptr [r15 + 0], esi
-    and ebp, dword ptr [r15 + 0]
-    mov eax, ebp
+    crc32 rsi, rax
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov esi, eax
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 3000
+    jz 1f
+1:
+    movzx eax, al
+    mov dword ptr [r15 + 0], 231
+    mov rdi, rax
+    test ebx, 3544
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 641
+    rep movsb
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], 196
+    lea rbp, [r10 + r10*1]
+    test ebx, 3000
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 384]
+    and rbp, 64
+    movzx r9d, byte ptr [r14 + rbp + 512]
     test bl, 32
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    vmovq xmm8, rsi
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 3704
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, r9d
-    test ebx, 6096
-    jnz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    test ebx, 824
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
+    movzx edx, r9b
+    mov esi, dword ptr [r15 + rbp + 448]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 85
-    mov ecx, r8d
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 448]
-    test bl, 16
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    test bl, 64
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r14 + 0], 247
-    mov r8d, dword ptr [r14 + 0]
-    mov rdx, qword ptr [r15 + r9 + 256]
-    test bl, 16
-    jz 1f
-1:
-    vmovq xmm13, rax
-    mov r8d, dword ptr [r15 + rbp + 512]
-    mov edx, 220
+    and edx, dword ptr [r15 + r9 + 64]
+    movzx ebp, byte ptr [r15 + r8 + 320]
+    mov rdi, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov r8d, dword ptr [r14 + 0]
-    movzx ebp, byte ptr [r14 + 0]
-    mov r9d, ebp
-    mov rcx, rax
+    mov r8d, edx
+    movzx eax, al
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, 201
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 82
+    mov r9, r9
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, r8
+    test ebx, 8040
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, rdi
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    mov rsi, rdi
+    test bl, 128
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    popcnt rax, r8
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 1976
+    jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rsi, rbp
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    vpor xmm13, xmm13, xmm13
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov r8d, 250
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, cl
-    test ebx, 5616
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    or esi, 1
-    xor edx, edx
-    div esi
-    mov edi, ecx
-    test bl, 128
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rdx
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    test ebx, 28512
-    jnz 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
-    and rbp, 64
-    vmovdqu xmm2, xmmword ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    movsxd r9, dword ptr [r15 + r8 + 192]
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx eax, al
+    mov edx, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    sete r9b
-    mov r8d, edi
-    movsxd rsi, dword ptr [r15 + rbp + 64]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10*4]
+    mov dword ptr [r15 + 0], 169
+    and r8, 192
+    mov r9, qword ptr [r15 + r8 + 576]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    movsxd rax, dword ptr [r15 + r8 + 640]
+    test bl, 160
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    mov rcx, qword ptr [r15 + r8 + 768]
+    movsxd rsi, dword ptr [r14 + rbp + 448]
+    vpor xmm12, xmm12, xmm2
+    test bl, 16
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov ebp, 97
+    add rax, qword ptr [r15 + r8 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, ecx
-    test bl, 16
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    btc dword ptr [r15 + 0], 14
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
+    lea rbp, [r10*4]
+    mov esi, ebp
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 640]
     jmp 1f
 1:
-    popcnt r9, rbp
-    mov r8d, esi
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 7536
+    mov esi, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movzx esi, sil
-    movzx ebp, dil
-    mov rsi, rbp
-    test ebx, 400
+    movzx r8d, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 64128
     jnz 1f
 1:
-    mov rax, rbp
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 400
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    imul rdx, rcx
+    mov edi, dword ptr [r15 + 0]
     test bl, 16
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    add rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 64]
-    and r9, 64
-    vmovdqu xmm10, xmmword ptr [r15 + r9 + 512]
-    test ebx, 992
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 128]
-    mov r8d, r9d
-    mov rcx, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], eax
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 448], 160
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    movsxd rsi, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], cl
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 704], 240
+    mov r9d, 226
+    mov ecx, dword ptr [r15 + rbp + 576]
+    lea r8, [r10 + r10*1]
+    test ebx, 968
+    jz 1f
+1:
+    and r8, 64
+    mov edx, dword ptr [r14 + r8 + 192]
+    mov rdi, rdx
+    vpcmpeqb xmm2, xmm2, xmm14
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 768]
+    test bl, 32
+    jz 1f
+1:
+    lock or dword ptr [r15 + r8 + 256], 18
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    movsxd rsi, dword ptr [r15 + r9 + 512]
+    test bl, 160
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 0]
+    imul rsi, rcx
+    mov r8d, 96
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov r8, rax
-    popcnt rdi, rax
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    test ebx, 4096
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 0]
+    and r9, 64
+    lea rbp, [r10 + r10*8]
+    movzx ecx, byte ptr [r15 + r9 + 192]
+    and rbp, 4032
+    add rdi, qword ptr [r15 + rbp + 6464]
+    mov rsi, qword ptr [r15 + rbp + 6784]
+    test bl, 96
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, al
-    test bl, 80
-    jz 1f
+    mov edx, 202
+    mov dword ptr [r15 + rbp + 6976], 136
+    mov edi, edx
+    mov rax, qword ptr [r15 + rbp + 6528]
+    test ebx, 696
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    vmovq xmm13, rdx
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + rbp + 6720]
+    mov byte ptr [r15 + rbp + 6912], r8b
+    movsxd r8, dword ptr [r15 + rbp + 6848]
+    xchg qword ptr [r15 + 0], rax
+    test bl, 64
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, 182
+    mov qword ptr [r15 + 0], rcx
+    test bl, 16
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r8d, dil
+    mov r8d, 39
+    movzx esi, dl
     test bl, 16
     jz 1f
 1:
-    mov ebp, 127
-    mov r8, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, r8d
+    mov edi, r8d
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov esi, 103
+    movsxd rsi, dword ptr [r14 + rbp + 6592]
     test bl, 64
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, 229
-    mov edi, 224
-    test bl, 128
-    jz 1f
-1:
-    vmovq xmm13, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 17
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    test ebx, 7984
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], sil
     lea r9, [r10 + r10*1]
-    add rcx, qword ptr [r14 + 0]
+    mov dword ptr [r15 + rbp + 6656], r9d
+    jmp 1f
+1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 384], sil
-    test bl, 16
-    jnz 1f
-1:
-    mov esi, r9d
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    mov edi, 196
-    mov ebp, 194
-    test ebx, 4024
-    jnz 1f
-1:
-    mov ecx, 138
-    mov rax, qword ptr [r15 + r9 + 320]
-    and edi, dword ptr [r15 + r8 + 256]
+    movzx ecx, byte ptr [r15 + r9 + 512]
+    movsxd rsi, dword ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 124
-    test bl, 16
-    jnz 1f
-1:
-    mov edx, 240
-    lea r9, [r10*4]
-    lea rbp, [r10 + r10*1]
+    lea rbp, [r10 + r10*8]
+    and rbp, 4032
+    movsxd rdx, dword ptr [r15 + rbp + 6976]
+    mov dword ptr [r15 + 0], 204
+    movzx r8d, al
     jmp 1f
 1:
-    and r9, 192
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + r9 + 640]
-    and rbp, 64
-    lea r8, [r10*8]
-    mov rcx, qword ptr [r15 + rbp + 128]
     test bl, 64
     jz 1f
 1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1088]
-    mov dword ptr [r15 + r8 + 1024], edi
-    mov edi, dword ptr [r15 + r8 + 1152]
-    mov rsi, rsi
-    test bl, 24
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 3992
     jnz 1f
 1:
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov dword ptr [r15 + r8 + 896], r9d
-    mov esi, dword ptr [r14 + r9 + 704]
-    mov ecx, dword ptr [r15 + r9 + 576]
-    test bl, 16
+    mov esi, 233
+    vpaddd xmm14, xmm14, xmm14
+    mov dword ptr [r15 + 0], 226
+    test bl, 64
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 768]
-    mov rsi, qword ptr [r15 + r8 + 960]
-    mov ecx, 194
-    movsxd r9, dword ptr [r15 + r8 + 1216]
+    mov dword ptr [r15 + 0], edi
+    mov rdi, rdi
+    mov edx, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r14 + 0]
+    test bl, 64
+    jz 1f
+1:
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 448]
+    and esi, dword ptr [r15 + rbp + 6528]
+    lea r9, [r10 + r10*1]
+    sete dl
+    movsxd rdi, dword ptr [r15 + rbp + 6656]
     test bl, 16
     jz 1f
 1:
-    mov eax, ecx
-    mov byte ptr [r15 + r8 + 1280], al
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov ecx, 9
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + rbp + 6464]
+    movzx ecx, byte ptr [r15 + rbp + 6912]
     test bl, 16
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov qword ptr [r14 + 0], rbp
-    movzx ebp, r8b
+    mov rsi, qword ptr [r15 + rbp + 6784]
+    add rdx, qword ptr [r15 + rbp + 6592]
+    mov edi, dword ptr [r15 + rbp + 6848]
+    and ecx, dword ptr [r15 + r8 + 512]
+    test bl, 16
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 6720]
+    mov qword ptr [r15 + r9 + 64], r8
+    movzx eax, r8b
     add r10, r11
     inc rbx
     dec r13
@@ -4364,118 +4313,118 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10 + r10*8]
-    lea r8, [r10 + r10*1]
-    and rbp, 960
-    lea r9, [r10*4]
-    movsxd rax, dword ptr [r15 + rbp + 1536]
-    and r9, 192
-    movzx esi, byte ptr [r15 + r9 + 640]
-    lock add qword ptr [r15 + rbp + 1408], rsi
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 64]
+    lea rbp, [r10*4]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], 13
+    lea r9, [r10 + r10*1]
+    mov rsi, r9
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 64]
+    lea r8, [r10 + r10*8]
     test ebx, 448
     jnz 1f
 1:
-    mov rdx, rdi
-    movzx edi, dil
-    mov rcx, rdi
-    mov rsi, rcx
+    mov edx, dword ptr [r15 + rbp + 576]
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    and r8, 960
+    mov r9, qword ptr [r15 + r8 + 1664]
+    movzx edi, al
     test bl, 4
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    mov rsi, qword ptr [r15 + r9 + 768]
+    mov rcx, qword ptr [r15 + r8 + 1600]
+    mov rdi, rcx
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    movzx eax, dl
     test bl, 32
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edx, 72
-    movzx ecx, byte ptr [r15 + rbp + 1792]
-    mov dword ptr [r15 + r9 + 704], 141
-    test ebx, 376
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 1600]
-    movzx r8d, byte ptr [r15 + rbp + 1728]
-    mov edi, dword ptr [r15 + rbp + 1856]
-    test ebx, 2022
+    lock add qword ptr [r15 + r8 + 1408], rbp
+    movzx edx, byte ptr [r15 + rbp + 640]
+    movsxd r9, dword ptr [r15 + r8 + 1536]
+    test ebx, 1648
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 1472]
-    mov rdx, rbp
-    lea rdi, [r15 + 67109504]
-    mov ecx, 35
-    rep stosb
-    movsxd rax, dword ptr [r15 + rbp + 1664]
-    test bl, 16
+    mov edx, dword ptr [r15 + r8 + 1792]
+    mov rax, qword ptr [r15 + rbp + 768]
+    mov ebp, dword ptr [r15 + r8 + 1856]
+    movzx esi, sil
+    test bl, 62
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov edi, esi
+    mov rcx, rdi
+    mov rsi, qword ptr [r15 + r8 + 1472]
+    test ebx, 824
     jz 1f
 1:
-    mov edx, ecx
-    mov rdx, r9
-    mov esi, dword ptr [r15 + r9 + 576]
+    movsxd rax, dword ptr [r15 + r8 + 1728]
+    mov r8d, r8d
+    mov r9, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 150
-    test bl, 242
+    lea rbp, [r10 + r10*8]
+    movsxd rdx, dword ptr [r14 + 0]
+    and rbp, 65472
+    mov r8d, dword ptr [r15 + rbp + 59904]
+    mov edi, dword ptr [r15 + rbp + 59840]
+    mov eax, edi
+    test bl, 104
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 60032]
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 134
+    test ebx, 1872
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 100
+    movsxd rsi, dword ptr [r15 + 0]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test bl, 16
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 112
-    movsxd rcx, dword ptr [r15 + 0]
-    vpor xmm13, xmm13, xmm10
-    lea rbp, [r10 + r10*8]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, ebp
     lea r8, [r10 + r10*1]
-    test bl, 242
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 2004
     jz 1f
 1:
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 128]
-    and rbp, 65472
-    mov dword ptr [r15 + rbp + 59776], 253
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    mov esi, dword ptr [r14 + rbp + 59776]
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    mov ecx, r9d
-    test bl, 4
-    jz 1f
-1:
+    mov byte ptr [r15 + rbp + 60224], r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov rax, qword ptr [r14 + rbp + 59904]
-    mov rdx, qword ptr [r15 + r8 + 64]
-    test bl, 16
+    mov rdi, qword ptr [r15 + r9 + 256]
+    test bl, 32
     jnz 1f
 1:
-    vmaxsd xmm10, xmm10, xmm13
-    mov rax, rdx
-    mov rsi, qword ptr [r15 + rbp + 59712]
-    mov r8d, esi
-    test ebx, 728
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 60096], r8d
-    mov edi, dword ptr [r15 + rbp + 60160]
-    mov r8d, edi
+    mov qword ptr [r15 + r9 + 192], r9
+    mov esi, edi
+    mov r9, qword ptr [r15 + rbp + 59712]
     test ebx, 1854
     jnz 1f
 1:
-    crc32 rsi, rdi
-    mov edx, dword ptr [r15 + r9 + 512]
-    mov rax, qword ptr [r15 + rbp + 59840]
-    mov r9, qword ptr [r15 + rbp + 60032]
-    test bl, 152
-    jnz 1f
+    mov edi, dword ptr [r15 + r8 + 128]
+    movsxd r8, dword ptr [r15 + rbp + 59968]
+    mov rsi, rdi
+    and edx, dword ptr [r15 + rbp + 60160]
+    test bl, 4
+    jz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 60224]
-    movsxd rdi, dword ptr [r14 + 0]
-    and eax, dword ptr [r15 + rbp + 59968]
+    vpcmpeqb xmm2, xmm2, xmm3
+    movzx r8d, byte ptr [r15 + rbp + 60096]
+    mov ebp, 131
     add r10, r11
     inc rbx
     dec r13
@@ -4489,19 +4438,17 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rbp, r10
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 320]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 228
-    mov rdx, qword ptr [r15 + r9 + 64]
+    mov rdi, rcx
+    mov ebp, eax
+    mov r9, r10
+    mov r8, r10
     test bl, 8
     jz 1f
 1:
-    movzx esi, sil
-    mov eax, esi
-    mov ebp, r8d
+    and r8, 64
+    mov byte ptr [r14 + r8 + 448], r8b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 114
     add r10, r11
     inc rbx
     dec r13
@@ -4649,4259 +4596,4289 @@ ditto_body_c1:
     jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 512
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    vucomisd xmm2, xmm2
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 499200
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], esi
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov rsi, rdx
+    test ebx, 60800
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    and eax, dword ptr [r15 + 0]
+    movzx edi, al
+    test ebx, 576
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 3264
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 129536
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, rbp
-    mov dword ptr [r15 + 0], edx
-    test ebx, 8192
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ebp, edx
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, 207
+    mov rbp, qword ptr [r15 + 0]
+    movzx edx, cl
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    mov ecx, ecx
-    mov edx, 86
-    mov edx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    test ebx, 1024
-    jnz 1f
+    xchg qword ptr [r15 + 0], rcx
+    or qword ptr [r15 + 0], 13
+    mov eax, ecx
+    mov byte ptr [r15 + 0], al
+    test ebx, 506368
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 192
-    movsxd rsi, dword ptr [r14 + rbp + 640]
-    mov rcx, rbp
-    and r8, 64
+    movzx ecx, byte ptr [r14 + 0]
+    mov eax, 248
+    mov r8d, eax
+    and ecx, dword ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r8 + 384]
-    test ebx, 512
+    lea rbp, [r10 + r10*1]
+    test ebx, 6592
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 768]
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    mov esi, dword ptr [r14 + rbp + 576]
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 256
-    jz 1f
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 64]
+    jmp 1f
 1:
-    mov byte ptr [r14 + r8 + 320], cl
-    movzx eax, byte ptr [r15 + rbp + 704]
-    movzx ebp, byte ptr [r15 + r9 + 64]
+    movsxd rsi, dword ptr [r14 + r9 + 448]
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    movsxd rdi, dword ptr [r15 + r8 + 256]
+    mov r9, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, 52
-    and edi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 376320
+    mov edx, edx
+    mov qword ptr [r15 + 0], rdx
+    movzx ecx, dl
+    movzx edi, bpl
+    test ebx, 5824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx r8d, dl
-    sete r9b
-    test ebx, 576
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 231
-    mov edi, edx
-    mov dword ptr [r15 + 0], 208
-    test ebx, 22464
+    mov rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r8, rbp
+    test bl, 128
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
     mov rdx, qword ptr [r15 + 0]
-    movzx ebp, dl
-    movsxd rdx, dword ptr [r15 + 0]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    lea r9, [r10 + r10*1]
-    test ebx, 1536
+    vsubsd xmm2, xmm2, xmm2
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 384
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    vpmovmskb eax, xmm2
+    test ebx, 320
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rcx
+    vpmovmskb esi, xmm2
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 15296
     jnz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ecx
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1728
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, edx
+    lea rbp, [r10 + r10*1]
+    lock xadd qword ptr [r15 + 0], rdx
+    test ebx, 3904
+    jz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 256]
+    mov rcx, r8
+    add rsi, qword ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
 1:
     and r9, 64
-    or qword ptr [r15 + r9 + 384], 61
-    cmovne rax, r9
-    lea rdi, [r15 + 67109504]
-    mov ecx, 53
-    rep stosb
-    lea rbp, [r10 + r10*1]
-    test ebx, 4096
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + r9 + 320]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rsi
-    mov qword ptr [r14 + r9 + 320], rbp
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r14 + 0]
-    bt rbp, rbp
-    test ebx, 2688
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    mov rcx, rbp
+    test ebx, 1856
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + r8 + 192], sil
-    movzx ebp, r9b
+    mov esi, dword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + rbp + 256]
+    mov eax, 10
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    lea r8, [r10*4]
-    lea r9, [r10*8]
-    and r8, 192
-    mov dword ptr [r14 + r8 + 768], edx
-    and r9, 448
-    movzx ebp, byte ptr [r15 + r9 + 1152]
-    mov dword ptr [r15 + 0], 119
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 3776
+    mov dword ptr [r15 + 0], 72
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], al
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 40832
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
+    mov eax, 120
+    and r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 27584
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + r9 + 1216]
-    test bl, 128
+    test ebx, 192256
     jz 1f
 1:
-    movzx edx, cl
-    movzx eax, cl
-    mov ecx, 233
-    and edx, dword ptr [r15 + r9 + 1088]
-    test ebx, 503296
-    jnz 1f
+    and edx, dword ptr [r15 + 0]
+    mov rdi, rdx
+    mov qword ptr [r15 + 0], rcx
+    vpshufd xmm8, xmm14, 104
+    test ebx, 448
+    jz 1f
 1:
-    and edx, dword ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + r9 + 832]
-    mov ebp, 70
+    add rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    vpxor xmm2, xmm2, xmm8
     test ebx, 256
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 1024]
-    cmovne rdi, rdi
-    mov rsi, qword ptr [r15 + r8 + 704]
-    mov rbp, qword ptr [r15 + r9 + 960]
-    test ebx, 1664
     jnz 1f
 1:
-    mov rax, rbp
-    mov dword ptr [r15 + r8 + 640], 161
-    mov ebp, dword ptr [r15 + r9 + 1280]
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, r9d
+    mov r9, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 642
+    rep stosb
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1280
+    jnz 1f
+1:
+    and r8, 64
+    or qword ptr [r14 + r8 + 128], 110
     lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r15 + r9 + 896]
-    test ebx, 7360
+    mov rdx, qword ptr [r15 + r8 + 64]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    test ebx, 512
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 384]
+    mov eax, dword ptr [r14 + 0]
+    mov qword ptr [r15 + r9 + 64], rax
+    mov qword ptr [r15 + rbp + 256], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, r8d
-    popcnt r9, r9
-    test ebx, 64128
-    jz 1f
+    lea rbp, [r10*8]
+    lea r8, [r10*4]
+    and rbp, 448
+    mov edx, dword ptr [r14 + rbp + 1216]
+    mov r9, qword ptr [r15 + rbp + 1024]
+    and r8, 192
+    add rsi, qword ptr [r15 + r8 + 704]
+    mov edi, dword ptr [r15 + r8 + 576]
+    jmp 1f
 1:
-    inc dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 66
-    mov r9, qword ptr [r15 + 0]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    test ebx, 6400
+    test ebx, 5568
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 832
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
+    imul esi, ecx, 49
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 519424
     jz 1f
 1:
-    mov rsi, rbp
-    vaddsd xmm13, xmm13, xmm2
-    sete sil
-    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    popcnt rcx, r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], ecx
+    mov rdi, rbp
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    xchg rdi, rbp
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + rbp + 1280]
+    or qword ptr [r14 + rbp + 832], 6
+    mov byte ptr [r15 + rbp + 960], cl
+    mov dword ptr [r15 + rbp + 1152], ecx
     test ebx, 256
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov edi, ebp
-    movzx ebp, cl
-    test ebx, 40896
+    movzx ecx, bpl
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    add rdx, qword ptr [r15 + r8 + 768]
+    mov r9, qword ptr [r15 + rbp + 1088]
+    test ebx, 256
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov rdx, rcx
-    mov qword ptr [r15 + 0], rax
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    lea rbp, [r10 + r10*1]
-    test ebx, 3904
-    jz 1f
+    mov esi, dword ptr [r15 + rbp + 896]
+    movzx edi, sil
+    jmp 1f
 1:
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    movzx eax, sil
-    mov edi, dword ptr [r14 + 0]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 256]
-    test ebx, 704
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    movzx edx, byte ptr [r15 + rbp + 448]
-    movsxd r9, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r8 + 640], 119
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    xchg qword ptr [r15 + 0], rdi
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    vmaxsd xmm8, xmm8, xmm8
+    movzx r8d, dil
+    movzx ebp, r8b
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 129920
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*8]
-    test bl, 128
+    mov edx, r9d
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 6912]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + r8 + 6656]
-    mov ecx, 75
-    test ebx, 7360
-    jz 1f
-1:
-    mov edi, 199
-    movzx edx, byte ptr [r15 + r8 + 6592]
-    mov esi, dword ptr [r15 + r8 + 6720]
-    test ebx, 3776
-    jnz 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmm7
-    vpshufd xmm7, xmm10, 253
-    lea r9, [r10 + r10*1]
-    mov eax, 89
+    mov edi, ecx
+    movzx esi, cl
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 1984
+    jnz 1f
+1:
+    mov esi, 52
+    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, sil
+    mov dword ptr [r15 + 0], esi
+    test ebx, 3904
+    jnz 1f
+1:
+    xchg rsi, r8
+    movzx eax, byte ptr [r15 + 0]
+    imul r9d, edx, 82
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 499456
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 832
     jz 1f
 1:
+    lea rbp, [r10 + r10*1]
+    lock add qword ptr [r15 + 0], rbp
+    add qword ptr [r15 + 0], rcx
+    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ecx
+    lea r8, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
+1:
+    movzx ecx, r8b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    lea r9, [r10 + r10*1]
+    lock xadd qword ptr [r15 + rbp + 384], rcx
     and r9, 64
-    and eax, dword ptr [r14 + r9 + 192]
-    and ebp, dword ptr [r15 + r8 + 6528]
-    mov byte ptr [r15 + r9 + 256], r8b
-    movzx r9d, byte ptr [r15 + r8 + 6848]
+    movsxd rbp, dword ptr [r15 + r9 + 448]
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 6464], r9d
-    mov rdi, rdx
-    lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r8 + 6976]
-    test ebx, 28480
-    jnz 1f
-1:
-    and rbp, 64
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov rdx, r8
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, edx
-    movzx edx, byte ptr [r15 + r8 + 6784]
-    movzx r8d, byte ptr [r15 + rbp + 384]
+    mov rdx, qword ptr [r14 + 0]
+    mov eax, dword ptr [r15 + r8 + 192]
+    mov rdi, qword ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rax, rcx
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 4096
-    jnz 1f
-1:
-    bt rcx, rsi
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r9
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, r9
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, r9d
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov rbp, qword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    test ebx, 2688
-    jnz 1f
-1:
-    mov edi, 127
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r14 + 0], rdx
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 6400
-    jnz 1f
-1:
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 448]
-    mov eax, 230
-    lea r9, [r10 + r10*1]
-    vpshufd xmm13, xmm13, 1
-    movzx edi, r9b
-    test bl, 128
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
+    mov rsi, rbp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 123
-    and esi, dword ptr [r15 + rbp + 448]
-    mov rdx, qword ptr [r14 + r9 + 64]
+    mov rax, qword ptr [r14 + rbp + 512]
+    mov edi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov r9d, edx
-    mov rdx, r9
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 1216
+    jz 1f
+1:
+    movzx edi, dl
+    vpxor xmm7, xmm7, xmm8
+    mov byte ptr [r15 + 0], dil
+    mov edx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r10 + r10*8]
+    add rax, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 6976]
+    test ebx, 1984
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 6784], rdi
+    mov dword ptr [r15 + r8 + 6912], edi
+    lea r9, [r10 + r10*1]
+    mov esi, esi
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 384]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 6656]
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    movzx esi, byte ptr [r14 + 0]
+    test ebx, 768
+    jnz 1f
+1:
+    mov ecx, dword ptr [r14 + r8 + 6720]
+    mov dword ptr [r15 + rbp + 448], ecx
+    movzx eax, byte ptr [r15 + r8 + 6592]
+    mov edx, dword ptr [r15 + r8 + 6848]
+    test ebx, 15296
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 6528]
+    mov rbp, rdx
+    movsxd r9, dword ptr [r15 + r8 + 6464]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    lea r9, [r10*4]
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 704]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, 191
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 256
+    mov r8d, r8d
+    mov dword ptr [r14 + 0], esi
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 106
+    mov ecx, dword ptr [r15 + 0]
+    mov rsi, rcx
+    mov qword ptr [r15 + 0], rcx
+    bt rsi, rsi
+    test ebx, 512
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 221
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], 14
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, 27
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, 77
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 48000
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    test ebx, 64832
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov eax, 212
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r8
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 256]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    test ebx, 14272
+    jz 1f
+1:
+    and r9, 64
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 448]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 4096
+    mov rdx, r9
+    mov rcx, rdx
+    test ebx, 56768
     jz 1f
 1:
-    movzx ebp, dl
-    mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test bl, 192
+    bswap rdx
+    mov qword ptr [r15 + rbp + 192], rdx
+    mov dword ptr [r15 + r8 + 64], edx
+    jmp 1f
+1:
+    test ebx, 2688
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 320
-    jnz 1f
+    popcnt r8, rsi
+    movsxd rbp, dword ptr [r15 + r9 + 512]
+    jmp 1f
 1:
-    mov r8, rdi
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, 134
-    lea r8, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 7360
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 576]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    lea rbp, [r10 + r10*1]
-    mov edi, 57
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ecx
-    test ebx, 62912
-    jz 1f
-1:
-    mov ecx, ebp
-    mov rax, qword ptr [r15 + r8 + 448]
-    vsubsd xmm13, xmm13, xmm13
-    vmovdqu xmm13, xmmword ptr [r15 + rbp + 192]
-    test ebx, 832
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 768]
-    movzx esi, byte ptr [r14 + 0]
-    mov r8, rsi
-    and r8d, dword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 64]
-    mov r8d, 121
-    popcnt rsi, r8
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 192]
-    test ebx, 5568
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, rdx
-    mov rax, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 7488
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    test ebx, 256
+    mov dword ptr [r15 + 0], ecx
+    inc dword ptr [r15 + 0]
+    test ebx, 960
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, rsi
+    mov rax, rdi
+    mov rdx, rdx
+    test ebx, 5568
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    and esi, dword ptr [r15 + 0]
-    test ebx, 23296
+    add rcx, qword ptr [r15 + 0]
+    vpmovmskb r9d, xmm7
+    or qword ptr [r15 + 0], 76
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    test ebx, 6976
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    mov r8d, 179
-    or eax, 1
-    xor edx, edx
-    div eax
-    movzx esi, cl
+    movzx esi, dil
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 5824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 139
+    movzx edi, byte ptr [r15 + 0]
+    mov r9d, edi
+    lea rbp, [r10 + r10*1]
+    test ebx, 31936
+    jz 1f
+1:
+    imul r8d, r8d, 65
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 192]
+    mov edx, edx
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 448]
+    test ebx, 512
+    jz 1f
+1:
+    movzx ecx, r9b
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 256]
+    mov edi, dword ptr [r15 + r8 + 192]
+    mov qword ptr [r14 + 0], rax
     test ebx, 512
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r9
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 12224
-    jz 1f
+    mov eax, dword ptr [r14 + rbp + 256]
+    jmp 1f
 1:
-    or qword ptr [r15 + 0], 2
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 3712
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + r9 + 128]
-    movsxd r9, dword ptr [r14 + 0]
-    mov rdi, rcx
-    lea r8, [r10 + r10*1]
-    test ebx, 61248
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 320]
-    mov edx, dword ptr [r15 + rbp + 256]
-    movsxd rcx, dword ptr [r14 + r8 + 384]
+    mov rsi, qword ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, dword ptr [r15 + 0]
+    mov r9, rdx
+    mov ecx, dword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 256
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, r9d
-    test ebx, 4992
-    jz 1f
+    mov edx, r8d
+    mov edi, 12
+    lock or dword ptr [r15 + 0], 37
+    test ebx, 31424
+    jnz 1f
 1:
-    bt r9, rbp
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
     mov rcx, qword ptr [r15 + 0]
-    mov edx, edx
-    test ebx, 4096
+    test bl, 128
     jz 1f
 1:
-    mov r9d, 108
-    mov ebp, edx
-    mov edi, edi
-    mov byte ptr [r15 + 0], sil
-    test ebx, 253312
+    xor dword ptr [r15 + 0], eax
+    movzx edx, al
+    and ecx, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    movzx esi, byte ptr [r15 + 0]
-    vaddsd xmm13, xmm13, xmm12
-    test ebx, 454144
-    jnz 1f
-1:
-    mov r9, rsi
-    add qword ptr [r15 + 0], rax
-    add qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    test ebx, 512
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, r9b
+    test bl, 128
     jz 1f
 1:
-    mov rcx, r9
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 65536
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r14 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov r9, qword ptr [r14 + rbp + 192]
+    movzx edi, bpl
+    movsxd rsi, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + rbp + 256], 150
-    test ebx, 256
+    popcnt rdx, rsi
+    lea r8, [r10 + r10*1]
+    test ebx, 5056
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 128], rdx
-    jmp 1f
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r9d
+    mov esi, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 256
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 128]
+    xor dword ptr [r15 + r8 + 384], edx
+    mov edi, dword ptr [r15 + r9 + 64]
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 448]
+    test ebx, 512
+    jnz 1f
+1:
+    vmovdqu xmm8, xmmword ptr [r15 + rbp + 512]
+    mov r8d, 171
+    movzx eax, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov edx, edx
-    mov rbp, qword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    vmulsd xmm10, xmm10, xmm13
-    test ebx, 384
+    mov ecx, 7
+    imul rdi, rdx
+    lock xadd qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 158
+    test ebx, 61120
     jnz 1f
 1:
-    mov r9d, 66
-    mov r8, qword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    test ebx, 1024
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1152
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    bt rax, rdx
-    movzx eax, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    imul rdx, rbp
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, ebp
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    bswap rbp
+    test bl, 128
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
     mov ebp, dword ptr [r15 + 0]
-    test ebx, 1408
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     mov rax, qword ptr [r15 + 0]
-    mov ecx, eax
-    test ebx, 1600
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rax, rcx
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    lea r9, [r10*4]
-    test ebx, 4096
-    jz 1f
-1:
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 768]
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + r9 + 576], rsi
-    test ebx, 58880
+    test bl, 128
     jnz 1f
+1:
+    movzx r9d, al
+    movsxd r9, dword ptr [r15 + 0]
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 5056
+    jnz 1f
+1:
+    mov rcx, r8
+    mov edi, 4
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    vpaddd xmm8, xmm8, xmm8
+    test bl, 128
+    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    imul rdi, rdx
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    or qword ptr [r15 + r8 + 192], 90
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 64]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov qword ptr [r14 + rbp + 320], rbp
-    mov dword ptr [r14 + 0], ebp
-    test ebx, 512
+    and ecx, dword ptr [r15 + rbp + 384]
+    add rax, qword ptr [r15 + r9 + 128]
+    test bl, 192
     jnz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 15
-    rep movsb
-    movzx eax, byte ptr [r15 + r8 + 256]
-    and ebp, dword ptr [r15 + r9 + 704]
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    popcnt rdi, rsi
+    mov dword ptr [r15 + rbp + 320], edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 144
-    jmp 1f
-1:
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    test ebx, 65088
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov edx, eax
-    mov esi, 196
-    test ebx, 4608
+    movsxd rdx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 49
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, 219
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 2304
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    lea r8, [r10*8]
+    movzx edi, r8b
+    and r8, 448
+    movzx edx, byte ptr [r15 + r8 + 1216]
+    test ebx, 384
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdx, r9
-    mov byte ptr [r15 + 0], dl
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 24256
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 203
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
-    test ebx, 576
-    jz 1f
-1:
+    mov eax, 142
+    popcnt rsi, rsi
+    mov ebp, esi
+    vpcmpeqb xmm8, xmm8, xmm7
     lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov r8, rbp
-    xchg r8, rdi
-    mov dword ptr [r14 + 0], 154
-    mov rsi, qword ptr [r15 + r9 + 320]
     test bl, 128
     jz 1f
 1:
-    mov r9d, 78
-    movzx eax, r9b
-    and edx, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov edx, dword ptr [r14 + r9 + 384]
+    movzx eax, byte ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 320], al
+    test ebx, 2752
+    jnz 1f
+1:
+    movzx edi, r9b
+    movzx ecx, byte ptr [r14 + 0]
+    mov r9, qword ptr [r15 + r8 + 1152]
+    imul rdx, rcx
+    lea rbp, [r10 + r10*1]
+    test bl, 192
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 1024]
+    movsxd rsi, dword ptr [r15 + r8 + 1088]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    movzx edi, al
+    test ebx, 188160
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 64]
+    movzx eax, dl
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 960]
+    test ebx, 5056
+    jnz 1f
+1:
+    mov ebp, esi
+    mov dword ptr [r15 + r8 + 1280], ebp
+    mov dword ptr [r15 + r8 + 832], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 64]
+    lea r9, [r10 + r10*8]
+    and r9, 4032
+    and edi, dword ptr [r15 + r9 + 6592]
     and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    mov rdx, rdx
-    mov rax, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + r9 + 6528]
+    mov rsi, rcx
+    test ebx, 7360
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    movzx eax, dl
     test ebx, 256
     jz 1f
 1:
-    vpxor xmm10, xmm10, xmm13
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov rdi, rdx
-    test bl, 128
-    jz 1f
+    mov edx, eax
+    mov ebp, r9d
+    mov ecx, edx
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 3200
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov esi, edi
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, r9b
-    test ebx, 512
-    jz 1f
-1:
-    mov ecx, ebp
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 186
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 5056
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 3776
-    jz 1f
-1:
-    mov edi, 103
+    mov byte ptr [r15 + 0], cl
     mov byte ptr [r15 + 0], dil
-    movzx r9d, dil
-    imul esi, r9d, 111
+    mov qword ptr [r15 + 0], rcx
+    test bl, 128
+    jnz 1f
+1:
+    movzx esi, bpl
+    xchg rdi, rcx
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + r9 + 6464]
     test ebx, 512
+    jz 1f
+1:
+    cmovne rcx, rdx
+    lea rbp, [r10 + r10*1]
+    mov edx, 83
+    mov byte ptr [r15 + r9 + 6720], r9b
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 64]
+    test ebx, 128896
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, edx
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 64128
-    jnz 1f
+    mov ecx, dword ptr [r14 + r9 + 6976]
+    mov edi, dword ptr [r15 + r8 + 512]
+    mov esi, dword ptr [r15 + r9 + 6912]
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    test ebx, 28608
+    jz 1f
 1:
-    mov qword ptr [r15 + r8 + 192], rdi
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    mov edi, 166
-    mov byte ptr [r14 + 0], bpl
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], edi
-    and r8d, dword ptr [r15 + r9 + 512]
-    mov edx, dword ptr [r15 + rbp + 128]
+    mov rbp, qword ptr [r15 + r9 + 6848]
+    mov esi, dword ptr [r15 + r9 + 6784]
+    mov dword ptr [r15 + r9 + 6656], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov ebp, 5
     movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov rax, qword ptr [r15 + 0]
+    mov eax, r9d
+    lock add qword ptr [r15 + 0], rax
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 48832
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, rbp
+    imul ebp, r8d, 21
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 832
+    jz 1f
+1:
+    mov r8d, 7
+    add rbp, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 40
+    test ebx, 3008
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, ecx
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx esi, cl
-    cmovne rsi, rsi
-    jmp 1f
-1:
-    test ebx, 512
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    lea r9, [r10*4]
+    movzx ebp, byte ptr [r14 + 0]
+    test ebx, 359936
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov eax, 254
-    mov esi, eax
-    mov rsi, rax
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    cmovne rax, rsi
-    test ebx, 391680
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ebp
-    or qword ptr [r15 + 0], 70
-    mov rax, rdx
-    test ebx, 63168
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, 75
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 6592
-    jz 1f
-1:
-    mov rdi, r9
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
     lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r9 + 256]
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 704]
+    add rdx, qword ptr [r15 + r9 + 576]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], sil
-    mov rsi, rsi
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    mov esi, r8d
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, ebp
     and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 320]
-    test ebx, 15296
+    movzx ecx, byte ptr [r15 + rbp + 448]
+    mov dword ptr [r14 + rbp + 512], 174
+    mov eax, edi
+    test ebx, 576
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], esi
-    add rsi, qword ptr [r15 + r8 + 64]
-    lock or dword ptr [r15 + rbp + 384], 127
+    mov rsi, rax
+    mov ecx, dword ptr [r15 + r9 + 768]
+    mov ebp, esi
+    mov eax, edx
+    test ebx, 6528
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 640]
+    mov ecx, dword ptr [r15 + r8 + 192]
+    movzx r9d, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    mov edi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 22464
+    lea r8, [r10 + r10*1]
+    movzx esi, r8b
+    and r8, 64
+    mov dword ptr [r14 + r8 + 512], esi
+    movzx edi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    sete dil
+    movzx r9d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 5056
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    mov eax, ecx
     movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 2752
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov esi, 234
-    mov dword ptr [r15 + 0], 111
-    test ebx, 1792
+    test ebx, 256
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, ebp
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov r9d, 220
     test bl, 128
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, rdi
+    movzx ebp, r8b
+    test ebx, 24256
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    cmovne rdi, r8
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    test ebx, 512
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov r9, rcx
-    lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
+    mov rax, rbp
+    mov edx, eax
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], dl
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
-    test ebx, 5824
+    mov rsi, qword ptr [r15 + rbp + 384]
+    test ebx, 55232
     jz 1f
 1:
-    mov edx, edi
-    lea r9, [r10*4]
-    mov edi, 254
-    mov rcx, qword ptr [r14 + rbp + 64]
-    test ebx, 5568
-    jz 1f
-1:
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], r9
-    movsxd rsi, dword ptr [r14 + 0]
-    inc dword ptr [r15 + r9 + 704]
-    mov ebp, 42
-    test ebx, 63296
+    mov rdi, qword ptr [r15 + r9 + 128]
+    mov ecx, 154
+    mov dword ptr [r15 + rbp + 320], ecx
+    test bl, 128
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r9 + 640]
-    mov rax, qword ptr [r15 + r9 + 768]
-    movzx r9d, byte ptr [r15 + r8 + 448]
+    cmovne rax, rcx
+    mov rax, qword ptr [r15 + r8 + 448]
+    vpaddd xmm3, xmm3, xmm8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    movzx r8d, byte ptr [r15 + 0]
-    cmovne rsi, r8
-    mov r9d, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 212736
+    lea r8, [r10*4]
+    mov edx, 203
+    mov r9, qword ptr [r14 + 0]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], ebp
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 384
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    movzx ecx, r8b
-    mov ebp, 208
-    jmp 1f
-1:
-    test ebx, 512
+    mov rbp, rsi
+    mov rdi, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    mov rdx, rdi
+    test ebx, 7488
     jz 1f
 1:
-    mov r8d, ebp
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rcx
-    mov esi, dword ptr [r15 + 0]
+    mov rcx, rdx
+    add rax, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    sete bpl
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
+    movzx edi, al
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 17
+    test ebx, 256
+    jz 1f
 1:
-    test ebx, 425472
-    jnz 1f
-1:
-    xchg rbp, rdx
-    mov dword ptr [r15 + 0], eax
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 5056
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, r9
-    xchg rbp, rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 257280
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov rcx, rbp
+    movzx eax, byte ptr [r15 + 0]
+    bt rax, r8
     lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r14 + 0]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 384]
     test bl, 128
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 320], 49
-    and r8, 64
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + r8 + 64]
+    mov r9, qword ptr [r15 + r8 + 704]
     lea r9, [r10 + r10*1]
-    movzx edi, r8b
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 448]
+    mov rax, rsi
+    test ebx, 768
+    jnz 1f
+1:
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    test ebx, 256
+    mov qword ptr [r14 + r9 + 192], r8
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    mov edi, r9d
+    movzx ecx, byte ptr [r15 + r8 + 576]
+    test ebx, 6592
     jz 1f
 1:
-    movzx ebp, byte ptr [r14 + r9 + 256]
-    mov r9d, dword ptr [r15 + r8 + 128]
-    bt rbp, rdi
+    mov eax, ecx
+    jmp 1f
+1:
+    movzx edx, r8b
+    mov rcx, r8
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 256]
+    movzx ecx, byte ptr [r15 + r8 + 640]
+    cmovne r8, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    movzx edx, bpl
-    mov edi, 17
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 81
-    vmovq xmm10, rsi
-    test bl, 128
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 195840
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 320
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 2432
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdx, r9
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    vpaddd xmm13, xmm13, xmm10
-    mov eax, 247
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    mov esi, 138
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 250
-    lea r9, [r10 + r10*1]
-    test ebx, 2560
+    and r8d, dword ptr [r15 + 0]
+    cmovne r9, r8
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 640
     jz 1f
 1:
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    movsxd r9, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 45
+    test ebx, 5568
+    jz 1f
+1:
+    vpaddd xmm8, xmm8, xmm3
+    mov dword ptr [r15 + 0], esi
+    vpor xmm3, xmm3, xmm7
+    mov qword ptr [r15 + 0], r9
+    test ebx, 64832
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    test ebx, 384
+    jnz 1f
+1:
+    mov rdx, rbp
+    lea r8, [r10 + r10*1]
+    and rbp, 192
+    movzx esi, byte ptr [r15 + rbp + 768]
+    movzx ecx, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    test ebx, 30144
+    jnz 1f
+1:
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r14 + rbp + 320], edx
-    movsxd rdx, dword ptr [r15 + r9 + 64]
-    movzx edi, byte ptr [r15 + r8 + 256]
+    mov rdi, qword ptr [r15 + r9 + 448]
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1728
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 704]
+    add rcx, qword ptr [r15 + r8 + 128]
+    mov r8, qword ptr [r14 + rbp + 640]
+    mov dword ptr [r15 + r9 + 512], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c16:
+    lea r8, [r10 + r10*8]
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    test ebx, 256
+    mov byte ptr [r15 + rbp + 448], r8b
+    and r8, 16320
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + r8 + 11072]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 85
+    mov ecx, 103
+    test ebx, 5568
     jz 1f
 1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1024
+    mov rsi, qword ptr [r15 + r8 + 10880]
+    mov rdi, qword ptr [r15 + r8 + 11008]
+    movzx ecx, byte ptr [r14 + r8 + 10816]
+    test ebx, 188160
+    jz 1f
+1:
+    popcnt rax, rax
+    bt rax, rax
+    movzx ecx, byte ptr [r15 + r8 + 10624]
+    movsxd rdi, dword ptr [r15 + r8 + 10752]
+    test ebx, 512
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    bt rdx, r9
+    vpcmpeqb xmm3, xmm3, xmm8
+    or edi, 1
+    xor edx, edx
+    div edi
+    movzx esi, dl
+    test ebx, 512
+    jz 1f
+1:
+    movzx edx, r8b
+    movsxd rcx, dword ptr [r15 + r8 + 10688]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov edi, ecx
+    mov rsi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 704
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + r8 + 10944], rdx
+    jmp 1f
+1:
     test bl, 128
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    add r9, qword ptr [r15 + 0]
-    test ebx, 8128
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, 184
-    test ebx, 27584
-    jz 1f
-1:
-    movzx ecx, bpl
-    movsxd r8, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10*4]
-    test ebx, 6528
-    jnz 1f
-1:
-    and edi, dword ptr [r14 + 0]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 512]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], 161
-    mov eax, 182
-    test ebx, 1792
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 320]
-    vmovdqu xmm13, xmmword ptr [r15 + r8 + 576]
-    movzx edx, bpl
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    mov ebp, dword ptr [r15 + r8 + 768]
-    mov r9d, dword ptr [r15 + r8 + 640]
+    mov esi, dword ptr [r15 + r8 + 10560]
+    mov dword ptr [r14 + 0], r9d
+    movsxd rbp, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c17:
     lea r8, [r10 + r10*1]
-    mov edi, r8d
+    lea r9, [r10*4]
     and r8, 64
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 64]
-    mov ecx, r8d
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    imul rax, rbp
-    test ebx, 29952
+    mov rdx, qword ptr [r15 + r8 + 64]
+    mov rsi, qword ptr [r15 + r8 + 128]
+    and r9, 192
+    movsxd rdi, dword ptr [r15 + r9 + 704]
+    test ebx, 3776
     jnz 1f
 1:
-    mov esi, 165
-    mov rbp, qword ptr [r15 + 0]
-    mov rax, rbp
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    bt rbp, rbp
-    mov dword ptr [r15 + 0], 224
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 490240
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test bl, 128
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edx, al
-    test ebx, 3264
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    mov ecx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 576
     jnz 1f
 1:
-    mov rax, rbp
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], r9
-    mov rbp, qword ptr [r15 + 0]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    test ebx, 3392
+    movzx ebp, cl
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, cl
+    test ebx, 8128
+    jnz 1f
+1:
+    mov eax, esi
+    mov byte ptr [r15 + 0], al
+    mov ecx, 178
+    test ebx, 2496
     jz 1f
 1:
+    movzx edi, r9b
+    mov esi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 6976
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 512]
-    and ecx, dword ptr [r15 + r9 + 256]
-    mov qword ptr [r14 + 0], r8
-    test ebx, 256
+    mov dword ptr [r15 + rbp + 320], 105
+    mov dword ptr [r15 + rbp + 384], r9d
+    test ebx, 2432
     jz 1f
 1:
-    movzx r8d, byte ptr [r14 + 0]
-    mov r9d, edi
-    mov rax, qword ptr [r15 + rbp + 448]
+    movzx ecx, byte ptr [r15 + r9 + 640]
+    movzx ebp, byte ptr [r14 + 0]
+    mov rdi, rbp
+    test ebx, 512
+    jz 1f
+1:
+    imul rsi, r9
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 642
+    rep movsb
+    mov rbp, qword ptr [r15 + r9 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c18:
-    lea rbp, [r10*8]
-    movzx edi, bpl
-    lea r9, [r10*4]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1024], dil
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], esi
-    bswap rsi
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    bswap r8
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 7744
+    jnz 1f
+1:
+    vpor xmm8, xmm8, xmm3
+    movzx eax, dil
+    movsxd rcx, dword ptr [r15 + 0]
+    xchg rcx, r9
+    test ebx, 5824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 2432
+    jz 1f
+1:
+    movzx edx, bpl
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 2496
+    jnz 1f
+1:
+    mov edi, 128
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
+    mov rcx, qword ptr [r14 + 0]
+    mov rax, rcx
+    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 960], 116
+    and rbp, 64
+    add rdx, qword ptr [r14 + rbp + 192]
+    xchg rdi, rcx
+    test ebx, 5056
+    jnz 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov esi, edx
-    test ebx, 19968
-    jnz 1f
+    mov byte ptr [r15 + r8 + 384], r8b
+    cmovne rdi, r8
+    jmp 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 1216]
-    mov eax, dword ptr [r15 + rbp + 1088]
-    movzx edx, dl
-    lock xadd qword ptr [r15 + r9 + 640], rcx
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov edx, edi
-    mov esi, dword ptr [r15 + r9 + 768]
-    movzx r8d, byte ptr [r15 + rbp + 1280]
-    test ebx, 768
+    lea r9, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    test ebx, 5056
     jz 1f
 1:
-    mov edi, 178
-    mov ecx, 202
-    movsxd r8, dword ptr [r15 + rbp + 896]
-    mov edx, r8d
-    test ebx, 3264
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 1152]
-    mov r8d, dword ptr [r14 + r9 + 704]
-    mov r9, r8
-    mov rdi, qword ptr [r15 + rbp + 832]
+    mov rbp, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 512]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c19:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov eax, esi
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 192]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    mov ecx, 98
-    test ebx, 31680
+    movzx eax, bpl
+    add rsi, qword ptr [r15 + 0]
+    movzx ebp, al
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movsxd rdx, dword ptr [r14 + 0]
-    mov dword ptr [r15 + 0], ecx
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 512
+    mov r8d, 156
+    add rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 47040
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, r9b
+    mov ecx, dword ptr [r15 + 0]
+    mov r9, rcx
+    test ebx, 258944
     jnz 1f
 1:
     mov dword ptr [r15 + 0], ecx
-    movzx ecx, r9b
-    lea rdi, [r15 + 67109504]
-    mov ecx, 36
-    rep stosb
     movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 257280
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 3200
+    jz 1f
 1:
-    or qword ptr [r15 + 0], 62
-    xor dword ptr [r15 + 0], ebp
-    movzx eax, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 576
+    jz 1f
+1:
+    mov r8d, 218
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 64]
+    mov edi, dword ptr [r14 + 0]
+    vmulsd xmm7, xmm7, xmm7
+    lea r8, [r10 + r10*1]
+    movzx esi, byte ptr [r14 + 0]
     test bl, 128
     jnz 1f
 1:
-    popcnt r9, rax
-    mov byte ptr [r15 + 0], r9b
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 2688
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov rax, rsi
+    movzx r9d, r8b
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 512]
+    vpshufd xmm9, xmm7, 124
     lea r9, [r10 + r10*1]
-    mov esi, r9d
-    mov rdi, qword ptr [r15 + rbp + 256]
-    test ebx, 20224
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    test ebx, 256
     jz 1f
 1:
     and r9, 64
-    mov rcx, qword ptr [r14 + r9 + 320]
-    jmp 1f
-1:
-    mov rbp, rcx
-    test ebx, 1216
-    jnz 1f
-1:
-    movzx ecx, bpl
-    vmovdqu xmm2, xmmword ptr [r15 + r9 + 384]
-    vmovdqu xmm13, xmmword ptr [r15 + r8 + 448]
+    add rcx, qword ptr [r15 + r9 + 192]
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    mov ebp, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c20:
-    mov r8d, 117
-    btc dword ptr [r15 + 0], 6
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r8d, edi
-    test ebx, 1344
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, eax
+    mov qword ptr [r15 + 0], r9
+    test ebx, 44992
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r9, qword ptr [r15 + 0]
-    mov r8d, 154
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 425472
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov edx, 146
-    mov ebp, 39
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1664
-    jnz 1f
-1:
-    mov ecx, eax
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, 144
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1152
+    crc32 rdx, r9
+    movzx ecx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 253696
     jz 1f
 1:
-    mov rcx, rsi
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
+    mov dword ptr [r15 + 0], esi
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov esi, edx
-    movzx ebp, byte ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 52
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 3264
+    jnz 1f
+1:
+    imul r8, rbp
+    mov edi, r8d
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], edi
+    test ebx, 7744
+    jnz 1f
+1:
+    mov rcx, rdx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r14 + 0]
+    or qword ptr [r14 + 0], 101
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    test ebx, 512
+    test bl, 128
     jz 1f
 1:
+    movzx ebp, r9b
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    lea r8, [r10 + r10*1]
-    or qword ptr [r15 + r9 + 448], 77
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 256]
-    test ebx, 1024
-    jnz 1f
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov edx, 156
+    mov r8d, 58
+    test ebx, 256
+    jz 1f
 1:
-    mov edx, 210
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    mov ebp, 140
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
+    cmovne rdi, rdi
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 448]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    test ebx, 256
+    jz 1f
+1:
+    mov r8, rax
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    movsxd rcx, dword ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c21:
-    mov r8, qword ptr [r15 + 0]
-    mov esi, r8d
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, al
-    test ebx, 256
+    inc dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    vpmovmskb edi, xmm7
+    popcnt rbp, rdi
+    test ebx, 1984
     jnz 1f
 1:
-    mov edi, 219
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1344
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1664
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, 248
-    add qword ptr [r15 + 0], rbp
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 242
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
+    mov ecx, ebp
+    mov edx, 27
+    and esi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, sil
-    mov ebp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1280
+    mov dword ptr [r15 + 0], esi
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1216
     jnz 1f
 1:
-    mov eax, 142
     lea r9, [r10 + r10*1]
-    and edx, dword ptr [r15 + 0]
-    and r9, 64
-    add qword ptr [r15 + r9 + 448], rcx
-    test ebx, 6848
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + 0]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 256]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], dil
-    mov edi, 123
-    test ebx, 6400
+    mov rax, qword ptr [r15 + rbp + 448]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 64]
+    test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], 25
-    vcvtsi2sd xmm13, xmm13, edi
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    test ebx, 2752
-    jnz 1f
+    mov r8, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r14 + 0], dil
+    not qword ptr [r14 + 0]
+    mov rdi, r8
+    lea r9, [r10*4]
+    test ebx, 960
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 128]
-    movzx eax, al
-    mov edi, eax
+    and r9, 192
+    mov esi, dword ptr [r15 + r9 + 768]
+    mov ecx, 204
+    and ecx, dword ptr [r15 + r9 + 576]
+    mov rdi, qword ptr [r15 + r9 + 640]
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 512]
+    mov rax, rax
+    mov dword ptr [r15 + r9 + 704], 153
+    mov eax, 41
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c22:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    add rdx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    cmovne rdx, rdx
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    test ebx, 512
+    imul ebp, r8d, 17
+    mov r9, qword ptr [r14 + 0]
+    mov edx, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1152
     jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 57152
+    jz 1f
+1:
+    mov eax, 23
+    mov dword ptr [r15 + 0], esi
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
 1:
     mov rdx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov eax, 153
-    test ebx, 1600
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    and r8, 64
-    movsxd rdi, dword ptr [r14 + r8 + 384]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    vpor xmm13, xmm13, xmm13
-    test ebx, 48960
+    mov dword ptr [r15 + 0], 36
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 64]
-    movzx ecx, cl
     jmp 1f
 1:
-    test ebx, 320
+    mov r8, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test bl, 128
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 128], rcx
-    vpxor xmm10, xmm10, xmm13
-    movzx edx, byte ptr [r14 + 0]
-    mov rsi, rdx
-    test ebx, 1600
-    jnz 1f
+    mov r8, qword ptr [r15 + 0]
+    mov edx, r8d
+    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 16320
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    movzx edx, byte ptr [r15 + rbp + 192]
-    mov r8d, 8
+    mov byte ptr [r15 + 0], sil
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 100
+    imul eax, r9d, 124
+    lea rbp, [r10 + r10*1]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    and edi, dword ptr [r15 + rbp + 256]
+    movzx esi, cl
+    lea rbp, [r10 + r10*1]
+    add rdx, qword ptr [r15 + r9 + 448]
+    test ebx, 220928
+    jz 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 128]
+    mov rcx, qword ptr [r15 + rbp + 64]
+    mov r8d, 114
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c23:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*4]
-    mov edx, edi
-    and r9, 192
-    lock add qword ptr [r15 + r9 + 640], r9
-    and rbp, 64
-    movzx edx, byte ptr [r14 + rbp + 256]
-    and edi, dword ptr [r15 + 0]
+    mov r9, r9
+    mov dword ptr [r15 + 0], edi
+    movsxd rax, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, ecx
-    mov dword ptr [r15 + 0], 181
-    movzx ecx, byte ptr [r15 + 0]
+    btc dword ptr [r15 + 0], 21
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 22464
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 22
+    mov r8, rax
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    cmovne r8, rsi
     test ebx, 65088
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 142
-    add rsi, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     mov rdx, qword ptr [r15 + 0]
-    test ebx, 55232
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rax
-    mov eax, 167
-    mov dword ptr [r15 + 0], 45
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 5952
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
+    and rbp, 64
+    lea r9, [r10*8]
+    mov esi, dword ptr [r15 + rbp + 128]
     lea r8, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 1216]
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 384]
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    mov ecx, dword ptr [r15 + r9 + 704]
-    imul esi, ecx, 45
-    test bl, 128
+    mov rdi, qword ptr [r15 + r8 + 128]
+    test ebx, 256
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 768]
-    mov byte ptr [r15 + rbp + 192], dl
-    mov rbp, qword ptr [r15 + r8 + 320]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 64]
+    vpaddd xmm13, xmm13, xmm3
+    movzx ebp, byte ptr [r15 + r9 + 960]
+    mov ecx, dword ptr [r15 + r9 + 896]
+    test bl, 128
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 1280]
+    movzx esi, byte ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + r9 + 1152], rsi
+    mov dword ptr [r15 + r9 + 832], esi
+    test bl, 128
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r14 + r9 + 1024]
+    movzx edx, byte ptr [r15 + r9 + 1088]
+    mov r9d, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c24:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    lea rbp, [r10 + r10*1]
-    cmovne rcx, rbp
-    and rbp, 64
-    mov ecx, dword ptr [r14 + rbp + 192]
-    mov edx, 250
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 320]
+    mov edi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     test ebx, 256
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + 0]
+    popcnt rax, rax
     movzx esi, byte ptr [r15 + 0]
-    movzx ecx, sil
-    test ebx, 14272
-    jnz 1f
-1:
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov rsi, qword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 6592
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, ebp
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 28096
-    jnz 1f
-1:
-    movzx edi, al
-    vpmovmskb ecx, xmm10
-    mov byte ptr [r15 + 0], bpl
-    mov eax, ecx
-    test ebx, 2944
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 183
-    test ebx, 251392
+    test ebx, 15808
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r14 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 117
+    movzx ebp, byte ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], r9b
+    test bl, 128
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r14 + 0]
+    test ebx, 1408
+    jz 1f
+1:
+    add qword ptr [r14 + 0], r8
+    mov rdi, rcx
+    mov rsi, rdi
+    lea rbp, [r10 + r10*1]
+    test ebx, 2688
+    jz 1f
+1:
+    not qword ptr [r15 + r8 + 384]
     lea r8, [r10*4]
-    test ebx, 256
-    jz 1f
-1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 512]
     and r8, 192
-    and edi, dword ptr [r15 + r8 + 576]
-    movsxd rcx, dword ptr [r15 + r8 + 768]
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    test ebx, 5056
+    movzx ecx, byte ptr [r15 + r8 + 768]
+    mov rsi, qword ptr [r15 + r8 + 640]
+    test bl, 128
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 704]
-    movsxd rdx, dword ptr [r15 + r8 + 640]
-    movzx esi, byte ptr [r15 + r9 + 128]
+    movzx eax, byte ptr [r14 + rbp + 448]
+    mov edi, r9d
+    mov edx, dword ptr [r15 + r8 + 704]
+    test ebx, 457984
+    jnz 1f
+1:
+    vcvtsi2sd xmm13, xmm13, edx
+    add rax, qword ptr [r15 + r8 + 576]
+    sete sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c25:
-    mov dword ptr [r15 + 0], 100
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 28
     jmp 1f
 1:
-    mov eax, edx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, 214
-    test ebx, 27584
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], esi
-    movsxd rsi, dword ptr [r15 + 0]
-    cmovne rsi, rsi
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 13
-    movzx r9d, sil
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 29632
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    xchg r9, rcx
     test ebx, 256
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 14272
+    mov esi, 221
+    mov r8d, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    xchg r9, rdx
+    test ebx, 1472
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
-    mov rdx, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 30400
+    mov edx, 51
+    mov dword ptr [r15 + 0], 221
+    movsxd rcx, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 64]
-    mov edi, ecx
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    test ebx, 2432
+    mov eax, ecx
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 141
+    test ebx, 448
+    jz 1f
+1:
+    mov r8, rax
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, 94
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test ebx, 5056
     jnz 1f
 1:
-    mov edx, 136
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    movzx ebp, byte ptr [r15 + r9 + 128]
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 64]
+    mov edx, dword ptr [r15 + r9 + 448]
+    test ebx, 255872
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 128], 145
+    mov qword ptr [r14 + 0], rdx
+    movzx r8d, byte ptr [r14 + 0]
+    mov edx, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c26:
-    lea r8, [r10*4]
-    and r8, 192
-    movsxd rdi, dword ptr [r15 + r8 + 704]
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 768]
-    mov r9d, 70
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 576], 94
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    vpaddd xmm10, xmm10, xmm10
-    movzx ecx, r9b
-    mov byte ptr [r15 + 0], al
-    mov rdx, rsi
-    test ebx, 1728
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    and eax, dword ptr [r15 + 0]
-    test ebx, 24256
-    jnz 1f
-1:
-    mov ebp, eax
-    mov edx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, al
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 188
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 256
-    jnz 1f
-1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, al
     movzx eax, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    bt r9, rax
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    movzx esi, byte ptr [r14 + r9 + 320]
-    lea rbp, [r10 + r10*1]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 23488
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov esi, 193
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, rcx
+    test bl, 128
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov rax, rbp
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 256
     jz 1f
+1:
+    mov rdi, rax
+    mov r8d, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, bpl
+    test ebx, 8128
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    test ebx, 320
+    jz 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    movzx eax, dl
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 122
-    mov r9d, r8d
-    mov r9d, dword ptr [r15 + rbp + 128]
-    test ebx, 220928
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    imul esi, edi, 124
+    add r8, qword ptr [r15 + r9 + 64]
+    lea r9, [r10*4]
+    movzx edx, r8b
+    test ebx, 512
+    jz 1f
+1:
+    bswap rcx
+    and r9, 192
+    mov rdi, qword ptr [r15 + r9 + 576]
+    mov qword ptr [r15 + r9 + 704], rdi
+    movsxd rax, dword ptr [r14 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 640], r8d
-    mov r8d, r9d
-    and r9d, dword ptr [r14 + 0]
+    mov edi, dword ptr [r15 + r9 + 768]
+    mov r8, qword ptr [r15 + rbp + 384]
+    xor dword ptr [r15 + r9 + 640], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c27:
-    mov dword ptr [r15 + 0], 220
-    mov ebp, r8d
-    mov rcx, rbp
-    movzx edx, dl
-    test ebx, 896
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    movzx r9d, bpl
+    not qword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    movzx r8d, al
-    mov rdi, rbp
-    mov dword ptr [r15 + 0], 13
-    sete cl
-    test ebx, 1984
+    mov dword ptr [r15 + 0], 205
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 517888
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    vpmovmskb ecx, xmm13
+    mov dword ptr [r15 + 0], 167
+    mov r8, rsi
+    test ebx, 31424
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 123
+    movzx edx, byte ptr [r15 + 0]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    test ebx, 6976
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    movzx ebp, r9b
-    lock xadd qword ptr [r15 + 0], rbp
-    test ebx, 1024
-    jnz 1f
+    mov eax, 238
+    and esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r10*4]
-    xchg rcx, rdi
+    add rax, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
     lea rbp, [r10 + r10*1]
-    test ebx, 512
-    jz 1f
+    lea r8, [r10 + r10*1]
+    mov edx, 157
+    test ebx, 48064
+    jnz 1f
 1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], dil
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    and r8, 192
-    and eax, dword ptr [r15 + r8 + 768]
-    mov edi, 89
-    lea r9, [r10 + r10*1]
-    mov edx, 153
-    test ebx, 16192
+    and edi, dword ptr [r15 + rbp + 192]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 256]
+    mov r9, qword ptr [r15 + r8 + 320]
+    test ebx, 3392
     jz 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    movzx eax, r9b
-    mov esi, 72
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 294912
+    lea rbp, [r10 + r10*1]
+    cmovne rsi, rbp
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    test ebx, 2304
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    mov ebp, dword ptr [r15 + r8 + 640]
-    movsxd rsi, dword ptr [r15 + r8 + 704]
-    movzx ecx, al
-    test bl, 128
-    jz 1f
+    add rdx, qword ptr [r14 + rbp + 512]
+    jmp 1f
 1:
-    mov edx, 19
-    mov dword ptr [r15 + r9 + 448], edx
-    and ebp, dword ptr [r15 + r8 + 576]
+    mov qword ptr [r14 + 0], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c28:
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx ecx, dil
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, 70
-    movsxd r9, dword ptr [r15 + 0]
-    xchg rax, rdi
-    mov dword ptr [r15 + 0], 230
-    test ebx, 1152
-    jnz 1f
-1:
-    imul rsi, rdi
+    mov ecx, dword ptr [r15 + 0]
+    mov rbp, r9
     mov eax, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rax
-    test ebx, 130688
+    mov dword ptr [r15 + 0], 107
+    popcnt r9, rsi
+    test ebx, 53184
     jz 1f
 1:
-    mov edi, 117
+    vpxor xmm13, xmm13, xmm3
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, r9b
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    mov rbp, rdx
-    add rcx, qword ptr [r15 + 0]
+    test ebx, 3264
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, cl
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
     test ebx, 512
-    jz 1f
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 175
     test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    test ebx, 8192
-    jnz 1f
+    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 121
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    lea r9, [r10 + r10*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 243
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    lea r8, [r10 + r10*1]
-    test ebx, 15296
-    jz 1f
-1:
-    mov rax, r8
-    mov rcx, qword ptr [r15 + rbp + 64]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 256]
-    movzx esi, r9b
-    test ebx, 6976
+    mov rax, qword ptr [r15 + rbp + 256]
+    and r9, 64
+    movsxd r8, dword ptr [r14 + r9 + 384]
+    test ebx, 1216
     jnz 1f
 1:
-    mov r9d, esi
-    mov edx, dword ptr [r14 + r8 + 192]
-    mov rbp, rax
+    imul rdx, r8
+    mov edx, dword ptr [r15 + r9 + 320]
+    mov edi, dword ptr [r14 + 0]
+    mov rsi, rdi
+    lea r8, [r10 + r10*1]
+    test ebx, 24000
+    jz 1f
+1:
+    and r8, 64
+    xor dword ptr [r15 + r8 + 128], ecx
+    mov eax, dword ptr [r15 + r8 + 64]
+    and esi, dword ptr [r15 + rbp + 192]
+    mov r9, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c29:
-    and edi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], r8
-    test ebx, 320
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rcx, rax
-    movzx edi, sil
-    test ebx, 16320
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], dil
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    mov edx, ebp
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 180
-    and ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, 162
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, r9
-    test ebx, 8128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 236
-    mov r9d, edx
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], cl
-    test ebx, 256
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rcx, r8
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 384]
     and rbp, 64
-    mov dword ptr [r14 + rbp + 512], edx
-    add rsi, qword ptr [r15 + r8 + 192]
-    test ebx, 2304
+    add rcx, qword ptr [r15 + rbp + 512]
+    and eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r14 + 0]
-    mov rdi, qword ptr [r15 + r9 + 320]
-    mov r9, qword ptr [r15 + rbp + 448]
+    cmovne rcx, rdx
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*8]
+    cmovne rdx, r9
+    test ebx, 4608
+    jz 1f
+1:
+    mov rax, rdx
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 10880], r9d
+    mov qword ptr [r15 + r9 + 10688], r9
+    mov esi, dword ptr [r15 + r9 + 11072]
+    test bl, 128
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 10944]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    mov r8d, dword ptr [r15 + r9 + 11008]
+    test ebx, 24256
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov esi, edx
+    mov rax, qword ptr [r14 + r9 + 10624]
+    mov esi, 218
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 114
+    test ebx, 1280
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 10752]
+    lock xadd qword ptr [r15 + r8 + 64], r8
+    mov dword ptr [r15 + r9 + 10816], 232
+    test ebx, 2688
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 10560], 91
+    mov dword ptr [r15 + rbp + 448], 93
+    bt r8, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c30:
-    mov eax, 216
-    mov dword ptr [r15 + 0], eax
-    movsxd rdx, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1152
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov qword ptr [r14 + rbp + 448], r9
+    mov byte ptr [r15 + 0], bpl
+    sete r9b
+    add rsi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
 1:
-    movzx r8d, r8b
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 220
-    mov dword ptr [r15 + 0], 192
-    test ebx, 320
-    jnz 1f
+    add qword ptr [r15 + 0], r9
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    movzx r9d, dil
+    test bl, 128
+    jz 1f
 1:
-    mov rdi, rdi
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    mov ecx, 94
     mov esi, dword ptr [r15 + 0]
-    test ebx, 24384
+    test ebx, 960
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    vmovq xmm14, rdx
-    mov qword ptr [r15 + 0], rbp
+    movzx r9d, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rax, r8
+    test ebx, 5568
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    cmovne rsi, rax
+    mov edx, esi
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 6976
+    jnz 1f
+1:
+    lea r9, [r10*4]
+    mov eax, 109
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 192
+    or qword ptr [r15 + r9 + 640], 99
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    mov esi, ebp
+    add rdi, qword ptr [r15 + r9 + 704]
+    lock or dword ptr [r15 + r9 + 768], 115
     test bl, 128
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 122
-    mov edx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
+    movsxd rdx, dword ptr [r14 + 0]
+    mov edi, 16
+    mov eax, edi
+    test ebx, 512
     jnz 1f
 1:
-    mov rax, rdx
-    mov edx, r9d
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 243200
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    movzx edx, al
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 320]
-    test ebx, 450304
-    jnz 1f
-1:
-    and eax, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r14 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    test ebx, 1024
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 384]
-    mov byte ptr [r15 + rbp + 448], dil
-    movsxd r9, dword ptr [r15 + r8 + 128]
+    and eax, dword ptr [r15 + r8 + 128]
+    inc dword ptr [r15 + rbp + 512]
+    movsxd rbp, dword ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c31:
-    lea rbp, [r10*8]
-    mov rcx, rbp
-    bt rdi, rdi
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1088]
-    add rcx, qword ptr [r15 + rbp + 832]
-    test ebx, 256
+    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, sil
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    crc32 edi, cl
+    test ebx, 32064
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1280], dil
-    add rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 896
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 59
-    rep stosb
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 960], rdx
-    bswap rdi
-    lea r8, [r10 + r10*1]
-    movzx esi, r9b
-    test ebx, 55168
-    jz 1f
-1:
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 512]
-    lea r9, [r10 + r10*1]
-    vsubsd xmm14, xmm14, xmm2
-    mov rax, rax
-    test ebx, 63296
-    jnz 1f
-1:
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 64]
-    movsxd rdx, dword ptr [r15 + rbp + 1152]
-    lock add qword ptr [r15 + r9 + 128], rdx
-    mov r9, rbp
+    movsxd rdx, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov rcx, r9
-    mov dword ptr [r15 + rbp + 1216], ecx
-    mov rdi, qword ptr [r15 + rbp + 896]
-    test ebx, 64704
+    vucomisd xmm3, xmm13
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 768
     jz 1f
 1:
-    vmovdqu xmm6, xmmword ptr [r15 + r8 + 448]
-    mov r8d, 247
-    or qword ptr [r14 + rbp + 1024], 45
+    mov qword ptr [r15 + 0], rax
+    mov rdx, qword ptr [r15 + 0]
+    vsubsd xmm10, xmm10, xmm3
+    mov dword ptr [r15 + 0], edx
+    test ebx, 32320
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    imul r8, rdx
+    mov rax, rbp
+    test bl, 128
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 512
+    jnz 1f
+1:
+    popcnt rbp, r8
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 162
+    lea r9, [r10 + r10*1]
+    test ebx, 576
+    jnz 1f
+1:
+    movzx edi, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + r9 + 320], r9
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 256]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 128]
+    test bl, 128
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r9 + 384], sil
+    movzx esi, byte ptr [r14 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c32:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*4]
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 64]
-    mov rcx, rbp
-    and r9, 192
-    movzx r8d, byte ptr [r14 + r9 + 704]
-    mov eax, 177
-    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    add rbp, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 6592
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    add qword ptr [r15 + 0], r9
+    test ebx, 1728
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdx
     test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 93
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx edx, r9b
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 384
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, cl
+    test ebx, 1472
     jnz 1f
 1:
     mov dword ptr [r15 + 0], esi
-    mov esi, esi
-    sete dl
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 3904
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 22464
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx edi, cl
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 48576
-    jz 1f
-1:
-    mov ecx, r9d
-    mov qword ptr [r15 + 0], r9
-    mov esi, 117
-    mov ecx, 41
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ecx, dl
-    and esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], bpl
-    mov esi, dword ptr [r15 + r9 + 576]
-    mov edx, 99
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    and rbp, 64
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 128]
     lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 1024
+    test ebx, 512
     jz 1f
 1:
-    add rdx, qword ptr [r15 + r9 + 640]
     and r8, 64
-    mov byte ptr [r15 + r8 + 320], r9b
-    mov dword ptr [r15 + rbp + 128], r8d
-    mov r9d, dword ptr [r15 + r8 + 384]
+    add rdi, qword ptr [r15 + r8 + 256]
+    and eax, dword ptr [r15 + r8 + 192]
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 53184
+    jz 1f
+1:
+    imul esi, edx, 24
+    mov dword ptr [r14 + 0], 197
+    lea r9, [r10 + r10*1]
+    mov rcx, r9
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 320]
+    test ebx, 1152
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 384]
+    mov esi, 1
+    inc dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c33:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
     lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 128], 75
     and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    mov rsi, qword ptr [r15 + 0]
-    imul rdx, r8
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 2752
+    mov byte ptr [r14 + r8 + 384], bpl
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 210
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, ecx
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 16064
+    lock or dword ptr [r15 + 0], 92
+    mov rax, qword ptr [r15 + 0]
+    mov rdi, rax
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 40896
     jz 1f
 1:
+    mov edx, 21
+    mov r9, rdx
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 23488
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 61
-    rep movsb
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1408
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 14272
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1984
+    test bl, 128
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r14 + 0], r8
-    and r9, 64
-    mov edi, dword ptr [r14 + r9 + 384]
-    test ebx, 518656
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    cmovne rdi, r9
-    popcnt rsi, r8
-    movzx ebp, r8b
-    movzx edi, byte ptr [r15 + r8 + 128]
-    lea r8, [r10 + r10*1]
-    test ebx, 31424
-    jnz 1f
+    mov r9, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    imul ecx, ebp, 43
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov edi, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r9 + 320], eax
+    mov rsi, rcx
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], esi
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 512]
+    crc32 edx, r8b
+    test ebx, 256
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r14 + 0], 148
+    mov rax, rdi
+    movsxd rbp, dword ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c34:
-    movzx edx, r8b
-    movzx edi, byte ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 512
-    jnz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    cmovne rax, rax
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    mov edx, eax
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 237440
-    jz 1f
-1:
-    lock or dword ptr [r15 + 0], 54
-    movzx eax, byte ptr [r15 + 0]
-    sete al
-    test ebx, 6784
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, 6
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 3264
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 256]
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    lea r9, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    test ebx, 31424
-    jnz 1f
-1:
+    mov r9, rcx
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
-    lock add qword ptr [r15 + r9 + 384], rax
-    test bl, 128
+    mov byte ptr [r15 + r8 + 64], sil
+    movsxd rcx, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 228736
     jnz 1f
 1:
-    movzx r9d, al
-    mov esi, esi
-    mov dword ptr [r15 + r8 + 64], r9d
+    mov rdx, qword ptr [r15 + 0]
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    lea r9, [r10*4]
+    mov dword ptr [r15 + 0], 29
+    and r9, 192
+    mov edi, dword ptr [r15 + r9 + 704]
+    movzx esi, byte ptr [r14 + 0]
+    lea rbp, [r10*8]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, 168
+    mov rcx, rbp
+    and rbp, 448
+    and edx, dword ptr [r15 + rbp + 1216]
+    test bl, 128
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 1280]
+    jmp 1f
+1:
+    mov dword ptr [r14 + r8 + 128], 14
+    mov r8d, dword ptr [r15 + r9 + 640]
+    test ebx, 16320
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 832]
+    mov rsi, qword ptr [r15 + rbp + 1024]
+    mov r8d, dword ptr [r15 + rbp + 1152]
+    test ebx, 31168
+    jz 1f
+1:
+    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 576]
+    mov rdx, r8
+    mov dword ptr [r15 + rbp + 960], r9d
+    test ebx, 2304
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 1088]
+    mov r8d, dword ptr [r15 + r9 + 768]
+    lock or dword ptr [r15 + rbp + 896], 27
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c35:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 128]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1024
+    mov r9, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    vaddsd xmm13, xmm13, xmm13
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 4608
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    imul rdi, rbp
+    test ebx, 1216
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    popcnt rcx, r8
-    mov eax, eax
-    test ebx, 640
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, eax
-    mov esi, dword ptr [r15 + 0]
+    movzx edx, bpl
+    mov r9, r8
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 252
     test bl, 128
+    jz 1f
+1:
+    mov r8, rbp
+    and esi, dword ptr [r15 + 0]
+    mov ebp, eax
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    imul eax, edi, 21
+    mov ebp, dword ptr [r15 + 0]
+    vpxor xmm13, xmm13, xmm12
+    test ebx, 2304
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, 67
-    mov esi, dword ptr [r15 + 0]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    test ebx, 960
-    jnz 1f
-1:
-    sete r8b
-    movzx edx, r8b
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 53
-    test ebx, 320
-    jnz 1f
-1:
+    movzx ecx, dl
+    movzx r9d, cl
+    mov qword ptr [r15 + 0], rdx
     lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 64], r9b
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov dword ptr [r14 + r8 + 256], edi
-    mov rcx, qword ptr [r15 + r9 + 64]
-    test ebx, 512
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 16320
     jnz 1f
 1:
-    movzx edi, byte ptr [r14 + 0]
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    popcnt rbp, r9
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 448]
+    mov edi, r8d
+    popcnt rdi, rsi
+    lea rbp, [r10 + r10*1]
+    movzx eax, bpl
+    test ebx, 2304
+    jnz 1f
+1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    mov esi, esi
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 70
+    test ebx, 384
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 512]
+    movsxd rbp, dword ptr [r15 + r8 + 448]
+    movzx edi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c36:
-    lea r8, [r10 + r10*8]
-    and r8, 16320
-    lea rbp, [r10 + r10*1]
-    mov r9, qword ptr [r15 + r8 + 10624]
-    movzx edi, r9b
-    mov rdx, r9
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    lea r9, [r10 + r10*1]
-    test ebx, 129792
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    xchg rdi, rax
+    test ebx, 7488
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov rsi, rcx
+    mov qword ptr [r15 + 0], rcx
+    test bl, 128
     jz 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    mov esi, edx
-    mov qword ptr [r15 + r8 + 10560], rsi
-    mov rdx, qword ptr [r14 + 0]
-    test ebx, 60352
+    mov r9, qword ptr [r15 + 0]
+    mov rcx, rbp
+    mov ebp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 10944]
-    movzx edi, dl
-    movsxd rcx, dword ptr [r15 + r8 + 10752]
-    mov rax, r8
-    test ebx, 6976
-    jnz 1f
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], dil
+    bt rbp, r8
+    jmp 1f
 1:
-    mov edx, 12
-    mov ecx, dword ptr [r15 + r9 + 192]
-    mov rdi, rcx
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 235
+    and ebp, dword ptr [r15 + 0]
+    mov edx, 76
     test bl, 128
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    xchg rcx, rcx
-    mov esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 256
+    mov byte ptr [r15 + 0], bpl
+    vpaddd xmm13, xmm13, xmm6
+    mov r8, qword ptr [r15 + 0]
+    mov edx, 164
+    lea r9, [r10 + r10*1]
+    test ebx, 5824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, cl
-    mov r9, rcx
-    mov eax, dword ptr [r15 + r8 + 11072]
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 128]
+    and r8, 64
+    mov edi, dword ptr [r14 + r8 + 448]
+    mov qword ptr [r15 + r8 + 512], rsi
+    lea r8, [r10 + r10*1]
     test ebx, 256
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 10688]
-    mov esi, 234
-    and ecx, dword ptr [r14 + rbp + 128]
-    mov rsi, qword ptr [r15 + r8 + 10816]
-    test ebx, 29952
     jnz 1f
 1:
-    mov ebp, 173
-    mov ecx, dword ptr [r15 + r8 + 10880]
-    movsxd rdi, dword ptr [r15 + r8 + 11008]
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r8 + 320], 205
+    sete sil
+    mov byte ptr [r15 + r9 + 64], sil
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, 30
+    movsxd rsi, dword ptr [r14 + 0]
+    mov rcx, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c37:
-    movsxd rdx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 33
-    vsubsd xmm2, xmm2, xmm2
+    lea rbp, [r10 + r10*1]
+    mov r9d, eax
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 64]
+    xchg qword ptr [r15 + 0], rax
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 13
+    mov qword ptr [r15 + 0], rsi
+    vpmovmskb edi, xmm13
+    and esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    test bl, 128
+    movzx esi, dl
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 512
     jnz 1f
 1:
     mov rcx, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 59
-    rep movsb
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 7
-    mov r8d, 168
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 512
+    mov qword ptr [r15 + 0], rdx
+    movzx edi, dl
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 704
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    lea rbp, [r10 + r10*1]
-    and edx, dword ptr [r15 + 0]
-    lea r9, [r10*4]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    test ebx, 511488
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, 145
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 7360
     jnz 1f
 1:
-    and r9, 192
-    movzx eax, byte ptr [r15 + r9 + 768]
-    movzx edx, sil
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 7360
+    jnz 1f
+1:
+    mov ecx, eax
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 235
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 149
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 576], edi
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 128], r8
-    test ebx, 512
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 704]
-    bswap rdi
-    mov esi, dword ptr [r15 + rbp + 384]
-    test bl, 128
+    test ebx, 704
     jnz 1f
 1:
-    mov ebp, esi
-    movzx edi, byte ptr [r15 + r9 + 640]
-    mov r9d, 45
+    and r9, 64
+    add qword ptr [r15 + r9 + 64], rbp
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 448]
+    mov ecx, dword ptr [r14 + r8 + 512]
+    inc dword ptr [r14 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov edi, 232
+    mov byte ptr [r15 + r9 + 128], dil
+    mov qword ptr [r15 + rbp + 128], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c38:
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], 13
-    mov dword ptr [r15 + 0], ecx
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1472
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, eax
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 640
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, 54
+    mov rsi, rax
+    test ebx, 512
     jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 36
-    test ebx, 1280
-    jz 1f
-1:
-    bt rax, rdi
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
 1:
     movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 242
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, 218
+    test ebx, 320
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 65
+    add rax, qword ptr [r15 + 0]
+    mov edx, eax
+    test ebx, 6592
+    jnz 1f
+1:
+    mov r9, rax
+    mov ecx, ebp
+    mov eax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, sil
+    test ebx, 3392
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 89
+    mov rsi, r8
+    lea r9, [r10 + r10*1]
+    test ebx, 832
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    jmp 1f
+1:
+    add rsi, qword ptr [r14 + rbp + 256]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, rsi
+    movzx ecx, byte ptr [r14 + 0]
+    mov ebp, ecx
+    mov dword ptr [r15 + r8 + 128], 65
     test ebx, 256
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    mov rdi, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    and r8, 192
-    add rax, qword ptr [r15 + r8 + 640]
-    lea rbp, [r10 + r10*1]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 90
-    movzx ecx, cl
-    mov rax, qword ptr [r14 + 0]
-    mov rdx, rdx
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + rbp + 384]
-    add rbp, qword ptr [r15 + r8 + 768]
-    mov rdx, qword ptr [r15 + r8 + 704]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    test ebx, 5056
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    mov r8, r9
-    add r8, qword ptr [r14 + r9 + 192]
+    and ecx, dword ptr [r15 + r9 + 64]
+    mov r8d, 40
+    mov edi, 18
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c39:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov edi, r8d
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    bswap r8
-    mov dword ptr [r15 + 0], 163
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov rcx, qword ptr [r15 + 0]
-    lea rbp, [r10*8]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 512
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    sete sil
+    imul eax, esi, 56
+    test ebx, 23488
     jnz 1f
 1:
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 1216]
-    mov dword ptr [r15 + rbp + 1024], ebp
-    lea r8, [r10 + r10*1]
-    bswap rdx
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 256]
-    test ebx, 6848
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    vpaddd xmm13, xmm13, xmm10
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 192
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 960]
-    add rdi, qword ptr [r14 + rbp + 896]
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov dword ptr [r15 + rbp + 1152], edi
-    test ebx, 11776
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov rcx, rsi
+    test ebx, 2880
     jnz 1f
 1:
-    mov rax, rsi
-    bswap rcx
-    lea r8, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + rbp + 1280]
+    mov esi, 146
+    mov byte ptr [r15 + 0], sil
+    mov rdi, r9
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, 168
+    mov r8, qword ptr [r15 + 0]
     test ebx, 256
     jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    add rsi, qword ptr [r15 + rbp + 1088]
-    and edx, dword ptr [r14 + 0]
-    mov ecx, dword ptr [r15 + rbp + 832]
-    test ebx, 704
+    mov ebp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 512
     jz 1f
 1:
-    vpor xmm2, xmm2, xmm2
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    mov ebp, eax
+    mov rdi, qword ptr [r15 + 0]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 64]
+    mov ecx, dword ptr [r15 + r8 + 128]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov eax, dword ptr [r14 + rbp + 384]
+    test ebx, 244608
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], 200
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 448]
+    mov rsi, r8
+    mov edi, dword ptr [r15 + rbp + 320]
+    test ebx, 1856
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 512]
+    mov rbp, rdx
+    mov eax, 177
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c40:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, 202
-    test ebx, 30208
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    bswap rax
+    lock xadd qword ptr [r15 + 0], rdx
     mov r9, qword ptr [r15 + 0]
-    test ebx, 64192
+    movzx r8d, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rax, r8
+    test bl, 128
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, edx
-    add r9, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    popcnt r8, rsi
+    mov dword ptr [r15 + 0], 166
+    movzx edx, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 46
-    rep movsb
-    test ebx, 3008
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    vpaddd xmm14, xmm14, xmm2
-    test bl, 128
-    jz 1f
-1:
-    mov r9d, eax
-    mov esi, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
+    lea r9, [r10*8]
     test ebx, 256
     jnz 1f
 1:
+    movsxd rsi, dword ptr [r15 + 0]
+    and r9, 448
+    movsxd rdx, dword ptr [r15 + r9 + 1088]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    mov ebp, r8d
+    test ebx, 6592
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + r9 + 1152]
+    mov qword ptr [r15 + r9 + 960], rax
+    btc dword ptr [r15 + r9 + 832], 26
+    mov rdi, rax
     lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
+    test ebx, 53184
+    jnz 1f
+1:
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 512]
-    mov esi, dword ptr [r15 + r8 + 128]
-    test ebx, 47616
-    jz 1f
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    movzx eax, cl
+    mov esi, dword ptr [r15 + r9 + 1280]
+    mov qword ptr [r15 + r9 + 896], rsi
+    test ebx, 3520
+    jnz 1f
 1:
-    movsxd r8, dword ptr [r14 + 0]
-    mov r9, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx eax, r8b
-    test ebx, 3648
-    jz 1f
-1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    mov r9, qword ptr [r15 + r8 + 384]
-    movzx edi, byte ptr [r15 + rbp + 448]
+    movzx ecx, byte ptr [r15 + r8 + 256]
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    mov edx, dword ptr [r15 + r9 + 1216]
+    and r8d, dword ptr [r15 + r9 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c41:
+    movzx r9d, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 191
     movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
+    test ebx, 512
+    jnz 1f
 1:
+    mov esi, 148
     mov r8d, dword ptr [r15 + 0]
-    test ebx, 5376
+    mov rax, rdi
+    test ebx, 60352
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, rdx
-    mov eax, edx
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    vmovdqu xmm2, xmmword ptr [r15 + 0]
-    test ebx, 512
+    xor dword ptr [r15 + 0], eax
+    mov edx, eax
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
     and ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    mov rdx, rcx
-    mov r8, rdx
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 81
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    bt rdx, rsi
-    test ebx, 768
+    test ebx, 256
     jz 1f
 1:
-    vucomisd xmm5, xmm14
+    mov edx, dword ptr [r15 + 0]
+    mov esi, 248
     mov r8, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     test bl, 128
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 512
+    lea r8, [r10 + r10*1]
+    mov eax, 63
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    add rdx, qword ptr [r14 + r9 + 192]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    test ebx, 15808
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx eax, byte ptr [r14 + r9 + 384]
-    and esi, dword ptr [r15 + r9 + 320]
-    lea r8, [r10 + r10*1]
+    crc32 edx, bpl
+    mov dword ptr [r14 + 0], 4
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 192]
-    test ebx, 24512
-    jnz 1f
+    movzx edx, byte ptr [r15 + rbp + 384]
+    test ebx, 1472
+    jz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    mov edi, dword ptr [r15 + rbp + 64]
-    lock xadd qword ptr [r15 + r8 + 256], rbp
+    mov ecx, dword ptr [r15 + rbp + 320]
+    movzx ebp, byte ptr [r15 + r9 + 256]
+    mov edi, dword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c42:
-    mov dword ptr [r15 + 0], 67
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, esi
-    test ebx, 30400
+    mov r9, rdi
+    bt r9, r9
+    mov qword ptr [r15 + 0], r9
+    mov rdi, r9
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
-    mov r9, rdx
-    bt r9, r9
-    test bl, 128
+    test ebx, 256
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, edx
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
+    mov eax, edx
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 20416
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
+    mov ecx, 239
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    mov esi, edi
+    mov dword ptr [r15 + 0], edi
     test bl, 128
     jnz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1152
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    bt rdx, rbp
-    lock xadd qword ptr [r15 + 0], rcx
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 320]
-    vpor xmm2, xmm2, xmm14
-    test ebx, 320
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
     lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + rbp + 384]
+    and rbp, 64
     lea r9, [r10 + r10*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r9
-    mov rbp, r8
-    test ebx, 245248
-    jnz 1f
-1:
+    mov dword ptr [r15 + rbp + 192], 0
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    movzx eax, al
-    mov edi, 23
-    bt rsi, rdi
-    test ebx, 5952
-    jnz 1f
-1:
-    mov edx, 229
-    lock or dword ptr [r15 + r9 + 64], 111
-    imul ebp, esi, 38
-    movzx r9d, sil
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
+    and edi, dword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 512]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 192]
+    test ebx, 1216
+    jnz 1f
+1:
+    mov edi, dword ptr [r14 + r8 + 448]
+    mov r8d, dword ptr [r15 + r9 + 64]
+    mov rsi, qword ptr [r14 + 0]
+    mov rax, r8
+    test bl, 128
+    jz 1f
+1:
+    mov r9d, 32
+    vpmovmskb edi, xmm10
+    movzx ecx, byte ptr [r15 + rbp + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c43:
-    movsxd r8, dword ptr [r14 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov eax, 200
-    bswap r8
-    add r8, qword ptr [r15 + 0]
-    mov r9d, 75
-    test ebx, 512
-    jnz 1f
-1:
-    mov rsi, r8
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 60800
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 35
-    movzx r8d, cl
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 252
-    test ebx, 3264
-    jz 1f
-1:
-    movzx r9d, bpl
-    and r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    movzx esi, byte ptr [r14 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rdi
+    bt rdi, rdi
     test bl, 128
     jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    xchg rax, rcx
+    add rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    vpmovmskb ecx, xmm10
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
-    and r8, 64
-    mov r9d, dword ptr [r14 + r8 + 448]
-    test ebx, 128896
+    test bl, 128
     jnz 1f
 1:
+    vmovdqu xmm12, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 85
+    jmp 1f
+1:
+    mov edx, 109
+    test ebx, 24000
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    bswap rax
+    mov esi, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 33
     lea rbp, [r10 + r10*1]
-    mov ecx, 183
-    sete al
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    and eax, dword ptr [r15 + r8 + 512]
-    test ebx, 1344
-    jnz 1f
+    lea r8, [r10 + r10*1]
+    test ebx, 7488
+    jz 1f
 1:
+    inc dword ptr [r15 + 0]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 320], r9d
     and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + rbp + 384], r9b
-    mov byte ptr [r15 + r9 + 64], r8b
+    mov esi, dword ptr [r15 + r9 + 128]
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    xor dword ptr [r15 + r9 + 64], esi
+    movzx edi, byte ptr [r14 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c44:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rax
-    jmp 1f
-1:
-    mov edx, 163
-    movzx ebp, r8b
-    test ebx, 832
+    lock xadd qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 21
+    mov ebp, 67
+    add rdx, qword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov eax, 73
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 256]
-    mov rdx, rbp
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 2880
-    jz 1f
-1:
-    mov r9d, edx
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, r9d
-    mov edx, 82
-    test ebx, 1920
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*8]
     movzx esi, byte ptr [r15 + 0]
-    mov ecx, esi
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 7488
-    jnz 1f
-1:
-    mov esi, 59
-    mov r9d, 166
-    movzx eax, byte ptr [r15 + 0]
-    imul rdi, r9
-    test ebx, 505600
-    jz 1f
-1:
-    movzx r9d, r9b
-    and esi, dword ptr [r15 + 0]
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 10816]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
+    test ebx, 3648
+    jz 1f
 1:
-    mov rcx, rdx
-    mov edx, ecx
-    mov edx, edx
-    mov edi, 214
-    test ebx, 2688
-    jnz 1f
+    bt rax, rax
+    mov edx, dword ptr [r15 + r8 + 11008]
+    movzx esi, byte ptr [r15 + r8 + 10688]
+    mov rax, qword ptr [r15 + r8 + 10752]
+    test bl, 128
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov rdi, rdi
+    mov edi, 168
+    movsxd rbp, dword ptr [r15 + r8 + 10880]
+    movzx ecx, dl
     lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 192], 237
-    test ebx, 128768
+    lock xadd qword ptr [r15 + r8 + 10560], rax
+    test ebx, 30656
     jnz 1f
 1:
+    movzx esi, byte ptr [r14 + r8 + 11072]
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    mov ebp, dword ptr [r14 + r9 + 384]
-    movzx esi, byte ptr [r15 + r8 + 128]
+    mov edx, dword ptr [r15 + r9 + 384]
+    vpshufd xmm10, xmm12, 196
+    mov rcx, qword ptr [r15 + r8 + 10624]
+    test ebx, 244992
+    jz 1f
+1:
+    mov rax, rcx
+    add qword ptr [r14 + r9 + 320], r8
+    mov ecx, 85
+    add rdi, qword ptr [r15 + r8 + 10944]
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 256]
+    movzx r8d, sil
+    mov rdi, qword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c45:
-    lea r8, [r10 + r10*8]
-    and r8, 32704
-    and eax, dword ptr [r15 + r8 + 27008]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov r9d, eax
-    mov dword ptr [r15 + 0], 43
+    movzx r9d, r8b
+    mov edi, r9d
+    movzx edx, byte ptr [r14 + 0]
+    movzx r8d, al
+    lea rbp, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, 36
+    movsxd rax, dword ptr [r14 + 0]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 448]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r8, r9
+    movzx edi, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    popcnt rsi, rcx
+    and esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    lea rbp, [r10*4]
-    mov rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    and rbp, 192
-    mov eax, dword ptr [r14 + rbp + 576]
-    test ebx, 4096
+    mov edx, dword ptr [r15 + 0]
+    vmovdqu xmm10, xmmword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 26560
     jz 1f
 1:
-    mov eax, 71
-    mov r9d, dword ptr [r15 + rbp + 640]
-    mov rdi, qword ptr [r15 + r8 + 27072]
-    mov edx, dword ptr [r15 + r8 + 27456]
-    test ebx, 46976
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 26944]
-    mov rcx, qword ptr [r15 + r8 + 27328]
-    mov rdx, qword ptr [r15 + rbp + 704]
-    test bl, 192
-    jnz 1f
-1:
-    mov r9d, ecx
-    movzx ecx, byte ptr [r15 + r8 + 27392]
-    mov eax, ecx
-    movzx edi, byte ptr [r15 + r8 + 27264]
-    test ebx, 6592
+    mov eax, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 35
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 24256
     jz 1f
 1:
-    popcnt rsi, rbp
+    mov esi, esi
+    movsxd r8, dword ptr [r15 + 0]
+    sete r8b
     lea r9, [r10 + r10*1]
-    mov ecx, ecx
+    test ebx, 384768
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + r9 + 64]
-    test ebx, 6848
+    mov eax, dword ptr [r15 + r9 + 384]
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    test ebx, 6976
     jnz 1f
 1:
-    and edx, dword ptr [r14 + r8 + 27200]
-    movzx ecx, byte ptr [r15 + r8 + 27136]
-    mov dword ptr [r15 + rbp + 768], 17
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 448]
+    movzx edi, byte ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 512], dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c46:
-    movzx edx, dl
-    add rbp, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    bswap rdx
-    mov esi, edx
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 4096
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + 0]
-    mov ecx, 124
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + 0], rdx
+    and eax, dword ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov rdx, rdx
+    mov qword ptr [r15 + 0], rdx
+    and r8d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1472
+    jnz 1f
+1:
+    mov rdi, r8
+    cmovne rdx, rdi
+    mov esi, edx
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 55232
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 60864
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 640
     jz 1f
 1:
-    mov ecx, esi
-    mov qword ptr [r15 + 0], r9
-    lea r9, [r10*4]
-    mov rsi, rcx
-    test ebx, 768
+    movzx eax, cl
+    mov esi, ecx
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 512
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov eax, r8d
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 384]
+    mov rdi, rdx
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, 125
+    test ebx, 256
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov esi, 130
+    mov rax, rsi
+    mov ecx, 218
     lea r8, [r10 + r10*1]
-    movzx esi, dil
-    test ebx, 3392
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 640], 132
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
-    mov ecx, 39
-    mov eax, ecx
-    test bl, 128
-    jz 1f
+    mov rax, qword ptr [r15 + r8 + 384]
+    mov r9d, 73
+    mov rdi, qword ptr [r15 + rbp + 128]
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r14 + 0]
+    test ebx, 16320
+    jnz 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 704]
-    or qword ptr [r15 + r8 + 128], 51
-    movsxd rcx, dword ptr [r14 + r9 + 768]
-    mov r8d, dword ptr [r15 + rbp + 320]
-    test ebx, 1024
-    jz 1f
-1:
-    mov edx, r8d
-    mov esi, 96
-    mov rax, qword ptr [r14 + 0]
+    mov rdx, qword ptr [r14 + 0]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
+    mov rcx, qword ptr [r15 + r8 + 320]
+    mov edi, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c47:
-    mov r8d, edx
-    mov r9d, 161
-    mov rdx, r9
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9d, ecx
-    test ebx, 15296
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov rcx, rdx
-    test ebx, 5568
-    jz 1f
-1:
-    xchg qword ptr [r15 + 0], r8
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], r9d
-    inc dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1024
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov byte ptr [r14 + 0], r8b
-    mov rax, rdi
-    lea r9, [r10 + r10*1]
-    test ebx, 483072
-    jnz 1f
+    mov r8, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + 0], 155
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 163584
+    jz 1f
 1:
-    mov byte ptr [r14 + 0], al
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    mov rdi, r9
-    test ebx, 24256
-    jnz 1f
+    add rdx, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*8]
+    mov ecx, r8d
+    and r8, 32704
+    movzx esi, byte ptr [r15 + r8 + 27392]
+    lea r9, [r10*4]
+    test ebx, 499200
+    jz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 256]
-    movzx ebp, dl
-    movzx eax, byte ptr [r15 + r8 + 448]
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    test ebx, 512
+    mov rdx, qword ptr [r15 + r8 + 27008]
+    movsxd rax, dword ptr [r15 + r8 + 26944]
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 576]
+    mov rdi, qword ptr [r14 + r8 + 27328]
+    test ebx, 960
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, 255
-    mov r8d, r8d
+    movzx esi, bpl
+    movzx edi, byte ptr [r15 + r8 + 27072]
+    mov eax, 141
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, 25
+    movzx ecx, byte ptr [r15 + r8 + 27264]
+    bt r8, rcx
+    or qword ptr [r15 + r9 + 768], 41
+    test ebx, 256
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 704]
+    popcnt rdx, rdx
+    mov edi, dword ptr [r15 + r8 + 27200]
+    and ecx, dword ptr [r15 + r9 + 640]
+    test ebx, 768
+    jnz 1f
+1:
+    xor dword ptr [r15 + r8 + 27136], ecx
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    movzx r9d, byte ptr [r15 + r8 + 27456]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c48:
-    vpshufd xmm14, xmm5, 172
-    mov dword ptr [r15 + 0], 20
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 195968
-    jnz 1f
-1:
-    mov eax, edx
-    movsxd rdi, dword ptr [r15 + 0]
-    vpcmpeqb xmm5, xmm5, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, 126
-    mov qword ptr [r15 + 0], rbp
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, edx
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rbp
-    and r9, 64
     lea rbp, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + r9 + 128]
+    lea r8, [r10*4]
     and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 448]
-    test ebx, 30144
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 512], r8
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 13
-    rep movsb
-    movzx esi, byte ptr [r15 + r9 + 64]
-    vmulsd xmm5, xmm5, xmm13
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, qword ptr [r14 + 0]
-    mov r8d, eax
-    mov edx, r8d
-    lea r9, [r10*4]
-    test bl, 192
-    jz 1f
-1:
-    mov ebp, r9d
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 640]
-    cmovne r8, rbp
-    mov qword ptr [r15 + r9 + 768], rbp
+    mov rdx, qword ptr [r15 + rbp + 128]
+    and r8, 192
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 704]
+    add rdx, qword ptr [r15 + 0]
+    mov rax, r8
     test ebx, 256
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + r9 + 576]
-    bswap rdx
-    mov byte ptr [r15 + r9 + 704], r8b
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 4608
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 32192
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    test bl, 128
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1856
+    jz 1f
+1:
+    mov eax, r9d
+    mov eax, dword ptr [r15 + r8 + 576]
+    lea r9, [r10 + r10*1]
+    mov edi, eax
+    mov rdx, qword ptr [r14 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    and r9, 64
+    and edi, dword ptr [r14 + r9 + 384]
+    mov rsi, rdi
+    add qword ptr [r15 + r8 + 768], rsi
+    mov ecx, dword ptr [r15 + r9 + 320]
+    test ebx, 29632
+    jz 1f
+1:
+    mov esi, 23
+    mov edx, esi
+    mov r9, rdx
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov eax, r9d
+    xor dword ptr [r15 + r8 + 640], eax
+    movzx r8d, byte ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c49:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 64]
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], 65
-    mov dword ptr [r15 + 0], 78
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 64704
+    mov r9, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov edx, 224
+    test ebx, 29632
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rsi
-    movzx r8d, dl
-    test ebx, 3200
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, cl
+    test bl, 128
+    jz 1f
+1:
+    xchg qword ptr [r15 + 0], r8
+    mov esi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 5952
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, 119
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 960
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    cmovne rdx, rdx
+    movzx esi, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, dl
-    mov esi, 152
-    vcvtsi2sd xmm14, xmm14, esi
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov edx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    and esi, dword ptr [r14 + 0]
-    movzx r9d, r9b
     lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 448]
+    jmp 1f
+1:
     test ebx, 1024
     jz 1f
 1:
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 320]
-    mov esi, dword ptr [r14 + r9 + 384]
-    bt rsi, rbp
-    vpaddd xmm14, xmm14, xmm13
-    test ebx, 3264
-    jz 1f
+    mov rbp, rdx
+    mov r8d, dword ptr [r15 + r9 + 512]
+    mov ecx, ecx
+    mov edi, r8d
+    lea r9, [r10 + r10*1]
+    test ebx, 576
+    jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 512]
-    movsxd rsi, dword ptr [r15 + r8 + 448]
+    mov qword ptr [r14 + 0], r9
+    vmaxsd xmm13, xmm13, xmm11
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 320]
+    lea rbp, [r10 + r10*1]
+    test ebx, 256
+    jnz 1f
+1:
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 192]
+    mov edx, dword ptr [r14 + rbp + 256]
+    movsxd rcx, dword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c50:
-    mov ecx, 102
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 2816
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    movzx edx, r9b
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 56768
-    jnz 1f
-1:
-    mov esi, 62
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 98
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 237312
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 7744
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    movzx r9d, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 63296
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rsi, rax
-    mov eax, 182
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 5568
-    jnz 1f
-1:
-    mov ecx, 99
-    mov eax, ebp
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 128]
-    lea r8, [r10 + r10*1]
-    bswap rsi
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov rsi, rdx
-    mov rbp, qword ptr [r15 + r8 + 128]
-    lea r8, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 225
-    mov edx, r8d
-    movzx eax, r8b
-    mov dword ptr [r15 + r9 + 64], ecx
+    mov r9, qword ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test ebx, 256
     jz 1f
 1:
-    mov r9d, dword ptr [r14 + 0]
-    mov ecx, dword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + 0], rdi
+    mov ecx, dword ptr [r15 + 0]
+    movzx edx, bpl
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 4992
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    cmovne rsi, rsi
+    mov dword ptr [r15 + 0], eax
+    test ebx, 6848
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1856
+    jnz 1f
+1:
+    xchg rcx, r8
+    movsxd r9, dword ptr [r15 + 0]
+    lea rbp, [r10*4]
+    movsxd rsi, dword ptr [r15 + 0]
+    and rbp, 192
+    mov edx, dword ptr [r14 + rbp + 640]
+    lea r8, [r10 + r10*1]
+    test ebx, 640
+    jnz 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
+    lea r9, [r10 + r10*1]
+    mov edi, edi
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    mov rax, qword ptr [r15 + rbp + 576]
+    test ebx, 384
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 768], eax
+    movzx edx, byte ptr [r14 + 0]
+    mov byte ptr [r15 + rbp + 704], bpl
+    test ebx, 32064
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 192]
+    movzx edx, al
+    imul esi, ebp, 21
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c51:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    lea r8, [r10 + r10*8]
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    and r8, 32704
-    movsxd rcx, dword ptr [r15 + r8 + 27264]
-    mov qword ptr [r15 + 0], rdx
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, rsi
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    vpcmpeqb xmm13, xmm13, xmm14
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + r8 + 27456]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov edx, 162
+    and ebp, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 26944]
-    movzx esi, byte ptr [r15 + r8 + 27328]
-    mov edx, 237
-    mov edx, ebp
-    lea r9, [r10 + r10*1]
+    movzx edi, bpl
+    add rdx, qword ptr [r15 + 0]
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 768
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 146
+    test ebx, 225152
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 6848
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    crc32 r9d, dil
+    movzx edi, bpl
+    lea rbp, [r10 + r10*1]
     test ebx, 256
     jz 1f
 1:
-    sete sil
+    movzx r8d, byte ptr [r15 + 0]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 384]
+    sete dil
+    mov edx, 186
+    test ebx, 3264
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    add qword ptr [r14 + 0], rcx
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + r8 + 128], r9
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    test bl, 128
+    jnz 1f
+1:
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r8 + 27136], dil
-    mov rax, qword ptr [r15 + rbp + 128]
-    test ebx, 256
-    jnz 1f
-1:
-    cmovne rbp, rbp
-    cmovne rbp, rbp
-    mov rdi, rbp
-    test ebx, 256
-    jnz 1f
-1:
-    lock add qword ptr [r15 + r9 + 64], rdi
-    mov dword ptr [r15 + r8 + 27008], 42
-    movzx r9d, byte ptr [r15 + r8 + 27072]
-    mov edi, dword ptr [r15 + r8 + 27392]
-    test ebx, 3200
-    jnz 1f
-1:
-    mov rsi, r9
-    mov ecx, dword ptr [r14 + r8 + 27200]
-    mov r8d, esi
+    mov rdi, qword ptr [r15 + r9 + 448]
+    mov rbp, qword ptr [r15 + r9 + 512]
+    and ebp, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c52:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*4]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 384]
-    and r9, 192
-    movzx r8d, byte ptr [r15 + r9 + 768]
-    movzx ecx, dl
-    mov edx, 24
-    test ebx, 3520
-    jz 1f
+    mov dword ptr [r15 + 0], 150
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rax, qword ptr [r15 + 0]
+    mov edx, 35
+    test ebx, 320
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 441856
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    xchg rdx, rcx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 24000
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
-    xchg qword ptr [r15 + 0], rdx
-    movzx r8d, dl
+    mov byte ptr [r15 + 0], al
+    mov ecx, 98
+    imul r8d, esi, 105
+    mov edi, 16
     test ebx, 512
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    popcnt rsi, r9
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 243200
-    jz 1f
-1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 64]
-    movzx esi, byte ptr [r14 + 0]
-    mov edi, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + r9 + 576]
-    test ebx, 256
+    mov rsi, r8
+    bswap r8
+    mov dword ptr [r15 + 0], r8d
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 206
-    mov qword ptr [r15 + r9 + 640], rdx
-    movsxd rcx, dword ptr [r14 + r9 + 704]
-    movsxd r9, dword ptr [r15 + rbp + 320]
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, eax
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
+    test ebx, 14272
+    jz 1f
+1:
+    mov eax, 29
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r8d, 85
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test ebx, 640
+    jz 1f
+1:
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov byte ptr [r14 + r9 + 192], r9b
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    test ebx, 255872
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, 75
+    mov esi, 64
+    mov r9, qword ptr [r15 + r8 + 512]
+    test ebx, 512
+    jnz 1f
+1:
+    mov edx, 99
+    movzx r8d, al
+    mov eax, dword ptr [r15 + rbp + 320]
+    mov ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c53:
-    movsxd rbp, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx r9d, sil
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 31552
-    jnz 1f
-1:
-    mov rsi, r9
-    mov dword ptr [r15 + 0], eax
-    add rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 29440
-    jz 1f
-1:
-    vpxor xmm13, xmm13, xmm14
-    mov r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, r8d
-    add qword ptr [r15 + 0], rbp
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 48576
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, r8b
-    movzx ecx, r8b
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov rax, rdi
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    and edi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
+    mov ecx, 181
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    test ebx, 228608
-    jz 1f
+    mov qword ptr [r15 + r9 + 128], r9
+    mov edi, r9d
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
 1:
-    mov edi, dword ptr [r14 + 0]
+    bswap rdx
+    mov rbp, rdx
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    cmovne rdx, rcx
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    test ebx, 6592
+    jnz 1f
+1:
+    mov eax, ecx
+    mov esi, r9d
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 640
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov eax, r8d
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 16192
+    jnz 1f
+1:
+    xchg r8, rdi
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + r9 + 64]
+    vmovq xmm13, r9
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    test ebx, 3200
+    jnz 1f
+1:
+    movzx ecx, cl
     lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + 0]
-    mov rax, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    test ebx, 31616
+    mov dword ptr [r14 + 0], r8d
+    imul rdx, r8
+    test ebx, 1856
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 256]
-    movzx ebp, sil
-    mov byte ptr [r15 + r8 + 128], dl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 221
+    lock add qword ptr [r15 + r8 + 448], rax
+    movzx eax, byte ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c54:
-    lea r8, [r10*4]
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + 0], r8b
-    sete cl
-    mov esi, edx
-    test bl, 128
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, byte ptr [r15 + 0]
-    movzx ecx, al
-    test ebx, 256
+    mov rsi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    and esi, dword ptr [r15 + 0]
+    test ebx, 384
     jnz 1f
 1:
-    mov r9d, ecx
-    mov eax, 243
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, cl
-    test ebx, 6848
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    movzx edx, byte ptr [r15 + 0]
-    imul rdi, r8
-    test ebx, 3520
-    jnz 1f
-1:
-    movzx ebp, dl
-    mov edx, dword ptr [r15 + 0]
-    mov edi, 71
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    test ebx, 454400
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r14 + 0], r8
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r9 + 384], r8
-    test ebx, 512
+    mov rdi, qword ptr [r15 + 0]
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 15808
     jnz 1f
 1:
-    mov rsi, rdx
-    mov rdx, qword ptr [r15 + r8 + 768]
-    movsxd r9, dword ptr [r15 + r8 + 576]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 38
-    rep movsb
-    test ebx, 228992
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movzx esi, al
+    test ebx, 2496
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r8 + 704], r8
-    mov r9d, r8d
+    mov eax, dword ptr [r15 + 0]
+    lea r9, [r10*4]
+    lea rbp, [r10 + r10*1]
+    cmovne r8, rax
+    and r9, 192
+    movzx edx, byte ptr [r15 + r9 + 768]
+    and rbp, 64
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    test ebx, 28544
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 704]
+    mov esi, 53
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 115
+    mov ecx, 126
+    test ebx, 56768
+    jz 1f
+1:
+    mov rax, qword ptr [r14 + r9 + 640]
+    xchg rdi, rdi
+    mov edx, dword ptr [r14 + 0]
+    mov edi, edx
+    test ebx, 256
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 576], rdi
+    mov dword ptr [r15 + rbp + 320], 81
+    add qword ptr [r15 + r8 + 128], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c55:
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    lea rbp, [r10 + r10*1]
+    mov ecx, 203
+    imul r8, rcx
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    test bl, 128
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, edi
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 28480
+    jz 1f
+1:
+    mov rcx, rdi
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 384
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov esi, 110
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, rcx
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test ebx, 7744
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 640]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 64]
     and r9, 64
-    lea r8, [r10*8]
-    mov rcx, qword ptr [r15 + r9 + 512]
-    and r8, 448
-    mov dword ptr [r14 + r8 + 1024], r8d
-    movzx esi, r8b
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov edi, esi
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1024
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    mov esi, 84
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, r8
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 12032
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov edx, dword ptr [r15 + 0]
-    add qword ptr [r15 + r8 + 1152], rdx
-    test ebx, 3904
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 832]
-    bt rdx, rdi
-    mov rax, qword ptr [r15 + r8 + 960]
-    mov rcx, qword ptr [r15 + r9 + 448]
-    test ebx, 63296
+    mov rax, qword ptr [r15 + rbp + 128]
+    mov ebp, dword ptr [r14 + 0]
+    and ebp, dword ptr [r14 + 0]
+    test ebx, 256
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + rbp + 768], ecx
-    mov eax, dword ptr [r14 + 0]
-    test ebx, 3520
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 576]
-    movzx ecx, byte ptr [r15 + r8 + 1088]
-    mov esi, 57
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1280], 154
-    movzx eax, byte ptr [r15 + r8 + 1216]
-    mov r8d, dword ptr [r15 + rbp + 704]
+    add rdx, qword ptr [r15 + r8 + 128]
+    vmaxsd xmm10, xmm10, xmm11
+    mov dword ptr [r15 + r9 + 256], 105
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c56:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdi, rbp
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 5056
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 5056
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 31936
     jnz 1f
 1:
-    mov edx, 132
-    mov eax, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 168
+    mov r8, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     mov ebp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 512
+    test ebx, 53120
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    popcnt r9, rcx
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r14 + 0]
-    test ebx, 188288
+    mov edi, edx
+    movzx ecx, cl
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 450304
+    jnz 1f
+1:
+    mov eax, 61
+    mov rsi, qword ptr [r15 + 0]
+    vmulsd xmm13, xmm13, xmm10
+    mov dword ptr [r15 + 0], esi
+    test ebx, 3520
     jz 1f
 1:
-    mov ecx, edx
-    lea r8, [r10 + r10*1]
-    mov r9, rcx
-    lea rbp, [r10*4]
-    and r8, 64
-    or qword ptr [r15 + r8 + 256], 68
-    and rbp, 192
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 576]
-    test ebx, 28352
+    mov qword ptr [r15 + 0], r9
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 31936
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmulsd xmm11, xmm11, xmm13
+    mov byte ptr [r15 + 0], sil
+    and edi, dword ptr [r15 + 0]
+    test ebx, 40896
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    lea rbp, [r10 + r10*1]
+    mov r8d, ebp
+    and rbp, 64
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 704], r9b
-    mov dword ptr [r15 + r8 + 192], r9d
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + rbp + 768], r8
-    test bl, 128
-    jz 1f
+    mov rcx, qword ptr [r15 + rbp + 64]
+    test ebx, 2304
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 640]
-    mov ebp, edx
-    movsxd r8, dword ptr [r15 + r9 + 384]
-    movzx eax, r8b
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 76
+    mov rdx, r9
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 384]
+    movsxd rsi, dword ptr [r14 + 0]
+    test ebx, 244480
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 448], 124
+    mov r9, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c57:
-    add qword ptr [r15 + 0], r8
-    mov r9, qword ptr [r15 + 0]
-    movzx esi, r8b
-    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 31424
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, edx
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    movzx eax, dil
-    mov dword ptr [r15 + 0], 214
-    mov r9, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    vpshufd xmm13, xmm14, 176
-    mov r8, rdi
-    test ebx, 7488
-    jz 1f
-1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    mov r8, rcx
-    and eax, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
-    test ebx, 28480
-    jnz 1f
-1:
-    sete cl
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 11
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 2944
+    test bl, 128
     jz 1f
 1:
-    vpor xmm14, xmm14, xmm13
-    movzx ebp, r8b
-    lea r9, [r10 + r10*1]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 64]
-    movsxd rdi, dword ptr [r14 + r9 + 128]
-    vpaddd xmm0, xmm0, xmm14
-    movsxd rsi, dword ptr [r14 + 0]
-    test ebx, 3392
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    movzx r9d, dl
-    movzx esi, r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
     lea r8, [r10 + r10*1]
-    test ebx, 256
+    mov dword ptr [r15 + 0], 77
+    mov dword ptr [r15 + 0], 181
+    cmovne rcx, r8
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 192]
+    test bl, 128
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    vmovq xmm10, r9
+    lea r9, [r10*4]
+    and rbp, 64
+    mov esi, dword ptr [r14 + rbp + 448]
+    and r9, 192
+    lock xadd qword ptr [r15 + r9 + 576], rax
+    mov byte ptr [r15 + r9 + 704], al
+    test ebx, 3520
     jz 1f
 1:
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 448]
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov edx, dword ptr [r15 + rbp + 192]
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    mov qword ptr [r15 + r8 + 256], rcx
+    movsxd r8, dword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    test ebx, 1728
+    jnz 1f
+1:
+    mov ebp, 175
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c58:
-    lea rbp, [r10 + r10*8]
-    and rbp, 16320
-    mov r8d, dword ptr [r15 + rbp + 10880]
-    movsxd rax, dword ptr [r15 + rbp + 10688]
-    add r8, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r8, r9
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    test ebx, 512
+    jz 1f
+1:
     mov r9d, dword ptr [r15 + 0]
-    test ebx, 1472
+    mov rax, qword ptr [r15 + 0]
+    movzx edx, dl
+    not qword ptr [r15 + 0]
+    test ebx, 390912
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 119
-    lea r8, [r10 + r10*1]
-    test bl, 128
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    popcnt r9, rbp
+    test ebx, 512
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 10944]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    test ebx, 3520
-    jnz 1f
-1:
-    movzx ecx, dl
-    mov rdx, qword ptr [r15 + r9 + 128]
-    movzx eax, dl
-    mov r9d, ecx
-    test ebx, 3904
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 10816]
-    and ecx, dword ptr [r14 + 0]
-    and esi, dword ptr [r15 + rbp + 10752]
-    test bl, 128
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 11008]
-    movzx ecx, byte ptr [r15 + rbp + 10624]
-    jmp 1f
-1:
-    inc dword ptr [r15 + rbp + 11072]
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, 83
+    mov r8d, 187
+    mov dword ptr [r15 + 0], 2
     test ebx, 62912
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1792
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + rbp + 10560], rcx
-    popcnt rsi, rcx
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rcx
+    lea r9, [r10 + r10*1]
+    sete dl
+    test bl, 192
+    jz 1f
+1:
+    mov esi, r9d
+    and r9, 64
+    movzx ecx, byte ptr [r14 + r9 + 448]
+    lea r8, [r10 + r10*1]
+    mov edx, 68
+    mov eax, eax
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 64]
+    mov esi, dword ptr [r15 + r8 + 128]
+    mov ecx, dword ptr [r15 + rbp + 64]
+    mov ebp, dword ptr [r15 + r9 + 512]
+    test ebx, 320
+    jz 1f
+1:
+    mov rdi, rbp
+    mov r9d, edi
+    mov ebp, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c59:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 192]
-    mov ecx, edi
-    and r8, 192
-    add rcx, qword ptr [r15 + r8 + 768]
-    movzx r9d, byte ptr [r15 + r8 + 704]
-    test ebx, 24384
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov edi, r9d
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 704
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    test ebx, 57024
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edx
+    mov eax, ebp
+    vmovdqu xmm15, xmmword ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
-    test ebx, 6848
-    jnz 1f
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, r9d
-    movzx esi, byte ptr [r15 + 0]
+    movzx ebp, cl
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, r8b
+    movzx esi, cl
+    test ebx, 196224
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    imul edi, edi, 112
     test bl, 128
     jz 1f
 1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov edx, eax
-    movzx edi, byte ptr [r15 + 0]
-    bt rbp, rdx
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 162
+    mov byte ptr [r15 + 0], al
+    add rsi, qword ptr [r15 + 0]
+    lea rbp, [r10*4]
     lea r9, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    mov ebp, r9d
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 64]
-    test ebx, 474624
+    test bl, 128
     jnz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    mov edi, r8d
-    movzx ebp, byte ptr [r14 + r8 + 640]
-    imul rax, r8
-    test bl, 128
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 768]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r14 + r9 + 192], 232
+    vaddsd xmm10, xmm10, xmm15
+    test ebx, 4608
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 123
+    movzx r9d, r8b
+    mov edx, dword ptr [r15 + rbp + 640]
+    test ebx, 15808
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 576], 62
-    movzx ebp, dil
+    mov esi, 108
+    movzx r8d, byte ptr [r15 + rbp + 704]
+    lea r9, [r10 + r10*1]
+    mov edi, r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 143
+    test ebx, 64128
+    jz 1f
+1:
+    mov ecx, 215
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    movsxd rcx, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c60:
-    lea r8, [r10*8]
-    jmp 1f
-1:
-    lea r9, [r10*4]
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 10688], r9d
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 576]
-    test ebx, 26368
+    mov qword ptr [r15 + 0], rax
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 256
     jnz 1f
 1:
-    mov edi, 64
-    mov rax, rdi
-    mov dword ptr [r15 + r8 + 10816], edi
-    test ebx, 32128
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + r8 + 10880], dl
-    xchg rdx, rbp
-    test ebx, 228096
-    jnz 1f
-1:
-    mov edi, edx
-    mov rbp, qword ptr [r14 + r8 + 10624]
-    mov esi, ebp
-    test ebx, 57152
+    mov dword ptr [r15 + 0], r8d
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 5
+    test ebx, 1472
     jz 1f
 1:
-    mov ebp, r9d
-    lea rdi, [r15 + 67109504]
-    mov ecx, 4096
-    rep stosb
-    imul eax, r8d, 56
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, dil
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 768], 192
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 8
-    rep movsb
-    test ebx, 1024
-    jz 1f
-1:
-    and rbp, 64
-    add qword ptr [r15 + rbp + 256], r9
-    mov rsi, qword ptr [r15 + rbp + 192]
-    movzx ecx, byte ptr [r15 + r8 + 10752]
+    mov eax, eax
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 71
+    lea rbp, [r10*8]
+    add qword ptr [r15 + 0], rbp
     test bl, 128
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 10560]
-    movzx edi, cl
-    movsxd r8, dword ptr [r15 + r9 + 704]
+    and rbp, 448
+    movsxd rsi, dword ptr [r15 + rbp + 1088]
+    lea r9, [r10 + r10*1]
+    mov eax, esi
+    add rax, qword ptr [r15 + rbp + 1152]
+    test ebx, 512
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    movzx eax, byte ptr [r15 + rbp + 832]
+    lea r8, [r10 + r10*1]
+    vmovdqu xmm10, xmmword ptr [r15 + rbp + 1216]
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    movzx edx, byte ptr [r15 + rbp + 896]
+    mov edi, 43
+    mov qword ptr [r15 + rbp + 1280], rcx
+    test bl, 192
+    jz 1f
+1:
+    mov byte ptr [r14 + rbp + 1024], dil
+    sete dl
+    mov byte ptr [r15 + r9 + 512], dl
+    test ebx, 392448
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 960], eax
+    mov rcx, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c61:
-    mov dword ptr [r14 + 0], 241
-    add rdx, qword ptr [r14 + 0]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, 223
-    mov rax, rsi
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    sete sil
-    mov ecx, r9d
-    test ebx, 832
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
-    mov esi, dword ptr [r15 + 0]
-    vpshufd xmm14, xmm0, 195
-    test bl, 128
-    jz 1f
-1:
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], r9
-    mov eax, 79
     lea rbp, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], bpl
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    mov rsi, qword ptr [r15 + r9 + 64]
-    mov edx, esi
-    test ebx, 320
+    add rax, qword ptr [r15 + rbp + 256]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, 156
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 2304
     jz 1f
 1:
+    mov edx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 3904
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx edi, al
+    test bl, 128
+    jnz 1f
+1:
+    mov r9d, esi
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1600
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 125
+    jmp 1f
+1:
+    test ebx, 5824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 169
+    mov rdi, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    mov rsi, rdi
+    jmp 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov edi, dword ptr [r15 + r8 + 256]
-    movzx ecx, byte ptr [r15 + rbp + 384]
+    mov rax, qword ptr [r15 + r8 + 384]
+    lea r9, [r10 + r10*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 192]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    movsxd rbp, dword ptr [r15 + r8 + 320]
+    mov rdi, qword ptr [r14 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c62:
-    lea rbp, [r10 + r10*8]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 6656], r9
-    mov r9d, 11
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, edx
-    test ebx, 256
+    add r8, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 896
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 45
-    movzx edx, al
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 6784
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 64]
-    add rsi, qword ptr [r15 + r9 + 128]
-    not qword ptr [r15 + rbp + 6848]
-    movzx eax, byte ptr [r15 + rbp + 6464]
-    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], al
+    mov rdi, rdx
+    mov esi, dword ptr [r15 + 0]
+    mov eax, 122
     test bl, 128
     jnz 1f
 1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1152
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    lea rbp, [r10*8]
+    movsxd r8, dword ptr [r15 + 0]
+    imul edx, edx, 58
+    and rbp, 448
+    not qword ptr [r15 + rbp + 1024]
+    lea r9, [r10 + r10*1]
+    test ebx, 5952
+    jnz 1f
+1:
+    mov edi, 192
+    movsxd rdx, dword ptr [r14 + 0]
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 64], 239
+    test ebx, 3904
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 1152]
+    mov qword ptr [r15 + rbp + 1088], rsi
+    mov dword ptr [r15 + rbp + 1216], ecx
+    test bl, 128
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + rbp + 1280]
+    mov rax, qword ptr [r15 + rbp + 896]
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    add qword ptr [r15 + rbp + 6912], r8
-    lock add qword ptr [r15 + rbp + 6592], rbp
-    test ebx, 28352
-    jnz 1f
+    and esi, dword ptr [r15 + r8 + 512]
+    mov rcx, qword ptr [r15 + rbp + 832]
+    test ebx, 1152
+    jz 1f
 1:
-    mov dword ptr [r14 + rbp + 6720], ecx
-    movzx r9d, byte ptr [r14 + 0]
-    movsxd rcx, dword ptr [r15 + rbp + 6528]
-    mov edi, dword ptr [r15 + rbp + 6976]
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 135
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 6784]
+    and edi, dword ptr [r15 + r8 + 448]
+    add rsi, qword ptr [r14 + rbp + 960]
+    mov ebp, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c63:
-    movzx edx, byte ptr [r14 + 0]
-    mov edi, dword ptr [r14 + 0]
-    mov dword ptr [r15 + 0], 94
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1024
+    lea r9, [r10 + r10*1]
+    crc32 ebp, r9b
+    mov rdx, rbp
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 3392
     jz 1f
-1:
-    popcnt r9, rbp
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ebp, sil
-    test ebx, 512
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov edi, r8d
-    test ebx, 5824
-    jnz 1f
 1:
     movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 228864
-    jnz 1f
+    movzx edi, byte ptr [r15 + 0]
+    mov esi, r8d
+    imul rbp, rsi
+    test ebx, 576
+    jz 1f
 1:
-    mov edi, ebp
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
     test ebx, 256
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 576
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r14 + 0]
+    test ebx, 195456
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 960
-    jnz 1f
+    and r8d, dword ptr [r14 + 0]
+    mov rdi, r8
+    lea rbp, [r10 + r10*1]
+    mov rdx, r9
+    mov rax, rdx
+    test bl, 128
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    popcnt rax, r8
-    mov rcx, r8
-    cmovne rdx, rcx
-    test ebx, 512
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 320]
+    bswap rdx
+    mov eax, edx
+    mov dword ptr [r15 + rbp + 384], 48
+    test ebx, 30144
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 256]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 320]
-    mov rsi, qword ptr [r15 + r8 + 384]
-    test ebx, 256
-    jnz 1f
+    jmp 1f
 1:
-    bswap rcx
-    movsxd rdi, dword ptr [r15 + r9 + 192]
+    mov esi, 21
+    and rbp, 64
     add rcx, qword ptr [r15 + rbp + 128]
+    movzx eax, byte ptr [r15 + rbp + 64]
+    test ebx, 5824
+    jz 1f
+1:
+    mov edi, ecx
+    movzx ebp, byte ptr [r15 + r9 + 448]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -9012,7 +8989,7 @@ ditto_body_c2:
     mov edi, dword ptr [r15 + 0]
     lea rdi, [r15 + 1600]
     lea rsi, [r15 + 5696]
-    mov ecx, 11
+    mov ecx, 643
     rep movsb
     movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
@@ -9042,7 +9019,7 @@ ditto_body_c2:
     or eax, 1
     xor edx, edx
     div eax
-    test ebx, 1073741824
+    test bl, 16
     jz 1f
 1:
     mov rcx, rcx
@@ -9072,73 +9049,66 @@ ditto_body_c2:
     dec r13
     jz .Lc2_b0_done
 .Lc2_b0_c1:
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    test ebx, 496
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
     bswap rdx
-    mov dword ptr [r15 + 0], eax
-    test ebx, 4864
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 28
+    mov r9d, r9d
+    lea r8, [r10*8]
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 640]
+    movsxd rdx, dword ptr [r15 + r8 + 448]
+    test ebx, 5112
     jnz 1f
 1:
+    and rbp, 64
+    mov byte ptr [r14 + rbp + 128], dl
+    movzx eax, byte ptr [r14 + r8 + 576]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 980
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov edi, 198
-    mov eax, 25
-    mov dword ptr [r15 + 0], eax
+    mov r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 90
+    jz 1f
+1:
+    movzx ecx, r8b
+    mov edx, 25
+    movzx ecx, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + r8 + 512]
     test bl, 16
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    test ebx, 3960
-    jz 1f
-1:
-    movzx eax, byte ptr [r14 + 0]
-    mov edi, 220
-    mov byte ptr [r14 + 0], al
-    mov dword ptr [r14 + 0], 120
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + rbp + 64]
+    mov ebp, 46
+    mov qword ptr [r14 + 0], rbp
+    mov edi, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r14 + 0]
-    mov rsi, rax
-    and r9, 64
-    add rdx, qword ptr [r14 + r9 + 384]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    lea r8, [r10 + r10*1]
     test bl, 32
+    jz 1f
+1:
+    mov eax, edi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r8d
+    sete r9b
+    movsxd rdi, dword ptr [r14 + r8 + 896]
+    test bl, 242
     jnz 1f
 1:
-    bswap rcx
-    movzx esi, cl
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov edx, dword ptr [r15 + r8 + 832]
+    movzx edi, byte ptr [r14 + r8 + 768]
+    mov r9, qword ptr [r15 + r8 + 704]
+    movzx ecx, dl
+    test bl, 8
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    test ebx, 1910
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 64]
-    movzx eax, byte ptr [r15 + r9 + 320]
-    mov byte ptr [r14 + rbp + 128], dil
+    movzx esi, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -9152,12 +9122,12 @@ ditto_body_c2:
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    movzx edi, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov edx, esi
-    add qword ptr [r15 + 0], rdi
+    mov ebp, dword ptr [r15 + 0]
+    mov esi, r8d
+    add qword ptr [r15 + 0], rbp
     test ebx, 31704
     jz 1f
 1:
@@ -9166,21 +9136,21 @@ ditto_body_c2:
     and r9, 64
     movzx eax, byte ptr [r15 + r9 + 64]
     and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 448]
-    mov r8, r10
+    movzx r8d, byte ptr [r15 + rbp + 448]
+    mov rbp, r10
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rcx
-    movzx ebp, byte ptr [r14 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rdi
+    movzx esi, byte ptr [r14 + 0]
     test ebx, 2013
     jnz 1f
 1:
-    bswap rcx
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r14 + 0]
-    movsxd rbp, dword ptr [r14 + r9 + 128]
-    imul r8d, r8d, 27
-    mov eax, esi
+    bswap rbp
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + r9 + 128]
+    imul edi, edx, 97
+    mov edx, edi
     add r10, r11
     inc rbx
     dec r13
@@ -9194,71 +9164,71 @@ ditto_body_c2:
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    lea r9, [r11 + r11*1]
-    mov edx, 219
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
-    and esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov ecx, 167
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 384]
+    and eax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 636
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, ebp
-    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], r9b
+    movzx edi, byte ptr [r15 + 0]
+    mov r9d, edi
+    mov qword ptr [r15 + 0], rsi
     test bl, 25
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdi, rcx
+    mov edx, dword ptr [r15 + 0]
+    mov rax, rdx
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    vpshufd xmm2, xmm4, 127
-    mov r8, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    vpshufd xmm0, xmm6, 168
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    movsxd rsi, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], r9b
+    movsxd rdi, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rax
     test bl, 64
     jnz 1f
 1:
-    mov edx, 98
+    mov eax, 66
     .byte 0x0f, 0x1f, 0x00
-    mov eax, edx
-    mov rsi, qword ptr [r15 + 0]
+    mov ecx, edx
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov rcx, r9
+    lea r9, [r10 + r10*1]
+    mov rdx, r8
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], eax
-    and r8, 64
-    mov dword ptr [r14 + r8 + 256], 57
-    mov dword ptr [r14 + 0], r9d
+    mov dword ptr [r15 + rbp + 384], ebp
+    and r9, 64
+    mov dword ptr [r14 + r9 + 256], 247
+    mov dword ptr [r14 + 0], eax
     test bl, 108
     jnz 1f
 1:
-    add rdx, qword ptr [r14 + 0]
+    add rcx, qword ptr [r14 + 0]
     movsxd rdi, dword ptr [r14 + 0]
     mov eax, dword ptr [r14 + 0]
     mov rsi, qword ptr [r14 + 0]
     test ebx, 3056
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 320]
-    movsxd rdi, dword ptr [r14 + r8 + 192]
-    mov qword ptr [r15 + r9 + 320], rdx
+    mov edi, dword ptr [r15 + rbp + 320]
+    movsxd rsi, dword ptr [r14 + r9 + 192]
+    mov qword ptr [r15 + r8 + 320], r8
     add r11, 64
     add r10, r11
     inc rbx
