@@ -48,8 +48,9 @@ pub struct BodyPlan {
     pub mean_instruction_bytes: f64,
     /// Folded (class, operand) pairs with their shares, summing to 1, in a fixed order.
     pub mix: Vec<((Class, Opnd), f64)>,
-    /// Rep counts as (lo, hi, weight) bins.
-    pub rep_counts: Vec<(u64, u64, f64)>,
+    /// Mean repetitions per execution of a rep-string instruction (the profile's `rep_counts`, bin
+    /// midpoints).
+    pub rep_mean: f64,
     /// Conditional branches per dynamic instruction.
     pub cond_branch_ratio: f64,
     pub taken_bins: Vec<f64>,
@@ -601,6 +602,14 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         })
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| vec![(8, 64, 1.0)]);
+    let rep_mean = {
+        let n: f64 = rep_counts.iter().map(|b| b.2).sum();
+        let sum: f64 = rep_counts
+            .iter()
+            .map(|&(lo, hi, count)| count * 0.5 * (lo + hi.saturating_sub(1).max(lo)) as f64)
+            .sum();
+        sum / n
+    };
 
     let (cond_branch_ratio, taken, transition, raw, war, waw) = match input.body {
         Some(b) => (
@@ -694,7 +703,7 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         instructions,
         mean_instruction_bytes: mean_len,
         mix,
-        rep_counts,
+        rep_mean,
         cond_branch_ratio,
         taken_bins: taken,
         transition_bins: transition,

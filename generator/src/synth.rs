@@ -573,7 +573,7 @@ impl Composer<'_> {
     }
 
     /// The repeat count of a rep-string instruction run `w` times per call: the one that keeps the
-    /// body's executions-weighted mean count on the profile's mean (`rep_counts`, bin midpoints).
+    /// body's executions-weighted mean count on the profile's mean (`BodyPlan::rep_mean`).
     ///
     /// Cachegrind counts every repetition as an instruction (and every byte moved as a data access),
     /// while the profile counts the instruction once; a body has only a handful of rep instructions,
@@ -583,19 +583,7 @@ impl Composer<'_> {
     /// total repetitions per call follow the profile whatever the draw.
     fn rep_count(&mut self, w: f64) -> u64 {
         let max = self.knobs.limits.max_rep_count.max(1);
-        let mean = {
-            let (mut n, mut sum) = (0.0, 0.0);
-            for &(lo, hi, count) in &self.plan.rep_counts {
-                n += count;
-                sum += count * 0.5 * (lo + hi.saturating_sub(1).max(lo)) as f64;
-            }
-            if n > 0.0 {
-                sum / n
-            } else {
-                8.0
-            }
-        };
-        let owed = mean * (self.rep_execs + w) - self.rep_iterations;
+        let owed = self.plan.rep_mean * (self.rep_execs + w) - self.rep_iterations;
         let v = (owed / w.max(1e-9)).round().clamp(1.0, max as f64) as u64;
         self.rep_execs += w;
         self.rep_iterations += w * v as f64;

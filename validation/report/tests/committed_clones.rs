@@ -133,8 +133,7 @@ fn committed_clones_make_their_profiles_syscalls_per_request() {
         let mut target = RunningTarget::start(&spec, &opts)
             .unwrap_or_else(|e| panic!("{name}: the clone did not build or start: {e}"));
         // The medium level of a clone's spec is the rate its original was profiled at.
-        let mut level = ditto_validate::validate::resolve(&spec, Level::Medium, 6.0, 1.0);
-        level.warmup_s = 1.0;
+        let level = ditto_validate::validate::resolve(&spec, Level::Medium, 6.0, 1.0);
         let result = ditto_profiler::profile_attach(
             &AttachOptions {
                 pid: target.pid(),
