@@ -105,10 +105,10 @@ pub fn render_clone(
                 .to_string(),
         );
     }
-    let mut bodies: Vec<Option<synth::ClusterAsm>> = Vec::new();
+    let mut plans: Vec<Option<plan::BodyPlan>> = Vec::new();
     for cl in &mut skel.clusters {
         if !cl.has_body {
-            bodies.push(None);
+            plans.push(None);
             continue;
         }
         let found = profile.body.as_ref().and_then(|b| {
@@ -123,7 +123,7 @@ pub fn render_clone(
         if found.is_none() && cl.role != "DITTO_ROLE_WORKER" {
             // No body profiled for an acceptor or background cluster: it does only its system calls.
             cl.has_body = false;
-            bodies.push(None);
+            plans.push(None);
             continue;
         }
         if found.is_none() && profile.body.is_some() {
@@ -157,7 +157,38 @@ pub fn render_clone(
             knobs,
         );
         warnings.extend(p.warnings.iter().cloned());
-        let asm = synth::synthesize(&cl.cname, &p, knobs, seed)
+        plans.push(Some(p));
+    }
+    // All of a process's code shares its instruction cache (the profile's curve is the process's,
+    // and cachegrind simulates one cache for all threads): the blocks are sized together.
+    let skeleton_code = skeleton
+        .map(|s| {
+            plan::code_streams(
+                &s.instruction_working_set
+                    .points
+                    .iter()
+                    .map(|p| (p.size, p.hit_rate))
+                    .collect::<Vec<_>>(),
+                knobs.instructions.skeleton_instructions,
+            )
+        })
+        .unwrap_or_default();
+    {
+        let mut users: Vec<(&mut plan::BodyPlan, f64)> = skel
+            .clusters
+            .iter()
+            .zip(plans.iter_mut())
+            .filter_map(|(cl, p)| p.as_mut().map(|p| (p, cl.calls_per_request)))
+            .collect();
+        plan::fit_blocks(&mut users, &skeleton_code);
+    }
+    let mut bodies: Vec<Option<synth::ClusterAsm>> = Vec::new();
+    for (cl, p) in skel.clusters.iter().zip(&plans) {
+        let Some(p) = p else {
+            bodies.push(None);
+            continue;
+        };
+        let asm = synth::synthesize(&cl.cname, p, knobs, seed)
             .with_context(|| format!("synthesising the body of cluster {}", cl.id))?;
         bodies.push(Some(asm));
     }

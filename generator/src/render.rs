@@ -405,17 +405,23 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
         out,
         "- Buffers (all clusters): private {priv_bytes} bytes per thread, shared {shared_bytes} bytes.\n"
     );
-    out.push_str("Instruction blocks (equation 2):\n\n| block bytes | chunks | chunk runs per call | target share | generated share |\n|---|---|---|---|---|\n");
-    let total: f64 = st.blocks.iter().map(|b| b.4).sum::<f64>().max(1e-12);
+    out.push_str("Instruction blocks (equation 2; sized for the process's code together, docs/generator.md):\n\n| working set bytes | block bytes | chunks | chunk runs per call | target share | generated share |\n|---|---|---|---|---|---|\n");
+    let total: f64 = st
+        .blocks
+        .iter()
+        .map(|b| b.instructions)
+        .sum::<f64>()
+        .max(1e-12);
     for b in &st.blocks {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
-            b.0,
-            b.1,
-            b.2,
-            pct(b.3),
-            pct(b.4 / total)
+            "| {} | {} | {} | {} | {} | {} |",
+            b.working_set,
+            b.bytes,
+            b.chunks,
+            b.runs_per_call,
+            pct(b.target_share),
+            pct(b.instructions / total)
         );
     }
     out.push_str("\nData working-set classes (equation 1; regions sized for the clone's interleaving, docs/generator.md):\n\n| working set bytes | region bytes | target share | generated share |\n|---|---|---|---|\n");

@@ -88,8 +88,7 @@ pub struct Stats {
     pub static_instructions: u64,
     pub code_bytes_estimate: u64,
     pub mean_instruction_bytes_estimate: f64,
-    /// (block bytes, chunks, chunk executions per call, target share, realised share)
-    pub blocks: Vec<(u64, u64, u64, f64, f64)>,
+    pub blocks: Vec<BlockStats>,
     /// (class, operand) → (target share, realised share)
     pub mix: BTreeMap<(Class, Opnd), (f64, f64)>,
     /// (working-set bytes, target share, realised share, region bytes)
@@ -181,8 +180,22 @@ struct Chunk {
     bytes: u64,
 }
 
+/// One generated instruction block, for the clone's README.
 #[derive(Debug, Clone)]
+pub struct BlockStats {
+    /// The instruction cache size its fetches are meant to hit in (equation 2).
+    pub working_set: u64,
+    pub bytes: u64,
+    pub chunks: u64,
+    pub runs_per_call: u64,
+    pub target_share: f64,
+    /// Dynamic instructions per call it executes (realised).
+    pub instructions: f64,
+}
+
 struct Block {
+    /// The cache size it is meant to hit in (`BlockPlan::target`).
+    working_set: u64,
     bytes: u64,
     share: f64,
     planned_x: u64,
@@ -1376,6 +1389,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             continue;
         }
         blocks.push(Block {
+            working_set: b.target,
             bytes: b.bytes,
             share: b.share,
             planned_x: x.max(1),
@@ -1385,7 +1399,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         });
     }
     if carried > 0.0 || blocks.is_empty() {
-        match blocks.iter_mut().find(|b| b.bytes == LINE) {
+        match blocks.iter_mut().find(|b| b.working_set == LINE) {
             Some(b) => {
                 b.dyn_target += carried;
                 b.share += carried / body_instrs;
@@ -1396,6 +1410,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
                 blocks.insert(
                     0,
                     Block {
+                        working_set: LINE,
                         bytes: LINE,
                         share: d / body_instrs,
                         planned_x: ((d / (LINE as f64 / mean_len)).round() as u64).max(1),
@@ -1660,13 +1675,14 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
         }
         let _ = before_chunks;
         r.label(&done);
-        block_stats.push((
-            b.bytes,
-            ring,
-            b.x,
-            b.share,
-            b.chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 * w_chunk,
-        ));
+        block_stats.push(BlockStats {
+            working_set: b.working_set,
+            bytes: b.bytes,
+            chunks: ring,
+            runs_per_call: b.x,
+            target_share: b.share,
+            instructions: b.chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 * w_chunk,
+        });
     }
     // ---- epilogue
     r.w = 1.0;

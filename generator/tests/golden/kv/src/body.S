@@ -37,13 +37,13 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 8192 bytes, 32 chunk(s), 6 chunk executions per call
+// block 0: 2048 bytes, 8 chunk(s), 6 chunk executions per call
     mov rbx, qword ptr [r15 + 67117720]
     lea rcx, [rbx + 6]
     mov qword ptr [r15 + 67117720], rcx
     mov r13d, 6
     mov eax, ebx
-    and eax, 31
+    and eax, 7
     lea rcx, [rip + .Lc1_b0_stubs]
     lea rcx, [rcx + rax*8]
     jmp rcx
@@ -65,444 +65,395 @@ ditto_body_c1:
     jmp .Lc1_b0_c6
     .p2align 3
     jmp .Lc1_b0_c7
-    .p2align 3
-    jmp .Lc1_b0_c8
-    .p2align 3
-    jmp .Lc1_b0_c9
-    .p2align 3
-    jmp .Lc1_b0_c10
-    .p2align 3
-    jmp .Lc1_b0_c11
-    .p2align 3
-    jmp .Lc1_b0_c12
-    .p2align 3
-    jmp .Lc1_b0_c13
-    .p2align 3
-    jmp .Lc1_b0_c14
-    .p2align 3
-    jmp .Lc1_b0_c15
-    .p2align 3
-    jmp .Lc1_b0_c16
-    .p2align 3
-    jmp .Lc1_b0_c17
-    .p2align 3
-    jmp .Lc1_b0_c18
-    .p2align 3
-    jmp .Lc1_b0_c19
-    .p2align 3
-    jmp .Lc1_b0_c20
-    .p2align 3
-    jmp .Lc1_b0_c21
-    .p2align 3
-    jmp .Lc1_b0_c22
-    .p2align 3
-    jmp .Lc1_b0_c23
-    .p2align 3
-    jmp .Lc1_b0_c24
-    .p2align 3
-    jmp .Lc1_b0_c25
-    .p2align 3
-    jmp .Lc1_b0_c26
-    .p2align 3
-    jmp .Lc1_b0_c27
-    .p2align 3
-    jmp .Lc1_b0_c28
-    .p2align 3
-    jmp .Lc1_b0_c29
-    .p2align 3
-    jmp .Lc1_b0_c30
-    .p2align 3
-    jmp .Lc1_b0_c31
     .p2align 6
 .Lc1_b0_c0:
-    or qword ptr [r15 + 0], 41
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 2976
+    lea rbp, [r10 + r10*8]
+    mov eax, dword ptr [r14 + 0]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 6720]
+    mov rdi, qword ptr [r15 + rbp + 6976]
+    mov r9, rax
+    test bl, 16
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
+    mov r8d, 237
+    mov rax, qword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    sete sil
-    test ebx, 12128
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    cmovne rsi, rdx
-    imul edi, edi, 89
-    movzx edx, r8b
-    add r9, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 46
+    jmp 1f
+1:
+    mov ecx, r8d
     movsxd rdi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    test ebx, 7136
+    movzx eax, bpl
+    test bl, 16
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 64
+    mov rdi, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 384], ecx
-    movzx esi, byte ptr [r15 + r8 + 320]
-    test ebx, 288
+    mov ecx, 73
+    test ebx, 8136
     jnz 1f
 1:
+    xchg qword ptr [r15 + rbp + 6912], rdi
     and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + r9 + 512]
-    mov r8d, ebp
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 192]
-    movsxd rdx, dword ptr [r14 + 0]
-    test bl, 64
+    mov dword ptr [r15 + r9 + 448], 111
+    mov rax, qword ptr [r15 + rbp + 6784]
+    sete r8b
+    test ebx, 4024
     jz 1f
 1:
-    mov dword ptr [r14 + 0], edi
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    movzx edx, byte ptr [r15 + rbp + 256]
+    mov rcx, qword ptr [r15 + rbp + 6592]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 6848], 31
+    mov edi, 122
+    test bl, 32
+    jz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 128]
+    mov edx, dword ptr [r15 + r9 + 512]
+    mov edi, r8d
+    mov byte ptr [r15 + rbp + 6464], sil
+    test ebx, 28128
+    jz 1f
+1:
+    lock add qword ptr [r15 + r8 + 64], rdi
+    movsxd rax, dword ptr [r15 + rbp + 6656]
+    mov rsi, qword ptr [r15 + rbp + 6528]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov qword ptr [r14 + 0], rdi
-    or qword ptr [r15 + 0], 17
-    mov ebp, 54
-    mov dword ptr [r15 + 0], r9d
-    test bl, 128
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    bt rbp, rsi
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 29
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1248
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, 239
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    vmaxsd xmm7, xmm7, xmm7
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 31
+    mov rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
+    mov rbp, qword ptr [r15 + 0]
+    popcnt rdx, rsi
+    and eax, dword ptr [r15 + 0]
+    test ebx, 4008
+    jz 1f
 1:
-    jmp 1f
+    mov byte ptr [r15 + 0], al
+    mov r8d, r9d
+    add rcx, qword ptr [r15 + 0]
+    mov edi, 105
+    lea r9, [r10*4]
+    test ebx, 728
+    jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    and rbp, 64
+    xchg qword ptr [r15 + 0], rcx
+    lea rbp, [r10 + r10*8]
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 768]
+    movsxd rdx, dword ptr [r15 + r9 + 704]
     lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 512]
+    and rbp, 32704
+    mov rax, qword ptr [r15 + rbp + 27264]
+    test bl, 16
+    jz 1f
+1:
     and r8, 64
-    lea r9, [r10 + r10*1]
-    lock add qword ptr [r15 + r8 + 384], rcx
-    test ebx, 3680
+    mov ecx, dword ptr [r15 + r8 + 192]
+    imul esi, esi, 62
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + r8 + 256], edi
+    test bl, 16
     jnz 1f
 1:
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 64]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov edx, dword ptr [r15 + rbp + 448]
+    movsxd rsi, dword ptr [r15 + rbp + 27392]
+    mov byte ptr [r15 + rbp + 27328], cl
+    mov rdx, qword ptr [r15 + rbp + 27008]
+    jmp 1f
+1:
+    test ebx, 968
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + rbp + 27072]
+    mov edx, dword ptr [r15 + r9 + 576]
+    and r9d, dword ptr [r15 + rbp + 27200]
+    movzx r8d, byte ptr [r15 + rbp + 27456]
     test bl, 64
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 128], dil
-    movzx esi, dl
-    movzx ecx, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 27136], r9d
+    mov r9, r8
+    vsubsd xmm4, xmm4, xmm4
+    mov dword ptr [r15 + rbp + 26944], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
-    and r8, 192
-    mov r9, qword ptr [r15 + r8 + 640]
-    mov edi, 36
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 256
+    lea r9, [r10*4]
+    and r9, 192
+    add qword ptr [r15 + r9 + 768], r9
+    mov eax, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    movzx ebp, al
+    test bl, 24
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rax
+    test bl, 32
     jnz 1f
 1:
-    mov rax, rdx
-    mov dword ptr [r15 + 0], r8d
-    mov edi, 12
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 10208
+    vmovq xmm4, r8
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx edx, sil
+    test bl, 32
     jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, sil
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
 1:
     mov qword ptr [r15 + 0], rdi
-    mov rdx, rax
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 64
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 0], rdx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], dl
-    lea rdi, [r15 + 67109504]
-    mov ecx, 644
-    rep stosb
-    add qword ptr [r15 + r8 + 576], rsi
-    test bl, 64
-    jz 1f
-1:
-    movzx ecx, r8b
-    movzx edi, r8b
-    popcnt rsi, r9
-    movzx ecx, byte ptr [r14 + rbp + 64]
-    test bl, 96
+    mov qword ptr [r15 + 0], rbp
+    and ebp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 704]
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 320]
-    mov rax, rcx
-    test bl, 64
+    lea r8, [r10 + r10*1]
+    add qword ptr [r15 + r9 + 576], r8
+    jmp 1f
+1:
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 384]
+    test bl, 128
     jz 1f
 1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + r8 + 768]
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r9 + 704]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 512]
     jmp 1f
 1:
+    mov edi, dword ptr [r15 + r9 + 640]
+    test bl, 16
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + r8 + 320]
+    movsxd r8, dword ptr [r15 + rbp + 448]
+    mov ebp, 239
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    mov edx, 48
-    movzx edi, byte ptr [r15 + 0]
+    movzx r9d, al
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 70
-    and edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test bl, 64
+    and eax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 74
+    bt r8, r8
+    test ebx, 3928
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov rdx, qword ptr [r15 + 0]
-    movzx eax, dl
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 20448
+    mov r8, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 16
     jz 1f
-1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    imul edx, ebp, 104
-    mov qword ptr [r15 + 0], rbp
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 96
-    jnz 1f
 1:
     mov rsi, qword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    add rsi, qword ptr [r14 + 0]
-    test ebx, 2912
+    mov ebp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    cmovne rcx, rsi
+    test ebx, 7864
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rdi, rdi
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test bl, 128
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 320]
-    lea r8, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    movzx esi, byte ptr [r14 + r8 + 192]
+    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    add rax, qword ptr [r15 + 0]
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    mov rdx, rcx
-    test ebx, 30624
-    jnz 1f
+    mov r8, qword ptr [r15 + rbp + 448]
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 384], 174
+    test ebx, 3800
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    vmovdqu xmm7, xmmword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r8 + 256], cl
+    and r8, 64
+    add rsi, qword ptr [r14 + r8 + 128]
+    imul rdi, rcx
+    mov rdx, qword ptr [r14 + 0]
+    mov eax, edi
+    test ebx, 728
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 64], 185
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rbp, [r10 + r10*8]
-    mov rcx, rdi
-    and rbp, 16320
-    movsxd rdi, dword ptr [r15 + rbp + 10880]
-    vucomisd xmm7, xmm7
-    mov r9, qword ptr [r14 + rbp + 11072]
-    test bl, 96
-    jz 1f
-1:
-    mov r8, r9
-    lea r9, [r10 + r10*1]
-    mov ecx, 181
-    mov byte ptr [r15 + rbp + 10752], sil
-    and r9, 64
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r9 + 448]
-    test bl, 64
-    jz 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 256]
-    mov esi, dword ptr [r15 + rbp + 11008]
-    mov dword ptr [r15 + 0], 115
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, esi
-    movzx edi, byte ptr [r15 + r9 + 512]
-    test bl, 160
-    jz 1f
-1:
-    mov r9d, 54
-    and esi, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    mov edi, 233
-    test ebx, 14304
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 10624]
-    imul rax, r8
-    movsxd rdx, dword ptr [r15 + rbp + 10816]
-    mov dword ptr [r15 + rbp + 10944], 165
-    test ebx, 640
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r14 + rbp + 10560], ebp
-    mov rdx, qword ptr [r15 + rbp + 10688]
-    mov r8d, 249
-    mov ebp, 82
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rsi, r9
+    movzx edi, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*8]
+    lea r9, [r10 + r10*1]
+    test ebx, 7888
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 64]
+    and rbp, 16320
+    movzx edx, byte ptr [r15 + rbp + 10688]
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 11072], edx
+    mov dword ptr [r15 + rbp + 10560], 160
+    mov rdx, qword ptr [r15 + rbp + 11008]
+    xchg rdx, r8
+    lea r8, [r10 + r10*1]
+    test ebx, 23488
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 10816]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r14 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 10944]
+    mov rax, qword ptr [r15 + rbp + 10880]
+    movzx esi, byte ptr [r15 + r8 + 512]
+    movsxd rdx, dword ptr [r15 + rbp + 10624]
+    test ebx, 8040
+    jnz 1f
+1:
+    cmovne rdx, rbp
+    movzx r8d, byte ptr [r14 + r9 + 128]
+    mov ecx, dword ptr [r15 + rbp + 10752]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    mov dword ptr [r15 + 0], 226
-    mov rbp, rdi
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1152
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, rbp
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, 164
+    test bl, 80
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r9d, esi
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    test bl, 64
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    crc32 eax, cl
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    sete r9b
+    and ecx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    movzx r8d, sil
+    test bl, 16
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
-    test ebx, 4064
-    jnz 1f
-1:
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 99
-    add r8, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], r9b
-    test ebx, 576
-    jnz 1f
+    mov dword ptr [r15 + 0], 209
+    movzx ecx, r9b
+    test bl, 200
+    jz 1f
 1:
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    btc dword ptr [r14 + 0], 9
-    movzx edi, al
-    lea r8, [r10*4]
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 512]
     test bl, 64
-    jnz 1f
-1:
-    and r8, 192
-    add rdx, qword ptr [r15 + r8 + 576]
-    add rsi, qword ptr [r15 + r8 + 640]
-    movzx ecx, byte ptr [r15 + r8 + 768]
-    test ebx, 2976
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 704]
-    mov eax, dword ptr [r15 + r9 + 448]
-    mov r9d, dword ptr [r15 + rbp + 128]
-    test bl, 64
+    popcnt rdx, rax
+    mov ecx, 141
+    mov rdi, rcx
+    movzx eax, dil
+    test bl, 16
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 64]
+    mov r9d, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov rdi, r9
+    test ebx, 352
     jnz 1f
 1:
-    mov r9, rax
-    mov esi, ebp
+    mov edx, dword ptr [r14 + rbp + 448]
+    movsxd rax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
     add r10, r11
@@ -510,1724 +461,138 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov dword ptr [r15 + 0], 115
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 61
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 15264
-    jz 1f
+    mov esi, 120
+    mov rdx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx edi, r8b
+    imul esi, edi, 3
+    test bl, 16
+    jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 116
     mov rdi, qword ptr [r15 + 0]
-    mov eax, edi
-    imul rdi, rdi
-    test ebx, 122304
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 227
-    mov edi, esi
-    mov r8d, dword ptr [r15 + 0]
+    popcnt r8, rdi
     test bl, 128
     jz 1f
 1:
-    imul rsi, rdi
-    mov r8, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r9, rdi
+    and edx, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edx, r8b
+    lea rbp, [r10*4]
     movsxd rdi, dword ptr [r15 + 0]
-    mov esi, edi
-    test ebx, 32416
+    test ebx, 16240
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 148
-    mov rsi, rcx
-    test bl, 64
+    and rbp, 192
+    movzx r8d, byte ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov rax, r8
+    movzx ecx, al
+    mov dword ptr [r15 + rbp + 576], eax
+    test ebx, 3992
     jz 1f
 1:
-    imul r8d, esi, 21
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, rcx
-    and r8d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 160
-    jz 1f
+    mov rax, qword ptr [r15 + rbp + 640]
+    lea r9, [r10 + r10*1]
+    mov esi, r9d
+    jmp 1f
 1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 448]
     lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    lock or dword ptr [r15 + r8 + 448], 27
-    mov rax, qword ptr [r15 + rbp + 320]
-    lea rbp, [r10 + r10*1]
-    test bl, 64
+    test bl, 16
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 512], dl
-    movzx r8d, byte ptr [r14 + 0]
-    and rbp, 64
-    and r9d, dword ptr [r14 + rbp + 384]
-    movsxd rdx, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r14 + rbp + 768], rdx
+    mov edi, 66
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    test bl, 16
+    jnz 1f
+1:
+    movzx edi, dil
+    bswap rdx
+    movzx ebp, byte ptr [r15 + r9 + 512]
+    mov rax, qword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rdi
-    mov esi, ebp
-    add rdi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ecx, eax
-    mov eax, 211
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 14240
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    movzx esi, al
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, 196
-    movzx r8d, al
-    test ebx, 15072
-    jnz 1f
-1:
-    mov eax, r8d
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1632
-    jz 1f
-1:
-    mov eax, r8d
-    mov edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx edx, r8b
-    movzx esi, byte ptr [r15 + rbp + 448]
-    mov edi, 240
-    lea rbp, [r10 + r10*1]
-    movzx r9d, byte ptr [r14 + r8 + 320]
-    test ebx, 3424
-    jnz 1f
-1:
-    mov byte ptr [r14 + 0], r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov r9, qword ptr [r15 + rbp + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c8:
-    mov r8, rbp
-    movzx edx, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    crc32 r8d, r9b
-    test ebx, 1888
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], ebp
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    test ebx, 106240
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], al
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rax
-    movzx ecx, bpl
-    mov esi, 251
-    mov rbp, rsi
-    test bl, 64
-    jz 1f
-1:
-    mov rax, rbp
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov eax, esi
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 30528
-    jz 1f
-1:
-    vpxor xmm7, xmm7, xmm9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov esi, r8d
-    movzx ecx, sil
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    and r9, 64
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r9 + 192]
-    mov rax, r9
-    mov dword ptr [r15 + r9 + 256], 83
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r14 + r8 + 384]
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 512]
-    movzx edx, r8b
-    mov dword ptr [r15 + rbp + 448], r8d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c9:
-    and ecx, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r9d, 220
-    mov r9d, 20
-    test ebx, 256
-    jnz 1f
-1:
-    cmovne rdx, r9
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    xchg rdx, rcx
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    or r9d, 1
-    xor edx, edx
-    div r9d
-    test ebx, 32544
-    jz 1f
-1:
-    vpmovmskb ecx, xmm7
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rcx
-    test ebx, 480
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r10*4]
-    test ebx, 288
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and r8, 192
-    movzx edx, byte ptr [r15 + r8 + 768]
-    movsxd rax, dword ptr [r15 + r8 + 576]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    mov rdi, qword ptr [r14 + 0]
-    test ebx, 1952
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 704]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    movzx edx, byte ptr [r15 + r9 + 256]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 384], 111
-    mov r9d, dword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c10:
-    lea r8, [r10 + r10*8]
-    and r8, 16320
-    movzx edi, byte ptr [r15 + r8 + 10816]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 3872
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx ebp, r8b
-    mov edx, 135
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rax
-    movsxd r9, dword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + r8 + 10624]
-    test bl, 64
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 68
-    mov rsi, qword ptr [r15 + rbp + 128]
-    lea r9, [r10 + r10*1]
-    add rbp, qword ptr [r14 + r8 + 11008]
-    movsxd rdx, dword ptr [r15 + r8 + 10752]
-    test ebx, 288
-    jnz 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 10944], 70
-    mov edi, ebp
-    test bl, 128
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r14 + r8 + 10688]
-    movzx ecx, byte ptr [r15 + r8 + 10880]
-    movsxd r9, dword ptr [r15 + r8 + 11072]
-    mov dword ptr [r15 + r8 + 10560], r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c11:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, 147
-    mov edi, esi
-    test bl, 64
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 114304
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], r9d
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov r9d, edi
-    mov eax, r9d
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10*8]
-    vucomisd xmm9, xmm9
-    mov ecx, 26
-    and r8, 448
-    mov qword ptr [r15 + r8 + 896], r8
-    mov rdx, rbp
-    test ebx, 13792
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 960]
-    cmovne r9, rsi
-    cmovne rdi, r9
-    lea r9, [r10 + r10*1]
-    test ebx, 15840
-    jz 1f
-1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    add rax, qword ptr [r15 + r8 + 1088]
-    mov edi, dword ptr [r15 + r8 + 1280]
-    test ebx, 11744
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 1152]
-    movzx esi, byte ptr [r14 + r8 + 1024]
-    movsxd rcx, dword ptr [r15 + r8 + 1216]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 512]
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    mov r9d, dword ptr [r15 + rbp + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c12:
-    lea rbp, [r10*8]
-    mov r8d, eax
-    and rbp, 448
-    mov rcx, qword ptr [r15 + rbp + 1088]
-    lea r9, [r10 + r10*1]
-    vmovq xmm7, rdi
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    or qword ptr [r15 + r9 + 128], 63
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    test ebx, 256
-    jnz 1f
-1:
-    xor dword ptr [r15 + rbp + 832], edx
-    and ecx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 110
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    sete sil
-    mov edi, dword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    test ebx, 1376
-    jz 1f
-1:
-    mov eax, 153
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 249
-    mov ecx, 90
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 1280]
-    bt rbp, rcx
-    movzx edx, byte ptr [r14 + r9 + 64]
-    mov r9d, dword ptr [r15 + rbp + 1152]
-    test ebx, 1856
-    jz 1f
-1:
-    mov esi, r9d
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r14 + rbp + 1024]
-    mov rdi, rsi
-    mov rcx, qword ptr [r15 + rbp + 896]
-    test ebx, 15584
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 512]
-    add r8, qword ptr [r15 + rbp + 1216]
-    movzx ecx, byte ptr [r15 + rbp + 960]
-    mov ebp, dword ptr [r14 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c13:
-    add qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
-    mov rbp, rdx
-    btc dword ptr [r15 + 0], 1
-    test ebx, 12128
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 2912
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov edx, 214
-    mov edi, dword ptr [r15 + 0]
-    mov esi, edx
-    test ebx, 256
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    xchg qword ptr [r15 + 0], rdi
-    mov r8, rdi
-    mov edx, 155
-    mov edi, dword ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov eax, edx
-    vpcmpeqb xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov esi, eax
-    test ebx, 256
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov edx, esi
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 320]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    test bl, 64
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edi, 34
-    and ecx, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], al
-    test bl, 64
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 448]
-    mov rsi, qword ptr [r15 + r8 + 384]
-    crc32 rdx, rsi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c14:
-    vpxor xmm15, xmm15, xmm7
-    mov rdi, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    xchg rsi, r8
-    movzx eax, r8b
-    test bl, 64
-    jnz 1f
-1:
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 64]
-    mov rsi, r9
-    mov rcx, r8
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    movzx r8d, dil
-    vpxor xmm7, xmm7, xmm15
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 196
     movzx r9d, al
-    add rdi, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov rcx, rdi
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, rdx
-    test ebx, 12224
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, r9d
-    mov esi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 448]
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 512]
-    mov edx, dword ptr [r15 + rbp + 128]
-    movsxd rbp, dword ptr [r14 + r9 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c15:
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r9d
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, 60
-    mov rsi, qword ptr [r15 + 0]
-    crc32 rbp, rsi
-    mov dword ptr [r15 + 0], 99
-    test ebx, 1952
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    lea r9, [r10*8]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1728
-    jnz 1f
-1:
-    and r9, 448
-    mov rdi, qword ptr [r15 + r9 + 1024]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + 0]
-    mov rbp, qword ptr [r15 + r9 + 896]
-    mov r8, qword ptr [r15 + r9 + 832]
-    test bl, 64
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r9 + 1280]
-    mov rsi, r8
-    movzx r8d, sil
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 256], al
-    test ebx, 384
-    jz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 256]
-    movzx esi, byte ptr [r15 + r9 + 1088]
-    mov edi, eax
-    mov eax, dword ptr [r14 + r9 + 1152]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 960], 211
-    and edi, dword ptr [r15 + rbp + 192]
-    mov ecx, dword ptr [r15 + r9 + 1216]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c16:
-    mov dword ptr [r15 + 0], 156
-    mov r9d, ecx
-    mov edx, 121
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1760
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 2912
-    jnz 1f
-1:
-    mov rcx, rdi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ecx, 29
-    mov rdx, rcx
-    test bl, 64
+    mov r8d, r9d
+    mov ebp, r8d
+    mov r9, r8
+    test ebx, 376
     jz 1f
 1:
     mov rax, qword ptr [r15 + 0]
-    sete dil
-    xor dword ptr [r15 + 0], eax
-    test bl, 64
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    vpshufd xmm7, xmm9, 186
-    movzx eax, byte ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    test ebx, 3744
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 99
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 512]
-    mov edx, 236
-    test ebx, 320
-    jnz 1f
-1:
-    mov r8d, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + rbp + 448]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], ecx
-    test ebx, 256
-    jz 1f
-1:
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
-    movzx eax, byte ptr [r15 + rbp + 384]
-    mov ebp, dword ptr [r15 + r9 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c17:
-    mov byte ptr [r15 + 0], cl
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 992
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, 170
-    test bl, 64
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 16096
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 728
     jz 1f
 1:
     movsxd r8, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 11744
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1696
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 162
-    mov dword ptr [r15 + 0], 120
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 118
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    cmovne rsi, r8
-    movsxd rdi, dword ptr [r14 + 0]
-    movzx r9d, byte ptr [r14 + 0]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    test bl, 64
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    or qword ptr [r15 + r8 + 64], 75
-    mov esi, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov rbp, qword ptr [r14 + r9 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c18:
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, 117
-    mov rax, rax
-    and eax, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov eax, 188
-    sete bpl
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    imul rbp, rdi
-    mov byte ptr [r15 + 0], bpl
-    imul edi, ebp, 33
-    test bl, 128
-    jz 1f
-1:
-    mov ebp, edi
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov esi, 114
-    test bl, 64
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd r9, dword ptr [r15 + 0]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 128]
-    mov eax, 93
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r14 + 0]
-    mov r9d, dword ptr [r14 + 0]
-    mov byte ptr [r15 + r8 + 64], r9b
-    test bl, 64
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 192], rbp
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rdx
-    mov rsi, rbp
-    test ebx, 10208
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 256]
-    movzx eax, byte ptr [r15 + r8 + 512]
-    sete bpl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c19:
-    mov byte ptr [r15 + 0], bpl
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, 252
-    test ebx, 65344
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, 119
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1888
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    test ebx, 15808
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 28
-    lea r8, [r10 + r10*1]
     mov ecx, dword ptr [r15 + 0]
-    test ebx, 256
+    mov edx, ecx
+    test bl, 16
+    jz 1f
+1:
+    cmovne rsi, rcx
+    mov rsi, rdi
+    mov edx, 106
+    mov edi, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 189
+    mov qword ptr [r15 + 0], rdi
+    and ebp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 4056
+    jz 1f
+1:
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 256]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + r8 + 192]
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov rax, rax
     lea r9, [r10*4]
-    mov ebp, dword ptr [r15 + r8 + 192]
-    mov r8, rdx
-    test ebx, 11232
+    test ebx, 2808
     jnz 1f
 1:
     and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 576], rdx
-    test bl, 64
-    jz 1f
-1:
-    bswap r8
-    movzx ecx, byte ptr [r15 + r9 + 704]
-    mov dword ptr [r14 + 0], ecx
-    mov qword ptr [r14 + 0], rcx
+    mov edx, dword ptr [r15 + r9 + 576]
+    mov edi, edx
+    mov qword ptr [r15 + r9 + 768], rsi
     lea rbp, [r10 + r10*1]
-    test ebx, 2784
-    jnz 1f
+    mov rdx, qword ptr [r15 + r9 + 704]
+    test bl, 16
+    jz 1f
 1:
     and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 128]
-    mov rax, qword ptr [r15 + r9 + 768]
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c20:
-    sete al
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 255744
-    jz 1f
-1:
-    mov edi, ecx
-    lea r8, [r10 + r10*8]
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1696
-    jz 1f
-1:
-    and r8, 4032
-    xchg qword ptr [r15 + r8 + 6656], r9
-    movsxd rdi, dword ptr [r15 + r8 + 6592]
-    mov rdx, qword ptr [r15 + r8 + 6528]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 6464], edx
-    test bl, 128
-    jz 1f
-1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r8 + 6720], 151
-    test ebx, 288
+    and edx, dword ptr [r15 + rbp + 384]
+    movzx esi, cl
+    movzx ecx, dl
+    test ebx, 936
     jnz 1f
 1:
-    mov esi, dword ptr [r14 + r8 + 6848]
-    mov rax, rsi
-    mov dword ptr [r15 + r8 + 6912], eax
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    test bl, 64
-    jnz 1f
-1:
-    mov edx, 106
-    vpaddd xmm7, xmm7, xmm7
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + r8 + 6784]
-    test ebx, 1632
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    movsxd rax, dword ptr [r15 + r8 + 6976]
-    movzx r8d, al
-    mov rdi, rbp
-    test ebx, 1952
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 64]
-    mov esi, 82
-    movzx r9d, cl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c21:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 256]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, al
-    test bl, 96
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov ecx, esi
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, r8
-    mov rax, rdi
-    test bl, 64
-    jnz 1f
-1:
-    mov rsi, r8
-    mov edi, 178
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, bpl
-    test ebx, 1504
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rdx
-    movzx ebp, dl
-    movzx r9d, byte ptr [r15 + 0]
-    sete dl
-    test ebx, 2912
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    popcnt rdi, rdx
-    mov edx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 7904
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    and rbp, 64
-    or qword ptr [r14 + rbp + 512], 24
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov ecx, edx
-    test bl, 64
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx edx, r9b
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 448]
-    test bl, 96
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r14 + 0]
-    movzx eax, byte ptr [r15 + r8 + 192]
-    mov ecx, dword ptr [r15 + r9 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c22:
-    mov esi, eax
-    mov r8, rsi
-    lock or dword ptr [r15 + 0], 26
-    mov edx, 15
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 113
-    mov r9, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 642
-    rep stosb
-    and r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 15840
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    movzx edx, byte ptr [r14 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and r8, 192
-    lea r9, [r10 + r10*1]
-    add rsi, qword ptr [r15 + r8 + 640]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 704], cl
-    sete sil
-    lea rbp, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    vpmovmskb eax, xmm7
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + r8 + 768], bpl
-    crc32 edx, dl
-    test ebx, 1632
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 128]
-    mov rcx, qword ptr [r15 + r8 + 576]
-    sete r9b
-    mov r8d, 156
-    test ebx, 1632
-    jnz 1f
-1:
-    movzx esi, r8b
-    movzx r9d, sil
-    mov rdx, qword ptr [r15 + rbp + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c23:
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, 189
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 180
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], r8d
-    lea rbp, [r10 + r10*8]
-    test bl, 64
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r14 + r8 + 128], r8d
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 6656]
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r14 + 0]
-    test ebx, 129664
-    jz 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 384]
-    mov ecx, dword ptr [r15 + r9 + 320]
-    movsxd rdi, dword ptr [r15 + rbp + 6720]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 6464]
-    bswap r9
-    test ebx, 256
-    jnz 1f
-1:
-    imul rdx, r9
-    mov byte ptr [r15 + rbp + 6848], dl
-    lock xadd qword ptr [r15 + rbp + 6976], rdx
-    test ebx, 94144
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 6592]
-    movsxd rdi, dword ptr [r15 + rbp + 6912]
-    test ebx, 3424
-    jz 1f
-1:
-    mov ecx, edi
-    mov rdx, rcx
-    mov edi, dword ptr [r15 + rbp + 6784]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 64]
-    movzx eax, cl
-    or qword ptr [r15 + rbp + 6528], 33
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c24:
-    mov ebp, 70
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 2976
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 608
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov edx, 132
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], r8
-    test ebx, 1216
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 183
-    lea rbp, [r10*4]
-    and r9, 64
-    vmovdqu xmm7, xmmword ptr [r15 + r9 + 320]
-    and rbp, 192
-    add r8, qword ptr [r15 + rbp + 640]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 384], ebp
-    movzx edi, byte ptr [r14 + rbp + 768]
-    mov r9d, 8
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + rbp + 704]
-    test ebx, 1152
-    jnz 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 192]
-    mov rdx, qword ptr [r15 + r8 + 256]
-    movzx eax, byte ptr [r14 + 0]
-    movzx r9d, dl
-    test ebx, 2688
-    jz 1f
-1:
-    mov edx, 163
-    mov ecx, dword ptr [r15 + rbp + 576]
-    mov r9d, 34
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c25:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 159
-    xchg qword ptr [r15 + 0], rdx
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 12128
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov ebp, 96
-    mov ecx, 201
-    test bl, 64
-    jnz 1f
-1:
-    vmovq xmm7, rcx
-    jmp 1f
-1:
-    mov edi, esi
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    test ebx, 24000
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, esi
-    mov rax, rax
-    inc dword ptr [r15 + 0]
-    test ebx, 20448
-    jz 1f
-1:
-    mov ecx, 233
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edi, eax
-    mov r8d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 13280
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 448]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r8 + 128], 110
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 64], r9
-    mov r9, rsi
-    movzx edi, byte ptr [r14 + 0]
-    mov rdx, rdi
-    test ebx, 12128
-    jnz 1f
-1:
-    movzx esi, dl
-    mov qword ptr [r15 + rbp + 512], rsi
-    mov eax, esi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c26:
-    lea rbp, [r10*4]
-    mov edx, 4
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 704]
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 43
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], r8d
-    add rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test bl, 128
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    crc32 edi, al
-    and ecx, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, al
-    mov edx, r9d
-    mov r9, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx eax, r9b
-    mov esi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 16064
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], edi
-    mov ecx, dword ptr [r14 + 0]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 256]
-    test ebx, 1632
-    jnz 1f
-1:
-    bswap rdi
-    mov dword ptr [r15 + rbp + 576], edi
-    movzx esi, byte ptr [r15 + rbp + 768]
-    movsxd rdx, dword ptr [r14 + r8 + 192]
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    mov r8d, 9
-    movsxd rax, dword ptr [r15 + rbp + 640]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r9 + 64], rbp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c27:
-    xor dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 122624
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 160
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, 38
-    movzx r8d, byte ptr [r15 + 0]
-    cmovne rdi, r8
-    test ebx, 736
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, 50
-    mov ebp, 119
-    lea r9, [r10 + r10*1]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 256]
-    movzx edi, byte ptr [r14 + 0]
-    movzx edx, byte ptr [r14 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    lea rbp, [r10 + r10*1]
-    bswap r9
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 320]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 384], r9d
-    test ebx, 2784
-    jz 1f
-1:
-    bt rcx, r9
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    movsxd rax, dword ptr [r14 + r9 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c28:
-    lea r8, [r10*8]
-    lea r9, [r10 + r10*1]
-    and r8, 448
-    mov edi, dword ptr [r15 + r8 + 1152]
-    movsxd rsi, dword ptr [r15 + r8 + 960]
-    movzx edx, byte ptr [r14 + 0]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    test ebx, 31456
-    jz 1f
-1:
-    lea rbp, [r10*4]
-    mov ecx, ebp
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 576], rcx
-    mov rsi, qword ptr [r15 + r9 + 320]
-    test bl, 192
-    jnz 1f
-1:
-    imul rsi, rsi
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov byte ptr [r15 + r8 + 1088], r8b
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 704]
-    mov edi, 199
-    movzx edx, byte ptr [r15 + r8 + 1024]
-    movzx ecx, byte ptr [r15 + r8 + 832]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1280], 50
-    mov edi, 55
-    mov dword ptr [r15 + r8 + 1216], ebp
-    test bl, 128
-    jnz 1f
-1:
-    movzx esi, dil
-    add rax, qword ptr [r15 + r8 + 896]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + rbp + 640]
-    movzx r8d, al
-    test bl, 64
-    jnz 1f
-1:
-    cmovne rdi, r8
-    mov dword ptr [r15 + rbp + 768], r9d
-    vpmovmskb ebp, xmm7
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c29:
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 3488
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 8032
-    jz 1f
-1:
-    mov eax, 71
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 84
-    movsxd rdx, dword ptr [r15 + 0]
-    lea r8, [r10*4]
-    lea rbp, [r10 + r10*1]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
-    test ebx, 992
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    mov ecx, eax
-    mov r9d, dword ptr [r15 + rbp + 64]
-    test ebx, 256
-    jz 1f
-1:
-    movzx esi, byte ptr [r14 + 0]
-    and ebp, dword ptr [r15 + r8 + 704]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 768], rax
-    lea r9, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 640], 76
-    popcnt rsi, rdx
-    test bl, 64
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 448]
-    mov edx, esi
-    xchg r8, r9
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c30:
-    mov rsi, rdi
-    mov rbp, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 12128
-    jz 1f
-1:
-    movzx ecx, dil
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 672
-    jnz 1f
-1:
-    mov rsi, rbp
-    mov ebp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 130
-    test bl, 64
-    jnz 1f
-1:
-    bswap rbp
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 118528
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    movsxd rsi, dword ptr [r15 + r8 + 320]
-    mov rax, qword ptr [r14 + 0]
-    test bl, 160
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 512]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 320]
-    movzx ecx, byte ptr [r14 + r9 + 384]
-    test ebx, 864
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 448]
-    mov r8d, r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c31:
-    imul eax, r8d, 107
-    mov rbp, rax
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r8d, edi
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 24256
-    jnz 1f
-1:
-    mov rcx, rsi
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov rsi, r8
-    test bl, 128
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 22
-    movzx ecx, sil
-    mov dword ptr [r15 + 0], 32
-    jmp 1f
-1:
-    test ebx, 256
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 167
-    movsxd rbp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 15072
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ecx
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1248
-    jnz 1f
-1:
-    mov rcx, rdx
-    lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    and edx, dword ptr [r15 + r8 + 128]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edi, byte ptr [r14 + r9 + 512]
-    movzx edx, byte ptr [r14 + 0]
-    mov eax, esi
+    mov dword ptr [r15 + r9 + 640], 98
+    vmovdqu xmm9, xmmword ptr [r14 + r8 + 256]
+    mov rax, qword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -2241,33 +606,33 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, ecx
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, eax
     jmp 1f
 1:
-    mov r9, r10
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 93
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], rax
+    or qword ptr [r15 + 0], 18
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], r8
     nop
     test bl, 10
     jz 1f
 1:
-    mov rbp, r11
-    movzx eax, r8b
-    and rbp, 4032
+    mov r9, r11
+    movzx edi, r9b
+    and r9, 4032
     mov r8, r10
-    add rax, qword ptr [r15 + rbp + 2368]
-    mov dword ptr [r14 + 0], 67
+    add rdi, qword ptr [r15 + r9 + 2368]
+    mov dword ptr [r14 + 0], 178
     and r8, 33554368
-    movzx edi, byte ptr [r15 + r8 + 33554432]
+    movzx r9d, byte ptr [r15 + r8 + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
@@ -2282,68 +647,68 @@ ditto_body_c1:
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov eax, ecx
-    mov edx, 243
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, edi
+    mov esi, 196
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    popcnt r8, rcx
-    mov byte ptr [r15 + 0], r8b
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    popcnt rax, rcx
+    mov byte ptr [r15 + 0], r9b
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
     mov byte ptr [r15 + 0], r9b
-    add r9, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     test bl, 2
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov eax, 15
-    xchg r9, r8
+    mov edx, 224
+    xchg rdi, r8
     test ebx, 1344
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 246
-    mov r8, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 34
+    mov r9, qword ptr [r15 + 0]
     test ebx, 8030
     jz 1f
 1:
     mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 98
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + 0], eax
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 169
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 256]
     test bl, 232
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    vpaddd ymm9, ymm9, ymmword ptr [r15 + rbp + 192]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    popcnt rsi, r9
+    lea rbp, [r10 + r10*1]
+    vpaddd ymm9, ymm9, ymmword ptr [r15 + r8 + 192]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    popcnt rax, r9
     test ebx, 2035
     jnz 1f
 1:
-    movzx edx, cl
-    mov eax, 52
-    lea rbp, [r10 + r10*1]
-    vmovq xmm7, rcx
-    mov ecx, dword ptr [r15 + r8 + 64]
+    movzx r8d, sil
+    mov edx, 50
+    lea r9, [r10 + r10*1]
+    vmovq xmm9, rsi
+    mov edi, dword ptr [r15 + rbp + 64]
     test bl, 2
     jnz 1f
 1:
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 384]
-    mov r9d, dword ptr [r15 + rbp + 320]
-    imul ebp, edi, 113
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov esi, dword ptr [r15 + r9 + 320]
+    imul edx, eax, 92
     add r10, r11
     inc rbx
     dec r13
@@ -2395,1077 +760,1079 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    mov esi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rax, rdx
-    test bl, 32
-    jnz 1f
+    lea rbp, [r10*4]
+    mov rdi, r9
+    movsxd r8, dword ptr [r14 + 0]
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 640]
+    vucomisd xmm5, xmm9
+    test ebx, 1712
+    jz 1f
 1:
-    mov r9d, 96
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
+    movzx r9d, byte ptr [r15 + rbp + 704]
     jmp 1f
 1:
-    mov eax, ebp
-    and eax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*8]
-    movzx esi, bpl
-    test bl, 32
+    or qword ptr [r15 + 0], 22
+    test ebx, 7792
     jz 1f
 1:
-    and rbp, 4032
-    movsxd rax, dword ptr [r15 + rbp + 6720]
-    mov rcx, qword ptr [r15 + rbp + 6976]
-    lea r8, [r10 + r10*1]
-    mov edi, 121
-    test ebx, 16272
+    mov rdx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], sil
+    test ebx, 7920
     jnz 1f
 1:
-    xchg qword ptr [r15 + rbp + 6912], rax
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 200
-    mov rdx, qword ptr [r15 + rbp + 6784]
-    sete al
-    test ebx, 8048
-    jz 1f
+    mov rsi, qword ptr [r15 + 0]
+    movzx edi, dil
+    jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 6592]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 6848], 252
-    mov eax, 97
     test bl, 64
     jz 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov edi, dword ptr [r15 + r8 + 512]
-    mov esi, ebp
-    mov byte ptr [r15 + rbp + 6464], sil
-    test ebx, 14064
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, r8b
+    mov r9, rbp
+    mov rax, qword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    lock add qword ptr [r15 + r9 + 64], rdx
-    movsxd r8, dword ptr [r15 + rbp + 6656]
-    mov rdx, qword ptr [r15 + rbp + 6528]
+    add r8, qword ptr [r15 + 0]
+    imul esi, ebp, 51
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1648
+    jnz 1f
+1:
+    movzx edx, bpl
+    vpmovmskb r8d, xmm4
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 32
+    jz 1f
+1:
+    and r8, 64
+    lock xadd qword ptr [r15 + r8 + 192], rdx
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 256]
+    lea r9, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + rbp + 768]
+    test bl, 48
+    jz 1f
+1:
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 512]
+    mov eax, dword ptr [r14 + r9 + 448]
+    mov ecx, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov rdi, qword ptr [r15 + rbp + 768]
-    lea r9, [r10 + r10*8]
-    popcnt rsi, r9
-    and r9, 32704
-    mov dword ptr [r15 + r9 + 27136], r9d
-    vpor xmm9, xmm9, xmm7
-    test ebx, 8016
+    mov ebp, ebp
+    movsxd r9, dword ptr [r15 + 0]
+    popcnt rdx, rdi
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 384
     jz 1f
 1:
-    mov esi, 3
-    mov rdx, qword ptr [r15 + r9 + 27008]
-    mov r8, qword ptr [r14 + r9 + 27392]
-    movsxd rax, dword ptr [r15 + rbp + 640]
-    test ebx, 1456
-    jz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
-    vsubsd xmm9, xmm9, xmm9
-    movsxd rax, dword ptr [r14 + rbp + 704]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov esi, dword ptr [r15 + r9 + 27456]
+    mov edi, esi
+    add rsi, qword ptr [r15 + 0]
+    vmovdqu xmm5, xmmword ptr [r15 + 0]
+    bt rax, rdx
     test bl, 32
     jz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 576]
-    mov ecx, edx
-    imul edi, ebp, 86
-    mov dword ptr [r15 + r9 + 26944], ebp
-    test bl, 128
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 121728
+    jnz 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 7888
+    jnz 1f
+1:
+    mov ecx, 49
+    movzx edx, byte ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    cmovne rdi, rdi
+    test bl, 48
     jz 1f
 1:
-    mov rdi, rdi
-    mov ebp, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov r9, rbp
     lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + r9 + 27328]
-    test bl, 32
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 27072]
+    mov rdi, qword ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov byte ptr [r15 + r9 + 27200], bpl
-    mov edi, ebp
-    test ebx, 256
+    mov eax, dword ptr [r14 + rbp + 512]
+    cmovne rcx, rsi
+    test bl, 144
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 256]
+    movsxd rdx, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r8 + 192], eax
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 128]
+    test bl, 64
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 27264]
-    mov r9d, 212
-    mov r8d, dword ptr [r15 + rbp + 192]
+    mov rbp, r9
+    mov qword ptr [r15 + r9 + 64], r8
+    mov qword ptr [r14 + 0], r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov r9d, esi
-    lea rbp, [r10 + r10*1]
-    cmovne rsi, rsi
-    mov r8d, esi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 150
-    test ebx, 6000
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov ecx, 200
-    test ebx, 59264
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, sil
-    mov r8d, edx
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rax, rax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], esi
     mov edx, dword ptr [r15 + 0]
-    movzx r9d, r9b
-    test ebx, 15968
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    lea r8, [r10*4]
-    mov edi, dword ptr [r15 + 0]
-    and r8, 192
-    and r9d, dword ptr [r15 + r8 + 768]
-    movzx esi, byte ptr [r14 + 0]
+    mov edi, 151
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, rsi
+    test bl, 128
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov ecx, 62
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    vmovdqu xmm2, xmmword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10*4]
+    test bl, 64
+    jz 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 640], r8b
+    movsxd rcx, dword ptr [r14 + 0]
+    mov edi, 156
+    test bl, 192
+    jnz 1f
+1:
+    mov ecx, 168
+    mov esi, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov qword ptr [r14 + rbp + 576], r8
     test bl, 32
     jz 1f
 1:
-    movzx r9d, bpl
-    vpshufd xmm9, xmm15, 250
-    mov rax, qword ptr [r15 + rbp + 128]
-    mov ebp, eax
-    test ebx, 944
-    jz 1f
-1:
-    bswap rdx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    mov rdi, rsi
-    test bl, 48
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    add rsi, qword ptr [r15 + r8 + 576]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 384]
-    mov ecx, dword ptr [r15 + rbp + 320]
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r9b
-    bswap rax
+    mov r8d, dword ptr [r15 + rbp + 704]
+    movzx edx, sil
+    mov dword ptr [r15 + rbp + 768], 58
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    lea r8, [r10*4]
-    mov eax, r8d
-    and r8, 192
-    movzx ebp, byte ptr [r15 + r8 + 768]
-    add rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1488
-    jz 1f
+    bswap rbp
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
     mov r9, qword ptr [r15 + 0]
-    imul rcx, r9
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 8016
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 48768
+    mov dword ptr [r15 + 0], ecx
+    xor dword ptr [r15 + 0], r9d
+    test ebx, 256
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    cmovne rdi, r8
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*8]
+    and ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    and r8, 4032
+    movzx edi, byte ptr [r15 + r8 + 6720]
+    movsxd rdx, dword ptr [r15 + r8 + 6464]
     test bl, 32
     jz 1f
 1:
-    xchg qword ptr [r15 + 0], rax
-    jmp 1f
-1:
+    mov rsi, rsi
+    mov ebp, ebp
+    movzx ecx, r9b
     lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + r8 + 640]
     test bl, 32
     jnz 1f
 1:
-    and r9, 64
-    inc dword ptr [r15 + r9 + 512]
-    mov ebp, dword ptr [r14 + 0]
-    mov edi, 32
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, r8d
-    mov rcx, qword ptr [r14 + 0]
-    mov eax, r8d
-    test ebx, 1712
-    jnz 1f
-1:
+    mov edi, 194
     lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 704]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 256]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov edx, dword ptr [r15 + r8 + 576]
-    test bl, 32
+    inc dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + r8 + 6976], r9b
+    test bl, 128
     jz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 256]
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    jmp 1f
+    movzx esi, byte ptr [r14 + 0]
+    and ecx, dword ptr [r14 + r8 + 6528]
+    mov rax, qword ptr [r15 + r8 + 6592]
+    test bl, 128
+    jz 1f
 1:
+    mov esi, dword ptr [r15 + r9 + 192]
+    add rdx, qword ptr [r15 + rbp + 384]
+    mov eax, r8d
+    mov byte ptr [r15 + r8 + 6784], al
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 6848], 65
+    mov dword ptr [r15 + r8 + 6912], 176
+    movsxd rdi, dword ptr [r15 + r8 + 6656]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    mov r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    test bl, 128
+    vsubsd xmm4, xmm4, xmm4
+    mov r8d, r8d
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    bswap rdi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9, rsi
+    mov edx, 85
+    test bl, 32
     jz 1f
 1:
     mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov r9d, 242
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 45
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, r8b
-    test ebx, 15776
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], 106
-    movsxd r9, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 32
+    mov rax, rbp
+    btc dword ptr [r15 + 0], 31
+    test ebx, 1840
     jz 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov eax, 163
     movsxd rcx, dword ptr [r15 + 0]
-    mov esi, 60
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1488
+    test bl, 32
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, cl
+    test bl, 64
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rdx
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov ecx, r8d
+    mov r8, qword ptr [r14 + 0]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + rbp + 512]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 384]
+    lea rbp, [r10*4]
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 256]
-    mov rax, rsi
+    mov rdx, qword ptr [r15 + r8 + 448]
+    bt rbp, rbp
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 704]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
+    movsxd rdi, dword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + rbp + 640], eax
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 768], dil
+    lea r9, [r10 + r10*1]
+    test bl, 160
+    jnz 1f
 1:
-    xchg rbp, rax
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    mov rsi, qword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 384]
+    movzx edx, sil
+    movzx r8d, byte ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov r8d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
+    mov edx, r8d
+    xor dword ptr [r15 + 0], r8d
+    mov r9, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov rdx, r8
-    mov ebp, edx
-    sete dil
-    test bl, 32
-    jnz 1f
-1:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 69
-    mov r8, rcx
-    test ebx, 40928
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
     movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    movzx edi, r9b
+    mov ebp, 21
     test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r14 + 0]
-    mov rbp, r9
-    test bl, 144
     jnz 1f
 1:
-    movsxd r9, dword ptr [r14 + 0]
+    mov rcx, rax
+    mov rax, rax
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, ecx
+    test ebx, 7120
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov ecx, ecx
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 464
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    xchg qword ptr [r15 + 0], rdx
     lea r8, [r10 + r10*1]
+    not qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov rcx, rcx
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
+    mov rax, qword ptr [r14 + 0]
     and r8, 64
+    and eax, dword ptr [r15 + r8 + 384]
+    test ebx, 8032
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 448]
+    movzx eax, byte ptr [r15 + rbp + 512]
     lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + r8 + 320], r9
-    test bl, 64
-    jz 1f
-1:
-    sete cl
+    movsxd rbp, dword ptr [r15 + r8 + 320]
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    lock or dword ptr [r15 + r8 + 384], 32
-    and ecx, dword ptr [r15 + rbp + 128]
-    test ebx, 3952
+    mov qword ptr [r15 + r9 + 192], rcx
+    test bl, 128
     jz 1f
 1:
-    movzx esi, dil
-    movzx ebp, byte ptr [r15 + r9 + 448]
-    popcnt rax, rdi
+    xchg rcx, rcx
+    mov r8, rcx
+    mov rax, qword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    movzx ebp, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov r9, qword ptr [r15 + 0]
+    mov rsi, r9
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 496
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 202
+    xchg rdi, r9
+    movzx edx, byte ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 34
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], cl
+    mov eax, ecx
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1712
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    bt rcx, rcx
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 55264
     jnz 1f
 1:
-    bswap rdx
-    bt rdi, rdx
+    mov rcx, rdx
+    mov byte ptr [r15 + 0], cl
     mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 12000
-    jz 1f
+    mov esi, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    mov rdx, r8
     mov qword ptr [r15 + 0], rax
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    test bl, 32
+    mov rbp, r8
+    movzx r9d, r8b
+    test ebx, 7536
+    jz 1f
+1:
+    mov ebp, ebp
+    mov eax, r8d
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + r8 + 64]
+    test ebx, 4064
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    vpshufd xmm4, xmm4, 249
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 512]
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    test ebx, 1712
     jnz 1f
 1:
-    mov r8d, esi
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 118
-    movzx esi, bpl
-    test bl, 32
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    cmovne rdx, rdi
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 128]
-    test bl, 80
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdi, rdi
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 256]
-    mov r8, qword ptr [r15 + r9 + 64]
-    movzx edi, r8b
-    lea r9, [r10 + r10*1]
-    test ebx, 16272
-    jz 1f
-1:
-    mov rcx, rdi
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 384]
-    vpor xmm7, xmm7, xmm2
-    mov r8, qword ptr [r15 + rbp + 192]
-    test bl, 192
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r14 + 0], dil
-    mov esi, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rcx
+    movzx edi, al
+    mov r9, qword ptr [r15 + r8 + 448]
+    popcnt rax, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    cmovne rcx, rbp
-    mov rbp, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 448]
+    mov esi, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    btc dword ptr [r15 + 0], 27
+    popcnt rcx, rdx
+    movzx ecx, byte ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 1872
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 166
+    mov r9d, dword ptr [r15 + 0]
+    imul eax, eax, 109
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    test bl, 144
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 240
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 252
+    mov rsi, rbp
+    mov eax, 233
+    mov dword ptr [r15 + 0], edi
     test bl, 128
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, dl
-    mov qword ptr [r15 + 0], rdx
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 132
+    mov qword ptr [r15 + 0], rsi
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r9 + 192]
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 221
-    mov eax, r9d
-    mov eax, dword ptr [r15 + 0]
+    imul edx, ebp, 13
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov rsi, qword ptr [r14 + r8 + 64]
+    movzx eax, byte ptr [r15 + rbp + 512]
     test ebx, 256
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    movzx r8d, cl
-    mov esi, dword ptr [r14 + 0]
-    test ebx, 5616
-    jnz 1f
-1:
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 576]
-    lea r8, [r10 + r10*1]
-    mov edi, 100
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + rbp + 640]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    lea r9, [r10 + r10*1]
-    test ebx, 496
-    jz 1f
-1:
-    xchg qword ptr [r15 + rbp + 704], rdx
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    sete sil
-    test ebx, 1872
-    jnz 1f
-1:
-    mov edx, eax
-    movzx eax, byte ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + rbp + 768], rax
-    mov rdi, rax
-    test ebx, 880
-    jnz 1f
-1:
-    mov eax, edi
-    mov ecx, dword ptr [r15 + r8 + 192]
-    mov rdx, rcx
+    mov qword ptr [r14 + 0], rsi
+    add qword ptr [r14 + 0], rbp
+    add rcx, qword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    lea rbp, [r10*4]
-    and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10*8]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    and r9, 448
+    movzx ecx, byte ptr [r15 + r9 + 1024]
+    movzx r8d, byte ptr [r15 + r9 + 1152]
+    mov rsi, rax
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 1280], 150
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1488
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov edi, 97
+    mov dword ptr [r15 + r9 + 1088], ecx
+    test ebx, 752
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 960]
+    jmp 1f
+1:
+    mov eax, r9d
+    mov esi, r8d
+    test bl, 32
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 832]
+    jmp 1f
+1:
+    vmovq xmm4, rsi
     test ebx, 3952
     jnz 1f
 1:
-    mov eax, 118
-    movsxd rsi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, edx
-    movzx r9d, dl
-    add r8, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r8d, dword ptr [r15 + 0]
-    popcnt rdx, rbp
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r8, rbp
-    mov edx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 10224
+    mov esi, 105
+    movsxd rdi, dword ptr [r15 + r9 + 896]
+    imul r8, r8
+    test ebx, 336
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 106
-    mov dword ptr [r15 + rbp + 768], 57
-    mov dword ptr [r15 + rbp + 704], ebp
-    lea r9, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rbp
-    movzx edi, byte ptr [r14 + rbp + 576]
-    movzx ebp, byte ptr [r14 + 0]
+    mov edx, edi
+    mov ecx, ebp
+    mov r8d, 181
+    mov eax, dword ptr [r15 + r9 + 1216]
     lea r8, [r10 + r10*1]
-    test ebx, 576
-    jnz 1f
+    test bl, 64
+    jz 1f
 1:
-    mov rdx, rax
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 64]
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    mov rax, qword ptr [r15 + r8 + 128]
-    test bl, 32
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov edx, ebp
+    movzx edi, bpl
+    test ebx, 752
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmaxsd xmm7, xmm7, xmm7
+    add rsi, qword ptr [r15 + rbp + 192]
+    imul eax, ebp, 30
+    mov rax, qword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    mov byte ptr [r15 + 0], cl
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, ecx
-    test ebx, 256
-    jnz 1f
-1:
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r8, rbp
     movzx ebp, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movzx esi, dil
-    mov rdx, rax
-    test bl, 64
+    test ebx, 8032
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, r9d
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, 59
+    lock add qword ptr [r15 + 0], r9
+    test ebx, 256
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    vpshufd xmm9, xmm9, 142
+    add r9, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 126
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rax, rbp
     test bl, 32
     jz 1f
 1:
-    bswap r9
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    vcvtsi2sd xmm2, xmm2, r9d
-    test ebx, 256
+    mov r8, qword ptr [r15 + 0]
+    mov rdx, r8
+    mov rbp, rcx
+    add rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 16048
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 3568
-    jz 1f
-1:
-    and rbp, 64
-    lea r9, [r10*4]
-    mov edx, dword ptr [r14 + rbp + 512]
-    mov esi, 194
+    and r9, 64
+    not qword ptr [r15 + r9 + 320]
     lea r8, [r10 + r10*1]
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 576]
+    mov edx, dword ptr [r14 + 0]
+    cmovne rcx, rcx
+    test ebx, 720
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 192]
-    test bl, 32
+    mov rax, qword ptr [r15 + r8 + 64]
+    mov rsi, rdi
+    and rbp, 64
+    movzx edx, byte ptr [r14 + rbp + 192]
+    add rdi, qword ptr [r15 + rbp + 256]
+    test bl, 128
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r9 + 640]
-    movzx eax, byte ptr [r15 + r8 + 256]
-    mov r8d, 163
-    add rdi, qword ptr [r15 + rbp + 448]
-    test ebx, 256
-    jz 1f
+    bswap rdi
+    mov rbp, r9
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    test ebx, 64320
+    jnz 1f
 1:
-    popcnt rbp, r8
-    mov r8d, 178
-    mov edi, dword ptr [r15 + r9 + 704]
-    movzx edx, byte ptr [r15 + r9 + 768]
+    mov ebp, 76
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    movzx esi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    mov esi, dword ptr [r14 + 0]
-    mov rcx, qword ptr [r14 + 0]
-    mov r9d, 123
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 80
+    lea r9, [r10 + r10*1]
+    bt r8, rax
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 64]
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 32
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, eax
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    bt r9, r8
     movsxd rdx, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1264
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    mov r8, rcx
+    test bl, 128
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     jmp 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 6000
+    jz 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 288
+    jz 1f
+1:
+    bt rbp, rbp
+    vpshufd xmm9, xmm4, 239
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     test bl, 32
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
+    mov dword ptr [r15 + 0], 186
+    movsxd r8, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1712
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 14
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 448]
+    mov r8d, 239
+    test bl, 32
     jnz 1f
 1:
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 245
-    mov dword ptr [r15 + 0], 73
-    lea r9, [r10 + r10*1]
+    imul edi, r9d, 24
+    mov rdi, qword ptr [r15 + rbp + 512]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 234
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + r9 + 320]
-    test bl, 32
+    mov ebp, dword ptr [r15 + r8 + 192]
+    test bl, 64
     jnz 1f
 1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    movzx r9d, dil
-    test bl, 80
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 384]
-    mov ecx, 11
-    movsxd rsi, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov rax, qword ptr [r14 + 0]
+    movsxd r9, dword ptr [r14 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    mov dword ptr [r15 + 0], 240
-    mov qword ptr [r15 + 0], r8
-    add rdx, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10*8]
-    mov edx, 223
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1936
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r8, 448
-    movsxd rdi, dword ptr [r14 + r8 + 896]
-    mov dword ptr [r15 + r8 + 1024], 129
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov rcx, rax
-    test bl, 128
-    jnz 1f
-1:
+    xchg r9, rdx
     lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 1280]
-    and r9, 64
-    btc dword ptr [r15 + r9 + 64], 1
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    movzx ecx, sil
-    test bl, 32
-    jz 1f
-1:
-    and edi, dword ptr [r15 + rbp + 192]
-    mov ecx, dword ptr [r15 + r8 + 1216]
-    movsxd rdx, dword ptr [r14 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    inc dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 1152]
-    mov rsi, qword ptr [r15 + r8 + 960]
-    test ebx, 1392
-    jnz 1f
-1:
     mov esi, esi
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1088], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 38
+    test bl, 32
+    jnz 1f
+1:
+    jmp 1f
+1:
+    imul r8, rsi
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, 178
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    or qword ptr [r15 + 0], 62
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 10224
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test bl, 128
+    jz 1f
+1:
+    movzx ebp, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 17
+    and r8, 64
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 448]
+    mov rdi, rdi
+    test bl, 48
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 256], 212
+    mov dword ptr [r15 + rbp + 64], 81
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 641
-    rep stosb
-    add rdx, qword ptr [r15 + 0]
-    mov rsi, rdx
-    add rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    vsubsd xmm2, xmm2, xmm2
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 15216
-    jz 1f
-1:
-    mov r8, rax
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
+    lea r9, [r10*8]
+    movzx eax, cl
+    and r9, 448
+    add rsi, qword ptr [r15 + r9 + 1280]
     movzx ecx, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8d, eax
-    test ebx, 256
-    jz 1f
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1936
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, esi
-    lea r9, [r10 + r10*1]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, dl
     test bl, 32
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 64]
-    add qword ptr [r14 + 0], rdi
-    test bl, 32
-    jz 1f
-1:
-    mov ecx, edi
+    mov rax, rdx
+    mov r8, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    lock or dword ptr [r15 + 0], 67
     lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r14 + 0]
-    imul rdi, rdx
+    test bl, 32
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, rdx
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 192]
+    movzx eax, byte ptr [r15 + rbp + 128]
+    test ebx, 7984
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    test ebx, 7888
-    jnz 1f
-1:
+    mov rdx, qword ptr [r15 + r9 + 1024]
+    mov esi, dword ptr [r14 + 0]
+    mov ecx, 121
     and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r9 + 128], rdx
-    mov rdx, rdi
-    mov qword ptr [r15 + rbp + 256], r9
-    test ebx, 1264
+    and edi, dword ptr [r15 + r8 + 192]
+    test bl, 128
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + r9 + 1152], r9d
+    mov eax, 24
+    test ebx, 320
     jnz 1f
 1:
-    mov r9, r9
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    mov rbp, rcx
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    movzx edi, byte ptr [r15 + r9 + 1216]
+    mov eax, dword ptr [r15 + r8 + 256]
+    bt r9, r9
+    test ebx, 57280
+    jz 1f
+1:
+    btc dword ptr [r15 + rbp + 64], 22
+    mov dword ptr [r14 + r9 + 896], eax
+    mov rcx, qword ptr [r15 + r9 + 1088]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    lea r8, [r10*8]
-    lea rbp, [r10 + r10*1]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1280], r8b
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 448]
-    mov rsi, qword ptr [r15 + r8 + 1024]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    vpor xmm9, xmm9, xmm9
+    sete dl
+    mov rsi, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 8144
+    jnz 1f
+1:
+    mov r8d, esi
+    mov dword ptr [r15 + 0], 46
+    mov rsi, r9
+    test ebx, 352
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov ebp, esi
+    movzx ebp, r9b
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    xchg rdi, rsi
+    movzx edx, dl
     test bl, 128
     jnz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    lea r9, [r10*4]
-    mov edx, r9d
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 256
+    movzx eax, al
+    mov r8, qword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
+    test bl, 144
     jz 1f
 1:
-    and r9, 192
-    mov rdi, qword ptr [r15 + r9 + 768]
-    movzx eax, byte ptr [r15 + r8 + 960]
-    mov edx, 65
-    test ebx, 61344
-    jnz 1f
-1:
-    mov rsi, rdx
-    mov ecx, ebp
-    movsxd rax, dword ptr [r15 + r8 + 896]
-    mov qword ptr [r15 + r8 + 1088], rcx
-    test bl, 32
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], ebp
+    movzx edi, byte ptr [r15 + 0]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 448]
+    test ebx, 48576
     jz 1f
 1:
-    or eax, 1
-    xor edx, edx
-    div eax
-    xchg qword ptr [r15 + r9 + 640], rdi
-    mov byte ptr [r15 + r9 + 704], r8b
-    test bl, 32
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r14 + 0]
+    mov edi, 147
+    mov rdi, rdi
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 64]
+    test ebx, 3568
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 641
+    rep stosb
+    mov esi, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    test ebx, 6640
     jnz 1f
 1:
-    lock add qword ptr [r15 + r8 + 1152], rdi
-    mov rcx, qword ptr [r15 + r8 + 832]
-    mov rax, qword ptr [r14 + r8 + 1216]
-    test bl, 32
-    jnz 1f
-1:
-    bswap r8
-    movzx esi, byte ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + r9 + 576], bpl
+    mov rcx, r8
+    mov byte ptr [r15 + r8 + 256], cl
+    movsxd rdx, dword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    mov rsi, r8
-    add rbp, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov edi, 208
-    test bl, 32
+    mov rcx, rcx
+    lock or dword ptr [r15 + 0], 29
+    mov esi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 464
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    add rbp, qword ptr [r15 + 0]
-    bt rax, rbp
-    test ebx, 13296
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], bpl
+    mov rax, rbp
+    movsxd r8, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ebp
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
+    test ebx, 976
+    jnz 1f
 1:
-    test ebx, 61312
+    mov byte ptr [r15 + 0], r8b
+    movzx ebp, r8b
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test bl, 32
     jnz 1f
 1:
     mov rsi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 144
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov eax, r9d
-    vpcmpeqb xmm7, xmm7, xmm14
-    mov rsi, rax
-    test bl, 240
+    mov rdi, rdx
+    mov r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 96
     jnz 1f
 1:
-    vpxor xmm2, xmm2, xmm4
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    imul rax, r8
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + rbp + 192]
-    lea r8, [r10 + r10*1]
-    test ebx, 1712
-    jnz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 384]
-    mov edi, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r14 + r8 + 128], edi
-    test ebx, 1936
-    jnz 1f
-1:
-    xchg r8, rbp
-    mov edx, r8d
-    mov edi, ecx
-    movzx ecx, byte ptr [r14 + 0]
     test bl, 32
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 320]
-    movzx r9d, r8b
-    vucomisd xmm2, xmm7
-    movzx esi, sil
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, ebp
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 448]
+    bt rbp, rcx
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jz 1f
+1:
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 320]
+    mov ecx, dword ptr [r14 + 0]
+    mov esi, 32
+    jmp 1f
+1:
+    test ebx, 496
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 448]
+    mov rdx, rcx
+    jmp 1f
+1:
+    test ebx, 320
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + rbp + 384], 127
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    mov r9d, dword ptr [r15 + 0]
-    movzx eax, al
-    add rdx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    mov ebp, r9d
+    mov r8, qword ptr [r15 + 0]
+    mov edi, r9d
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 752
+    jz 1f
+1:
+    mov r9, rdi
+    mov qword ptr [r15 + 0], rdx
+    mov esi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test bl, 32
-    jz 1f
-1:
-    btc dword ptr [r15 + 0], 31
-    add rdi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 192
     jnz 1f
 1:
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1936
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 9
-    mov qword ptr [r15 + 0], rsi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8d, edi
-    test ebx, 880
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, 156
-    test ebx, 1648
-    jz 1f
-1:
-    mov ecx, r9d
+    movzx ebp, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    popcnt r9, r8
-    test ebx, 7888
-    jnz 1f
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    movzx edx, bpl
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], sil
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 64]
-    movzx ecx, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov r9, rbp
     lea r9, [r10 + r10*1]
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, dword ptr [r14 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 197
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 512]
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 192]
-    mov edi, dword ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + rbp + 128], rdi
-    test ebx, 1392
+    mov rcx, qword ptr [r15 + r9 + 448]
+    test bl, 64
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 256]
-    imul edi, ecx, 9
+    mov qword ptr [r15 + rbp + 192], rcx
+    imul rdx, rdx
+    mov byte ptr [r14 + 0], al
+    test ebx, 1712
+    jnz 1f
+1:
+    movzx eax, byte ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + r9 + 512]
+    mov edi, dword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -3494,253 +1861,253 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b4_c0:
     lea rbp, [r10 + r10*8]
-    mov rdx, rbp
+    mov rsi, rcx
     and rbp, 32704
-    mov r8d, dword ptr [r15 + rbp + 27136]
-    vpor xmm2, xmm2, xmm10
-    movzx eax, sil
+    mov edi, dword ptr [r15 + rbp + 27136]
+    vpor xmm9, xmm9, xmm9
+    movzx eax, r8b
     test ebx, 1216
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    vmulsd xmm7, xmm7, xmm2
-    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    vmulsd xmm4, xmm4, xmm11
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 988
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + rbp + 27392]
-    movsxd rdi, dword ptr [r15 + rbp + 27008]
-    mov eax, 254
+    movzx r8d, byte ptr [r15 + 0]
+    and edi, dword ptr [r15 + rbp + 27392]
+    movsxd rcx, dword ptr [r15 + rbp + 27008]
+    mov edx, 163
     test ebx, 256
     jnz 1f
 1:
-    mov r8d, eax
-    mov rsi, r8
-    mov esi, esi
-    lea r9, [r10 + r10*1]
+    mov r9d, esi
+    mov rsi, rdx
+    mov edx, ebp
+    lea r8, [r10 + r10*1]
     test bl, 16
     jnz 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    movsxd rdi, dword ptr [r15 + rbp + 27456]
-    mov dword ptr [r15 + rbp + 27328], 170
-    sete dl
-    lea r8, [r10 + r10*1]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 384]
+    movsxd rax, dword ptr [r15 + rbp + 27456]
+    mov dword ptr [r15 + rbp + 27328], 195
+    sete sil
+    lea r9, [r10 + r10*1]
     test ebx, 13184
     jnz 1f
 1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
-    popcnt rax, rcx
-    mov edx, ebp
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 192]
+    popcnt rcx, rbp
+    mov edi, ecx
     test ebx, 1964
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 27072]
-    mov rsi, rbp
-    mov rdx, qword ptr [r15 + r9 + 320]
+    movzx edx, byte ptr [r15 + rbp + 27072]
+    mov rcx, rdx
+    mov rax, qword ptr [r15 + r8 + 320]
     mov qword ptr [r15 + rbp + 26944], rdx
     test bl, 200
     jz 1f
 1:
     mov rdi, qword ptr [r15 + rbp + 27200]
-    movsxd rsi, dword ptr [r15 + r8 + 256]
+    movsxd r8, dword ptr [r15 + r9 + 256]
     mov r9d, dword ptr [r15 + rbp + 27264]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov eax, 208
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], bpl
+    mov eax, 84
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], sil
     test ebx, 3548
     jnz 1f
 1:
     mov byte ptr [r15 + 0], bpl
-    mov r8, rbp
-    mov dword ptr [r15 + 0], ecx
-    movzx edi, byte ptr [r15 + 0]
+    mov rdx, rbp
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    and ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov rax, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     test bl, 8
     jnz 1f
 1:
-    mov r9, r8
-    mov dword ptr [r15 + 0], 55
-    mov r8d, 146
-    lea rbp, [r10*4]
-    movzx eax, dil
+    mov r9, rbp
+    mov dword ptr [r15 + 0], 119
+    mov ecx, 65
+    lea r8, [r10*4]
+    movzx esi, r8b
     test bl, 32
     jz 1f
 1:
-    and rbp, 192
-    movzx r8d, byte ptr [r15 + rbp + 640]
-    mov edi, dword ptr [r15 + rbp + 768]
-    mov r9d, ecx
-    movzx edx, cl
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 640]
+    mov ebp, dword ptr [r15 + r8 + 768]
+    mov edx, ebp
+    movzx edi, bpl
     test ebx, 832
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    and r8, 64
-    vmovdqu xmm12, xmmword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 512]
-    mov byte ptr [r14 + 0], cl
-    movsxd rdx, dword ptr [r15 + r8 + 256]
+    vmovdqu xmm7, xmmword ptr [r15 + r9 + 192]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    mov byte ptr [r14 + 0], dil
+    movsxd rdi, dword ptr [r15 + r9 + 256]
     test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 576], cl
-    movzx ecx, byte ptr [r15 + rbp + 704]
-    add rax, qword ptr [r14 + r9 + 448]
-    mov ebp, edi
+    mov byte ptr [r15 + r8 + 576], dil
+    movzx eax, byte ptr [r15 + r8 + 704]
+    add r9, qword ptr [r14 + rbp + 448]
+    mov edx, r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
     lea r8, [r10 + r10*8]
-    mov esi, 141
-    mov rdx, rdi
-    sete dil
+    mov ebp, 250
+    mov r9, r8
+    sete al
     and r8, 16320
-    mov r9, qword ptr [r15 + r8 + 11072]
+    mov rax, qword ptr [r15 + r8 + 11072]
     test ebx, 16048
     jnz 1f
 1:
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    xchg rcx, rdi
+    xchg rdx, rax
     and rbp, 64
     mov rdi, qword ptr [r15 + rbp + 320]
     test bl, 32
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 10816]
-    mov eax, ecx
-    movzx edi, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + r8 + 10816]
+    mov esi, esi
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx edx, sil
+    mov r9, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, r8b
     test bl, 32
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     and r9, 64
-    mov qword ptr [r14 + r9 + 192], r9
-    bswap rdx
+    mov qword ptr [r14 + r9 + 192], rdx
+    bswap rsi
     movsxd rax, dword ptr [r15 + r9 + 256]
     test bl, 168
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 10688]
-    crc32 r9d, r9b
-    movzx edx, byte ptr [r15 + r8 + 10624]
+    movzx ecx, byte ptr [r15 + r8 + 10688]
+    crc32 r9d, bpl
+    movzx esi, byte ptr [r15 + r8 + 10624]
     test bl, 188
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 10880], 23
-    movzx edx, byte ptr [r15 + r8 + 10944]
-    mov edi, dword ptr [r15 + r8 + 11008]
+    mov dword ptr [r15 + r8 + 10880], 130
+    movzx edi, byte ptr [r15 + r8 + 10944]
+    mov r9d, dword ptr [r15 + r8 + 11008]
     test ebx, 2036
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 10752], 177
-    mov dword ptr [r15 + rbp + 384], 115
+    mov dword ptr [r15 + r8 + 10752], 116
+    mov dword ptr [r15 + rbp + 384], 179
     add rbp, qword ptr [r15 + r8 + 10560]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    movzx r8d, bpl
-    or ecx, 1
+    movzx ecx, bpl
+    or r8d, 1
     xor edx, edx
-    div ecx
-    mov rbp, qword ptr [r15 + 0]
+    div r8d
+    mov rdi, qword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
     test ebx, 1724
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov edi, 83
+    movzx r8d, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov esi, 216
     test bl, 8
     jnz 1f
 1:
-    movzx edi, r9b
-    add rsi, qword ptr [r15 + 0]
-    xchg r8, rdi
+    movzx ebp, sil
+    add rcx, qword ptr [r15 + 0]
+    xchg rdi, rbp
     test ebx, 15088
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
     test bl, 8
     jnz 1f
 1:
-    mov eax, ecx
-    mov byte ptr [r15 + 0], cl
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov esi, esi
+    mov byte ptr [r15 + 0], r8b
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     test ebx, 3932
     jz 1f
 1:
-    mov eax, 165
-    lea r9, [r10 + r10*1]
+    mov edx, 21
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 384]
     and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    lea rbp, [r10 + r10*1]
+    movzx r9d, byte ptr [r15 + r8 + 256]
+    lea r9, [r10 + r10*1]
     test ebx, 400
     jz 1f
 1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r14 + r8 + 320], ebp
-    mov r8, qword ptr [r15 + rbp + 512]
-    add rax, qword ptr [r14 + 0]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r14 + rbp + 320], esi
+    mov rcx, qword ptr [r15 + r9 + 512]
+    add rbp, qword ptr [r14 + 0]
     test bl, 32
     jz 1f
 1:
-    movzx edi, sil
-    movzx edx, dil
-    mov qword ptr [r15 + r9 + 192], rsi
+    movzx eax, bpl
+    movzx ebp, bpl
+    mov qword ptr [r15 + r8 + 192], rbp
     add r10, r11
     inc rbx
     dec r13
@@ -3776,233 +2143,233 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov edx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    mov r8d, 219
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov ecx, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov esi, 242
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmaxsd xmm12, xmm12, xmm5
-    mov rcx, rdx
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*8]
+    vmaxsd xmm4, xmm4, xmm10
+    mov rdi, r8
+    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*8]
     test bl, 16
     jz 1f
 1:
-    and r8, 4032
-    mov rdi, qword ptr [r15 + r8 + 6976]
-    movzx edx, r8b
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 6976]
+    movzx r9d, sil
     lea r9, [r10 + r10*1]
-    movzx esi, sil
-    lea rbp, [r10 + r10*1]
+    movzx esi, r8b
+    lea r8, [r10 + r10*1]
     test bl, 16
     jnz 1f
 1:
     and r9, 64
-    mov rdi, qword ptr [r14 + r9 + 64]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 448]
-    movzx ecx, byte ptr [r15 + r8 + 6528]
-    mov rdx, qword ptr [r15 + r8 + 6656]
+    mov rdx, qword ptr [r14 + r9 + 64]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 448]
+    movzx ecx, byte ptr [r15 + rbp + 6528]
+    mov rsi, qword ptr [r15 + rbp + 6656]
     test bl, 128
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 6464]
-    mov qword ptr [r15 + r9 + 128], rax
-    mov esi, dword ptr [r14 + r8 + 6720]
-    movzx r9d, sil
+    mov rax, qword ptr [r15 + rbp + 6464]
+    mov qword ptr [r15 + r9 + 128], rsi
+    mov r9d, dword ptr [r14 + rbp + 6720]
+    movzx esi, al
     test bl, 16
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 6592]
-    mov eax, dword ptr [r15 + rbp + 512]
-    movzx edi, byte ptr [r15 + r8 + 6912]
-    mov ecx, 81
+    add rax, qword ptr [r15 + rbp + 6592]
+    mov r9d, dword ptr [r15 + r8 + 512]
+    movzx r8d, byte ptr [r15 + rbp + 6912]
+    mov edx, 19
     test bl, 128
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 6848]
-    mov eax, dword ptr [r15 + r8 + 6784]
-    imul edx, eax, 107
+    mov edi, dword ptr [r15 + rbp + 6848]
+    mov ecx, dword ptr [r15 + rbp + 6784]
+    imul ebp, ebp, 51
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov qword ptr [r15 + 0], r8
-    add r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, r8d
+    mov qword ptr [r15 + 0], rax
+    add rbp, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, eax
     test bl, 16
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, r9b
-    mov rdi, r9
-    mov byte ptr [r15 + 0], dil
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, r8b
+    mov r9, rdi
+    mov byte ptr [r15 + 0], r9b
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
     mov byte ptr [r15 + 0], sil
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     add rbp, qword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rsi, rax
-    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov rsi, rdi
+    lea r9, [r10 + r10*1]
     test ebx, 2808
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 223
-    mov dword ptr [r14 + 0], 62
-    and rbp, 64
+    mov dword ptr [r15 + 0], 130
+    mov dword ptr [r14 + 0], 212
+    and r9, 64
     lea r8, [r10 + r10*1]
-    mov qword ptr [r14 + rbp + 64], r9
-    movzx r9d, byte ptr [r15 + rbp + 128]
+    mov qword ptr [r14 + r9 + 64], r8
+    movzx edx, byte ptr [r15 + r9 + 128]
     test bl, 64
     jnz 1f
 1:
     and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 256]
-    mov rdx, rdx
-    mov rcx, rdi
-    mov r9, qword ptr [r15 + r8 + 192]
+    mov ecx, dword ptr [r15 + r8 + 256]
+    mov rdx, rbp
+    mov r9, rbp
+    mov rbp, qword ptr [r15 + r8 + 192]
     test bl, 16
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    sete dil
-    mov r8d, eax
-    sete al
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    sete bpl
+    mov edx, edi
+    sete bpl
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 320]
     test bl, 16
     jz 1f
 1:
-    movzx esi, sil
-    mov r9, qword ptr [r15 + rbp + 384]
-    mov rax, rdi
+    movzx edx, r8b
+    mov rdi, qword ptr [r15 + r8 + 384]
+    mov r8, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
     and edx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test bl, 40
     jz 1f
 1:
     btc dword ptr [r15 + 0], 15
-    mov ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 3704
     jnz 1f
 1:
-    mov r9d, r9d
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, ecx
+    mov ecx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 856
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     lea rbp, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + 0]
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 448]
-    mov esi, 214
+    add r8, qword ptr [r15 + rbp + 448]
+    mov eax, 172
     jmp 1f
 1:
-    sete al
+    sete sil
     test bl, 16
     jz 1f
 1:
     lea r9, [r10*4]
-    movzx eax, r9b
+    movzx esi, dil
     and r9, 192
-    mov dword ptr [r15 + r9 + 768], 196
+    mov dword ptr [r15 + r9 + 768], 184
     lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r9 + 576]
-    movzx ecx, byte ptr [r15 + rbp + 512]
+    mov rdi, qword ptr [r15 + r9 + 576]
+    movzx edx, byte ptr [r15 + rbp + 512]
     test ebx, 40896
     jnz 1f
 1:
     and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r14 + 0], 239
-    vcvtsi2sd xmm12, xmm12, ebp
-    movzx edi, byte ptr [r14 + r9 + 640]
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r14 + 0], 120
+    vcvtsi2sd xmm10, xmm10, ecx
+    movzx ebp, byte ptr [r14 + r9 + 640]
     test bl, 16
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 64]
+    mov rax, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 704], rbp
+    mov qword ptr [r15 + r9 + 704], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov ecx, ebp
+    mov r9d, eax
     not qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 3992
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movsxd rdi, dword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    crc32 rsi, rax
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    crc32 rcx, rbp
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    mov esi, eax
+    mov ecx, esi
     movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], dl
     test ebx, 3000
     jz 1f
 1:
-    movzx eax, al
-    mov dword ptr [r15 + 0], 231
-    mov rdi, rax
+    movzx r9d, dl
+    mov dword ptr [r15 + 0], 61
+    mov rdi, rsi
     test ebx, 3544
     jnz 1f
 1:
@@ -4010,8 +2377,8 @@ ditto_body_c1:
     lea rsi, [r15 + 67113600]
     mov ecx, 641
     rep movsb
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], 196
+    movzx r9d, sil
+    mov dword ptr [r15 + 0], 169
     lea rbp, [r10 + r10*1]
     test ebx, 3000
     jnz 1f
@@ -4021,211 +2388,211 @@ ditto_body_c1:
     and r8, 64
     movzx eax, byte ptr [r15 + r8 + 384]
     and rbp, 64
-    movzx r9d, byte ptr [r14 + rbp + 512]
+    movzx ecx, byte ptr [r14 + rbp + 512]
     test bl, 32
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    movzx edx, r9b
-    mov esi, dword ptr [r15 + rbp + 448]
+    movzx edi, r9b
+    mov edx, dword ptr [r15 + rbp + 448]
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
+    movsxd rbp, dword ptr [r15 + r9 + 128]
     test bl, 64
     jz 1f
 1:
-    and edx, dword ptr [r15 + r9 + 64]
-    movzx ebp, byte ptr [r15 + r8 + 320]
-    mov rdi, rdx
+    and esi, dword ptr [r15 + r9 + 64]
+    movzx eax, byte ptr [r15 + r8 + 320]
+    mov rbp, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov r8d, edx
-    movzx eax, al
-    and r8d, dword ptr [r15 + 0]
+    mov edx, ecx
+    movzx r8d, r8b
+    and edi, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    mov edx, 201
+    mov r9d, 58
     test bl, 128
     jz 1f
 1:
-    mov r9, r9
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, r8
+    mov rdi, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rax, rsi
     test ebx, 8040
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, rdi
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    mov rsi, rdi
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, rcx
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    mov rbp, rbp
     test bl, 128
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
     test ebx, 1976
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx eax, al
-    mov edx, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, r8b
+    mov r8d, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    mov dword ptr [r15 + 0], 169
-    and r8, 192
-    mov r9, qword ptr [r15 + r8 + 576]
-    lea r9, [r10 + r10*1]
+    lea r9, [r10*4]
+    mov dword ptr [r15 + 0], 66
+    and r9, 192
+    mov r8, qword ptr [r15 + r9 + 576]
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    movsxd rax, dword ptr [r15 + r8 + 640]
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    movsxd rcx, dword ptr [r15 + r9 + 640]
     test bl, 160
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    mov rcx, qword ptr [r15 + r8 + 768]
-    movsxd rsi, dword ptr [r14 + rbp + 448]
-    vpor xmm12, xmm12, xmm2
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    mov rcx, qword ptr [r15 + r9 + 768]
+    movsxd rdi, dword ptr [r14 + rbp + 448]
+    vpor xmm4, xmm4, xmm4
     test bl, 16
     jz 1f
 1:
-    movsxd rdi, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    mov ebp, 97
-    add rax, qword ptr [r15 + r8 + 704]
+    movsxd rbp, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    mov eax, 67
+    add r8, qword ptr [r15 + r9 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rbp, [r10*4]
-    mov esi, ebp
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 640]
+    lea r9, [r10*4]
+    mov edx, edx
+    and r9, 192
+    movsxd rdx, dword ptr [r15 + r9 + 640]
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 64128
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    imul rdx, rcx
-    mov edi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    imul rdi, r8
+    mov eax, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     test bl, 64
     jnz 1f
 1:
     mov dword ptr [r15 + 0], r9d
     mov byte ptr [r15 + 0], cl
-    mov rsi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 704], 240
-    mov r9d, 226
-    mov ecx, dword ptr [r15 + rbp + 576]
-    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 704], 12
+    mov ecx, 84
+    mov edx, dword ptr [r15 + r9 + 576]
+    lea rbp, [r10 + r10*1]
     test ebx, 968
     jz 1f
 1:
-    and r8, 64
-    mov edx, dword ptr [r14 + r8 + 192]
-    mov rdi, rdx
-    vpcmpeqb xmm2, xmm2, xmm14
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 768]
+    and rbp, 64
+    mov eax, dword ptr [r14 + rbp + 192]
+    mov rcx, r9
+    vpcmpeqb xmm0, xmm0, xmm4
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r9 + 768]
     test bl, 32
     jz 1f
 1:
-    lock or dword ptr [r15 + r8 + 256], 18
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    movsxd rsi, dword ptr [r15 + r9 + 512]
+    lock or dword ptr [r15 + rbp + 256], 43
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    movsxd rsi, dword ptr [r15 + r8 + 512]
     test bl, 160
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    imul rsi, rcx
-    mov r8d, 96
+    mov eax, dword ptr [r14 + 0]
+    imul r9, rax
+    mov ebp, 234
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 0]
-    and r9, 64
-    lea rbp, [r10 + r10*8]
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    and rbp, 4032
-    add rdi, qword ptr [r15 + rbp + 6464]
-    mov rsi, qword ptr [r15 + rbp + 6784]
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r14 + 0]
+    and r8, 64
+    lea r9, [r10 + r10*8]
+    movzx edi, byte ptr [r15 + r8 + 192]
+    and r9, 4032
+    add rdi, qword ptr [r15 + r9 + 6464]
+    mov rsi, qword ptr [r15 + r9 + 6784]
     test bl, 96
     jz 1f
 1:
-    mov edx, 202
-    mov dword ptr [r15 + rbp + 6976], 136
-    mov edi, edx
-    mov rax, qword ptr [r15 + rbp + 6528]
+    mov eax, 241
+    mov dword ptr [r15 + r9 + 6976], 128
+    mov edx, eax
+    mov rcx, qword ptr [r15 + r9 + 6528]
     test ebx, 696
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 6720]
-    mov byte ptr [r15 + rbp + 6912], r8b
-    movsxd r8, dword ptr [r15 + rbp + 6848]
-    xchg qword ptr [r15 + 0], rax
+    movsxd rsi, dword ptr [r15 + r9 + 6720]
+    mov byte ptr [r15 + r9 + 6912], cl
+    movsxd rdx, dword ptr [r15 + r9 + 6848]
+    xchg qword ptr [r15 + 0], rbp
     test bl, 64
     jnz 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, 182
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov edi, 52
     mov qword ptr [r15 + 0], rcx
     test bl, 16
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r8d, dil
-    mov r8d, 39
-    movzx esi, dl
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, cl
+    mov eax, 124
+    movzx ebp, r8b
     test bl, 16
     jz 1f
 1:
-    mov edi, r8d
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov esi, 103
-    movsxd rsi, dword ptr [r14 + rbp + 6592]
+    mov ecx, eax
+    mov rdi, qword ptr [r15 + r8 + 256]
+    mov edx, 37
+    movsxd rsi, dword ptr [r14 + r9 + 6592]
     test bl, 64
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 6656], r9d
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 6656], r8d
     jmp 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    movsxd rsi, dword ptr [r15 + r9 + 448]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 512]
+    movsxd r9, dword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -4233,9 +2600,9 @@ ditto_body_c1:
 .Lc1_b5_c7:
     lea rbp, [r10 + r10*8]
     and rbp, 4032
-    movsxd rdx, dword ptr [r15 + rbp + 6976]
-    mov dword ptr [r15 + 0], 204
-    movzx r8d, al
+    movsxd rsi, dword ptr [r15 + rbp + 6976]
+    mov dword ptr [r15 + 0], 93
+    movzx edx, sil
     jmp 1f
 1:
     test bl, 64
@@ -4246,50 +2613,50 @@ ditto_body_c1:
     jmp 1f
 1:
     mov dword ptr [r15 + 0], r8d
-    mov eax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 3992
     jnz 1f
 1:
-    mov esi, 233
-    vpaddd xmm14, xmm14, xmm14
-    mov dword ptr [r15 + 0], 226
+    mov ecx, 87
+    vpaddd xmm0, xmm0, xmm4
+    mov dword ptr [r15 + 0], 127
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, rdi
-    mov edx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + 0]
-    test bl, 64
-    jz 1f
-1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
-    and esi, dword ptr [r15 + rbp + 6528]
+    mov dword ptr [r15 + 0], esi
+    mov r8, rcx
+    mov edi, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    sete dl
-    movsxd rdi, dword ptr [r15 + rbp + 6656]
-    test bl, 16
+    movzx esi, byte ptr [r14 + 0]
+    test bl, 64
     jz 1f
 1:
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + rbp + 6464]
-    movzx ecx, byte ptr [r15 + rbp + 6912]
+    mov rcx, qword ptr [r15 + r9 + 448]
+    and esi, dword ptr [r15 + rbp + 6528]
+    lea r8, [r10 + r10*1]
+    sete dl
+    movsxd rax, dword ptr [r15 + rbp + 6656]
+    test bl, 16
+    jz 1f
+1:
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 128]
+    mov rsi, qword ptr [r15 + rbp + 6464]
+    movzx edi, byte ptr [r15 + rbp + 6912]
     test bl, 16
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 6784]
+    mov rax, qword ptr [r15 + rbp + 6784]
     add rdx, qword ptr [r15 + rbp + 6592]
-    mov edi, dword ptr [r15 + rbp + 6848]
-    and ecx, dword ptr [r15 + r8 + 512]
+    mov esi, dword ptr [r15 + rbp + 6848]
+    and edx, dword ptr [r15 + r9 + 512]
     test bl, 16
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 6720]
-    mov qword ptr [r15 + r9 + 64], r8
-    movzx eax, r8b
+    mov edx, dword ptr [r15 + rbp + 6720]
+    mov qword ptr [r15 + r8 + 64], rbp
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -4313,118 +2680,118 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r10*4]
+    lea r9, [r10*4]
     lea rdi, [r15 + 67109504]
     mov ecx, 643
     rep stosb
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 13
-    lea r9, [r10 + r10*1]
-    mov rsi, r9
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 64]
-    lea r8, [r10 + r10*8]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], 6
+    lea r8, [r10 + r10*1]
+    mov rsi, rbp
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    lea rbp, [r10 + r10*8]
     test ebx, 448
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 576]
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    and r8, 960
-    mov r9, qword ptr [r15 + r8 + 1664]
-    movzx edi, al
+    mov eax, dword ptr [r15 + r9 + 576]
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    and rbp, 960
+    mov rdi, qword ptr [r15 + rbp + 1664]
+    movzx r8d, r8b
     test bl, 4
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 1600]
-    mov rdi, rcx
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    movzx eax, dl
+    mov r8, qword ptr [r15 + rbp + 1600]
+    mov rcx, rsi
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    movzx ecx, r9b
     test bl, 32
     jnz 1f
 1:
-    lock add qword ptr [r15 + r8 + 1408], rbp
-    movzx edx, byte ptr [r15 + rbp + 640]
-    movsxd r9, dword ptr [r15 + r8 + 1536]
+    lock add qword ptr [r15 + rbp + 1408], rsi
+    movzx edx, byte ptr [r15 + r9 + 640]
+    movsxd r8, dword ptr [r15 + rbp + 1536]
     test ebx, 1648
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 1792]
-    mov rax, qword ptr [r15 + rbp + 768]
-    mov ebp, dword ptr [r15 + r8 + 1856]
-    movzx esi, sil
+    mov esi, dword ptr [r15 + rbp + 1792]
+    mov rax, qword ptr [r15 + r9 + 768]
+    mov r8d, dword ptr [r15 + rbp + 1856]
+    movzx edi, sil
     test bl, 62
     jnz 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov edi, esi
-    mov rcx, rdi
-    mov rsi, qword ptr [r15 + r8 + 1472]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov ecx, r9d
+    mov rdx, rcx
+    mov r9, qword ptr [r15 + rbp + 1472]
     test ebx, 824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 1728]
-    mov r8d, r8d
-    mov r9, r8
+    movsxd rsi, dword ptr [r15 + rbp + 1728]
+    mov r9d, esi
+    mov rsi, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
     lea rbp, [r10 + r10*8]
-    movsxd rdx, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
     and rbp, 65472
-    mov r8d, dword ptr [r15 + rbp + 59904]
+    mov r9d, dword ptr [r15 + rbp + 59904]
     mov edi, dword ptr [r15 + rbp + 59840]
-    mov eax, edi
+    mov ecx, edi
     test bl, 104
     jnz 1f
 1:
     movzx edi, byte ptr [r15 + rbp + 60032]
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], 134
+    mov r9d, edi
+    mov dword ptr [r15 + 0], 182
     test ebx, 1872
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 100
-    movsxd rsi, dword ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 199
+    movsxd rdi, dword ptr [r15 + 0]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     test bl, 16
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, ebp
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, r8d
     lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     test ebx, 2004
     jz 1f
 1:
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    mov esi, dword ptr [r14 + rbp + 59776]
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    mov edx, dword ptr [r14 + rbp + 59776]
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 60224], r9b
+    mov byte ptr [r15 + rbp + 60224], cl
     and r9, 64
     mov rdi, qword ptr [r15 + r9 + 256]
     test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 192], r9
-    mov esi, edi
+    mov qword ptr [r15 + r9 + 192], rbp
+    mov eax, edi
     mov r9, qword ptr [r15 + rbp + 59712]
     test ebx, 1854
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + rbp + 59968]
-    mov rsi, rdi
-    and edx, dword ptr [r15 + rbp + 60160]
+    mov edx, dword ptr [r15 + r8 + 128]
+    movsxd rsi, dword ptr [r15 + rbp + 59968]
+    mov rcx, rdx
+    and edi, dword ptr [r15 + rbp + 60160]
     test bl, 4
     jz 1f
 1:
-    vpcmpeqb xmm2, xmm2, xmm3
-    movzx r8d, byte ptr [r15 + rbp + 60096]
-    mov ebp, 131
+    vpcmpeqb xmm10, xmm10, xmm4
+    movzx eax, byte ptr [r15 + rbp + 60096]
+    mov r8d, 126
     add r10, r11
     inc rbx
     dec r13
@@ -4438,8 +2805,8 @@ ditto_body_c1:
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rdi, rcx
-    mov ebp, eax
+    mov rbp, rcx
+    mov eax, esi
     mov r9, r10
     mov r8, r10
     test bl, 8
@@ -4448,19 +2815,19 @@ ditto_body_c1:
     and r8, 64
     mov byte ptr [r14 + r8 + 448], r8b
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 114
+    mov dword ptr [r15 + r9 + 192], 244
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 16384 bytes, 64 chunk(s), 3 chunk executions per call
+// block 8: 4096 bytes, 16 chunk(s), 3 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
     lea rcx, [rbx + 3]
     mov qword ptr [r15 + 67117784], rcx
     mov r13d, 3
     mov eax, ebx
-    and eax, 63
+    and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
     lea rcx, [rcx + rax*8]
     jmp rcx
@@ -4498,4387 +2865,1065 @@ ditto_body_c1:
     jmp .Lc1_b8_c14
     .p2align 3
     jmp .Lc1_b8_c15
-    .p2align 3
-    jmp .Lc1_b8_c16
-    .p2align 3
-    jmp .Lc1_b8_c17
-    .p2align 3
-    jmp .Lc1_b8_c18
-    .p2align 3
-    jmp .Lc1_b8_c19
-    .p2align 3
-    jmp .Lc1_b8_c20
-    .p2align 3
-    jmp .Lc1_b8_c21
-    .p2align 3
-    jmp .Lc1_b8_c22
-    .p2align 3
-    jmp .Lc1_b8_c23
-    .p2align 3
-    jmp .Lc1_b8_c24
-    .p2align 3
-    jmp .Lc1_b8_c25
-    .p2align 3
-    jmp .Lc1_b8_c26
-    .p2align 3
-    jmp .Lc1_b8_c27
-    .p2align 3
-    jmp .Lc1_b8_c28
-    .p2align 3
-    jmp .Lc1_b8_c29
-    .p2align 3
-    jmp .Lc1_b8_c30
-    .p2align 3
-    jmp .Lc1_b8_c31
-    .p2align 3
-    jmp .Lc1_b8_c32
-    .p2align 3
-    jmp .Lc1_b8_c33
-    .p2align 3
-    jmp .Lc1_b8_c34
-    .p2align 3
-    jmp .Lc1_b8_c35
-    .p2align 3
-    jmp .Lc1_b8_c36
-    .p2align 3
-    jmp .Lc1_b8_c37
-    .p2align 3
-    jmp .Lc1_b8_c38
-    .p2align 3
-    jmp .Lc1_b8_c39
-    .p2align 3
-    jmp .Lc1_b8_c40
-    .p2align 3
-    jmp .Lc1_b8_c41
-    .p2align 3
-    jmp .Lc1_b8_c42
-    .p2align 3
-    jmp .Lc1_b8_c43
-    .p2align 3
-    jmp .Lc1_b8_c44
-    .p2align 3
-    jmp .Lc1_b8_c45
-    .p2align 3
-    jmp .Lc1_b8_c46
-    .p2align 3
-    jmp .Lc1_b8_c47
-    .p2align 3
-    jmp .Lc1_b8_c48
-    .p2align 3
-    jmp .Lc1_b8_c49
-    .p2align 3
-    jmp .Lc1_b8_c50
-    .p2align 3
-    jmp .Lc1_b8_c51
-    .p2align 3
-    jmp .Lc1_b8_c52
-    .p2align 3
-    jmp .Lc1_b8_c53
-    .p2align 3
-    jmp .Lc1_b8_c54
-    .p2align 3
-    jmp .Lc1_b8_c55
-    .p2align 3
-    jmp .Lc1_b8_c56
-    .p2align 3
-    jmp .Lc1_b8_c57
-    .p2align 3
-    jmp .Lc1_b8_c58
-    .p2align 3
-    jmp .Lc1_b8_c59
-    .p2align 3
-    jmp .Lc1_b8_c60
-    .p2align 3
-    jmp .Lc1_b8_c61
-    .p2align 3
-    jmp .Lc1_b8_c62
-    .p2align 3
-    jmp .Lc1_b8_c63
     .p2align 6
 .Lc1_b8_c0:
-    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, dl
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 13792
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rbp
+    xchg qword ptr [r15 + 0], rdi
+    lock xadd qword ptr [r15 + 0], rbp
+    test ebx, 624
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 108
+    mov r8, r8
+    test bl, 32
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, 79
+    vmaxsd xmm4, xmm4, xmm10
     mov dword ptr [r15 + 0], eax
-    vucomisd xmm2, xmm2
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 499200
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov dword ptr [r15 + 0], esi
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov rsi, rdx
-    test ebx, 60800
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    and eax, dword ptr [r15 + 0]
-    movzx edi, al
-    test ebx, 576
+    test ebx, 464
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 129536
+    mov eax, edx
+    mov r8, rax
+    mov rdi, rdx
+    movzx ecx, dil
+    test ebx, 15600
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edx, cl
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rcx
-    or qword ptr [r15 + 0], 13
-    mov eax, ecx
-    mov byte ptr [r15 + 0], al
-    test ebx, 506368
-    jz 1f
-1:
-    movzx ecx, byte ptr [r14 + 0]
-    mov eax, 248
-    mov r8d, eax
-    and ecx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
+    vpcmpeqb xmm10, xmm10, xmm0
     lea rbp, [r10 + r10*1]
-    test ebx, 6592
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 512]
+    lea r9, [r10 + r10*1]
+    mov edx, 26
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
-    jmp 1f
+    movzx edx, byte ptr [r15 + rbp + 64]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 128]
+    test bl, 128
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + r9 + 448]
     lea r8, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
+    popcnt rdx, rax
+    movsxd rax, dword ptr [r14 + 0]
+    movzx esi, dil
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    movsxd rdi, dword ptr [r15 + r8 + 256]
-    mov r9, qword ptr [r15 + rbp + 128]
+    mov edi, dword ptr [r15 + r8 + 192]
+    test ebx, 3056
+    jz 1f
+1:
+    mov ecx, r8d
+    mov esi, ecx
+    mov rdi, qword ptr [r15 + r9 + 64]
+    lock xadd qword ptr [r15 + rbp + 128], rbp
+    test ebx, 7088
+    jz 1f
+1:
+    mov rsi, rbp
+    mov r9, r9
+    mov dword ptr [r15 + r8 + 256], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    mov edx, edx
-    mov qword ptr [r15 + 0], rdx
-    movzx ecx, dl
-    movzx edi, bpl
-    test ebx, 5824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, rbp
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    vsubsd xmm2, xmm2, xmm2
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 384
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    vpmovmskb eax, xmm2
-    test ebx, 320
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rcx
-    vpmovmskb esi, xmm2
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 15296
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ecx
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1728
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov edx, edx
-    lea rbp, [r10 + r10*1]
-    lock xadd qword ptr [r15 + 0], rdx
-    test ebx, 3904
-    jz 1f
-1:
-    mov esi, dword ptr [r14 + 0]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 256]
-    mov rcx, r8
-    add rsi, qword ptr [r15 + rbp + 192]
+    lea r8, [r10*4]
+    and r8, 192
+    mov ebp, dword ptr [r15 + r8 + 640]
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
+    mov ecx, eax
+    and r9, 64
+    mov rax, qword ptr [r14 + r9 + 512]
+    imul edx, edx, 85
     test bl, 128
     jnz 1f
 1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    mov rcx, rbp
-    test ebx, 1856
+    mov edi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + rbp + 256]
-    mov eax, 10
+    movsxd rsi, dword ptr [r15 + 0]
+    or eax, 1
+    xor edx, edx
+    div eax
+    vpmovmskb ecx, xmm0
+    test ebx, 464
+    jz 1f
+1:
+    lock or dword ptr [r15 + 0], 101
+    movzx eax, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + r8 + 576]
+    test bl, 144
+    jnz 1f
+1:
+    mov rsi, rdx
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 768]
+    movzx edi, byte ptr [r15 + r8 + 704]
+    test ebx, 288
+    jz 1f
+1:
+    mov rdx, qword ptr [r14 + 0]
+    mov ebp, edx
+    mov esi, ebp
+    test bl, 32
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + r9 + 448], r8
+    lea r9, [r10 + r10*1]
+    mov ecx, 70
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 192]
+    mov eax, 67
+    test bl, 32
+    jz 1f
+1:
+    imul rsi, rsi
+    mov ebp, esi
+    mov edi, 219
+    test bl, 128
+    jz 1f
+1:
+    mov esi, 46
+    movzx eax, byte ptr [r15 + r9 + 256]
+    mov r8, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    mov dword ptr [r15 + 0], 72
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], al
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 40832
-    jz 1f
-1:
-    mov eax, 120
-    and r9d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 27584
+    movzx r9d, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    vpxor xmm0, xmm0, xmm4
+    btc dword ptr [r15 + 0], 25
+    test ebx, 15728
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], r9d
+    mov ebp, 52
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1392
+    jz 1f
+1:
+    vmaxsd xmm4, xmm4, xmm0
+    mov rdi, rax
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    movzx edx, cl
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov ebp, 231
     jmp 1f
 1:
-    test ebx, 192256
+    test ebx, 1936
     jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov rdi, rdx
-    mov qword ptr [r15 + 0], rcx
-    vpshufd xmm8, xmm14, 104
-    test ebx, 448
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 81792
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    vpxor xmm2, xmm2, xmm8
-    test ebx, 256
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, r9d
-    mov r9, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 642
-    rep stosb
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1280
-    jnz 1f
-1:
+    mov ebp, 52
+    movzx esi, bpl
     and r8, 64
-    or qword ptr [r14 + r8 + 128], 110
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 64]
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    test ebx, 512
+    and edi, dword ptr [r15 + r8 + 256]
+    test ebx, 752
     jz 1f
 1:
-    mov eax, dword ptr [r14 + 0]
-    mov qword ptr [r15 + r9 + 64], rax
-    mov qword ptr [r15 + rbp + 256], rax
+    and r9, 64
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 448]
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 512], edi
+    and rbp, 64
+    add qword ptr [r15 + rbp + 128], rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, ebp
+    xchg qword ptr [r15 + rbp + 64], rdx
+    movsxd rcx, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    lea rbp, [r10*8]
-    lea r8, [r10*4]
-    and rbp, 448
-    mov edx, dword ptr [r14 + rbp + 1216]
-    mov r9, qword ptr [r15 + rbp + 1024]
-    and r8, 192
-    add rsi, qword ptr [r15 + r8 + 704]
-    mov edi, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    test ebx, 5568
+    mov rsi, r8
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, 141
+    mov byte ptr [r15 + 0], sil
+    test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 0]
-    imul esi, ecx, 49
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 512
+    mov rdi, rdi
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 73
+    and edi, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    test ebx, 519424
+    jmp 1f
+1:
+    test ebx, 4016
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    popcnt rcx, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], ecx
-    mov rdi, rbp
+    cmovne r9, rax
+    mov esi, r9d
+    imul edx, eax, 51
+    jmp 1f
+1:
+    test bl, 64
+    jnz 1f
+1:
+    mov eax, ebp
+    mov rcx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 32672
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx ebp, cl
     test bl, 128
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 1280]
-    or qword ptr [r14 + rbp + 832], 6
-    mov byte ptr [r15 + rbp + 960], cl
-    mov dword ptr [r15 + rbp + 1152], ecx
-    test ebx, 256
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    xchg rdx, rdx
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
+    test ebx, 1392
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r14 + 0], eax
+    and r9, 64
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 320]
+    movsxd rsi, dword ptr [r14 + r8 + 64]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 256]
+    test bl, 64
     jnz 1f
 1:
-    movzx ecx, bpl
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    add rdx, qword ptr [r15 + r8 + 768]
-    mov r9, qword ptr [r15 + rbp + 1088]
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 896]
-    movzx edi, sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 640], 119
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    vpaddd xmm10, xmm10, xmm6
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    vmaxsd xmm8, xmm8, xmm8
-    movzx r8d, dil
-    movzx ebp, r8b
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 129920
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, r9d
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, ecx
-    movzx esi, cl
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1984
-    jnz 1f
-1:
-    mov esi, 52
-    mov ecx, dword ptr [r15 + 0]
-    movzx ebp, sil
-    mov dword ptr [r15 + 0], esi
-    test ebx, 3904
-    jnz 1f
-1:
-    xchg rsi, r8
-    movzx eax, byte ptr [r15 + 0]
-    imul r9d, edx, 82
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 499456
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 832
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    lock add qword ptr [r15 + 0], rbp
-    add qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ecx
-    lea r8, [r10 + r10*1]
-    test ebx, 256
+    mov rdi, qword ptr [r15 + rbp + 448]
+    add r9, qword ptr [r15 + 0]
+    cmovne rsi, rbp
+    mov edx, 50
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    movzx ecx, r8b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    lea r9, [r10 + r10*1]
-    lock xadd qword ptr [r15 + rbp + 384], rcx
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 448]
-    test bl, 128
+    mov r9, rax
+    mov rax, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, 73
+    test bl, 32
     jnz 1f
 1:
-    mov rdx, qword ptr [r14 + 0]
-    mov eax, dword ptr [r15 + r8 + 192]
-    mov rdi, qword ptr [r15 + r9 + 512]
+    and eax, dword ptr [r15 + 0]
+    mov edi, eax
+    movzx ecx, byte ptr [r15 + 0]
+    crc32 edi, bpl
+    test bl, 32
+    jz 1f
+1:
+    cmovne rdi, rdi
+    movsxd rdx, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
+1:
+    imul r9d, r8d, 114
+    mov esi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 77
+    vmulsd xmm6, xmm6, xmm10
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 880
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + 0]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    lea r8, [r10 + r10*1]
+    mov esi, 202
+    test bl, 80
+    jnz 1f
+1:
+    and r8, 64
+    movzx ecx, byte ptr [r14 + r8 + 256]
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 64], 206
+    movzx esi, byte ptr [r15 + rbp + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
     lea rbp, [r10 + r10*1]
-    mov rsi, rbp
     and rbp, 64
-    mov rax, qword ptr [r14 + rbp + 512]
-    mov edi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
+    mov qword ptr [r14 + rbp + 256], rbp
+    lea r9, [r10 + r10*1]
+    mov r8d, 108
+    lea r8, [r10*8]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 177
+    mov edi, r9d
+    test ebx, 15600
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1280], edi
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov esi, 37
+    mov eax, 199
+    test bl, 80
+    jnz 1f
 1:
     movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1216
+    mov ecx, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rdi
+    not qword ptr [r14 + 0]
+    test ebx, 576
     jz 1f
 1:
-    movzx edi, dl
-    vpxor xmm7, xmm7, xmm8
-    mov byte ptr [r15 + 0], dil
-    mov edx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea r8, [r10 + r10*8]
-    add rax, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 6976]
-    test ebx, 1984
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 6784], rdi
-    mov dword ptr [r15 + r8 + 6912], edi
-    lea r9, [r10 + r10*1]
-    mov esi, esi
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 384]
-    test ebx, 512
+    mov rcx, qword ptr [r15 + r8 + 1152]
+    mov rdi, rcx
+    mov qword ptr [r15 + r8 + 1088], rcx
+    mov byte ptr [r15 + rbp + 192], dil
+    test ebx, 672
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 6656]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    movzx esi, byte ptr [r14 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + r8 + 6720]
-    mov dword ptr [r15 + rbp + 448], ecx
-    movzx eax, byte ptr [r15 + r8 + 6592]
-    mov edx, dword ptr [r15 + r8 + 6848]
-    test ebx, 15296
+    movsxd rbp, dword ptr [r15 + r8 + 896]
+    mov rsi, qword ptr [r15 + r8 + 1216]
+    mov rdi, qword ptr [r15 + r8 + 832]
+    test bl, 32
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 6528]
-    mov rbp, rdx
-    movsxd r9, dword ptr [r15 + r8 + 6464]
+    mov ebp, esi
+    xchg qword ptr [r15 + r8 + 1024], rcx
+    mov rax, rbp
+    mov edx, r9d
+    test bl, 32
+    jz 1f
+1:
+    mov esi, r8d
+    mov rax, qword ptr [r15 + r9 + 512]
+    mov r9d, dword ptr [r15 + r8 + 960]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov r8d, r8d
-    mov dword ptr [r14 + 0], esi
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1024
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, rcx
-    mov qword ptr [r15 + 0], rcx
-    bt rsi, rsi
-    test ebx, 512
+    mov r8d, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 160
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 221
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], 14
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, r9b
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov edi, 27
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, 77
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 48000
+    mov edx, edx
+    movzx esi, dl
+    imul r9d, esi, 71
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 15088
     jnz 1f
 1:
     movzx edx, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    test ebx, 64832
+    movzx edi, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
+    add rax, qword ptr [r15 + 0]
+    vmulsd xmm0, xmm0, xmm6
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 6640
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov eax, 212
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 0], r8
+    mov r9d, dword ptr [r15 + 0]
+    mov rax, rcx
     and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 256], 142
+    test ebx, 4016
+    jz 1f
+1:
+    xchg rdi, rdi
     and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 448]
+    mov rcx, rcx
     lea r9, [r10 + r10*1]
-    test ebx, 14272
-    jz 1f
-1:
-    and r9, 64
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    mov rdx, r9
-    mov rcx, rdx
-    test ebx, 56768
-    jz 1f
-1:
-    bswap rdx
-    mov qword ptr [r15 + rbp + 192], rdx
-    mov dword ptr [r15 + r8 + 64], edx
-    jmp 1f
-1:
-    test ebx, 2688
+    xchg rdi, rsi
+    test bl, 32
     jnz 1f
 1:
-    popcnt r8, rsi
-    movsxd rbp, dword ptr [r15 + r9 + 512]
-    jmp 1f
+    and r9, 64
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 64]
+    mov esi, dword ptr [r15 + r9 + 128]
+    movzx edi, dl
+    mov dword ptr [r15 + r8 + 512], r9d
+    test bl, 144
+    jnz 1f
 1:
+    movzx edx, al
+    mov rcx, qword ptr [r15 + rbp + 192]
+    movsxd rdi, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    add rax, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    inc dword ptr [r15 + 0]
-    test ebx, 960
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, rsi
-    mov rax, rdi
-    mov rdx, rdx
-    test ebx, 5568
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    vpmovmskb r9d, xmm7
-    or qword ptr [r15 + 0], 76
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    test ebx, 6976
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movzx esi, dil
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 5824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 139
-    movzx edi, byte ptr [r15 + 0]
-    mov r9d, edi
     lea rbp, [r10 + r10*1]
-    test ebx, 31936
-    jz 1f
-1:
-    imul r8d, r8d, 65
+    vpaddq xmm0, xmm0, xmmword ptr [r14 + 0]
     and rbp, 64
-    add r8, qword ptr [r15 + rbp + 192]
-    mov edx, edx
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 448]
-    test ebx, 512
-    jz 1f
-1:
-    movzx ecx, r9b
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 256]
-    mov edi, dword ptr [r15 + r8 + 192]
-    mov qword ptr [r14 + 0], rax
-    test ebx, 512
+    mov dword ptr [r15 + rbp + 64], ebp
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, 39
+    test bl, 32
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + rbp + 256]
+    mov qword ptr [r15 + 0], r9
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 464
+    jz 1f
+1:
+    not qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 206
+    lea r8, [r10*8]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 129856
+    jz 1f
+1:
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 960]
+    mov rax, qword ptr [r15 + r8 + 896]
+    vpxor xmm0, xmm0, xmm6
+    test ebx, 1392
+    jnz 1f
+1:
+    vpmovmskb edx, xmm0
+    mov edi, dword ptr [r15 + r8 + 1088]
+    mov r9, rdi
+    lea r9, [r10 + r10*1]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 190
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 256]
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 1216]
+    mov ebp, edi
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r14 + r9 + 192], bpl
+    mov rax, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + r8 + 1152], esi
+    test bl, 32
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 512]
+    movzx esi, byte ptr [r15 + r8 + 1280]
+    mov ecx, dword ptr [r15 + r8 + 1024]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    mov r9, rdx
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
+    mov edx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test ebx, 1456
     jnz 1f
 1:
-    mov edx, r8d
-    mov edi, 12
-    lock or dword ptr [r15 + 0], 37
-    test ebx, 31424
+    mov dword ptr [r15 + 0], 217
+    mov ecx, 175
+    cmovne rax, rdx
+    mov r9, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 61
+    movsxd rsi, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
+    crc32 rdx, rdi
+    mov dword ptr [r15 + 0], edx
+    mov edx, edx
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test bl, 32
+    jnz 1f
+1:
+    mov r9, rbp
+    mov rdi, rdx
+    lea r8, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 448]
+    test bl, 32
+    jnz 1f
+1:
+    mov ecx, 107
+    movsxd rsi, dword ptr [r14 + 0]
     jmp 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
+    test bl, 32
     jz 1f
 1:
-    xor dword ptr [r15 + 0], eax
-    movzx edx, al
-    and ecx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, r9b
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, bpl
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    popcnt rdx, rsi
-    lea r8, [r10 + r10*1]
-    test ebx, 5056
-    jnz 1f
-1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov esi, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 256
+    lea r9, [r10 + r10*1]
+    mov rdx, qword ptr [r14 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 115
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 64]
+    movzx edi, byte ptr [r15 + r8 + 512]
+    test bl, 32
     jz 1f
 1:
-    xor dword ptr [r15 + r8 + 384], edx
-    mov edi, dword ptr [r15 + r9 + 64]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 448]
-    test ebx, 512
-    jnz 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 512]
-    mov r8d, 171
-    movzx eax, al
+    mov dword ptr [r15 + rbp + 448], eax
+    mov r8, rdi
+    mov dword ptr [r15 + r9 + 128], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov ecx, 7
-    imul rdi, rdx
-    lock xadd qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 158
-    test ebx, 61120
+    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test bl, 32
     jnz 1f
 1:
+    mov byte ptr [r15 + 0], sil
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 644
+    rep movsb
+    add rdx, qword ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 464
+    jnz 1f
+1:
     jmp 1f
 1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1152
-    jz 1f
+    jmp 1f
 1:
+    mov dword ptr [r15 + 0], edi
     mov rdi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    imul rdx, rbp
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, ebp
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    bswap rbp
-    test bl, 128
+    test ebx, 3952
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov rax, qword ptr [r15 + 0]
-    test bl, 128
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rdi
+    movzx ebp, dil
+    test ebx, 1392
     jnz 1f
 1:
-    movzx r9d, al
-    movsxd r9, dword ptr [r15 + 0]
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 5056
+    mov rsi, rax
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 576
     jnz 1f
 1:
-    mov rcx, r8
-    mov edi, 4
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    vpaddd xmm8, xmm8, xmm8
-    test bl, 128
-    jz 1f
-1:
+    mov r9, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    or qword ptr [r15 + r8 + 192], 90
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 64]
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 384]
-    add rax, qword ptr [r15 + r9 + 128]
-    test bl, 192
+    mov qword ptr [r15 + rbp + 192], rbp
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 64]
+    test ebx, 15968
+    jz 1f
+1:
+    movzx r9d, byte ptr [r14 + 0]
+    vmovdqu xmm4, xmmword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 128], 239
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    test ebx, 11248
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    popcnt rdi, rsi
-    mov dword ptr [r15 + rbp + 320], edi
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 320]
+    mov esi, 72
+    movsxd rdi, dword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    movsxd rdx, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 49
+    mov eax, 185
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ecx
+    test bl, 128
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
+    movzx esi, r8b
+    movzx r9d, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    lea r8, [r10*8]
-    movzx edi, r8b
-    and r8, 448
-    movzx edx, byte ptr [r15 + r8 + 1216]
-    test ebx, 384
+    mov dword ptr [r15 + 0], ebp
+    and edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 944
+    jz 1f
+1:
+    mov rcx, rbp
+    mov dword ptr [r15 + 0], ecx
+    mov esi, 42
+    mov rbp, rcx
+    test bl, 96
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    add rbp, qword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov eax, 142
-    popcnt rsi, rsi
-    mov ebp, esi
-    vpcmpeqb xmm8, xmm8, xmm7
+    movzx eax, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    and edi, dword ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r9b
     lea r9, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
+    mov rdi, r9
     and r9, 64
-    mov edx, dword ptr [r14 + r9 + 384]
-    movzx eax, byte ptr [r15 + r8 + 896]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 320], al
-    test ebx, 2752
-    jnz 1f
-1:
-    movzx edi, r9b
-    movzx ecx, byte ptr [r14 + 0]
-    mov r9, qword ptr [r15 + r8 + 1152]
-    imul rdx, rcx
+    mov qword ptr [r15 + r9 + 448], r9
+    and r8, 64
     lea rbp, [r10 + r10*1]
-    test bl, 192
-    jz 1f
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    test ebx, 624
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 1024]
-    movsxd rsi, dword ptr [r15 + r8 + 1088]
+    mov dword ptr [r15 + r8 + 64], 59
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    movzx edi, al
-    test ebx, 188160
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 64]
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    vpcmpeqb xmm6, xmm6, xmm4
     movzx eax, dl
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 960]
-    test ebx, 5056
+    test ebx, 3056
     jnz 1f
 1:
-    mov ebp, esi
-    mov dword ptr [r15 + r8 + 1280], ebp
-    mov dword ptr [r15 + r8 + 832], r8d
+    vpcmpeqb xmm10, xmm10, xmm6
+    mov eax, dword ptr [r15 + rbp + 320]
+    mov esi, dword ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*8]
-    and r9, 4032
-    and edi, dword ptr [r15 + r9 + 6592]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 448]
-    movsxd rcx, dword ptr [r15 + r9 + 6528]
-    mov rsi, rcx
-    test ebx, 7360
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
+    popcnt r9, rax
+    mov dword ptr [r15 + 0], eax
     mov rdx, qword ptr [r15 + 0]
-    movzx eax, dl
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, eax
-    mov ebp, r9d
-    mov ecx, edx
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 3200
+    and eax, dword ptr [r15 + 0]
+    test ebx, 5104
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rcx
-    test bl, 128
-    jnz 1f
-1:
-    movzx esi, bpl
-    xchg rdi, rcx
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + r9 + 6464]
-    test ebx, 512
+    mov edi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    imul ebp, edi, 100
+    test ebx, 1872
     jz 1f
 1:
-    cmovne rcx, rdx
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test bl, 64
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 0], 84
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    test ebx, 848
+    jnz 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 64928
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov edx, 83
-    mov byte ptr [r15 + r9 + 6720], r9b
+    mov esi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
-    test ebx, 128896
-    jnz 1f
-1:
-    mov ecx, dword ptr [r14 + r9 + 6976]
-    mov edi, dword ptr [r15 + r8 + 512]
-    mov esi, dword ptr [r15 + r9 + 6912]
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    test ebx, 28608
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 64], rbp
+    test bl, 32
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 6848]
-    mov esi, dword ptr [r15 + r9 + 6784]
-    mov dword ptr [r15 + r9 + 6656], ebp
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 192]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 643
+    rep movsb
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 384]
+    imul ecx, esi, 38
+    mov edx, dword ptr [r15 + r9 + 256]
+    test ebx, 1392
+    jnz 1f
+1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 320]
+    movzx eax, byte ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, r9d
-    lock add qword ptr [r15 + 0], rax
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 48832
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, rbp
-    imul ebp, r8d, 21
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 832
-    jz 1f
-1:
-    mov r8d, 7
-    add rbp, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 40
-    test ebx, 3008
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, ecx
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
+    mov r9, rbp
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    lea r9, [r10*4]
-    movzx ebp, byte ptr [r14 + 0]
-    test ebx, 359936
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 704]
-    add rdx, qword ptr [r15 + r9 + 576]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    mov esi, r8d
-    lea rbp, [r10 + r10*1]
     test bl, 128
     jnz 1f
 1:
-    mov edi, ebp
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 448]
-    mov dword ptr [r14 + rbp + 512], 174
-    mov eax, edi
-    test ebx, 576
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    movzx esi, byte ptr [r15 + 0]
+    mov edi, edi
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 15984
     jz 1f
 1:
-    mov rsi, rax
-    mov ecx, dword ptr [r15 + r9 + 768]
-    mov ebp, esi
-    mov eax, edx
-    test ebx, 6528
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, r8b
+    test bl, 32
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, ecx
+    mov esi, 222
+    movzx esi, dil
+    test ebx, 8080
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r9 + 640]
-    mov ecx, dword ptr [r15 + r8 + 192]
-    movzx r9d, cl
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov eax, 177
+    lea r8, [r10 + r10*1]
+    mov edi, r8d
+    test bl, 64
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    and r8, 64
+    lea rbp, [r10*4]
+    movsxd rax, dword ptr [r14 + r8 + 512]
+    and rbp, 192
+    movzx r9d, byte ptr [r15 + rbp + 768]
+    test bl, 32
+    jnz 1f
+1:
+    mov rsi, rbp
+    movzx edx, sil
+    movzx ecx, dl
+    mov dword ptr [r15 + rbp + 640], r8d
+    test ebx, 816
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + r8 + 448]
+    mov rax, rdx
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + rbp + 576], dl
+    test ebx, 6640
+    jz 1f
+1:
+    mov r8d, ebp
+    mov rdi, qword ptr [r15 + r9 + 128]
+    movsxd rcx, dword ptr [r15 + rbp + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    lea r8, [r10 + r10*1]
-    movzx esi, r8b
-    and r8, 64
-    mov dword ptr [r14 + r8 + 512], esi
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 5056
+    mov rdi, rsi
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov ebp, 249
+    test ebx, 944
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
-    mov eax, ecx
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
+    movzx edx, byte ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov r9d, 220
-    test bl, 128
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rcx, rdi
-    movzx ebp, r8b
-    test ebx, 24256
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*8]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 64]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 6592]
+    test ebx, 15824
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    cmovne rdi, r8
+    lock xadd qword ptr [r15 + rbp + 6848], rax
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    test ebx, 512
+    movzx edx, byte ptr [r14 + r9 + 384]
+    cmovne rcx, r9
+    test ebx, 48512
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rax, rbp
-    mov edx, eax
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
-    test ebx, 55232
+    mov edi, edi
+    mov byte ptr [r14 + 0], dil
+    mov rcx, qword ptr [r15 + rbp + 6784]
+    test bl, 48
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 6656], rsi
+    mov dword ptr [r15 + r8 + 128], 187
+    mov esi, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 6720], 170
+    test bl, 80
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 6528]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 6976]
+    mov r8, qword ptr [r15 + rbp + 6912]
+    test bl, 224
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 128]
-    mov ecx, 154
-    mov dword ptr [r15 + rbp + 320], ecx
-    test bl, 128
-    jnz 1f
-1:
-    cmovne rax, rcx
-    mov rax, qword ptr [r15 + r8 + 448]
-    vpaddd xmm3, xmm3, xmm8
+    bswap rdx
+    movzx r9d, dl
+    movsxd rdi, dword ptr [r15 + rbp + 6464]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    lea r8, [r10*4]
-    mov edx, 203
-    mov r9, qword ptr [r14 + 0]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], ebp
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 384
-    jnz 1f
-1:
-    mov rbp, rsi
-    mov rdi, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    mov rdx, rdi
-    test ebx, 7488
-    jz 1f
-1:
-    mov rcx, rdx
-    add rax, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    movzx edi, al
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 17
-    test ebx, 256
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov rcx, rbp
-    movzx eax, byte ptr [r15 + 0]
-    bt rax, r8
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 704]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 448]
-    mov rax, rsi
-    test ebx, 768
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r14 + r9 + 192], r8
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    mov edi, r9d
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    test ebx, 6592
-    jz 1f
-1:
-    mov eax, ecx
     jmp 1f
 1:
-    movzx edx, r8b
-    mov rcx, r8
+    bt r9, rbp
+    mov rcx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9, rcx
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    lea rbp, [r10*8]
+    test ebx, 97216
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov byte ptr [r15 + 0], r8b
+    and rbp, 448
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 960], sil
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 384]
+    test ebx, 368
+    jz 1f
+1:
+    movzx edi, r9b
+    lea r8, [r10 + r10*1]
+    mov esi, 131
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 128]
+    movzx ecx, sil
+    movzx eax, byte ptr [r15 + rbp + 832]
     test bl, 128
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 256]
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    cmovne r8, r8
+    movzx esi, byte ptr [r15 + r9 + 320]
+    mov edi, ebp
+    movzx edx, byte ptr [r15 + rbp + 1088]
+    mov r9, qword ptr [r15 + rbp + 1280]
+    test bl, 128
+    jz 1f
+1:
+    vmovdqu xmm12, xmmword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + rbp + 896], r9b
+    movsxd r8, dword ptr [r15 + rbp + 1152]
+    movsxd rsi, dword ptr [r14 + rbp + 1216]
+    test bl, 128
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 1024]
+    vpcmpeqb xmm12, xmm12, xmm6
+    mov eax, 194
+    crc32 eax, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    mov esi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    cmovne r9, r8
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 640
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    movsxd r9, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 45
-    test ebx, 5568
-    jz 1f
-1:
-    vpaddd xmm8, xmm8, xmm3
-    mov dword ptr [r15 + 0], esi
-    vpor xmm3, xmm3, xmm7
-    mov qword ptr [r15 + 0], r9
-    test ebx, 64832
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    test ebx, 384
-    jnz 1f
-1:
-    mov rdx, rbp
-    lea r8, [r10 + r10*1]
-    and rbp, 192
-    movzx esi, byte ptr [r15 + rbp + 768]
-    movzx ecx, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    test ebx, 30144
-    jnz 1f
-1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 448]
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1728
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 704]
-    add rcx, qword ptr [r15 + r8 + 128]
-    mov r8, qword ptr [r14 + rbp + 640]
-    mov dword ptr [r15 + r9 + 512], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c16:
-    lea r8, [r10 + r10*8]
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], r8b
-    and r8, 16320
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 11072]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 85
-    mov ecx, 103
-    test ebx, 5568
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 10880]
-    mov rdi, qword ptr [r15 + r8 + 11008]
-    movzx ecx, byte ptr [r14 + r8 + 10816]
-    test ebx, 188160
-    jz 1f
-1:
-    popcnt rax, rax
-    bt rax, rax
-    movzx ecx, byte ptr [r15 + r8 + 10624]
-    movsxd rdi, dword ptr [r15 + r8 + 10752]
-    test ebx, 512
-    jnz 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmm8
-    or edi, 1
-    xor edx, edx
-    div edi
-    movzx esi, dl
-    test ebx, 512
-    jz 1f
-1:
-    movzx edx, r8b
-    movsxd rcx, dword ptr [r15 + r8 + 10688]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, ecx
-    mov rsi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 704
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 512]
-    mov qword ptr [r15 + r8 + 10944], rdx
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 10560]
-    mov dword ptr [r14 + 0], r9d
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c17:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10*4]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 64]
-    mov rsi, qword ptr [r15 + r8 + 128]
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 704]
-    test ebx, 3776
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    mov ecx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, cl
-    test ebx, 8128
-    jnz 1f
-1:
-    mov eax, esi
-    mov byte ptr [r15 + 0], al
-    mov ecx, 178
-    test ebx, 2496
-    jz 1f
-1:
-    movzx edi, r9b
-    mov esi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 6976
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 105
-    mov dword ptr [r15 + rbp + 384], r9d
-    test ebx, 2432
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    movzx ebp, byte ptr [r14 + 0]
-    mov rdi, rbp
-    test ebx, 512
-    jz 1f
-1:
-    imul rsi, r9
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 642
-    rep movsb
-    mov rbp, qword ptr [r15 + r9 + 768]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c18:
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    bswap r8
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 7744
-    jnz 1f
-1:
-    vpor xmm8, xmm8, xmm3
-    movzx eax, dil
-    movsxd rcx, dword ptr [r15 + 0]
-    xchg rcx, r9
-    test ebx, 5824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 2432
-    jz 1f
-1:
-    movzx edx, bpl
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 2496
-    jnz 1f
-1:
-    mov edi, 128
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov rax, qword ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rcx, qword ptr [r14 + 0]
-    mov rax, rcx
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    add rdx, qword ptr [r14 + rbp + 192]
-    xchg rdi, rcx
-    test ebx, 5056
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    cmovne rdi, r8
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + rbp + 256]
-    test ebx, 5056
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 512]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 448]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c19:
-    movzx eax, bpl
-    add rsi, qword ptr [r15 + 0]
-    movzx ebp, al
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, 156
-    add rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edi, r9b
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, rcx
-    test ebx, 258944
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 3200
-    jz 1f
-1:
     add r9, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 576
-    jz 1f
-1:
-    mov r8d, 218
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 64]
-    mov edi, dword ptr [r14 + 0]
-    vmulsd xmm7, xmm7, xmm7
-    lea r8, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx r9d, r8b
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 512]
-    vpshufd xmm9, xmm7, 124
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 192]
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov ebp, dword ptr [r15 + r9 + 256]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c20:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, eax
-    mov qword ptr [r15 + 0], r9
-    test ebx, 44992
-    jz 1f
-1:
-    crc32 rdx, r9
-    movzx ecx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 253696
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 52
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 3264
-    jnz 1f
-1:
-    imul r8, rbp
-    mov edi, r8d
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], edi
-    test ebx, 7744
-    jnz 1f
-1:
-    mov rcx, rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r14 + 0]
-    or qword ptr [r14 + 0], 101
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
     movzx ebp, r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov edx, 156
-    mov r8d, 58
-    test ebx, 256
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    cmovne rdi, rdi
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 448]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov r8, rax
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c21:
-    inc dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    vpmovmskb edi, xmm7
-    popcnt rbp, rdi
-    test ebx, 1984
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1664
-    jnz 1f
-1:
-    mov ecx, ebp
-    mov edx, 27
-    and esi, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1216
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 448]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 64]
-    test ebx, 256
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r14 + 0], dil
-    not qword ptr [r14 + 0]
-    mov rdi, r8
-    lea r9, [r10*4]
-    test ebx, 960
-    jz 1f
-1:
-    and r9, 192
-    mov esi, dword ptr [r15 + r9 + 768]
-    mov ecx, 204
-    and ecx, dword ptr [r15 + r9 + 576]
-    mov rdi, qword ptr [r15 + r9 + 640]
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 512]
-    mov rax, rax
-    mov dword ptr [r15 + r9 + 704], 153
-    mov eax, 41
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c22:
-    imul ebp, r8d, 17
-    mov r9, qword ptr [r14 + 0]
-    mov edx, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1152
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 57152
-    jz 1f
-1:
-    mov eax, 23
-    mov dword ptr [r15 + 0], esi
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 36
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test bl, 128
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov edx, r8d
-    mov rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 16320
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movsxd rcx, dword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 100
-    imul eax, r9d, 124
-    lea rbp, [r10 + r10*1]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    and edi, dword ptr [r15 + rbp + 256]
-    movzx esi, cl
-    lea rbp, [r10 + r10*1]
-    add rdx, qword ptr [r15 + r9 + 448]
-    test ebx, 220928
-    jz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    mov rcx, qword ptr [r15 + rbp + 64]
-    mov r8d, 114
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c23:
-    mov r9, r9
-    mov dword ptr [r15 + 0], edi
-    movsxd rax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    btc dword ptr [r15 + 0], 21
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 22464
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 22
-    mov r8, rax
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    cmovne r8, rsi
-    test ebx, 65088
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    lea r9, [r10*8]
-    mov esi, dword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*1]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 1216]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 128]
-    test ebx, 256
-    jz 1f
-1:
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 64]
-    vpaddd xmm13, xmm13, xmm3
-    movzx ebp, byte ptr [r15 + r9 + 960]
-    mov ecx, dword ptr [r15 + r9 + 896]
-    test bl, 128
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 1280]
-    movzx esi, byte ptr [r15 + r8 + 64]
-    mov qword ptr [r15 + r9 + 1152], rsi
-    mov dword ptr [r15 + r9 + 832], esi
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r14 + r9 + 1024]
-    movzx edx, byte ptr [r15 + r9 + 1088]
-    mov r9d, edx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c24:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 320]
-    mov edi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    popcnt rax, rax
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 15808
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 117
-    movzx ebp, byte ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], r9b
-    test bl, 128
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r14 + 0]
-    test ebx, 1408
-    jz 1f
-1:
-    add qword ptr [r14 + 0], r8
-    mov rdi, rcx
-    mov rsi, rdi
-    lea rbp, [r10 + r10*1]
-    test ebx, 2688
-    jz 1f
-1:
-    not qword ptr [r15 + r8 + 384]
-    lea r8, [r10*4]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 512]
-    and r8, 192
-    movzx ecx, byte ptr [r15 + r8 + 768]
-    mov rsi, qword ptr [r15 + r8 + 640]
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + rbp + 448]
-    mov edi, r9d
-    mov edx, dword ptr [r15 + r8 + 704]
-    test ebx, 457984
-    jnz 1f
-1:
-    vcvtsi2sd xmm13, xmm13, edx
-    add rax, qword ptr [r15 + r8 + 576]
-    sete sil
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c25:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 28
-    jmp 1f
-1:
-    xchg r9, rcx
-    test ebx, 256
-    jnz 1f
-1:
-    mov esi, 221
-    mov r8d, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    xchg r9, rdx
-    test ebx, 1472
-    jnz 1f
-1:
-    mov edx, 51
-    mov dword ptr [r15 + 0], 221
-    movsxd rcx, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, ecx
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 141
-    test ebx, 448
-    jz 1f
-1:
-    mov r8, rax
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, 94
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 5056
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
-    mov edx, dword ptr [r15 + r9 + 448]
-    test ebx, 255872
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 145
-    mov qword ptr [r14 + 0], rdx
-    movzx r8d, byte ptr [r14 + 0]
-    mov edx, dword ptr [r15 + rbp + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c26:
-    mov rbp, qword ptr [r15 + 0]
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 23488
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov esi, 193
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, rcx
-    test bl, 128
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rax, rbp
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rdi, rax
-    mov r8d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movzx eax, bpl
-    test ebx, 8128
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    test ebx, 320
-    jz 1f
-1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 128]
-    movzx eax, dl
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    imul esi, edi, 124
-    add r8, qword ptr [r15 + r9 + 64]
-    lea r9, [r10*4]
-    movzx edx, r8b
-    test ebx, 512
-    jz 1f
-1:
-    bswap rcx
-    and r9, 192
-    mov rdi, qword ptr [r15 + r9 + 576]
-    mov qword ptr [r15 + r9 + 704], rdi
-    movsxd rax, dword ptr [r14 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 768]
-    mov r8, qword ptr [r15 + rbp + 384]
-    xor dword ptr [r15 + r9 + 640], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c27:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    movzx r9d, bpl
-    not qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 205
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 517888
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    vpmovmskb ecx, xmm13
-    mov dword ptr [r15 + 0], 167
-    mov r8, rsi
-    test ebx, 31424
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 123
-    movzx edx, byte ptr [r15 + 0]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    test ebx, 6976
-    jnz 1f
-1:
-    mov eax, 238
-    and esi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov edx, 157
-    test ebx, 48064
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], dil
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 192]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 256]
-    mov r9, qword ptr [r15 + r8 + 320]
-    test ebx, 3392
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    cmovne rsi, rbp
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    test ebx, 2304
-    jz 1f
-1:
-    add rdx, qword ptr [r14 + rbp + 512]
-    jmp 1f
-1:
-    mov qword ptr [r14 + 0], rcx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c28:
-    mov ecx, dword ptr [r15 + 0]
-    mov rbp, r9
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 107
-    popcnt r9, rsi
-    test ebx, 53184
-    jz 1f
-1:
-    vpxor xmm13, xmm13, xmm3
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edi, r9b
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 3264
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, cl
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 175
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
-    and r9, 64
-    movsxd r8, dword ptr [r14 + r9 + 384]
-    test ebx, 1216
-    jnz 1f
-1:
-    imul rdx, r8
-    mov edx, dword ptr [r15 + r9 + 320]
-    mov edi, dword ptr [r14 + 0]
-    mov rsi, rdi
-    lea r8, [r10 + r10*1]
-    test ebx, 24000
-    jz 1f
-1:
-    and r8, 64
-    xor dword ptr [r15 + r8 + 128], ecx
-    mov eax, dword ptr [r15 + r8 + 64]
-    and esi, dword ptr [r15 + rbp + 192]
-    mov r9, rsi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c29:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 512]
-    and eax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    cmovne rcx, rdx
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*8]
-    cmovne rdx, r9
-    test ebx, 4608
-    jz 1f
-1:
-    mov rax, rdx
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 10880], r9d
-    mov qword ptr [r15 + r9 + 10688], r9
-    mov esi, dword ptr [r15 + r9 + 11072]
-    test bl, 128
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + r9 + 10944]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    mov r8d, dword ptr [r15 + r9 + 11008]
-    test ebx, 24256
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov esi, edx
-    mov rax, qword ptr [r14 + r9 + 10624]
-    mov esi, 218
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 114
-    test ebx, 1280
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 10752]
-    lock xadd qword ptr [r15 + r8 + 64], r8
-    mov dword ptr [r15 + r9 + 10816], 232
-    test ebx, 2688
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 10560], 91
-    mov dword ptr [r15 + rbp + 448], 93
-    bt r8, r8
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c30:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r14 + rbp + 448], r9
-    mov byte ptr [r15 + 0], bpl
-    sete r9b
-    add rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    add qword ptr [r15 + 0], r9
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    movzx r9d, dil
-    test bl, 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    mov ecx, 94
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 960
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rax, r8
-    test ebx, 5568
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    cmovne rsi, rax
-    mov edx, esi
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 6976
-    jnz 1f
-1:
-    lea r9, [r10*4]
-    mov eax, 109
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 192
-    or qword ptr [r15 + r9 + 640], 99
-    test bl, 128
-    jz 1f
-1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    mov esi, ebp
-    add rdi, qword ptr [r15 + r9 + 704]
-    lock or dword ptr [r15 + r9 + 768], 115
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 0]
-    mov edi, 16
-    mov eax, edi
-    test ebx, 512
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 128]
-    inc dword ptr [r15 + rbp + 512]
-    movsxd rbp, dword ptr [r15 + r9 + 576]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c31:
-    mov r8d, dword ptr [r15 + 0]
-    movzx r9d, sil
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    crc32 edi, cl
-    test ebx, 32064
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    vucomisd xmm3, xmm13
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 768
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rdx, qword ptr [r15 + 0]
-    vsubsd xmm10, xmm10, xmm3
-    mov dword ptr [r15 + 0], edx
-    test ebx, 32320
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    imul r8, rdx
-    mov rax, rbp
-    test bl, 128
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 512
-    jnz 1f
-1:
-    popcnt rbp, r8
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 162
-    lea r9, [r10 + r10*1]
-    test ebx, 576
-    jnz 1f
-1:
-    movzx edi, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 320], r9
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r9 + 384], sil
-    movzx esi, byte ptr [r14 + rbp + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c32:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    add rbp, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 6592
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    add qword ptr [r15 + 0], r9
-    test ebx, 1728
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 93
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx edx, r9b
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 384
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx r9d, cl
-    test ebx, 1472
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    and rbp, 64
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*1]
-    test ebx, 512
-    jz 1f
-1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 256]
-    and eax, dword ptr [r15 + r8 + 192]
-    mov edx, dword ptr [r14 + 0]
-    test ebx, 53184
-    jz 1f
-1:
-    imul esi, edx, 24
-    mov dword ptr [r14 + 0], 197
-    lea r9, [r10 + r10*1]
-    mov rcx, r9
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 320]
-    test ebx, 1152
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    mov esi, 1
-    inc dword ptr [r15 + rbp + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c33:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 128], 75
-    and r8, 64
-    mov byte ptr [r14 + r8 + 384], bpl
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 210
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    lock or dword ptr [r15 + 0], 92
-    mov rax, qword ptr [r15 + 0]
-    mov rdi, rax
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 40896
-    jz 1f
-1:
-    mov edx, 21
-    mov r9, rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    imul ecx, ebp, 43
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, rcx
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 512]
-    crc32 edx, r8b
-    test ebx, 256
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 64]
-    mov dword ptr [r14 + 0], 148
-    mov rax, rdi
-    movsxd rbp, dword ptr [r15 + r9 + 448]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c34:
-    lea r8, [r10 + r10*1]
-    mov r9, rcx
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], sil
-    movsxd rcx, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 228736
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea r9, [r10*4]
-    mov dword ptr [r15 + 0], 29
-    and r9, 192
-    mov edi, dword ptr [r15 + r9 + 704]
-    movzx esi, byte ptr [r14 + 0]
-    lea rbp, [r10*8]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, 168
-    mov rcx, rbp
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 1216]
-    test bl, 128
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 1280]
-    jmp 1f
-1:
-    mov dword ptr [r14 + r8 + 128], 14
-    mov r8d, dword ptr [r15 + r9 + 640]
-    test ebx, 16320
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 832]
-    mov rsi, qword ptr [r15 + rbp + 1024]
-    mov r8d, dword ptr [r15 + rbp + 1152]
-    test ebx, 31168
-    jz 1f
-1:
-    vpcmpeqb xmm12, xmm12, xmmword ptr [r15 + r9 + 576]
-    mov rdx, r8
-    mov dword ptr [r15 + rbp + 960], r9d
-    test ebx, 2304
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 1088]
-    mov r8d, dword ptr [r15 + r9 + 768]
-    lock or dword ptr [r15 + rbp + 896], 27
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c35:
-    mov r9, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    vaddsd xmm13, xmm13, xmm13
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 4608
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    imul rdi, rbp
-    test ebx, 1216
-    jnz 1f
-1:
-    movzx edx, bpl
-    mov r9, r8
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 252
-    test bl, 128
-    jz 1f
-1:
-    mov r8, rbp
-    and esi, dword ptr [r15 + 0]
-    mov ebp, eax
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    imul eax, edi, 21
-    mov ebp, dword ptr [r15 + 0]
-    vpxor xmm13, xmm13, xmm12
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx ecx, dl
-    movzx r9d, cl
-    mov qword ptr [r15 + 0], rdx
-    lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r14 + 0]
-    test ebx, 16320
-    jnz 1f
-1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 448]
-    mov edi, r8d
-    popcnt rdi, rsi
-    lea rbp, [r10 + r10*1]
-    movzx eax, bpl
-    test ebx, 2304
-    jnz 1f
-1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*1]
-    mov esi, esi
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 70
-    test ebx, 384
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 512]
-    movsxd rbp, dword ptr [r15 + r8 + 448]
-    movzx edi, r9b
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c36:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    xchg rdi, rax
-    test ebx, 7488
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov rsi, rcx
-    mov qword ptr [r15 + 0], rcx
-    test bl, 128
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov rcx, rbp
-    mov ebp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], dil
-    bt rbp, r8
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 235
-    and ebp, dword ptr [r15 + 0]
-    mov edx, 76
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    vpaddd xmm13, xmm13, xmm6
-    mov r8, qword ptr [r15 + 0]
-    mov edx, 164
-    lea r9, [r10 + r10*1]
-    test ebx, 5824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 128]
-    and r8, 64
-    mov edi, dword ptr [r14 + r8 + 448]
-    mov qword ptr [r15 + r8 + 512], rsi
-    lea r8, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r8 + 320], 205
-    sete sil
-    mov byte ptr [r15 + r9 + 64], sil
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, 30
-    movsxd rsi, dword ptr [r14 + 0]
-    mov rcx, r9
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c37:
-    lea rbp, [r10 + r10*1]
-    mov r9d, eax
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
-    xchg qword ptr [r15 + 0], rax
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 13
-    mov qword ptr [r15 + 0], rsi
-    vpmovmskb edi, xmm13
-    and esi, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, dl
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 512
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movzx edi, dl
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 704
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, 145
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 7360
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 7360
-    jnz 1f
-1:
-    mov ecx, eax
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    test ebx, 704
-    jnz 1f
-1:
-    and r9, 64
-    add qword ptr [r15 + r9 + 64], rbp
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 448]
-    mov ecx, dword ptr [r14 + r8 + 512]
-    inc dword ptr [r14 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, 232
-    mov byte ptr [r15 + r9 + 128], dil
-    mov qword ptr [r15 + rbp + 128], rdi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c38:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, 54
-    mov rsi, rax
-    test ebx, 512
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 242
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, 218
-    test ebx, 320
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 65
-    add rax, qword ptr [r15 + 0]
-    mov edx, eax
-    test ebx, 6592
-    jnz 1f
-1:
-    mov r9, rax
-    mov ecx, ebp
-    mov eax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, sil
-    test ebx, 3392
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 89
-    mov rsi, r8
-    lea r9, [r10 + r10*1]
-    test ebx, 832
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    jmp 1f
-1:
-    add rsi, qword ptr [r14 + rbp + 256]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, rsi
-    movzx ecx, byte ptr [r14 + 0]
-    mov ebp, ecx
-    mov dword ptr [r15 + r8 + 128], 65
-    test ebx, 256
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + r9 + 64]
-    mov r8d, 40
-    mov edi, 18
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c39:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    sete sil
-    imul eax, esi, 56
-    test ebx, 23488
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    vpaddd xmm13, xmm13, xmm10
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov rcx, rsi
-    test ebx, 2880
-    jnz 1f
-1:
-    mov esi, 146
-    mov byte ptr [r15 + 0], sil
-    mov rdi, r9
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, 168
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 64]
-    mov ecx, dword ptr [r15 + r8 + 128]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov eax, dword ptr [r14 + rbp + 384]
-    test ebx, 244608
-    jz 1f
-1:
-    mov dword ptr [r14 + 0], 200
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 448]
-    mov rsi, r8
-    mov edi, dword ptr [r15 + rbp + 320]
-    test ebx, 1856
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 512]
-    mov rbp, rdx
-    mov eax, 177
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c40:
-    lock xadd qword ptr [r15 + 0], rdx
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rax, r8
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    popcnt r8, rsi
-    mov dword ptr [r15 + 0], 166
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10*8]
-    test ebx, 256
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    and r9, 448
-    movsxd rdx, dword ptr [r15 + r9 + 1088]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    mov ebp, r8d
-    test ebx, 6592
-    jz 1f
-1:
-    mov rax, qword ptr [r14 + r9 + 1152]
-    mov qword ptr [r15 + r9 + 960], rax
-    btc dword ptr [r15 + r9 + 832], 26
-    mov rdi, rax
-    lea rbp, [r10 + r10*1]
-    test ebx, 53184
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    movzx eax, cl
-    mov esi, dword ptr [r15 + r9 + 1280]
-    mov qword ptr [r15 + r9 + 896], rsi
-    test ebx, 3520
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    mov edx, dword ptr [r15 + r9 + 1216]
-    and r8d, dword ptr [r15 + r9 + 1024]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c41:
-    movzx r9d, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 191
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov esi, 148
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, rdi
-    test ebx, 60352
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], eax
-    mov edx, eax
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, 248
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov eax, 63
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    and r9, 64
-    add rdx, qword ptr [r14 + r9 + 192]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 15808
-    jz 1f
-1:
-    crc32 edx, bpl
-    mov dword ptr [r14 + 0], 4
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 384]
-    test ebx, 1472
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 320]
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    mov edi, dword ptr [r15 + r8 + 448]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c42:
-    mov r9, rdi
-    bt r9, r9
-    mov qword ptr [r15 + 0], r9
-    mov rdi, r9
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov eax, edx
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 20416
-    jz 1f
-1:
-    mov ecx, 239
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    mov esi, edi
-    mov dword ptr [r15 + 0], edi
-    test bl, 128
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1152
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 192], 0
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    test ebx, 1216
-    jnz 1f
-1:
-    mov edi, dword ptr [r14 + r8 + 448]
-    mov r8d, dword ptr [r15 + r9 + 64]
-    mov rsi, qword ptr [r14 + 0]
-    mov rax, r8
-    test bl, 128
-    jz 1f
-1:
-    mov r9d, 32
-    vpmovmskb edi, xmm10
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c43:
-    movzx esi, byte ptr [r14 + 0]
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rdi
-    bt rdi, rdi
-    test bl, 128
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    xchg rax, rcx
-    add rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    vpmovmskb ecx, xmm10
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    vmovdqu xmm12, xmmword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 85
-    jmp 1f
-1:
-    mov edx, 109
-    test ebx, 24000
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    bswap rax
-    mov esi, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 33
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    test ebx, 7488
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 320], r9d
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    xor dword ptr [r15 + r9 + 64], esi
-    movzx edi, byte ptr [r14 + rbp + 448]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c44:
-    lock xadd qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], 21
-    mov ebp, 67
-    add rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*8]
-    movzx esi, byte ptr [r15 + 0]
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 10816]
-    jmp 1f
-1:
-    test ebx, 3648
-    jz 1f
-1:
-    bt rax, rax
-    mov edx, dword ptr [r15 + r8 + 11008]
-    movzx esi, byte ptr [r15 + r8 + 10688]
-    mov rax, qword ptr [r15 + r8 + 10752]
-    test bl, 128
-    jz 1f
-1:
-    mov edi, 168
-    movsxd rbp, dword ptr [r15 + r8 + 10880]
-    movzx ecx, dl
-    lea r9, [r10 + r10*1]
-    lock xadd qword ptr [r15 + r8 + 10560], rax
-    test ebx, 30656
-    jnz 1f
-1:
-    movzx esi, byte ptr [r14 + r8 + 11072]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 384]
-    vpshufd xmm10, xmm12, 196
-    mov rcx, qword ptr [r15 + r8 + 10624]
-    test ebx, 244992
-    jz 1f
-1:
-    mov rax, rcx
-    add qword ptr [r14 + r9 + 320], r8
-    mov ecx, 85
-    add rdi, qword ptr [r15 + r8 + 10944]
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 256]
-    movzx r8d, sil
-    mov rdi, qword ptr [r15 + rbp + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c45:
-    movzx r9d, r8b
-    mov edi, r9d
-    movzx edx, byte ptr [r14 + 0]
-    movzx r8d, al
-    lea rbp, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, 36
-    movsxd rax, dword ptr [r14 + 0]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 448]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8, r9
-    movzx edi, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    popcnt rsi, rcx
-    and esi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    vmovdqu xmm10, xmmword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 26560
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 35
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 24256
-    jz 1f
-1:
-    mov esi, esi
-    movsxd r8, dword ptr [r15 + 0]
-    sete r8b
-    lea r9, [r10 + r10*1]
-    test ebx, 384768
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    test ebx, 6976
-    jnz 1f
-1:
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 448]
-    movzx edi, byte ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 512], dil
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c46:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + 0], rdx
-    and eax, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov qword ptr [r15 + 0], rdx
-    and r8d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1472
-    jnz 1f
-1:
-    mov rdi, r8
-    cmovne rdx, rdi
-    mov esi, edx
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 55232
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 640
-    jz 1f
-1:
-    movzx eax, cl
-    mov esi, ecx
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdi, rdx
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, 125
-    test ebx, 256
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov esi, 130
-    mov rax, rsi
-    mov ecx, 218
-    lea r8, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 384]
-    mov r9d, 73
-    mov rdi, qword ptr [r15 + rbp + 128]
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + 0]
-    test ebx, 16320
-    jnz 1f
-1:
-    mov rdx, qword ptr [r14 + 0]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    mov rcx, qword ptr [r15 + r8 + 320]
-    mov edi, dword ptr [r15 + rbp + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c47:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + 0], 155
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 163584
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*8]
-    mov ecx, r8d
-    and r8, 32704
-    movzx esi, byte ptr [r15 + r8 + 27392]
-    lea r9, [r10*4]
-    test ebx, 499200
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 27008]
-    movsxd rax, dword ptr [r15 + r8 + 26944]
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov rdi, qword ptr [r14 + r8 + 27328]
-    test ebx, 960
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, bpl
-    movzx edi, byte ptr [r15 + r8 + 27072]
-    mov eax, 141
-    test ebx, 256
-    jz 1f
-1:
-    mov edx, 25
-    movzx ecx, byte ptr [r15 + r8 + 27264]
-    bt r8, rcx
-    or qword ptr [r15 + r9 + 768], 41
-    test ebx, 256
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + r9 + 704]
-    popcnt rdx, rdx
-    mov edi, dword ptr [r15 + r8 + 27200]
-    and ecx, dword ptr [r15 + r9 + 640]
-    test ebx, 768
-    jnz 1f
-1:
-    xor dword ptr [r15 + r8 + 27136], ecx
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    movzx r9d, byte ptr [r15 + r8 + 27456]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c48:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10*4]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 128]
-    and r8, 192
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + r8 + 704]
-    add rdx, qword ptr [r15 + 0]
-    mov rax, r8
-    test ebx, 256
-    jz 1f
-1:
-    vmovdqu xmm11, xmmword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 4608
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 32192
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 1856
-    jz 1f
-1:
     mov eax, r9d
-    mov eax, dword ptr [r15 + r8 + 576]
-    lea r9, [r10 + r10*1]
-    mov edi, eax
-    mov rdx, qword ptr [r14 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    and r9, 64
-    and edi, dword ptr [r14 + r9 + 384]
-    mov rsi, rdi
-    add qword ptr [r15 + r8 + 768], rsi
-    mov ecx, dword ptr [r15 + r9 + 320]
-    test ebx, 29632
-    jz 1f
-1:
-    mov esi, 23
-    mov edx, esi
-    mov r9, rdx
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, r9d
-    xor dword ptr [r15 + r8 + 640], eax
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c49:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov edx, 224
-    test ebx, 29632
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, cl
-    test bl, 128
-    jz 1f
-1:
-    xchg qword ptr [r15 + 0], r8
-    mov esi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 5952
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, 119
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 960
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    cmovne rdx, rdx
-    movzx esi, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov rbp, rdx
-    mov r8d, dword ptr [r15 + r9 + 512]
-    mov ecx, ecx
-    mov edi, r8d
-    lea r9, [r10 + r10*1]
-    test ebx, 576
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], r9
-    vmaxsd xmm13, xmm13, xmm11
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 320]
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jnz 1f
-1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    mov edx, dword ptr [r14 + rbp + 256]
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c50:
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], rdi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 7744
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, bpl
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 4992
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    cmovne rsi, rsi
-    mov dword ptr [r15 + 0], eax
-    test ebx, 6848
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1856
-    jnz 1f
-1:
-    xchg rcx, r8
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    movsxd rsi, dword ptr [r15 + 0]
-    and rbp, 192
-    mov edx, dword ptr [r14 + rbp + 640]
-    lea r8, [r10 + r10*1]
-    test ebx, 640
-    jnz 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
-    lea r9, [r10 + r10*1]
-    mov edi, edi
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    mov rax, qword ptr [r15 + rbp + 576]
-    test ebx, 384
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 768], eax
-    movzx edx, byte ptr [r14 + 0]
-    mov byte ptr [r15 + rbp + 704], bpl
-    test ebx, 32064
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 192]
-    movzx edx, al
-    imul esi, ebp, 21
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c51:
-    movsxd r8, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, 162
-    and ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx edi, bpl
-    add rdx, qword ptr [r15 + 0]
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 768
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 146
-    test ebx, 225152
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 6848
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    crc32 r9d, dil
-    movzx edi, bpl
-    lea rbp, [r10 + r10*1]
-    test ebx, 256
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 384]
-    sete dil
-    mov edx, 186
-    test ebx, 3264
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    add qword ptr [r14 + 0], rcx
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + r8 + 128], r9
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 448]
-    mov rbp, qword ptr [r15 + r9 + 512]
-    and ebp, dword ptr [r15 + r8 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c52:
-    mov dword ptr [r15 + 0], 150
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov rax, qword ptr [r15 + 0]
-    mov edx, 35
-    test ebx, 320
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov ecx, 98
-    imul r8d, esi, 105
-    mov edi, 16
-    test ebx, 512
-    jz 1f
-1:
-    mov rsi, r8
-    bswap r8
-    mov dword ptr [r15 + 0], r8d
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, eax
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + 0]
-    test ebx, 14272
-    jz 1f
-1:
-    mov eax, 29
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov r8d, 85
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 640
-    jz 1f
-1:
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    mov byte ptr [r14 + r9 + 192], r9b
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    test ebx, 255872
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 75
-    mov esi, 64
-    mov r9, qword ptr [r15 + r8 + 512]
-    test ebx, 512
-    jnz 1f
-1:
-    mov edx, 99
-    movzx r8d, al
-    mov eax, dword ptr [r15 + rbp + 320]
-    mov ebp, dword ptr [r14 + 0]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c53:
-    lea r9, [r10 + r10*1]
-    mov ecx, 181
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov edi, r9d
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    bswap rdx
-    mov rbp, rdx
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    cmovne rdx, rcx
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
-    test ebx, 6592
-    jnz 1f
-1:
-    mov eax, ecx
-    mov esi, r9d
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 640
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, r8d
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 16192
-    jnz 1f
-1:
-    xchg r8, rdi
-    lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + r9 + 64]
-    vmovq xmm13, r9
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    test ebx, 3200
-    jnz 1f
-1:
-    movzx ecx, cl
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], r8d
-    imul rdx, r8
-    test ebx, 1856
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 221
-    lock add qword ptr [r15 + r8 + 448], rax
-    movzx eax, byte ptr [r15 + rbp + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c54:
-    mov rsi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    and esi, dword ptr [r15 + 0]
-    test ebx, 384
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 15808
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx esi, al
-    test ebx, 2496
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    lea r9, [r10*4]
-    lea rbp, [r10 + r10*1]
-    cmovne r8, rax
-    and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 768]
-    and rbp, 64
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + rbp + 384]
-    lea r8, [r10 + r10*1]
-    test ebx, 28544
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 704]
-    mov esi, 53
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 115
-    mov ecx, 126
-    test ebx, 56768
-    jz 1f
-1:
-    mov rax, qword ptr [r14 + r9 + 640]
-    xchg rdi, rdi
-    mov edx, dword ptr [r14 + 0]
-    mov edi, edx
-    test ebx, 256
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 576], rdi
-    mov dword ptr [r15 + rbp + 320], 81
-    add qword ptr [r15 + r8 + 128], rdx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c55:
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    lea rbp, [r10 + r10*1]
-    mov ecx, 203
-    imul r8, rcx
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, edi
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 28480
-    jz 1f
-1:
-    mov rcx, rdi
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 384
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov esi, 110
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, rcx
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 512
+    movzx edi, cl
+    test bl, 32
     jnz 1f
 1:
     movsxd rcx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 7744
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 64]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    mov esi, 84
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 128]
-    mov ebp, dword ptr [r14 + 0]
-    and ebp, dword ptr [r14 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 128]
-    vmaxsd xmm10, xmm10, xmm11
-    mov dword ptr [r15 + r9 + 256], 105
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c56:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 31936
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 53120
-    jz 1f
-1:
-    mov edi, edx
-    movzx ecx, cl
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 450304
-    jnz 1f
-1:
-    mov eax, 61
-    mov rsi, qword ptr [r15 + 0]
-    vmulsd xmm13, xmm13, xmm10
-    mov dword ptr [r15 + 0], esi
-    test ebx, 3520
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 31936
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmulsd xmm11, xmm11, xmm13
-    mov byte ptr [r15 + 0], sil
-    and edi, dword ptr [r15 + 0]
-    test ebx, 40896
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    lea rbp, [r10 + r10*1]
-    mov r8d, ebp
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + rbp + 64]
-    test ebx, 2304
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 76
-    mov rdx, r9
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
-    movsxd rsi, dword ptr [r14 + 0]
-    test ebx, 244480
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r9 + 448], 124
-    mov r9, qword ptr [r15 + rbp + 128]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c57:
-    mov dword ptr [r15 + 0], r9d
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 31424
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, edx
-    movzx ecx, byte ptr [r15 + 0]
     mov rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 77
-    mov dword ptr [r15 + 0], 181
-    cmovne rcx, r8
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
-    test bl, 128
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    vmovq xmm10, r9
-    lea r9, [r10*4]
-    and rbp, 64
-    mov esi, dword ptr [r14 + rbp + 448]
-    and r9, 192
-    lock xadd qword ptr [r15 + r9 + 576], rax
-    mov byte ptr [r15 + r9 + 704], al
-    test ebx, 3520
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov qword ptr [r15 + r8 + 256], rcx
-    movsxd r8, dword ptr [r14 + 0]
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    test ebx, 1728
-    jnz 1f
-1:
-    mov ebp, 175
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 640]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c58:
-    mov r9, qword ptr [r15 + 0]
-    mov r8, r9
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, rcx
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx edx, dl
-    not qword ptr [r15 + 0]
-    test ebx, 390912
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    popcnt r9, rbp
-    test ebx, 512
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, 83
-    mov r8d, 187
-    mov dword ptr [r15 + 0], 2
-    test ebx, 62912
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1792
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rcx
-    lea r9, [r10 + r10*1]
-    sete dl
-    test bl, 192
-    jz 1f
-1:
-    mov esi, r9d
-    and r9, 64
-    movzx ecx, byte ptr [r14 + r9 + 448]
-    lea r8, [r10 + r10*1]
-    mov edx, 68
-    mov eax, eax
-    test bl, 128
-    jz 1f
-1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
-    mov esi, dword ptr [r15 + r8 + 128]
-    mov ecx, dword ptr [r15 + rbp + 64]
-    mov ebp, dword ptr [r15 + r9 + 512]
-    test ebx, 320
-    jz 1f
-1:
-    mov rdi, rbp
-    mov r9d, edi
-    mov ebp, r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c59:
-    mov eax, ebp
-    vmovdqu xmm15, xmmword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    movzx ebp, cl
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, r8b
-    movzx esi, cl
-    test ebx, 196224
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    imul edi, edi, 112
-    test bl, 128
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 162
-    mov byte ptr [r15 + 0], al
-    add rsi, qword ptr [r15 + 0]
-    lea rbp, [r10*4]
-    lea r9, [r10 + r10*1]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 768]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r14 + r9 + 192], 232
-    vaddsd xmm10, xmm10, xmm15
-    test ebx, 4608
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 123
-    movzx r9d, r8b
-    mov edx, dword ptr [r15 + rbp + 640]
-    test ebx, 15808
-    jz 1f
-1:
-    mov esi, 108
-    movzx r8d, byte ptr [r15 + rbp + 704]
-    lea r9, [r10 + r10*1]
-    mov edi, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 143
-    test ebx, 64128
-    jz 1f
-1:
-    mov ecx, 215
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    movsxd rcx, dword ptr [r15 + rbp + 576]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c60:
-    mov qword ptr [r15 + 0], rax
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 5
-    test ebx, 1472
-    jz 1f
-1:
-    mov eax, eax
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 71
-    lea rbp, [r10*8]
-    add qword ptr [r15 + 0], rbp
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 448
-    movsxd rsi, dword ptr [r15 + rbp + 1088]
-    lea r9, [r10 + r10*1]
-    mov eax, esi
-    add rax, qword ptr [r15 + rbp + 1152]
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    movzx eax, byte ptr [r15 + rbp + 832]
-    lea r8, [r10 + r10*1]
-    vmovdqu xmm10, xmmword ptr [r15 + rbp + 1216]
-    test ebx, 512
-    jz 1f
-1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    movzx edx, byte ptr [r15 + rbp + 896]
-    mov edi, 43
-    mov qword ptr [r15 + rbp + 1280], rcx
-    test bl, 192
-    jz 1f
-1:
-    mov byte ptr [r14 + rbp + 1024], dil
-    sete dl
-    mov byte ptr [r15 + r9 + 512], dl
-    test ebx, 392448
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 960], eax
-    mov rcx, rax
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c61:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 256]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, 156
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 3904
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx edi, al
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, esi
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1600
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 125
-    jmp 1f
-1:
-    test ebx, 5824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 169
-    mov rdi, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 384]
-    lea r9, [r10 + r10*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 192]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    mov rdi, qword ptr [r14 + r9 + 64]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c62:
-    add r8, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 896
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov rdi, rdx
-    mov esi, dword ptr [r15 + 0]
-    mov eax, 122
-    test bl, 128
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1152
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea rbp, [r10*8]
-    movsxd r8, dword ptr [r15 + 0]
-    imul edx, edx, 58
-    and rbp, 448
-    not qword ptr [r15 + rbp + 1024]
-    lea r9, [r10 + r10*1]
-    test ebx, 5952
-    jnz 1f
-1:
-    mov edi, 192
-    movsxd rdx, dword ptr [r14 + 0]
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r9 + 64], 239
-    test ebx, 3904
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 1152]
-    mov qword ptr [r15 + rbp + 1088], rsi
-    mov dword ptr [r15 + rbp + 1216], ecx
-    test bl, 128
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + rbp + 1280]
-    mov rax, qword ptr [r15 + rbp + 896]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 512]
-    mov rcx, qword ptr [r15 + rbp + 832]
-    test ebx, 1152
-    jz 1f
-1:
-    and edi, dword ptr [r15 + r8 + 448]
-    add rsi, qword ptr [r14 + rbp + 960]
-    mov ebp, r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b8_done
-.Lc1_b8_c63:
-    lea r9, [r10 + r10*1]
-    crc32 ebp, r9b
-    mov rdx, rbp
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 3392
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
     mov esi, r8d
-    imul rbp, rsi
-    test ebx, 576
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 576
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
     mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r14 + 0]
-    test ebx, 195456
-    jnz 1f
-1:
-    and r8d, dword ptr [r14 + 0]
-    mov rdi, r8
-    lea rbp, [r10 + r10*1]
-    mov rdx, r9
-    mov rax, rdx
-    test bl, 128
+    test ebx, 1936
     jz 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 320]
-    bswap rdx
-    mov eax, edx
-    mov dword ptr [r15 + rbp + 384], 48
-    test ebx, 30144
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    mov esi, 21
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    movzx eax, byte ptr [r15 + rbp + 64]
-    test ebx, 5824
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov edi, ecx
-    movzx ebp, byte ptr [r15 + r9 + 448]
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 0]
+    bswap rdi
+    mov rax, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 168
+    xor dword ptr [r15 + 0], ebp
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 60384
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 320]
+    test bl, 48
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 512]
+    mov eax, esi
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 104
+    movsxd r8, dword ptr [r14 + 0]
+    test ebx, 1488
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r14 + rbp + 64], r8b
+    mov byte ptr [r15 + r9 + 384], r8b
+    movsxd rdi, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
@@ -8961,274 +4006,78 @@ ditto_body_c2:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 512 bytes, 2 chunk(s), 2 chunk executions per call
+// block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
     mov rbx, qword ptr [r15 + 9816]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 7]
     mov qword ptr [r15 + 9816], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc2_b0_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc2_b0_stubs:
-    .p2align 3
+    mov r13d, 7
     jmp .Lc2_b0_c0
-    .p2align 3
-    jmp .Lc2_b0_c1
     .p2align 6
 .Lc2_b0_c0:
-    mov ecx, r8d
-    movzx r8d, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 174
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    lea rdi, [r15 + 1600]
-    lea rsi, [r15 + 5696]
-    mov ecx, 643
-    rep movsb
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, sil
-    mov rbp, qword ptr [r15 + 0]
-    mov ecx, r8d
-    lea r9, [r10 + r10*1]
-    test bl, 8
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 192]
     lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
     and r8, 64
-    movsxd rsi, dword ptr [r14 + r8 + 320]
-    test bl, 122
+    and edi, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r14 + r8 + 64], r8
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1456
+    jz 1f
+1:
+    mov rcx, rax
+    mov byte ptr [r15 + 0], r8b
+    test bl, 106
     jnz 1f
 1:
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    mov edx, eax
-    or eax, 1
-    xor edx, edx
-    div eax
-    test bl, 16
-    jz 1f
-1:
-    mov rcx, rcx
-    mov esi, dword ptr [r14 + 0]
-    mov rdi, r8
-    test bl, 52
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
-    mov ecx, 154
-    mov qword ptr [r14 + 0], rax
-    test ebx, 920
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + rbp + 128]
-    .byte 0x0f, 0x1f, 0x00
-    and ebp, dword ptr [r15 + r8 + 384]
-    test ebx, 8136
-    jz 1f
-1:
-    mov rdx, rbp
-    mov r8d, dword ptr [r15 + r9 + 256]
-    mov rsi, rsi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc2_b0_done
-.Lc2_b0_c1:
-    bswap rdx
-    mov r9d, r9d
-    lea r8, [r10*8]
-    lea rbp, [r10 + r10*1]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 640]
-    movsxd rdx, dword ptr [r15 + r8 + 448]
-    test ebx, 5112
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r14 + rbp + 128], dl
-    movzx eax, byte ptr [r14 + r8 + 576]
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 980
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 90
-    jz 1f
-1:
-    movzx ecx, r8b
-    mov edx, 25
-    movzx ecx, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + r8 + 512]
-    test bl, 16
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 64]
-    mov ebp, 46
-    mov qword ptr [r14 + 0], rbp
-    mov edi, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    mov eax, edi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
-    sete r9b
-    movsxd rdi, dword ptr [r14 + r8 + 896]
-    test bl, 242
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 832]
-    movzx edi, byte ptr [r14 + r8 + 768]
-    mov r9, qword ptr [r15 + r8 + 704]
-    movzx ecx, dl
-    test bl, 8
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    movzx esi, bpl
+    mov byte ptr [r15 + 0], cl
+    mov ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 9824]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 9824], rcx
-    mov r13d, 8
+// block 1: 64 bytes, 1 chunk(s), 16 chunk executions per call
+    mov r13d, 16
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    movzx r8d, byte ptr [r15 + 0]
+    mov r8, r10
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov esi, r8d
-    add qword ptr [r15 + 0], rbp
-    test ebx, 31704
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    imul eax, eax, 110
     mov rbp, r10
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r14 + 0]
     and rbp, 448
-    movzx r8d, byte ptr [r15 + rbp + 448]
-    mov rbp, r10
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rdi
-    movzx esi, byte ptr [r14 + 0]
-    test ebx, 2013
-    jnz 1f
-1:
-    bswap rbp
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + r9 + 128]
-    imul edi, edx, 97
-    mov edx, edi
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov ebp, esi
     add r10, r11
-    inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 256 bytes, 1 chunk(s), 3 chunk executions per call
+// block 2: 64 bytes, 1 chunk(s), 10 chunk executions per call
     mov rbx, qword ptr [r15 + 9832]
-    lea rcx, [rbx + 3]
+    lea rcx, [rbx + 10]
     mov qword ptr [r15 + 9832], rcx
-    mov r13d, 3
+    mov r13d, 10
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    lea r8, [r11 + r11*1]
-    mov ecx, 167
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 384]
-    and eax, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 636
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx edi, byte ptr [r15 + 0]
-    mov r9d, edi
-    mov qword ptr [r15 + 0], rsi
-    test bl, 25
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov rax, rdx
+    crc32 eax, r8b
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    test bl, 32
+    vpaddd ymm12, ymm8, ymmword ptr [r14 + 0]
+    mov ecx, 102
+    test ebx, 31104
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    vpshufd xmm0, xmm6, 168
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movsxd rdi, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rax
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, 66
-    .byte 0x0f, 0x1f, 0x00
-    mov ecx, edx
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov rdx, r8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
+    mov r9, r10
+    mov r8, r11
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 320]
     and r9, 64
-    mov dword ptr [r14 + r9 + 256], 247
-    mov dword ptr [r14 + 0], eax
-    test bl, 108
-    jnz 1f
-1:
-    add rcx, qword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r14 + 0]
-    mov eax, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r14 + 0]
-    test ebx, 3056
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 320]
-    movsxd rsi, dword ptr [r14 + r9 + 192]
-    mov qword ptr [r15 + r8 + 320], r8
+    movsxd rax, dword ptr [r15 + r9 + 64]
     add r11, 64
     add r10, r11
     inc rbx
