@@ -164,11 +164,7 @@ pub fn render_clone(
     let skeleton_code = skeleton
         .map(|s| {
             plan::code_streams(
-                &s.instruction_working_set
-                    .points
-                    .iter()
-                    .map(|p| (p.size, p.hit_rate))
-                    .collect::<Vec<_>>(),
+                &s.instruction_working_set,
                 knobs.instructions.skeleton_instructions,
             )
         })

@@ -410,6 +410,33 @@ fn fit_stream(streams: &[Stream], i: usize, floor: f64, target: f64, smallest: b
     best
 }
 
+/// How `settle` may size one stream: powers of two from `floor` to `target` lines (`fit_stream`).
+#[derive(Debug, Clone, Copy)]
+struct Fit {
+    floor: f64,
+    target: f64,
+    smallest: bool,
+}
+
+/// Fits every stream that has a `Fit` in turn, a few rounds of fixed-point iteration: each stream's
+/// reuse distance grows with every other stream's lines, so one pass is not enough.
+fn settle(streams: &mut [Stream], fits: &[Option<Fit>]) {
+    for _round in 0..8 {
+        let mut changed = false;
+        for (k, fit) in fits.iter().enumerate() {
+            let Some(f) = fit else {
+                continue;
+            };
+            let r = fit_stream(streams, k, f.floor, f.target, f.smallest);
+            changed |= r != streams[k].lines;
+            streams[k].lines = r;
+        }
+        if !changed {
+            break;
+        }
+    }
+}
+
 /// Region sizes from a model of the clone's own access stream (replacing a fixed region scale).
 ///
 /// Each class sweeps its region of R lines (windows touch each line once per sweep; the chain visits
@@ -452,27 +479,26 @@ pub fn fit_regions(classes: &mut [DataClass], chase: Option<(usize, f64)>, cap: 
         share: chase_x,
         lines: streams[chase_k].lines,
     });
-    for _round in 0..8 {
-        let mut changed = false;
-        for k in 1..n {
-            if classes[k].first_touch {
-                continue;
-            }
-            // At least two lines: a one-line region is a fixed address, whose accesses the synthesis
-            // runs back to back (they hit in a 64-byte cache, the smallest class's job).
-            let r = fit_stream(&streams, k, 2.0f64.min(target[k]), target[k], false);
-            changed |= r != streams[k].lines;
-            streams[k].lines = r;
-        }
-        if chase_x > 0.0 && target[chase_k] > 1.0 {
-            let r = fit_stream(&streams, n, 1.0, target[chase_k], true);
-            changed |= r != streams[n].lines;
-            streams[n].lines = r;
-        }
-        if !changed {
-            break;
-        }
-    }
+    // The 64-byte class and the first-touch stream keep their size. The others get at least two
+    // lines: a one-line region is a fixed address, whose accesses the synthesis runs back to back
+    // (they hit in a 64-byte cache, the smallest class's job).
+    let mut fits: Vec<Option<Fit>> = classes
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            (k > 0 && !c.first_touch).then(|| Fit {
+                floor: 2.0f64.min(target[k]),
+                target: target[k],
+                smallest: false,
+            })
+        })
+        .collect();
+    fits.push((chase_x > 0.0 && target[chase_k] > 1.0).then(|| Fit {
+        floor: 1.0,
+        target: target[chase_k],
+        smallest: true,
+    }));
+    settle(&mut streams, &fits);
     // Lay the regions out one after the other below the first-touch stream.
     let mut lo = 0u64;
     let limit = cap / 2;
@@ -495,12 +521,12 @@ pub fn fit_regions(classes: &mut [DataClass], chase: Option<(usize, f64)>, cap: 
 /// equation 2 into (line fetches per call, lines) pairs, one per curve step, with `instructions` its
 /// instructions per call. The skeleton runs beside the body in every request worker, so its code
 /// shares the instruction cache with the body's blocks.
-pub fn code_streams(curve: &[(u64, f64)], instructions: f64) -> Vec<(f64, f64)> {
+pub fn code_streams(curve: &HitCurve, instructions: f64) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     if !(instructions.is_finite() && instructions > 0.0) {
         return out;
     }
-    let grid = grid_curve(curve, 1.0, 1 << 30);
+    let grid = grid_curve(&points(curve), 1.0, 1 << 30);
     let mut prev = 0.0f64;
     for &(size, h) in &grid {
         let d = (h - prev).max(0.0);
@@ -530,8 +556,7 @@ pub fn code_streams(curve: &[(u64, f64)], instructions: f64) -> Vec<(f64, f64)> 
 /// calls / (64 / mean instruction length).
 pub fn fit_blocks(plans: &mut [(&mut BodyPlan, f64)], fixed: &[(f64, f64)]) {
     let mut streams: Vec<Stream> = Vec::new();
-    let mut targets: Vec<f64> = Vec::new();
-    let mut floors: Vec<f64> = Vec::new();
+    let mut fits: Vec<Option<Fit>> = Vec::new();
     for (p, calls) in plans.iter() {
         let per_line = LINE as f64 / p.mean_instruction_bytes.max(1.0);
         let calls = if calls.is_finite() && *calls > 0.0 {
@@ -546,7 +571,6 @@ pub fn fit_blocks(plans: &mut [(&mut BodyPlan, f64)], fixed: &[(f64, f64)]) {
                 share: per_call * calls,
                 lines: (b.bytes / LINE).max(1) as f64,
             });
-            targets.push((b.target / LINE).max(1) as f64);
             // A block that fetches at least as many lines per call as it has loops within the call:
             // all but its first pass come back after its own lines only, and hit in caches far below
             // its target. So a request worker's block is made no smaller than its line fetches per
@@ -559,29 +583,21 @@ pub fn fit_blocks(plans: &mut [(&mut BodyPlan, f64)], fixed: &[(f64, f64)]) {
             while calls >= 1.0 && floor < per_call && floor < MAX_FLOOR_LINES {
                 floor *= 2.0;
             }
-            floors.push(floor);
+            let target = (b.target / LINE).max(1) as f64;
+            fits.push((floor < target).then_some(Fit {
+                floor,
+                target,
+                smallest: false,
+            }));
         }
     }
-    let n = streams.len();
+    // The skeleton's streams are measured, not sized: no `Fit`.
     streams.extend(fixed.iter().map(|&(share, lines)| Stream {
         first_touch: false,
         share,
         lines,
     }));
-    for _round in 0..8 {
-        let mut changed = false;
-        for k in 0..n {
-            if floors[k] >= targets[k] {
-                continue;
-            }
-            let r = fit_stream(&streams, k, floors[k], targets[k], false);
-            changed |= r != streams[k].lines;
-            streams[k].lines = r;
-        }
-        if !changed {
-            break;
-        }
-    }
+    settle(&mut streams, &fits);
     let mut k = 0;
     for (p, _) in plans.iter_mut() {
         for b in &mut p.blocks {
@@ -797,10 +813,9 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     }
 
     let dw = &knobs.data_working_set;
-    let data_scale = dw.size_scale;
-    let dgrid = grid_curve(&dcurve, data_scale, knobs.limits.max_buffer_bytes);
+    let dgrid = grid_curve(&dcurve, dw.size_scale, knobs.limits.max_buffer_bytes);
     if let Some(last) = dcurve.iter().map(|p| p.0).max() {
-        if (last as f64 * data_scale) > knobs.limits.max_buffer_bytes as f64 {
+        if (last as f64 * dw.size_scale) > knobs.limits.max_buffer_bytes as f64 {
             warnings.push(format!(
                 "{cluster}: data working set capped at limits.max_buffer_bytes = {}",
                 knobs.limits.max_buffer_bytes
