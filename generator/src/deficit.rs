@@ -6,6 +6,13 @@
 
 use crate::rng::Rng;
 
+/// Where `pick` puts an item when nothing allowed is short.
+#[derive(Debug, Clone, Copy)]
+enum Overshoot {
+    Absolute,
+    Relative,
+}
+
 #[derive(Debug, Clone)]
 pub struct Deficit {
     target: Vec<f64>,
@@ -46,9 +53,34 @@ impl Deficit {
     }
 
     /// Picks a choice for an item of weight `w` among those `allowed`, in proportion to the positive
-    /// deficits; when nothing allowed is short, the allowed choice with the largest target. Does not
-    /// record the pick (call `add`), so callers can record what was actually realised.
+    /// deficits; when nothing allowed is short, the allowed choice with the largest deficit (the
+    /// least negative). Does not record the pick (call `add`), so callers can record what was
+    /// actually realised.
     pub fn pick(&self, rng: &mut Rng, w: f64, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        self.pick_with(rng, w, allowed, Overshoot::Absolute)
+    }
+
+    /// `pick`, except that when nothing allowed is short the item goes to the allowed choice it
+    /// overshoots least relative to its target. For the data classes: an absolute comparison sends
+    /// the overshoot to rare classes (memcached's worker realised 7.5 % of its accesses in classes
+    /// above 32 KiB against 3.5 % in the profile, and those are the ones that miss). Kept apart from
+    /// `pick`: the other allocations (mix, buffers, branch bins) have not been measured with it.
+    pub fn pick_least_overshoot(
+        &self,
+        rng: &mut Rng,
+        w: f64,
+        allowed: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        self.pick_with(rng, w, allowed, Overshoot::Relative)
+    }
+
+    fn pick_with(
+        &self,
+        rng: &mut Rng,
+        w: f64,
+        allowed: impl Fn(usize) -> bool,
+        rule: Overshoot,
+    ) -> Option<usize> {
         let after = self.total + w;
         let deficits: Vec<f64> = (0..self.len())
             .map(|i| {
@@ -62,12 +94,17 @@ impl Deficit {
         if let Some(i) = rng.weighted(&deficits) {
             return Some(i);
         }
-        (0..self.len()).filter(|&i| allowed(i)).max_by(|&a, &b| {
-            let da = self.target[a] * after - self.assigned[a];
-            let db = self.target[b] * after - self.assigned[b];
-            da.partial_cmp(&db)
+        // Nothing allowed is short: a score per choice, the smallest wins.
+        let score = |i: usize| match rule {
+            Overshoot::Absolute => self.assigned[i] - self.target[i] * after,
+            Overshoot::Relative if self.target[i] > 0.0 => (self.assigned[i] + w) / self.target[i],
+            Overshoot::Relative => f64::INFINITY,
+        };
+        (0..self.len()).filter(|&i| allowed(i)).min_by(|&a, &b| {
+            score(a)
+                .partial_cmp(&score(b))
                 .unwrap_or(std::cmp::Ordering::Equal)
-                .then(b.cmp(&a))
+                .then(a.cmp(&b))
         })
     }
 
@@ -140,6 +177,25 @@ mod tests {
         for (got, want) in r.iter().zip([0.5, 0.3, 0.2]) {
             assert!((got - want).abs() < 0.01, "{r:?}");
         }
+    }
+
+    #[test]
+    fn an_overshoot_goes_to_the_choice_it_hurts_least_relative_to_its_target() {
+        // Targets 0.5 / 0.3 / 0.2, the third not allowed; 60 / 36 / 4 assigned. An item of 10
+        // leaves both allowed choices over (0.5·110 − 60 = −5, 0.3·110 − 36 = −3). The largest
+        // deficit would be the second (46 of 110: 39 % over its target); the first ends 27 % over.
+        let mut d = Deficit::new(&[0.5, 0.3, 0.2]);
+        d.add(0, 60.0);
+        d.add(1, 36.0);
+        d.add(2, 4.0);
+        let mut rng = Rng::new(1, 1);
+        assert_eq!(d.pick_least_overshoot(&mut rng, 10.0, |i| i < 2), Some(0));
+        assert_eq!(d.pick(&mut rng, 10.0, |i| i < 2), Some(1));
+        // A choice with no target is never the place for an overshoot while another is allowed
+        // (its "deficit" of 0 is larger than the other's −9.5).
+        let mut e = Deficit::new(&[0.5, 0.5, 0.0]);
+        e.add(0, 20.0);
+        assert_eq!(e.pick_least_overshoot(&mut rng, 1.0, |i| i != 1), Some(0));
     }
 
     #[test]

@@ -178,6 +178,25 @@ pub fn render_clone(
             .collect();
         plan::fit_blocks(&mut users, &skeleton_code);
     }
+    // The data curve is the process's too: all bodies' regions, each worker thread's private copy
+    // and the skeleton's accesses share one data cache.
+    let skeleton_data = skeleton
+        .map(|s| {
+            plan::code_streams(
+                &s.data_working_set,
+                knobs.instructions.skeleton_instructions * residual::accesses_per_instruction(s),
+            )
+        })
+        .unwrap_or_default();
+    {
+        let mut users: Vec<(&mut plan::BodyPlan, f64, u32)> = skel
+            .clusters
+            .iter()
+            .zip(plans.iter_mut())
+            .filter_map(|(cl, p)| p.as_mut().map(|p| (p, cl.calls_per_request, cl.threads)))
+            .collect();
+        plan::fit_data(&mut users, &skeleton_data, knobs.limits.max_buffer_bytes);
+    }
     let mut bodies: Vec<Option<synth::ClusterAsm>> = Vec::new();
     for (cl, p) in skel.clusters.iter().zip(&plans) {
         let Some(p) = p else {

@@ -193,7 +193,7 @@ pub fn subtract(original: &ClusterBody, skeleton: &ClusterBody) -> (ClusterBody,
 }
 
 /// Memory accesses per instruction from the mix.
-fn accesses_per_instruction(b: &ClusterBody) -> f64 {
+pub(crate) fn accesses_per_instruction(b: &ClusterBody) -> f64 {
     b.instruction_mix
         .iter()
         .filter(|m| m.share.is_finite())

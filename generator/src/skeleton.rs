@@ -186,7 +186,15 @@ pub fn skeleton(p: &Profile) -> Skeleton {
     let listen = net.listen.iter().find(|l| l.family.starts_with("tcp"));
     let port = listen.map(|l| l.port).filter(|p| *p != 0).unwrap_or(8080);
     let backlog = listen.and_then(|l| l.backlog).unwrap_or(1024).max(1);
-    let tcp_nodelay = listen.and_then(|l| l.options.nodelay).unwrap_or(false);
+    // Accepted connections inherit the listener's TCP_NODELAY, or the server sets it after accept
+    // (nginx, on keep-alive connections): either way the clone sets it on every connection. Without
+    // it, a response's last partial segment waits for the client's delayed ACK (40 ms on Linux).
+    let tcp_nodelay = listen.and_then(|l| l.options.nodelay).unwrap_or(false)
+        || net
+            .connection_options
+            .as_ref()
+            .and_then(|o| o.nodelay)
+            .unwrap_or(false);
 
     // The serving cluster's syscalls drive I/O choice and extras.
     let worker_id = server
@@ -800,6 +808,21 @@ mod tests {
         assert!(s.data_files > 0 && s.data_file_bytes >= 262_144);
         // the master's idle cluster is the runtime's own master
         assert_eq!(s.clusters.len(), 1);
+    }
+
+    #[test]
+    fn nodelay_set_after_accept_is_taken_from_the_connections_not_only_the_listener() {
+        let mut p = example("nginx");
+        for l in &mut p.network.listen {
+            l.options.nodelay = Some(false);
+        }
+        p.network.connection_options = None;
+        assert!(!skeleton(&p).tcp_nodelay);
+        p.network.connection_options = Some(ditto_profile::SocketOptions {
+            nodelay: Some(true),
+            ..Default::default()
+        });
+        assert!(skeleton(&p).tcp_nodelay);
     }
 
     #[test]

@@ -626,7 +626,7 @@ impl Composer<'_> {
         };
         let k = self
             .data
-            .pick(&mut self.rng, w, |k| {
+            .pick_least_overshoot(&mut self.rng, w, |k| {
                 classes[k].size <= LINE || can_open || has_room(c, k)
             })
             .unwrap_or(0);

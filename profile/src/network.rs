@@ -27,6 +27,12 @@ pub struct Network {
     pub read_sizes: Histogram,
     /// Sizes of single socket writes that sent data, bytes.
     pub write_sizes: Histogram,
+    /// Options of the accepted connections open at the end of the window (the first few per
+    /// process; an option is reported when they agree). Options a server sets after accepting, such
+    /// as nginx's `TCP_NODELAY` on keep-alive connections, show here and not on the listening
+    /// socket. Absent from profiles taken before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_options: Option<SocketOptions>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

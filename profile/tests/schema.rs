@@ -106,6 +106,7 @@ pub fn sample() -> Profile {
             bytes_out_per_request: 4200.0,
             read_sizes: Histogram::from_log2_buckets("bytes", [(6, 1000)]),
             write_sizes: Histogram::from_log2_buckets("bytes", [(13, 1000)]),
+            connection_options: None,
         },
         syscalls: Syscalls {
             per_request: 3.0,

@@ -240,6 +240,7 @@ pub fn profile_attach(
     ));
 
     let window_start = Instant::now();
+    let mut connections = Vec::new();
     let (report, died) = match (&opts.load, &prepared) {
         (Some(l), Some(p)) => {
             status(&format!(
@@ -254,6 +255,10 @@ pub fn profile_attach(
                 if last.elapsed() >= Duration::from_secs(1) {
                     status(&format!("{pr}"));
                     last = Instant::now();
+                    // Once, while the load's connections are open.
+                    if connections.is_empty() {
+                        connections = connection_options(&pids);
+                    }
                 }
             });
             (Some(report), is_zombie(opts.pid))
@@ -320,6 +325,10 @@ pub fn profile_attach(
         _ => None,
     };
 
+    if connections.is_empty() {
+        // No load of ours: whatever clients were connected at the end.
+        connections = established_options(&after);
+    }
     let observations = Observations {
         collector,
         target: opts.load.as_ref().map(|l| l.spec.name.clone()),
@@ -330,6 +339,7 @@ pub fn profile_attach(
         perf: perf_counts,
         referenced_bytes,
         listeners,
+        connections,
         requests_from_load: report.as_ref().map(|r| r.requests_completed),
         load: match (&opts.load, &report) {
             (Some(l), Some(r)) => Some(LoadConditions {
@@ -354,4 +364,28 @@ pub fn profile_attach(
         observations,
         load_report: report,
     })
+}
+
+/// Options of the accepted TCP connections of `pids` (a few per process), read now; empty when
+/// /proc cannot be read.
+fn connection_options(pids: &[u32]) -> Vec<procfs::SocketOptions> {
+    let opts = procfs::SnapshotOptions {
+        memory: false,
+        fds: true,
+        // Connection options are read beside the listeners' (their ports pick the connections).
+        listener_details: true,
+        connection_options: 4,
+    };
+    procfs::snapshot_with(pids, &opts)
+        .map(|s| established_options(&s))
+        .unwrap_or_default()
+}
+
+fn established_options(s: &ProcSnapshot) -> Vec<procfs::SocketOptions> {
+    s.processes
+        .values()
+        .flat_map(|p| &p.sockets)
+        .filter(|s| s.state == procfs::SocketState::Established)
+        .filter_map(|s| s.options)
+        .collect()
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use ditto_collect::bpftrace::SyscallTrace;
 use ditto_collect::perf::SoftwareCounts;
-use ditto_collect::procfs::{ListeningSocket, ProcSnapshot};
+use ditto_collect::procfs::{ListeningSocket, ProcSnapshot, SocketOptions};
 use ditto_profile::{Collector, Framing, LoadConditions, Overhead};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,10 @@ pub struct Observations {
     pub referenced_bytes: u64,
     /// Listening sockets with their options and backlog.
     pub listeners: Vec<ListeningSocket>,
+    /// Options of a few accepted connections, read during the window (the load generator closes
+    /// its connections before the end snapshot). Empty in recordings that predate it.
+    #[serde(default)]
+    pub connections: Vec<SocketOptions>,
     /// Requests counted by ditto's load generator, when it drove the load.
     pub requests_from_load: Option<u64>,
     /// The load ditto drove.

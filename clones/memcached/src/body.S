@@ -24,9 +24,9 @@ ditto_body_c0:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 27643840]
-    mov r10, qword ptr [r15 + 27643848]
-    mov r12, qword ptr [r15 + 27643856]
+    mov r11, qword ptr [r15 + 6452800]
+    mov r10, qword ptr [r15 + 6452808]
+    mov r12, qword ptr [r15 + 6452816]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -53,9 +53,9 @@ ditto_body_c0:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643864]
+    mov rbx, qword ptr [r15 + 6452824]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 27643864], rcx
+    mov qword ptr [r15 + 6452824], rcx
     mov r13d, 1
     jmp .Lc0_b0_c0
     .p2align 6
@@ -90,9 +90,9 @@ ditto_body_c0:
     jmp 1f
 1:
     mov r8, r10
-    and rbp, 8388544
-    movsxd rcx, dword ptr [r15 + rbp + 10857792]
-    and r8, 192
+    and rbp, 8128
+    movsxd rcx, dword ptr [r15 + rbp + 6304704]
+    and r8, 64
     mov qword ptr [r15 + r8 + 576], rdi
     movzx ebp, r8b
     mov ebp, dword ptr [r15 + 0]
@@ -112,8 +112,8 @@ ditto_body_c0:
     and rbp, 64
     mov r9, r11
     mov byte ptr [r15 + rbp + 64], dl
-    and r9, 4032
-    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    and r9, 448
+    movsxd rbp, dword ptr [r15 + r9 + 1088]
     and r8, 64
     mov byte ptr [r14 + r8 + 192], cl
     mov r9d, 145
@@ -123,23 +123,23 @@ ditto_body_c0:
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
 // block 3: 64 bytes, 1 chunk(s), 752 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643888]
+    mov rbx, qword ptr [r15 + 6452848]
     lea rcx, [rbx + 752]
-    mov qword ptr [r15 + 27643888], rcx
+    mov qword ptr [r15 + 6452848], rcx
     mov r13d, 752
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
     mov rbp, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
+    and rbp, 1984
     mov r8, r11
-    add rcx, qword ptr [r15 + rbp + 7488]
+    add rcx, qword ptr [r15 + rbp + 1600]
     test ebx, 22016
     jz 1f
 1:
-    and r8, 16320
-    lock or dword ptr [r15 + r8 + 11584], 61
+    and r8, 1984
+    lock or dword ptr [r15 + r8 + 3648], 61
     movzx edi, dil
     add r11, 64
     inc rbx
@@ -147,9 +147,9 @@ ditto_body_c0:
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 1216 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643896]
+    mov rbx, qword ptr [r15 + 6452856]
     lea rcx, [rbx + 1216]
-    mov qword ptr [r15 + 27643896], rcx
+    mov qword ptr [r15 + 6452856], rcx
     mov r13d, 1216
     jmp .Lc0_b4_c0
     .p2align 6
@@ -162,25 +162,25 @@ ditto_body_c0:
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 197
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 704], 197
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643904]
+    mov rbx, qword ptr [r15 + 6452864]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 27643904], rcx
+    mov qword ptr [r15 + 6452864], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
     mov rbp, r11
     mov r8, r11
-    and rbp, 1984
-    and ecx, dword ptr [r14 + rbp + 1344]
+    and rbp, 192
+    and ecx, dword ptr [r14 + rbp + 832]
     and r8, 64
     and ebp, dword ptr [r14 + r8 + 192]
     mov dword ptr [r14 + 0], edi
@@ -196,9 +196,9 @@ ditto_body_c0:
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 1624 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643912]
+    mov rbx, qword ptr [r15 + 6452872]
     lea rcx, [rbx + 1624]
-    mov qword ptr [r15 + 27643912], rcx
+    mov qword ptr [r15 + 6452872], rcx
     mov r13d, 1624
     jmp .Lc0_b6_c0
     .p2align 6
@@ -228,9 +228,9 @@ ditto_body_c0:
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 823 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643920]
+    mov rbx, qword ptr [r15 + 6452880]
     lea rcx, [rbx + 823]
-    mov qword ptr [r15 + 27643920], rcx
+    mov qword ptr [r15 + 6452880], rcx
     mov r13d, 823
     jmp .Lc0_b7_c0
     .p2align 6
@@ -245,8 +245,8 @@ ditto_body_c0:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 27968]
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 5696]
     add r11, 64
     add r10, r11
     inc rbx
@@ -254,9 +254,9 @@ ditto_body_c0:
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 807 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643928]
+    mov rbx, qword ptr [r15 + 6452888]
     lea rcx, [rbx + 807]
-    mov qword ptr [r15 + 27643928], rcx
+    mov qword ptr [r15 + 6452888], rcx
     mov r13d, 807
     jmp .Lc0_b8_c0
     .p2align 6
@@ -285,9 +285,9 @@ ditto_body_c0:
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
 // block 9: 64 bytes, 1 chunk(s), 870 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643936]
+    mov rbx, qword ptr [r15 + 6452896]
     lea rcx, [rbx + 870]
-    mov qword ptr [r15 + 27643936], rcx
+    mov qword ptr [r15 + 6452896], rcx
     mov r13d, 870
     jmp .Lc0_b9_c0
     .p2align 6
@@ -299,8 +299,8 @@ ditto_body_c0:
     jz 1f
 1:
     mov r8, r11
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 832], bpl
     and r8, 64
     mov dword ptr [r15 + r8 + 64], 100
     add r11, 64
@@ -310,9 +310,9 @@ ditto_body_c0:
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
 // block 10: 64 bytes, 1 chunk(s), 82 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643944]
+    mov rbx, qword ptr [r15 + 6452904]
     lea rcx, [rbx + 82]
-    mov qword ptr [r15 + 27643944], rcx
+    mov qword ptr [r15 + 6452904], rcx
     mov r13d, 82
     jmp .Lc0_b10_c0
     .p2align 6
@@ -328,8 +328,8 @@ ditto_body_c0:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     add rcx, qword ptr [r14 + 0]
-    and rbp, 448
-    mov byte ptr [r14 + rbp + 832], r8b
+    and rbp, 64
+    mov byte ptr [r14 + rbp + 704], r8b
     add r11, 64
     add r10, r11
     inc rbx
@@ -337,9 +337,9 @@ ditto_body_c0:
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
 // block 11: 64 bytes, 1 chunk(s), 708 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643952]
+    mov rbx, qword ptr [r15 + 6452912]
     lea rcx, [rbx + 708]
-    mov qword ptr [r15 + 27643952], rcx
+    mov qword ptr [r15 + 6452912], rcx
     mov r13d, 708
     jmp .Lc0_b11_c0
     .p2align 6
@@ -348,9 +348,9 @@ ditto_body_c0:
     jmp 1f
 1:
     mov r8, r11
-    and rbp, 131008
+    and rbp, 960
     mov r9, r11
-    mov rcx, qword ptr [r15 + rbp + 109888]
+    mov rcx, qword ptr [r15 + rbp + 9792]
     and r9, 64
     mov byte ptr [r15 + r9 + 192], r9b
     test ebx, 1073741824
@@ -365,9 +365,9 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
-    mov qword ptr [r15 + 27643840], r11
-    mov qword ptr [r15 + 27643848], r10
-    mov qword ptr [r15 + 27643856], r12
+    mov qword ptr [r15 + 6452800], r11
+    mov qword ptr [r15 + 6452808], r10
+    mov qword ptr [r15 + 6452816], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -384,7 +384,7 @@ ditto_body_c0:
     .p2align 4
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 27643864]
+    lea rdi, [r8 + 6452824]
     mov ecx, 12
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
@@ -428,9 +428,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 27643840]
-    mov r10, qword ptr [r15 + 27643848]
-    mov r12, qword ptr [r15 + 27643856]
+    mov r11, qword ptr [r15 + 11836736]
+    mov r10, qword ptr [r15 + 11836744]
+    mov r12, qword ptr [r15 + 11836752]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -442,9 +442,9 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643864]
+    mov rbx, qword ptr [r15 + 11836760]
     lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 27643864], rcx
+    mov qword ptr [r15 + 11836760], rcx
     mov r13d, 7
     mov eax, ebx
     and eax, 7
@@ -471,621 +471,658 @@ ditto_body_c1:
     jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    lea rbp, [r10 + r10*1]
-    movzx eax, cl
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 16
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 232
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, edx
-    movzx ecx, dil
-    mov edi, eax
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov rdx, rsi
-    mov rdx, rax
-    jmp 1f
-1:
-    test ebx, 184320
     jnz 1f
 1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, 244
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 186368
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r10 + r10*1]
+    mov eax, 127
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 118784
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r14 + rbp + 320]
+    mov eax, ecx
     lea r8, [r10 + r10*1]
-    and edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + rbp + 384], 49
-    and edx, dword ptr [r14 + 0]
-    movsxd rbp, dword ptr [r15 + r8 + 192]
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm3
+    movzx ecx, al
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 177
+    and ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    imul rdx, rdi
     jmp 1f
 1:
-    imul ebp, r9d, 91
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
+    mov ecx, 95
+    mov ecx, 170
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx edx, bpl
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    movsxd rax, dword ptr [r14 + rbp + 320]
-    mov rdx, rsi
+    mov ecx, ecx
+    and eax, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 64], ecx
+    mov ecx, edx
+    add r9, qword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
-    mov eax, 170
-    movzx eax, byte ptr [r15 + 0]
-    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm6
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 105
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, al
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    lea r8, [r10*4]
-    test ebx, 856
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    and r8, 192
-    mov eax, dword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r14 + r9 + 192]
-    mov rdi, qword ptr [r15 + r9 + 256]
+    mov r8, rdi
     test ebx, 816
     jz 1f
 1:
-    mov eax, 32
-    vpaddd ymm1, ymm7, ymmword ptr [r15 + r8 + 704]
-    vpaddd ymm7, ymm1, ymmword ptr [r15 + r8 + 768]
-    test ebx, 190464
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    movzx ecx, dl
+    mov rdx, rcx
+    test ebx, 110592
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 256], dil
-    vpxor ymm7, ymm10, ymm2
-    movzx ebp, al
-    mov edi, 206
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 98
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx edx, dil
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm4
+    mov ecx, 185
+    and ecx, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r14 + 0]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 576]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    mov byte ptr [r14 + r9 + 768], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, ecx
+    test ebx, 720
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 58
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 27
-    imul rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, 225
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
+    mov r9d, ecx
+    mov r9, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 217
+    mov ecx, r9d
+    jmp 1f
+1:
+    test ebx, 255488
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx ecx, bpl
+    lea r9, [r10 + r10*1]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 63488
+    jz 1f
+1:
+    mov rcx, r9
+    and r9, 64
+    vmovdqu ymm4, ymmword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    test ebx, 456
+    jz 1f
+1:
+    mov rcx, qword ptr [r14 + 0]
+    mov eax, 9
     lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
+    movzx eax, byte ptr [r15 + r9 + 576]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 213
-    and r9, 8388544
-    movsxd rdi, dword ptr [r15 + r9 + 19246464]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r14 + r9 + 19246400], dil
-    mov ecx, dword ptr [r15 + r8 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm10
-    mov ebp, edi
-    test bl, 232
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 19246656]
-    mov rdi, rbp
-    mov rbp, qword ptr [r15 + r9 + 19246528]
-    mov r8d, ebp
+    mov qword ptr [r15 + r8 + 192], r8
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r14 + r9 + 19246592], r8
-    movzx ebp, r8b
+    movzx ebp, byte ptr [r15 + r8 + 256]
+    mov r8, rbp
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 2752]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 2816]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea rbp, [r11 + r11*4]
-    movzx r8d, bpl
-    mov r8d, esi
-    and rbp, 16320
-    movsxd r8, dword ptr [r15 + rbp + 28224]
-    mov rsi, r8
-    test ebx, 110592
-    jnz 1f
+    lea r8, [r10 + r10*1]
+    movzx r9d, r8b
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 640]
+    jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movzx esi, r8b
+    mov rbp, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rsi
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 696
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov esi, r8d
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    mov r9d, esi
+    jmp 1f
 1:
-    mov esi, r8d
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + rbp + 28032]
-    lea r8, [r10 + r10*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 131008
-    movsxd rsi, dword ptr [r15 + r8 + 110016]
-    and esi, dword ptr [r15 + r8 + 110080]
-    add rdx, qword ptr [r15 + r8 + 110144]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r9d
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 124928
+    jz 1f
+1:
+    movzx edx, dl
+    mov rdx, rdx
+    vpxor ymm4, ymm0, ymm12
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r14 + 0]
+    add rdx, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r14 + r8 + 576], sil
     and r9, 64
-    and edx, dword ptr [r14 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, r8b
-    mov dword ptr [r15 + rbp + 27968], 52
-    mov dword ptr [r14 + 0], 88
-    test ebx, 190464
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 109952]
-    mov byte ptr [r15 + rbp + 28160], al
-    mov rax, rax
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 192], al
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 28096]
-    mov qword ptr [r15 + r8 + 109888], rax
-    movzx eax, byte ptr [r15 + r9 + 256]
-    add r11, 64
+    movzx edx, byte ptr [r15 + r9 + 256]
+    and rbp, 64
+    add qword ptr [r15 + rbp + 320], rbp
+    movzx r9d, byte ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 448]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r9d, 84
+    mov r9d, 207
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rdi
+    mov dword ptr [r15 + 0], 183
+    and r9d, dword ptr [r15 + 0]
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    mov eax, 179
+    test ebx, 186368
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 37
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r9d, 134
     jmp 1f
 1:
+    mov r9, r9
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 68
-    mov r9d, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    jmp 1f
+    mov dword ptr [r15 + 0], edx
+    mov r9d, 145
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 22272
+    jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 194
+    mov rdx, rax
     lea rbp, [r10 + r10*1]
-    test ebx, 159744
+    and r9, 960
+    mov byte ptr [r15 + r9 + 1792], r9b
+    test ebx, 1073741824
     jnz 1f
-1:
-    mov r9, rbp
-    jmp 1f
 1:
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 256]
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r9 + 1728], rbp
     lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add rax, qword ptr [r15 + rbp + 640]
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 320]
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + rbp + 192]
-    mov ebp, 56
-    mov rbp, rbp
-    test ebx, 217088
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r14 + 0]
+    movsxd rbp, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r14 + r9 + 384]
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm7
-    jmp 1f
-1:
+    and ebp, dword ptr [r14 + 0]
+    mov eax, 56
+    mov qword ptr [r14 + r9 + 384], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
+    lea rbp, [r10 + r10*1]
+    mov eax, ebp
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov eax, eax
+    mov byte ptr [r15 + 0], al
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdi
+    mov rax, qword ptr [r15 + 0]
+    mov r9, rax
+    mov eax, 4
+    test ebx, 63488
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r10*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 448
-    and eax, dword ptr [r15 + rbp + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rbp
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    mov dword ptr [r14 + rbp + 1216], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 181
-    and r9d, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    test ebx, 13568
-    jz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 320]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], cl
-    add rcx, qword ptr [r15 + r9 + 384]
-    imul r9, rcx
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    or qword ptr [r15 + rbp + 1152], 17
-    mov dword ptr [r15 + rbp + 1088], 21
-    mov byte ptr [r14 + r8 + 384], r9b
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + rbp + 128]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r9b
     jmp 1f
 1:
-    imul r8, r8
-    mov rcx, r8
-    test ebx, 159744
+    mov r8, r8
+    movzx r8d, byte ptr [r14 + 0]
+    mov r9, r10
+    add r8, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, sil
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 960]
+    and r9, 4194240
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + r9 + 7633600]
+    mov qword ptr [r15 + rbp + 1024], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r8d
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov rbp, r9
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 816
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 154
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 424
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov r9d, 57
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r9d, edi
+    mov r8d, 139
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    and r9d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx r9d, cl
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r14 + 0], rdi
-    mov r9d, r9d
-    mov r9, qword ptr [r14 + 0]
-    lea r8, [r11 + r11*1]
-    mov rcx, rdx
-    test ebx, 239616
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 912
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx r9d, bpl
+    test ebx, 464
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 320]
+    add rbp, qword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov rdi, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, esi
-    add rax, qword ptr [r15 + r9 + 384]
-    movzx edx, byte ptr [r15 + r8 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c7:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], eax
-    test ebx, 744
-    jz 1f
-1:
-    mov rax, rax
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 472
-    jz 1f
+    test ebx, 186368
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r14 + 0], rbp
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 128]
     lea r8, [r10 + r10*1]
-    and eax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    and edi, dword ptr [r14 + rbp + 64]
     and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 320]
-    mov edx, eax
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    movzx edi, byte ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rax
-    mov dword ptr [r15 + r8 + 384], ebp
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
+    mov ebp, dword ptr [r15 + r8 + 256]
+    add qword ptr [r15 + r9 + 320], rbp
+    mov rbp, qword ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 54
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], r8
-    nop
-    movzx r8d, r8b
-    test ebx, 472
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + rbp + 448], 68
+    mov r8d, 243
     jmp 1f
 1:
     add r10, r11
     inc rbx
     dec r13
-    jnz .Lc1_b0_c0
-.Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 13 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643872]
-    lea rcx, [rbx + 13]
-    mov qword ptr [r15 + 27643872], rcx
-    mov r13d, 13
-    jmp .Lc1_b1_c0
-    .p2align 6
-.Lc1_b1_c0:
-    mov r8, r11
-    and r8, 64
-    lock add qword ptr [r15 + r8 + 448], r8
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdx, rcx
+    jz .Lc1_b0_done
+.Lc1_b0_c7:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    mov r8, r9
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 856
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    jmp 1f
+1:
+    mov r8d, 254
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    lea rbp, [r10 + r10*1]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    add rdi, qword ptr [r14 + rbp + 384]
+    add rdi, qword ptr [r14 + 0]
+    and r8, 448
+    and edi, dword ptr [r15 + r8 + 1280]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, 49
+    jmp 1f
+1:
+    mov edi, 175
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    jmp 1f
+1:
+    inc dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx edi, dil
+    add qword ptr [r15 + rbp + 320], rdi
+    mov edi, dword ptr [r15 + r8 + 1216]
+    add r10, r11
+    inc rbx
+    dec r13
+    jnz .Lc1_b0_c0
+.Lc1_b0_done:
+// block 1: 128 bytes, 1 chunk(s), 12 chunk executions per call
+    mov rbx, qword ptr [r15 + 11836768]
+    lea rcx, [rbx + 12]
+    mov qword ptr [r15 + 11836768], rcx
+    mov r13d, 12
+    jmp .Lc1_b1_c0
+    .p2align 6
+.Lc1_b1_c0:
+    jmp 1f
+1:
+    imul rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor ecx, edi
+    mov dword ptr [r15 + 0], ecx
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
+    and rbp, 64
+    add qword ptr [r15 + rbp + 832], rbp
+    mov r8, r11
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r10
-    xor edx, ecx
-    and r8, 1984
-    lea rbp, [r10 + r10*1]
-    add qword ptr [r15 + r8 + 1344], rbp
-    and rbp, 64
-    add r8, qword ptr [r14 + rbp + 64]
-    imul r8, qword ptr [r15 + rbp + 128]
+    mov r9, r10
+    and r8, 64
+    lock add qword ptr [r15 + r8 + 448], r8
+    mov r8, rsi
+    and r9, 64
+    add rsi, qword ptr [r14 + r9 + 64]
+    imul r9d, esi, 8
     add r11, 64
     add r10, r11
     inc rbx
@@ -1093,9 +1130,9 @@ ditto_body_c1:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 2: 1024 bytes, 4 chunk(s), 3 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643880]
+    mov rbx, qword ptr [r15 + 11836776]
     lea rcx, [rbx + 3]
-    mov qword ptr [r15 + 27643880], rcx
+    mov qword ptr [r15 + 11836776], rcx
     mov r13d, 3
     mov eax, ebx
     and eax, 3
@@ -1114,288 +1151,321 @@ ditto_body_c1:
     jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
-    mov esi, 37
-    imul rsi, rsi
-    mov byte ptr [r15 + 0], sil
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 1024]
+    mov eax, ebp
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, edi
-    imul eax, eax, 113
-    test ebx, 128832
-    jnz 1f
-1:
-    mov rax, rdi
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd ymm7, ymm1, ymmword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, 190
-    lea rbp, [r10*4]
-    test bl, 116
-    jz 1f
-1:
-    vmovdqu ymm7, ymmword ptr [r15 + 0]
-    mov dword ptr [r14 + 0], 95
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    and esi, dword ptr [r15 + rbp + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, eax
-    mov esi, 63
-    movzx esi, sil
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ebp, r9d
+    movzx ebp, bpl
+    mov ebp, 222
+    test ebx, 288
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    movzx ecx, bpl
+    mov ebp, 47
+    test ebx, 1073741824
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    mov rbp, rax
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    mov ebp, ecx
+    movzx eax, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, al
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rax
+    movzx ebp, dl
+    mov rsi, qword ptr [r15 + 0]
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    test ebx, 55296
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 149
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 64]
     lea r8, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + rbp + 128], 9
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    and esi, dword ptr [r15 + r8 + 384]
-    movzx r8d, sil
-    test ebx, 56320
+    mov dword ptr [r15 + r8 + 256], r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 640], 91
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    add rcx, qword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    jmp 1f
-1:
-    mov ecx, ebp
+    mov ebp, dword ptr [r15 + r9 + 960]
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    movzx r8d, cl
+    add r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    lea r8, [r10*8]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], esi
     jmp 1f
 1:
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 1088]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rdi, [r15 + 27635648]
-    mov ecx, 69
-    rep stosb
+    mov esi, dword ptr [r15 + 0]
+    mov r8, rdi
     test ebx, 119808
     jz 1f
 1:
-    mov edi, ecx
-    mov edi, 32
+    vmovdqu ymmword ptr [r15 + 0], ymm11
+    movzx esi, al
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov esi, r8d
+    add rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     mov byte ptr [r15 + 0], dil
-    mov edi, ebp
-    mov rdi, r8
-    mov ebp, dword ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 1024]
-    lea r9, [r10 + r10*1]
-    vmovdqu ymm1, ymmword ptr [r15 + r8 + 1280]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    lea rbp, [r10 + r10*1]
-    test ebx, 93184
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 896]
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 320], edx
-    movzx ecx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 384], cl
-    vmovdqu ymmword ptr [r14 + r8 + 1216], ymm1
-    jmp 1f
-1:
-    test ebx, 93184
+    test ebx, 48128
     jz 1f
 1:
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 192]
-    mov ecx, ebp
+    mov esi, dword ptr [r15 + 0]
+    mov r8, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + r8 + 960], r9d
-    mov byte ptr [r15 + r8 + 1152], dl
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r8 + 256], rsi
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov esi, 98
+    and r8, 64
+    mov dword ptr [r14 + r8 + 320], ebp
+    mov esi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r14 + 0]
+    popcnt rsi, r9
+    mov r9d, dword ptr [r15 + r8 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov ebp, 169
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 71
+    mov esi, edi
+    test bl, 48
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rdx
-    lea rbp, [r10 + r10*1]
+    movzx r8d, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    vmovdqu ymm1, ymmword ptr [r15 + rbp + 320]
-    mov ecx, ebp
-    test bl, 144
-    jnz 1f
+    movzx r8d, r8b
+    mov r8d, edi
+    test bl, 204
+    jz 1f
 1:
-    mov ecx, 207
-    lea r9, [r10*8]
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 7616], 106
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
+    test ebx, 360
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 384]
-    and ecx, dword ptr [r15 + r9 + 7680]
-    mov rbp, rcx
-    bt r9, rdx
-    test ebx, 79872
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + r9 + 7552]
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    and edx, dword ptr [r14 + rbp + 256]
+    mov esi, 145
+    jmp 1f
+1:
+    test ebx, 24576
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movzx r8d, sil
+    mov r8d, 43
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 124864
+    jz 1f
+1:
+    mov r8d, 98
+    lea r8, [r10 + r10*1]
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    add rdx, qword ptr [r15 + r9 + 7808]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul edx, edx, 65
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7744], edx
-    mov edx, ecx
-    test ebx, 1073741824
+    mov esi, r9d
+    vpaddd ymm4, ymm4, ymmword ptr [r14 + r8 + 256]
+    mov byte ptr [r14 + 0], sil
+    mov rsi, rbp
+    lea r8, [r10 + r10*1]
+    test bl, 116
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx edx, cl
-    mov r9, r8
-    mov edx, 114
+    mov rbp, r10
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 768]
+    and esi, dword ptr [r15 + r8 + 704]
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 6848]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r9, rdx
+    and esi, dword ptr [r15 + 0]
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 236
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    movzx esi, bpl
+    mov esi, esi
+    mov ebp, 219
+    test bl, 156
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r9
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    lea r9, [r11*8]
+    mov qword ptr [r15 + 0], rsi
+    mov esi, r8d
+    movzx r8d, sil
+    mov rbp, r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    imul rdx, r9
-    and r9, 4032
-    and edx, dword ptr [r15 + r9 + 3392]
-    lea rbp, [r11 + r11*2]
     jmp 1f
 1:
-    mov ecx, esi
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 65472
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + rbp + 44480]
-    mov qword ptr [r14 + 0], rbp
-    imul rsi, rax
-    test ebx, 116736
-    jnz 1f
+    jmp 1f
 1:
-    mov esi, 68
-    mov esi, 216
-    mov byte ptr [r15 + r9 + 3648], sil
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 192]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    mov rsi, qword ptr [r15 + r8 + 256]
     lea r8, [r10 + r10*2]
-    jmp 1f
-1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8, 16320
-    add rsi, qword ptr [r14 + r8 + 11584]
-    add rax, qword ptr [r15 + r9 + 3456]
-    movsxd rdx, dword ptr [r15 + r8 + 11712]
-    test ebx, 412
-    jnz 1f
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 1280]
+    mov rbp, rbp
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r14 + r9 + 320]
+    and ebp, dword ptr [r15 + r8 + 1216]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 44352], rdx
-    mov dword ptr [r15 + r9 + 3584], edi
-    and edx, dword ptr [r15 + rbp + 44416]
-    test bl, 144
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 3520]
-    movzx ebp, byte ptr [r15 + r8 + 11648]
-    movzx r8d, byte ptr [r15 + r9 + 3712]
-    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 512 bytes, 2 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643888]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 27643888], rcx
-    mov r13d, 2
+// block 3: 512 bytes, 2 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 11836784]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 11836784], rcx
+    mov r13d, 1
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b3_stubs]
@@ -1409,144 +1479,153 @@ ditto_body_c1:
     jmp .Lc1_b3_c1
     .p2align 6
 .Lc1_b3_c0:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 39936
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, 219
+    mov ecx, r8d
+    mov ecx, ebp
+    mov r8d, r8d
+    mov ecx, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    mov rax, rax
-    and eax, dword ptr [r15 + 0]
-    movzx esi, al
-    test ebx, 31232
-    jz 1f
+    add r8, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
-    mov r9d, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    imul rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 238
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 15360
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 248
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, r8
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    add rax, qword ptr [r15 + 0]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 256]
-    mov byte ptr [r14 + 0], bpl
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 192]
     lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov eax, ebp
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 384]
-    and eax, dword ptr [r15 + r9 + 192]
-    lea r9, [r10 + r10*1]
-    inc dword ptr [r15 + rbp + 320]
-    movzx ecx, r8b
+    and ecx, dword ptr [r15 + rbp + 640]
+    and ecx, dword ptr [r14 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    xor dword ptr [r15 + r9 + 256], r9d
-    mov r9d, 79
+    lea r8, [r10 + r10*1]
+    mov rax, r8
     jmp 1f
 1:
+    mov ecx, 161
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 576]
+    movsxd rbp, dword ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + r8 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea r9, [r10*8]
-    jmp 1f
-1:
-    and r9, 16320
-    movsxd rbp, dword ptr [r14 + r9 + 11968]
-    lea r8, [r10 + r10*1]
-    .byte 0x66, 0x90
-    mov eax, 67
+    mov byte ptr [r15 + 0], cl
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, 223
+    mov dword ptr [r15 + 0], 23
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 38
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
-    movsxd rax, dword ptr [r14 + r8 + 192]
+    and ecx, dword ptr [r15 + 0]
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r9 + 11712], 163
+    and ecx, dword ptr [r15 + rbp + 1024]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rdi, [r15 + 27635648]
-    mov ecx, 68
-    rep stosb
-    mov rax, rsi
-    mov dword ptr [r15 + r9 + 11776], 10
-    test bl, 60
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 768]
+    vmovdqu ymm4, ymmword ptr [r14 + 0]
+    mov eax, ecx
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 11584], edx
-    and eax, dword ptr [r15 + r9 + 11648]
-    add rax, qword ptr [r15 + r8 + 256]
-    test bl, 106
-    jz 1f
-1:
-    mov r8, rdx
-    mov r8, qword ptr [r15 + r9 + 11904]
-    add r8, qword ptr [r15 + r9 + 11840]
-    test ebx, 1073741824
+    test ebx, 58368
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 12032], 171
-    vpaddd ymm7, ymm1, ymmword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
+    mov ecx, 103
+    mov dword ptr [r14 + 0], 138
+    add rsi, qword ptr [r15 + rbp + 960]
+    mov qword ptr [r14 + r8 + 640], rsi
+    test bl, 58
     jz 1f
 1:
-    mov ebp, esi
-    movzx ebp, sil
-    mov ebp, ebp
+    mov esi, eax
+    movsxd rsi, dword ptr [r15 + r9 + 704]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
 // block 4: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643896]
+    mov rbx, qword ptr [r15 + 11836792]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 27643896], rcx
+    mov qword ptr [r15 + 11836792], rcx
     mov r13d, 2
     mov eax, ebx
     and eax, 3
@@ -1565,407 +1644,419 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 768]
     jmp 1f
 1:
-    imul rcx, rcx
-    mov ecx, 236
-    mov dword ptr [r15 + 0], 119
-    test bl, 220
+    mov dword ptr [r15 + 0], esi
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 174
+    movzx esi, sil
+    movzx ecx, sil
+    test ebx, 89088
+    jnz 1f
+1:
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 34
+    mov qword ptr [r15 + 0], r9
+    test ebx, 60416
     jz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov eax, edx
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + 0]
+    mov ecx, eax
+    movzx ecx, r9b
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 4
-    mov dword ptr [r15 + 0], 201
-    mov eax, 89
-    mov rdx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 128448
-    jnz 1f
-1:
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    mov edx, 38
-    test ebx, 80896
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, 155
+    and eax, dword ptr [r14 + 0]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    mov edx, dword ptr [r14 + rbp + 128]
-    mov ebp, 193
-    lea rbp, [r10*4]
+    mov byte ptr [r15 + r8 + 1088], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 8
+    inc dword ptr [r15 + r8 + 1152]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 192
-    add rax, qword ptr [r15 + rbp + 640]
-    mov rdx, rsi
-    mov rdx, qword ptr [r15 + rbp + 768]
+    mov ecx, 32
     jmp 1f
 1:
-    test ebx, 60416
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm7
-    add rdi, qword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 192], 251
+    mov rax, qword ptr [r15 + r9 + 704]
+    mov ecx, 204
+    mov ecx, dword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    lea rbp, [r10*8]
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    and rbp, 4032
-    or qword ptr [r15 + rbp + 3776], 105
-    mov edi, 160
-    jmp 1f
-1:
-    movzx edi, dil
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 128]
+    mov rax, rcx
     lea r9, [r10 + r10*1]
-    mov edi, 39
-    and edi, dword ptr [r15 + rbp + 3584]
-    movzx eax, sil
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    inc dword ptr [r14 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 246
-    and edi, dword ptr [r15 + rbp + 3520]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dil
-    test ebx, 30720
-    jz 1f
-1:
+    inc dword ptr [r15 + r9 + 256]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r8, [r10 + r10*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 139
-    and r8, 65472
-    and edi, dword ptr [r15 + r8 + 241088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, eax
-    inc dword ptr [r15 + r8 + 240960]
-    jmp 1f
-1:
-    mov edi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 241024]
-    add rsi, qword ptr [r15 + rbp + 3456]
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov esi, 229
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r14 + r9 + 320], r8d
-    mov rsi, qword ptr [r15 + rbp + 3648]
-    vmovdqu ymm7, ymmword ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rcx
+    test ebx, 55296
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and esi, dword ptr [r15 + r8 + 64]
+    mov rcx, rax
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r14 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 86
+    and eax, dword ptr [r14 + r9 + 192]
+    mov dword ptr [r15 + rbp + 320], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, sil
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov esi, 122
+    test bl, 228
+    jnz 1f
+1:
+    mov esi, eax
+    mov esi, esi
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test bl, 124
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 512]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    movzx r9d, al
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, 167
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 31744
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 210
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rdi
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    and r9, 192
-    mov esi, dword ptr [r15 + r9 + 640]
-    mov eax, 182
-    and ecx, dword ptr [r14 + r9 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 38
-    jmp 1f
-1:
-    mov qword ptr [r14 + r9 + 576], rcx
-    mov ecx, dword ptr [r15 + rbp + 128]
+    mov ebp, dword ptr [r15 + r8 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    lea rbp, [r10 + r10*1]
+    mov esi, 240
+    mov esi, 193
+    and rbp, 1048512
+    or qword ptr [r15 + rbp + 6585088], 75
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 704]
-    mov r9d, ecx
+    mov rsi, r8
+    mov esi, r8d
+    mov byte ptr [r14 + 0], r8b
+    test bl, 92
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 320]
+    movzx r8d, sil
+    lea r8, [r10 + r10*1]
+    mov eax, 204
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 127
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r8 + 448]
-    add r11, 64
+    movzx esi, byte ptr [r14 + r8 + 192]
+    mov r8d, r8d
+    vmovdqu ymm4, ymmword ptr [r15 + rbp + 6585024]
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r9, [r10 + r10*1]
-    imul ecx, r9d, 90
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 640]
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 128]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, cl
+    mov esi, 97
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov esi, 87
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 52
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    test bl, 212
-    jnz 1f
-1:
+    add rcx, qword ptr [r15 + 0]
     and rbp, 64
-    movzx ecx, byte ptr [r14 + rbp + 192]
+    and ecx, dword ptr [r15 + rbp + 192]
+    lea r9, [r10 + r10*1]
+    test ebx, 360
+    jnz 1f
+1:
     jmp 1f
 1:
-    movzx r8d, cl
-    mov ecx, r8d
-    lea r8, [r10*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8388544
-    mov dword ptr [r15 + r8 + 10858176], 123
-    jmp 1f
-1:
-    movzx ecx, cl
+    movzx ecx, r9b
+    and r9, 64
+    mov ecx, dword ptr [r14 + r9 + 320]
+    movzx esi, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + rbp + 256], esi
+    add rsi, qword ptr [r15 + r8 + 576]
     jmp 1f
 1:
-    mov ecx, edx
-    vmovdqu ymmword ptr [r15 + r8 + 10857792], ymm7
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul ecx, ecx, 74
-    mov eax, ecx
-    mov ecx, eax
-    mov dword ptr [r14 + r8 + 10858048], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 256], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 10857984]
-    mov ebp, ecx
-    mov ebp, ebp
-    mov rdx, qword ptr [r15 + r8 + 10858112]
-    test bl, 180
-    jz 1f
-1:
-    .byte 0x66, 0x90
+    mov dword ptr [r15 + r9 + 384], esi
     jmp 1f
 1:
-    mov ebp, 150
-    vmovdqu ymm7, ymmword ptr [r15 + r9 + 64]
-    test bl, 108
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 10857920]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 10857856]
+    movsxd rsi, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643904]
+    mov rbx, qword ptr [r15 + 11836800]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 27643904], rcx
+    mov qword ptr [r15 + 11836800], rcx
     mov r13d, 1
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov ecx, edi
-    mov ecx, 106
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, rcx
-    test bl, 27
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test bl, 31
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, 93
-    mov ecx, 219
-    lea rbp, [r11*4]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 86
-    jnz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 85
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ebp
-    mov ecx, ecx
-    mov rcx, rcx
-    mov ecx, ecx
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 18432
-    jz 1f
-1:
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + rbp + 768], ecx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], ecx
-    mov ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rcx
-    add rcx, qword ptr [r14 + 0]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 256]
-    add rcx, qword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rcx, rsi
+    lea rdi, [r15 + 11828544]
+    mov ecx, 69
+    rep stosb
+    mov edi, dword ptr [r15 + 0]
     mov rcx, rax
-    mov ecx, dword ptr [r15 + rbp + 640]
+    test bl, 59
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    add rdi, qword ptr [r15 + 0]
+    test bl, 15
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 704], rsi
-    add r11, 64
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 29
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    jmp 1f
+1:
+    movzx edi, cl
+    test ebx, 1264
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 0], bpl
+    mov rdi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 1152], bpl
+    lea r9, [r10 + r10*1]
+    mov edi, 103
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edi, r8d
+    movzx esi, bpl
+    mov esi, esi
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 640]
+    test ebx, 12032
+    jnz 1f
+1:
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + rbp + 1088]
+    mov rsi, rsi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    movzx esi, byte ptr [r15 + r8 + 576]
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], eax
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643912]
-    lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 27643912], rcx
-    mov r13d, 2
+// block 6: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 11836808]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 11836808], rcx
+    mov r13d, 1
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov r9, r11
-    mov rbp, r11
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov r9d, 206
+    movzx ecx, dil
+    mov rbp, r10
+    mov r8, r10
+    mov r9, r10
+    and r8, 64
+    mov qword ptr [r15 + r8 + 960], r8
     test ebx, 7680
     jnz 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 124
-    mov ecx, ebp
-    add r11, 64
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 4096 bytes, 16 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643920]
+    mov rbx, qword ptr [r15 + 11836816]
     lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 27643920], rcx
+    mov qword ptr [r15 + 11836816], rcx
     mov r13d, 7
     mov eax, ebx
     and eax, 15
@@ -2008,215 +2099,223 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
+    add r9, qword ptr [r15 + 0]
+    mov eax, 170
+    mov qword ptr [r15 + 0], rax
+    nop
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov r9, r9
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
+    lea r9, [r10 + r10*1]
+    test ebx, 928
     jz 1f
 1:
-    mov edx, 69
-    mov edx, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rdx
-    lea rbp, [r11 + r11*1]
+    lea rdi, [r15 + 11828544]
+    lea rsi, [r15 + 11832640]
+    mov ecx, 68
+    rep movsb
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r9 + 256]
+    and r8, 64
+    mov r9, qword ptr [r14 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 320], 250
-    lea r8, [r11 + r11*1]
-    movzx edx, sil
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 256]
-    test ebx, 1440
-    jnz 1f
-1:
-    mov edx, 131
-    mov dword ptr [r15 + rbp + 384], 225
+    movsxd r9, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm7
+    jmp 1f
+1:
+    test ebx, 496
+    jnz 1f
+1:
+    vmovdqu ymm4, ymmword ptr [r15 + rbp + 192]
+    movsxd rbp, dword ptr [r15 + r8 + 64]
+    mov r8, rbp
+    mov r8d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r14 + 0], rdi
-    add r8, qword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + r9 + 64]
-    add r11, 64
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8, r9
+    test ebx, 480
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], r8d
+    movzx r8d, r8b
+    mov r9d, 156
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 438272
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    mov r8, r8
-    add r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    or qword ptr [r15 + 0], 54
-    jmp 1f
-1:
-    imul r8d, eax, 24
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
     lea r8, [r10 + r10*1]
-    add rcx, qword ptr [r15 + 0]
-    and r8, 64
-    or qword ptr [r15 + r8 + 192], 2
+    and r8, 262080
+    and r9d, dword ptr [r15 + r8 + 6322880]
+    mov esi, r9d
+    mov r9, rbp
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], ebp
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, r9d
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 76
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 6322944], r9d
+    movzx ebp, sil
+    and r9, 64
+    xor dword ptr [r15 + r9 + 256], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    add r8, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    test bl, 240
+    mov dword ptr [r15 + r9 + 192], ebp
+    test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 152
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, dil
-    mov ecx, dword ptr [r14 + r8 + 256]
-    add qword ptr [r15 + rbp + 320], rcx
-    movzx r8d, r9b
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    mov r8, r8
-    mov dword ptr [r15 + r9 + 128], 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov r8d, 19
-    mov ecx, 60
-    mov r8d, esi
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], 75
+    mov ebp, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 250
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 107
-    mov r9, rdi
+    or qword ptr [r15 + 0], 6
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 35
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 432
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r9, r9
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], edx
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 221184
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    imul rsi, r9
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 125
+    add rdi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    add rdx, qword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], sil
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
+    mov edi, 85
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 816
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 122880
+    movzx esi, byte ptr [r14 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 768], eax
+    mov eax, 141
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, ebp
     jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 704], cl
+    mov eax, r9d
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx eax, bpl
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    vmovdqu ymm7, ymmword ptr [r15 + rbp + 384]
+    movsxd r9, dword ptr [r15 + rbp + 256]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 384]
+    mov eax, esi
+    mov eax, dword ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], 156
-    mov rsi, qword ptr [r15 + r8 + 512]
-    mov qword ptr [r14 + rbp + 320], rsi
+    movzx esi, dil
+    mov esi, ecx
+    movzx edi, byte ptr [r15 + r8 + 320]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -2224,349 +2323,384 @@ ditto_body_c1:
 .Lc1_b7_c3:
     jmp 1f
 1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
+    movzx r8d, al
+    xor dword ptr [r15 + 0], esi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov rdi, rsi
-    or qword ptr [r15 + 0], 91
-    mov rsi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], r8b
     movsxd rsi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r8d, cl
+    jmp 1f
 1:
-    mov edi, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1248
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 912
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and rbp, 64
-    vpaddd ymm7, ymm10, ymmword ptr [r15 + rbp + 256]
-    and ecx, dword ptr [r14 + 0]
-    movzx edi, al
-    test ebx, 1744
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and r8d, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    movzx ecx, r9b
-    movzx edi, byte ptr [r14 + 0]
-    and r9, 64
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 192], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 192], al
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    mov r9, rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov r8d, 50
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 576]
+    add r8, qword ptr [r14 + r9 + 640]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], ecx
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 320], r9
+    add r9, qword ptr [r14 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9d, esi
+    mov esi, 15
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm2
-    imul r9, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 256], bpl
+    mov rsi, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    lea rbp, [r10 + r10*8]
-    lea r9, [r10 + r10*1]
-    and rbp, 65472
-    mov rdi, qword ptr [r15 + rbp + 6598336]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], eax
-    movzx r8d, r9b
-    movzx r8d, byte ptr [r15 + rbp + 6598272]
-    test ebx, 372736
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 6598464]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 6598144], 50
-    mov r8d, 211
+    imul rsi, r8
+    mov rsi, rsi
+    jmp 1f
+1:
+    test ebx, 471040
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 225280
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 31
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    imul esi, esi, 85
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 434176
+    jnz 1f
+1:
+    mov esi, 102
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 175
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rdx
+    movzx esi, byte ptr [r15 + 0]
+    movzx edx, sil
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 356352
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    movzx eax, sil
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movsxd rsi, dword ptr [r14 + r9 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 6598208]
-    movzx edi, byte ptr [r15 + rbp + 6598080]
-    jmp 1f
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 2
+    mov rsi, qword ptr [r15 + rbp + 64]
+    mov ebp, 217
+    mov dword ptr [r14 + 0], ebp
+    test ebx, 471040
+    jz 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r8, rax
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + rbp + 6598400]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov dword ptr [r15 + rbp + 6597952], 242
-    mov qword ptr [r14 + rbp + 6598016], rax
-    and ecx, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
+    add rbp, qword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r9 + 320], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
+    movzx ebp, bpl
+    add rbp, qword ptr [r15 + 0]
+    movzx r8d, bpl
+    xor dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 128]
     jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 233
+    movzx r8d, dil
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r14 + 0]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + r9 + 192], rbp
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 256], eax
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
     movsxd r9, dword ptr [r15 + r8 + 64]
-    mov ecx, 160
-    test ebx, 1073741824
+    mov byte ptr [r15 + rbp + 384], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 976
     jnz 1f
 1:
-    mov rdx, r9
-    movzx edx, byte ptr [r15 + 0]
+    mov rbp, r8
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul r9, rdx
-    inc dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 106
-    mov edx, 89
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, r8b
-    jmp 1f
-1:
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 86
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 446464
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rax
-    or qword ptr [r15 + rbp + 64], 87
-    mov edx, 254
-    mov rdx, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r14 + 0]
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    mov eax, dword ptr [r14 + r8 + 128]
-    movzx r8d, sil
+    mov r8, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    add r8, qword ptr [r15 + 0]
-    mov rax, r8
-    mov eax, 185
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 688
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov eax, 231
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 47616
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r8d, 54
-    mov dword ptr [r15 + 0], 202
-    test ebx, 688
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
     jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rdi, rdi
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jz 1f
 1:
     lea r8, [r10 + r10*1]
-    and edi, dword ptr [r15 + 0]
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 64]
     and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 64]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx eax, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r8b
+    movzx r9d, byte ptr [r15 + 0]
+    .byte 0x66, 0x90
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 240
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    test ebx, 372736
+    jz 1f
+1:
+    mov r9d, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9d, 172
+    test ebx, 495616
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + rbp + 640]
     lea r9, [r10 + r10*1]
-    add rdi, qword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
+    movsxd rbp, dword ptr [r14 + 0]
     and r9, 64
-    mov qword ptr [r14 + r9 + 64], r9
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + rbp + 192], esi
-    jmp 1f
-1:
-    mov ebp, 68
+    and ebp, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    lea rdi, [r15 + 27635648]
-    lea rsi, [r15 + 27639744]
-    mov ecx, 69
-    rep movsb
-    and ecx, dword ptr [r15 + r8 + 128]
+    inc dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + r8 + 128], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    movsxd rsi, dword ptr [r15 + 0]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx esi, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rsi
-    mov esi, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    add r9, qword ptr [r15 + 0]
+    test ebx, 327424
     jnz 1f
 1:
-    mov esi, 123
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, sil
+    mov dword ptr [r15 + 0], eax
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + 0], rdx
-    lea rbp, [r10 + r10*1]
-    movzx esi, bpl
-    movsxd rsi, dword ptr [r14 + 0]
-    and rbp, 64
+    mov eax, ebp
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    imul r9d, r9d, 17
     lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + rbp + 448]
+    mov ebp, 178
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 35
-    mov rsi, r9
-    and edi, dword ptr [r14 + rbp + 512]
-    imul esi, edi, 6
-    lea rbp, [r10 + r10*1]
+    and eax, dword ptr [r15 + r9 + 192]
+    mov ebp, 184
+    mov ebp, edx
+    mov byte ptr [r15 + r9 + 256], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, esi
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rbp, r8
+    imul ebp, ebp, 15
+    lea rbp, [r10 + r10*1]
+    movzx r9d, dl
+    test ebx, 1440
+    jnz 1f
+1:
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    inc dword ptr [r15 + r9 + 256]
-    add rsi, qword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + rbp + 256], bpl
+    movzx r9d, bpl
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    movzx eax, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 1088]
+    mov dword ptr [r14 + 0], edx
+    inc dword ptr [r15 + rbp + 192]
+    mov dword ptr [r14 + r9 + 1152], r9d
+    test ebx, 816
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -2575,601 +2709,595 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, edi
+    imul r9d, r9d, 62
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    movzx edx, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 496
+    test ebx, 1073741824
     jz 1f
 1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 207
+    mov qword ptr [r15 + 0], rsi
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, 229
+    test ebx, 624
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 237
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movsxd rsi, dword ptr [r15 + 0]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 64]
+    and esi, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul edi, ebp, 62
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and esi, dword ptr [r14 + 0]
     and rbp, 64
-    lea r9, [r10*4]
-    lea r8, [r10*8]
-    mov dword ptr [r15 + rbp + 192], 136
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 7616], rdx
+    mov rax, qword ptr [r15 + rbp + 832]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 1024]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 65472
-    mov rdi, qword ptr [r15 + r9 + 44544]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + r9 + 44480]
-    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm7
-    mov dword ptr [r15 + r9 + 44416], 167
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    xor dword ptr [r15 + r8 + 7488], r9d
-    jmp 1f
-1:
-    test ebx, 432
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 256], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + r8 + 7744]
-    mov qword ptr [r14 + r8 + 7552], rdx
-    mov rdx, qword ptr [r15 + r8 + 7808]
-    mov qword ptr [r15 + r9 + 44352], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rax
-    mov rdx, rdx
-    mov r9d, 5
+    xor dword ptr [r15 + r8 + 960], edx
+    add rdx, qword ptr [r15 + rbp + 896]
+    movzx r8d, byte ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
-    jmp 1f
-1:
-    movzx edx, r9b
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 624
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 216
+    xor dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 94
-    movsxd rdx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, rdx
+    add rsi, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymm7, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 880
     jnz 1f
 1:
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov dword ptr [r15 + 0], esi
+    and edx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    test ebx, 471040
+    jz 1f
 1:
-    lea r9, [r10 + r10*1]
+    and r8, 64
     lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r14 + r8 + 192]
     jmp 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
 1:
     and rbp, 64
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    movzx edx, bpl
+    mov esi, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
+    movzx esi, r8b
     jmp 1f
+1:
+    add qword ptr [r15 + r8 + 256], r8
+    jmp 1f
+1:
+    test ebx, 1840
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov esi, ebp
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r14 + 0], 190
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 576]
+    mov esi, dword ptr [r15 + rbp + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 320]
-    mov ebp, ebp
-    movzx ebp, byte ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, bpl
-    movzx r9d, r9b
-    mov rbp, qword ptr [r14 + r8 + 448]
+    mov r8d, esi
+    mov r8, rbp
+    mov dword ptr [r15 + r9 + 640], eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    imul r9d, r9d, 27
+    mov rsi, r9
+    test ebx, 1392
+    jz 1f
+1:
+    lea r9, [r10*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, r8b
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 1536]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 162
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + r9 + 1600], r8d
+    mov r8d, r8d
+    movzx esi, byte ptr [r15 + r9 + 1280]
+    mov r8d, esi
     test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, rbp
-    mov rdx, r8
-    mov edi, 208
-    test ebx, 880
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 17
-    movzx r8d, dil
-    mov dword ptr [r15 + 0], 237
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 912
     jnz 1f
 1:
     lea r8, [r10 + r10*1]
-    mov rdi, r8
-    movzx edi, dil
+    mov esi, 246
+    jmp 1f
+1:
     and r8, 64
     lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + r8 + 192]
+    mov rsi, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + rbp + 384]
-    and edi, dword ptr [r15 + r8 + 256]
+    vmovdqu ymm4, ymmword ptr [r15 + rbp + 256]
+    mov esi, 13
     jmp 1f
 1:
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov esi, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r14 + 0], al
-    add r8, qword ptr [r14 + rbp + 320]
-    movzx edi, byte ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1216], r8d
+    mov dword ptr [r15 + rbp + 192], esi
+    mov ebp, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 1408], bpl
+    mov esi, 215
+    add qword ptr [r15 + r8 + 320], rsi
+    mov r8, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1472], 150
+    mov r8d, dword ptr [r14 + r9 + 1344]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c11:
+    movzx esi, r8b
     jmp 1f
 1:
+    movzx r8d, bpl
     jmp 1f
 1:
-    mov rax, rax
-    mov edx, 86
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov rax, rsi
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 880
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    add qword ptr [r15 + 0], rdx
-    imul edx, r8d, 41
-    test ebx, 752
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov rax, rdx
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 197
-    add rdx, qword ptr [r15 + 0]
-    mov eax, 81
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1872
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    lea rbp, [r10 + r10*1]
-    mov rdx, rbp
-    and rbp, 64
-    and edx, dword ptr [r14 + rbp + 256]
-    movsxd rax, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 320]
-    mov eax, edx
-    mov rdx, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, dl
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov edx, ebp
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
+    test ebx, 249856
     jnz 1f
 1:
     mov r8, rdx
+    jmp 1f
+1:
     mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rsi, rbp
     jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 372736
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    mov r8d, 27
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], esi
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + rbp + 448], r8b
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    add qword ptr [r15 + r8 + 128], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov rsi, r9
+    nop
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, sil
+    mov rbp, qword ptr [r15 + r9 + 256]
+    add rsi, qword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    mov byte ptr [r15 + 0], cl
-    add r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    add rbp, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 54
+    mov rsi, rbp
+    movzx esi, dl
+    test ebx, 237568
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rcx
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    test ebx, 1073741824
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1712
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8d, edi
-    mov r8d, 146
+    mov esi, 144
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov dword ptr [r15 + 0], r8d
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, r8
+    mov byte ptr [r15 + 0], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
-    mov r8d, 242
+    add rsi, qword ptr [r15 + 0]
+    mov rbp, rsi
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    movsxd rbp, dword ptr [r14 + 0]
     jmp 1f
 1:
+    mov rsi, qword ptr [r14 + 0]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 192]
     lea r8, [r10 + r10*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 64
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 448], 58
+    and r8, 64
+    mov dword ptr [r14 + r8 + 64], 242
     and rbp, 64
-    mov qword ptr [r14 + rbp + 192], rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rdi, rbp
-    and edi, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + rbp + 512]
+    movzx edx, byte ptr [r15 + r8 + 128]
+    mov r8d, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rbp
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov ebp, 44
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm4
-    movsxd rbp, dword ptr [r15 + r8 + 512]
+    mov edx, dword ptr [r15 + r9 + 256]
+    mov r9d, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    movzx ebp, dil
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov ebp, 242
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 103
-    mov qword ptr [r15 + 0], rbp
     mov ebp, dword ptr [r15 + 0]
-    test ebx, 380928
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    test bl, 240
     jz 1f
 1:
     mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 237568
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rax, rcx
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov eax, esi
-    test ebx, 1632
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    add rsi, qword ptr [r14 + 0]
+    and r9d, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 77
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 512]
-    movsxd rbp, dword ptr [r14 + r9 + 256]
-    movzx r9d, byte ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov qword ptr [r15 + 0], rbp
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    jmp 1f
+1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r14 + rbp + 512]
+    and ebp, dword ptr [r15 + r9 + 256]
+    mov r9, rbp
+    and r9d, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    imul rbp, rbp
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    lea rbp, [r10*4]
-    mov r9d, 134
-    and rbp, 192
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, esi
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov dword ptr [r15 + 0], ecx
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 0], rcx
-    and ecx, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 101
-    test ebx, 1073741824
+    test ebx, 432
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov ecx, r9d
-    mov rsi, rcx
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 64]
-    movzx esi, byte ptr [r15 + r9 + 128]
-    lea r9, [r10 + r10*1]
+    mov ebp, 174
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    mov ebp, ebp
+    test ebx, 480
+    jnz 1f
+1:
+    mov ebp, ebp
+    imul rbp, r9
+    mov r9d, 10
+    mov ebp, r9d
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    test ebx, 928
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov ecx, edx
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 576]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    and r9d, dword ptr [r14 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 219
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], rdx
+    lea r9, [r10 + r10*1]
+    imul esi, r9d, 73
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rax
     jmp 1f
 1:
-    mov ecx, dword ptr [r14 + 0]
-    mov rdx, rcx
-    test ebx, 1376
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 768]
-    mov byte ptr [r14 + r9 + 512], dil
-    mov qword ptr [r15 + rbp + 704], rcx
+    and edx, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 77
+    mov esi, r8d
+    mov dword ptr [r14 + 0], esi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    movzx r8d, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    lea r9, [r10*8]
-    lea rbp, [r10*4]
-    and r9, 4194240
-    mov qword ptr [r15 + r9 + 6663616], r9
-    and rbp, 192
-    or qword ptr [r15 + rbp + 576], 99
-    mov ecx, 76
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10*8]
+    and r8, 4032
+    mov esi, dword ptr [r15 + r8 + 2816]
+    mov edx, 233
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rsi
+    mov edx, 117
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 215
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 490752
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpaddd ymm7, ymm7, ymmword ptr [r14 + rbp + 640]
-    add rcx, qword ptr [r15 + r9 + 6663872]
+    mov edx, 233
+    mov rdx, rdx
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov ecx, ecx
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 480
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    mov ecx, 39
-    movsxd rcx, dword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + r8 + 3072]
+    mov qword ptr [r14 + r8 + 3136], rdx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 26
+    mov byte ptr [r14 + r8 + 3008], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 6663680], rcx
-    add qword ptr [r15 + rbp + 768], r8
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 6663488]
-    and ebp, dword ptr [r15 + r8 + 128]
-    vpaddd ymm7, ymm7, ymmword ptr [r15 + r9 + 6663744]
-    mov r8d, dword ptr [r15 + r9 + 6663808]
-    test ebx, 1073741824
+    add rdx, qword ptr [r15 + r8 + 2752]
+    mov esi, edx
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    test ebx, 1456
     jz 1f
 1:
+    add rdx, qword ptr [r15 + rbp + 384]
+    movsxd rbp, dword ptr [r15 + r9 + 64]
+    add rbp, qword ptr [r15 + r8 + 2880]
     jmp 1f
 1:
-    movzx ecx, dil
-    and ecx, dword ptr [r15 + r9 + 6663552]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 3200]
+    add r9, qword ptr [r15 + r8 + 2944]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-    mov qword ptr [r15 + 27643840], r11
-    mov qword ptr [r15 + 27643848], r10
-    mov qword ptr [r15 + 27643856], r12
+    mov qword ptr [r15 + 11836736], r11
+    mov qword ptr [r15 + 11836744], r10
+    mov qword ptr [r15 + 11836752], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -3187,7 +3315,7 @@ ditto_body_c1:
     .p2align 4
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 27643864]
+    lea rdi, [r8 + 11836760]
     mov ecx, 8
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
@@ -3231,9 +3359,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 27643840]
-    mov r10, qword ptr [r15 + 27643848]
-    mov r12, qword ptr [r15 + 27643856]
+    mov r11, qword ptr [r15 + 16016832]
+    mov r10, qword ptr [r15 + 16016840]
+    mov r12, qword ptr [r15 + 16016848]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3260,35 +3388,37 @@ ditto_body_c2:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643864]
+    mov rbx, qword ptr [r15 + 16016856]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 27643864], rcx
+    mov qword ptr [r15 + 16016856], rcx
     mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov ecx, ecx
-    mov rbp, r11
+    mov rcx, rcx
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rbp, r11
+    mov r8, r11
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r11
     and rbp, 64
-    imul rcx, qword ptr [r15 + rbp + 192]
-    and r8, 1984
-    movdqu xmmword ptr [r15 + r8 + 1344], xmm15
+    lock add qword ptr [r15 + rbp + 192], rax
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 1024 bytes, 4 chunk(s), 22 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643872]
-    lea rcx, [rbx + 22]
-    mov qword ptr [r15 + 27643872], rcx
-    mov r13d, 22
+// block 1: 1024 bytes, 4 chunk(s), 19 chunk executions per call
+    mov rbx, qword ptr [r15 + 16016864]
+    lea rcx, [rbx + 19]
+    mov qword ptr [r15 + 16016864], rcx
+    mov r13d, 19
     mov eax, ebx
     and eax, 3
     lea rcx, [rip + .Lc2_b1_stubs]
@@ -3306,264 +3436,305 @@ ditto_body_c2:
     jmp .Lc2_b1_c3
     .p2align 6
 .Lc2_b1_c0:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10*8]
-    and r8, 64
-    inc dword ptr [r14 + r8 + 256]
-    mov eax, edi
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 1216]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    por xmm15, xmm14
+    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rax
+    mov rcx, rsi
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, dl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 71
-    movzx edi, sil
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    lea r9, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, esi
-    and r9, 64
-    movsd xmm15, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 384]
-    pcmpeqb xmm15, xmmword ptr [r15 + rbp + 832]
-    and r9d, dword ptr [r15 + rbp + 1088]
-    movsd xmm9, qword ptr [r15 + rbp + 1024]
-    test ebx, 1073741824
+    pshufd xmm15, xmm15, 236
+    test ebx, 110464
     jnz 1f
 1:
-    add r9, qword ptr [r15 + rbp + 1152]
-    movdqu xmm15, xmmword ptr [r15 + r8 + 192]
-    mulsd xmm15, xmm15
+    jmp 1f
+1:
     .byte 0x66, 0x90
+    movdqu xmm15, xmmword ptr [r15 + 0]
+    ucomisd xmm15, xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    paddq xmm15, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], r8b
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 320]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    movq qword ptr [r14 + rbp + 640], xmm15
+    jmp 1f
+1:
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 4928]
+    por xmm15, xmm15
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 896], r9d
-    movsxd r9, dword ptr [r14 + rbp + 1280]
-    add r9, qword ptr [r14 + rbp + 960]
+    movzx eax, byte ptr [r14 + r9 + 4992]
+    jmp 1f
+1:
+    movdqu xmmword ptr [r15 + rbp + 576], xmm15
+    mov r9, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, r9d
+    movzx eax, dil
+    mov byte ptr [r15 + r8 + 384], dil
+    movsxd rax, dword ptr [r14 + 0]
+    add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
-    lea rbp, [r11*8]
-    and rbp, 65472
-    movsxd rax, dword ptr [r15 + rbp + 241280]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    add r9, qword ptr [r14 + rbp + 241216]
-    and r8, 64
     lea r9, [r11 + r11*1]
-    imul rax, qword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 512]
-    movsxd rdi, dword ptr [r15 + rbp + 241024]
-    and eax, dword ptr [r15 + rbp + 241088]
+    movzx edi, byte ptr [r15 + r9 + 192]
+    movzx eax, dil
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 320]
+    maxsd xmm15, xmm15
+    lea r8, [r11 + r11*2]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 2496]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + rbp + 241152], 201
-    movsd xmm15, qword ptr [r15 + rbp + 241344]
+    movdqu xmm15, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movq xmm15, rax
-    mov eax, dword ptr [r15 + rbp + 241408]
-    mulsd xmm15, xmm15
-    test ebx, 32640
-    jnz 1f
-1:
-    jmp 1f
-1:
-    xchg rax, rax
-    mov dword ptr [r14 + rbp + 240960], 89
+    add qword ptr [r15 + 0], rax
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    .byte 0x66, 0x90
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + rbp + 384]
+    paddd xmm15, xmm1
+    movzx eax, byte ptr [r14 + r8 + 2432]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 256]
+    ucomisd xmm15, xmm15
+    mov edi, dword ptr [r14 + 0]
+    xchg rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 213
+    pcmpeqb xmm15, xmmword ptr [r14 + r8 + 2368]
     jmp 1f
 1:
-    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    imul edi, eax, 37
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    por xmm15, xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    pcmpeqb xmm15, xmm9
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 640
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    pmovmskb eax, xmm15
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*8]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    movzx r9d, al
     jmp 1f
 1:
-    and r8, 16320
-    movdqu xmm15, xmmword ptr [r14 + r8 + 27968]
+    pmovmskb edx, xmm6
+    mulsd xmm15, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 73728
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    xor dword ptr [r15 + 0], r8d
+    and r8, 64
+    movsxd rax, dword ptr [r14 + r8 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    pcmpeqb xmm15, xmmword ptr [r15 + r8 + 28224]
-    and eax, dword ptr [r15 + r8 + 28160]
-    movdqu xmm9, xmmword ptr [r15 + r8 + 28288]
+    mov eax, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
+    mov edx, eax
+    test ebx, 24576
+    jz 1f
+1:
+    movsxd rax, dword ptr [r14 + 0]
+    mov r8d, 50
+    jmp 1f
+1:
+    mov byte ptr [r14 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r14 + r8 + 28480]
     jmp 1f
 1:
-    movzx eax, sil
-    add rax, qword ptr [r15 + rbp + 192]
+    mov r8, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 28096], 22
-    lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r8 + 28352]
-    and rbp, 64
-    movzx eax, byte ptr [r14 + rbp + 128]
-    add rsi, qword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    lock xadd qword ptr [r15 + r8 + 28032], rcx
-    mov qword ptr [r14 + r8 + 28416], rcx
-    mov r8d, ecx
+    mov r8, r11
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    and r8, 262080
+    pcmpeqb xmm15, xmmword ptr [r15 + r8 + 6308672]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
-    lea r8, [r11*8]
-    mov edi, 111
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8, 8388544
-    add rsi, qword ptr [r15 + r8 + 10857856]
+    add qword ptr [r14 + 0], r8
+    movzx r8d, byte ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 10857792]
-    mov ecx, 248
-    jmp 1f
+    and r8d, dword ptr [r15 + 0]
+    ucomisd xmm13, xmm15
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov ecx, 175
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
+    addsd xmm15, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    movzx eax, r8b
+    mov r8d, 105
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    pmovmskb edi, xmm9
-    imul rsi, rdi
+    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    imul rax, rbp
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsd xmm15, qword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pshufd xmm9, xmm15, 108
-    and r9, 64
-    movdqu xmmword ptr [r15 + r9 + 320], xmm9
-    movzx esi, byte ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r14 + rbp + 256], rsi
-    movzx r9d, byte ptr [r15 + r8 + 10857920]
-    movzx esi, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm9, xmmword ptr [r15 + r8 + 10858048]
     jmp 1f
 1:
-    mov esi, r9d
-    mov r9, rsi
+    and r9, 64
+    imul rax, qword ptr [r15 + r9 + 128]
+    paddq xmm15, xmmword ptr [r14 + r8 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r14 + r8 + 10858176]
-    mov byte ptr [r15 + r8 + 10858112], sil
-    mov qword ptr [r15 + r8 + 10857984], rsi
+    mov byte ptr [r15 + r9 + 64], al
+    mov r9d, 139
+    and r9d, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 30 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643880]
-    lea rcx, [rbx + 30]
-    mov qword ptr [r15 + 27643880], rcx
-    mov r13d, 30
+// block 2: 512 bytes, 2 chunk(s), 29 chunk executions per call
+    mov rbx, qword ptr [r15 + 16016872]
+    lea rcx, [rbx + 29]
+    mov qword ptr [r15 + 16016872], rcx
+    mov r13d, 29
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc2_b2_stubs]
@@ -3578,140 +3749,144 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b2_c0:
     lea r9, [r11*4]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1472], r9
-    movzx ecx, byte ptr [r14 + 0]
-    and ecx, dword ptr [r14 + 0]
-    mov dword ptr [r15 + 0], ecx
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1024], al
+    mov byte ptr [r15 + 0], r9b
+    mov rax, qword ptr [r15 + 0]
+    movq xmm15, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 105
-    movq xmm9, rcx
-    mov qword ptr [r15 + 0], rcx
+    pshufd xmm15, xmm15, 163
+    mov dword ptr [r15 + 0], 36
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 97
-    por xmm9, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 65
+    imul rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 142
+    mov qword ptr [r15 + 0], rax
     test ebx, 46976
     jz 1f
 1:
-    addsd xmm9, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*2]
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 16320
-    movzx ecx, byte ptr [r15 + rbp + 11648]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movsd qword ptr [r14 + rbp + 11584], xmm9
-    mov dword ptr [r14 + r9 + 1344], edx
-    jmp 1f
-1:
-    test ebx, 1073741824
+    movzx eax, byte ptr [r14 + 0]
+    and eax, dword ptr [r14 + 0]
+    mov ecx, 212
+    mov ecx, 16
+    lea rbp, [r11 + r11*1]
+    test ebx, 20480
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 1408], cl
-    jmp 1f
-1:
-    mov ecx, 28
-    pshufd xmm9, xmm9, 217
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r8b
+    and rbp, 192
+    movdqu xmmword ptr [r15 + rbp + 2176], xmm15
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
-    paddq xmm9, xmmword ptr [r15 + r8 + 192]
+    paddq xmm15, xmmword ptr [r15 + r8 + 192]
+    mov dword ptr [r14 + r9 + 832], r8d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r9 + 1536], 170
-    mov r8d, r8d
-    add r8, qword ptr [r15 + rbp + 11712]
+    mov rax, qword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    movsd qword ptr [r14 + rbp + 2112], xmm10
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, eax
+    mov byte ptr [r15 + r9 + 896], bpl
+    mov qword ptr [r15 + r9 + 960], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    lea r8, [r11*4]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    test ebx, 1073741824
+    add rax, qword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + 0], al
+    pmovmskb eax, xmm15
+    lock add qword ptr [r15 + 0], rbp
+    test ebx, 8192
     jz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    or qword ptr [r15 + 0], 122
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], bpl
+    or qword ptr [r15 + 0], 105
+    addsd xmm15, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, rbp
-    pshufd xmm9, xmm9, 27
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    imul ecx, r9d, 109
-    lea r9, [r11 + r11*1]
-    mov rax, r9
+    mov byte ptr [r15 + 0], sil
     movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    xor dword ptr [r15 + rbp + 192], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, eax
+    addsd xmm15, xmm15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov qword ptr [r15 + 0], rbp
+    imul eax, eax, 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
-    add rcx, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r14 + 0], rcx
-    mov byte ptr [r14 + r8 + 768], dl
+    add rax, qword ptr [r15 + 0]
+    and r8, 64
+    pcmpeqb xmm15, xmmword ptr [r15 + r8 + 256]
+    mov r9d, r8d
+    mov dword ptr [r14 + 0], 241
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r14 + 0]
     jmp 1f
 1:
-    imul ecx, r9d, 28
-    test ebx, 12288
-    jz 1f
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r14 + 0], r9
+    mov rcx, qword ptr [r14 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    pcmpeqb xmm9, xmmword ptr [r15 + r8 + 640]
-    add qword ptr [r15 + r9 + 64], rcx
-    mov dword ptr [r15 + r8 + 704], ecx
-    mov r9d, 213
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + rbp + 64], ecx
+    add rbp, qword ptr [r15 + r9 + 640]
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
 // block 3: 1024 bytes, 4 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643888]
+    mov rbx, qword ptr [r15 + 16016880]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 27643888], rcx
+    mov qword ptr [r15 + 16016880], rcx
     mov r13d, 1
     mov eax, ebx
     and eax, 3
@@ -3731,294 +3906,276 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b3_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r9d, 133
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + 0]
-    pcmpeqb xmm9, xmm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    add rcx, qword ptr [r15 + 0]
-    mov rax, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock or dword ptr [r15 + 0], 97
-    cvtsi2sd xmm9, ecx
-    movsxd rax, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, al
-    movzx edx, dl
     jmp 1f
 1:
-    pcmpeqb xmm9, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + 0]
-    and r9, 64
+    pmovmskb ecx, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 198
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 165
+    mov ecx, 68
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rcx, rcx
     lea rbp, [r11 + r11*1]
-    and edx, dword ptr [r15 + r9 + 384]
-    movzx r8d, al
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov rax, rsi
     jmp 1f
 1:
-    mov eax, 136
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    lea r8, [r11 + r11*1]
+    mov ecx, 158
     test ebx, 1073741824
     jz 1f
+1:
+    and r8, 64
+    xor dword ptr [r15 + r8 + 448], r8d
+    mov qword ptr [r15 + rbp + 384], rdi
+    and ecx, dword ptr [r15 + r8 + 512]
+    jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    xor dword ptr [r15 + r8 + 256], r8d
     jmp 1f
 1:
-    mov rbp, rdx
-    and r8, 64
-    inc dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 320], r8b
-    xor dword ptr [r15 + r8 + 64], eax
-    mov r8, r8
+    mov dword ptr [r15 + r8 + 192], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    mov qword ptr [r15 + 0], rax
-    lock add qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov rax, r8
-    movq qword ptr [r15 + 0], xmm9
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 69
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dil
-    mov r8d, 144
-    test ebx, 16384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rax, qword ptr [r15 + 0]
-    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 0]
+    mov r8, r8
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    test bl, 36
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 223
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
-    lea rbp, [r11 + r11*1]
-    mov edx, ebp
-    and rbp, 64
-    lock add qword ptr [r15 + rbp + 128], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add rbp, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    por xmm9, xmm9
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    and eax, dword ptr [r15 + rbp + 64]
-    movzx ebp, byte ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 640], r8d
+    and rbp, 64
+    add rcx, qword ptr [r14 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movdqu xmm9, xmmword ptr [r15 + r8 + 512]
-    pshufd xmm15, xmm9, 175
+    and r9, 64
+    add rcx, qword ptr [r14 + r9 + 128]
+    mov dword ptr [r14 + 0], ecx
+    mov byte ptr [r15 + rbp + 512], cl
+    mov ecx, 226
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 50
+    mov ecx, ecx
+    paddq xmm15, xmmword ptr [r15 + r8 + 576]
+    mov ecx, 23
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    imul rbp, rsi
-    mov rbp, rbp
     lea rbp, [r11 + r11*1]
-    mov rax, rbp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 34
-    mov eax, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    xchg qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 34
-    test ebx, 73728
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    and eax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 73728
-    jz 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmmword ptr [r15 + 0], xmm4
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + rbp + 128], rbp
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    pmovmskb eax, xmm9
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 448]
+    mov ecx, 205
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 256]
-    addsd xmm9, qword ptr [r15 + r8 + 192]
+    and ecx, dword ptr [r14 + r8 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    or qword ptr [r15 + rbp + 512], 68
+    movzx ecx, cl
+    mov rcx, rcx
+    mov ecx, 229
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mulsd xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     jmp 1f
 1:
-    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 236
+    mov dword ptr [r14 + rbp + 64], ecx
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, esi
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 512], 20
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    pmovmskb eax, xmm4
-    mov dword ptr [r15 + 0], eax
-    mov eax, 103
-    imul rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    xor dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    and eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    pcmpeqb xmm9, xmmword ptr [r15 + 0]
-    test bl, 36
-    jnz 1f
-1:
-    mov eax, 14
+    paddd xmm15, xmm15
     jmp 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    movzx ebp, cl
+    test ebx, 3200
     jnz 1f
 1:
-    movzx eax, bpl
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    add rax, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r14 + 0], rax
+    por xmm15, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r14 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    pcmpeqb xmm15, xmm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    movdqu xmm15, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r14 + 0], ebp
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r14 + 0], 119
-    and rbp, 64
-    movsd xmm9, qword ptr [r15 + rbp + 384]
-    movzx esi, bpl
     lea r8, [r11 + r11*1]
+    mov byte ptr [r14 + 0], bpl
+    and r8, 64
+    xor dword ptr [r15 + r8 + 384], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 320]
-    and eax, dword ptr [r14 + rbp + 320]
-    and eax, dword ptr [r14 + r8 + 384]
+    and rbp, 64
+    mov byte ptr [r14 + rbp + 448], bpl
+    lea r9, [r11 + r11*1]
+    addsd xmm15, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    mov dword ptr [r14 + r9 + 128], 167
+    mov r8, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    and r8d, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
 // block 4: 64 bytes, 1 chunk(s), 32 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643896]
+    mov rbx, qword ptr [r15 + 16016888]
     lea rcx, [rbx + 32]
-    mov qword ptr [r15 + 27643896], rcx
+    mov qword ptr [r15 + 16016888], rcx
     mov r13d, 32
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
     mov byte ptr [r14 + 0], cl
     mov rcx, qword ptr [r15 + 0]
-    mov r8d, ecx
+    mov r8d, r8d
     mov r8, r11
     mov rbp, r10
     test ebx, 1073741824
@@ -4026,9 +4183,9 @@ ditto_body_c2:
 1:
     and ecx, dword ptr [r15 + 0]
     and rbp, 8388544
-    mov dword ptr [r15 + rbp + 19246400], ebp
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + rbp + 7619392], ebp
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 704]
     add r11, 64
     add r10, r11
     inc rbx
@@ -4042,24 +4199,24 @@ ditto_body_c2:
 .Lc2_b5_c0:
     mov rbp, r11
     and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rdx
-    mov r9, r11
+    mov qword ptr [r15 + rbp + 448], rcx
     mov rbp, r11
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 320], 89
+    and r8, 64
+    or qword ptr [r15 + r8 + 320], 102
     jmp 1f
 1:
-    and r9, 64
-    lock or dword ptr [r15 + r9 + 64], 107
+    and rbp, 64
+    lock or dword ptr [r15 + rbp + 64], 47
     add r11, 64
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 32 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643912]
+    mov rbx, qword ptr [r15 + 16016904]
     lea rcx, [rbx + 32]
-    mov qword ptr [r15 + 27643912], rcx
+    mov qword ptr [r15 + 16016904], rcx
     mov r13d, 32
     jmp .Lc2_b6_c0
     .p2align 6
@@ -4067,33 +4224,33 @@ ditto_body_c2:
     mov rbp, r11
     jmp 1f
 1:
-    movzx ecx, r9b
-    and rbp, 65472
-    addsd xmm9, qword ptr [r15 + rbp + 44352]
+    movzx ecx, r8b
+    and rbp, 1984
+    addsd xmm15, qword ptr [r15 + rbp + 2880]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    or r9d, 1
+    movzx ebp, r8b
+    or r8d, 1
     xor edx, edx
-    div r9d
+    div r8d
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 46 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643920]
+    mov rbx, qword ptr [r15 + 16016912]
     lea rcx, [rbx + 46]
-    mov qword ptr [r15 + 27643920], rcx
+    mov qword ptr [r15 + 16016912], rcx
     mov r13d, 46
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    pxor xmm9, xmm15
+    pxor xmm15, xmm5
     movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
@@ -4102,17 +4259,17 @@ ditto_body_c2:
 1:
     movzx ecx, byte ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 90
-    mov ebp, 202
+    mov dword ptr [r15 + rbp + 192], 37
+    mov ebp, 95
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
 // block 8: 64 bytes, 1 chunk(s), 29 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643928]
+    mov rbx, qword ptr [r15 + 16016920]
     lea rcx, [rbx + 29]
-    mov qword ptr [r15 + 27643928], rcx
+    mov qword ptr [r15 + 16016920], rcx
     mov r13d, 29
     jmp .Lc2_b8_c0
     .p2align 6
@@ -4124,41 +4281,41 @@ ditto_body_c2:
     test ebx, 10240
     jz 1f
 1:
-    mov ecx, ebp
-    mov rbp, r11
+    mov r8d, ecx
+    mov r9, r11
     jmp 1f
 1:
-    mov ecx, 163
+    mov ecx, 14
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 4032
-    movzx ecx, byte ptr [r14 + rbp + 7488]
-    mov ebp, ecx
+    and r9, 192
+    movzx ecx, byte ptr [r14 + r9 + 1856]
+    mov r9d, edx
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
 // block 9: 64 bytes, 1 chunk(s), 30 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643936]
+    mov rbx, qword ptr [r15 + 16016928]
     lea rcx, [rbx + 30]
-    mov qword ptr [r15 + 27643936], rcx
+    mov qword ptr [r15 + 16016928], rcx
     mov r13d, 30
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov rbp, r11
+    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
-    mov rbp, r11
-    mov eax, 227
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 192]
+    mov r9, r11
+    mov edx, 231
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    pcmpeqb xmm9, xmmword ptr [r15 + rbp + 64]
+    and r9, 64
+    pcmpeqb xmm15, xmmword ptr [r15 + r9 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -4167,19 +4324,19 @@ ditto_body_c2:
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
 // block 10: 64 bytes, 1 chunk(s), 42 chunk executions per call
-    mov rbx, qword ptr [r15 + 27643944]
+    mov rbx, qword ptr [r15 + 16016936]
     lea rcx, [rbx + 42]
-    mov qword ptr [r15 + 27643944], rcx
+    mov qword ptr [r15 + 16016936], rcx
     mov r13d, 42
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    mov r8, r10
+    mov r9, r10
     mov rbp, r11
-    and r8, 192
-    add rcx, qword ptr [r14 + r8 + 576]
-    and rbp, 4032
-    addsd xmm9, qword ptr [r14 + rbp + 3392]
+    and r9, 64
+    add rcx, qword ptr [r14 + r9 + 576]
+    and rbp, 448
+    addsd xmm15, qword ptr [r14 + rbp + 1344]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -4195,9 +4352,9 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
-    mov qword ptr [r15 + 27643840], r11
-    mov qword ptr [r15 + 27643848], r10
-    mov qword ptr [r15 + 27643856], r12
+    mov qword ptr [r15 + 16016832], r11
+    mov qword ptr [r15 + 16016840], r10
+    mov qword ptr [r15 + 16016848], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -4214,7 +4371,7 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 27643864]
+    lea rdi, [r8 + 16016856]
     mov ecx, 11
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax

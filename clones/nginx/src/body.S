@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c1: 9336 instructions per call, 10 blocks
+// ---- cluster c1: 9315 instructions per call, 10 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -37,39 +37,39 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 38 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 37 chunk executions per call
     mov rbx, qword ptr [r15 + 67117720]
-    lea rcx, [rbx + 38]
+    lea rcx, [rbx + 37]
     mov qword ptr [r15 + 67117720], rcx
-    mov r13d, 38
+    mov r13d, 37
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    mov r8, r11
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov rbp, r11
     jmp 1f
 1:
-    and r8, 64
-    mov rbp, r11
-    mov eax, dword ptr [r15 + r8 + 384]
+    mov r8, r11
     test ebx, 4096
     jnz 1f
 1:
-    mov eax, r9d
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 232
-    mov qword ptr [r15 + r8 + 320], rcx
+    and rbp, 64
+    mov r9, r11
+    add rax, qword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], rdi
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 28
     add r11, 64
     inc rbx
     dec r13
@@ -217,139 +217,131 @@ ditto_body_c1:
     jmp .Lc1_b1_c63
     .p2align 6
 .Lc1_b1_c0:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 219
+    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 26
-    test ebx, 16384
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
     jmp 1f
 1:
-    mov rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov r9d, r8d
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
     test bl, 128
     jz 1f
 1:
-    jmp 1f
-1:
+    mov ecx, 223
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 219
-    and esi, dword ptr [r15 + r8 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 191
+    mov ecx, 32
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 128], rsi
-    mov byte ptr [r15 + rbp + 320], sil
+    movzx ecx, byte ptr [r15 + 0]
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm0, xmm0, xmm3
+    lea rbp, [r11 + r11*1]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r9 + 384]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], r9b
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r8 + 256], al
+    test ebx, 262144
+    jnz 1f
+1:
+    movzx eax, al
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
+    mov rax, rdi
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 42
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 73
+    movzx eax, cl
+    movzx eax, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpxor xmm3, xmm3, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rdi
+    test ebx, 262144
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov edi, 141
+    mov qword ptr [r15 + 0], r9
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r9b
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 320]
-    mov r8d, esi
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rdi, qword ptr [r15 + r9 + 64]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], bpl
-    mov rsi, qword ptr [r15 + r9 + 384]
-    add rsi, qword ptr [r15 + rbp + 128]
+    or qword ptr [r15 + r8 + 448], 53
+    mov byte ptr [r15 + r9 + 128], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, dl
-    and ebp, dword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + rbp + 256], al
+    mov byte ptr [r15 + r8 + 512], sil
     jmp 1f
 1:
     add r11, 64
@@ -358,848 +350,859 @@ ditto_body_c1:
     jz .Lc1_b1_done
 .Lc1_b1_c2:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    movzx r8d, r9b
     jmp 1f
 1:
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edi, xmm0
+    movzx edi, dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r9b
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test bl, 128
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    vmovq xmm8, rbp
-    test ebx, 30464
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 52
-    mov edx, 192
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx r8d, dl
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 206
-    mov ebp, 70
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
     lea r9, [r11 + r11*1]
-    mov ebp, 217
+    jmp 1f
+1:
     and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 320], bpl
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 128], ecx
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov rax, rax
+    mov rsi, qword ptr [r15 + r9 + 448]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 64], 35
+    mov eax, 145
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov rax, rbp
-    mov dword ptr [r15 + rbp + 320], eax
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 384], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 12
-    bswap rax
-    test bl, 192
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ebp, al
-    mov r9, r9
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
-    mov ecx, 244
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r9d, 20
-    and rbp, 64
+    lea rbp, [r11*8]
     lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + rbp + 448]
-    test ebx, 4096
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], ebp
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    movzx ecx, sil
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rsi
-    mov qword ptr [r15 + r9 + 192], r8
+    mov edi, 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 244
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 1024], rbp
+    mov rdi, qword ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    mov eax, 168
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 512], r9b
-    movzx r9d, sil
-    and ebp, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r9
+    movzx eax, dl
+    mov qword ptr [r15 + rbp + 960], rcx
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 1216], rax
+    jmp 1f
+1:
+    mov rax, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov byte ptr [r15 + rbp + 1152], cl
+    mov rax, qword ptr [r15 + rbp + 1280]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 832]
+    movzx r8d, al
+    mov rax, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 896], al
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 70
-    test bl, 128
-    jz 1f
-1:
     mov rbp, rbp
     jmp 1f
 1:
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    test bl, 128
     jnz 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
-    lea r9, [r11 + r11*1]
-    movzx esi, sil
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + r9 + 64]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, eax
+    mov rax, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], eax
-    mov rax, qword ptr [r15 + rbp + 256]
-    movsxd r9, dword ptr [r15 + r8 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    lea r8, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    mov byte ptr [r15 + r8 + 640], r8b
+    mov rax, rbp
+    mov eax, eax
+    test ebx, 126208
+    jnz 1f
+1:
+    movzx eax, bpl
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    movzx eax, r8b
+    mov rax, rax
+    and eax, dword ptr [r15 + r9 + 384]
+    test ebx, 576
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm3
+    vpcmpeqb xmm3, xmm3, xmm0
+    movzx r9d, byte ptr [r15 + r8 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], r9d
+    mov dword ptr [r15 + r8 + 704], eax
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 502784
+    movzx r9d, r9b
+    mov r9d, 102
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov eax, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r9b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
-    jmp 1f
-1:
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 448], xmm8
+    movsxd rdi, dword ptr [r15 + 0]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm3
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], r9b
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov ecx, 181
-    and eax, dword ptr [r15 + rbp + 512]
-    test bl, 128
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm3
+    mov qword ptr [r15 + r9 + 512], r9
+    test ebx, 1073741824
     jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 192], edi
-    mov dword ptr [r15 + r8 + 64], 222
+    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
     mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    test bl, 128
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
+    mov ebp, r9d
+    jmp 1f
 1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx r9d, r9b
-    mov r8, r9
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
     and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 320
+    jz 1f
+1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], r9d
+    mov byte ptr [r15 + r9 + 576], dil
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    test bl, 192
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    vmovdqu xmmword ptr [r15 + r9 + 704], xmm3
+    mov dword ptr [r15 + rbp + 256], 164
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    and r9d, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], dil
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 192], r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    mov qword ptr [r15 + r8 + 512], rax
-    add r8, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 640], 0
+    movzx r9d, bpl
+    imul r9, qword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov r8d, ebp
-    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    lea r8, [r11*8]
-    mov dword ptr [r15 + rbp + 256], 245
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3520], r8
-    add rbp, qword ptr [r15 + r8 + 3712]
+    mov r9d, dword ptr [r15 + rbp + 512]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + r8 + 3648]
-    mov rcx, rbp
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 3584], ymm8
-    mov qword ptr [r15 + r8 + 3776], rdi
-    add rbp, qword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 3456]
-    and ebp, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r9d
+    test bl, 128
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 448], 217
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 64], bpl
+    test bl, 192
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov rbp, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 65536
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 2059776
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 179
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    vmovq qword ptr [r15 + 0], xmm0
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 576
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, 63
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     mov dword ptr [r15 + 0], ebp
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    test bl, 192
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 192
-    movzx edi, byte ptr [r15 + rbp + 704]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
     lea r9, [r11 + r11*1]
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + rbp + 768], rdx
+    mov edi, dword ptr [r15 + r8 + 384]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 194
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rax
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 320], cl
-    mov dword ptr [r15 + rbp + 576], edx
+    mov esi, dword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 102
+    mov dword ptr [r15 + rbp + 128], ecx
+    mov rsi, qword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 320], 85
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rbp
-    movzx edx, dl
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1179648
-    jnz 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm8
-    mov rdx, r8
-    mov rdi, rdx
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov edx, r9d
-    movzx edx, byte ptr [r15 + r8 + 64]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edx
-    mov r9d, 36
+    mov r9, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], r9
+    lea rbp, [r11*8]
     test ebx, 1073741824
     jz 1f
-1:
-    jmp 1f
 1:
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    movsxd rbp, dword ptr [r15 + r9 + 448]
+    add rsi, qword ptr [r15 + r9 + 128]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7552], rbp
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 64]
+    mov r9d, esi
+    mov dword ptr [r15 + rbp + 7808], 248
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rsi, r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    mov r8d, dword ptr [r15 + rbp + 7680]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 150
+    add rsi, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + rbp + 7936], xmm3
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7616], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    mov dword ptr [r15 + rbp + 7744], esi
+    movsxd rsi, dword ptr [r15 + rbp + 7872]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx esi, sil
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 262144
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, esi
+    mov dword ptr [r15 + 0], 249
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 262144
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], al
+    mov rsi, rbp
+    mov byte ptr [r15 + 0], sil
+    movzx esi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 115
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    mov r9d, 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
+    mov esi, 237
     jmp 1f
 1:
-    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 384]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], 123
-    xor dword ptr [r15 + r9 + 448], ecx
-    add r9, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 320], ebp
     and r8, 64
-    add r9, qword ptr [r15 + r8 + 384]
+    mov rbp, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov r9d, eax
-    mov r9, r9
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], 132
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov qword ptr [r15 + rbp + 64], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    jmp 1f
-1:
-    mov r8d, 2
-    mov r8, r9
-    test bl, 128
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rsi
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 192
     jz 1f
 1:
-    movzx r9d, r8b
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
     mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11*4]
+    mov esi, 111
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 640], bpl
+    jmp 1f
+1:
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
-    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + rbp + 768], r9b
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    and r8, 192
-    and eax, dword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm3
+    add rsi, qword ptr [r15 + rbp + 576]
+    test ebx, 1832448
     jnz 1f
 1:
-    mov eax, 76
-    add rax, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 576], 25
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 384], dl
-    mov byte ptr [r15 + r8 + 768], al
-    movsxd rax, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 704], 207
+    mov byte ptr [r15 + r9 + 64], sil
+    add rsi, qword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 149
-    mov dword ptr [r15 + 0], 144
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 148
-    movzx eax, al
-    lea r8, [r11 + r11*1]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], al
-    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov eax, 12
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 237
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], eax
-    add r9, qword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + r9 + 448], r9
+    mov qword ptr [r15 + 0], r9
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    mov qword ptr [r15 + r8 + 192], rdx
-    mov r9, r8
+    mov esi, eax
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov rbp, rsi
+    mov esi, dword ptr [r15 + 0]
+    mov ebp, esi
+    mov r8d, 125
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r8d, 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 156
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + rbp + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    test bl, 128
+    jnz 1f
+1:
+    movzx esi, r8b
+    add rsi, qword ptr [r15 + r8 + 128]
+    and r8d, dword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, r9b
+    mov esi, esi
+    movzx esi, byte ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    mov r9d, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    movzx esi, sil
+    jmp 1f
+1:
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r9
-    and edx, dword ptr [r15 + 0]
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
+    vpshufd xmm3, xmm3, 145
+    test bl, 128
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    lea rbp, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r8
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r9d, 128
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm8, xmm8, xmm8
-    lea r9, [r11 + r11*1]
-    add r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 64]
+    and rbp, 448
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], al
-    test bl, 128
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 1088], r8d
     and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 384]
+    add rsi, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    test bl, 128
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    mov qword ptr [r15 + r9 + 128], rdx
-    movsxd rbp, dword ptr [r15 + r8 + 320]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 128], r9d
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + r9 + 512]
+    add r8, qword ptr [r15 + rbp + 896]
+    movzx r9d, bpl
+    mov qword ptr [r15 + rbp + 1024], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 165
+    vmovdqu xmmword ptr [r15 + rbp + 1152], xmm3
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 960], 34
+    add r9, qword ptr [r15 + rbp + 832]
+    mov qword ptr [r15 + rbp + 1216], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov edx, ebp
-    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, r9d
+    cmovne r9, r8
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 0]
+    lea r9, [r11*4]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9, 192
+    movzx r8d, byte ptr [r15 + r9 + 640]
     jmp 1f
 1:
-    movzx edx, dl
-    mov dword ptr [r15 + 0], r9d
+    movzx ebp, byte ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 19
+    mov eax, r9d
+    mov rax, rax
+    test ebx, 320
+    jz 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    movzx eax, al
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 128], 109
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], 61
     and r8, 64
-    add r9, qword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 256], 140
-    lea rbp, [r11*4]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 192
-    add r9, qword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + r8 + 64], 120
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r9d, edx
-    and r9d, dword ptr [r15 + rbp + 576]
-    mov edx, r9d
+    mov qword ptr [r15 + r8 + 384], r8
+    movsxd rax, dword ptr [r15 + r9 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 704]
-    mov byte ptr [r15 + rbp + 640], dl
-    mov eax, 71
+    mov rax, rax
+    mov byte ptr [r15 + r9 + 704], sil
+    mov rax, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -1207,2046 +1210,2041 @@ ditto_body_c1:
 .Lc1_b1_c15:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov eax, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    lea r8, [r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
+    and r8, 8128
+    add rax, qword ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + r8 + 7488], eax
+    add rax, qword ptr [r15 + r8 + 7744]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    lea r9, [r11*4]
-    lea rbp, [r11 + r11*4]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + r8 + 7808], 113
+    jmp 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], r8d
-    and rbp, 16320
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 7552]
-    mov rdx, qword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 640], edx
-    mov byte ptr [r15 + rbp + 7744], dl
-    mov rdx, qword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    mov dword ptr [r15 + rbp + 7616], edx
-    mov dword ptr [r15 + rbp + 7488], edx
     lea r9, [r11 + r11*1]
-    vpcmpeqb xmm8, xmm8, xmm3
-    test ebx, 1073741824
-    jnz 1f
+    movzx eax, r9b
+    test bl, 128
+    jz 1f
 1:
-    mov edx, 244
+    mov dword ptr [r15 + rbp + 128], 136
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r8
-    movzx edx, byte ptr [r15 + rbp + 7680]
+    and eax, dword ptr [r15 + r9 + 384]
+    and eax, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ebp, 84
-    mov dword ptr [r15 + r9 + 320], 234
-    mov rdx, rdx
+    movzx eax, byte ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 7616], al
+    mov rax, rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 49
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 129
+    vmovq xmm3, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rdx
-    lea r8, [r11 + r11*1]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
+    mov qword ptr [r15 + 0], rbp
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 256]
+    lea r8, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm8
+    and r8, 192
+    add rax, qword ptr [r15 + r8 + 768]
     jmp 1f
 1:
+    mov byte ptr [r15 + rbp + 192], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 64], 86
-    movsxd r9, dword ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 48
+    mov edi, dword ptr [r15 + r8 + 576]
+    test bl, 128
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 640]
+    mov r9, qword ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, al
+    and r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r9d, 180
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 43
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 25
-    mov r9d, 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    mov rdx, qword ptr [r15 + r8 + 448]
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
-    mov qword ptr [r15 + r9 + 384], r9
-    mov dword ptr [r15 + rbp + 128], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c18:
-    vmovq xmm8, rbp
-    mov ebp, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    test ebx, 576
-    jnz 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1792], r9b
-    mov edx, r9d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    movzx eax, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 1408], rax
-    mov edx, r8d
-    movsxd rax, dword ptr [r15 + rbp + 1536]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, eax
-    and edx, dword ptr [r15 + rbp + 1728]
-    mov eax, ecx
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1664], ecx
-    mov byte ptr [r15 + r8 + 128], al
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 1472]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, eax
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + rbp + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 256], rdx
-    movzx ecx, byte ptr [r15 + rbp + 1600]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c19:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    mov edx, 156
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 7744], r9
-    imul r9d, ecx, 57
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 7808]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 30592
-    jz 1f
-1:
-    mov edi, 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    mov rcx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 7616], ecx
-    movsxd rcx, dword ptr [r15 + r8 + 7680]
-    and ecx, dword ptr [r15 + r8 + 7552]
-    mov dword ptr [r15 + r8 + 7488], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 192]
-    mov edi, 87
-    mov qword ptr [r15 + rbp + 384], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c20:
-    add rdi, qword ptr [r15 + 0]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 121
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm8
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + r8 + 576], xmm8
-    mov rdi, r8
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 640], rdi
-    mov dword ptr [r15 + r9 + 384], 194
-    mov rdi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdi
-    movzx edi, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + r8 + 704], 16
-    mov edi, edx
-    mov qword ptr [r15 + rbp + 384], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c21:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm8
-    add rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 114048
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov ecx, 160
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov ebp, 85
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, r9d
-    movzx edi, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    mov rdi, rdi
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov rdi, qword ptr [r15 + rbp + 512]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 320]
-    and ecx, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + rbp + 64], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c22:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmm11
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], bpl
-    and rbp, 192
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r8 + 448], 103
-    mov qword ptr [r15 + r9 + 192], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ecx
-    mov dword ptr [r15 + rbp + 704], r9d
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 576], r9
-    movzx ecx, r9b
-    movzx ecx, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c23:
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov rcx, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 121
-    lea rbp, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 64]
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 128], r9
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 320]
-    add rbp, qword ptr [r15 + r9 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c24:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, dil
-    test ebx, 320
-    jnz 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dl
-    mov edi, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 36
-    test ebx, 320
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    lea r8, [r11 + r11*1]
-    movzx ecx, r8b
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], r9d
-    mov byte ptr [r15 + r8 + 128], r9b
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r8b
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c25:
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8d, 61
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    vpshufd xmm8, xmm8, 211
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 65536
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 4
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 76
     mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, 73
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 6144
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 448]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 512], cl
-    mov ecx, r9d
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c26:
-    mov ecx, 203
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, qword ptr [r15 + 0]
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 107
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 67
-    test ebx, 384
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + 0], 185
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
+    and eax, dword ptr [r15 + r9 + 384]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], eax
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm8
-    mov ebp, 182
+    mov edi, dword ptr [r15 + rbp + 448]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 512]
+    mov ebp, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 256], 144
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c18:
+    jmp 1f
+1:
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    mov r8d, 74
+    and rbp, 1984
+    and r8d, dword ptr [r15 + rbp + 1536]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    test bl, 128
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 0
+    mov qword ptr [r15 + rbp + 1792], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 1664]
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm3, xmm3, xmm6
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 64]
+    movzx r8d, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm3
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm7
+    mov r9d, dword ptr [r15 + rbp + 1472]
+    test bl, 128
+    jz 1f
+1:
+    mov r9d, r9d
+    mov dword ptr [r15 + rbp + 1728], r9d
+    mov r9d, 107
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 121
+    mov byte ptr [r15 + rbp + 1600], bpl
+    mov dword ptr [r15 + rbp + 1408], 222
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c19:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 151
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    mov edi, 165
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 64], r8d
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 35
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov rax, qword ptr [r15 + r8 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c20:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1179648
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, 19
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 320
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 216
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 320], 147
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpor xmm3, xmm3, xmm3
+    mov byte ptr [r15 + r9 + 320], r9b
+    movsxd r9, dword ptr [r15 + r8 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c21:
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r9 + 384], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm3, xmm3, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpxor xmm3, xmm3, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov rdi, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11*8]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 960], rbp
+    vmovdqu xmmword ptr [r15 + rbp + 1088], xmm2
+    test ebx, 4096
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + rbp + 832]
+    add rdi, qword ptr [r15 + rbp + 1216]
+    and edi, dword ptr [r15 + rbp + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 1024], r8
+    mov byte ptr [r15 + r9 + 256], dil
+    movzx edi, byte ptr [r15 + rbp + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + r8 + 320]
+    vpshufd xmm3, xmm3, 31
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c22:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov rdi, r8
+    mov edi, 9
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r8 + 704]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 512]
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    mov esi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    movzx eax, byte ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 640], eax
+    mov rax, qword ptr [r15 + rbp + 320]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, eax
+    mov byte ptr [r15 + r8 + 576], al
+    mov dword ptr [r15 + r9 + 448], 203
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c23:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 448]
+    mov r9d, 146
+    mov dword ptr [r15 + rbp + 512], r9d
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rdi
+    mov qword ptr [r15 + rbp + 256], rax
+    lea rbp, [r11*8]
+    movzx eax, bpl
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7680]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 7552]
+    mov r9d, eax
+    add rax, qword ptr [r15 + rbp + 7744]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 7872], r9
+    and eax, dword ptr [r15 + rbp + 7808]
+    add rax, qword ptr [r15 + rbp + 7488]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 7616], al
+    mov eax, 65
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c24:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 320]
+    movzx ebp, al
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    mov rax, rax
+    mov rax, rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm3, xmm3, xmm13
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, al
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 118
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + rbp + 512], sil
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm3
+    mov dword ptr [r15 + r8 + 256], esi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c25:
+    lea rbp, [r11*8]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3520], rdi
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 384]
+    mov r9, qword ptr [r15 + rbp + 3648]
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + rbp + 3712]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 156
+    movzx edi, dil
+    mov edi, 153
+    lea r9, [r11 + r11*1]
+    test bl, 128
+    jz 1f
+1:
+    vmovdqu xmmword ptr [r15 + r8 + 320], xmm3
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], cl
+    mov edi, 25
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 10
+    mov rdi, rdi
+    movzx edi, byte ptr [r15 + rbp + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 3584], rcx
+    mov dword ptr [r15 + r9 + 512], 134
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c26:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 24576
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1152
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov edi, 63
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], r8
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], edi
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 384]
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 192]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 448], 99
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r9d, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 4032
-    mov r9d, dword ptr [r15 + rbp + 3584]
-    movzx r8d, r9b
-    and r8d, dword ptr [r15 + rbp + 3776]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 3712]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov dword ptr [r15 + rbp + 3456], 127
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 3392], 162
+    mov dword ptr [r15 + r9 + 192], 158
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    movzx r8d, cl
-    test ebx, 640
+    test ebx, 1179648
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 3840]
-    mov byte ptr [r15 + r9 + 320], cl
-    vpmovmskb ecx, xmm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3648], r9d
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 3520]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 512], 19
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c28:
-    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 18
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 71
+    mov ebp, ebp
     test bl, 128
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 123
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 188
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 384]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 192]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], al
-    mov eax, dword ptr [r15 + r8 + 768]
-    mov ecx, 99
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 256], 247
-    mov byte ptr [r15 + r9 + 320], cl
-    mov ecx, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 576], 47
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c29:
-    lea rbp, [r11 + r11*8]
-    and rbp, 16320
-    mov ecx, dword ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + rbp + 7552], 144
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 122
-    movzx ecx, cl
-    test ebx, 384
-    jz 1f
-1:
-    mov ecx, eax
-    mov rcx, qword ptr [r15 + rbp + 7872]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 8000], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    add rcx, qword ptr [r15 + rbp + 7936]
-    mov qword ptr [r15 + r8 + 256], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 7744]
-    mov r8, qword ptr [r15 + rbp + 7680]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 7488], r8b
-    vmovq qword ptr [r15 + rbp + 7808], xmm8
-    mov ebp, dword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c30:
-    mov ebp, ebp
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ebp, r8d
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    imul rcx, qword ptr [r15 + r9 + 768]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 512]
-    test ebx, 393216
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
     mov byte ptr [r15 + 0], dil
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, r9
-    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 704], 113
-    movsxd rcx, dword ptr [r15 + rbp + 448]
+    movzx edi, dil
+    mov qword ptr [r15 + 0], rax
+    or qword ptr [r15 + 0], 45
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 640], dil
-    and ecx, dword ptr [r15 + r9 + 576]
-    xor dword ptr [r15 + r8 + 128], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c31:
-    lea rbp, [r11 + r11*8]
-    and rbp, 1984
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 1536], rcx
-    mov ecx, dword ptr [r15 + rbp + 1600]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 256], sil
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1408], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
     mov qword ptr [r15 + r9 + 192], r9
-    lea r8, [r11 + r11*1]
-    add rcx, qword ptr [r15 + rbp + 1728]
+    mov edi, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 256], 184
+    test ebx, 655360
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9d, 250
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c28:
+    lea r9, [r11 + r11*4]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1536], r9b
+    mov ebp, 155
+    lea rbp, [r11 + r11*1]
+    mov edi, 70
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 655360
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + r9 + 1600]
+    mov eax, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 6
+    mov rdi, rax
+    mov edi, dword ptr [r15 + r9 + 1408]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 384]
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov rax, qword ptr [r15 + r9 + 1472]
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    add rax, qword ptr [r15 + r9 + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c29:
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 162
+    movzx edi, byte ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 82
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    add rdi, qword ptr [r15 + rbp + 192]
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], rcx
-    mov rcx, rax
-    mov eax, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + r8 + 64], r8d
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], eax
-    mov dword ptr [r15 + r9 + 256], eax
-    movzx eax, byte ptr [r15 + rbp + 1664]
+    movzx esi, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 256], 116
+    mov r8, qword ptr [r15 + r9 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c30:
+    mov r8d, esi
+    mov r8d, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1792], al
-    mov qword ptr [r15 + rbp + 1856], r8
-    mov eax, eax
+    mov eax, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 255
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 46
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 192]
+    lea r9, [r11 + r11*1]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm3
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 128]
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 512]
+    vmovq qword ptr [r15 + rbp + 256], xmm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 149
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c31:
+    mov r9d, 31
+    vpcmpeqb xmm3, xmm3, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r9, r9
+    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 194
+    test ebx, 320
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 56
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jz 1f
+1:
+    mov r9d, 125
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rdi
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    and eax, dword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r9 + 256], r9d
+    movsxd r8, dword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    lea r8, [r11 + r11*1]
+    movzx eax, bpl
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 256]
+    lea rbp, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    test ebx, 576
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
+    mov r8, r8
+    mov r8d, 6
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 223
     add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 18
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, 121
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 220
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    lea rbp, [r11 + r11*1]
-    mov ecx, 10
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    mov byte ptr [r15 + r8 + 128], r9b
+    mov qword ptr [r15 + r8 + 448], r8
+    mov eax, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 384], r8
-    mov ebp, 168
-    mov r9d, 160
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + r8 + 512], xmm3
+    mov dword ptr [r15 + rbp + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, rbp
-    lea r9, [r11*8]
-    test ebx, 576
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r9b
-    mov ebp, ebp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1152], r9d
-    mov rbp, qword ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + 0], r8d
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 152
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    test ebx, 384
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1216], bpl
-    lea rbp, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + r9 + 1280]
-    test bl, 192
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov eax, r8d
+    mov dword ptr [r15 + 0], 220
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov rcx, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, r8
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 832], r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 186
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1024], 62
-    test ebx, 576
-    jz 1f
-1:
-    mov edi, 191
-    mov dword ptr [r15 + r9 + 1088], edi
-    mov byte ptr [r15 + rbp + 64], dil
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 512]
+    movzx esi, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r9 + 448], 168
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r9 + 896], 47
+    movzx ebp, sil
+    movzx ebp, byte ptr [r15 + r8 + 128]
+    mov edi, 152
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
-    lea rbp, [r11 + r11*2]
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    movzx edi, al
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 110336
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    lea r9, [r11*8]
-    add rax, qword ptr [r15 + rbp + 3520]
+    mov byte ptr [r15 + 0], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 1024]
-    and eax, dword ptr [r15 + r9 + 896]
-    mov dword ptr [r15 + rbp + 3456], eax
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 1088], r9
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov esi, 229
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    and esi, dword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx eax, al
+    mov esi, esi
+    and r9, 64
+    add rsi, qword ptr [r15 + r9 + 64]
+    mov eax, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + r9 + 1216]
-    mov rbp, qword ptr [r15 + r8 + 448]
-    test bl, 128
+    mov rsi, qword ptr [r15 + r8 + 704]
+    mov r9d, dword ptr [r15 + rbp + 192]
+    add rsi, qword ptr [r15 + r8 + 576]
+    mov rax, rdi
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 1152], r9
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov byte ptr [r15 + r9 + 960], cl
+    mov eax, dword ptr [r15 + r8 + 640]
+    imul rax, rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov eax, 200
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r9b
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, bpl
-    mov eax, 93
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    imul r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 137
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovq xmm8, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 10
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 230
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 103
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    and r9d, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
-    add rax, qword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r8 + 128], rax
-    vpcmpeqb xmm8, xmm8, xmm6
+    mov byte ptr [r15 + 0], al
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    add rax, qword ptr [r15 + 0]
+    mov esi, esi
+    test ebx, 65536
+    jnz 1f
+1:
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 228
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     lea r8, [r11 + r11*1]
-    mov eax, r8d
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    add qword ptr [r15 + r8 + 384], rax
+    and esi, dword ptr [r15 + r8 + 192]
+    mov eax, 143
+    imul rsi, rax
+    and r9, 64
+    xor dword ptr [r15 + r9 + 64], r9d
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 128], r8d
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    test ebx, 256
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
+    and r9d, dword ptr [r15 + 0]
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], 156
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r8b
+    mov r9d, 71
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 0], r9
+    mov r9, r9
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 143
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 121
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 121
-    movzx r8d, r8b
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], al
-    and eax, dword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 128], esi
     test ebx, 1073741824
     jz 1f
 1:
+    movzx esi, r9b
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 448]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 384], r8d
+    movzx eax, r8b
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    add r9, qword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r8 + 320], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 64], 169
+    and esi, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    lea r8, [r11*8]
-    mov r9d, 64
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], r8b
-    mov qword ptr [r15 + r8 + 1152], r8
+    lea rbp, [r11*4]
+    mov esi, 135
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 640], rbp
+    mov rsi, rdi
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
     test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 1088], 164
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 262144
+    jnz 1f
+1:
+    mov rsi, rsi
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 141
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    mov rax, qword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + r8 + 832], rax
-    lea r9, [r11 + r11*1]
-    test ebx, 256
-    jz 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    mov ebp, 30
-    mov rbp, qword ptr [r15 + r8 + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r8d
-    mov rax, rax
-    mov dword ptr [r15 + r8 + 1024], 103
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 1216], rax
-    mov dword ptr [r15 + r9 + 256], ebp
-    mov r9d, dword ptr [r15 + r8 + 1280]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 256]
+    add rsi, qword ptr [r15 + r9 + 192]
+    mov r9, rbp
+    test ebx, 320
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 576], esi
+    mov dword ptr [r15 + rbp + 704], 24
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 320], sil
+    vpcmpeqb xmm3, xmm3, xmm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, rax
+    mov r8d, esi
+    jmp 1f
+1:
+    test ebx, 576
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test bl, 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    lea r8, [r11 + r11*4]
-    mov dword ptr [r15 + r9 + 448], r8d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1536], ecx
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + r9 + 64], r9d
+    jmp 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 1344]
-    and r9d, dword ptr [r15 + r8 + 1408]
-    mov ecx, 122
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    mov rsi, qword ptr [r15 + r9 + 128]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1600], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, cl
-    mov rax, rcx
-    mov dword ptr [r15 + r8 + 1472], eax
+    mov dword ptr [r15 + rbp + 256], esi
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r8
+    mov dword ptr [r15 + r9 + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
+    lea r9, [r11 + r11*8]
+    and r9, 4032
+    mov qword ptr [r15 + r9 + 3520], r9
+    movzx esi, r9b
+    mov qword ptr [r15 + r9 + 3648], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    test ebx, 320
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    lea r9, [r11*4]
-    mov rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
+    and esi, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 640], edi
-    mov dword ptr [r15 + r9 + 704], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r9 + 576], 94
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 512], r9b
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 192], ebp
+    movzx esi, byte ptr [r15 + r9 + 3840]
+    lea r8, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r9 + 3584]
+    test ebx, 73728
+    jz 1f
+1:
+    mov esi, 159
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 13
+    mov dword ptr [r15 + r9 + 3712], r8d
+    add rsi, qword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r9
+    mov byte ptr [r15 + r9 + 3904], sil
+    mov dword ptr [r15 + r9 + 3776], ebp
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 3392]
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    mov rbp, qword ptr [r15 + r9 + 3456]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rbp, [r11 + r11*4]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 7744], 64
-    mov r9d, ebp
-    mov eax, 88
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 209
     mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 576
     jz 1f
 1:
-    movzx eax, r9b
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 128]
-    add rax, qword ptr [r15 + r9 + 64]
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 90
+    mov r8, rsi
+    test ebx, 522624
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xchg r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + rbp + 7552]
-    test bl, 192
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    movzx r8d, r9b
+    mov byte ptr [r15 + rbp + 256], r8b
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 127
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 7488]
-    xchg rax, rax
-    test bl, 192
+    add r8, qword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + rbp + 7680]
-    mov dword ptr [r15 + rbp + 7616], r9d
+    mov r8, r9
+    lea r8, [r11 + r11*1]
+    and esi, dword ptr [r15 + r9 + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r8d
+    add rsi, qword ptr [r15 + r8 + 64]
+    mov r8d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, esi
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2074624
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    vpxor xmm3, xmm3, xmm1
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov eax, eax
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    movsxd r8, dword ptr [r15 + r9 + 256]
+    movzx esi, r8b
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 256]
-    mov byte ptr [r15 + r8 + 192], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, r8b
-    movzx edi, dil
-    mov dword ptr [r15 + rbp + 256], 169
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 95
+    movzx esi, byte ptr [r15 + r8 + 64]
+    mov r8, rsi
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 320], dil
-    mov r9d, ecx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 111
+    vmovq qword ptr [r15 + r9 + 192], xmm3
+    and esi, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    and edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    jmp 1f
 1:
-    mov rdi, rdi
-    movzx edi, dil
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, dil
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     test bl, 128
     jnz 1f
 1:
+    mov r9d, esi
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 180
-    mov edi, 201
-    test ebx, 1152
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
+    mov r9d, 212
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 22
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and edi, dword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r8 + 512], r9d
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    movzx r9d, bpl
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], r9d
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, r9
-    and r9d, dword ptr [r15 + rbp + 320]
-    mov ebp, 214
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    vpxor xmm8, xmm8, xmm1
-    mov r9d, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + rbp + 384], r9
+    add rbp, qword ptr [r15 + r9 + 256]
+    mov r9d, 146
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    movsxd r9, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    lea r9, [r11 + r11*1]
+    mov r9, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    jmp 1f
+1:
+    and r8, 448
+    mov qword ptr [r15 + r8 + 1088], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 111
-    add rdi, qword ptr [r15 + r8 + 576]
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    mov rcx, rax
+    mov byte ptr [r15 + rbp + 64], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + r8 + 1216]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 384], r8
-    mov dword ptr [r15 + r8 + 768], ecx
     jmp 1f
 1:
-    movzx ecx, al
+    mov rbp, rbp
+    mov ebp, r9d
+    mov dword ptr [r15 + r8 + 896], 150
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 64], rcx
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov ecx, ecx
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    and r9d, dword ptr [r15 + r8 + 1280]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, bpl
+    mov dword ptr [r15 + r8 + 1152], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 960]
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    movzx ebp, sil
+    test ebx, 1437696
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1024], ebp
+    mov qword ptr [r15 + r8 + 832], rbp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea rbp, [r11*8]
+    lea rbp, [r11 + r11*4]
+    lea r9, [r11*8]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], rbp
     jmp 1f
 1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 7488], 114
-    movzx ecx, byte ptr [r15 + rbp + 7680]
-    movzx r9d, byte ptr [r15 + rbp + 7616]
+    and r9, 8128
+    add rsi, qword ptr [r15 + r9 + 7680]
+    mov dword ptr [r15 + r9 + 7488], 136
+    test ebx, 507264
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 3584], r8
+    and esi, dword ptr [r15 + rbp + 3648]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7808], r9
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 31
+    test ebx, 384
+    jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + rbp + 3392], 195
+    mov esi, 162
+    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm3
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 7616], esi
+    mov qword ptr [r15 + rbp + 3520], rsi
+    mov byte ptr [r15 + r8 + 384], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], rbp
-    mov dword ptr [r15 + rbp + 7552], 141
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov r9d, ecx
-    test bl, 192
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 7872], r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + rbp + 7744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, r9b
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 64]
-    add rcx, qword ptr [r15 + r9 + 128]
+    add rsi, qword ptr [r15 + r9 + 7744]
+    mov r8, rsi
+    mov qword ptr [r15 + r9 + 7808], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    lea r8, [r11*4]
+    jmp 1f
 1:
-    movzx ecx, dil
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], r8
+    movzx esi, r8b
+    test ebx, 655360
+    jnz 1f
+1:
+    movzx esi, sil
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 202
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test bl, 192
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 238
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and esi, dword ptr [r15 + 0]
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    test bl, 192
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    mov rsi, qword ptr [r15 + r8 + 576]
+    mov r9d, 19
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 512]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rsi
+    test bl, 128
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    movzx r9d, r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    jmp 1f
-1:
-    test bl, 192
+    and esi, dword ptr [r15 + r8 + 640]
+    and esi, dword ptr [r15 + r9 + 320]
+    mov r9d, esi
+    mov r9, rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 194
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 192], r9
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 512], r9b
     jmp 1f
 1:
-    movzx ecx, r9b
+    vmovq qword ptr [r15 + r8 + 704], xmm3
+    movsxd r9, dword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
-    mov r9d, 219
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 125
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    mov r9d, 122
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, 227
+    mov dword ptr [r15 + 0], 55
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
+    mov r9d, r9d
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov r8d, 97
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 188
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 64]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, bpl
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + rbp + 64], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 193
     jmp 1f
 1:
-    mov edi, 179
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, edi
-    mov edi, dword ptr [r15 + r9 + 384]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rbp
-    and ebp, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -3254,1101 +3252,1116 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 256]
-    movzx edi, dil
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 174
+    add r8, qword ptr [r15 + 0]
+    mov rbp, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rbp
+    mov dword ptr [r15 + 0], r9d
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, r9
+    mov dword ptr [r15 + 0], 204
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], 86
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    test ebx, 576
-    jz 1f
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 18
+    mov qword ptr [r15 + 0], rbp
+    test bl, 192
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8d, dword ptr [r15 + 0]
+    mov r9, r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + rbp + 384], xmm3
+    mov ebp, r8d
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
-    and r9, 192
-    mov edi, dword ptr [r15 + r9 + 768]
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
+    mov byte ptr [r15 + r8 + 256], r8b
+    and ebp, dword ptr [r15 + r8 + 192]
+    test bl, 128
     jz 1f
 1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, dil
-    movsxd r8, dword ptr [r15 + rbp + 192]
+    lea rbp, [r11 + r11*1]
+    movzx r8d, r9b
+    mov r8d, 13
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm3
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rdi
-    mov dword ptr [r15 + r9 + 640], 220
-    movzx edi, byte ptr [r15 + r9 + 704]
+    mov r8, rbp
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r9d, r8d
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 93952
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    test ebx, 262144
-    jz 1f
-1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm9
-    vpshufd xmm8, xmm8, 97
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    mov rdi, r9
+    mov dword ptr [r15 + r8 + 384], 23
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    and r8, 192
-    movsxd rdi, dword ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + r9 + 384], dil
-    mov dword ptr [r15 + r8 + 576], edi
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 16384
+    jz 1f
+1:
+    mov ebp, 74
+    mov byte ptr [r15 + 0], bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, dil
-    movsxd rdi, dword ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + r8 + 768], rdi
+    jmp 1f
+1:
+    mov ebp, 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + r9 + 256], r8
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 55
+    mov dword ptr [r15 + rbp + 64], 211
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    mov rdi, rdi
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 130
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
-1:
-    vpor xmm8, xmm8, xmm8
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 18
-    test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, edi
-    mov rdi, rcx
-    mov rdi, qword ptr [r15 + 0]
+    mov r8d, 77
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 94
+    test ebx, 2304
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 384]
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r8b
-    test ebx, 262144
-    jnz 1f
+    mov qword ptr [r15 + r9 + 512], r9
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 576], r8d
-    mov edi, 133
-    movsxd rdi, dword ptr [r15 + r9 + 384]
+    movzx ebp, r9b
     test bl, 128
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + r8 + 640], xmm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 448], bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    add qword ptr [r15 + rbp + 64], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 768]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r8b
-    mov byte ptr [r15 + r9 + 512], r9b
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 320]
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    add r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, r9b
-    and edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 40
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], bpl
-    and rbp, 64
+    lea rbp, [r11*8]
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 256], r9b
+    and rbp, 1984
+    and r8d, dword ptr [r15 + rbp + 1728]
+    add r8, qword ptr [r15 + rbp + 1408]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], rsi
+    mov esi, 48
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 320]
-    mov rax, rcx
-    mov rax, rax
-    mov dword ptr [r15 + r8 + 448], 32
+    add rsi, qword ptr [r15 + rbp + 1344]
+    mov r8, qword ptr [r15 + rbp + 1600]
+    mov dword ptr [r15 + rbp + 1472], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
-    movzx r8d, byte ptr [r15 + r9 + 384]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpor xmm3, xmm3, xmm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + r9 + 192]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 512]
+    movsxd r8, dword ptr [r15 + rbp + 1536]
+    mov qword ptr [r15 + rbp + 1664], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 960], r8
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], rbp
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r9 + 128], sil
     and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 512]
-    mov rax, r9
+    add rsi, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, eax
-    lea r9, [r11 + r11*8]
-    and eax, dword ptr [r15 + r8 + 128]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + r9 + 3584]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 3392], 226
-    mov dword ptr [r15 + rbp + 448], 123
-    mov byte ptr [r15 + r9 + 3648], r9b
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 1280], sil
+    mov dword ptr [r15 + r8 + 1216], esi
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov qword ptr [r15 + r8 + 1152], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov qword ptr [r15 + r9 + 3840], rax
-    mov eax, dword ptr [r15 + r9 + 3520]
+    movzx ebp, byte ptr [r15 + r8 + 1024]
+    add rbp, qword ptr [r15 + r8 + 832]
+    mov esi, 190
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov qword ptr [r15 + r9 + 3712], rax
-    mov dword ptr [r15 + r9 + 3776], eax
-    test ebx, 320
+    mov ebp, ebp
+    movzx edi, byte ptr [r15 + r8 + 1088]
+    mov dword ptr [r15 + r8 + 896], edi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 3904]
-    jmp 1f
-1:
-    mov r9, rax
+    mov edi, 99
+    mov edi, edi
+    mov edi, 4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov byte ptr [r15 + 0], r8b
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    lea r9, [r11 + r11*8]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3904]
-    lea r8, [r11 + r11*1]
+    mov rdi, rbp
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm8
+    add rdi, qword ptr [r15 + rbp + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 16320
+    mov byte ptr [r15 + r8 + 15744], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r8 + 15872], rbp
+    mov ebp, 249
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 15808]
+    mov edi, 158
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 16000], r9d
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
     test bl, 128
     jz 1f
 1:
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm8
-    mov byte ptr [r15 + r9 + 3520], al
+    vpcmpeqb xmm3, xmm3, xmm2
+    mov qword ptr [r15 + r8 + 15936], rdi
+    movzx edi, r9b
     test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 3648], eax
-    mov byte ptr [r15 + rbp + 64], r8b
-    mov dword ptr [r15 + r9 + 3776], eax
-    mov dword ptr [r15 + r9 + 3392], edi
-    test ebx, 1152
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], eax
-    mov dword ptr [r15 + r9 + 3584], 193
-    mov r8d, dword ptr [r15 + r9 + 3456]
+    mov qword ptr [r15 + r9 + 512], rdi
+    mov edi, 131
+    movzx edi, dil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, r8
-    mov r8d, 121
-    movzx r8d, byte ptr [r15 + r9 + 3840]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 15680], edi
+    mov byte ptr [r15 + r8 + 16064], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8d, r8d, 78
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    add r9, qword ptr [r15 + r8 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
     and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r8 + 832], r9d
-    lea r9, [r11 + r11*1]
-    or qword ptr [r15 + r8 + 896], 108
-    add rdi, qword ptr [r15 + r8 + 1024]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 196
-    mov edi, 19
-    movzx edi, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 142
-    add qword ptr [r15 + r8 + 1088], rdi
-    vmovdqu ymmword ptr [r15 + r8 + 1216], ymm8
+    movsxd rdi, dword ptr [r15 + rbp + 192]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jz 1f
+1:
+    mov edi, 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 6
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*8]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, dil
-    mov r9d, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r8 + 960], 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 64]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3776], 174
+    test bl, 128
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 128]
+    mov r8d, dword ptr [r15 + r9 + 3520]
+    mov dword ptr [r15 + r9 + 3392], 18
+    mov rsi, r8
+    test ebx, 1152
+    jnz 1f
+1:
+    mov r8, r9
+    mov r8d, r9d
+    add r8, qword ptr [r15 + r9 + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 45
+    mov dword ptr [r15 + r9 + 3712], 23
+    add r8, qword ptr [r15 + r9 + 3584]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3648], r8d
+    mov byte ptr [r15 + rbp + 256], r8b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 384]
-    and r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 126336
+    mov ebp, 181
+    test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     test bl, 128
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 230
-    movzx r9d, al
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], ebp
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov dword ptr [r15 + 0], 246
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
     test ebx, 1073741824
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, al
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm3
+    mov esi, 148
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 256]
-    lea r8, [r11 + r11*1]
-    test ebx, 1011712
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 320], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 320], eax
-    and eax, dword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rax, rax
-    movzx eax, al
+    lea r8, [r11 + r11*1]
+    mov esi, 242
+    xor dword ptr [r15 + rbp + 256], esi
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 384], bpl
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov r9d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    and eax, dword ptr [r15 + 0]
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
     test ebx, 1152
     jnz 1f
 1:
+    lea r9, [r11*8]
+    vpaddd xmm3, xmm3, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7680], esi
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    vmovq qword ptr [r15 + 0], xmm8
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    vmovq qword ptr [r15 + r9 + 7744], xmm3
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm8
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 105
-    mov eax, 171
-    mov qword ptr [r15 + rbp + 512], rax
-    movzx ebp, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 64], rbp
-    mov ebp, ebp
-    mov r8d, 189
-    test ebx, 655360
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 245
     jmp 1f
 1:
-    movzx r8d, r8b
+    mov rsi, rbp
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 512]
+    movsxd rdi, dword ptr [r15 + r9 + 7808]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 64], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 179
+    mov dword ptr [r15 + r9 + 7488], 121
+    mov dword ptr [r15 + r8 + 448], 14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    movzx edi, byte ptr [r15 + r9 + 7616]
+    mov dword ptr [r15 + r9 + 7552], edi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 384
-    jz 1f
-1:
     jmp 1f
 1:
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 576
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 20480
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov dword ptr [r15 + rbp + 320], r8d
-    mov byte ptr [r15 + r8 + 512], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 128
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 320], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 448], esi
+    mov r9, rsi
+    mov dword ptr [r15 + rbp + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    mov ebp, 244
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    test ebx, 1152
-    jz 1f
-1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 66
-    mov r9d, ebp
-    test ebx, 1073741824
-    jnz 1f
+    movzx r9d, r9b
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r9d
+    test ebx, 1179648
+    jz 1f
 1:
-    xor dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 80
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 128], r9b
-    lea rbp, [r11 + r11*1]
-    mov r9d, 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm3, xmm3, xmm3
+    mov ebp, r9d
     test ebx, 576
     jnz 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    jmp 1f
+1:
+    vpshufd xmm3, xmm3, 103
+    mov rbp, qword ptr [r15 + r9 + 256]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 209
+    mov ebp, r9d
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 320]
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 448]
-    and r9d, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + rbp + 512], 246
+    movzx r9d, byte ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 256], edi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 51
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm8
-    mov r9d, ebp
+    vpor xmm3, xmm3, xmm3
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 1344], r9b
+    mov rdi, r9
     and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov edi, 42
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 320
+    jnz 1f
+1:
+    vmovq xmm3, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*1]
+    mov rdi, r8
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    mov edi, 14
-    test ebx, 1073741824
-    jnz 1f
+    movzx edi, byte ptr [r15 + r8 + 64]
+    and rbp, 448
+    and edi, dword ptr [r15 + rbp + 1152]
+    mov dword ptr [r15 + rbp + 1088], 233
+    test ebx, 262144
+    jz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 1536]
-    mov dword ptr [r15 + rbp + 1600], 187
-    mov dword ptr [r15 + r8 + 128], 81
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 1408]
-    mov dword ptr [r15 + r9 + 448], 148
+    movzx edi, dil
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm3
+    test ebx, 384
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 832], 44
+    and edi, dword ptr [r15 + rbp + 960]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + rbp + 1024], xmm3
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov byte ptr [r15 + rbp + 896], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    lea rbp, [r11*8]
-    mov r9d, 189
-    mov r9, r9
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
+    and edi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1179648
-    jz 1f
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov qword ptr [r15 + 0], r8
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 38
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 1728]
-    mov dword ptr [r15 + rbp + 1472], 65
     jmp 1f
 1:
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1664], r9d
-    mov dword ptr [r15 + rbp + 1408], 155
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1600], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 118
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 384]
-    mov rdi, r9
-    mov r9, rsi
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 320]
     lea r9, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + r8 + 320]
     jmp 1f
+1:
+    mov rdi, r9
+    test ebx, 1073741824
+    jnz 1f
 1:
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
+    mov dword ptr [r15 + r9 + 320], 105
+    movzx r8d, r9b
+    lea r8, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + rbp + 384]
+    test ebx, 1152
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1792], r9d
-    mov qword ptr [r15 + rbp + 1536], r8
-    mov qword ptr [r15 + r9 + 128], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rbp, rbp
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 320]
+    movsxd rdi, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    vpor xmm8, xmm8, xmm5
-    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rdi
+    mov rdi, r9
+    mov dword ptr [r15 + r8 + 384], 244
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    lea r9, [r11 + r11*1]
-    movzx edi, bpl
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 64]
-    mov ebp, dword ptr [r15 + r9 + 128]
-    lea r9, [r11 + r11*1]
-    mov r8d, 126
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 192]
+    lea r9, [r11*4]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    and r9, 192
+    movzx r8d, byte ptr [r15 + r9 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 219
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm8
-    mov ebp, ebp
-    mov edi, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    or qword ptr [r15 + 0], 112
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 256], xmm3
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx edi, bpl
     and rbp, 64
-    add qword ptr [r15 + rbp + 384], rdi
-    mov dword ptr [r15 + rbp + 320], ebp
-    and ebp, dword ptr [r15 + r9 + 256]
+    vmovdqu xmm3, xmmword ptr [r15 + rbp + 128]
+    mov esi, 208
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 64], rsi
+    mov esi, 124
+    movzx esi, byte ptr [r15 + r9 + 576]
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rsi
+    mov esi, esi
+    mov rdi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rsi, qword ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 31
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c61:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 640
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1179648
+    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + 0], sil
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 222
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    test ebx, 393216
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    mov eax, 80
-    and r9d, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 512], r9b
+    mov dword ptr [r15 + rbp + 448], ebp
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    vpaddd xmm3, xmm3, xmm3
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    add r9, qword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r8 + 256], 3
-    movzx r8d, r9b
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov byte ptr [r15 + r8 + 128], sil
+    lea r8, [r11 + r11*1]
+    mov rsi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov esi, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r8 + 320], 12
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c62:
-    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 70
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
     lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 832], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     and r8, 64
-    add r9, qword ptr [r15 + r8 + 448]
-    mov edi, 210
-    mov dword ptr [r15 + rbp + 1088], 171
+    add rsi, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
     lea r9, [r11 + r11*1]
-    test ebx, 262144
+    test ebx, 73728
     jz 1f
 1:
-    mov edi, r9d
-    mov edi, 90
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 64]
     and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 512]
-    test bl, 128
-    jnz 1f
-1:
-    mov edi, 2
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 128704
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + r8 + 512]
-    test ebx, 393216
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 1152], dil
-    mov rdi, rdi
-    mov edi, 201
-    mov byte ptr [r15 + rbp + 896], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 1024], rdi
-    movzx edi, dil
-    mov dword ptr [r15 + rbp + 960], 7
+    and ebp, dword ptr [r15 + r9 + 512]
+    mov edi, 100
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 448], dil
+    movsxd rbp, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    mov edi, edi
-    mov edi, edi
-    test ebx, 262144
-    jz 1f
-1:
-    movzx r9d, dil
-    mov edi, dword ptr [r15 + rbp + 1216]
-    mov ebp, edi
+    mov r8d, dword ptr [r15 + r9 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    mov rdi, rdi
+    lea rbp, [r11 + r11*1]
+    movzx r8d, bpl
+    lea r8, [r11*4]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
     jmp 1f
 1:
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], edi
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    add rdi, qword ptr [r15 + rbp + 704]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 64
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 384], r8d
-    jmp 1f
-1:
-    mov rdi, r8
-    and edi, dword ptr [r15 + rbp + 576]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], rax
-    movzx edi, byte ptr [r15 + rbp + 640]
-    mov eax, 51
-    mov qword ptr [r15 + rbp + 768], rax
+    mov r9d, 33
     test bl, 128
     jnz 1f
 1:
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 448]
-    mov rax, rax
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    and r9d, dword ptr [r15 + rbp + 384]
+    lea rbp, [r11 + r11*1]
+    mov rsi, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm3
+    add r9, qword ptr [r15 + r8 + 576]
+    add rsi, qword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    add rsi, qword ptr [r15 + r8 + 704]
+    mov r9, qword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 15 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 15]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 15
+    mov r13d, 14
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b2_stubs]
@@ -4362,125 +4375,132 @@ ditto_body_c1:
     jmp .Lc1_b2_c1
     .p2align 6
 .Lc1_b2_c0:
+    lea r9, [r11 + r11*4]
+    jmp 1f
+1:
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1472], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, al
+    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 160
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
+    mov qword ptr [r15 + 0], rcx
+    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3520], r8d
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 3456], r8b
-    mov byte ptr [r15 + r8 + 3840], r8b
-    mov rcx, qword ptr [r15 + r8 + 3712]
-    test ebx, 1073741824
-    jz 1f
-1:
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
     mov rcx, rcx
-    mov qword ptr [r15 + r8 + 3776], rcx
     lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 448]
-    test ebx, 3452
-    jz 1f
-1:
     jmp 1f
 1:
-    xchg qword ptr [r15 + r8 + 3392], rcx
-    mov qword ptr [r15 + r8 + 3648], rcx
-    lea r9, [r11 + r11*1]
     test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 170
+    mov dword ptr [r15 + r9 + 1600], ebp
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov rsi, rcx
+    test ebx, 63328
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 1536], eax
+    mov dword ptr [r15 + r9 + 1344], 222
+    add rcx, qword ptr [r15 + r9 + 1408]
+    test bl, 6
     jz 1f
 1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 448]
-    and ecx, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 512], ebp
-    test ebx, 2560
-    jz 1f
-1:
+    mov byte ptr [r15 + r8 + 448], cl
+    vmovdqu xmmword ptr [r15 + rbp + 320], xmm3
     jmp 1f
 1:
-    mov r9d, 157
-    mov dword ptr [r15 + r8 + 3584], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
 1:
     add rcx, qword ptr [r15 + 0]
-    mov r9d, 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, ecx
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov eax, ebp
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm8
-    mov qword ptr [r15 + rbp + 192], r8
-    mov dword ptr [r15 + r8 + 128], 234
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, rcx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 0], 58
+    jmp 1f
+1:
+    mov rcx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    lea r8, [r10*4]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    mov ecx, dword ptr [r15 + r8 + 768]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 20
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 640]
+    mov rax, qword ptr [r15 + r8 + 704]
+    mov esi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 64]
+    movzx r9d, byte ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 64], r9d
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -4515,339 +4535,310 @@ ditto_body_c1:
     jmp .Lc1_b3_c7
     .p2align 6
 .Lc1_b3_c0:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rcx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea r9, [r11*4]
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 640]
+    add rcx, qword ptr [r15 + 0]
     mov byte ptr [r15 + 0], cl
+    mov rsi, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov rcx, qword ptr [r15 + 0]
+    mov eax, 162
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    .byte 0x66, 0x90
+    mov eax, 75
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r9 + 704], 22
+    mov ecx, 185
     test bl, 40
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    movzx r9d, r9b
-    mov eax, 252
-    test ebx, 1073741824
+    mov byte ptr [r15 + r9 + 768], cl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 320]
+    test bl, 40
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 192]
     lea r9, [r11 + r11*1]
-    mov rbp, r9
+    mov rcx, qword ptr [r15 + rbp + 384]
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r9d
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov dword ptr [r15 + r9 + 128], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + 0], 69
-    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, 252
+    and esi, dword ptr [r15 + 0]
+    mov r9d, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 144
+    mov byte ptr [r15 + 0], sil
+    lea r9, [r11*8]
+    test ebx, 32768
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov byte ptr [r15 + 0], cl
+    mov esi, 62
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 960], r9b
     test bl, 72
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 1088], r9b
+    lea rbp, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 12288
-    jnz 1f
-1:
-    mov ecx, ecx
-    movzx ecx, cl
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
+    test bl, 16
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    xor dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 448], r8d
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    movzx ecx, byte ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 256], esi
+    add rbp, qword ptr [r15 + r9 + 1216]
+    test ebx, 228800
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 1024], 97
+    jmp 1f
+1:
+    mov ebp, 155
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + r9 + 896], 72
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 93
-    mov dword ptr [r15 + rbp + 64], 46
-    mov rbp, qword ptr [r15 + r8 + 512]
+    movzx ebp, byte ptr [r15 + r9 + 1280]
+    mov esi, dword ptr [r15 + r9 + 1152]
+    mov dword ptr [r15 + r8 + 192], 10
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov r8d, 153
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 45
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    or qword ptr [r15 + 0], 94
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 100
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 88
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    test bl, 40
-    jz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    mov ebp, 46
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
+    mov ebp, 19
+    mov ebp, 110
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 320], ebp
     test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 512], xmm3
+    test bl, 16
     jz 1f
 1:
+    mov rbp, r9
+    mov ebp, r9d
+    add rbp, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 448], r8d
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r8 + 256], 89
-    mov dword ptr [r15 + rbp + 64], 49
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov dword ptr [r15 + r8 + 320], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 141
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 181
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*8]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    and ebp, dword ptr [r15 + r8 + 1472]
+    test ebx, 32768
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 1728]
+    mov dword ptr [r15 + r8 + 1408], ebp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + r8 + 1664]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov qword ptr [r15 + r8 + 1344], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 1792]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + rbp + 384], 54
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm8
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov ebp, 213
+    mov rbp, qword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    vpmovmskb ebp, xmm8
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], r9d
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rbp
-    mov byte ptr [r15 + rbp + 192], r9b
-    mov r9d, r9d
+    add rbp, qword ptr [r15 + r9 + 64]
+    mov r9d, dword ptr [r15 + r8 + 1536]
+    mov esi, dword ptr [r15 + r8 + 1600]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 163
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 48
     jmp 1f
 1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    add r9, qword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 384], xmm3
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 29
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], eax
-    mov dword ptr [r15 + rbp + 512], 51
+    mov dword ptr [r15 + rbp + 64], 223
+    mov esi, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 320], 254
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    movzx r9d, byte ptr [r15 + r8 + 320]
+    add r9, qword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + r8 + 512], r9
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
@@ -4855,196 +4846,203 @@ ditto_body_c1:
 .Lc1_b3_c5:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, 178
-    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 152
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 131
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, r9
-    add rbp, qword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    movzx ebp, r8b
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movzx r9d, r9b
+    add r9, qword ptr [r15 + 0]
+    mov ebp, r9d
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm3, r9
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 384]
-    lea r8, [r11 + r11*1]
-    mov eax, 133
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
-    mov ecx, 136
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    add rsi, qword ptr [r15 + rbp + 512]
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 12
+    mov byte ptr [r15 + r9 + 64], r9b
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r9 + 128], esi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 320]
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
-    mov dword ptr [r15 + r8 + 320], eax
+    mov dword ptr [r15 + rbp + 448], ecx
+    mov ebp, esi
+    mov qword ptr [r15 + r8 + 192], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 156
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 243
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 94
+    mov r9d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    nop
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 16
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 181
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], ecx
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
+    lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 256]
+    test bl, 24
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r9b
+    mov r9, r8
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 448], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 192]
-    lea r9, [r11 + r11*1]
-    mov r8d, r9d
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + rbp + 192]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 136
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 66
-    mov rcx, qword ptr [r15 + rbp + 448]
-    mov r8d, 237
-    mov ebp, 227
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 128], ebp
+    add r8, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 320], 227
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 18
-    mov rbp, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    add r9, qword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
-    vpshufd xmm8, xmm8, 248
-    movzx ebp, bpl
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 207
+    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, r9
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 384]
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 320]
-    add rcx, qword ptr [r15 + r8 + 256]
-    mov r9, qword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov rbp, r9
-    movzx r9d, bpl
+    mov esi, esi
+    test ebx, 32768
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 384]
+    test ebx, 32768
+    jz 1f
+1:
+    movzx esi, r9b
+    mov esi, esi
+    mov qword ptr [r15 + r9 + 320], rsi
+    mov qword ptr [r15 + rbp + 256], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 64]
+    movzx r8d, sil
+    vmovq xmm3, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    movzx r8d, r8b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 2048 bytes, 8 chunk(s), 13 chunk executions per call
+// block 4: 2048 bytes, 8 chunk(s), 14 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 14]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 13
+    mov r13d, 14
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b4_stubs]
@@ -5070,130 +5068,117 @@ ditto_body_c1:
     jmp .Lc1_b4_c7
     .p2align 6
 .Lc1_b4_c0:
-    mov rbp, rcx
-    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r11*8]
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1408]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 32768
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov rcx, qword ptr [r15 + 0]
+    mov eax, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 56
-    mov ecx, 176
+    mov ecx, dword ptr [r15 + r8 + 1472]
+    mov rax, qword ptr [r15 + r8 + 1664]
     test bl, 72
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, al
+    movzx ecx, bpl
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 1536], r8d
+    test bl, 40
+    jz 1f
+1:
+    mov eax, 108
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 64]
+    imul rax, qword ptr [r15 + rbp + 448]
+    mov ecx, 240
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + r8 + 1600], ecx
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 64]
+    movsxd rax, dword ptr [r15 + r8 + 1344]
+    mov r8d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 512], ebp
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 128], cl
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 448]
-    movzx eax, sil
-    test bl, 16
-    jz 1f
-1:
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 384]
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + rbp + 512], dil
+    mov ebp, dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], cl
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + rbp + 384]
+    add r9, qword ptr [r15 + 0]
+    mov ecx, r9d
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 32768
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r8d, al
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    add r9, qword ptr [r15 + 0]
+    mov rcx, r9
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], r9d
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 64]
-    and eax, dword ptr [r15 + r8 + 448]
+    add rbp, qword ptr [r15 + r9 + 64]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], 194
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov rax, qword ptr [r15 + r9 + 128]
-    and r9d, dword ptr [r15 + rbp + 384]
+    mov ebp, r8d
+    mov dword ptr [r15 + r8 + 640], 190
+    and ebp, dword ptr [r15 + r8 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 209
-    mov r9d, 71
+    movzx ebp, byte ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + r9 + 128], ebp
     jmp 1f
 1:
     add r11, 64
@@ -5201,393 +5186,406 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm8, xmm8, 16
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    test ebx, 32768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8d, 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 192], xmm8
     lea rbp, [r11 + r11*1]
-    test bl, 24
+    movzx r8d, bpl
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + r9 + 256], rax
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 192
+    and r9d, dword ptr [r15 + r8 + 640]
+    and r9d, dword ptr [r15 + r8 + 704]
+    test bl, 16
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    test bl, 16
+    jnz 1f
+1:
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 192], xmm3
+    mov rcx, r9
+    and ecx, dword ptr [r15 + rbp + 64]
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rbp
+    vpshufd xmm3, xmm3, 155
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 64], 181
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rax
-    mov rax, r9
-    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, ebp
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    test bl, 24
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 191
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 24
     jz 1f
 1:
-    mov eax, eax
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 81920
-    jnz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 123
     lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    test ebx, 1073741824
+    add rcx, qword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 2560
     jnz 1f
 1:
-    mov eax, 110
-    imul rax, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 512], 206
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov ecx, dword ptr [r15 + r9 + 64]
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 256], xmm3
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vpmovmskb eax, xmm8
-    mov rax, rax
-    mov dword ptr [r15 + rbp + 320], 231
+    add r9, qword ptr [r15 + rbp + 320]
+    mov rbp, r9
+    mov dword ptr [r15 + r8 + 192], 155
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 138
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 49152
     jz 1f
 1:
-    mov rax, rax
-    add rax, qword ptr [r15 + 0]
+    mov ebp, 113
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], r8b
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 154
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rbp, [r11*8]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    and eax, dword ptr [r15 + rbp + 448]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 55
-    add rax, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7488], bpl
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7680], r8d
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 384], r8b
+    movzx r9d, byte ptr [r15 + rbp + 7936]
+    mov ecx, 161
+    test bl, 16
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx eax, al
-    mov dword ptr [r15 + r9 + 64], 1
+    mov qword ptr [r15 + rbp + 7552], rcx
+    movsxd rcx, dword ptr [r15 + rbp + 7744]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 7616], 18
+    movzx ecx, cl
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 7872], rcx
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 7808], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    movzx r8d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*4]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 184
-    test bl, 40
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r9
-    jmp 1f
-1:
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 448]
+    and r9, 16320
+    mov byte ptr [r15 + r9 + 15808], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm8, xmm8, 109
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 24
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9d, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    test bl, 16
+    jnz 1f
 1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r8 + 448], 138
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], r9d
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    mov rax, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm8
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + rbp + 64], r9
+    mov byte ptr [r15 + r9 + 15680], bpl
+    mov dword ptr [r15 + r9 + 15872], eax
+    add rcx, qword ptr [r15 + r9 + 15744]
+    vpcmpeqb xmm3, xmm3, xmm12
+    test bl, 72
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 15936]
+    mov rax, qword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r8 + 512], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov eax, 77
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov qword ptr [r15 + 0], rax
     movsxd rax, dword ptr [r15 + 0]
-    mov ebp, 45
-    test ebx, 1073741824
+    jmp 1f
+1:
+    test ebx, 5120
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ecx
-    mov r8d, r9d
-    test bl, 16
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov rax, rcx
+    mov eax, 39
+    mov dword ptr [r15 + 0], 128
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 56
-    movzx r9d, r9b
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    test bl, 40
+    movzx eax, bpl
+    mov eax, eax
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 38
-    jmp 1f
-1:
-    mov r8d, 54
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov eax, dword ptr [r15 + rbp + 256]
     lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 512], 105
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 128], cl
+    mov dword ptr [r15 + rbp + 192], r9d
     jmp 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 192]
-    add rax, qword ptr [r15 + r9 + 512]
-    test ebx, 32768
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 256]
-    add r9, qword ptr [r15 + rbp + 512]
-    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c7:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 768], ebp
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, al
-    jmp 1f
-1:
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 384]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 512]
+    and ebp, dword ptr [r15 + 0]
+    movzx eax, bpl
     test ebx, 1073741824
     jnz 1f
+1:
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 251
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 704], 187
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, cl
-    mov byte ptr [r15 + r9 + 128], r8b
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 448], r9
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 576]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm3
     jmp 1f
 1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 149
+    jmp 1f
+1:
+    movzx r9d, bpl
+    test bl, 16
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r15 + r8 + 320], r9b
     mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + rbp + 640]
-    movzx ebp, al
     add r11, 64
     inc rbx
     dec r13
@@ -5623,196 +5621,188 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov dword ptr [r15 + 0], 127
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov rax, rcx
+    movzx eax, al
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov eax, 90
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], al
     lea rbp, [r11*4]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 640]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 32768
+    jz 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    mov r9d, 130
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
     lea r9, [r11 + r11*1]
-    mov ecx, edi
-    inc dword ptr [r15 + rbp + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r9 + 384], bpl
-    movzx r9d, al
-    test ebx, 2304
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], 151
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 132
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + rbp + 704], rax
+    test bl, 48
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 192], r8b
+    mov r9d, r9d
+    movzx r9d, sil
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 107
+    mov qword ptr [r15 + r9 + 320], r8
+    mov r9, qword ptr [r15 + rbp + 576]
+    mov r8d, 115
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb r9d, xmm3
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 240
+    movzx eax, al
+    mov dword ptr [r15 + 0], 65
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 97
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, al
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 16
-    jz 1f
+    jnz 1f
 1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 246
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov rcx, rbp
-    mov ecx, 173
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    and rbp, 192
+    and eax, dword ptr [r15 + rbp + 640]
     lea r8, [r11 + r11*1]
-    test bl, 32
-    jnz 1f
-1:
-    movzx ecx, r9b
-    mov dword ptr [r15 + rbp + 64], ecx
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
-    test bl, 16
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + rbp + 320], ecx
-    xor dword ptr [r15 + r8 + 128], ecx
+    add rax, qword ptr [r15 + rbp + 704]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r9 + 384], cl
+    test bl, 40
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 576], ecx
+    movzx ecx, r8b
+    mov dword ptr [r15 + r8 + 64], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 35
+    mov dword ptr [r15 + rbp + 768], 34
+    movzx ebp, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    movzx r8d, cl
-    vmovq xmm8, r9
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    movzx r8d, cl
+    mov dword ptr [r15 + 0], 98
+    movzx ebp, bpl
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov rcx, r8
-    movzx r8d, cl
-    test ebx, 129792
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r8d
-    mov qword ptr [r15 + 0], rcx
+    movzx ebp, bpl
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 81920
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov ecx, ebp
-    test bl, 16
-    jnz 1f
+    lea rbp, [r11*4]
+    jmp 1f
 1:
-    mov r8d, 30
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], 185
+    movzx ecx, r8b
     lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 64]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    mov rbp, qword ptr [r15 + r9 + 448]
-    test bl, 16
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, ebp
-    movsxd rcx, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 640], ecx
+    and ecx, dword ptr [r15 + rbp + 704]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    mov dword ptr [r15 + rbp + 576], r8d
+    test bl, 24
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov ecx, 66
+    mov dword ptr [r15 + r8 + 256], ecx
+    movzx ecx, al
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 512]
+    test bl, 32
+    jnz 1f
+1:
+    movzx ecx, bpl
+    and ecx, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
     add r11, 64
@@ -5820,329 +5810,322 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    and r9, 192
-    mov ebp, dword ptr [r15 + r9 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    mov r8d, 251
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 127
-    jmp 1f
-1:
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 62
-    mov r8d, r8d
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 238
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 144
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 640], r9b
-    mov r8, rbp
-    .byte 0x0f, 0x1f, 0x00
-    mov dword ptr [r15 + rbp + 64], 74
-    lea rbp, [r11 + r11*1]
-    test bl, 32
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    test ebx, 163328
     jnz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    and r8d, dword ptr [r15 + rbp + 320]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, r8d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm8
-    mov dword ptr [r15 + r9 + 704], r8d
-    jmp 1f
+    mov r8d, 208
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 21
+    movzx r8d, al
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 100
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + r8 + 256]
+    and r9, 64
+    add qword ptr [r15 + r9 + 448], r9
+    movzx ecx, byte ptr [r15 + r8 + 192]
+    test ebx, 32768
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 512], ebp
+    mov r8d, ebp
+    mov qword ptr [r15 + rbp + 128], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
+    or qword ptr [r15 + 0], 8
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 96
+    movzx r8d, r8b
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r9d
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8d, r8d
-    lea rbp, [r11*4]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    and r8, 192
-    mov rcx, qword ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 1408]
-    mov rcx, rax
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 576], r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov eax, r9d
-    mov rax, qword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, esi
-    mov eax, eax
-    vpmovmskb eax, xmm8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov eax, dword ptr [r15 + r9 + 192]
-    movsxd r9, dword ptr [r15 + rbp + 1536]
-    and r9d, dword ptr [r15 + r8 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 1472]
     mov eax, r8d
+    mov qword ptr [r15 + 0], rax
+    test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 9
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
+    test bl, 72
+    jz 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 448], 76
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 64]
+    test bl, 16
+    jz 1f
+1:
+    mov eax, 105
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 256], al
+    mov dword ptr [r15 + r9 + 128], eax
+    mov qword ptr [r15 + r8 + 512], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], 186
+    movzx r9d, bpl
+    mov byte ptr [r15 + r8 + 384], r9b
+    test bl, 72
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 200
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 191
-    test bl, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 13
-    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 124
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx eax, dil
-    mov dword ptr [r15 + 0], eax
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 512]
     lea r9, [r11 + r11*1]
-    mov ebp, 16
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 576], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    add rax, qword ptr [r15 + r9 + 64]
+    and r8d, dword ptr [r15 + r9 + 512]
+    and r8d, dword ptr [r15 + rbp + 640]
+    mov eax, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], cl
-    mov dword ptr [r15 + r9 + 128], ebp
-    mov eax, ecx
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + rbp + 768], al
+    add rax, qword ptr [r15 + r9 + 448]
+    jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rax
-    mov byte ptr [r15 + r8 + 448], al
-    mov ebp, 22
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov qword ptr [r15 + 0], rax
-    mov eax, ebp
-    movsxd rax, dword ptr [r15 + 0]
+    lea r8, [r11*4]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1408]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 49152
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, 236
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rdi
-    mov rdi, r9
-    mov dword ptr [r15 + 0], 15
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 65
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 196
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], r9
-    mov dword ptr [r15 + r8 + 320], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + r9 + 256]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 64], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jnz 1f
+1:
+    movzx eax, al
+    mov eax, 80
+    mov eax, 2
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 11
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r9d
+    mov eax, dword ptr [r15 + r9 + 448]
+    movzx r9d, byte ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1536], eax
+    and r9d, dword ptr [r15 + r8 + 1472]
+    mov byte ptr [r15 + r8 + 1344], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x00
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 140
-    mov edi, 44
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov ebp, 140
-    mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 14
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx r8d, byte ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    movzx edi, r9b
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 64]
-    test ebx, 241152
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov r8d, 37
-    movsxd r8, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 128], 19
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov ebp, r9d
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + r9 + 448], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 384], r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 121
+    mov rax, rcx
+    movzx eax, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    movzx r8d, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -6166,63 +6149,61 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm8, xmm8, xmm7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    mov byte ptr [r15 + 0], cl
-    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm8, xmm8, 91
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 320
     jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    lea rbp, [r11 + r11*1]
+    mov rcx, rcx
     mov ecx, dword ptr [r15 + 0]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    test bl, 6
+    mov ecx, 184
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 128]
-    lea r8, [r11 + r11*1]
-    mov eax, 58
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 178
-    mov dword ptr [r15 + r8 + 448], 196
-    lea r8, [r11 + r11*1]
+    add rcx, qword ptr [r15 + rbp + 448]
+    mov rax, rcx
+    mov ecx, eax
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 384]
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov r8, qword ptr [r15 + rbp + 64]
+    mov ecx, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 43
+    mov byte ptr [r15 + r8 + 192], bpl
+    mov dword ptr [r15 + rbp + 320], ecx
     add r11, 64
     inc rbx
     dec r13
@@ -6230,63 +6211,60 @@ ditto_body_c1:
 .Lc1_b6_c1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 75
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 220
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, r8d
+    mov dword ptr [r15 + 0], 239
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r8, qword ptr [r15 + 0]
-    jmp 1f
+    mov byte ptr [r15 + 0], r8b
+    test bl, 10
+    jz 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r8b
     lea r8, [r11 + r11*1]
-    test ebx, 1900
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 61
-    test bl, 4
+    mov byte ptr [r15 + r8 + 192], r8b
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 256], 3
+    test ebx, 47872
     jz 1f
 1:
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 704]
-    and ecx, dword ptr [r15 + rbp + 576]
-    add rcx, qword ptr [r15 + rbp + 768]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 640]
-    and ebp, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    movzx esi, dil
+    mov dword ptr [r15 + rbp + 64], 101
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
+    mov dword ptr [r15 + rbp + 320], 131
     jmp 1f
 1:
-    movzx ebp, r9b
-    mov qword ptr [r15 + r8 + 448], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -6314,258 +6292,254 @@ ditto_body_c1:
     jmp .Lc1_b7_c3
     .p2align 6
 .Lc1_b7_c0:
-    imul ecx, ecx, 45
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], al
-    mov rax, r9
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], esi
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    and eax, dword ptr [r15 + r9 + 1536]
-    test ebx, 6144
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 704]
-    and eax, dword ptr [r15 + r9 + 1408]
-    mov ecx, eax
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1216], 248
+    and esi, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 768], 81
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 576]
-    test bl, 8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 128]
+    add rdi, qword ptr [r15 + r8 + 1088]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 1344]
-    add rax, qword ptr [r15 + r9 + 1600]
-    mov dword ptr [r15 + r9 + 1472], eax
-    test bl, 12
+    mov dword ptr [r15 + rbp + 64], edi
+    and edi, dword ptr [r15 + r8 + 896]
+    mov ebp, esi
+    movzx ebp, byte ptr [r15 + r8 + 832]
+    test bl, 20
     jz 1f
 1:
-    .byte 0x0f, 0x1f, 0x00
-    mov rax, rax
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + r8 + 1024]
+    mov rdi, rbp
+    movsxd rbp, dword ptr [r15 + r8 + 960]
+    and ebp, dword ptr [r15 + r8 + 1152]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 8128
+    add rdi, qword ptr [r15 + rbp + 7552]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, 38
-    mov byte ptr [r15 + 0], al
+    mov r8d, edi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    movzx eax, byte ptr [r15 + 0]
-    mov rbp, r8
-    test ebx, 61184
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov dword ptr [r15 + 0], 99
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    imul rdi, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 448], r8
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r8 + 128], 213
     test bl, 12
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 512], 69
-    and r8d, dword ptr [r15 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + rbp + 7936]
+    mov qword ptr [r15 + rbp + 7744], rdi
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    test bl, 8
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    mov edi, 150
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 448], 77
+    movzx r8d, r8b
+    mov r8d, 219
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edi, r8b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov byte ptr [r15 + rbp + 7680], sil
+    mov edi, dword ptr [r15 + rbp + 7872]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7808], dil
+    mov qword ptr [r15 + r8 + 320], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    mov byte ptr [r15 + rbp + 7616], dil
+    mov byte ptr [r15 + rbp + 7488], dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    vpxor xmm8, xmm8, xmm12
-    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 130240
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    movzx r8d, bpl
+    mov dword ptr [r15 + 0], 248
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1792], bpl
-    mov r8d, r9d
-    movsxd r9, dword ptr [r15 + rbp + 1600]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, edi
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r8d, dil
+    test ebx, 28096
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 8
     jnz 1f
 1:
-    mov r9d, r9d
-    lea r9, [r11*4]
-    mov byte ptr [r15 + rbp + 1408], r9b
-    mov byte ptr [r15 + rbp + 1536], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], r9b
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + rbp + 1664], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], r8
     lea r8, [r11 + r11*1]
-    add rax, qword ptr [r15 + r9 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov qword ptr [r15 + rbp + 1472], r8
+    movzx edi, byte ptr [r15 + r8 + 128]
+    mov ebp, edi
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 320]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 704], 254
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + rbp + 384], dil
+    lea rbp, [r11 + r11*1]
+    test bl, 8
+    jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 768], 242
-    and r9d, dword ptr [r15 + rbp + 1728]
-    jmp 1f
-1:
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 192]
+    mov rdi, r8
+    mov byte ptr [r15 + rbp + 256], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    movzx r9d, r9b
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    mov rdi, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 12
+    movzx r8d, bpl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
+    vpcmpeqb xmm4, xmm4, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r9d, r9b
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    movzx r8d, r9b
+    lea r8, [r11*8]
+    test ebx, 15804
+    jnz 1f
+1:
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3648], r8
+    mov qword ptr [r15 + r8 + 3584], r8
+    mov edi, r8d
     test bl, 8
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 245
-    and rbp, 32704
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 23936], 96
+    movzx edi, dil
+    and edi, dword ptr [r15 + rbp + 384]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + r8 + 3776]
+    mov byte ptr [r15 + r8 + 3520], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 384], r9
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 192]
-    movzx eax, r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
     jmp 1f
 1:
-    test bl, 12
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 23872], rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 24064], r9
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 256]
-    mov rax, qword ptr [r15 + rbp + 24000]
-    mov r8d, 127
-    mov r8d, 7
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 24128]
+    and edi, dword ptr [r15 + r8 + 3456]
+    mov qword ptr [r15 + rbp + 128], rbp
+    add rdi, qword ptr [r15 + r8 + 3712]
     add r11, 64
     inc rbx
     dec r13
@@ -6579,70 +6553,73 @@ ditto_body_c1:
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
+    mov rcx, rcx
+    mov ecx, 163
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd xmm4, xmm4, xmm4
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, ecx
+    test ebx, 31584
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 219
-    mov ecx, ecx
-    and r8, 448
-    lea rbp, [r11*4]
-    mov rcx, qword ptr [r15 + r8 + 832]
-    test bl, 9
-    jnz 1f
-1:
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 7488], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, r8d
-    test ebx, 32600
-    jz 1f
-1:
-    mov ecx, 120
-    mov ecx, 113
-    mov qword ptr [r15 + r8 + 1024], rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov ecx, edi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 7552]
-    mov qword ptr [r15 + rbp + 7680], r9
-    movzx r9d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, edi
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 7616]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 128]
-    movzx ebp, cl
-    or qword ptr [r15 + r8 + 960], 54
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], ebp
-    jmp 1f
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 512]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], r8d
+    and r8, 4032
+    xor dword ptr [r15 + r8 + 3456], r8d
+    mov byte ptr [r15 + r8 + 3392], dil
+    test bl, 9
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ecx
-    vpmovmskb ecx, xmm8
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    mov r9d, r8d
+    movzx r9d, byte ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -7174,2319 +7151,2309 @@ ditto_body_c1:
     jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
+    mov ecx, 51
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 169
-    mov byte ptr [r15 + 0], cl
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 184
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ecx
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rbp
-    mov ecx, 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     and ecx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
+    mov eax, ecx
+    test ebx, 1024
+    jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 221
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 64]
-    lea r9, [r11*4]
-    mov eax, r9d
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 704]
-    movsxd rax, dword ptr [r15 + r9 + 768]
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r9 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx ecx, r9b
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    movzx r9d, bpl
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 69
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 512], rbp
     and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
     movzx ecx, byte ptr [r15 + r8 + 256]
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + r8 + 192]
+    movzx r8d, byte ptr [r15 + rbp + 384]
+    and r8d, dword ptr [r15 + r9 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov dword ptr [r15 + 0], 77
-    mov rcx, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 101
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 163
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 196
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r8
+    mov r8d, r8d
+    lea r8, [r11*4]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], r8
     lea rbp, [r11 + r11*1]
     mov r9, rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], dil
-    test ebx, 1073741824
+    test ebx, 1024
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 320]
+    and r9d, dword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 576], eax
     lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + rbp + 320]
-    mov ebp, ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     and r9, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 512]
-    and ebp, dword ptr [r15 + r9 + 448]
-    movzx r9d, bpl
-    test ebx, 1073741824
+    mov qword ptr [r15 + r9 + 320], r9
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 384]
+    mov rbp, r8
+    test ebx, 512
     jz 1f
 1:
-    mov r9, rbp
-    mov ebp, r8d
-    mov dword ptr [r15 + r8 + 64], 97
+    mov qword ptr [r15 + r8 + 768], rbp
+    mov rax, rbp
+    and eax, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
+    mov eax, eax
+    mov dword ptr [r15 + 0], 205
+    mov eax, r8d
+    mov dword ptr [r15 + 0], 24
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 148
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 54
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 256]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 384]
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    vpcmpeqb xmm8, xmm8, xmm0
-    mov rcx, rcx
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + rbp + 192], ecx
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 236
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 36
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], ecx
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], 137
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    mov r8d, ecx
-    movzx ecx, r9b
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 256]
+    and eax, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + rbp + 192], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    lea r8, [r11*8]
-    and r8, 1984
-    and ecx, dword ptr [r15 + r8 + 1472]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    jmp 1f
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 512
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov rbp, qword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     lea rbp, [r11 + r11*1]
+    movzx eax, bpl
     jmp 1f
 1:
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 1664]
-    mov r9d, 37
-    mov dword ptr [r15 + r8 + 1600], 113
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1408], ecx
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + rbp + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 384], ecx
-    movzx r9d, cl
-    and r9d, dword ptr [r15 + r8 + 1536]
-    lea rbp, [r11 + r11*1]
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 192]
-    movzx ecx, r9b
-    mov rcx, qword ptr [r15 + rbp + 256]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + r8 + 320], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 320]
+    mov ebp, eax
+    mov byte ptr [r15 + r9 + 512], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov ebp, 88
-    mov dword ptr [r15 + 0], 209
-    mov ebp, 100
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
+    mov eax, r9d
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 134
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9216
+    jz 1f
+1:
+    mov r9, r9
+    mov r9d, r9d
+    movzx r9d, r9b
     test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 99
+    mov dword ptr [r15 + 0], 185
+    test ebx, 1048576
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 92
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    lea r8, [r11 + r11*1]
+    test ebx, 4718592
     jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    vmovq qword ptr [r15 + rbp + 320], xmm8
-    mov dword ptr [r15 + r9 + 64], 252
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], edx
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rax
     jmp 1f
 1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 128], r9
+    mov qword ptr [r15 + rbp + 448], r9
+    mov qword ptr [r15 + r9 + 384], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 384]
-    mov r8, rcx
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 320], r8b
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], r9b
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 512], 6
-    mov r9d, dword ptr [r15 + r8 + 128]
+    mov eax, dword ptr [r15 + 0]
+    mov rcx, rax
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 21
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 13
+    mov rcx, rbp
+    movsxd rdi, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r8 + 384], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov qword ptr [r15 + rbp + 64], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 137
     jmp 1f
 1:
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1048576
+    jz 1f
+1:
     mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 768], r9
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], dil
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + r9 + 640]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r9 + 576], 19
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 512], 35
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + r9 + 704], r8
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 384]
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 512]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    mov dword ptr [r15 + r9 + 320], 181
+    movzx r9d, byte ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    mov dword ptr [r15 + 0], 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    vpshufd xmm8, xmm8, 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ecx, r8d
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    mov qword ptr [r15 + r9 + 512], r8
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 192
-    add r9, qword ptr [r15 + r8 + 576]
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 768], r9b
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 64]
-    imul rcx, qword ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + r8 + 640], dl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rbp
-    and r8d, dword ptr [r15 + r9 + 128]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    add qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov dword ptr [r15 + 0], 71
+    and r9, 192
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 576], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 704], rbp
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 384], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 768]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 6
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 64], rbp
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm4
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov ebp, 121
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 73
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    mov rbp, rbp
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 138
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 393216
     jz 1f
 1:
-    mov rcx, rcx
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 182
+    test ebx, 4608
+    jnz 1f
+1:
+    mov eax, 75
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov ecx, ecx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov edx, 37
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ecx
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 384]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 320], al
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + r9 + 320], r9b
-    mov dword ptr [r15 + rbp + 128], ecx
-    movzx ebp, bpl
+    mov r8, rbp
+    or qword ptr [r15 + r9 + 512], 122
+    movsxd r8, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3584], r8
-    mov dword ptr [r15 + rbp + 3456], 53
-    lea r9, [r11 + r11*1]
-    mov r8d, 173
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 3712], r9b
-    jmp 1f
-1:
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 320]
+    mov r9, qword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    or qword ptr [r15 + rbp + 128], 45
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 3520]
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov r8d, 244
-    add r8, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r8d
-    mov qword ptr [r15 + r9 + 64], rcx
-    mov rcx, qword ptr [r15 + rbp + 3648]
+    jmp 1f
+1:
+    mov eax, ecx
+    mov byte ptr [r15 + 0], r9b
+    mov ecx, 86
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4608
+    jz 1f
+1:
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + r9 + 320]
+    mov r9, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 64], r9
+    mov dword ptr [r15 + r8 + 448], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r8d, 81
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
-    jmp 1f
-1:
-    vmovq xmm8, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 233
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov ecx, 25
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 31
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, 132
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    and rbp, 64
     lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + rbp + 256]
+    lea rbp, [r11*8]
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r9 + 384], rcx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    mov byte ptr [r15 + rbp + 1152], bpl
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm4, xmm4, xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov qword ptr [r15 + r8 + 384], rdi
-    movzx r9d, byte ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov byte ptr [r15 + 0], al
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 896], esi
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    and eax, dword ptr [r15 + rbp + 1216]
+    test ebx, 1048576
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + r9 + 320], eax
+    mov byte ptr [r15 + rbp + 1088], al
+    test ebx, 6256640
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
+    nop
+    and eax, dword ptr [r15 + rbp + 1280]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    mov r9d, 193
+    mov ecx, eax
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 240
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov eax, 205
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
+    mov eax, 89
+    jmp 1f
+1:
+    movzx eax, al
+    mov eax, 172
+    test ebx, 2048
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 205
+    mov eax, 209
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    lea r8, [r11 + r11*1]
+    mov eax, 25
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 68
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rcx, r9
+    and r8, 64
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 448]
-    test ebx, 5120
-    jz 1f
+    mov eax, dword ptr [r15 + r8 + 512]
+    mov ecx, 105
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    mov r8, rcx
-    jmp 1f
-1:
-    movzx r8d, dl
+    mov qword ptr [r15 + rbp + 128], rbp
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], r9d
+    add rbp, qword ptr [r15 + r8 + 448]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    mov rcx, rax
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 640], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 768]
-    movzx r9d, byte ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + rbp + 256], r9b
+    movzx ebp, r9b
+    mov dword ptr [r15 + r9 + 384], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    lea r9, [r11 + r11*1]
-    mov ecx, 225
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
+    inc dword ptr [r15 + 0]
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    or qword ptr [r15 + 0], 27
-    add rcx, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 84
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    and r9, 192
+    add rax, qword ptr [r15 + r9 + 768]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r9d
+    mov eax, dword ptr [r15 + r9 + 576]
+    mov qword ptr [r15 + rbp + 64], rax
+    test ebx, 1024
     jnz 1f
 1:
-    jmp 1f
+    movzx eax, bpl
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + r9 + 704], 239
+    test ebx, 1073741824
+    jz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + rbp + 512], rcx
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    add rax, qword ptr [r15 + r9 + 512]
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx eax, cl
-    movzx eax, byte ptr [r15 + r8 + 192]
-    movzx ecx, al
+    jmp 1f
+1:
+    mov ebp, 181
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ecx, ecx
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, dl
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    test ebx, 3661824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8, rax
+    lea rbp, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x00
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
 1:
     movzx eax, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 512], xmm8
-    lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 448]
+    mov r9d, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, r9d
+    test ebx, 4159488
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx eax, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    mov byte ptr [r15 + r8 + 128], r8b
-    movsxd rbp, dword ptr [r15 + r9 + 256]
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm4
+    mov rcx, qword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rcx
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 448], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
     jmp 1f
 1:
     jmp 1f
 1:
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3456], r9b
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 2
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    vpcmpeqb xmm8, xmm8, xmm5
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], 155
-    lea r9, [r11 + r11*1]
+    mov rax, r9
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*4]
-    mov eax, r8d
-    jmp 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], r8d
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 640]
-    add rax, qword ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + r9 + 192], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor xmm8, xmm8, xmm3
-    mov qword ptr [r15 + r8 + 576], rax
-    mov eax, dword ptr [r15 + rbp + 1344]
-    mov r8d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rax, rax
-    add rax, qword ptr [r15 + rbp + 1536]
-    movsxd r8, dword ptr [r15 + rbp + 1600]
+    mov eax, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 3392]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], r9b
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, edi
+    movsxd rbp, dword ptr [r15 + r9 + 3840]
+    mov eax, 164
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 320]
+    mov r8, rbp
+    add r8, qword ptr [r15 + r9 + 3776]
+    vmovdqu ymmword ptr [r15 + r9 + 3520], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm4
+    mov dword ptr [r15 + r9 + 3584], ebp
+    mov dword ptr [r15 + r9 + 3648], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    mov eax, eax
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, ecx
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
+    mov ebp, 135
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
+    test ebx, 1048576
     jnz 1f
 1:
-    jmp 1f
-1:
+    nop
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7823360
+    movzx ebp, al
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 5750784
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    movzx eax, al
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    add rax, qword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + rbp + 448], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, dl
-    add rbp, qword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + r9 + 320]
+    mov eax, ebp
+    movzx eax, al
+    lea r8, [r11*4]
+    vpaddd xmm4, xmm4, xmm4
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 768], 220
+    movzx eax, byte ptr [r15 + r8 + 576]
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    mov dword ptr [r15 + rbp + 512], 42
+    mov eax, dword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
+    mov dword ptr [r15 + 0], 70
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ecx
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1048576
-    jnz 1f
-1:
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 768], 78
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 640], r8b
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 38
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 46
-    movzx eax, al
-    add rax, qword ptr [r15 + r8 + 320]
-    movsxd r8, dword ptr [r15 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 1536
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 156
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 176
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 256]
+    and eax, dword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 704], rax
+    mov r8d, 235
+    jmp 1f
+1:
+    test ebx, 2055680
     jnz 1f
 1:
-    vpxor xmm8, xmm8, xmm2
-    mov r8d, dword ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r15 + rbp + 704]
+    movzx r8d, byte ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + r9 + 768], r8b
+    add r8, qword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    lea r9, [r11*4]
-    mov ebp, dword ptr [r15 + r8 + 192]
+    lea r8, [r11*8]
+    and r8, 1984
+    movzx r9d, byte ptr [r15 + r8 + 1472]
+    add r9, qword ptr [r15 + r8 + 1600]
+    movsxd rbp, dword ptr [r15 + r8 + 1536]
     mov rax, rbp
-    and r9, 448
-    mov dword ptr [r15 + r9 + 960], 5
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
-    movzx ebp, bpl
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
+    mov ebp, 187
+    jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 832], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + r8 + 1728]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     movzx ebp, bpl
-    mov rbp, rbp
-    mov ebp, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + r9 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 60
-    mov dword ptr [r15 + r9 + 1024], 148
+    vmovq xmm4, rbp
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov ebp, 124
-    test ebx, 4980736
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    and ebp, dword ptr [r15 + r8 + 256]
-    add rbp, qword ptr [r15 + r9 + 128]
+    and eax, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 1344], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 384], rax
+    mov eax, dword ptr [r15 + r9 + 384]
+    test ebx, 3072
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1664], 40
+    mov dword ptr [r15 + r8 + 1408], eax
+    mov ecx, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    mov r9, r9
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpxor xmm4, xmm4, xmm11
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    movsxd rax, dword ptr [r15 + rbp + 7680]
+    lea r9, [r11 + r11*2]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ecx
+    and r9, 192
+    and ecx, dword ptr [r15 + r9 + 704]
+    mov rax, qword ptr [r15 + rbp + 7552]
+    movzx r8d, byte ptr [r15 + rbp + 7616]
+    test ebx, 4608
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    lea r8, [r11 + r11*2]
+    mov rcx, rbp
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vpshufd xmm8, xmm8, 218
-    lea r9, [r11 + r11*1]
+    movzx ecx, r8b
+    add rcx, qword ptr [r15 + r8 + 1472]
+    and ebp, dword ptr [r15 + r9 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
-    movsxd rbp, dword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 118
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov rcx, qword ptr [r15 + r9 + 64]
-    vpcmpeqb xmm8, xmm8, xmm1
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpmovmskb eax, xmm8
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov ebp, 97
-    and ebp, dword ptr [r15 + r8 + 384]
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r9 + 640], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11*8]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], 123
-    mov r9d, 115
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    or qword ptr [r15 + rbp + 512], 14
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    vpaddd xmm8, xmm8, xmm8
-    lea r9, [r11 + r11*1]
-    vpshufd xmm8, xmm8, 170
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r8b
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 320], xmm8
-    vmovdqu ymmword ptr [r15 + rbp + 1536], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 384], al
-    mov dword ptr [r15 + rbp + 1600], 155
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 192], r9b
-    mov r9d, dword ptr [r15 + rbp + 1408]
-    mov eax, 153
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 1664], 177
-    add rax, qword ptr [r15 + rbp + 1472]
-    mov r9d, eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 181
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 201
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r8b
+    mov dword ptr [r15 + r9 + 64], 105
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 448], rax
+    test ebx, 4608
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    test ebx, 1073741824
+    test ebx, 1280
     jz 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 89
+    mov r9, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    test ebx, 512
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 768], al
-    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
     test ebx, 1048576
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, r9d
+    test ebx, 8366080
     jz 1f
 1:
-    mov eax, 209
-    mov eax, 60
+    mov eax, 51
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov eax, dword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r8 + 128], r8
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 256]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 192], rbp
+    mov r9d, eax
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
-    and eax, dword ptr [r15 + r8 + 192]
-    add rax, qword ptr [r15 + rbp + 704]
+    add r9, qword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + rbp + 384], 33
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    lea r8, [r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 198
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 3
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 16320
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm8
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 448]
+    mov r8, r9
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7616], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*4]
     and r9, 64
-    imul rax, qword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    and eax, dword ptr [r15 + r9 + 256]
+    jmp 1f
 1:
-    and eax, dword ptr [r15 + rbp + 7680]
-    and eax, dword ptr [r15 + r8 + 640]
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 64]
-    movzx r9d, al
-    mov eax, dword ptr [r15 + rbp + 7488]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], r8d
+    mov byte ptr [r15 + r8 + 640], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r9d
-    movsxd rax, dword ptr [r15 + r8 + 768]
-    mov byte ptr [r15 + r8 + 576], al
+    mov rax, qword ptr [r15 + r9 + 192]
+    or qword ptr [r15 + r8 + 704], 28
+    mov r9d, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + r8 + 576], r9
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov rax, rax
-    mov rax, rax
-    mov eax, 207
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, rax
-    mov eax, 239
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 226
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
-    mov rcx, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 30
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 512]
-    mov r8d, dword ptr [r15 + rbp + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c23:
-    lea r8, [r11 + r11*1]
-    mov r9, r8
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 320]
-    movzx ebp, bpl
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 262144
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, esi
-    vmovq qword ptr [r15 + 0], xmm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 206
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    lea r9, [r11 + r11*1]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r9
-    mov byte ptr [r15 + r8 + 384], bpl
-    mov byte ptr [r15 + rbp + 128], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c24:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    lea r8, [r11 + r11*1]
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 1216]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 36
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 1024]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 191
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1152], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 192], eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 1088]
-    mov dword ptr [r15 + r9 + 896], 244
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 960], ebp
-    mov qword ptr [r15 + r9 + 1280], rbp
-    movsxd rax, dword ptr [r15 + r9 + 832]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c25:
-    lea rbp, [r11 + r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3392]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 512]
-    movzx r9d, r9b
-    vpcmpeqb xmm8, xmm8, xmm6
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 54
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + rbp + 3648]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, r9
-    mov r9, qword ptr [r15 + rbp + 3520]
-    add r9, qword ptr [r15 + rbp + 3456]
-    mov byte ptr [r15 + r8 + 448], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 3584], r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 320]
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c26:
-    mov r9, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 122
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 192
+    mov byte ptr [r15 + r9 + 576], r9b
+    mov rax, r9
+    lea rbp, [r11*4]
+    mov rax, rbp
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3520]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 704], r9b
+    inc dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov eax, 116
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 128], al
+    mov qword ptr [r15 + r9 + 768], rax
+    mov dword ptr [r15 + rbp + 3584], 230
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c23:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*8]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], r9b
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7744], 202
+    movzx r9d, r8b
+    movzx ecx, byte ptr [r15 + r8 + 7680]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 97
+    mov eax, 116
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 105
+    mov dword ptr [r15 + r8 + 8000], 209
+    movzx r9d, r9b
+    mov byte ptr [r15 + r8 + 7552], r9b
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 7488], r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 15
+    mov byte ptr [r15 + r8 + 7616], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq xmm4, r9
+    movsxd rax, dword ptr [r15 + r8 + 7936]
+    mov ecx, dword ptr [r15 + r8 + 7872]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 7808]
+    movzx r8d, byte ptr [r15 + r9 + 192]
+    mov r9d, dword ptr [r15 + rbp + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c24:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 104
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    movzx eax, r8b
+    mov byte ptr [r15 + r8 + 448], cl
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov byte ptr [r15 + r8 + 320], r8b
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c25:
+    lea r8, [r11*8]
+    and r8, 448
+    mov rbp, qword ptr [r15 + r8 + 1024]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 64], xmm4
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rbp
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r8 + 1088]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r8 + 896], r8
+    test ebx, 16384
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 128]
+    and eax, dword ptr [r15 + r8 + 1216]
+    mov ebp, dword ptr [r15 + r8 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 832]
+    mov byte ptr [r15 + r8 + 960], al
+    movzx eax, byte ptr [r15 + r9 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c26:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 228
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
 1:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    and ecx, dword ptr [r15 + rbp + 64]
+    mov eax, r8d
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], sil
+    jmp 1f
+1:
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 320]
-    mov eax, 200
+    movzx eax, byte ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rsi
+    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 0]
+    mov ecx, 1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 384]
-    mov r8, qword ptr [r15 + r9 + 64]
-    movzx r9d, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 256], 99
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9, rax
+    mov dword ptr [r15 + rbp + 320], 155
+    movzx r9d, byte ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 2304
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 167
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 245
-    mov dword ptr [r15 + 0], 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, bpl
-    add rbp, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r9 + 384], xmm8
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rax, r8
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 116
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov ebp, dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r9 + 320], ebp
+    mov dword ptr [r15 + 0], 194
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 172
+    mov eax, 244
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 256], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], eax
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 512], 152
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, bpl
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 7680], r8b
     test ebx, 512
     jz 1f
 1:
-    movzx r8d, bpl
-    mov r8, r8
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, eax
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 108
+    mov dword ptr [r15 + 0], 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 248
     lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 256]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    movzx r8d, al
+    lea r8, [r11 + r11*1]
+    test ebx, 9216
+    jnz 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 64]
+    mov ecx, 100
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 384], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 192], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 7488]
-    mov rax, rcx
-    test ebx, 1280
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    movzx ecx, byte ptr [r15 + rbp + 7744]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm8
-    mov dword ptr [r15 + rbp + 7872], 117
-    add rcx, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 7552]
-    mov byte ptr [r15 + rbp + 7808], al
-    mov dword ptr [r15 + r8 + 192], 78
+    mov ecx, ecx
+    movzx esi, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, eax
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 8108032
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 246
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 409600
-    jnz 1f
-1:
-    mov eax, eax
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, 215
+    mov ecx, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 136
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and eax, dword ptr [r15 + r9 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], r9b
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov ebp, dword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + rbp + 448]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 512], 49
+    mov ebp, 31
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 127
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r8
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    mov r8d, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    mov r9d, ebp
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    and eax, dword ptr [r15 + 0]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 80
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + r9 + 704], rax
-    test ebx, 32768
+    test ebx, 8361984
     jz 1f
 1:
-    mov eax, 32
-    mov dword ptr [r15 + r9 + 640], 157
-    mov eax, 26
-    movsxd rax, dword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 97
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 384], al
-    movzx r8d, al
-    add r8, qword ptr [r15 + rbp + 256]
+    lea rbp, [r11*4]
+    mov r8, rbp
+    movzx r8d, r8b
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 704]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 640], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 384]
+    lea r8, [r11 + r11*1]
+    mov ecx, 155
+    and r8, 64
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 320], rcx
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 256], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 512
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov rcx, rbp
+    movzx ecx, cl
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov qword ptr [r15 + 0], rcx
     mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 232
+    movzx r8d, r8b
     mov byte ptr [r15 + 0], r8b
-    movzx r8d, al
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 255
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx eax, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, byte ptr [r15 + 0]
+    imul r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 256]
+    and ecx, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + rbp + 448], ecx
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + r8 + 320], ebp
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 384]
-    movzx r9d, al
-    vmovq qword ptr [r15 + rbp + 320], xmm8
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 192]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov r8, qword ptr [r15 + rbp + 512]
+    and r8d, dword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + rbp + 128], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
     lea rbp, [r11 + r11*1]
-    mov r8d, 166
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
     jmp 1f
 1:
-    lea r8, [r11*4]
-    mov rax, r8
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 64
+    lea r8, [r11 + r11*2]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3520]
+    jmp 1f
 1:
-    and r8, 192
-    add rax, qword ptr [r15 + r8 + 768]
-    mov r9d, edx
-    mov byte ptr [r15 + 0], bpl
-    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 211
-    mov qword ptr [r15 + 0], r8
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    vpmovmskb ecx, xmm4
+    mov rcx, rbp
+    test ebx, 8120320
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*4]
+    test ebx, 3667968
+    jnz 1f
+1:
+    and r9, 1984
+    add rcx, qword ptr [r15 + r9 + 1600]
+    mov byte ptr [r15 + r9 + 1536], cl
+    mov byte ptr [r15 + r8 + 3456], cl
     test ebx, 512
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 171
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 192], cl
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov dword ptr [r15 + r8 + 640], 254
+    mov byte ptr [r15 + r9 + 1344], cl
+    mov byte ptr [r15 + r9 + 1472], r9b
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], 155
-    and r9d, dword ptr [r15 + r8 + 576]
-    and r9d, dword ptr [r15 + r8 + 704]
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    add rcx, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 1408], 130
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, r9
+    mov ecx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 40
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1792
-    jz 1f
-1:
-    movzx r9d, r8b
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r9, r9
+    mov dword ptr [r15 + 0], 31
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
+    mov dword ptr [r15 + 0], r8d
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 768]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm4
+    lea rbp, [r11 + r11*1]
+    vpxor xmm4, xmm4, xmm8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 512]
+    mov ebp, ecx
+    movzx ebp, byte ptr [r15 + r9 + 576]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    movzx ebp, byte ptr [r15 + r9 + 704]
     and r8, 64
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + r8 + 128]
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    mov byte ptr [r15 + r8 + 64], al
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 384], ecx
-    movsxd r9, dword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov rcx, qword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
+    vpaddd xmm4, xmm4, xmm4
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    vmovq xmm4, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 144
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 229
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
-    lea r8, [r11*4]
-    vpxor xmm8, xmm8, xmm15
-    and r8, 192
-    movzx edx, byte ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 128]
     mov byte ptr [r15 + 0], r9b
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 98
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 64], al
+    mov dword ptr [r15 + rbp + 128], r8d
+    mov rax, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + r8 + 448], cl
     mov ecx, ecx
-    mov rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 45
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov rcx, qword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + r8 + 768], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 171
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, bpl
+    lea r8, [r11 + r11*8]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 448]
+    lea r9, [r11 + r11*1]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7744], r8
+    mov eax, dword ptr [r15 + r8 + 7936]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 7808], 29
+    movsxd rax, dword ptr [r15 + r8 + 7616]
+    test ebx, 1280
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov rcx, rax
     jmp 1f
 1:
-    mov ecx, ebp
+    mov qword ptr [r15 + rbp + 512], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 8000], rcx
+    mov dword ptr [r15 + r9 + 128], 217
+    mov eax, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov dword ptr [r15 + r8 + 256], 155
-    vmovq qword ptr [r15 + rbp + 512], xmm8
+    mov dword ptr [r15 + r8 + 7488], eax
+    movzx eax, byte ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + r8 + 7552], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 7872], rax
+    mov rcx, rax
     add r11, 64
     inc rbx
     dec r13
@@ -9498,267 +9465,265 @@ ditto_body_c1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 512
     jnz 1f
 1:
-    mov edx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 213
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    lea r8, [r11 + r11*8]
-    test ebx, 65536
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
     jnz 1f
 1:
+    lea r8, [r11*8]
+    and rbp, 4032
+    movzx ecx, byte ptr [r15 + rbp + 3584]
+    mov eax, eax
     and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1536]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    add rcx, qword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1792], 179
-    mov dword ptr [r15 + r8 + 1728], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + r8 + 1344], ecx
-    mov dword ptr [r15 + r8 + 1408], ecx
-    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 1664]
+    mov dword ptr [r15 + rbp + 3456], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
+    add rax, qword ptr [r15 + r8 + 1536]
+    movzx esi, al
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 384], ecx
-    test ebx, 2560
+    test ebx, 5240832
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 1856], cl
-    xor dword ptr [r15 + r8 + 1664], ecx
-    mov qword ptr [r15 + r8 + 1600], rbp
+    mov qword ptr [r15 + rbp + 3520], rsi
+    mov esi, esi
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3392], 196
+    movzx esi, byte ptr [r15 + r8 + 1472]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 195
+    mov dword ptr [r15 + r8 + 1408], r9d
+    mov byte ptr [r15 + r8 + 1344], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 448], r9b
+    add r9, qword ptr [r15 + r8 + 1600]
+    mov r8d, 84
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea rbp, [r11*4]
-    and rbp, 192
-    add rcx, qword ptr [r15 + rbp + 704]
-    mov r8d, ecx
-    mov rcx, qword ptr [r15 + rbp + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
+    lea r8, [r11*8]
+    vpmovmskb r9d, xmm4
+    and r8, 1984
+    add r9, qword ptr [r15 + r8 + 1664]
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    mov dword ptr [r15 + r8 + 1344], eax
+    test ebx, 1073741824
+    jz 1f
 1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], rsi
+    vpxor xmm4, xmm4, xmm11
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + r9 + 448]
+    movzx r9d, byte ptr [r15 + r8 + 1472]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 512
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + r8 + 1728]
+    movzx eax, byte ptr [r15 + r8 + 1792]
+    test ebx, 262144
+    jz 1f
 1:
-    xor dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r8 + 1536], r9d
+    mov rsi, rax
+    vpshufd xmm4, xmm4, 121
+    mov qword ptr [r15 + r8 + 1600], rsi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov ecx, dword ptr [r15 + rbp + 640]
+    and esi, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 1408], esi
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    mov dword ptr [r15 + r8 + 384], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, 55
-    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    vpmovmskb esi, xmm4
+    mov rsi, rax
+    test ebx, 7075840
+    jz 1f
+1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 192]
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1015296
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 150
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 384], 80
-    vmovq qword ptr [r15 + r9 + 320], xmm8
-    mov r9, rbp
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 116
+    nop
+    mov esi, eax
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov qword ptr [r15 + r9 + 448], rbp
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 256]
+    test ebx, 1048576
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 214
+    and r9d, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    mov dword ptr [r15 + 0], 0
-    mov r9, rdx
-    mov r9, r9
-    mov r9d, 6
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movzx ebp, r9b
-    mov r9d, 239
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov qword ptr [r15 + 0], r9
-    movzx edx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + rbp + 448]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    add rdx, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
     and rbp, 64
-    and edx, dword ptr [r15 + rbp + 128]
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 512], ebp
+    mov qword ptr [r15 + rbp + 64], rsi
+    mov ebp, 160
+    lea rbp, [r11 + r11*8]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 8128
+    add r9, qword ptr [r15 + rbp + 7616]
+    and r9d, dword ptr [r15 + rbp + 7552]
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 256]
-    mov r9, qword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + rbp + 7680]
+    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm4
+    test ebx, 1024
+    jz 1f
+1:
+    add r9, qword ptr [r15 + rbp + 7936]
+    mov dword ptr [r15 + rbp + 7872], 194
+    movzx esi, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 163
+    mov byte ptr [r15 + rbp + 7744], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm4
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 320]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3584]
-    movzx r8d, cl
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r9 + 320]
     jmp 1f
 1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 223
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -9766,175 +9731,163 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5240832
+    jnz 1f
+1:
+    mov esi, 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], 193
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + r8 + 768]
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    mov ebp, 233
+    movsxd rbp, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 3520], 164
-    and ebp, dword ptr [r15 + r9 + 384]
-    mov rcx, rbp
-    test ebx, 2304
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 704]
-    movzx r9d, byte ptr [r15 + r8 + 576]
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov esi, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r9d, 36
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 246
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    test ebx, 1073741824
+    test ebx, 1048576
     jz 1f
 1:
-    lea r9, [r11*4]
-    mov ecx, 157
-    and r9, 192
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 768], ebp
-    vmovq qword ptr [r15 + r9 + 704], xmm8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 86
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1472], rbp
+    jmp 1f
+1:
+    mov esi, 235
     lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 1600], r8
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    and r8, 64
+    add qword ptr [r15 + r8 + 192], r8
+    mov byte ptr [r15 + rbp + 1856], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 158
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
-    mov qword ptr [r15 + r9 + 576], rcx
+    mov byte ptr [r15 + rbp + 1792], r9b
+    mov qword ptr [r15 + r9 + 64], rsi
+    mov dword ptr [r15 + rbp + 1728], 15
+    mov esi, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + rbp + 1664]
+    movzx r9d, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 64], rcx
-    mov byte ptr [r15 + r8 + 448], cl
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 1344], al
+    mov qword ptr [r15 + rbp + 1536], r9
+    mov dword ptr [r15 + r8 + 256], 66
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
+    lea r9, [r11*8]
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 896]
+    lea rbp, [r11 + r11*1]
     jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 832], bpl
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 4608
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1048576
     jnz 1f
 1:
-    mov ecx, 165
-    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
     jmp 1f
 1:
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 89
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + r9 + 1024]
+    nop
+    and esi, dword ptr [r15 + r9 + 1152]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov dword ptr [r15 + 0], r8d
-    mov r8, r8
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r9 + 1216]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    test ebx, 8044544
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 384], r8d
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 960]
+    mov esi, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1088], 184
+    mov r8, rsi
     test ebx, 1048576
     jz 1f
 1:
-    mov r8, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r8
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 192]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 114
-    mov qword ptr [r15 + r8 + 64], rbp
-    test ebx, 1572864
-    jz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 384]
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 34
-    jmp 1f
-1:
+    mov r8d, 172
+    mov byte ptr [r15 + rbp + 128], r8b
     jmp 1f
 1:
     add r11, 64
@@ -9942,701 +9895,688 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*8]
-    mov r8d, 197
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 320]
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2070528
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 28
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 1536]
-    imul ecx, r8d, 46
-    mov dword ptr [r15 + rbp + 1472], 222
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 1600]
-    movzx edx, cl
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    movzx ecx, r8b
-    test ebx, 1024
-    jz 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1664], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1344], cl
-    and ecx, dword ptr [r15 + r9 + 384]
-    mov ebp, dword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c44:
-    movzx ebp, bpl
-    imul ebp, ebp, 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov ecx, 23
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    add rcx, qword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r8b
-    test ebx, 5120
-    jz 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + r9 + 384], cl
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c45:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 225
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 18
-    mov r8, rbp
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], 29
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r8
-    mov byte ptr [r15 + r9 + 320], bpl
-    mov ebp, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c46:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 243
-    jmp 1f
-1:
-    mov ebp, 64
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 32768
-    jnz 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r8d, 57
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    movzx r8d, byte ptr [r15 + 0]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    lea r8, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 192]
-    mov rdx, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 42
-    mov ebp, dword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
-    add r8, qword ptr [r15 + r9 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c47:
-    lea rbp, [r11*4]
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm8
-    mov r8d, 30
-    mov r8d, 37
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 86
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 704], r8d
-    test ebx, 2560
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 640]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 576], r9d
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r8d
-    test ebx, 3661824
-    jz 1f
-1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 512]
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm8
-    vpxor xmm8, xmm8, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r8
-    mov r8, qword ptr [r15 + r9 + 384]
-    mov ebp, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c48:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov r9d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r8d, 153
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
+    mov r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
     lea r9, [r11 + r11*1]
-    mov ebp, dword ptr [r15 + r8 + 384]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
+    xor dword ptr [r15 + r8 + 256], ebp
+    mov rbp, r9
+    test ebx, 1280
+    jnz 1f
 1:
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 320], rbp
+    mov byte ptr [r15 + r8 + 192], bpl
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 64]
+    movzx r8d, byte ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 320], r9
+    mov qword ptr [r15 + r9 + 384], r8
+    mov ebp, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c44:
+    lea rbp, [r11 + r11*1]
+    mov r9, rbp
+    and rbp, 64
+    lea r9, [r11*4]
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    mov esi, 188
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], 252
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + rbp + 128], ecx
-    mov dword ptr [r15 + r9 + 512], 83
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 38
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7744], 164
+    mov rsi, qword ptr [r15 + r8 + 7872]
+    mov rax, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 640], eax
+    jmp 1f
+1:
+    movzx eax, sil
+    mov byte ptr [r15 + r8 + 7616], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    and eax, dword ptr [r15 + r9 + 576]
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    test ebx, 2304
+    jz 1f
+1:
+    vmovq qword ptr [r15 + r8 + 7552], xmm4
+    mov rsi, rsi
+    mov rsi, qword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + r8 + 7488], esi
+    test ebx, 1280
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm4
+    mov dword ptr [r15 + r8 + 7808], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c45:
+    mov dword ptr [r15 + 0], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 253
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm4, xmm4, xmm9
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 161
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and esi, dword ptr [r15 + r8 + 512]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + r8 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c46:
+    vpmovmskb esi, xmm4
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    movzx esi, sil
+    mov qword ptr [r15 + 0], rsi
+    and esi, dword ptr [r15 + 0]
+    test ebx, 4608
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm4, xmm4, 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    lea rbp, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 192], r8b
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r9 + 64], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 448], 107
+    mov r8, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c47:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 97
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ebp, r8b
+    mov r8d, 232
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1048576
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov rax, qword ptr [r15 + rbp + 512]
+    mov rbp, r8
+    lea rbp, [r11 + r11*1]
+    test ebx, 1536000
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 124
+    mov dword ptr [r15 + rbp + 320], 206
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c48:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 179
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    mov qword ptr [r15 + r8 + 448], r9
+    lea r8, [r11 + r11*1]
+    test ebx, 7731200
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 64]
+    test ebx, 5240832
+    jz 1f
+1:
+    and eax, dword ptr [r15 + r8 + 256]
+    mov r8d, 83
+    and r8d, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    vpshufd xmm8, xmm8, 55
-    lea rbp, [r11 + r11*1]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 36
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm4, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 2560
+    jz 1f
+1:
+    and r8, 192
+    add rax, qword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 576], r8d
+    test ebx, 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 640], rbp
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rbp
+    test ebx, 7333888
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rsi
+    .byte 0x0f, 0x1f, 0x00
+    lea rbp, [r11 + r11*1]
+    mov eax, 162
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx edx, bpl
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    movsxd rax, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, cl
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx r8d, al
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 159
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + rbp + 512], 213
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov ecx, 229
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 208
-    mov byte ptr [r15 + r8 + 192], cl
-    mov byte ptr [r15 + r9 + 512], r8b
+    mov dword ptr [r15 + r8 + 384], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    mov byte ptr [r15 + 0], cl
+    lea r8, [r11*8]
+    and r8, 1984
+    movzx eax, byte ptr [r15 + r8 + 1472]
+    mov ebp, 210
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 58
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 2048
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 82
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    movzx ecx, bpl
-    vmovq qword ptr [r15 + 0], xmm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov rcx, rcx
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], al
+    mov eax, 126
+    and eax, dword ptr [r15 + rbp + 576]
+    test ebx, 1280
     jz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
+    and eax, dword ptr [r15 + r8 + 1408]
     lea r9, [r11 + r11*1]
-    movzx ecx, r9b
+    mov esi, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r8 + 1536], 24
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 512]
+    movzx eax, byte ptr [r15 + r9 + 64]
+    mov esi, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + rbp + 704], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 384], 186
-    mov ecx, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + rbp + 448], ecx
+    mov qword ptr [r15 + r9 + 128], rsi
+    movzx esi, r8b
+    mov esi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1664], esi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 1600]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], rbp
-    mov r9d, dword ptr [r15 + rbp + 832]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    movzx ecx, r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov dword ptr [r15 + 0], 55
     test ebx, 1073741824
     jnz 1f
+1:
+    vpxor xmm4, xmm4, xmm15
+    mov rsi, rsi
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 2560
+    jz 1f
+1:
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 146
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 1088]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 51
-    mov dword ptr [r15 + 0], 13
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1152], 185
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 448]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + r8 + 128], cl
-    mov ecx, r8d
-    test ebx, 512
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 1024]
-    mov r8d, ecx
-    mov qword ptr [r15 + rbp + 1216], r8
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 320], r8b
+    add rsi, qword ptr [r15 + rbp + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
-    movsxd r8, dword ptr [r15 + rbp + 896]
-    movzx r9d, byte ptr [r15 + rbp + 1280]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
+    mov dword ptr [r15 + r9 + 384], r8d
+    movzx esi, byte ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    mov byte ptr [r15 + 0], r9b
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    movsxd r8, dword ptr [r15 + 0]
+    mov esi, 33
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 107
-    jmp 1f
-1:
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r9d, 190
+    imul r8d, r8d, 37
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 39
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm8
-    imul r9, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    lea rbp, [r11 + r11*8]
+    mov qword ptr [r15 + r8 + 128], rbp
+    and rbp, 1984
+    and r9d, dword ptr [r15 + rbp + 1664]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r15 + rbp + 1728]
+    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm4
+    mov rsi, r8
+    mov byte ptr [r15 + rbp + 1344], r8b
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 256]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    test ebx, 7315456
+    mov rsi, qword ptr [r15 + r9 + 512]
+    add rsi, qword ptr [r15 + rbp + 1472]
+    mov dword ptr [r15 + rbp + 1856], esi
+    test ebx, 512
+    jz 1f
+1:
+    movzx esi, r8b
+    mov qword ptr [r15 + r9 + 448], rsi
+    movzx esi, byte ptr [r15 + rbp + 1536]
+    mov r9, rdi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 320], dl
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov byte ptr [r15 + r9 + 192], r8b
+    vmovdqu xmmword ptr [r15 + rbp + 1792], xmm4
+    mov qword ptr [r15 + r8 + 64], r9
+    movzx r9d, byte ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c53:
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 768
     jnz 1f
 1:
-    mov r8d, r8d
-    lea r8, [r11*4]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 16320
-    and ebp, dword ptr [r15 + r8 + 7488]
+    mov ebp, 192
     test ebx, 1073741824
     jz 1f
 1:
-    imul rbp, rbp
-    lea rbp, [r11 + r11*4]
-    vmovdqu ymmword ptr [r15 + r8 + 7616], ymm8
-    and rbp, 448
-    and r9d, dword ptr [r15 + rbp + 1024]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 2048
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    test ebx, 1703424
+    jz 1f
+1:
+    and rbp, 64
+    lea r9, [r11*4]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 118
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 196
+    and r9, 192
+    and esi, dword ptr [r15 + r9 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 896], r9b
-    movzx ecx, r9b
-    mov r9, rcx
+    mov qword ptr [r15 + r9 + 768], r9
+    mov rsi, rsi
+    mov rsi, qword ptr [r15 + r9 + 704]
     test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 1088], r8
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 7680], 38
-    mov ecx, 80
-    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov dword ptr [r15 + rbp + 960], 223
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    test ebx, 8192
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7552], rcx
-    mov dword ptr [r15 + r9 + 512], r9d
+    mov byte ptr [r15 + r9 + 640], sil
+    mov dword ptr [r15 + rbp + 384], edx
+    mov dword ptr [r15 + r8 + 384], esi
     add r11, 64
     inc rbx
     dec r13
@@ -10644,1141 +10584,1158 @@ ditto_body_c1:
 .Lc1_b9_c54:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 177
-    jmp 1f
-1:
-    mov ecx, 21
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    lea r8, [r11*4]
+    mov esi, 32
+    and r8, 192
+    and esi, dword ptr [r15 + r8 + 576]
+    mov eax, esi
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm8
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r9 + 576], ecx
-    test ebx, 1073741824
+    mov rsi, qword ptr [r15 + rbp + 320]
+    test ebx, 512
     jnz 1f
 1:
-    mov ecx, 31
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + rbp + 384], 169
+    mov qword ptr [r15 + r8 + 640], rsi
+    mov ebp, 221
+    mov esi, 229
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    and ebp, dword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + r9 + 768], rbp
+    add rbp, qword ptr [r15 + r8 + 768]
+    add rbp, qword ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + r9 + 192], 142
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c55:
-    add rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 58
-    mov ebp, 56
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 221
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r8d, 98
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 384]
-    lea r8, [r11*4]
-    mov rcx, qword ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov ebp, ebp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 192
-    vmovq qword ptr [r15 + r8 + 576], xmm8
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    mov ecx, dword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r9d
-    mov ebp, r9d
-    mov dword ptr [r15 + r8 + 768], ebp
-    mov rbp, qword ptr [r15 + r8 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 704]
     jmp 1f
 1:
-    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 192]
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 320], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 256], r9
+    mov ebp, 247
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov ebp, 142
+    movsxd rbp, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c56:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 3392]
-    mov dword ptr [r15 + rbp + 3712], 237
+    mov ebp, 91
+    movzx ebp, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov ebp, 4
+    jmp 1f
 1:
-    mov r8, rbp
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 19
     test ebx, 1024
     jnz 1f
 1:
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 3648]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3456], r8d
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r9 + 128]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov qword ptr [r15 + r8 + 320], r9
-    mov dword ptr [r15 + rbp + 3584], ebp
-    test ebx, 1073741824
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 384], bpl
+    mov dword ptr [r15 + r9 + 64], ebp
+    test ebx, 6813696
     jz 1f
 1:
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + r9 + 192], 227
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov dword ptr [r15 + r8 + 320], esi
+    add r8, qword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c57:
+    lea rbp, [r11*4]
+    mov r8d, 73
+    and rbp, 1984
+    mov r8, qword ptr [r15 + rbp + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
+    lea r8, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm4
+    mov r9, qword ptr [r15 + rbp + 1536]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
+    movsxd r9, dword ptr [r15 + r8 + 704]
+    mov rax, r9
+    mov qword ptr [r15 + rbp + 1344], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 165
-    and r8d, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    add r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov eax, r9d
+    mov eax, dword ptr [r15 + r8 + 640]
     and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r8 + 384], edx
+    mov dword ptr [r15 + r9 + 64], 179
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 211
-    mov dword ptr [r15 + r9 + 256], edx
-    mov dword ptr [r15 + rbp + 512], edx
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 128]
+    and r9d, dword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + rbp + 1408], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c58:
-    mov ebp, 229
-    lea rbp, [r11*4]
-    mov edx, 137
-    and rbp, 192
-    and edx, dword ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
+    vmovq qword ptr [r15 + 0], xmm4
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9d, 214
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 169
+    jmp 1f
+1:
+    test ebx, 1048576
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
     and r8, 64
-    add rdx, qword ptr [r15 + r8 + 512]
+    mov r9, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 256], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    movzx r9d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 640]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, qword ptr [r15 + r8 + 448]
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    and edx, dword ptr [r15 + rbp + 768]
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 448], rdx
-    and ecx, dword ptr [r15 + rbp + 576]
-    mov rdx, rcx
-    mov r8d, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 64], rsi
+    mov dword ptr [r15 + r9 + 128], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
+    add r8, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 32
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 1664], edx
-    mov edx, 185
-    mov edx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 1536], rdx
-    mov edx, edx
-    movsxd rdx, dword ptr [r15 + r8 + 1600]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov rcx, qword ptr [r15 + r9 + 384]
+    lea r8, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 448]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 121
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 1472]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + rbp + 64], r8
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov qword ptr [r15 + r9 + 128], rbp
+    nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 142
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, bpl
+    lea rbp, [r11*8]
+    mov r9d, ebp
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
     mov r8, r9
-    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + rbp + 1344], 223
+    lea r8, [r11 + r11*1]
+    and r9, 8128
+    movzx eax, byte ptr [r15 + r9 + 7616]
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov eax, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + rbp + 1536], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    mov r8, r8
-    vpaddd xmm8, xmm8, xmm10
-    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, al
+    mov byte ptr [r15 + r9 + 7680], r9b
+    mov qword ptr [r15 + rbp + 1600], rax
+    vmovq qword ptr [r15 + r9 + 7488], xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + r8 + 320], rax
+    mov rax, qword ptr [r15 + rbp + 1664]
+    mov r8d, eax
+    test ebx, 512
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 246
-    test ebx, 1036288
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 193
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r9 + 128], 134
-    movzx r9d, r8b
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov byte ptr [r15 + rbp + 320], r9b
-    mov ecx, r8d
+    mov eax, 188
+    vpshufd xmm4, xmm4, 130
+    mov dword ptr [r15 + rbp + 1472], 15
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    mov r9d, r9d
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 57
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    and r9d, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, qword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r9b
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], cl
+    movzx eax, byte ptr [r15 + r8 + 320]
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], rbp
     lea rbp, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r9 + 384]
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov rdi, qword ptr [r15 + r9 + 256]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 231
-    movzx r9d, byte ptr [r15 + rbp + 448]
-    and r9d, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r9d, r9d
+    mov r9d, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r8 + 384], r9d
+    mov byte ptr [r15 + rbp + 448], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 146
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
+    test ebx, 768
     jnz 1f
 1:
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov r9d, dword ptr [r15 + rbp + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    and r9d, dword ptr [r15 + rbp + 576]
-    lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    and r8, 64
-    lea r9, [r11 + r11*4]
-    movzx ecx, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + 0], 187
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], r9d
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
-    mov edx, r9d
+    mov r9d, 241
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 2560
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 3584], dl
-    mov dword ptr [r15 + r9 + 3392], 181
-    mov rdx, qword ptr [r15 + r9 + 3520]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    movzx edx, byte ptr [r15 + r9 + 3648]
-    and edx, dword ptr [r15 + rbp + 768]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11*4]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 64]
+    and r8, 192
+    and eax, dword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + r8 + 768], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 256]
+    mov ebp, 67
+    and eax, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 704], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r9d
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r8 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
+    mov eax, 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 192
-    mov byte ptr [r15 + rbp + 640], dl
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 128], xmm8
-    and edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 640], rbp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    jmp 1f
-1:
+    lea r8, [r11 + r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, r9d
-    test ebx, 768
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 184
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    jmp 1f
-1:
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 236
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm8
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rdi
+    mov dword ptr [r15 + rbp + 576], r8d
     lea r9, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 704], xmm8
+    mov edi, 109
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rbp
+    mov edi, dword ptr [r15 + r8 + 7680]
     and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    mov dword ptr [r15 + r9 + 448], 195
+    mov rax, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 7744], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 139
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    mov r9d, edx
-    test ebx, 262144
-    jz 1f
+    mov eax, dword ptr [r15 + rbp + 768]
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    movzx r9d, byte ptr [r15 + r8 + 7616]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov edx, r9d
-    mov dword ptr [r15 + rbp + 768], 243
+    mov r9d, dword ptr [r15 + rbp + 704]
+    movsxd rax, dword ptr [r15 + r8 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
     lea r9, [r11 + r11*1]
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 448]
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    mov r9d, ebp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rbp, [r11*8]
     and r9, 64
     mov qword ptr [r15 + r9 + 384], r9
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov edx, 129
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7936]
+    mov byte ptr [r15 + rbp + 7552], cl
+    mov rax, qword ptr [r15 + rbp + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 173
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, 211
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7808], r8b
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    movsxd rdi, dword ptr [r15 + rbp + 7872]
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r9d
-    add rdx, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 320], 77
+    movsxd r8, dword ptr [r15 + rbp + 7680]
+    mov qword ptr [r15 + rbp + 7744], r8
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7488], r8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c65:
-    lea rbp, [r11*8]
-    and rbp, 16320
-    movsxd rdx, dword ptr [r15 + rbp + 7680]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*8]
+    and r8, 4032
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    test ebx, 4055040
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
+    mov ebp, 109
+    mov qword ptr [r15 + r8 + 3712], r8
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], ebp
+    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm4
+    mov qword ptr [r15 + r8 + 3776], rbp
+    mov ebp, 248
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx ebp, bpl
+    mov ebp, 103
+    movsxd rbp, dword ptr [r15 + r8 + 3584]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ebp, 36
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 3840], r9d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov r9d, 54
+    test ebx, 3072
+    jz 1f
+1:
+    add r9, qword ptr [r15 + r8 + 3904]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], edx
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 7552]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    mov rax, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    mov dword ptr [r15 + r8 + 320], 168
+    movzx edi, bpl
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 448], dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 7808]
-    mov edx, dword ptr [r15 + rbp + 7744]
-    mov r9d, 207
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd xmm8, xmm8, xmm8
-    mov qword ptr [r15 + rbp + 7616], r9
-    mov r9, qword ptr [r15 + rbp + 7488]
+    mov dword ptr [r15 + rbp + 512], r9d
+    and ebp, dword ptr [r15 + r8 + 3648]
+    add rbp, qword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
-    mov edx, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
     jnz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 249
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 187
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    lea r8, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    mov dword ptr [r15 + r9 + 448], edi
+    and r8, 192
+    mov byte ptr [r15 + r8 + 768], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 192], 176
     jmp 1f
 1:
     test ebx, 1280
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
-    and ecx, dword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov ecx, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
-    mov dword ptr [r15 + rbp + 128], ecx
+    mov esi, edi
+    mov qword ptr [r15 + r8 + 704], rsi
+    mov rsi, qword ptr [r15 + r8 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov ecx, ebp
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 16320
-    movsxd rcx, dword ptr [r15 + rbp + 7488]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm8
+    mov esi, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 48
+    mov dword ptr [r15 + 0], r8d
+    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov rsi, rsi
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*4]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7680], 70
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 7808], ecx
+    and r8, 192
+    mov esi, dword ptr [r15 + r8 + 768]
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 256]
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx edi, byte ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + r8 + 128], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 7552]
-    mov ecx, 237
-    mov byte ptr [r15 + rbp + 7744], cl
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + r8 + 576], 217
+    mov rdi, qword ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 7872]
     jmp 1f
 1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + r9 + 384], bpl
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 213
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1408], r8b
-    test ebx, 1073741824
-    jz 1f
+    and edi, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
 1:
     jmp 1f
 1:
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm8
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 320]
+    mov rdi, r9
+    mov r9d, edi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r9 + 1536]
-    mov dword ptr [r15 + r9 + 1600], edi
-    mov rcx, qword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + 0], 111
+    mov edi, 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 206
-    mov dword ptr [r15 + rbp + 768], edi
-    vmovdqu ymmword ptr [r15 + r9 + 1472], ymm8
+    mov rdi, qword ptr [r15 + 0]
+    movzx r9d, dil
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rdi, rdi
-    mov edi, dword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, rdi
-    test ebx, 65536
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 144
-    and edi, dword ptr [r15 + rbp + 704]
-    jmp 1f
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], edi
+    lea r8, [r11 + r11*1]
+    mov edi, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov qword ptr [r15 + r9 + 64], r8
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
+    lea r8, [r11 + r11*1]
+    vpmovmskb r9d, xmm4
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], edi
     lea r9, [r11*8]
+    jmp 1f
+1:
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 896]
+    test ebx, 768
+    jnz 1f
+1:
+    mov rdi, r9
+    mov edi, r8d
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 235
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov dword ptr [r15 + r9 + 1088], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 1152], dil
+    mov edi, 207
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1024], edi
+    test ebx, 1048576
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + r9 + 1216], dil
+    add rdi, qword ptr [r15 + r9 + 1280]
+    mov dword ptr [r15 + r8 + 128], 83
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    and r9, 1984
-    movsxd rdi, dword ptr [r15 + r9 + 1664]
+    mov byte ptr [r15 + r9 + 832], r8b
     and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + r9 + 1728], bpl
-    mov byte ptr [r15 + r9 + 1536], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, eax
-    mov ebp, 252
-    mov dword ptr [r15 + r9 + 1792], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 222
-    movzx ebp, bpl
-    imul rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    vpor xmm8, xmm8, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 384], bpl
-    lea r8, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 1344], rbp
-    add qword ptr [r15 + r9 + 1472], rdx
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 1600], rbp
-    mov r8, rbp
-    and r8d, dword ptr [r15 + r9 + 1408]
+    add rdi, qword ptr [r15 + r8 + 256]
+    add rdi, qword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 39
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
     jnz 1f
 1:
-    and r9, 192
-    add r8, qword ptr [r15 + r9 + 768]
-    mov ebp, 205
-    vpxor xmm8, xmm8, xmm7
-    lea rbp, [r11 + r11*1]
-    mov edx, 36
+    jmp 1f
+1:
+    mov edi, edi
+    mov edi, 2
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm9
-    and rbp, 4032
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    mov edx, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 222
-    mov dword ptr [r15 + r9 + 704], 67
-    mov rdx, qword ptr [r15 + rbp + 3456]
-    mov ebp, 119
+    mov byte ptr [r15 + r8 + 384], r8b
+    lea r9, [r11*8]
+    lea rbp, [r11 + r11*1]
+    movzx edi, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, edx
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm8
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 512]
+    and r9, 1984
+    and esi, dword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 1472]
+    and esi, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov byte ptr [r15 + rbp + 448], sil
+    mov byte ptr [r15 + r9 + 1536], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 1664]
+    and esi, dword ptr [r15 + r9 + 1600]
+    mov byte ptr [r15 + r8 + 320], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq xmm4, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    lea rbp, [r11*4]
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov esi, esi
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 232
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    mov esi, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 101
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    lea r9, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 14
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 640]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 156
-    mov edx, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edi
-    movzx edi, r9b
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    vmovq qword ptr [r15 + 0], xmm8
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 576], dl
-    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + rbp + 192], rbp
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
+    movsxd rbp, dword ptr [r15 + r8 + 384]
+    add rbp, qword ptr [r15 + r9 + 768]
+    mov rax, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 512]
-    mov r9d, edi
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, dil
-    mov rdi, qword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 704], 5
+    mov dword ptr [r15 + r9 + 704], 88
+    movzx r8d, al
+    mov dword ptr [r15 + r9 + 576], 44
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c72:
-    lea r9, [r11 + r11*4]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + 0], 193
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    movzx r9d, al
     jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 191
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
 1:
@@ -11786,56 +11743,41 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2621440
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    add rbp, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r9 + 1088], ebp
-    mov ebp, 31
+    lea r9, [r11 + r11*1]
+    movzx esi, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 384]
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 704]
-    and ebp, dword ptr [r15 + r9 + 960]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 1024]
-    and ebp, dword ptr [r15 + r8 + 768]
-    movzx edi, byte ptr [r15 + r9 + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r11
-    vmovdqu ymmword ptr [r15 + r8 + 576], ymm8
-    mov r8, rcx
-    and rbp, 16320
-    and r8d, dword ptr [r15 + rbp + 7488]
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 512]
+    add r9, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 448], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    lea rbp, [r11*8]
-    and rbp, 16320
-    add r8, qword ptr [r15 + rbp + 7744]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -11843,1149 +11785,1108 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 235
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7305216
+    jz 1f
+1:
+    lea r8, [r11*4]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    add r9, qword ptr [r15 + r8 + 768]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r9d, byte ptr [r15 + r8 + 576]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 73
     lea r9, [r11 + r11*1]
-    jmp 1f
+    mov dword ptr [r15 + rbp + 448], r8d
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 128]
-    and r8d, dword ptr [r15 + rbp + 7808]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    imul r8, r8
+    mov ebp, dword ptr [r15 + r9 + 64]
+    add rbp, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 704], edi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    mov qword ptr [r15 + rbp + 7616], r8
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + rbp + 7936]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov qword ptr [r15 + rbp + 7552], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 7488]
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm8
-    mov r9, qword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 7872]
-    mov dword ptr [r15 + rbp + 7680], 168
+    mov ebp, 210
+    and ebp, dword ptr [r15 + r8 + 640]
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    and r9d, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    test ebx, 4608
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
     mov ebp, dword ptr [r15 + 0]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 32768
-    jz 1f
-1:
-    mov ebp, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + r9 + 256]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], r9d
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 96
+    movzx ebp, byte ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], edx
-    mov dword ptr [r15 + r9 + 448], 71
+    mov rbp, qword ptr [r15 + r9 + 192]
+    movzx r8d, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + rbp + 1088]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 960], edx
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 192
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + rbp + 1024]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 896], 76
-    add rdx, qword ptr [r15 + rbp + 1152]
-    mov dword ptr [r15 + rbp + 1280], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1216], 166
-    add rdx, qword ptr [r15 + r8 + 320]
-    movzx r8d, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9d, 232
+    and r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + rbp + 832]
-    and edx, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 6158336
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r9d, r9d
+    or qword ptr [r15 + 0], 92
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 138
+    mov r9d, 27
+    mov rbp, r9
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm4, xmm4, 15
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 64]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 64]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx esi, r8b
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 113
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd xmm4, xmm4, xmm4
+    mov dword ptr [r15 + r8 + 384], 29
+    mov byte ptr [r15 + r9 + 128], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    movzx edx, byte ptr [r15 + 0]
+    lea r8, [r11*8]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 205
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 204
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2621440
+    mov dword ptr [r15 + r8 + 1664], 98
+    test ebx, 655360
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 36
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 1472], r8
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r9d, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov rbp, qword ptr [r15 + r8 + 1536]
     lea r9, [r11 + r11*1]
-    mov rdx, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], edi
-    test ebx, 1024
+    mov dword ptr [r15 + r8 + 1792], 187
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov edx, r8d
-    mov byte ptr [r15 + r9 + 448], dl
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 256]
-    mov r9d, edx
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
-    and edx, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    mov dword ptr [r15 + r9 + 128], r9d
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov qword ptr [r15 + r8 + 1600], rbp
+    movzx esi, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    test ebx, 1048576
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 1728], esi
+    test ebx, 8288256
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*8]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1408], r8
+    mov esi, dword ptr [r15 + r8 + 1600]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1472], ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
     test ebx, 512
-    jnz 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
     jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1280
-    jnz 1f
-1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], 123
-    jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov esi, r9d
+    mov dword ptr [r15 + r8 + 1536], 127
     and r9, 64
-    vmovq qword ptr [r15 + r9 + 128], xmm8
+    mov qword ptr [r15 + r9 + 384], r9
+    mov rsi, r9
+    test ebx, 1024
+    jnz 1f
+1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 64], edx
-    mov dword ptr [r15 + r8 + 320], 19
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 2304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 149
+    mov dword ptr [r15 + r8 + 1728], esi
+    mov esi, dword ptr [r15 + r8 + 1344]
+    test ebx, 7858176
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 1856]
+    mov rax, rsi
+    vmovdqu xmmword ptr [r15 + r8 + 1792], xmm4
+    mov dword ptr [r15 + rbp + 512], 59
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 320]
+    vmovdqu ymmword ptr [r15 + r8 + 1664], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], 70
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov eax, 213
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 160
-    and edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
+    and rbp, 4032
+    add rsi, qword ptr [r15 + rbp + 3456]
+    mov r9, rsi
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm4
+    mov qword ptr [r15 + r9 + 64], r9
+    mov r9d, 52
     test ebx, 1073741824
     jz 1f
 1:
-    imul rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], ebp
-    mov r8d, 67
+    lea r9, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 3584]
+    mov dword ptr [r15 + rbp + 3520], 100
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 3776]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], 223
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], bpl
-    mov rbp, qword ptr [r15 + r9 + 576]
-    mov edx, 175
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, dl
+    movzx r8d, r8b
     jmp 1f
 1:
-    movzx edx, bpl
+    movsxd r8, dword ptr [r15 + rbp + 3712]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov qword ptr [r15 + rbp + 3648], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], edi
-    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdi
-    mov edx, 72
-    mov rdx, rdx
-    test ebx, 1030144
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 215
+    mov r8, r8
     jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov edi, 136
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    jmp 1f
+1:
+    vpshufd xmm4, xmm4, 78
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rdi
-    mov dword ptr [r15 + 0], 234
-    mov edi, 253
-    test ebx, 512
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 3
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3392], rbp
     and r8, 64
-    and edi, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r8 + 256], r8
+    mov dword ptr [r15 + rbp + 3520], eax
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + r8 + 192]
-    mov r8, rdi
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
+    mov dword ptr [r15 + r9 + 448], 89
+    mov eax, dword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 49
-    mov dword ptr [r15 + rbp + 64], 182
-    mov edi, dword ptr [r15 + r9 + 512]
+    mov r9, qword ptr [r15 + rbp + 3712]
+    and eax, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 3456], 78
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 3648]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 3584]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c80:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 512]
-    vpor xmm8, xmm8, xmm8
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*4]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 256]
+    and rbp, 448
+    movsxd r8, dword ptr [r15 + rbp + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov rdi, rdi
+    mov eax, r8d
+    nop
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11*4]
-    movzx edi, r8b
-    movzx edi, dil
-    lea r9, [r11 + r11*1]
-    test ebx, 2560
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 960], rax
+    test ebx, 1073741824
     jz 1f
 1:
     and r8, 192
-    mov edi, dword ptr [r15 + r8 + 768]
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 256], xmm8
+    mov qword ptr [r15 + r8 + 768], r8
+    mov rax, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 832], 106
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r8 + 640], eax
+    mov eax, dword ptr [r15 + rbp + 1024]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov r9d, 165
-    add r9, qword ptr [r15 + r8 + 704]
-    mov rdx, r9
+    vmovq xmm4, rax
+    movzx eax, byte ptr [r15 + rbp + 896]
+    mov ebp, eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 576], 60
-    jmp 1f
-1:
+    mov eax, 9
+    movzx eax, r8b
+    mov qword ptr [r15 + r8 + 704], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r9
-    lea r8, [r11 + r11*4]
-    mov edi, 142
-    mov rdi, rdi
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, r8b
-    mov rdi, rdi
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 576], 202
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + r9 + 768]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov qword ptr [r15 + r8 + 1088], r8
-    mov dword ptr [r15 + r9 + 704], 178
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov dword ptr [r15 + r8 + 896], 243
-    mov ebp, 8
+    lea r8, [r11*8]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], eax
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1152], al
+    mov qword ptr [r15 + rbp + 64], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 1024]
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5226496
+    jnz 1f
+1:
+    mov rbp, rsi
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 1280], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 1024]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm4
+    mov dword ptr [r15 + r9 + 256], r9d
+    test ebx, 1536
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1216], 198
+    mov r9d, 52
+    vmovdqu xmmword ptr [r15 + r8 + 1088], xmm4
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 960]
+    and r9d, dword ptr [r15 + r8 + 832]
+    mov rbp, qword ptr [r15 + r8 + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c82:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
+    and r9d, dword ptr [r15 + 0]
+    vpxor xmm4, xmm4, xmm1
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 144
-    and ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 171
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 199
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x66, 0x90
-    mov ebp, ebp
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
     jmp 1f
 1:
-    mov ebp, 62
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
     and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 320]
     lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 256]
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 64], r9d
-    mov qword ptr [r15 + r9 + 448], r9
-    mov dword ptr [r15 + r8 + 192], 84
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov qword ptr [r15 + rbp + 384], r8
+    movzx ebp, r8b
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 64], ebp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov dword ptr [r15 + rbp + 512], 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 132
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 215
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 512
     jz 1f
 1:
-    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov rbp, r8
+    jmp 1f
+1:
+    test ebx, 1048576
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm8
+    mov byte ptr [r15 + 0], bpl
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 128]
-    movsxd rsi, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 64], 147
+    mov ebp, 101
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 83
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 512], sil
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 212
+    mov dword ptr [r15 + rbp + 512], 149
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 128]
+    mov r8, rbp
+    mov byte ptr [r15 + r9 + 256], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11*4]
+    and rbp, 192
+    and r8d, dword ptr [r15 + rbp + 576]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    imul ebp, ebp, 102
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 51
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 233
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1048576
+    jz 1f
+1:
+    mov r8, rbp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 9
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 448]
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 174
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    add rsi, qword ptr [r15 + rbp + 128]
-    movsxd rdi, dword ptr [r15 + r9 + 320]
-    test ebx, 6021120
-    jnz 1f
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rbp
+    and r9, 64
+    or qword ptr [r15 + r9 + 448], 74
+    mov qword ptr [r15 + r8 + 128], r9
+    vmovq qword ptr [r15 + rbp + 768], xmm4
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm8
-    movsxd rbp, dword ptr [r15 + r8 + 512]
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 704]
+    and r8d, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 640], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c85:
-    lea r8, [r11*8]
-    mov rbp, r8
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1664], r8d
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 151
+    mov dword ptr [r15 + 0], 202
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov rsi, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 76
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + 0]
+    movzx eax, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + r8 + 1728]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1408], r9b
-    mov byte ptr [r15 + rbp + 512], r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 1472]
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    test ebx, 512
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 1536]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 1792]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 1344]
-    jmp 1f
-1:
-    vmovdqu xmm8, xmmword ptr [r15 + r8 + 1600]
+    add rsi, qword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r9 + 128], rsi
+    mov dword ptr [r15 + r8 + 448], 202
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    movzx ebp, bpl
-    mov r8d, 94
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1280], 15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, edx
-    movzx r8d, sil
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov rsi, r8
-    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, eax
+    movzx esi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + rbp + 1152]
     lea r8, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 768], esi
-    and esi, dword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul esi, esi, 71
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 225
-    jmp 1f
-1:
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 384], xmm8
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm8
-    jmp 1f
-1:
-    test ebx, 1024
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    jmp 1f
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], ebp
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 640]
+    mov qword ptr [r15 + r8 + 768], rsi
+    and eax, dword ptr [r15 + r9 + 64]
+    and r9d, dword ptr [r15 + rbp + 960]
+    mov byte ptr [r15 + rbp + 896], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1088], 201
+    mov dword ptr [r15 + r8 + 704], r9d
+    add rax, qword ptr [r15 + r8 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1216], 222
+    mov eax, eax
+    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov rax, r9
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 224
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    imul r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 62
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmm9
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov eax, eax
+    vmovq xmm4, r9
     test ebx, 1048576
     jz 1f
 1:
+    mov eax, eax
     jmp 1f
 1:
-    mov r9, r8
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r8 + 64], r9b
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 192]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 448]
-    mov ebp, r9d
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    lea r8, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm8
-    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], 159
+    mov qword ptr [r15 + r8 + 576], r8
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 384]
+    movzx r9d, al
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 91
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 256]
+    movzx ebp, byte ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 768], 179
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    mov dword ptr [r15 + 0], 114
-    mov dword ptr [r15 + 0], 241
-    mov r8, r8
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb r8d, xmm8
-    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 17
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     lea rbp, [r11 + r11*1]
+    test ebx, 1048576
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 256]
+    lea r9, [r11 + r11*1]
+    mov esi, r8d
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov dword ptr [r15 + r9 + 448], r9d
+    mov dword ptr [r15 + r9 + 512], r9d
+    lea r9, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    test ebx, 1011456
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 163
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
     movzx r8d, r9b
-    and r8d, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 256], 73
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8d, r8d
+    mov byte ptr [r15 + r9 + 384], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    mov dword ptr [r15 + 0], r9d
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 246
+    mov dword ptr [r15 + 0], 19
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 215
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jnz 1f
 1:
     movzx r8d, r8b
-    mov dword ptr [r15 + 0], r8d
-    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 256], rbp
     jmp 1f
 1:
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 448]
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov ebp, 18
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov rsi, r9
-    movzx esi, byte ptr [r15 + r9 + 512]
+    movzx ebp, bpl
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 384]
+    movzx eax, r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 162
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 512]
-    mov qword ptr [r15 + rbp + 512], r9
-    movzx r9d, r9b
+    mov r9d, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 128], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c90:
+    mov r9d, 128
+    mov r9d, 41
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 2013184
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    vpshufd xmm8, xmm8, 76
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*8]
+    mov r8d, ebp
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov ebp, 236
+    vmovdqu xmmword ptr [r15 + r9 + 384], xmm4
+    mov r8, r9
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1344], esi
+    lea r8, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
+    movzx esi, byte ptr [r15 + rbp + 1664]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], 58
+    mov byte ptr [r15 + r8 + 576], r8b
+    test ebx, 2304
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
+    vmovdqu ymmword ptr [r15 + rbp + 1792], ymm4
+    mov rsi, qword ptr [r15 + rbp + 1728]
+    mov byte ptr [r15 + rbp + 1536], sil
+    mov dword ptr [r15 + r8 + 640], 23
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx esi, dl
-    mov rsi, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r9 + 320], esi
+    mov qword ptr [r15 + rbp + 1408], rsi
+    movzx esi, byte ptr [r15 + r8 + 704]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rsi
-    mov dword ptr [r15 + r8 + 512], 231
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + rbp + 1472]
+    mov r8d, 209
+    mov dword ptr [r15 + rbp + 1600], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -12993,225 +12894,203 @@ ditto_body_c1:
 .Lc1_b9_c91:
     lea r8, [r11 + r11*1]
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 384]
-    mov ebp, r9d
+    and esi, dword ptr [r15 + r8 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 155
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov rsi, r8
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 81
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 224
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rbp
+    vpcmpeqb xmm4, xmm4, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 53
+    and esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
+    vpmovmskb esi, xmm4
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    add rsi, qword ptr [r15 + 0]
     and rbp, 64
-    add qword ptr [r15 + rbp + 384], rbp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov dword ptr [r15 + r8 + 320], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 64]
+    movzx esi, byte ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    add qword ptr [r15 + rbp + 320], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 95
+    mov rbp, qword ptr [r15 + r8 + 448]
+    movsxd r8, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 1073741824
-    jnz 1f
+    lea rbp, [r11 + r11*2]
+    movzx r8d, al
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 7616]
+    movzx r9d, r8b
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], r9d
-    vpxor xmm8, xmm8, xmm2
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1600], 50
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3072
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r9d, ebp, 57
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], edx
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 320]
+    add rax, qword ptr [r15 + r8 + 512]
+    mov esi, eax
+    mov eax, 115
+    mov byte ptr [r15 + r9 + 1536], bpl
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 7552], al
+    mov byte ptr [r15 + r9 + 1344], al
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 256]
-    and ebp, dword ptr [r15 + r9 + 512]
-    and r9d, dword ptr [r15 + r8 + 384]
+    mov eax, dword ptr [r15 + r8 + 448]
+    mov r8d, dword ptr [r15 + rbp + 7488]
+    mov ebp, dword ptr [r15 + r9 + 1408]
+    movzx esi, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 1472]
+    mov r8d, 199
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c93:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3712]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 92
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 241
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 119
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and r9, 192
-    movsxd rdi, dword ptr [r15 + r9 + 576]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    mov dword ptr [r15 + rbp + 384], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 704]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm8
+    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r9 + 768]
-    movzx edi, bpl
-    mov rbp, qword ptr [r15 + r8 + 384]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3840], 183
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 9
+    mov dword ptr [r15 + rbp + 3392], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 320], r9d
+    and r9d, dword ptr [r15 + rbp + 3584]
+    vmovq qword ptr [r15 + r8 + 64], xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 3776], 74
+    mov byte ptr [r15 + rbp + 3520], r8b
+    movzx r8d, byte ptr [r15 + rbp + 3904]
+    test ebx, 512
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 3456]
+    mov qword ptr [r15 + rbp + 3648], r8
+    mov r8d, 174
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1728]
-    mov esi, 121
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 448]
-    add r9, qword ptr [r15 + rbp + 1600]
+    lea r8, [r11*4]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], r8
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1792], r9d
-    mov r9d, r9d
-    mov byte ptr [r15 + rbp + 1664], r9b
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 512]
-    mov r8, qword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r9, r9
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8, r8
-    mov r9, qword ptr [r15 + rbp + 1472]
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r9d
+    movzx eax, r9b
     test ebx, 1073741824
     jz 1f
 1:
@@ -13221,874 +13100,891 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 244
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    and r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + r8 + 640]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1536
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1536], r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov qword ptr [r15 + r8 + 576], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1344], r8b
     and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 320]
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    add rax, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 704], 229
+    mov r8, rax
+    mov eax, 98
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    mov r8d, 148
+    mov dword ptr [r15 + rbp + 192], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], r9d
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9d, ebp, 85
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 512
-    jz 1f
-1:
+    lea r8, [r11*8]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 6266880
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 262144
-    jnz 1f
-1:
+    and r8, 4032
+    and eax, dword ptr [r15 + r8 + 3712]
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    and eax, dword ptr [r15 + r8 + 3776]
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 14
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
     test ebx, 1073741824
     jz 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 384]
+    movzx ebp, al
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 512]
-    lea r9, [r11 + r11*1]
-    mov esi, r9d
+    mov dword ptr [r15 + rbp + 512], 119
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + rbp + 448], sil
-    mov rbp, rsi
+    mov dword ptr [r15 + r8 + 3392], 236
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 448], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + r9 + 128]
-    jmp 1f
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 3520], rbp
+    test ebx, 2304
+    jnz 1f
 1:
-    movzx r9d, bpl
+    and ebp, dword ptr [r15 + r8 + 3584]
+    mov byte ptr [r15 + r8 + 3648], al
+    mov eax, 25
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c96:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], ebp
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    mov eax, r8d
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 512]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7552], r8
+    imul r9d, r8d, 112
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + r8 + 7616]
     jmp 1f
 1:
-    lea r8, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    and r9d, dword ptr [r15 + r8 + 3520]
-    add r9, qword ptr [r15 + r8 + 3392]
-    vmovdqu xmmword ptr [r15 + rbp + 640], xmm8
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    mov esi, 172
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
+    add qword ptr [r15 + rbp + 448], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 768]
-    mov edx, 21
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 9216
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 3648]
-    mov rdx, rsi
-    mov rsi, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3584], edx
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 3456], sil
-    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9d, r8d, 91
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and edi, dword ptr [r15 + r9 + 512]
-    vmovdqu xmmword ptr [r15 + rbp + 704], xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + r8 + 7808]
+    vmovq qword ptr [r15 + r8 + 7680], xmm4
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 7744], ymm4
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 7488], bpl
+    mov byte ptr [r15 + rbp + 320], r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov byte ptr [r15 + 0], r9b
+    mov rbp, r9
+    test ebx, 1280
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 115
+    mov ebp, 182
+    test ebx, 2048
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r8
-    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 36
-    movzx edi, byte ptr [r15 + 0]
+    mov rbp, rbp
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 19
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 2560
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 247
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 192], sil
-    movzx esi, dil
-    lea r8, [r11 + r11*1]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r8 + 128], 216
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 214
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    jmp 1f
+1:
+    test ebx, 8345600
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 320]
+    vmovdqu xmmword ptr [r15 + r8 + 64], xmm4
+    mov r8, qword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c98:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul esi, r8d, 76
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1024
+    mov r8d, 173
+    mov r8, rax
+    test ebx, 4126720
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov esi, 105
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8044544
-    jz 1f
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov dword ptr [r15 + 0], r8d
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r8d, 10
-    and r9, 64
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], esi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 125
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 128]
-    test ebx, 512
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 384]
-    vmovq qword ptr [r15 + r8 + 512], xmm8
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + 0], eax
+    lea rbp, [r11*4]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], esi
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 704], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + rbp + 640]
+    mov esi, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 248
+    test ebx, 512
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + rbp + 768], al
+    and eax, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    and r9, 192
+    and ebp, dword ptr [r15 + r9 + 768]
+    movzx eax, bpl
+    mov byte ptr [r15 + r9 + 704], al
+    lea rbp, [r11*4]
+    mov eax, 241
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    mov eax, dword ptr [r15 + rbp + 1472]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 12
+    vpaddd xmm4, xmm4, xmm4
+    mov esi, 82
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 192]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 112
-    mov dword ptr [r15 + 0], esi
-    mov esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 10
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 220
-    movsxd rsi, dword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
+    add rsi, qword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + rbp + 1536], rsi
+    mov dword ptr [r15 + r9 + 576], esi
+    mov rsi, qword ptr [r15 + r9 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
     mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
-    jnz 1f
+    jmp 1f
 1:
-    mov edx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 320]
+    mov rsi, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 1408], sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 256], rsi
-    mov dword ptr [r15 + r9 + 384], esi
-    and esi, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + rbp + 1344], 14
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 64]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
-    mov esi, esi
-    mov dword ptr [r15 + 0], 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 9216
     jz 1f
 1:
-    movzx esi, sil
-    mov byte ptr [r15 + 0], bpl
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 110
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
+    lea rbp, [r11*4]
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], rdx
+    mov qword ptr [r15 + r8 + 128], r8
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    and esi, dword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + r9 + 256], rsi
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + rbp + 704]
+    mov rax, rsi
+    mov esi, eax
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 75
+    test ebx, 2304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 640], 191
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + rbp + 576], 21
+    add rsi, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, 16
-    test ebx, 1024
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rax
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov rsi, rsi
+    test ebx, 7305216
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 210
-    mov r8d, esi
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx r8d, sil
-    mov rsi, r8
-    lea r8, [r11 + r11*1]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
+    lea r9, [r11*4]
+    mov rsi, rdx
+    and r9, 192
+    mov byte ptr [r15 + r9 + 576], r9b
     lea rbp, [r11*4]
-    mov byte ptr [r15 + r8 + 448], bpl
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 768]
-    lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + rbp + 704]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
+    movzx esi, byte ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 512]
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov r9, qword ptr [r15 + rbp + 640]
+    and rbp, 8128
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    add rsi, qword ptr [r15 + rbp + 7616]
+    mov rax, qword ptr [r15 + rbp + 7552]
+    movzx r8d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], r8b
+    mov eax, r8d
+    mov r8, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 640], 178
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + rbp + 7680], al
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx eax, al
+    mov dword ptr [r15 + r8 + 320], 250
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    jmp 1f
-1:
-    jmp 1f
-1:
     lea r8, [r11*4]
-    mov r9, r8
     and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
+    mov dword ptr [r15 + r8 + 768], 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, r9
-    test ebx, 32768
+    mov eax, eax
+    mov rax, rax
+    mov qword ptr [r15 + 0], rax
+    test ebx, 228352
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movzx r9d, sil
-    movzx esi, r9b
-    add r9, qword ptr [r15 + 0]
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    test ebx, 262144
     jnz 1f
 1:
-    mov r9, r9
-    mov dword ptr [r15 + r8 + 576], r9d
-    mov r9d, r9d
+    movzx eax, al
+    mov eax, r8d
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm8
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 229
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 384]
-    add rsi, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 256], r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 768]
-    mov r9d, esi
-    mov qword ptr [r15 + rbp + 192], r9
+    add rax, qword ptr [r15 + r8 + 704]
+    mov esi, eax
+    mov dword ptr [r15 + r8 + 640], 58
+    test ebx, 2304
+    jnz 1f
+1:
+    vmovq xmm4, rsi
+    movzx esi, al
+    mov esi, 206
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 192], sil
+    mov dword ptr [r15 + rbp + 128], eax
+    mov rsi, qword ptr [r15 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c103:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, edx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 512
+    mov esi, 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jnz 1f
 1:
-    jmp 1f
+    movzx esi, sil
+    mov rsi, rbp
+    mov esi, 112
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov esi, r9d
-    mov qword ptr [r15 + r9 + 384], rsi
-    mov rsi, rsi
-    lea r9, [r11 + r11*1]
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 640]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 64]
+    mov eax, 150
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 448], 31
+    xor dword ptr [r15 + rbp + 768], ebp
     jmp 1f
 1:
-    test ebx, 1073741824
+    jmp 1f
+1:
+    test ebx, 2048
     jnz 1f
 1:
-    movzx ebp, sil
-    mov rbp, qword ptr [r15 + r9 + 256]
-    mov esi, ebp
+    mov esi, 255
+    mov rsi, qword ptr [r15 + rbp + 576]
+    and esi, dword ptr [r15 + r8 + 128]
+    lea r8, [r11 + r11*1]
+    test ebx, 4608
+    jnz 1f
+1:
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 192]
+    add rsi, qword ptr [r15 + r8 + 256]
+    add rax, qword ptr [r15 + rbp + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1572864
+    jz 1f
+1:
+    lea r8, [r11*4]
+    mov rax, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and r8, 448
+    mov qword ptr [r15 + r8 + 832], r8
+    movsxd rax, dword ptr [r15 + r8 + 896]
+    test ebx, 1048576
+    jz 1f
+1:
+    and rbp, 8128
+    movsxd rax, dword ptr [r15 + rbp + 7680]
+    movzx esi, al
+    movzx eax, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, sil
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 139
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov esi, 121
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, esi
-    mov r9d, 134
-    lea r8, [r11 + r11*1]
-    mov r9d, 157
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
     lea r9, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 64]
-    mov edx, dword ptr [r15 + rbp + 256]
+    mov rsi, r9
+    mov esi, 215
     and r9, 64
-    add rsi, qword ptr [r15 + r9 + 384]
+    add rsi, qword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rsi
-    mov byte ptr [r15 + r9 + 320], sil
-    mov qword ptr [r15 + r8 + 128], rdi
+    and esi, dword ptr [r15 + rbp + 7488]
+    .byte 0x66, 0x90
+    mov eax, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + r9 + 384], 175
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rax
+    mov r9, rdx
+    vmovdqu xmmword ptr [r15 + r8 + 1024], xmm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + rbp + 7616]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 960], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 42
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 1536
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov esi, 8
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 243
-    test ebx, 1073741824
+    mov byte ptr [r15 + 0], al
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 4126720
     jnz 1f
 1:
-    lea r9, [r11 + r11*4]
-    mov rsi, r9
-    mov rbp, rsi
-    vmovq xmm8, rbp
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1472], r9
+    jmp 1f
+1:
+    vpor xmm4, xmm4, xmm4
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm4, xmm4, xmm4
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    test ebx, 512
+    jz 1f
 1:
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 256], eax
     jmp 1f
 1:
     jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], edx
-    mov rdx, r8
+    mov rbp, qword ptr [r15 + r8 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and edx, dword ptr [r15 + r9 + 1344]
-    mov dword ptr [r15 + r9 + 1408], 178
-    mov esi, 24
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 1536], 56
-    mov edx, esi
-    mov rdx, rbp
-    mov rdx, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 1600], 164
-    jmp 1f
-1:
+    mov ebp, 216
+    mov qword ptr [r15 + r9 + 512], rbp
+    and ebp, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
+    mov dword ptr [r15 + 0], 161
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    jmp 1f
-1:
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7716864
-    jnz 1f
-1:
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + rbp + 128], 134
+    mov rsi, rbp
     lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    and r8, 192
-    mov rsi, qword ptr [r15 + r8 + 768]
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm8
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 192]
-    mov esi, 249
-    and edx, dword ptr [r15 + r8 + 576]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + r8 + 640], xmm8
-    mov rdx, qword ptr [r15 + rbp + 256]
-    movzx ebp, byte ptr [r15 + r8 + 704]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 320]
+    mov r9, rsi
+    mov dword ptr [r15 + r8 + 704], 214
+    movsxd rsi, dword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 640]
+    mov r8, rsi
+    mov dword ptr [r15 + rbp + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    lea r8, [r11 + r11*1]
-    add rdx, qword ptr [r15 + rbp + 1536]
-    jmp 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 256]
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 210
-    mov edx, r9d
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 640], rdx
-    mov rdx, rdx
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
+    lea r8, [r11*4]
+    mov esi, 163
+    and r8, 192
+    mov byte ptr [r15 + r8 + 768], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm8, xmm8, xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], edx
-    mov qword ptr [r15 + r9 + 768], rsi
-    vmovdqu ymmword ptr [r15 + rbp + 1728], ymm8
-    test ebx, 1073741824
+    movzx esi, sil
+    mov dword ptr [r15 + 0], 36
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 4608
     jz 1f
 1:
-    and edx, dword ptr [r15 + rbp + 1600]
-    mov dword ptr [r15 + rbp + 1664], 94
-    mov byte ptr [r15 + r8 + 192], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm4, xmm4, xmm14
+    mov dword ptr [r15 + 0], esi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + r9 + 704], r8
+    mov esi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], eax
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov esi, 223
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 202
+    mov esi, r9d
+    test ebx, 512
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 704], 74
+    imul eax, ebp, 71
+    test ebx, 2560
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
+    movsxd rbp, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r9 + 448], 33
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -14096,269 +13992,241 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1728]
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + r8 + 1472]
-    test ebx, 768
+    lea rbp, [r11 + r11*1]
+    movzx r9d, bpl
+    mov qword ptr [r15 + 0], r9
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov dword ptr [r15 + rbp + 448], 144
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 448]
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 1408]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r9 + 128], esi
-    test ebx, 7979008
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx esi, r9b
-    jmp 1f
-1:
-    vpaddd xmm8, xmm8, xmm3
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 320], sil
-    mov dword ptr [r15 + r8 + 1344], 115
-    vmovdqu ymmword ptr [r15 + r8 + 1664], ymm8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 1792]
-    mov qword ptr [r15 + r8 + 1600], rsi
-    movzx esi, byte ptr [r15 + r8 + 1536]
+    mov ebp, 54
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    movzx r8d, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
+    lea r9, [r11 + r11*8]
+    jmp 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7552], ebp
+    mov rbp, r9
+    add rbp, qword ptr [r15 + r9 + 7936]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov byte ptr [r15 + r9 + 7744], r8b
     lea rbp, [r11 + r11*1]
-    mov rsi, rdx
-    lea r9, [r11*4]
+    movzx r8d, bpl
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    and r9, 16320
-    lea r8, [r11*4]
-    vmovdqu xmmword ptr [r15 + r9 + 7616], xmm8
-    and r8, 192
-    mov byte ptr [r15 + r8 + 768], r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + rbp + 64], bpl
+    add r8, qword ptr [r15 + r9 + 8000]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 512
+    jz 1f
 1:
-    mov byte ptr [r15 + r9 + 7488], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov esi, r8d
-    test ebx, 2048
-    jnz 1f
+    vpcmpeqb xmm4, xmm4, xmm5
+    jmp 1f
 1:
-    movzx esi, bpl
-    mov esi, esi
-    movzx esi, byte ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 704], rsi
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 7552], esi
-    mov ebp, dword ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + r9 + 7808], dil
+    movzx r8d, bpl
+    mov qword ptr [r15 + r9 + 7488], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r9 + 7616], rsi
+    mov byte ptr [r15 + r8 + 256], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 7680]
-    mov ebp, 12
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 576]
+    movzx esi, byte ptr [r15 + r9 + 7872]
+    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm4
+    mov r8d, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    add rsi, qword ptr [r15 + 0]
-    movzx ebp, sil
-    jmp 1f
+    lea r8, [r11*4]
+    and r8, 192
+    and esi, dword ptr [r15 + r8 + 640]
+    mov rbp, rsi
+    movsxd rsi, dword ptr [r15 + r8 + 704]
+    mov r9d, dword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    imul esi, ebp, 126
-    jmp 1f
-1:
-    mov esi, esi
-    movzx esi, sil
-    test ebx, 1024
-    jz 1f
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 200
+    test ebx, 2304
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    vmovdqu xmmword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 128]
-    mov esi, 135
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + rbp + 256], 136
+    mov rsi, rbp
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 320]
-    mov edx, esi
-    movzx esi, dl
+    mov dword ptr [r15 + r9 + 320], 21
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 228
-    mov rdx, qword ptr [r15 + rbp + 64]
+    mov esi, 248
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 512
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    mov r9d, esi
-    mov dword ptr [r15 + r8 + 320], 251
+    and esi, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 192], rsi
+    and esi, dword ptr [r15 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
-    lea r9, [r11 + r11*1]
-    mov rsi, r9
-    jmp 1f
-1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    lea r9, [r11*4]
+    and r9, 192
+    mov esi, dword ptr [r15 + r9 + 768]
+    movzx ebp, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov r8d, 168
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov rbp, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 60
+    add qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4120576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 320], r8b
+    mov ebp, 47
+    lea rbp, [r11 + r11*1]
+    movzx esi, sil
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 320]
     lea r8, [r11 + r11*1]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea r9, [r11 + r11*1]
+    mov esi, esi
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov rsi, r8
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 448], sil
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm8
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + r9 + 576], bpl
+    add rsi, qword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, sil
+    mov byte ptr [r15 + r8 + 64], sil
+    mov dword ptr [r15 + r9 + 704], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c112:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11*4]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 128]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 640], r8b
-    add rsi, qword ptr [r15 + r8 + 768]
+    lea rbp, [r11*8]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm4
+    and esi, dword ptr [r15 + rbp + 1216]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], sil
     test ebx, 1073741824
     jnz 1f
@@ -14366,1234 +14234,1261 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov esi, 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    test ebx, 7782400
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 107
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov esi, esi
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], esi
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + rbp + 832], rsi
+    vmovdqu ymmword ptr [r15 + rbp + 960], ymm4
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 704], 238
-    movsxd rbp, dword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov byte ptr [r15 + rbp + 1280], r8b
+    mov rsi, qword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov r8, rbp
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 1152]
+    mov esi, 214
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 896], rsi
+    and eax, dword ptr [r15 + r9 + 192]
+    add r9, qword ptr [r15 + rbp + 1024]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c113:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 7600128
+    jnz 1f
 1:
+    movzx eax, r9b
+    mov qword ptr [r15 + 0], rax
+    movzx eax, sil
+    test ebx, 512
+    jnz 1f
+1:
+    mov eax, 196
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
     test ebx, 2304
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    test ebx, 7200768
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    and edx, dword ptr [r15 + rbp + 1152]
+    lea r9, [r11*4]
     lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 1216]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 256]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 64]
-    movsxd rdi, dword ptr [r15 + rbp + 1024]
+    mov dword ptr [r15 + r8 + 64], r8d
+    jmp 1f
+1:
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 960], edi
-    mov rdx, qword ptr [r15 + rbp + 1088]
-    mov dword ptr [r15 + rbp + 896], 31
-    movzx edi, dl
+    mov dword ptr [r15 + r9 + 576], 109
+    lea rbp, [r11 + r11*1]
+    mov esi, 102
+    mov dword ptr [r15 + r9 + 704], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 832], edi
-    mov dword ptr [r15 + r9 + 128], 72
-    mov edi, edi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 132
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 640], ebp
+    mov r9d, 30
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    mov r8, rdi
-    mov qword ptr [r15 + rbp + 1280], r8
+    mov dword ptr [r15 + rbp + 320], r9d
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r8d
+    mov esi, 12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8d, 187
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm8
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    jmp 1f
-1:
-    mov edi, 43
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    imul rdi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 51
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    movzx edi, dil
-    mov edi, 89
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + r8 + 128]
     lea rbp, [r11 + r11*1]
+    mov rsi, rbp
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov dword ptr [r15 + r9 + 192], 67
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov qword ptr [r15 + rbp + 448], rbp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    movzx esi, r9b
+    test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 448], bpl
-    mov byte ptr [r15 + rbp + 128], bpl
-    jmp 1f
-1:
+    mov esi, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 512], 169
+    mov dword ptr [r15 + r8 + 64], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov esi, 222
+    movzx esi, sil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 134
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 167
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 256], ebp
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 192], r8b
-    test ebx, 1073741824
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    movzx eax, byte ptr [r15 + r9 + 384]
+    test ebx, 1024
     jz 1f
 1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 512]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 448]
-    lea rbp, [r11 + r11*1]
+    mov r9d, 146
+    mov r9, qword ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 320]
-    mov r8d, 122
-    add rdi, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 64], 111
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ecx
-    lea r8, [r11*8]
-    mov edi, 140
-    mov rdi, rdi
-    and r8, 16320
-    mov dword ptr [r15 + r8 + 7872], 5
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 136
-    mov edi, 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3072
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + r8 + 7680]
-    mov rsi, rdi
-    movzx edi, byte ptr [r15 + r8 + 7808]
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + r8 + 7488], xmm8
-    mov rdi, qword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r8 + 7616], rdx
-    and esi, dword ptr [r15 + r8 + 7744]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edx
-    mov qword ptr [r15 + r8 + 7552], r9
     mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 7731200
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    lea r9, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    mov esi, dword ptr [r15 + r9 + 1408]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 1728], r8b
+    movzx r8d, byte ptr [r15 + r9 + 1344]
+    mov byte ptr [r15 + r9 + 1664], r8b
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 1536]
+    mov ebp, esi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    test ebx, 2560
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 1472], r8b
+    lea rbp, [r11 + r11*1]
+    mov esi, ebp
+    add rsi, qword ptr [r15 + r9 + 1856]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rax
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov dword ptr [r15 + r8 + 128], 57
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 170
+    mov rbp, qword ptr [r15 + r9 + 1600]
+    movsxd rsi, dword ptr [r15 + r9 + 1792]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    mov r9d, r9d
-    mov r9d, 111
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 239
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, edx
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    nop
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    and r9, 64
-    imul rsi, qword ptr [r15 + r9 + 384]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], edx
+    lea rbp, [r11*8]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], r8
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov rsi, r8
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    mov qword ptr [r15 + r9 + 320], r9
-    mov qword ptr [r15 + rbp + 128], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 256]
-    movzx eax, bpl
+    mov byte ptr [r15 + r8 + 256], r8b
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 170
-    movzx r8d, dil
-    vpshufd xmm8, xmm8, 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 1600], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 1536]
+    movzx r9d, sil
+    movsxd rsi, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1664], 176
+    test ebx, 1536
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, eax
+    mov dword ptr [r15 + rbp + 1472], r8d
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    lea rbp, [r11 + r11*8]
-    mov r8, rbp
-    and rbp, 1984
-    add r8, qword ptr [r15 + rbp + 1600]
+    .byte 0x66, 0x90
+    lea r8, [r11*8]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1664], eax
+    mov r9d, r8d
+    and r8, 8128
+    movzx r9d, byte ptr [r15 + r8 + 7680]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1408], r8b
-    mov r8d, 223
-    movsxd rax, dword ptr [r15 + rbp + 1856]
+    mov qword ptr [r15 + r8 + 7744], r8
+    add r9, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r8 + 7808], 23
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1792], rdx
-    test ebx, 2304
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1536], r9d
+    mov ebp, r9d
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 2304
+    jnz 1f
 1:
+    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + rbp + 1472], r9b
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm4
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1344], eax
+    mov byte ptr [r15 + r8 + 7616], dil
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 1728], 223
-    mov byte ptr [r15 + r8 + 256], al
-    mov dword ptr [r15 + r9 + 64], 189
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
+    movzx esi, byte ptr [r15 + r8 + 7872]
+    mov byte ptr [r15 + rbp + 256], sil
+    test ebx, 2048
+    jnz 1f
+1:
+    vpor xmm4, xmm4, xmm4
+    mov dword ptr [r15 + r9 + 448], 155
+    movzx esi, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1572864
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm4, xmm4, xmm4
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rsi
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    test ebx, 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    or qword ptr [r15 + 0], 19
+    mov esi, 219
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rsi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
+    mov dword ptr [r15 + 0], esi
     lea rbp, [r11 + r11*1]
-    test ebx, 512
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 384], 20
-    imul r9d, eax, 20
+    or qword ptr [r15 + 0], 4
+    movzx esi, byte ptr [r15 + 0]
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 64], eax
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 128], eax
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 98
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + rbp + 320], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c120:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 26
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 136
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    and r9, 448
-    mov rax, qword ptr [r15 + r9 + 832]
-    movsxd r8, dword ptr [r15 + r9 + 1024]
-    test ebx, 1024
+    mov dword ptr [r15 + 0], 231
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 960], al
-    movzx eax, r8b
-    lea r8, [r11 + r11*1]
-    mov eax, 57
-    test ebx, 4608
-    jnz 1f
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    jmp 1f
 1:
-    mov eax, 218
     and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    movzx eax, byte ptr [r15 + r9 + 896]
-    mov byte ptr [r15 + rbp + 320], al
+    mov rsi, qword ptr [r15 + r8 + 64]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    or qword ptr [r15 + r9 + 1152], 49
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    mov r8d, eax
+    movzx eax, sil
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 384]
+    and eax, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, rcx
-    mov rax, qword ptr [r15 + r9 + 1088]
-    .byte 0x66, 0x90
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm8, xmm8, 141
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov eax, 252
+    mov dword ptr [r15 + rbp + 256], 204
+    mov dword ptr [r15 + r8 + 128], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
+    mov eax, eax
+    mov eax, 114
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
+    jz 1f
+1:
+    movzx eax, al
+    mov qword ptr [r15 + 0], r8
     mov rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 20480
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 34
-    mov r8, r9
-    mov byte ptr [r15 + 0], r8b
-    mov r9d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 49152
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov eax, 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
+    mov eax, 124
+    add r8, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and eax, dword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 128]
-    add qword ptr [r15 + rbp + 64], rax
+    mov dword ptr [r15 + rbp + 448], 21
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], rax
+    mov edi, r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rdi, rdi
+    movzx eax, dil
+    mov rdi, qword ptr [r15 + rbp + 512]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 448], 94
-    mov r9, r8
-    mov r9, qword ptr [r15 + r8 + 192]
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 384]
+    movzx eax, byte ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + r8 + 448], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    test ebx, 1280
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 448
-    add r8, qword ptr [r15 + rbp + 1152]
-    and r8d, dword ptr [r15 + rbp + 1280]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], dil
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 960], ymm8
+    or qword ptr [r15 + 0], 61
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 166
-    mov rdi, qword ptr [r15 + rbp + 1088]
-    and edi, dword ptr [r15 + rbp + 1216]
-    test ebx, 1073741824
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 896]
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    test ebx, 1048576
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 64], r8d
-    mov qword ptr [r15 + rbp + 1024], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpor xmm4, xmm4, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 98
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 195
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 384]
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 448], 80
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c123:
-    lea r8, [r11 + r11*8]
-    mov eax, r8d
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 79
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], dil
+    mov edi, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 3584]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 3712]
-    add rax, qword ptr [r15 + r8 + 3520]
-    movzx edi, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 3776], edx
-    mov byte ptr [r15 + r8 + 3648], dil
-    mov rdi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov edi, edi
-    lea rbp, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 3456], edi
-    mov edi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 140
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    and edi, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 3840], r9d
+    vpor xmm4, xmm4, xmm4
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov edi, 49
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx edi, bpl
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 64], rbp
+    and edi, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3904], 192
-    movzx r9d, r9b
+    mov dword ptr [r15 + rbp + 192], 13
+    movzx ebp, dil
+    movsxd rdi, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    lea r9, [r11 + r11*1]
-    vpmovmskb ebp, xmm8
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 128], xmm8
-    mov ebp, 233
-    add rbp, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 55
-    mov dword ptr [r15 + 0], 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
+    imul edi, ebp, 14
     lea rbp, [r11 + r11*1]
-    test ebx, 512
+    mov edi, ebp
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 2048
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 141
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movzx edi, r8b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], sil
+    test ebx, 1048576
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 320]
+    mov ebp, 231
+    lea rbp, [r11 + r11*1]
+    vpshufd xmm4, xmm4, 159
+    add rdi, qword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jz 1f
 1:
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 512]
-    mov r8d, 25
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + rbp + 256], r8b
+    jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 448], 202
-    mov dword ptr [r15 + r9 + 320], r8d
-    mov r8d, 174
+    mov dword ptr [r15 + rbp + 192], 128
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
+    lea rbp, [r11*8]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    movsxd rdi, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1600], 138
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 448]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm14
+    vmovq qword ptr [r15 + rbp + 1536], xmm4
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 79
-    add rax, qword ptr [r15 + 0]
-    mov rdi, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rdi
+    movzx edi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, r9d
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm8, xmm8, xmm8
     test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    mov byte ptr [r15 + rbp + 1472], r9b
+    add rdi, qword ptr [r15 + rbp + 1664]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 128], dil
+    mov r9d, 204
+    test ebx, 7305216
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov edi, edi
+    mov r9, qword ptr [r15 + r8 + 384]
+    movzx r8d, byte ptr [r15 + rbp + 1344]
+    movzx edi, byte ptr [r15 + rbp + 1728]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and edi, dword ptr [r15 + r8 + 512]
-    add rdi, qword ptr [r15 + rbp + 768]
-    mov r8, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 320], dil
-    mov dword ptr [r15 + rbp + 576], 148
-    mov qword ptr [r15 + rbp + 704], rdi
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + rbp + 1408]
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    lea r8, [r11*4]
-    mov rdi, rax
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rdi
-    mov dword ptr [r15 + 0], edi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 175
-    mov dword ptr [r15 + 0], r8d
-    mov edi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 576], rax
-    mov eax, eax
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
+    lea r8, [r11*8]
+    and r8, 8128
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov edi, dword ptr [r15 + r8 + 7744]
     and r9, 64
-    vmovdqu xmm8, xmmword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 128], r9d
-    mov qword ptr [r15 + r9 + 320], rax
+    and ebp, dword ptr [r15 + r9 + 512]
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 704], 138
-    movzx r9d, byte ptr [r15 + r8 + 640]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + rbp + 320], 242
+    mov byte ptr [r15 + r8 + 7808], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 7616], rdi
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 7680], dil
+    mov edi, edi
+    mov edi, dword ptr [r15 + r8 + 7552]
+    test ebx, 1024
+    jnz 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmm2
+    movzx edi, dil
+    .byte 0x66, 0x90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 11
-    mov ebp, ebp
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 128
-    mov ebp, 3
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 238
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    test ebx, 2304
-    jnz 1f
-1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 64], 87
-    add rbp, qword ptr [r15 + r9 + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm8
-    movzx edi, bpl
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    lea r8, [r11*8]
+    lea r9, [r11*4]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ebp, edi
+    and r9, 192
+    mov byte ptr [r15 + r9 + 576], r9b
     jmp 1f
 1:
-    mov rbp, rbp
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1024], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, r8d
+    add rdi, qword ptr [r15 + r8 + 1280]
+    mov qword ptr [r15 + r8 + 896], rdi
+    test ebx, 512
+    jz 1f
+1:
+    movzx edi, r9b
+    mov dword ptr [r15 + r9 + 768], 174
+    movsxd rdi, dword ptr [r15 + r8 + 1216]
+    mov eax, dword ptr [r15 + r8 + 1152]
+    test ebx, 6144000
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov eax, edi
+    movzx edi, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 384], r8b
+    mov qword ptr [r15 + r8 + 1088], rdi
+    jmp 1f
+1:
+    test ebx, 8108032
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 960], rax
+    movzx edi, byte ptr [r15 + r8 + 832]
+    mov qword ptr [r15 + r9 + 704], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c128:
-    lea rbp, [r11*4]
+    lea r8, [r11*8]
+    and r8, 1984
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 1728], rdi
+    mov edi, 72
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 640], bpl
-    mov dword ptr [r15 + 0], 187
-    and edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 512
+    jnz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmm1
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
+    add rdi, qword ptr [r15 + r8 + 1408]
+    mov r9d, edi
+    mov r9d, 34
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r9d, 74
-    .byte 0x66, 0x90
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    mov esi, eax
+    mov dword ptr [r15 + r8 + 1600], r9d
+    and r9d, dword ptr [r15 + rbp + 384]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1792], 176
+    add r9, qword ptr [r15 + r8 + 1472]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, esi
-    and eax, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r8 + 256], al
-    test ebx, 4608
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov qword ptr [r15 + r8 + 1664], rbp
+    add r9, qword ptr [r15 + r8 + 1536]
+    vmovq xmm4, r9
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 768], rbp
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + rbp + 704], 113
+    and r9d, dword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + rbp + 512], r9d
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov esi, esi
+    mov ebp, ebp
+    movzx ebp, r8b
+    mov ebp, 70
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 84
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 194
-    mov esi, esi
-    test ebx, 512
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    and r9, 192
-    movsxd rsi, dword ptr [r15 + r9 + 704]
-    mov eax, esi
+    mov rax, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 127
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 576], rsi
-    mov esi, ebp
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 320]
+    and eax, dword ptr [r15 + rbp + 320]
+    add rax, qword ptr [r15 + rbp + 384]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 640]
-    mov rax, qword ptr [r15 + rbp + 384]
-    add rsi, qword ptr [r15 + r8 + 128]
-    test ebx, 1280
-    jz 1f
-1:
-    mov rsi, rdx
-    movzx eax, sil
-    mov qword ptr [r15 + r9 + 768], rax
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 512], 16
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], ebp
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    nop
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    vpshufd xmm4, xmm4, 80
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
+    mov eax, eax
+    mov eax, 227
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 253
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    test ebx, 4718592
+    jz 1f
 1:
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 448]
-    movzx esi, byte ptr [r15 + r8 + 512]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 320], ebp
+    lea r9, [r11 + r11*1]
+    vpshufd xmm4, xmm4, 221
+    mov eax, dword ptr [r15 + rbp + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 256]
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r8 + 64], dil
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], edi
+    jmp 1f
+1:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 576]
+    and eax, dword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 384], 171
+    mov eax, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    lea rbp, [r11 + r11*1]
     jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r9d, r9d
+    test ebx, 4718592
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movzx r9d, cl
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 72
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, 163
+    test ebx, 512
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 64]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    test ebx, 512
+    jnz 1f
 1:
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r8 + 320], al
+    mov eax, eax
+    test ebx, 1024
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov r8d, 76
-    mov byte ptr [r15 + 0], r8b
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 57
-    test ebx, 2048
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, r9
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], bpl
-    add rsi, qword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 256], sil
-    mov rax, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 128], eax
+    mov qword ptr [r15 + r9 + 128], rax
     jmp 1f
 1:
     add r11, 64
@@ -15601,6318 +15496,6216 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    lea r8, [r11 + r11*8]
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 8000], 7
+    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm4
+    mov dword ptr [r15 + rbp + 7936], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 7680], 251
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 16320
-    add rsi, qword ptr [r15 + r8 + 7744]
+    mov dword ptr [r15 + rbp + 7488], ebp
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 256]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7725056
-    jnz 1f
+    mov qword ptr [r15 + r9 + 384], r9
+    test ebx, 1073741824
+    jz 1f
 1:
-    vpcmpeqb xmm8, xmm8, xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov eax, dword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + rbp + 7616], rax
+    movsxd rax, dword ptr [r15 + rbp + 7872]
+    test ebx, 1073741824
+    jz 1f
 1:
-    test ebx, 7979008
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm8, xmm8, 76
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 7808], al
+    mov eax, 200
+    mov dword ptr [r15 + rbp + 7552], 129
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 7808], 21
-    add rsi, qword ptr [r15 + r8 + 7552]
-    lea rbp, [r11 + r11*1]
-    imul rsi, rbp
-    test ebx, 1073741824
-    jz 1f
+    mov rax, qword ptr [r15 + r9 + 320]
+    jmp 1f
 1:
-    vmovq qword ptr [r15 + r9 + 64], xmm8
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 384]
-    mov byte ptr [r15 + r8 + 7936], sil
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 7616], rsi
-    mov qword ptr [r15 + r8 + 8000], rbp
-    mov qword ptr [r15 + r8 + 7680], rbp
-    vmovdqu ymmword ptr [r15 + r8 + 7872], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + rbp + 320]
-    mov rbp, rsi
-    and ebp, dword ptr [r15 + r8 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    mov esi, esi
+    lea r8, [r11*4]
     jmp 1f
 1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    movzx esi, sil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    add rax, qword ptr [r15 + r8 + 576]
+    mov r9, rax
+    and eax, dword ptr [r15 + r8 + 768]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 146
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 122
-    mov esi, 133
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
+    mov eax, eax
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov r9d, esi
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 512], r8
+    movzx eax, r8b
+    mov qword ptr [r15 + rbp + 448], rax
     test ebx, 512
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov esi, 186
-    mov dword ptr [r15 + r9 + 192], esi
-    lea r9, [r11 + r11*1]
+    movzx eax, al
+    xor dword ptr [r15 + r8 + 704], eax
+    mov rax, qword ptr [r15 + r9 + 3712]
+    mov dword ptr [r15 + r9 + 3520], eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 128]
-    movzx r8d, byte ptr [r15 + r9 + 64]
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm4
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 3648]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, sil
+    vpor xmm4, xmm4, xmm4
+    mov byte ptr [r15 + r9 + 3584], bpl
+    mov esi, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3392], rsi
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    mov r8d, ebp
-    lea r8, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    and esi, dword ptr [r15 + r8 + 1472]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 704], rbp
-    add rsi, qword ptr [r15 + r8 + 1728]
-    movsxd r9, dword ptr [r15 + r8 + 1408]
+    lea rbp, [r11 + r11*1]
+    mov esi, ebp
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 448]
+    mov eax, 2
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 640]
-    and esi, dword ptr [r15 + r8 + 1344]
+    movzx eax, al
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1536], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    lea r8, [r11 + r11*1]
+    test ebx, 2080768
     jz 1f
 1:
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 64], 250
+    mov eax, dword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 7
+    test ebx, 8251392
+    jz 1f
+1:
+    mov r9d, 154
+    mov byte ptr [r15 + rbp + 512], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 128], rbp
-    add r9, qword ptr [r15 + r8 + 1664]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov esi, 70
-    mov dword ptr [r15 + rbp + 576], 220
+    mov r9d, r9d
+    mov qword ptr [r15 + r8 + 192], r9
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 768], edi
-    mov dword ptr [r15 + r8 + 1600], 34
-    mov qword ptr [r15 + r8 + 1792], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    mov esi, 185
+    lea r9, [r11 + r11*4]
+    and r9, 448
+    lea r8, [r11*4]
+    mov dword ptr [r15 + r9 + 960], 76
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], 57
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    vpmovmskb esi, xmm8
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm4
+    movzx esi, byte ptr [r15 + r8 + 640]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 1024], 234
+    mov esi, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
     mov rsi, rsi
-    mov esi, 186
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov esi, dword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + r8 + 576], rsi
+    test ebx, 2304
+    jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    and esi, dword ptr [r15 + r8 + 256]
-    movzx r8d, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rsi, r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov rsi, qword ptr [r15 + rbp + 704]
+    mov rsi, rbp
+    add rsi, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + rbp + 64], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 576], sil
-    add rsi, qword ptr [r15 + rbp + 640]
-    mov qword ptr [r15 + r8 + 512], rsi
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r9 + 1088]
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 34
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
     jmp 1f
 1:
-    movzx esi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
+    vmovq qword ptr [r15 + 0], xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*4]
-    and r8, 192
-    mov rsi, qword ptr [r15 + r8 + 640]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 896], bpl
-    mov byte ptr [r15 + r8 + 576], bpl
-    test ebx, 1048576
-    jz 1f
-1:
-    mov esi, r8d
-    movsxd rsi, dword ptr [r15 + r8 + 704]
-    mov r9, qword ptr [r15 + rbp + 1024]
-    test ebx, 1073741824
+    test ebx, 4608
     jnz 1f
 1:
-    jmp 1f
+    mov esi, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 54
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + rbp + 960], esi
-    jmp 1f
+    movzx esi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rsi
+    lea r9, [r11 + r11*1]
+    movzx esi, r9b
+    and r9, 64
     lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov esi, dword ptr [r15 + rbp + 384]
     and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 1088], esi
-    movzx r9d, sil
-    test ebx, 1073741824
+    mov dword ptr [r15 + r8 + 192], r8d
+    mov byte ptr [r15 + r8 + 256], r8b
+    test ebx, 1048576
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 832], sil
+    mov r8d, esi
+    mov r8d, 31
+    movzx r8d, byte ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c137:
-    lea r8, [r11 + r11*1]
-    mov rsi, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 159
-    mov rsi, r8
-    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 146
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 152
-    mov dword ptr [r15 + 0], 5
-    mov esi, 178
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 62
-    movzx ebp, dil
-    lea rbp, [r11 + r11*1]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm8, xmm8, xmm2
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rsi
+    lea r8, [r11*8]
     lea r9, [r11 + r11*1]
-    mov rsi, r9
-    test ebx, 1073741824
+    and r8, 448
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 832]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    test ebx, 1024
     jz 1f
 1:
-    mov rsi, r9
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm8
-    mov dword ptr [r15 + rbp + 128], 132
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + r8 + 384], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 320]
+    mov eax, 254
+    add rax, qword ptr [r15 + r8 + 1024]
+    mov dword ptr [r15 + r8 + 1152], 50
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    mov esi, dword ptr [r15 + rbp + 384]
+    and eax, dword ptr [r15 + r8 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    vmovdqu xmmword ptr [r15 + r8 + 960], xmm4
+    mov eax, dword ptr [r15 + r8 + 1088]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c138:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ebp
-    mov r9d, 9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 138
-    mov dword ptr [r15 + 0], 158
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm8
-    movzx esi, byte ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 384], sil
-    mov rsi, rsi
-    mov byte ptr [r15 + r9 + 256], sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c139:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 170
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 91
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov qword ptr [r15 + 0], rsi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], esi
-    mov esi, 177
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, al
     add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 241
-    mov dword ptr [r15 + r9 + 512], esi
-    mov byte ptr [r15 + r8 + 256], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c140:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
     add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    test ebx, 3923968
-    jz 1f
-1:
-    mov r8, rbp
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 192], bpl
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], eax
-    mov eax, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 256], 140
-    mov rax, qword ptr [r15 + r9 + 512]
-    mov r8, qword ptr [r15 + rbp + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c141:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 128], xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov edi, ebp
-    mov rbp, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 246
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 192
-    and esi, dword ptr [r15 + r9 + 576]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov dword ptr [r15 + r9 + 640], ebp
-    mov qword ptr [r15 + r9 + 768], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + rbp + 320]
-    mov ebp, esi
-    add rbp, qword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c142:
-    mov ebp, 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r8d
-    and r9, 192
-    and esi, dword ptr [r15 + r9 + 704]
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 512], xmm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, r8b
-    movzx esi, sil
-    mov esi, dword ptr [r15 + r9 + 576]
-    mov qword ptr [r15 + r9 + 768], rbp
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 242
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 512], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 640], bpl
-    mov r9d, 76
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c143:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 17
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1024
-    jz 1f
-1:
-    mov r9, rbp
-    movzx ebp, r9b
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 78
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 1
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    and r9d, dword ptr [r15 + 0]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rbp
-    and esi, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rbp
-    movzx esi, byte ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + rbp + 128], sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c144:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    and r9, 1984
-    mov rsi, qword ptr [r15 + r9 + 1536]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + r9 + 1408], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r9 + 1344]
-    movsxd rsi, dword ptr [r15 + r9 + 1792]
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm8
-    movzx r8d, bpl
-    mov dword ptr [r15 + r9 + 1600], 219
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 1728]
-    mov esi, r8d
-    mov byte ptr [r15 + r9 + 1664], sil
-    mov dword ptr [r15 + r9 + 1472], 26
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 320], r8b
-    movzx r8d, sil
-    vpcmpeqb xmm8, xmm8, xmm0
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c145:
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 119
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
-    jmp 1f
-1:
-    test ebx, 7258112
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r8d, 42
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    mov r9d, ebp
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 192
-    movzx r9d, byte ptr [r15 + rbp + 576]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 640], r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 768], r9
-    movzx esi, byte ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 192], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c146:
-    imul r9d, r8d, 74
-    movzx r8d, r9b
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1048576
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 6
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    lea r9, [r11 + r11*1]
-    test ebx, 2560
-    jz 1f
-1:
-    movzx r8d, r9b
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 64]
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 320], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 64], xmm8
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm8
-    mov ebp, eax
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + r9 + 128], 9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c147:
-    lea rbp, [r11*8]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 1152]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    vpmovmskb r8d, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 2560
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 256]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 192], 111
-    mov dword ptr [r15 + rbp + 1024], 106
-    mov qword ptr [r15 + rbp + 1088], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 832], r8d
-    movsxd r8, dword ptr [r15 + rbp + 1216]
-    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 960]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 896], esi
-    mov rsi, qword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c148:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 128]
-    mov rbp, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 64], edi
-    mov qword ptr [r15 + r8 + 64], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, esi
-    movzx ebp, bpl
-    mov rsi, rbp
-    mov esi, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 127
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, r9d
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 64]
-    mov esi, 24
-    test ebx, 768
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 140
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c149:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    mov r8, rbp
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, 227
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 72
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
+    mov qword ptr [r15 + rbp + 384], rsi
     and r8, 64
     mov rsi, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 512]
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov r8, qword ptr [r15 + rbp + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c150:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 1984
-    movsxd r8, dword ptr [r15 + rbp + 1536]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    mov esi, 204
+    movzx esi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    add r9, qword ptr [r15 + r8 + 3392]
-    jmp 1f
-1:
-    mov esi, 249
+    movzx esi, sil
+    movzx esi, r9b
+    mov esi, 52
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 1408], rsi
-    mov dword ptr [r15 + r8 + 3520], 17
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r8
+    mov dword ptr [r15 + r9 + 256], 44
+    mov dword ptr [r15 + r9 + 192], 160
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 1664]
-    mov eax, 165
-    movzx eax, al
-    and eax, dword ptr [r15 + r8 + 3456]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 256], rax
-    movsxd rsi, dword ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + rbp + 1600], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1344], sil
-    mov dword ptr [r15 + r8 + 3584], eax
-    mov dword ptr [r15 + rbp + 1728], 84
+    and r9d, dword ptr [r15 + rbp + 320]
+    mov ebp, 152
+    mov dword ptr [r15 + r8 + 384], 3
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c151:
-    movzx esi, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1048576
-    jnz 1f
-1:
+.Lc1_b9_c139:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov esi, eax
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, sil
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 20480
-    jz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 256]
-    vmovdqu xmmword ptr [r15 + r8 + 320], xmm8
-    mov r8d, 77
-    mov dword ptr [r15 + r9 + 128], ecx
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c152:
-    lea r8, [r11*8]
-    and r8, 16320
-    and ebp, dword ptr [r15 + r8 + 7744]
-    mov qword ptr [r15 + r8 + 7616], rbp
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    movsxd rbp, dword ptr [r15 + r8 + 7552]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1408]
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 1344], ymm8
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + r8 + 7488]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 7680], rbp
-    movzx r9d, byte ptr [r15 + r8 + 7808]
-    mov dword ptr [r15 + rbp + 192], 55
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c153:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 256]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    mov eax, esi
-    jmp 1f
-1:
-    mov eax, r8d
-    test ebx, 262144
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov eax, 101
-    mov qword ptr [r15 + r9 + 192], rax
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    movzx eax, byte ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 64]
-    test ebx, 1572864
-    jz 1f
-1:
-    mov rbp, rbp
-    mov ebp, ebp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c154:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r8d, 3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 162
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 384]
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 448], eax
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 768]
-    and eax, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 704], 205
-    and eax, dword ptr [r15 + r9 + 640]
-    mov r9d, dword ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c155:
-    lea r9, [r11*4]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], 218
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 226
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r9b
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    imul rax, qword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 768], eax
-    mov dword ptr [r15 + r8 + 192], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    movzx esi, byte ptr [r15 + r9 + 576]
-    mov qword ptr [r15 + r8 + 384], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 704], r8
-    movzx r8d, sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c156:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1536
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov ebp, ecx
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 80
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 215
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], r8
+    movsxd r8, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 64]
+    and r9, 192
+    add r8, qword ptr [r15 + r9 + 576]
+    add qword ptr [r15 + r9 + 640], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 768], r9b
+    and ebp, dword ptr [r15 + r9 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c140:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 220
+    vpmovmskb ebp, xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 160
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 512]
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    lea r9, [r11 + r11*1]
+    vpaddd xmm4, xmm4, xmm4
+    test ebx, 1024
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov ebp, dword ptr [r15 + r9 + 320]
+    mov r9, qword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c141:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1830400
+    jnz 1f
+1:
+    mov r9, rbp
+    mov r9d, dword ptr [r15 + 0]
+    vpaddd xmm4, xmm4, xmm4
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 53
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    movzx esi, bpl
+    mov dword ptr [r15 + 0], esi
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 512]
+    mov r8d, 21
+    mov r8, r8
+    test ebx, 512
+    jz 1f
 1:
     mov r8d, 138
+    mov byte ptr [r15 + rbp + 128], r8b
+    mov byte ptr [r15 + r9 + 448], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 233
+    mov byte ptr [r15 + r8 + 512], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c142:
+    lea r8, [r11 + r11*8]
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7808]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm8, xmm8, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    test ebx, 768
+    test ebx, 512
     jz 1f
 1:
+    jmp 1f
+1:
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 320]
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 192], r8b
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 448]
-    movzx eax, sil
+    mov dword ptr [r15 + rbp + 128], ebp
     test ebx, 512
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + r8 + 7936]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
+    mov byte ptr [r15 + r8 + 7872], r9b
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
+    mov r9, rbp
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + r8 + 7552]
+    movsxd rsi, dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 20
-    mov dword ptr [r15 + r9 + 320], 27
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 7616], eax
+    mov dword ptr [r15 + r8 + 7488], 155
+    mov r9d, dword ptr [r15 + r8 + 7680]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 512], 37
-    add r8, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
+    mov r9d, dword ptr [r15 + r8 + 8000]
+    mov byte ptr [r15 + r8 + 7744], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c157:
-    lea r8, [r11 + r11*1]
-    vpaddd xmm8, xmm8, xmm8
-    lea r9, [r11 + r11*4]
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 64]
-    mov rsi, rbp
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm8, xmm8, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 3392], 8
-    mov ebp, dword ptr [r15 + r9 + 3584]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 128]
-    lea r8, [r11 + r11*1]
-    mov esi, eax
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 320]
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 3648]
-    movsxd rsi, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r9 + 3520], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c158:
-    lea rbp, [r11 + r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3712], rbp
-    and r8, 64
+.Lc1_b9_c143:
     lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 3392], 225
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    test ebx, 2621440
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, eax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov esi, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + rbp + 3520]
+    movzx esi, byte ptr [r15 + r9 + 192]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    test ebx, 8251392
+    jz 1f
+1:
+    mov esi, r9d
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + rbp + 7680], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + rbp + 3584]
+    movzx esi, byte ptr [r15 + rbp + 7616]
     mov rax, rsi
-    movzx esi, byte ptr [r15 + rbp + 3840]
+    mov qword ptr [r15 + r8 + 320], rax
+    mov qword ptr [r15 + rbp + 7808], rax
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 3904]
-    movzx eax, byte ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + rbp + 3776], r9
-    movzx r8d, byte ptr [r15 + rbp + 3648]
-    test ebx, 8216576
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], r8d
+    mov eax, 127
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 3456], r8b
+    add rsi, qword ptr [r15 + rbp + 7488]
+    mov r8, qword ptr [r15 + rbp + 7744]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + rbp + 7872]
+    vmovq qword ptr [r15 + r9 + 256], xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c159:
-    add r8, qword ptr [r15 + 0]
-    mov esi, r8d
-    mov r8, rsi
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
+.Lc1_b9_c144:
     mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r8d, r8d
-    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 192]
-    mov ebp, 9
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    movzx eax, byte ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c160:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 247
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
     jz 1f
 1:
+    lea r8, [r11 + r11*2]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm4
+    and rbp, 8128
+    and esi, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 16320
-    vmovdqu xmmword ptr [r15 + rbp + 7872], xmm8
-    mov qword ptr [r15 + rbp + 7680], rbp
-    mov qword ptr [r15 + rbp + 7488], rbp
+    mov esi, eax
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7808], r9b
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 7744], r9b
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 640]
+    mov eax, 216
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 7808]
+    mov dword ptr [r15 + rbp + 7616], 142
+    mov dword ptr [r15 + r9 + 320], 58
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r9, qword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm8
-    movzx eax, r9b
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r8d
-    mov r8d, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 7744], r8d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c161:
-    add r8, qword ptr [r15 + 0]
-    vmovdqu xmmword ptr [r15 + 0], xmm8
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 512
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    add rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 448]
-    movzx eax, sil
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 384], sil
-    mov r8d, ebp
-    mov dword ptr [r15 + rbp + 512], r8d
-    lea r8, [r11 + r11*1]
-    test ebx, 3072
-    jz 1f
-1:
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c162:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r9
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1728], r9d
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 1536], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], sil
-    mov byte ptr [r15 + r9 + 1408], r8b
-    test ebx, 1024
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1344], 83
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r9 + 1664]
-    add rax, qword ptr [r15 + rbp + 512]
-    vmovq xmm8, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 1472], al
-    and eax, dword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + r9 + 1600], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c163:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 320]
-    and r8, 16320
-    movzx r9d, byte ptr [r15 + r8 + 7936]
-    lea r9, [r11 + r11*1]
-    mov esi, 223
-    mov esi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], edi
-    mov dword ptr [r15 + r8 + 7744], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
-    xor dword ptr [r15 + r8 + 7808], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 7488], rax
-    mov rax, qword ptr [r15 + rbp + 384]
-    and eax, dword ptr [r15 + r9 + 192]
-    test ebx, 2088960
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 7680]
-    jmp 1f
-1:
-    mov r9d, eax
-    movsxd r9, dword ptr [r15 + r8 + 7552]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + r8 + 7872]
-    mov dword ptr [r15 + r8 + 7616], r9d
+    mov byte ptr [r15 + r8 + 576], sil
     test ebx, 512
     jnz 1f
 1:
-    movzx r9d, r9b
-    mov r9, r9
-    mov r9d, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c164:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], 126
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8331264
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov eax, eax
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    and eax, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 512], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + rbp + 128], 101
-    vpmovmskb ebp, xmm8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c165:
-    lea rbp, [r11 + r11*8]
-    and rbp, 4032
-    mov r8d, dword ptr [r15 + rbp + 3520]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 655360
-    jnz 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 25
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    movzx eax, byte ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 3904]
-    mov dword ptr [r15 + rbp + 3712], eax
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 156
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 128], r9b
-    mov dword ptr [r15 + rbp + 3840], 77
-    mov r8, qword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    test ebx, 1048576
-    jz 1f
-1:
-    add r9, qword ptr [r15 + rbp + 3584]
-    mov dword ptr [r15 + rbp + 3776], r9d
-    mov r9, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + rbp + 3456]
-    xor dword ptr [r15 + rbp + 3648], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c166:
-    lea r9, [r11*4]
-    and r9, 192
-    mov r8d, dword ptr [r15 + r9 + 704]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 79
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    mov qword ptr [r15 + r8 + 384], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + rbp + 192], 182
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    mov r8d, 189
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 576]
-    mov rbp, qword ptr [r15 + r9 + 640]
-    movzx r9d, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c167:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    lea r8, [r11*8]
-    add r9, qword ptr [r15 + rbp + 192]
-    mov rax, qword ptr [r15 + rbp + 256]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1600], 107
-    test ebx, 1024
-    jz 1f
-1:
-    mov ebp, r8d
-    mov byte ptr [r15 + r8 + 1664], bpl
-    movsxd rbp, dword ptr [r15 + r8 + 1472]
-    test ebx, 512
-    jnz 1f
-1:
-    mov ebp, ebp
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + r8 + 1344]
-    inc dword ptr [r15 + rbp + 384]
-    mov ebp, 133
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 1536]
-    mov dword ptr [r15 + r8 + 1408], ebp
-    mov rbp, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c168:
-    mov eax, 130
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm8
-    mov r9d, 178
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*4]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 640], r9
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 89
-    jmp 1f
-1:
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 128], r9
-    mov r8d, dword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 704]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 768], eax
-    mov rax, rax
-    and eax, dword ptr [r15 + rbp + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c169:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 2
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 48
-    mov rax, r8
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    add rax, qword ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    lea rbp, [r11 + r11*1]
-    mov r9d, 174
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], sil
-    mov qword ptr [r15 + r8 + 192], rbp
-    add r8, qword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c170:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 255
-    mov r8d, 86
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    lea rbp, [r11 + r11*2]
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    movzx r9d, byte ptr [r15 + rbp + 3392]
-    lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 576]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
-    test ebx, 1572864
-    jz 1f
-1:
-    mov esi, 109
-    mov byte ptr [r15 + r8 + 704], bpl
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 3520], esi
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c171:
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, rbp
-    mov dword ptr [r15 + 0], 54
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 157
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + r8 + 448]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 189
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rax
-    mov eax, dword ptr [r15 + r8 + 512]
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 256], r9
-    nop
-    mov r9d, 133
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c172:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 143
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    test ebx, 8331264
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1152], bpl
-    add rbp, qword ptr [r15 + r9 + 896]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + r9 + 1024], xmm8
-    vmovdqu ymmword ptr [r15 + r9 + 832], ymm8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 960]
-    mov rsi, rax
-    mov rax, qword ptr [r15 + r9 + 1088]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 110
-    add rax, qword ptr [r15 + r9 + 1216]
-    test ebx, 512
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov ebp, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c173:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 157
-    vpmovmskb ebp, xmm13
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    and ebp, dword ptr [r15 + 0]
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    movzx ebp, sil
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 225
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], r8d
-    mov esi, dword ptr [r15 + rbp + 448]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + r8 + 576]
-    mov eax, esi
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r8 + 704], 237
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov dword ptr [r15 + r8 + 640], 99
-    mov qword ptr [r15 + rbp + 512], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c174:
-    lea rbp, [r11 + r11*1]
-    mov esi, 46
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 384], r8b
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 203
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 26
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 4153344
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    movzx esi, al
-    mov rax, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    jmp 1f
-1:
-    mov eax, 172
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7200768
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 130
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rbp
-    mov rax, r9
-    mov eax, 137
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 320], eax
-    mov eax, eax
-    mov dword ptr [r15 + rbp + 320], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c175:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 65536
-    jz 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*4]
-    mov eax, 147
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm0
-    and rbp, 1984
-    add rax, qword ptr [r15 + rbp + 1472]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1664], 52
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 147
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1728], r8b
-    movsxd rax, dword ptr [r15 + r9 + 768]
-    mov byte ptr [r15 + rbp + 1536], al
-    movsxd rax, dword ptr [r15 + rbp + 1408]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 704], rax
-    mov dword ptr [r15 + r9 + 640], 64
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 1600], al
-    mov dword ptr [r15 + r8 + 192], eax
-    and eax, dword ptr [r15 + rbp + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c176:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    mov rax, qword ptr [r15 + r8 + 1664]
-    test ebx, 2304
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    lea r9, [r11 + r11*1]
-    mov eax, esi
-    movzx esi, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov byte ptr [r15 + r8 + 1792], r9b
-    mov dword ptr [r15 + rbp + 384], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 1344]
-    mov rsi, rbp
-    mov qword ptr [r15 + r9 + 512], rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 1600]
-    add rbp, qword ptr [r15 + r8 + 1728]
-    jmp 1f
-1:
-    test ebx, 8208384
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 1472]
-    add rbp, qword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r8 + 1536], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c177:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7725056
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    vpmovmskb r9d, xmm7
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    movzx esi, sil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 176
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 64], 7
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 192], 225
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c178:
     mov r8d, r9d
-    mov esi, 8
-    vpaddd xmm7, xmm7, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    vmovq xmm7, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 20
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 64], 251
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    lea r9, [r11 + r11*1]
-    mov ebp, 123
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + r9 + 448], bpl
-    mov dword ptr [r15 + r8 + 128], esi
+    mov r8, qword ptr [r15 + rbp + 7680]
+    mov r9, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c179:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 64]
-    mov rsi, rax
+.Lc1_b9_c145:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, rbp
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov eax, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    lea r9, [r11*4]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], r9d
-    add rax, qword ptr [r15 + r8 + 512]
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 576], rax
-    and eax, dword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r9 + 704], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    nop
-    mov qword ptr [r15 + r9 + 640], rax
-    mov r8d, 56
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c180:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3520], r8b
-    test ebx, 1280
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 3776], r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r8 + 3456]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    jmp 1f
-1:
-    movzx ebp, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r9d
-    mov rsi, rsi
-    mov byte ptr [r15 + r8 + 3584], sil
-    mov rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], esi
-    add rsi, qword ptr [r15 + r8 + 3840]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 128]
-    movzx eax, sil
-    mov esi, eax
-    mov eax, dword ptr [r15 + rbp + 64]
-    test ebx, 7725056
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 192]
-    and eax, dword ptr [r15 + r8 + 3648]
-    mov r9d, dword ptr [r15 + r8 + 3712]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c181:
-    lea r9, [r11*4]
-    movzx eax, r9b
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    movzx esi, byte ptr [r15 + r9 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 146
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, eax
-    mov dword ptr [r15 + 0], eax
-    test ebx, 2048
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + r9 + 704]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 640], r8d
-    mov qword ptr [r15 + rbp + 64], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + r8 + 384], xmm7
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8d, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c182:
-    add r8, qword ptr [r15 + 0]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    movzx ebp, bpl
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 94
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov esi, dword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 448]
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + rbp + 128], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c183:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov ebp, 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 175
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 256]
-    lea r9, [r11 + r11*1]
-    mov esi, 221
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm7
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    mov r9d, dword ptr [r15 + rbp + 384]
-    mov rbp, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c184:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm7
-    lea r8, [r11*4]
-    mov r9, r9
-    and r8, 192
-    add r9, qword ptr [r15 + r8 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 250
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 84
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 184
-    mov r9, r9
-    mov r9d, 45
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 704], r9d
-    mov r9, r9
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 768], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1572864
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 576], bpl
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    and r9d, dword ptr [r15 + rbp + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c185:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov rbp, rbp
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, esi
-    lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 320], 209
-    test ebx, 5120
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 12
-    mov eax, 249
-    movsxd rsi, dword ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c186:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r8d, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    test ebx, 2304
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r8, rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 320]
-    lea rbp, [r11 + r11*1]
-    vpshufd xmm7, xmm7, 131
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], cl
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r9 + 256], rbp
-    mov qword ptr [r15 + rbp + 512], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c187:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 71
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm7
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + rbp + 384], rax
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, bpl
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], eax
-    test ebx, 2560
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c188:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 3072
-    jz 1f
-1:
-    mov rbp, rbp
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2048
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 94
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 2304
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 5
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 168
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    mov r9d, dword ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 448], rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm7, xmm7, xmm3
-    mov qword ptr [r15 + rbp + 192], rbp
-    mov ecx, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c189:
-    and ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    vpmovmskb ecx, xmm7
-    movzx ecx, r9b
-    test ebx, 6156288
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 73
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov ebp, ecx
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 160
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 64], cl
-    and ecx, dword ptr [r15 + r8 + 384]
-    vpshufd xmm7, xmm7, 187
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c190:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r8 + 704]
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm1
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov qword ptr [r15 + r8 + 640], rcx
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm7
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c191:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 255
-    mov rcx, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8282112
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, cl
-    mov ecx, 81
-    mov ecx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 219
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 58
-    mov dword ptr [r15 + rbp + 128], 91
-    movzx ebp, byte ptr [r15 + r8 + 448]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm7
-    mov rbp, qword ptr [r15 + r8 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c192:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov rbp, r8
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm7, xmm7, 74
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r8b
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], bpl
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 448], r9b
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    vmovdqu xmmword ptr [r15 + rbp + 256], xmm7
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c193:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    add rcx, qword ptr [r15 + r9 + 1088]
-    mov dword ptr [r15 + r9 + 960], 155
-    mov esi, 40
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 96
-    movzx esi, sil
-    mov byte ptr [r15 + r9 + 1152], sil
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 1024]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1216], 192
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 832]
-    add qword ptr [r15 + r9 + 896], rax
-    mov dword ptr [r15 + rbp + 512], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c194:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    test ebx, 512
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm7
-    mov qword ptr [r15 + 0], rax
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 61
-    imul rsi, rsi
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, sil
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 2621440
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 192], xmm7
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], esi
-    add rsi, qword ptr [r15 + rbp + 256]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rsi
-    add rsi, qword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 69
-    mov r8d, r9d
-    mov dword ptr [r15 + r9 + 320], 175
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c195:
-    lea r8, [r11 + r11*1]
-    mov rsi, r8
-    mov esi, 105
-    mov esi, esi
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rbp
-    jmp 1f
-1:
-    and rbp, 1984
-    add rsi, qword ptr [r15 + rbp + 1600]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rsi, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 384], sil
-    vpaddd xmm7, xmm7, xmm7
-    mov dword ptr [r15 + rbp + 1408], 55
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 1664]
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm7
-    mov byte ptr [r15 + rbp + 1536], r9b
-    mov dword ptr [r15 + rbp + 1728], 126
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1792], 194
-    mov dword ptr [r15 + rbp + 1472], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1344], 168
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c196:
-    mov dword ptr [r15 + 0], 92
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 32768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 27
-    mov rbp, qword ptr [r15 + 0]
-    mov r9, rbp
-    test ebx, 512
-    jnz 1f
-1:
-    mov ebp, 5
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 211
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 4055040
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    and esi, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], 235
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 147
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    mov r8, qword ptr [r15 + rbp + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c197:
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 384]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + rbp + 768], r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + rbp + 704]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm7
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 168
-    jmp 1f
-1:
-    mov ebp, 202
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    imul rbp, qword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c198:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 448], xmm7
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov ecx, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    xor dword ptr [r15 + 0], r9d
-    xor dword ptr [r15 + rbp + 512], r9d
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    and ecx, dword ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov dword ptr [r15 + r9 + 128], 150
-    mov r9d, ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c199:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 188
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    lea rbp, [r11*4]
-    mov ecx, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov eax, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + rbp + 1024], 199
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    vpaddd xmm7, xmm7, xmm7
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 150
-    mov byte ptr [r15 + rbp + 832], r8b
-    test ebx, 1536
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r9 + 256]
-    add rax, qword ptr [r15 + r8 + 512]
-    add rax, qword ptr [r15 + rbp + 960]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c200:
-    movzx eax, al
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 140
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 133
-    mov dword ptr [r15 + 0], 142
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    vpaddd xmm7, xmm7, xmm7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm7, xmm7, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 128], al
-    movzx eax, byte ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r8 + 320], 63
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c201:
-    jmp 1f
-1:
-    mov eax, 187
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1600], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 1344], r9d
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ecx
-    add rsi, qword ptr [r15 + r9 + 1408]
-    movsxd rax, dword ptr [r15 + r9 + 1728]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, sil
-    add rcx, qword ptr [r15 + rbp + 320]
-    imul rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 1472]
-    mov dword ptr [r15 + r9 + 1664], ecx
-    mov qword ptr [r15 + r9 + 1536], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c202:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 53
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 196
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    lea r9, [r11 + r11*1]
-    mov rsi, r9
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 64], 118
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r8d, r8d
-    imul r8, r8
-    mov qword ptr [r15 + rbp + 448], r8
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    movzx esi, r8b
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    mov r9d, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c203:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*4]
-    and r9, 4032
-    mov rbp, qword ptr [r15 + r9 + 3520]
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r8 + 256], 71
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    test ebx, 65536
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    mov dword ptr [r15 + r9 + 3648], 213
-    test ebx, 2304
-    jz 1f
-1:
-    and rbp, 16320
-    mov byte ptr [r15 + rbp + 7680], bpl
-    and r8d, dword ptr [r15 + rbp + 7616]
-    movzx esi, al
-    movsxd rsi, dword ptr [r15 + r9 + 3456]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 3392], esi
-    mov rsi, rsi
-    mov dword ptr [r15 + rbp + 7552], 137
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 3584], sil
-    movzx esi, byte ptr [r15 + rbp + 7744]
-    mov dword ptr [r15 + rbp + 7488], 67
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c204:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 244
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 2048
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 37
-    jmp 1f
-1:
-    mov r8d, 99
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 19
-    mov r8d, ebp
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, 4
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 27
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 51
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    vpmovmskb ebp, xmm7
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c205:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 832], 245
-    mov qword ptr [r15 + rbp + 1088], rbp
-    mov r8d, 90
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + rbp + 896], 128
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 960], rbp
-    mov dword ptr [r15 + rbp + 1152], 157
-    mov esi, dword ptr [r15 + rbp + 1024]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    test ebx, 1048576
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 512]
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm7
-    test ebx, 2304
-    jz 1f
-1:
-    mov r9d, 83
-    mov dword ptr [r15 + rbp + 1216], 79
-    mov r9, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c206:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 42
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 51
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov rsi, rax
-    mov eax, esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    test ebx, 2560
-    jz 1f
-1:
-    mov r9d, esi
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 197
-    and r8d, dword ptr [r15 + r9 + 256]
-    and r8d, dword ptr [r15 + rbp + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c207:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 93
-    mov dword ptr [r15 + 0], 42
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov edi, 235
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm7, xmm7, xmm7
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov rdi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    vmovq qword ptr [r15 + rbp + 64], xmm7
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 384], r9b
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 448], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c208:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1536]
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    movzx r8d, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 21
-    test ebx, 4153344
-    jz 1f
-1:
-    mov ecx, 188
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 126
-    vpmovmskb r9d, xmm5
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    mov r8, rcx
-    mov dword ptr [r15 + rbp + 1408], 186
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 99
-    vmovdqu ymmword ptr [r15 + rbp + 1728], ymm7
-    jmp 1f
-1:
-    mov ecx, 211
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + rbp + 1664]
-    mov byte ptr [r15 + rbp + 1344], cl
-    mov rsi, rcx
-    add rcx, qword ptr [r15 + rbp + 1600]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r9d
-    add rcx, qword ptr [r15 + rbp + 1472]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c209:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
-    mov rcx, rcx
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov rcx, rdi
-    movzx ecx, cl
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r8 + 128]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 64], 188
-    test ebx, 512
-    jz 1f
-1:
-    movzx ecx, cl
-    and r8d, dword ptr [r15 + rbp + 384]
-    mov ecx, dword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c210:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    lea rbp, [r11*4]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm7
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 229
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 125
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 249
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    movzx ecx, byte ptr [r15 + rbp + 768]
-    mov esi, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 384], 188
-    mov r9d, dword ptr [r15 + rbp + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c211:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 200
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 218
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 74
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r9d, r8d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], r8d
-    mov r9d, ebp
-    mov qword ptr [r15 + rbp + 256], r9
-    lea r9, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov ebp, 234
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov ebp, dword ptr [r15 + r9 + 448]
-    movzx r9d, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c212:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm7
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r8d, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + r9 + 320], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 448]
-    mov ebp, 54
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
     movzx r9d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, r9d
-    and r8d, dword ptr [r15 + rbp + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c213:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
     mov r9, rbp
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 79
-    add qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6285312
+    jnz 1f
 1:
     mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 55
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 237
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rsi, qword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 128], esi
-    movzx esi, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul esi, esi, 42
-    mov esi, dword ptr [r15 + r9 + 384]
-    mov r9d, esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c214:
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 192
-    and esi, dword ptr [r15 + r9 + 768]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rcx
-    movzx esi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    movzx esi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov dword ptr [r15 + r9 + 576], 255
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 227
     lea r8, [r11 + r11*1]
-    test ebx, 262144
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 448]
-    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 640]
-    mov rcx, qword ptr [r15 + r8 + 512]
-    vpxor xmm7, xmm7, xmm4
+    mov dword ptr [r15 + r8 + 320], 240
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 512], r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 704], 33
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r9 + 64], bpl
+    vmovq qword ptr [r15 + r8 + 384], xmm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c215:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+.Lc1_b9_c146:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov r8, r9
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm4, xmm4, xmm15
+    movzx r9d, r9b
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r8d, r9d
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 256]
     mov esi, r8d
-    test ebx, 768
-    jnz 1f
-1:
-    mov esi, esi
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 320]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 192
+    add rsi, qword ptr [r15 + r8 + 576]
+    or qword ptr [r15 + r8 + 640], 3
+    movzx ebp, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rbp
+    mov ebp, ebp
+    mov dword ptr [r15 + r9 + 192], 149
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + r8 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c147:
+    lea rbp, [r11 + r11*4]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], esi
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1344]
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 128]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 192]
-    mov rcx, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 256]
-    mov r8d, 35
-    mov byte ptr [r15 + rbp + 256], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c216:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], cl
-    movzx ecx, r9b
-    and ecx, dword ptr [r15 + r9 + 256]
-    vpaddd xmm7, xmm7, xmm7
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 448], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 18
-    mov byte ptr [r15 + 0], cl
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    lea r9, [r11*4]
-    movzx esi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov rcx, qword ptr [r15 + r9 + 704]
-    lea rbp, [r11 + r11*1]
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
-    vmovdqu xmmword ptr [r15 + rbp + 384], xmm7
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 640], bpl
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 576], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c217:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r9d, 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm7
-    mov ebp, 43
-    mov dword ptr [r15 + 0], ebp
     test ebx, 512
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov r9, rbp
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 128]
-    test ebx, 5120
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    mov r8d, 66
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r8 + 256]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov r8d, dword ptr [r15 + rbp + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 28
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
-    mov r8d, dword ptr [r15 + r9 + 64]
-    mov r9d, 163
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 21
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1472], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r15 + rbp + 1408], r8d
+    lea r8, [r11 + r11*1]
+    mov esi, 176
+    mov dword ptr [r15 + rbp + 1536], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 256]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + rbp + 1600], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c218:
-    lea rbp, [r11*8]
-    mov r8, rbp
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1088], rbp
+.Lc1_b9_c148:
+    lea r8, [r11*8]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
+    mov byte ptr [r15 + r8 + 7744], r8b
+    vpxor xmm4, xmm4, xmm15
+    test ebx, 768
     jnz 1f
 1:
-    movzx r8d, bpl
+    add rsi, qword ptr [r15 + r8 + 7808]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 7552], r9d
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 7680], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + r8 + 7872]
+    test ebx, 512
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 320]
+    add qword ptr [r15 + r8 + 7616], rsi
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 7936], esi
+    mov esi, dword ptr [r15 + rbp + 256]
+    vpaddd xmm4, xmm4, xmm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c149:
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1408], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1152], ecx
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    add rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 1600], rsi
+    movsxd rsi, dword ptr [r15 + rbp + 1536]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 110
+    mov esi, esi
+    mov qword ptr [r15 + rbp + 1728], rsi
+    test ebx, 9216
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 1792], r9b
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    and esi, dword ptr [r15 + rbp + 1472]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, r8b
+    movsxd rsi, dword ptr [r15 + rbp + 1856]
+    mov dword ptr [r15 + rbp + 1664], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 448]
+    mov r9d, 107
+    mov dword ptr [r15 + r8 + 128], 130
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + rbp + 1344], r9b
+    mov r9, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c150:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 102
+    mov esi, 40
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1024], 172
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    lea rbp, [r11*4]
+    mov edx, 63
+    test ebx, 2048
+    jnz 1f
+1:
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 704], rbp
+    mov dword ptr [r15 + rbp + 768], 44
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 384]
+    and r8d, dword ptr [r15 + rbp + 640]
+    mov qword ptr [r15 + rbp + 576], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c151:
+    lea r8, [r11*8]
+    and r8, 4032
+    movzx ebp, byte ptr [r15 + r8 + 3712]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 3520]
+    and ebp, dword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 109
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
+    mov qword ptr [r15 + r8 + 3584], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, r9d
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    test ebx, 8304640
+    jnz 1f
+1:
+    mov rbp, rsi
+    mov qword ptr [r15 + r8 + 3648], rbp
+    mov dword ptr [r15 + r9 + 128], 237
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c152:
+    lea rbp, [r11*8]
+    mov esi, 209
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3648]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    mov esi, 43
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    mov rsi, rsi
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 3392], rsi
+    movzx esi, sil
+    mov esi, 27
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 3456]
+    mov r9d, ebp
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + rbp + 3712]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    vpor xmm4, xmm4, xmm4
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + rbp + 3584]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + rbp + 3520], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 167
+    mov dword ptr [r15 + r9 + 384], esi
+    mov dword ptr [r15 + r8 + 128], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c153:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 22
     jmp 1f
 1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    vmovq qword ptr [r15 + 0], xmm4
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 78
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r9d, 176
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 98
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 448], 17
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rsi
+    test ebx, 1048576
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov r9d, dword ptr [r15 + rbp + 384]
+    mov ebp, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c154:
+    lea rbp, [r11*4]
+    and rbp, 192
+    lea r9, [r11*4]
+    add rsi, qword ptr [r15 + rbp + 640]
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1536]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 1344], rax
+    mov dword ptr [r15 + r9 + 1408], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    movzx r8d, al
+    mov rax, qword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 249
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], al
+    mov dword ptr [r15 + r8 + 128], 109
+    mov dword ptr [r15 + r9 + 1472], 222
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c155:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r8d, 68
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rax, r8
+    mov byte ptr [r15 + 0], r8b
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 64]
+    test ebx, 512
+    jz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 320]
+    add rsi, qword ptr [r15 + r9 + 384]
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 207
+    mov rsi, rsi
+    mov rsi, qword ptr [r15 + rbp + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c156:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 70
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rsi
+    .byte 0x0f, 0x1f, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r9d, sil
+    mov esi, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 242
+    mov dword ptr [r15 + 0], r9d
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov dword ptr [r15 + 0], r9d
+    movzx esi, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 448]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    add rsi, qword ptr [r15 + rbp + 512]
+    test ebx, 7600128
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c157:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*4]
+    test ebx, 4608
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    and rbp, 1984
+    movzx esi, byte ptr [r15 + rbp + 1344]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], r8d
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    mov rsi, qword ptr [r15 + rbp + 1472]
+    mov rax, qword ptr [r15 + rbp + 1408]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, al
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 832], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 384]
+    movzx r9d, sil
+    mov byte ptr [r15 + r8 + 1024], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 1600], r9
+    add r9, qword ptr [r15 + r8 + 960]
+    and r9d, dword ptr [r15 + rbp + 1536]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c158:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    add rsi, qword ptr [r15 + r9 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 53
+    test ebx, 512
+    jnz 1f
+1:
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*8]
+    mov esi, 37
+    and r8, 1984
+    movzx esi, byte ptr [r15 + r8 + 1536]
+    add rbp, qword ptr [r15 + r8 + 1472]
+    movzx eax, byte ptr [r15 + r8 + 1408]
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 225
+    lea rbp, [r11 + r11*1]
+    mov r9d, ebp
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1664], r9d
+    mov dword ptr [r15 + r8 + 1600], edx
+    movzx r9d, bpl
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c159:
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    jmp 1f
+1:
+    test ebx, 1048576
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov r9d, dword ptr [r15 + r8 + 7488]
+    mov ebp, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 7680]
+    movzx ebp, al
+    mov qword ptr [r15 + r8 + 7872], rbp
+    lea rbp, [r11 + r11*1]
+    add r9, qword ptr [r15 + r8 + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 7808], rbp
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 7744]
+    mov qword ptr [r15 + r9 + 448], rax
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 256], eax
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm4
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c160:
+    add qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    test ebx, 512
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*4]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 512]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 768], r8b
+    add rax, qword ptr [r15 + r8 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 704]
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 225
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c161:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 73
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 189
+    mov eax, ebp
+    lea r8, [r11 + r11*1]
+    movzx eax, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm4
+    mov rax, qword ptr [r15 + r8 + 384]
+    mov r8d, eax
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 64]
+    mov r8d, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c162:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 193
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, 185
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 7305216
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, r8b
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 448]
+    mov eax, dword ptr [r15 + r8 + 64]
+    test ebx, 1280
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], r8b
+    mov dword ptr [r15 + rbp + 192], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c163:
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7936], esi
+    mov esi, dword ptr [r15 + rbp + 7872]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rdi
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 7744], r8
+    add rsi, qword ptr [r15 + rbp + 8000]
+    mov dword ptr [r15 + r8 + 384], 30
+    lea r8, [r11 + r11*1]
+    test ebx, 2621440
     jnz 1f
 1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm7
-    add r9, qword ptr [r15 + rbp + 896]
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r8 + 512], esi
+    mov byte ptr [r15 + rbp + 7808], sil
+    mov qword ptr [r15 + rbp + 7616], r8
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, rbp
+    mov esi, esi
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7488], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 7552], esi
+    mov dword ptr [r15 + rbp + 7680], 240
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c164:
+    lea r8, [r11*4]
+    and r8, 192
+    mov esi, dword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 143
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 704], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    vpaddd xmm4, xmm4, xmm4
     jmp 1f
 1:
     test ebx, 1536
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     lea r9, [r11 + r11*1]
-    movzx ecx, r9b
+    mov byte ptr [r15 + rbp + 128], r9b
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 178
+    mov dword ptr [r15 + r9 + 448], 94
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 1216]
-    mov dword ptr [r15 + rbp + 960], 93
-    mov rsi, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 64], sil
-    mov dword ptr [r15 + rbp + 832], 145
-    mov esi, dword ptr [r15 + r9 + 512]
+    add rbp, qword ptr [r15 + r9 + 512]
+    movzx r9d, bpl
+    mov dword ptr [r15 + r8 + 640], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c219:
+.Lc1_b9_c165:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 76
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1048576
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    vmovq xmm4, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 27
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add qword ptr [r15 + r8 + 256], r8
+    mov qword ptr [r15 + r8 + 192], r9
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r9, [r11 + r11*1]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 384]
     and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 49152
-    jnz 1f
+    mov byte ptr [r15 + r9 + 128], r9b
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], esi
+    xor dword ptr [r15 + r8 + 320], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
+    mov r8d, r9d
+    movzx ebp, r9b
+    mov r8, qword ptr [r15 + r9 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c166:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 2048
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11*4]
-    mov esi, r8d
-    and r8, 192
-    mov rsi, qword ptr [r15 + r8 + 768]
+    mov r8, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 704], r8d
-    mov esi, esi
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], 62
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 8044544
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 134
+    mov dword ptr [r15 + 0], 223
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 512], r8
-    mov dword ptr [r15 + r8 + 576], 64
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r9
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 512]
+    mov eax, 194
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 20
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    vpor xmm4, xmm4, xmm4
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov r9, qword ptr [r15 + rbp + 448]
+    movzx ebp, sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c167:
+    movzx r9d, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    mov ebp, 236
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r8
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 704], bpl
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    mov rsi, qword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 192]
+    movzx r9d, byte ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 768], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c168:
+    mov r9d, 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm4
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 7585792
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 7680]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    add rsi, qword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + rbp + 7808], 101
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 7488]
+    add rsi, qword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 154
+    jmp 1f
+1:
+    mov esi, eax
+    and esi, dword ptr [r15 + rbp + 7616]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 384], rsi
+    mov rsi, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c169:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    add rsi, qword ptr [r15 + 0]
+    mov eax, esi
+    test ebx, 1572864
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    and esi, dword ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov eax, 162
+    mov byte ptr [r15 + r8 + 192], al
+    movzx eax, al
+    test ebx, 2560
+    jnz 1f
+1:
+    mov eax, eax
+    mov byte ptr [r15 + rbp + 576], al
+    mov dword ptr [r15 + rbp + 704], 62
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 640], al
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov r8, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c170:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 124
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r9d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 177
+    mov qword ptr [r15 + 0], r9
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 112
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 201
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 448]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + r8 + 512], al
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c171:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb eax, xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 256]
+    mov esi, 178
+    test ebx, 3072
+    jz 1f
+1:
+    mov rax, rax
+    mov dword ptr [r15 + r8 + 64], 49
+    movzx eax, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 21
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 384], 34
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    vpor xmm4, xmm4, xmm4
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c172:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
+    mov eax, 138
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1280
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 44
+    mov eax, 26
+    mov rax, rax
+    test ebx, 262144
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 384], esi
+    and r8, 64
+    or qword ptr [r15 + r8 + 448], 93
+    vpaddd xmm4, xmm4, xmm4
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 384]
-    mov byte ptr [r15 + r8 + 640], sil
-    mov rsi, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 256], 139
+    movzx esi, byte ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 173
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov ebp, 219
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c220:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    add rsi, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + rbp + 1024], 172
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 832], 37
+.Lc1_b9_c173:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    jmp 1f
+1:
+    and r8, 8128
+    and esi, dword ptr [r15 + r8 + 7616]
+    mov eax, esi
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1088], esi
-    .byte 0x66, 0x90
-    mov esi, dword ptr [r15 + rbp + 1216]
+    mov qword ptr [r15 + r8 + 7552], rax
+    movzx esi, byte ptr [r15 + r8 + 7872]
+    mov eax, 225
+    lea r9, [r11 + r11*1]
+    test ebx, 768
+    jz 1f
+1:
+    vpor xmm4, xmm4, xmm4
+    vmovdqu xmmword ptr [r15 + rbp + 256], xmm4
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 7744]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, sil
-    lea r9, [r11*4]
-    movzx esi, r9b
-    mov qword ptr [r15 + rbp + 896], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm7
-    and esi, dword ptr [r15 + r8 + 512]
-    movsxd r8, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 768]
-    mov byte ptr [r15 + r9 + 704], sil
-    mov qword ptr [r15 + rbp + 1152], rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c221:
-    mov esi, 95
-    mov rsi, rsi
-    movzx esi, sil
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + r8 + 7680], r9d
+    mov eax, 152
+    mov eax, 15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 91
+    mov dword ptr [r15 + r9 + 128], eax
+    mov qword ptr [r15 + r8 + 7488], rax
+    test ebx, 1280
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 7936], 52
+    mov dword ptr [r15 + r8 + 7808], eax
+    mov eax, 140
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c174:
+    lea r9, [r11*8]
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3840]
+    and eax, dword ptr [r15 + r9 + 3520]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 3584], al
+    lea rbp, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 23
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r9 + 3392]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3712], eax
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 3648]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    add rax, qword ptr [r15 + r9 + 3776]
+    mov byte ptr [r15 + r8 + 448], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 448], eax
+    mov dword ptr [r15 + r9 + 3456], 189
+    mov eax, 132
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c175:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 133
+    lea rbp, [r11*4]
+    test ebx, 1572864
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 704], r8b
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    mov eax, r8d
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 640]
+    and r8d, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c176:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 2048
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 122
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, al
+    mov dword ptr [r15 + 0], 23
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 198
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 192], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    and r8, 64
+    or qword ptr [r15 + r8 + 320], 34
+    mov eax, ecx
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 384], eax
+    movzx eax, al
+    mov eax, dword ptr [r15 + r9 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c177:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 162
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8d, dword ptr [r15 + 0]
+    vpxor xmm4, xmm4, xmm12
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    movsxd r8, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    lea r8, [r11*4]
+    mov dword ptr [r15 + r9 + 384], r8d
+    and r8, 192
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    mov ebp, eax
+    test ebx, 768
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 704], ebp
+    mov dword ptr [r15 + r9 + 320], 101
+    mov ebp, dword ptr [r15 + r8 + 576]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rax
+    mov qword ptr [r15 + r8 + 640], r9
+    add r8, qword ptr [r15 + r9 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c178:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1280
+    jz 1f
+1:
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, 61
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
+    test ebx, 1280
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 128]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 64], rdx
+    add rbp, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 384], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c179:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, ebp
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + rbp + 512]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 31
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r8d, 49
+    mov r8, r8
+    test ebx, 768
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 215
+    mov byte ptr [r15 + r8 + 192], al
+    mov byte ptr [r15 + rbp + 448], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c180:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 8273920
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], al
+    mov r8d, 40
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1280
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1280
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], 48
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
+    mov rbp, rax
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    test ebx, 1536
+    jnz 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + r9 + 512], bpl
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    test ebx, 768
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 320]
+    mov rax, r9
+    mov qword ptr [r15 + rbp + 64], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c181:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    imul eax, r9d, 75
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 11
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 251
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 512]
+    movsxd r8, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r9 + 128], 43
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c182:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 245
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], r9d
+    mov r8d, r9d
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    vpor xmm4, xmm4, xmm4
+    xor dword ptr [r15 + r9 + 768], r8d
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 448]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 576], 245
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 384], ebp
+    mov rax, qword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + r8 + 512], r9
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c183:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov r8d, 101
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    and rbp, 192
+    lea r8, [r11 + r11*1]
+    mov r9, qword ptr [r15 + rbp + 576]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    movsxd r8, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 320]
+    add r8, qword ptr [r15 + rbp + 640]
+    movsxd r9, dword ptr [r15 + rbp + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c184:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 71
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, bpl
+    mov rbp, rsi
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 25
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 576], rbp
+    mov qword ptr [r15 + rbp + 768], rbp
+    lea r8, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + rbp + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 64], al
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + rbp + 640], al
+    movzx eax, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c185:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov eax, ebp
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 3129344
+    jz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 192]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 130
+    lea r9, [r11 + r11*1]
+    mov eax, 141
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 120
+    test ebx, 512
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 256], 97
+    add rax, qword ptr [r15 + r9 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c186:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test ebx, 1536
+    jz 1f
+1:
+    imul eax, eax, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 2059776
+    jz 1f
+1:
+    lea rbp, [r11*8]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 256]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3520], r9
+    mov dword ptr [r15 + rbp + 3392], 139
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + rbp + 3840]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3456], r9d
+    jmp 1f
+1:
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, rax
+    mov byte ptr [r15 + r9 + 192], al
+    mov dword ptr [r15 + r8 + 128], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 3648]
+    add rax, qword ptr [r15 + rbp + 3712]
+    mov qword ptr [r15 + rbp + 3776], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov byte ptr [r15 + rbp + 3584], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c187:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    lea r8, [r11*8]
+    mov eax, dword ptr [r15 + rbp + 192]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 1408], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov byte ptr [r15 + r8 + 1472], r9b
+    movsxd rax, dword ptr [r15 + r8 + 1664]
+    mov esi, eax
+    test ebx, 1048576
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1536], 68
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 256], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1728], 251
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + r8 + 1600]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c188:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 81
+    mov rax, rsi
+    test ebx, 1536
+    jz 1f
+1:
+    movzx eax, al
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 3072
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    add rax, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov esi, 33
+    and rbp, 64
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r9 + 320]
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 192]
+    movzx r9d, al
+    test ebx, 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 256], rbp
+    jmp 1f
+1:
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 448], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c189:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r8d
+    test ebx, 512
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 161
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov ebp, 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 448]
+    movzx edi, byte ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 320]
+    movzx eax, r9b
+    mov qword ptr [r15 + r8 + 256], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c190:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 14
+    test ebx, 512
+    jz 1f
+1:
+    mov eax, eax
+    mov rax, qword ptr [r15 + r9 + 448]
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7680], eax
+    mov dword ptr [r15 + r9 + 7808], r9d
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + r9 + 7488]
+    movsxd r8, dword ptr [r15 + r9 + 7616]
+    mov rbp, r8
+    test ebx, 768
+    jz 1f
+1:
+    mov r8d, 183
+    movsxd r8, dword ptr [r15 + r9 + 7744]
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r9 + 7872]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 64]
+    mov r8d, dword ptr [r15 + r9 + 7552]
+    mov dword ptr [r15 + rbp + 128], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c191:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*4]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    and r8, 192
+    mov edi, dword ptr [r15 + r8 + 704]
+    mov eax, 217
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 640], r9b
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    vmovdqu xmmword ptr [r15 + r9 + 1088], xmm4
+    add rax, qword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r8b
+    mov rax, qword ptr [r15 + rbp + 64]
+    add rbp, qword ptr [r15 + r8 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + r9 + 896], bpl
+    movzx ebp, byte ptr [r15 + r9 + 1024]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c192:
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    and ebp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 168
+    mov rbp, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    mov eax, ebp
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov dword ptr [r15 + rbp + 768], 121
+    mov qword ptr [r15 + r9 + 192], r9
+    test ebx, 768
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 704], r8b
+    movzx r9d, byte ptr [r15 + rbp + 640]
+    and edi, dword ptr [r15 + r8 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c193:
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm4, xmm4, 238
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, 19
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx ebp, r8b
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 189
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 97
+    movzx edi, byte ptr [r15 + r8 + 128]
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + rbp + 448], xmm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 256]
+    add rbp, qword ptr [r15 + r8 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c194:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, bpl
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 60
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov rdi, rdi
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov dword ptr [r15 + rbp + 64], 211
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 145
+    and edi, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 448], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c195:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 320]
+    lea rbp, [r11*8]
+    mov r9, r9
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 255
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and edi, dword ptr [r15 + rbp + 1024]
+    mov byte ptr [r15 + rbp + 896], bpl
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + r9 + 64]
+    mov r9d, dword ptr [r15 + rbp + 1216]
+    mov ecx, 250
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 20
+    mov dword ptr [r15 + rbp + 832], 10
+    movsxd r9, dword ptr [r15 + rbp + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov qword ptr [r15 + r8 + 384], r9
+    add qword ptr [r15 + rbp + 960], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c196:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    add qword ptr [r15 + r9 + 384], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 49
+    vpaddd xmm4, xmm4, xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1048576
+    jnz 1f
+1:
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 249
+    and eax, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    lea rbp, [r11*4]
+    movzx esi, bpl
+    mov dword ptr [r15 + r9 + 320], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 38
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 704], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 576]
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    movzx ebp, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c197:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    vpxor xmm4, xmm4, xmm0
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov esi, 27
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    mov dword ptr [r15 + 0], 50
+    mov dword ptr [r15 + 0], 23
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 68
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, esi
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], ecx
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 64], cl
+    mov rbp, rcx
+    mov byte ptr [r15 + r8 + 448], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c198:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    movzx r8d, bpl
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1472], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 1792]
+    mov r9d, 9
+    lea r9, [r11 + r11*1]
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 1664]
+    test ebx, 1536
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 78
+    add r8, qword ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    add r8, qword ptr [r15 + rbp + 1344]
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 448]
+    add r8, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 1600], r8d
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx r8d, bpl
+    mov dword ptr [r15 + rbp + 1536], r8d
+    mov dword ptr [r15 + rbp + 1728], 25
+    test ebx, 16384
+    jz 1f
+1:
+    mov r8d, r8d
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c199:
+    imul r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r9, r8
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1536], r8b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    mov qword ptr [r15 + r8 + 1472], r9
+    mov dword ptr [r15 + r8 + 1664], 22
+    test ebx, 1048576
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 1408]
+    movzx eax, byte ptr [r15 + r8 + 1344]
+    movsxd rcx, dword ptr [r15 + r8 + 1728]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    add qword ptr [r15 + r9 + 192], rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 1600], rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 43
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd xmm4, xmm4, xmm4
+    movzx r9d, bpl
+    mov qword ptr [r15 + rbp + 128], r9
+    test ebx, 2560
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1792], 233
+    mov r8, r9
+    mov r8d, 206
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c200:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3904], bpl
+    mov rbp, r8
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    vmovdqu ymmword ptr [r15 + r8 + 3840], ymm4
+    test ebx, 6242304
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 3776]
+    movzx eax, r8b
+    mov eax, 234
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 3712], 246
+    mov dword ptr [r15 + rbp + 256], eax
+    add rax, qword ptr [r15 + r8 + 3648]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + r8 + 3392], eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 3520], 201
+    mov qword ptr [r15 + r8 + 3456], r8
+    vmovdqu xmmword ptr [r15 + r8 + 3584], xmm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c201:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
+    movzx eax, sil
+    test ebx, 393216
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    test ebx, 1048576
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], 28
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 256]
+    mov r9d, ebp
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c202:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 21
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movzx r9d, byte ptr [r15 + rbp + 960]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 256], r9b
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    mov rcx, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 1280]
+    mov eax, 246
+    movsxd rax, dword ptr [r15 + rbp + 1088]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    movzx eax, byte ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 1216], cl
+    mov dword ptr [r15 + rbp + 1024], ecx
+    mov qword ptr [r15 + r8 + 192], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 896], al
+    mov dword ptr [r15 + rbp + 1152], eax
+    mov rax, qword ptr [r15 + rbp + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c203:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm4
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov ebp, 74
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 146
+    mov eax, ebp
+    movzx eax, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov byte ptr [r15 + 0], al
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 704]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 512], r8
+    mov qword ptr [r15 + r8 + 768], rcx
+    mov dword ptr [r15 + r9 + 64], 29
     jmp 1f
 1:
     test ebx, 768
     jnz 1f
 1:
-    lea r8, [r11*4]
+    mov r9d, 39
+    mov qword ptr [r15 + r8 + 640], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1536]
-    test ebx, 259072
-    jnz 1f
+    mov byte ptr [r15 + r8 + 576], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c204:
+    lea r9, [r11 + r11*1]
+    mov r8d, 28
+    lea r8, [r11*4]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    lea rbp, [r11 + r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], r8d
+    test ebx, 512
+    jz 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], 207
-    mov byte ptr [r15 + r9 + 576], r9b
-    mov esi, 112
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 110
+    mov ecx, dword ptr [r15 + rbp + 7552]
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + rbp + 7616], cl
+    or qword ptr [r15 + r9 + 128], 101
+    mov dword ptr [r15 + r8 + 768], ecx
+    test ebx, 2304
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 7744]
+    mov rax, qword ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 1472]
-    movzx ebp, byte ptr [r15 + r8 + 1408]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 704]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], cl
+    movsxd rax, dword ptr [r15 + r8 + 576]
+    movzx ecx, byte ptr [r15 + rbp + 7680]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm7
-    mov r9d, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 1344], 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 128
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c205:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 246
+    mov byte ptr [r15 + 0], r8b
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, 15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 2048
+    jz 1f
+1:
+    mov r8, r8
+    movzx r9d, r8b
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 320]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], 65
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + rbp + 448], r8b
+    add r8, qword ptr [r15 + r9 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c206:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx r9d, cl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    jmp 1f
+1:
+    test ebx, 2304
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, bpl
+    movzx r9d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 105
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 320]
+    add r8, qword ptr [r15 + r9 + 384]
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c207:
+    lea r8, [r11*4]
+    mov r9d, 131
+    jmp 1f
+1:
+    and r8, 192
+    and r9d, dword ptr [r15 + r8 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 704], 176
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 512], ebp
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 640]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 768], 75
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r9d, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c208:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov rbp, rdi
+    mov dword ptr [r15 + 0], 106
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 103
+    movzx r9d, r9b
+    mov r9d, r9d
+    test ebx, 2304
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    vpcmpeqb xmm4, xmm4, xmm9
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 1536
+    jz 1f
+1:
+    mov r9, rbp
+    mov r9, rbp
+    vpshufd xmm4, xmm4, 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 8316928
+    jnz 1f
+1:
+    vpxor xmm4, xmm4, xmm15
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 2304
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 253
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + r9 + 64], xmm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 128], 48
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 384], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 448]
+    mov r8d, ebp
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c209:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], r9d
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1024
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + r9 + 768], r8
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov byte ptr [r15 + r8 + 256], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + r9 + 704], 247
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c210:
+    lea r8, [r11*4]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r8b
+    mov qword ptr [r15 + r8 + 576], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 8273920
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 244
+    vpxor xmm4, xmm4, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov byte ptr [r15 + 0], r9b
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 115
+    and ecx, dword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 640], 242
+    mov qword ptr [r15 + r9 + 512], rcx
+    test ebx, 512
+    jnz 1f
+1:
+    mov ecx, 42
+    mov qword ptr [r15 + r8 + 768], rcx
+    mov rcx, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c211:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    movzx ecx, bpl
+    and r9, 4032
+    add rcx, qword ptr [r15 + r9 + 3776]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 320]
+    movzx eax, bpl
+    mov eax, dword ptr [r15 + r9 + 3456]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov ecx, 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + r9 + 3648]
+    add rcx, qword ptr [r15 + r9 + 3712]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 3392]
+    mov dword ptr [r15 + r9 + 3584], r8d
+    and ecx, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3840], ecx
+    mov qword ptr [r15 + r9 + 3520], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 384], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 32
+    mov esi, r8d
+    movzx r8d, sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c212:
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 320]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
+    mov dword ptr [r15 + rbp + 704], 174
+    lea r9, [r11*8]
+    .byte 0x0f, 0x1f, 0x00
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1536], 24
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 576], r9b
+    and esi, dword ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    and esi, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1472], 15
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + r9 + 1664]
+    mov dword ptr [r15 + r8 + 384], 119
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 1408]
+    mov dword ptr [r15 + r9 + 1600], 251
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c213:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 186
+    test ebx, 262144
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 6799360
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, esi
+    mov rsi, r9
+    nop
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 197
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 256], dil
+    and esi, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r9d
+    mov rsi, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 192], 214
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c214:
+    mov r8d, 2
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 43
+    mov r9, rsi
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 512
+    jz 1f
+1:
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 192], r9b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 64], r9d
+    vmovdqu xmmword ptr [r15 + rbp + 320], xmm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c215:
+    lea rbp, [r11 + r11*8]
+    and rbp, 1984
+    movsxd r9, dword ptr [r15 + rbp + 1856]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + rbp + 1728]
+    mov r9, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1472], 7
+    mov r8d, dword ptr [r15 + rbp + 1536]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 1792]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 1664], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1600], esi
+    movsxd r8, dword ptr [r15 + rbp + 1344]
+    lea r8, [r11 + r11*1]
+    vpxor xmm4, xmm4, xmm2
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 71
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r9b
+    mov dword ptr [r15 + r8 + 320], 68
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov dword ptr [r15 + rbp + 1408], esi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c216:
+    lea r8, [r11 + r11*4]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], esi
+    mov rsi, r8
+    mov rsi, qword ptr [r15 + r8 + 1408]
+    mov r9d, 68
+    test ebx, 5120
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 1536]
+    mov r9, qword ptr [r15 + r8 + 1472]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*2]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 64]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov rsi, rbp
+    mov rsi, rsi
+    mov esi, 199
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 252
+    mov esi, dword ptr [r15 + r9 + 7616]
+    mov rcx, rsi
+    and esi, dword ptr [r15 + r8 + 1600]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 7552]
+    vpmovmskb r9d, xmm4
+    mov dword ptr [r15 + rbp + 128], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c217:
+    mov r9d, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, sil
+    mov r9, rax
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    vmovq xmm4, r9
+    test ebx, 2078208
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 0]
+    movzx esi, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 247
+    mov byte ptr [r15 + r9 + 64], r9b
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    or qword ptr [r15 + rbp + 192], 63
+    mov rsi, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r9 + 448], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c218:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 221
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 262144
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm4
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov dword ptr [r15 + rbp + 448], r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 64]
+    movzx r8d, bpl
+    mov dword ptr [r15 + r9 + 320], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c219:
+    lea rbp, [r11*8]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm4
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov byte ptr [r15 + rbp + 1216], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rsi
+    movzx r8d, cl
+    lea r8, [r11 + r11*1]
+    mov ecx, 246
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 320], xmm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r8d
+    mov dword ptr [r15 + 0], 47
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 960], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 1152], rcx
+    mov esi, 233
+    mov dword ptr [r15 + r8 + 384], 233
+    mov dword ptr [r15 + rbp + 832], 186
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], rcx
+    add rsi, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 1088]
+    test ebx, 1280
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1280], 126
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 896]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c220:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 92
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 234
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], 149
+    vpshufd xmm4, xmm4, 234
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 768
+    jnz 1f
+1:
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 320]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 256]
+    mov esi, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 128]
+    movzx ebp, cl
+    movzx ecx, byte ptr [r15 + r9 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c221:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rcx, r9
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 243
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 86
+    test ebx, 2621440
+    jz 1f
+1:
+    mov ecx, 125
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 2072064
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    test ebx, 8120320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 34
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    movzx esi, cl
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, 149
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 192
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 128], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + r8 + 64], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
-    lea r9, [r11*8]
-    and r9, 16320
-    movsxd rbp, dword ptr [r15 + r9 + 7872]
-    imul esi, ebp, 112
-    mov ecx, r9d
-    mov dword ptr [r15 + r9 + 7552], 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 262144
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, ebp
+    lea rbp, [r11*4]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 7808], r8d
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9d, r8d
     and r8, 64
-    vmovq qword ptr [r15 + r8 + 192], xmm7
-    mov dword ptr [r15 + r9 + 7744], r8d
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + r9 + 7680]
+    add r9, qword ptr [r15 + r8 + 64]
+    and rbp, 192
+    mov ecx, dword ptr [r15 + rbp + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    mov r8, r9
-    add r8, qword ptr [r15 + r9 + 7616]
-    mov dword ptr [r15 + r9 + 7488], 170
-    test ebx, 1048576
-    jnz 1f
-1:
-    movzx r8d, r8b
+    and r9d, dword ptr [r15 + rbp + 704]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    xor dword ptr [r15 + rbp + 64], r8d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], esi
+    mov dword ptr [r15 + rbp + 640], esi
+    test ebx, 3072
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 192], r9
+    and r9d, dword ptr [r15 + rbp + 768]
+    add r9, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    xor dword ptr [r15 + r9 + 64], r9d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1048576
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 122
+    mov dword ptr [r15 + 0], 169
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
+    lea r8, [r11*4]
+    test ebx, 768
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], r8
+    mov dword ptr [r15 + r9 + 128], r8d
+    mov dword ptr [r15 + r8 + 640], r8d
+    test ebx, 768
     jz 1f
 1:
-    mov r8d, 149
-    mov dword ptr [r15 + 0], 21
-    mov r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    vpmovmskb r9d, xmm4
+    mov r9, qword ptr [r15 + r8 + 768]
+    mov byte ptr [r15 + r8 + 576], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov r8, qword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
+    vpshufd xmm4, xmm4, 10
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 192], rbp
-    add rcx, qword ptr [r15 + r8 + 128]
-    mov ebp, ecx
+    movsxd r9, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm4, xmm4, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 224
+    movzx r9d, r9b
+    movzx r9d, r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 19
+    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3456], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov r8, r8
+    lea r8, [r11 + r11*1]
+    mov ebp, dword ptr [r15 + r9 + 3712]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 320]
+    mov ecx, dword ptr [r15 + r9 + 3648]
+    movsxd rsi, dword ptr [r15 + r9 + 3776]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov dword ptr [r15 + r8 + 384], ebp
+    mov dword ptr [r15 + r9 + 3584], edx
+    mov dword ptr [r15 + r9 + 3520], 8
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
+    mov r8d, 213
+    mov r8, r8
+    test ebx, 2304
+    jz 1f
 1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r8 + 384], 52
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 153
-    mov ecx, r8d
-    test ebx, 1024
-    jz 1f
-1:
-    inc dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    movzx r8d, r9b
-    mov esi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov r9d, r8d
+    add r8, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r9 + 3392], 191
+    mov qword ptr [r15 + rbp + 192], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c225:
-    mov r8d, 124
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm7
-    vmovq xmm2, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
+    lea rbp, [r11*8]
+    and rbp, 1984
+    lea r8, [r11 + r11*2]
+    mov byte ptr [r15 + rbp + 1344], r8b
+    and r8, 8128
+    add r9, qword ptr [r15 + r8 + 7488]
+    mov dword ptr [r15 + r8 + 7552], r9d
+    and r9d, dword ptr [r15 + rbp + 1536]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r8, r8
+    mov dword ptr [r15 + rbp + 1664], 171
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 1572864
     jz 1f
 1:
-    jmp 1f
-1:
-    vpor xmm7, xmm7, xmm7
-    mov r8, r8
-    mov dword ptr [r15 + 0], 235
-    test ebx, 1073741824
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    test ebx, 2621440
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 115
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    test ebx, 512
-    jnz 1f
-1:
-    and rbp, 64
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movzx esi, byte ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + rbp + 512], rsi
+    mov dword ptr [r15 + r9 + 192], r9d
+    and ecx, dword ptr [r15 + rbp + 1472]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 147
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov ecx, 18
+    and ecx, dword ptr [r15 + rbp + 1600]
+    mov dword ptr [r15 + rbp + 1728], 255
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 7616]
+    mov dword ptr [r15 + rbp + 1408], ecx
+    mov ecx, dword ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    lea rbp, [r11 + r11*1]
-    vmovq xmm7, rdx
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 384]
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    mov ebp, 166
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 20
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov rbp, rbp
-    mov ebp, 54
-    test ebx, 1024
-    jz 1f
-1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    vpor xmm7, xmm7, xmm7
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
     jmp 1f
 1:
-    mov rsi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
+    test ebx, 512
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 256]
+    mov rcx, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    movzx ebp, r9b
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11*4]
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 512]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
+    mov r8d, 235
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 704], r8d
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 384]
-    and esi, dword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r8 + 320], rsi
+    mov byte ptr [r15 + r8 + 64], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    movzx eax, byte ptr [r15 + r8 + 128]
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
-    mov dword ptr [r15 + 0], 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, esi
-    test ebx, 1572864
-    jz 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2621440
-    jnz 1f
-1:
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3072
-    jnz 1f
-1:
-    mov esi, 210
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r11*8]
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 384], r8d
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, r8b
-    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    mov ecx, 230
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + rbp + 128], 216
-    jmp 1f
-1:
+    mov ecx, 247
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov r9d, 24
-    mov dword ptr [r15 + r8 + 128], r9d
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 1088], r9d
+    add rcx, qword ptr [r15 + rbp + 1216]
+    mov dword ptr [r15 + r8 + 320], ecx
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 896]
+    mov qword ptr [r15 + rbp + 1280], rcx
+    add rcx, qword ptr [r15 + rbp + 1024]
+    add rcx, qword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 832], rcx
+    mov ecx, ecx
+    mov dword ptr [r15 + rbp + 1152], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 82
-    mov esi, r9d
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 54
-    mov r8d, 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 20
+    lea r9, [r11*4]
+    and r9, 192
+    mov rcx, qword ptr [r15 + r9 + 640]
+    mov ebp, 111
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 320]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], ebp
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov ecx, 207
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 196
-    and r8d, dword ptr [r15 + rbp + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c229:
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 211
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r8
-    mov r8d, 82
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 219
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 512], r9b
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 256]
-    mov rcx, rdx
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 192], 168
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + rbp + 320], ecx
-    mov ebp, 207
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c230:
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     mov ebp, ebp
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm2
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 2621440
+    jnz 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    vpshufd xmm2, xmm7, 237
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul ebp, ebp, 78
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1048576
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rcx
     jmp 1f
 1:
-    mov rcx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd xmm2, xmm2, xmm2
-    mov ecx, 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 156
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    jmp 1f
-1:
-    test ebx, 7200768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov rcx, qword ptr [r15 + r8 + 320]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2621440
     jz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 173
-    mov r9d, 215
-    test ebx, 2304
+    add rcx, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + rbp + 320], rdi
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 704], bpl
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 169
-    add r8, qword ptr [r15 + rbp + 448]
+    mov ecx, dword ptr [r15 + r9 + 768]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 219
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
+    test ebx, 655360
+    jz 1f
+1:
+    mov ebp, ebp
+    mov rax, r9
+    mov dword ptr [r15 + r9 + 576], 123
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c229:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 153
+    mov r9, rbp
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 48
+    mov dword ptr [r15 + 0], r8d
+    movzx eax, r9b
+    test ebx, 1048576
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4718592
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 384], r8
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 384]
+    lea rbp, [r11 + r11*1]
+    add r9, qword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov ebp, 51
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c230:
+    lea r8, [r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], r8d
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 232
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, r9d
+    mov ebp, 35
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 209
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov ecx, 12
+    test ebx, 512
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 576]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r8 + 704], rbp
+    mov dword ptr [r15 + r9 + 128], ecx
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    mov r8, qword ptr [r15 + r9 + 512]
     jmp 1f
 1:
     add r11, 64
@@ -21920,378 +21713,398 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 111
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    add r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    test ebx, 7272448
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov ebp, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 512
+    test ebx, 1024
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
+1:
+    mov r9d, ebp
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 113
-    lea r8, [r11 + r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 7488], r8b
-    movzx ecx, r8b
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 192], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 256]
-    mov esi, ecx
-    mov ecx, 32
-    test ebx, 1073741824
-    jnz 1f
+    add r9, qword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 7680]
-    vmovq qword ptr [r15 + r8 + 7744], xmm2
-    mov esi, ecx
-    mov ecx, dword ptr [r15 + r8 + 7552]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 181
-    mov dword ptr [r15 + r8 + 7616], ebp
-    mov dword ptr [r15 + r9 + 192], 5
-    mov rcx, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + rbp + 64], rbp
+    movzx ebp, r9b
+    mov qword ptr [r15 + r8 + 384], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    lea r9, [r11*8]
-    mov qword ptr [r15 + r8 + 256], r9
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
+    jmp 1f
+1:
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, rbp
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 101
-    movzx ecx, cl
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
     jnz 1f
 1:
-    mov ecx, ecx
+    vpor xmm4, xmm4, xmm4
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, ebp
+    jmp 1f
+1:
+    test ebx, 2560
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
     lea rbp, [r11 + r11*1]
-    mov ecx, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    test ebx, 512
+    jnz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], edi
+    mov r9d, dword ptr [r15 + rbp + 512]
+    lea r8, [r11*4]
+    mov qword ptr [r15 + rbp + 448], r8
+    mov rsi, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    vpxor xmm2, xmm2, xmm7
-    mov rcx, qword ptr [r15 + rbp + 320]
-    movzx ebp, cl
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + r9 + 3584]
+    and r8, 192
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 704], 129
+    mov r9, rbp
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rbp
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + r9 + 3712]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 3520]
-    movsxd rbp, dword ptr [r15 + r9 + 3648]
-    mov rdi, rbp
+    mov byte ptr [r15 + rbp + 320], r8b
+    mov dword ptr [r15 + r8 + 640], 71
+    mov byte ptr [r15 + r8 + 576], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 192]
-    add rbp, qword ptr [r15 + r9 + 3456]
-    mov r8, rbp
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 768]
+    mov r8d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c233:
-    lea rbp, [r11*8]
-    and rbp, 16320
-    mov dword ptr [r15 + rbp + 7680], 153
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 70
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 82
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 7616]
-    mov qword ptr [r15 + rbp + 7744], rsi
-    movzx esi, byte ptr [r15 + rbp + 7552]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7936], esi
-    mov esi, r8d
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov qword ptr [r15 + rbp + 7808], rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7488], r9d
+    mov ebp, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm4
     jmp 1f
 1:
-    mov r9d, 73
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 7872]
-    mov rbp, qword ptr [r15 + r8 + 448]
-    mov r8, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r8, rbp
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
+    test ebx, 163840
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 512], r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, r9d
+    mov dword ptr [r15 + r9 + 320], 219
+    mov r9d, dword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 448]
+    mov ebp, 243
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    mov r8d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*4]
     jmp 1f
 1:
+    jmp 1f
+1:
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3648]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 114
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpmovmskb r8d, xmm2
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test ebx, 4718592
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, 153
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 76
-    mov r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + rbp + 3392]
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 64], dil
+    mov dword ptr [r15 + r9 + 576], r8d
+    movzx esi, byte ptr [r15 + rbp + 3520]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 3456], r8
+    mov esi, esi
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rbp, r9
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    add rbp, qword ptr [r15 + r8 + 64]
-    test ebx, 1280
-    jz 1f
-1:
-    mov ebp, ebp
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + r9 + 512]
+    mov rsi, qword ptr [r15 + rbp + 3584]
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    and esi, dword ptr [r15 + r9 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c235:
-    mov dword ptr [r15 + 0], 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 70
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 4608
-    jz 1f
+    and esi, dword ptr [r15 + 0]
+    mov r9d, esi
+    movzx r9d, al
+    vpaddd xmm4, xmm4, xmm4
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 73
+    test ebx, 768
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 90
     mov dword ptr [r15 + 0], r9d
-    or qword ptr [r15 + 0], 45
+    movzx r9d, cl
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 203
     test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    test ebx, 2048
     jnz 1f
 1:
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movsxd r8, dword ptr [r15 + 0]
+    and r8, 64
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
+    movzx ecx, byte ptr [r15 + r8 + 64]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 512]
-    mov esi, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], dl
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, dword ptr [r15 + rbp + 512]
+    movzx esi, cl
+    test ebx, 1024
+    jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 448], cl
-    mov r8d, ecx
-    mov qword ptr [r15 + r9 + 384], r8
+    mov byte ptr [r15 + rbp + 448], sil
+    and esi, dword ptr [r15 + r8 + 128]
+    and esi, dword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c236:
-    lea r8, [r11 + r11*4]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3584], 192
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11*8]
+    movzx esi, r9b
+    mov esi, eax
+    and r9, 4032
+    and r8d, dword ptr [r15 + r9 + 3712]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 240
-    mov ebp, 55
-    lea rbp, [r11 + r11*1]
+    add r8, qword ptr [r15 + r9 + 3584]
+    mov esi, 192
+    mov byte ptr [r15 + r9 + 3456], sil
     test ebx, 1280
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 448]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3520], r8d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    test ebx, 1024
-    jz 1f
-1:
-    vpcmpeqb xmm2, xmm2, xmm9
-    mov dword ptr [r15 + r9 + 384], 39
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3648], 59
-    vpaddd xmm2, xmm2, xmm8
-    mov r9d, ebp
+    mov byte ptr [r15 + rbp + 64], sil
+    or qword ptr [r15 + r9 + 3392], 25
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 512], r9
-    mov dword ptr [r15 + r8 + 3392], 82
-    test ebx, 1073741824
+    mov qword ptr [r15 + r9 + 3520], r8
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + r8 + 448], sil
+    test ebx, 1572864
     jnz 1f
 1:
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 3456]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + r9 + 3648]
     jmp 1f
 1:
     add r11, 64
@@ -22299,1092 +22112,1061 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    mov r8d, 231
+    lea r8, [r11*8]
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3520], r8b
+    mov esi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11*8]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r8b
-    movzx ebp, byte ptr [r15 + r8 + 768]
-    and r9, 4032
-    add qword ptr [r15 + r9 + 3520], r9
-    mov qword ptr [r15 + r9 + 3584], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1088], rbp
+    mov byte ptr [r15 + r8 + 3648], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 3584]
+    movzx r9d, byte ptr [r15 + r8 + 3712]
+    mov dword ptr [r15 + rbp + 832], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    and ebp, dword ptr [r15 + r9 + 3776]
-    mov qword ptr [r15 + r9 + 3840], rbp
-    and ebp, dword ptr [r15 + r9 + 3648]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 576], 181
-    add rbp, qword ptr [r15 + r9 + 3712]
-    lea rbp, [r11 + r11*1]
-    and edi, dword ptr [r15 + r8 + 640]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
+    mov dword ptr [r15 + rbp + 960], r9d
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + rbp + 1024]
+    vmovdqu xmm4, xmmword ptr [r15 + r8 + 3392]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 163
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, esi
+    movzx esi, byte ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 3456], esi
+    mov rsi, qword ptr [r15 + rbp + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 3392], dil
-    mov edi, dword ptr [r15 + r9 + 3456]
-    mov qword ptr [r15 + rbp + 384], rdi
+    movzx esi, sil
+    jmp 1f
+1:
+    mov esi, 52
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c238:
-    mov rdi, rdi
-    mov r9d, edi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor xmm2, xmm2, xmm4
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r9, [r11 + r11*1]
-    mov rdi, r9
-    movzx esi, dil
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    lea rbp, [r11 + r11*1]
-    test ebx, 1280
-    jnz 1f
-1:
-    lea r8, [r11*4]
+    mov dword ptr [r15 + r9 + 256], r9d
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], r9
-    imul rdi, qword ptr [r15 + r8 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 384], dil
-    jmp 1f
-1:
-    imul edi, ebp, 59
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 640], dil
-    and edi, dword ptr [r15 + r8 + 768]
-    mov byte ptr [r15 + r9 + 448], dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c239:
-    lea rbp, [r11 + r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    lea r9, [r11*4]
-    movzx edi, byte ptr [r15 + rbp + 1472]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 104
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], r9b
-    movzx esi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 1536], dil
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edi, dil
-    mov qword ptr [r15 + r8 + 64], rdi
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + rbp + 1408]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1600], edi
-    mov byte ptr [r15 + r9 + 768], dil
-    mov edi, 169
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c240:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 254
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    movzx edi, byte ptr [r15 + rbp + 384]
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    add rdi, qword ptr [r15 + rbp + 1344]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 15
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1825792
-    jz 1f
-1:
-    mov edi, 210
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + 0], esi
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + rbp + 1600]
-    mov r9, qword ptr [r15 + rbp + 1472]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 1536]
-    and edi, dword ptr [r15 + rbp + 1408]
-    mov r9d, 159
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 1664], edi
-    mov byte ptr [r15 + rbp + 1728], dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c241:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*8]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 320]
-    and rbp, 16320
-    and edi, dword ptr [r15 + rbp + 7936]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, dil
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 218
-    test ebx, 3915776
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 7616], r8b
-    mov edi, r8d
-    and edi, dword ptr [r15 + rbp + 8000]
-    mov qword ptr [r15 + rbp + 7552], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7488], rdi
-    movzx edi, byte ptr [r15 + rbp + 7680]
-    mov dword ptr [r15 + rbp + 7872], 217
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 192], r9b
-    mov byte ptr [r15 + rbp + 7808], dil
-    add rdi, qword ptr [r15 + rbp + 7744]
-    movzx r8d, dil
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 212
+    mov r8, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    and edi, dword ptr [r15 + r9 + 384]
-    mov r8d, edi
-    mov edi, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c242:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 127
-    mov dword ptr [r15 + 0], 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    mov edi, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    test ebx, 512
-    jz 1f
-1:
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 384], r9b
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 64]
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov qword ptr [r15 + r9 + 448], r9
-    movzx r9d, r9b
-    test ebx, 1048576
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 250
-    mov r8, r9
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c243:
-    mov r8d, 178
-    movzx r9d, r8b
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, esi
-    test ebx, 2621440
-    jz 1f
-1:
-    mov r8, rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1048576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2070528
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    test ebx, 4718592
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    add rsi, qword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 640], esi
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm2
-    mov byte ptr [r15 + rbp + 576], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 704], sil
-    movzx esi, sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c244:
     and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 116
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 2304
     jnz 1f
 1:
+    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2048
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 256]
-    movzx r9d, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11*4]
-    movsxd rdi, dword ptr [r15 + r8 + 448]
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 640]
     jmp 1f
 1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    mov dword ptr [r15 + r8 + 512], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 704], r8
-    mov byte ptr [r15 + r9 + 768], dil
-    mov qword ptr [r15 + r9 + 576], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + rbp + 192], xmm2
-    mov rsi, rdi
-    mov ebp, 22
+    mov r8d, 99
+    mov r8, qword ptr [r15 + rbp + 320]
+    mov rbp, qword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c245:
+.Lc1_b9_c239:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 193
+    mov ebp, 194
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 201
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov ebp, ebp
-    test ebx, 768
-    jz 1f
-1:
     jmp 1f
-1:
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 16320
-    movsxd rbp, dword ptr [r15 + r8 + 7616]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 128], xmm2
-    movzx ebp, r9b
-    mov rbp, rbp
-    mov dword ptr [r15 + r8 + 8000], 20
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 7872], bpl
-    mov dword ptr [r15 + r8 + 7680], 243
-    mov ebp, 48
-    mov qword ptr [r15 + r8 + 7744], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 64]
-    mov r9, r9
-    and edi, dword ptr [r15 + r8 + 7808]
-    and edi, dword ptr [r15 + r8 + 7552]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, edi
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov qword ptr [r15 + r8 + 7488], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 384], bpl
-    vmovdqu ymmword ptr [r15 + r8 + 7936], ymm2
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c246:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1947648
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, esi
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 147
-    and ebp, dword ptr [r15 + r8 + 320]
-    lea r8, [r11 + r11*1]
-    mov esi, 81
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 448]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 512], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    imul r8, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c247:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 107
-    vmovq qword ptr [r15 + 0], xmm2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm2
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    movzx edi, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    mov edi, 134
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jz 1f
-1:
-    mov edi, edi
-    mov edi, 28
-    lea r8, [r11 + r11*1]
-    vpaddd xmm2, xmm2, xmm2
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm2
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 256]
-    mov esi, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + r9 + 192]
-    mov esi, esi
-    mov rsi, qword ptr [r15 + r8 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c248:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 156
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*4]
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 448]
-    and rbp, 192
-    mov r9d, dword ptr [r15 + rbp + 768]
-    mov rdi, r8
-    mov byte ptr [r15 + r8 + 512], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 576]
-    mov rsi, rdi
-    add rdi, qword ptr [r15 + rbp + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 640], 93
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov byte ptr [r15 + r8 + 320], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c249:
-    mov qword ptr [r15 + 0], r8
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 187
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7979008
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     and ebp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, ebp
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    test ebx, 512
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    and rbp, 192
+    mov r9, qword ptr [r15 + rbp + 640]
+    lea r9, [r11 + r11*1]
+    test ebx, 2304
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 704], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], ecx
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], sil
+    mov dword ptr [r15 + rbp + 576], r9d
     test ebx, 1073741824
     jz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 256]
+    and esi, dword ptr [r15 + r8 + 320]
+    add rsi, qword ptr [r15 + rbp + 768]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c240:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*8]
+    mov rsi, rbp
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    and r9, 4032
+    movsxd rsi, dword ptr [r15 + r9 + 3456]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + r9 + 3776]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3392], ebp
+    lea rbp, [r11 + r11*1]
+    and esi, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r9b
+    vmovq qword ptr [r15 + r9 + 3648], xmm4
+    mov byte ptr [r15 + rbp + 512], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3712], r8d
+    mov dword ptr [r15 + r9 + 3840], r8d
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov dword ptr [r15 + r9 + 3584], r8d
+    movsxd r8, dword ptr [r15 + r9 + 3520]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c241:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], cl
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 2621440
+    jz 1f
+1:
+    lea r9, [r11*8]
+    mov ecx, 63
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1472], r9
+    add rcx, qword ptr [r15 + r9 + 1664]
+    mov qword ptr [r15 + r9 + 1344], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 159
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 1536], cl
+    and ebp, dword ptr [r15 + r9 + 1728]
+    jmp 1f
+1:
+    test ebx, 2095104
+    jnz 1f
+1:
+    movzx ebp, r9b
+    movsxd rbp, dword ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 1600]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov dword ptr [r15 + r8 + 128], ecx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c242:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    mov rcx, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov rsi, qword ptr [r15 + rbp + 1536]
+    test ebx, 2304
+    jnz 1f
 1:
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
+    mov esi, 19
+    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    and edi, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], r9d
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r9 + 320], 92
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c250:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    jmp 1f
-1:
-    movzx r8d, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1664]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1600], 65
-    mov esi, 252
-    and esi, dword ptr [r15 + r8 + 1408]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
+    movsxd rsi, dword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + rbp + 1664], rsi
+    add rsi, qword ptr [r15 + rbp + 1728]
     lea r9, [r11 + r11*1]
-    test ebx, 2048
+    add rsi, qword ptr [r15 + rbp + 1600]
+    test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 1536]
-    mov edi, dword ptr [r15 + rbp + 128]
+    mov esi, dword ptr [r15 + rbp + 1408]
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
+    vmovdqu xmm4, xmmword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 1472]
-    jmp 1f
-1:
-    imul ebp, ebp, 85
-    mov byte ptr [r15 + r9 + 448], bpl
+    mov esi, 80
+    mov rsi, rsi
+    mov qword ptr [r15 + rbp + 1344], rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 1344], rbp
-    jmp 1f
-1:
-    mov ebp, ebp
+    mov qword ptr [r15 + r8 + 320], rsi
+    mov dword ptr [r15 + rbp + 1792], esi
+    mov dword ptr [r15 + r9 + 256], 131
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c251:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 90
-    mov esi, ebp
-    add rsi, qword ptr [r15 + 0]
-    movzx r9d, sil
+.Lc1_b9_c243:
+    lea r8, [r11*8]
+    and r8, 1984
+    lea r9, [r11*8]
+    and esi, dword ptr [r15 + r8 + 1536]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7680], rcx
+    mov byte ptr [r15 + r8 + 1600], r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     mov rsi, rsi
     jmp 1f
 1:
+    mov rsi, r8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1664], 194
+    mov qword ptr [r15 + r8 + 1472], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 7552], r9d
+    mov dword ptr [r15 + r9 + 7808], r9d
+    mov esi, dword ptr [r15 + r9 + 7616]
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1280
+    jz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r9
+    movsxd rsi, dword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + r9 + 7488], rsi
+    mov rsi, qword ptr [r15 + r9 + 7744]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, sil
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
+    vmovdqu ymmword ptr [r15 + r9 + 7872], ymm4
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c244:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 35
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], 236
+    mov esi, esi
+    movzx esi, byte ptr [r15 + rbp + 704]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 255
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 576], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 640]
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r8 + 256], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c245:
+    and r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 170
+    jmp 1f
+1:
+    movzx r8d, r8b
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    imul eax, r8d, 117
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 64], 78
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    mov byte ptr [r15 + r8 + 320], bpl
+    mov byte ptr [r15 + rbp + 256], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c246:
+    movzx ebp, bpl
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpor xmm4, xmm4, xmm4
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 186
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 121
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r9
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + r9 + 192]
+    xor dword ptr [r15 + r8 + 320], eax
+    mov dword ptr [r15 + rbp + 128], 62
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c247:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpcmpeqb xmm4, xmm4, xmm12
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 64]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 384]
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + rbp + 320], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c248:
+    lea r8, [r11*8]
+    movzx r9d, r8b
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3712], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    movsxd rbp, dword ptr [r15 + r8 + 3392]
+    mov rax, qword ptr [r15 + r8 + 3648]
+    mov ecx, 105
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 3584], bpl
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 384]
+    mov ecx, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 3520], rax
+    mov qword ptr [r15 + rbp + 320], rdx
+    add rax, qword ptr [r15 + r8 + 3776]
+    add rax, qword ptr [r15 + r8 + 3840]
+    test ebx, 512
+    jz 1f
+1:
+    and eax, dword ptr [r15 + r8 + 3456]
+    mov byte ptr [r15 + r9 + 512], al
+    mov eax, 234
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c249:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 211
+    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    add rax, qword ptr [r15 + r8 + 1536]
+    mov dword ptr [r15 + r8 + 1664], eax
+    movzx eax, byte ptr [r15 + r8 + 1600]
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], ebp
+    mov dword ptr [r15 + r8 + 1856], r9d
+    mov byte ptr [r15 + r8 + 1728], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r8 + 1792]
+    test ebx, 4608
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 64], 250
+    mov rax, rax
+    mov eax, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 1344], al
+    mov byte ptr [r15 + r8 + 1472], al
+    mov byte ptr [r15 + r8 + 1408], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c250:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 192]
+    lea r9, [r11*8]
+    mov ebp, r9d
+    and r9, 1984
+    movzx ebp, byte ptr [r15 + r9 + 1600]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov eax, 246
+    vmovdqu ymmword ptr [r15 + r9 + 1536], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 1344]
+    movzx ebp, r8b
+    mov dword ptr [r15 + r9 + 1728], 176
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and eax, dword ptr [r15 + r8 + 256]
+    mov r8d, eax
+    add rax, qword ptr [r15 + r9 + 1472]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    test ebx, 1832448
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 1408], rbp
+    mov eax, 101
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 320], eax
+    mov rax, rax
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 1664]
+    mov r9d, 232
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c251:
+    jmp 1f
+1:
+    mov r9d, 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4718592
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 173
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 170
+    test ebx, 1048576
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    movsxd rsi, dword ptr [r15 + r8 + 576]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    test ebx, 1073741824
+    mov dword ptr [r15 + r9 + 64], r8d
+    and rbp, 64
+    lea r8, [r11*4]
+    mov byte ptr [r15 + rbp + 512], r8b
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 576]
+    test ebx, 2304
     jz 1f
-1:
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov r9, qword ptr [r15 + r8 + 704]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 384], r9b
-    mov r9d, 139
-    movzx r9d, byte ptr [r15 + r8 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 768], r9b
-    jmp 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 704], 165
+    mov dword ptr [r15 + r8 + 768], 98
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 640], eax
+    movzx ecx, byte ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c252:
-    lea r9, [r11*8]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx r8d, r9b
-    mov byte ptr [r15 + r9 + 960], dil
-    movzx edi, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 1024], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 896], 85
-    movzx edi, r9b
-    mov dword ptr [r15 + r9 + 1088], 157
-    mov byte ptr [r15 + r9 + 1152], r8b
-    test ebx, 5120
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    test ebx, 9216
     jz 1f
 1:
-    movzx edi, dil
-    lea r8, [r11*4]
-    mov edi, 228
-    and r8, 192
-    mov edi, dword ptr [r15 + r8 + 640]
+    and eax, dword ptr [r15 + 0]
+    mov ecx, 147
+    mov dword ptr [r15 + 0], 80
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm15
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 165
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx ecx, al
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], al
+    mov eax, eax
+    jmp 1f
 1:
-    mov edi, edi
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], 152
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 64], 53
-    test ebx, 1280
-    jz 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + r8 + 768], r9
+    mov rax, qword ptr [r15 + r9 + 192]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 576], 91
-    mov r8d, r9d
-    mov r8d, r8d
+    mov dword ptr [r15 + r8 + 320], 33
+    mov byte ptr [r15 + rbp + 64], al
+    mov qword ptr [r15 + r9 + 256], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r9b
-    mov r8d, 62
-    jmp 1f
-1:
-    test ebx, 4718592
-    jnz 1f
-1:
-    mov r8, r8
-    movzx r8d, bpl
-    mov ebp, 94
-    test ebx, 1816576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 320]
+    lea r8, [r11*4]
     lea r9, [r11 + r11*1]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r8b
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1572864
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, cl
+    test ebx, 8091648
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 8108032
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r9b
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 384], 16
-    movzx r8d, bpl
-    mov dword ptr [r15 + r9 + 64], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov qword ptr [r15 + 0], rcx
+    movsxd rcx, dword ptr [r15 + r8 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 768]
+    mov byte ptr [r15 + rbp + 128], cl
+    mov ecx, ecx
+    test ebx, 2048
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r9 + 448], ecx
+    mov ecx, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c254:
-    lea r8, [r11*8]
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    and r9d, dword ptr [r15 + r8 + 1728]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 320]
-    or qword ptr [r15 + r8 + 1408], 40
-    mov dword ptr [r15 + r8 + 1344], r9d
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*1]
+    and rbp, 448
+    add rcx, qword ptr [r15 + rbp + 960]
+    movsxd rsi, dword ptr [r15 + rbp + 1216]
+    jmp 1f
+1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm4
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, bpl
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     test ebx, 1073741824
     jz 1f
 1:
@@ -23392,101 +23174,113 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 896], 143
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + r8 + 512], cl
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 1536], ymm2
-    jmp 1f
-1:
-    mov r9d, 26
-    lea r9, [r11*4]
-    jmp 1f
-1:
+    movzx ecx, byte ptr [r15 + rbp + 1024]
+    mov r8, rcx
+    mov qword ptr [r15 + rbp + 1088], r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov edi, 3
-    and r9, 192
-    and edi, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + rbp + 384], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 640], rdi
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm2
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1600], ebp
-    test ebx, 4718592
-    jnz 1f
+    movsxd r8, dword ptr [r15 + rbp + 1280]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 1664]
-    mov qword ptr [r15 + r8 + 1472], rdi
-    movsxd rdi, dword ptr [r15 + r9 + 704]
+    mov r8d, r8d
+    mov byte ptr [r15 + r9 + 512], r8b
+    mov qword ptr [r15 + rbp + 1152], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, r9
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], rcx
+    mov ecx, r9d
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm2
-    test ebx, 512
+    jmp 1f
+1:
+    test ebx, 1024
     jnz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov edi, ebp
-    mov dword ptr [r15 + r8 + 448], 177
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
+    mov ecx, 79
+    and ecx, dword ptr [r15 + r9 + 512]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 27
-    mov qword ptr [r15 + rbp + 320], r8
-    movzx r8d, r8b
+    mov rcx, qword ptr [r15 + rbp + 320]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm4
+    mov rbp, qword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13

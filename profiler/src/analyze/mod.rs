@@ -364,6 +364,7 @@ fn network(
         }
     }
 
+    let connection_options = connection_options(obs.connections.iter());
     let listen = obs
         .listeners
         .iter()
@@ -377,20 +378,7 @@ fn network(
             .to_string(),
             port: l.local_port.unwrap_or(0),
             backlog: l.accept_queue.as_ref().map(|q| q.backlog),
-            options: l
-                .options
-                .as_ref()
-                .map(|o| SocketOptions {
-                    reuse_addr: o.reuse_addr,
-                    reuse_port: o.reuse_port,
-                    keepalive: o.keepalive,
-                    nodelay: o.tcp_nodelay,
-                    nonblocking: Some(o.nonblocking),
-                    defer_accept_s: o.tcp_defer_accept,
-                    rcvbuf: o.rcvbuf,
-                    sndbuf: o.sndbuf,
-                })
-                .unwrap_or_default(),
+            options: l.options.as_ref().map(socket_options).unwrap_or_default(),
         })
         .collect();
     let connections_open = obs
@@ -424,7 +412,53 @@ fn network(
         bytes_out_per_request: per(bytes_out as f64, requests),
         read_sizes,
         write_sizes,
+        connection_options,
     }
+}
+
+fn socket_options(o: &ditto_collect::procfs::SocketOptions) -> SocketOptions {
+    SocketOptions {
+        reuse_addr: o.reuse_addr,
+        reuse_port: o.reuse_port,
+        keepalive: o.keepalive,
+        nodelay: o.tcp_nodelay,
+        nonblocking: Some(o.nonblocking),
+        defer_accept_s: o.tcp_defer_accept,
+        rcvbuf: o.rcvbuf,
+        sndbuf: o.sndbuf,
+    }
+}
+
+/// The options the sampled accepted connections agree on (`None` where they differ or none was
+/// read); `None` when no connection's options were read.
+fn connection_options<'a>(
+    sampled: impl Iterator<Item = &'a ditto_collect::procfs::SocketOptions>,
+) -> Option<SocketOptions> {
+    fn agree<T: PartialEq + Copy>(v: impl Iterator<Item = Option<T>>) -> Option<T> {
+        let mut out: Option<Option<T>> = None;
+        for x in v {
+            match out {
+                None => out = Some(x),
+                Some(prev) if prev != x => return None,
+                Some(_) => {}
+            }
+        }
+        out.flatten()
+    }
+    let all: Vec<SocketOptions> = sampled.map(socket_options).collect();
+    if all.is_empty() {
+        return None;
+    }
+    Some(SocketOptions {
+        reuse_addr: agree(all.iter().map(|o| o.reuse_addr)),
+        reuse_port: agree(all.iter().map(|o| o.reuse_port)),
+        keepalive: agree(all.iter().map(|o| o.keepalive)),
+        nodelay: agree(all.iter().map(|o| o.nodelay)),
+        nonblocking: agree(all.iter().map(|o| o.nonblocking)),
+        defer_accept_s: agree(all.iter().map(|o| o.defer_accept_s)),
+        rcvbuf: agree(all.iter().map(|o| o.rcvbuf)),
+        sndbuf: agree(all.iter().map(|o| o.sndbuf)),
+    })
 }
 
 fn counters(
@@ -530,6 +564,7 @@ pub fn empty_profile(mode: ditto_profile::ProfileMode, duration_s: f64, requests
         perf: None,
         referenced_bytes: 0,
         listeners: Vec::new(),
+        connections: Vec::new(),
         requests_from_load: Some(requests),
         load: None,
         framing_hint: None,

@@ -131,6 +131,10 @@ pub struct Group {
     pub followers: &'static [(Knob, f64)],
     /// Knobs of the group held still, and why.
     pub held: &'static [(Knob, &'static str)],
+    /// The driver is a miss rate of a working set: near zero while the working set fits the cache,
+    /// then steep. A clone far below the original is on the flat side, where the ratio of the two
+    /// rates says nothing of how far the cliff is, so it is approached by probe steps.
+    pub cliff: bool,
 }
 
 const HELD_MLP: &str = "changes memory-level parallelism and prefetching, which neither cachegrind nor a generic perf event isolates";
@@ -144,6 +148,7 @@ pub const GROUPS: &[Group] = &[
         elasticity: 1.0,
         followers: &[],
         held: &[],
+        cliff: false,
     },
     Group {
         name: "instruction working set",
@@ -152,6 +157,7 @@ pub const GROUPS: &[Group] = &[
         elasticity: 1.0,
         followers: &[],
         held: &[],
+        cliff: true,
     },
     Group {
         name: "data working set",
@@ -163,6 +169,7 @@ pub const GROUPS: &[Group] = &[
             (Knob::PointerChase, HELD_MLP),
             (Knob::RegularFraction, HELD_MLP),
         ],
+        cliff: true,
     },
     Group {
         name: "branches",
@@ -171,6 +178,7 @@ pub const GROUPS: &[Group] = &[
         elasticity: 1.0,
         followers: &[(Knob::TakenRate, 0.5)],
         held: &[],
+        cliff: false,
     },
     Group {
         name: "dependencies",
@@ -179,11 +187,16 @@ pub const GROUPS: &[Group] = &[
         elasticity: 0.5,
         followers: &[],
         held: &[],
+        cliff: false,
     },
 ];
 
 /// Largest factor one step may move a knob by.
 const MAX_STEP: f64 = 4.0;
+/// A cliff group's clone rate below the original's divided by this is on the flat side.
+const FLAT_RATIO: f64 = 10.0;
+/// Factor of one probe step up a cliff group's knob.
+const PROBE_STEP: f64 = 2.0;
 /// Knob range the generator accepts (scales in (0, 100]).
 const KNOB_MIN: f64 = 1e-3;
 const KNOB_MAX: f64 = 100.0;
@@ -456,13 +469,39 @@ pub fn adjust(
             out.push(adj);
             continue;
         };
-        if o <= 0.0 || c <= 0.0 {
-            hold(&mut adj, format!("held: {} is 0 on one side", g.driver));
+        if within(g.driver, original, &current.figures, tolerance) {
+            hold(&mut adj, "held: within tolerance".to_string());
             out.push(adj);
             continue;
         }
-        if within(g.driver, original, &current.figures, tolerance) {
-            hold(&mut adj, "held: within tolerance".to_string());
+        // A working set that fits (its miss rate far below the original's, or none at all) is
+        // probed upward by a fixed factor until the rate rises off the floor or the target is
+        // bracketed: the ratio would ask for the largest step, and past the cliff that overshoots
+        // by an order of magnitude (memcached's L1i: ×4 took it from 0.0001 % to 1.5 %).
+        if g.cliff
+            && o > 0.0
+            && c < o / FLAT_RATIO
+            && bracket(history, g.knob, g.driver, o).is_none()
+        {
+            let to = (from * PROBE_STEP).clamp(KNOB_MIN, KNOB_MAX);
+            g.knob.set(&mut knobs, to);
+            adj.to = to;
+            adj.reason = format!(
+                "{} {:.5} vs original {:.5}: ×{:.3} (probe: the clone's working set fits, below a {FLAT_RATIO}th of the original's rate)",
+                g.driver,
+                c,
+                o,
+                to / from
+            );
+            if g.knob == Knob::InstructionWorkingSet {
+                iws_factor = to / from;
+            }
+            out.push(adj);
+            push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
+            continue;
+        }
+        if o <= 0.0 || c <= 0.0 {
+            hold(&mut adj, format!("held: {} is 0 on one side", g.driver));
             out.push(adj);
             continue;
         }
@@ -919,6 +958,63 @@ mod tests {
             .expect("ipc group listed");
         assert!(ipc.reason.contains("not tuned"), "{}", ipc.reason);
         k.validate().expect("adjusted knobs are valid");
+    }
+
+    #[test]
+    fn a_working_set_that_fits_is_probed_up_by_a_fixed_factor_not_the_ratio() {
+        let mk = |n: usize, iws: f64, l1i: f64| Iteration {
+            iteration: n,
+            knobs: {
+                let mut k = Knobs::default();
+                k.instruction_working_set.size_scale = iws;
+                k
+            },
+            figures: CounterFigures {
+                l1i_miss_rate: Some(l1i),
+                ..CounterFigures::default()
+            },
+            errors: BTreeMap::new(),
+            max_error: None,
+            within_tolerance: false,
+            adjustments: vec![],
+            elapsed_s: 0.0,
+        };
+        // Measured on the memcached clone: 0.0000 % against the original's 0.09 %.
+        let original = CounterFigures {
+            l1i_miss_rate: Some(0.0009),
+            ..CounterFigures::default()
+        };
+        let tuned = ["l1i_miss_rate".to_string()];
+        let (k, adj) = adjust(&[mk(1, 1.0, 0.0)], &original, &tuned, 0.1);
+        assert_eq!(k.instruction_working_set.size_scale, PROBE_STEP);
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "instruction_working_set.size_scale")
+            .expect("adjusted");
+        assert!(a.reason.contains("probe"), "{}", a.reason);
+        // Still flat after one probe: another probe, not a secant step through two floor values.
+        let h = [mk(1, 1.0, 0.0000004), mk(2, 2.0, 0.0000009)];
+        let (k, _) = adjust(&h, &original, &tuned, 0.1);
+        assert_eq!(k.instruction_working_set.size_scale, 2.0 * PROBE_STEP);
+        // Off the floor (above a tenth of the original): the secant takes over, and its steep
+        // elasticity gives a step smaller than the ratio's.
+        let h = [mk(1, 1.0, 0.0000009), mk(2, 2.0, 0.0002)];
+        let (k, adj) = adjust(&h, &original, &tuned, 0.1);
+        let step = k.instruction_working_set.size_scale / 2.0;
+        assert!(step > 1.0 && step < 0.0009 / 0.0002, "{step}");
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "instruction_working_set.size_scale")
+            .expect("adjusted");
+        assert!(a.reason.contains("secant"), "{}", a.reason);
+        // Once the original is bracketed the interpolation decides, whatever the last rate was.
+        let h = [mk(1, 1.0, 0.00001), mk(2, 4.0, 0.015), mk(3, 1.5, 0.00001)];
+        let (_, adj) = adjust(&h, &original, &tuned, 0.1);
+        let a = adj
+            .iter()
+            .find(|a| a.knob == "instruction_working_set.size_scale")
+            .expect("adjusted");
+        assert!(a.reason.contains("interpolated"), "{}", a.reason);
     }
 
     #[test]

@@ -67,532 +67,545 @@ ditto_body_c1:
     jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    lea rbp, [r10 + r10*8]
-    mov eax, dword ptr [r14 + 0]
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 6720]
-    mov rdi, qword ptr [r15 + rbp + 6976]
-    mov r9, rax
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 32
+    mov rax, rax
+    test ebx, 3544
+    jz 1f
+1:
+    sete bpl
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov r8d, 237
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 64
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, 82
+    test bl, 16
     jnz 1f
 1:
-    jmp 1f
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    add rdi, qword ptr [r15 + 0]
+    test bl, 24
+    jz 1f
 1:
-    mov ecx, r8d
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, bpl
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, 70
+    movzx ecx, cl
     test bl, 16
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov ecx, 73
-    test ebx, 8136
-    jnz 1f
-1:
-    xchg qword ptr [r15 + rbp + 6912], rdi
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 111
-    mov rax, qword ptr [r15 + rbp + 6784]
-    sete r8b
-    test ebx, 4024
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 6592]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 642
+    rep movsb
+    mov ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 6848], 31
-    mov edi, 122
-    test bl, 32
+    test bl, 16
     jz 1f
 1:
+    lea rbp, [r10 + r10*1]
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
-    mov edx, dword ptr [r15 + r9 + 512]
-    mov edi, r8d
-    mov byte ptr [r15 + rbp + 6464], sil
-    test ebx, 28128
+    mov eax, dword ptr [r15 + r8 + 832]
+    mov rsi, qword ptr [r14 + 0]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], r8b
+    lea r9, [r10 + r10*1]
+    test bl, 24
+    jnz 1f
+1:
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 256]
+    mov ecx, dword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + r8 + 896], dl
+    test bl, 16
     jz 1f
 1:
-    lock add qword ptr [r15 + r8 + 64], rdi
-    movsxd rax, dword ptr [r15 + rbp + 6656]
-    mov rsi, qword ptr [r15 + rbp + 6528]
+    movzx eax, dil
+    and r9d, dword ptr [r15 + rbp + 192]
+    vpor xmm1, xmm1, xmm8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    popcnt rdx, rsi
-    and eax, dword ptr [r15 + 0]
-    test ebx, 4008
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r8d, r9d
-    add rcx, qword ptr [r15 + 0]
-    mov edi, 105
-    lea r9, [r10*4]
-    test ebx, 728
-    jz 1f
-1:
-    xchg qword ptr [r15 + 0], rcx
     lea rbp, [r10 + r10*8]
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 768]
-    movsxd rdx, dword ptr [r15 + r9 + 704]
-    lea r8, [r10 + r10*1]
-    and rbp, 32704
-    mov rax, qword ptr [r15 + rbp + 27264]
-    test bl, 16
-    jz 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    imul esi, esi, 62
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + r8 + 256], edi
-    test bl, 16
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 27392]
-    mov byte ptr [r15 + rbp + 27328], cl
-    mov rdx, qword ptr [r15 + rbp + 27008]
     jmp 1f
 1:
-    test ebx, 968
+    mov edx, 162
+    and rbp, 960
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 2304]
+    imul eax, r9d, 125
+    test bl, 16
     jz 1f
 1:
-    mov rcx, qword ptr [r14 + rbp + 27072]
-    mov edx, dword ptr [r15 + r9 + 576]
-    and r9d, dword ptr [r15 + rbp + 27200]
-    movzx r8d, byte ptr [r15 + rbp + 27456]
-    test bl, 64
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 576]
+    movzx edx, byte ptr [r15 + rbp + 2432]
+    lea r8, [r10 + r10*1]
+    mov ecx, ecx
+    and r8, 64
+    xor dword ptr [r15 + r8 + 64], ebp
+    test ebx, 968
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 27136], r9d
-    mov r9, r8
-    vsubsd xmm4, xmm4, xmm4
-    mov dword ptr [r15 + rbp + 26944], r9d
+    mov rax, qword ptr [r14 + r9 + 640]
+    mov ecx, 182
+    mov r9d, dword ptr [r15 + 0]
+    imul edi, r9d, 23
+    test ebx, 856
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov eax, edi
+    mov edx, 159
+    and eax, dword ptr [r15 + rbp + 2176]
+    test ebx, 8088
+    jz 1f
+1:
+    mov edi, 153
+    movzx r9d, byte ptr [r15 + rbp + 2240]
+    movsxd rax, dword ptr [r15 + rbp + 2368]
+    mov rcx, qword ptr [r15 + rbp + 1984]
+    test bl, 88
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 2112]
+    mov esi, eax
+    mov edi, 11
+    test bl, 16
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 2048]
+    mov rax, qword ptr [r15 + r8 + 128]
+    bswap rsi
+    movzx r8d, byte ptr [r15 + rbp + 2496]
+    test bl, 16
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, r8b
+    mov ecx, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea r9, [r10*4]
-    and r9, 192
-    add qword ptr [r15 + r9 + 768], r9
-    mov eax, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    movzx ebp, al
-    test bl, 24
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rax
-    test bl, 32
-    jnz 1f
-1:
-    vmovq xmm4, r8
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edx, sil
-    test bl, 32
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    movzx ecx, sil
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    and ebp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    movzx edx, byte ptr [r14 + r9 + 640]
+    movzx ebp, byte ptr [r15 + 0]
+    mov rsi, rdx
+    mov rax, qword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    jmp 1f
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], dil
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test bl, 32
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    add qword ptr [r15 + r9 + 576], r8
-    jmp 1f
-1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 384]
+    imul edi, edx, 107
+    mov qword ptr [r15 + 0], rax
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov rbp, r9
+    movzx r8d, byte ptr [r15 + 0]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 91
+    movsxd rsi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r9 + 704]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 640]
-    test bl, 16
+    lea r8, [r10 + r10*1]
+    test bl, 72
     jnz 1f
 1:
-    mov rax, qword ptr [r14 + r8 + 320]
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    mov ebp, 239
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + rbp + 192], 14
+    test bl, 32
+    jnz 1f
+1:
+    movzx ebp, dil
+    mov esi, 130
+    mov qword ptr [r15 + r9 + 576], rdx
+    mov qword ptr [r15 + r8 + 384], rsi
+    test bl, 128
+    jz 1f
+1:
+    movsxd r9, dword ptr [r14 + 0]
+    mov r8d, 68
+    mov eax, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    movzx r9d, al
-    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 74
-    bt r8, r8
-    test ebx, 3928
+    mov r8d, 169
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 336
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    sete dil
+    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], dil
+    mov rdi, r9
+    test bl, 64
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov esi, dword ptr [r15 + 0]
+    bt rdi, r9
     test bl, 16
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    cmovne rcx, rsi
-    test ebx, 7864
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rdi, rdi
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
+    bt rax, rcx
+    mov r9, rax
+    mov dword ptr [r15 + 0], r9d
     test bl, 16
     jnz 1f
 1:
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov rdi, rdx
+    test bl, 16
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
+    mov r9, rbp
+    movsxd r8, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    add rax, qword ptr [r15 + 0]
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 448]
+    mov esi, dword ptr [r15 + rbp + 192]
+    test bl, 16
+    jnz 1f
+1:
     and r9, 64
+    mov edx, dword ptr [r15 + r9 + 128]
+    movzx eax, byte ptr [r14 + 0]
+    mov r8, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 384], 174
-    test ebx, 3800
-    jz 1f
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    test bl, 16
+    jnz 1f
 1:
+    add rbp, qword ptr [r15 + r9 + 64]
     and r8, 64
-    add rsi, qword ptr [r14 + r8 + 128]
-    imul rdi, rcx
-    mov rdx, qword ptr [r14 + 0]
-    mov eax, edi
-    test ebx, 728
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 64], 185
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 384], 114
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    lea rbp, [r10 + r10*1]
+    imul r8, rbp
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 448]
     mov qword ptr [r15 + 0], rax
-    mov ebp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
+    xchg rcx, rcx
+    movzx r8d, cl
+    and r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 3264
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    lock add qword ptr [r15 + 0], r9
     mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    test ebx, 63392
+    jnz 1f
+1:
+    mov r9d, 168
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov edi, 184
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 5872
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 224
+    mov edi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 1912
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 704]
+    and eax, dword ptr [r15 + rbp + 512]
+    test ebx, 16240
+    jnz 1f
+1:
+    and ebp, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], ecx
     jmp 1f
 1:
-    test bl, 128
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, r9
-    movzx edi, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*8]
-    lea r9, [r10 + r10*1]
-    test ebx, 7888
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    and rbp, 16320
-    movzx edx, byte ptr [r15 + rbp + 10688]
+    movzx edx, bpl
     test bl, 16
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 11072], edx
-    mov dword ptr [r15 + rbp + 10560], 160
-    mov rdx, qword ptr [r15 + rbp + 11008]
-    xchg rdx, r8
-    lea r8, [r10 + r10*1]
-    test ebx, 23488
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 10816]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 448]
-    movsxd rcx, dword ptr [r14 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 10944]
-    mov rax, qword ptr [r15 + rbp + 10880]
-    movzx esi, byte ptr [r15 + r8 + 512]
-    movsxd rdx, dword ptr [r15 + rbp + 10624]
-    test ebx, 8040
-    jnz 1f
-1:
-    cmovne rdx, rbp
-    movzx r8d, byte ptr [r14 + r9 + 128]
-    mov ecx, dword ptr [r15 + rbp + 10752]
+    mov rdi, rsi
+    movsxd rsi, dword ptr [r15 + r8 + 768]
+    mov rdx, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
+    bt rcx, rdx
     movzx r9d, byte ptr [r15 + 0]
-    mov rsi, rbp
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, 164
-    test bl, 80
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 16
+    mov dword ptr [r15 + 0], 245
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 168
     jnz 1f
 1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    crc32 eax, cl
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 824
+    cmovne rcx, r8
+    mov edx, 154
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    movzx r8d, sil
-    test bl, 16
+    add r8, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 6072
     jnz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 136
+    cmovne rax, rax
+    movzx esi, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movzx edi, bpl
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    mov ecx, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 209
-    movzx ecx, r9b
-    test bl, 200
-    jz 1f
-1:
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    test bl, 64
-    jz 1f
-1:
-    popcnt rdx, rax
-    mov ecx, 141
-    mov rdi, rcx
-    movzx eax, dil
-    test bl, 16
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 64]
-    mov r9d, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov rdi, r9
-    test ebx, 352
+    test ebx, 936
     jnz 1f
 1:
-    mov edx, dword ptr [r14 + rbp + 448]
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    jmp 1f
+    movsxd rbp, dword ptr [r15 + 0]
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 384]
+    vpcmpeqb xmm1, xmm1, xmm9
+    lea r8, [r10 + r10*1]
+    test bl, 144
+    jz 1f
 1:
+    mov rax, qword ptr [r14 + 0]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 256]
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r9 + 320]
+    test ebx, 2008
+    jz 1f
+1:
+    vpshufd xmm1, xmm1, 226
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 128]
+    mov rax, r9
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, 47
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    movzx r8d, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov esi, 120
-    mov rdx, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, r8b
-    imul esi, edi, 3
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    or ebp, 1
+    xor edx, edx
+    div ebp
+    test bl, 24
+    jz 1f
+1:
+    mov rsi, rbp
+    mov r9, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 16
-    jnz 1f
+    jz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 116
-    mov rdi, qword ptr [r15 + 0]
-    popcnt r8, rdi
-    test bl, 128
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov r9, rdi
-    and edx, dword ptr [r15 + 0]
+    movzx edx, al
+    movzx ecx, byte ptr [r15 + 0]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
+    mov rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, 155
+    test bl, 64
+    jnz 1f
 1:
-    movzx edx, r8b
-    lea rbp, [r10*4]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 249
     movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 16240
-    jz 1f
-1:
-    and rbp, 192
-    movzx r8d, byte ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov rax, r8
-    movzx ecx, al
-    mov dword ptr [r15 + rbp + 576], eax
-    test ebx, 3992
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 640]
-    lea r9, [r10 + r10*1]
-    mov esi, r9d
-    jmp 1f
-1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 448]
+    and eax, dword ptr [r15 + 0]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 64]
     lea r8, [r10 + r10*1]
-    test bl, 16
-    jz 1f
-1:
-    mov qword ptr [r14 + rbp + 768], rdx
-    mov edi, 66
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    test bl, 16
+    test bl, 64
     jnz 1f
 1:
-    movzx edi, dil
-    bswap rdx
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    mov rax, qword ptr [r15 + r8 + 320]
+    movzx eax, byte ptr [r14 + 0]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 640], al
+    mov eax, dword ptr [r15 + rbp + 128]
+    lea rbp, [r10 + r10*1]
+    movzx r9d, bpl
+    test bl, 32
+    jz 1f
+1:
+    and rbp, 64
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 256]
+    movzx esi, bpl
+    jmp 1f
+1:
+    movzx eax, sil
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, rdx
+    vucomisd xmm9, xmm9
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r8 + 576]
+    vmovdqu xmm9, xmmword ptr [r14 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    movzx r9d, al
-    mov r8d, r9d
-    mov ebp, r8d
-    mov r9, r8
-    test ebx, 376
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 728
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, ecx
-    test bl, 16
-    jz 1f
-1:
-    cmovne rsi, rcx
-    mov rsi, rdi
-    mov edx, 106
-    mov edi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 189
-    mov qword ptr [r15 + 0], rdi
-    and ebp, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 4056
-    jz 1f
-1:
     and r8, 64
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + r8 + 192]
-    or eax, 1
-    xor edx, edx
-    div eax
-    mov rax, rax
-    lea r9, [r10*4]
-    test ebx, 2808
+    movzx ecx, byte ptr [r14 + r8 + 64]
+    mov ebp, 43
+    mov rsi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 88
     jnz 1f
 1:
-    and r9, 192
-    mov edx, dword ptr [r15 + r9 + 576]
-    mov edi, edx
-    mov qword ptr [r15 + r9 + 768], rsi
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r9 + 704]
+    mov rbp, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov edx, 96
+    mov edi, eax
     test bl, 16
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    bswap rax
+    mov rax, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov eax, 243
+    mov dword ptr [r15 + 0], 32
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 7128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], bpl
+    test bl, 208
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 25
+    mov rcx, qword ptr [r15 + 0]
+    movzx edx, dl
+    test bl, 32
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    and r9, 64
+    inc dword ptr [r15 + r9 + 192]
+    mov qword ptr [r14 + 0], r8
+    lea rbp, [r10 + r10*1]
+    movzx edx, r9b
+    test ebx, 3544
     jz 1f
 1:
     and rbp, 64
-    and edx, dword ptr [r15 + rbp + 384]
-    movzx esi, cl
-    movzx ecx, dl
-    test ebx, 936
+    mov eax, dword ptr [r15 + rbp + 640]
+    mov edi, dword ptr [r15 + r9 + 256]
+    movzx r9d, al
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 640], 98
-    vmovdqu xmm9, xmmword ptr [r14 + r8 + 256]
-    mov rax, qword ptr [r15 + rbp + 320]
+    movzx r8d, r9b
+    mov rax, qword ptr [r15 + rbp + 576]
+    mov esi, ecx
     add r10, r11
     inc rbx
     dec r13
@@ -606,33 +619,33 @@ ditto_body_c1:
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, eax
+    movzx edi, byte ptr [r15 + 0]
+    mov eax, edi
     jmp 1f
 1:
-    mov rbp, r10
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 18
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], r8
+    or qword ptr [r15 + 0], 112
+    and r8, 64
+    mov qword ptr [r15 + r8 + 704], r9
     nop
     test bl, 10
     jz 1f
 1:
     mov r9, r11
-    movzx edi, r9b
-    and r9, 4032
-    mov r8, r10
-    add rdi, qword ptr [r15 + r9 + 2368]
-    mov dword ptr [r14 + 0], 178
-    and r8, 33554368
-    movzx r9d, byte ptr [r15 + r8 + 33554432]
+    movzx r8d, r9b
+    and r9, 448
+    mov rbp, r10
+    add r8, qword ptr [r15 + r9 + 960]
+    mov dword ptr [r14 + 0], 19
+    and rbp, 33554368
+    movzx edx, byte ptr [r15 + rbp + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
@@ -647,68 +660,68 @@ ditto_body_c1:
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov edx, edi
-    mov esi, 196
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov edx, esi
+    mov eax, 5
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    popcnt rax, rcx
-    mov byte ptr [r15 + 0], r9b
+    movsxd rdi, dword ptr [r15 + 0]
+    popcnt r9, rcx
+    mov byte ptr [r15 + 0], r8b
     movsxd rdx, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    add rsi, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    add rax, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
     test bl, 2
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov edx, 224
-    xchg rdi, r8
+    movsxd rdx, dword ptr [r15 + 0]
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r8d, 67
+    xchg rsi, r9
     test ebx, 1344
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 34
     mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 19
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 8030
     jz 1f
 1:
     mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 169
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + 0], r9d
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], 78
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 256]
     test bl, 232
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    vpaddd ymm9, ymm9, ymmword ptr [r15 + r8 + 192]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    popcnt rax, r9
+    lea r8, [r10 + r10*1]
+    vpaddd ymm1, ymm5, ymmword ptr [r15 + rbp + 192]
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 128]
+    popcnt rax, rdx
     test ebx, 2035
     jnz 1f
 1:
-    movzx r8d, sil
-    mov edx, 50
+    movzx edx, r8b
+    mov edi, 153
     lea r9, [r10 + r10*1]
-    vmovq xmm9, rsi
-    mov edi, dword ptr [r15 + rbp + 64]
+    vmovq xmm9, rcx
+    mov esi, dword ptr [r15 + r8 + 64]
     test bl, 2
     jnz 1f
 1:
     and r9, 64
     mov rcx, qword ptr [r15 + r9 + 384]
-    mov esi, dword ptr [r15 + r9 + 320]
-    imul edx, eax, 92
+    mov ebp, dword ptr [r15 + r9 + 320]
+    imul r8d, eax, 77
     add r10, r11
     inc rbx
     dec r13
@@ -760,1079 +773,1092 @@ ditto_body_c1:
     jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    lea rbp, [r10*4]
-    mov rdi, r9
-    movsxd r8, dword ptr [r14 + 0]
-    and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 640]
-    vucomisd xmm5, xmm9
-    test ebx, 1712
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 22
-    test ebx, 7792
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, cl
-    mov byte ptr [r15 + 0], sil
-    test ebx, 7920
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx edi, dil
-    jmp 1f
-1:
-    test bl, 64
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, r8b
-    mov r9, rbp
-    mov rax, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    imul esi, ebp, 51
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1648
-    jnz 1f
-1:
-    movzx edx, bpl
-    vpmovmskb r8d, xmm4
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    and r8, 64
-    lock xadd qword ptr [r15 + r8 + 192], rdx
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 256]
     lea r9, [r10 + r10*1]
-    movzx r8d, byte ptr [r15 + rbp + 768]
-    test bl, 48
-    jz 1f
+    jmp 1f
 1:
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 512]
-    mov eax, dword ptr [r14 + r9 + 448]
-    mov ecx, dword ptr [r15 + rbp + 576]
+    movsxd rdx, dword ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 368
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov rbp, rbp
+    movzx eax, byte ptr [r15 + 0]
+    bt rcx, r8
+    mov ecx, r8d
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    and esi, dword ptr [r15 + 0]
+    vucomisd xmm9, xmm9
+    test ebx, 6592
+    jnz 1f
+1:
+    mov r8, r8
+    mov rdi, qword ptr [r15 + 0]
+    movzx edx, dil
+    test bl, 128
+    jnz 1f
+1:
+    mov r8d, 227
+    mov rdi, qword ptr [r15 + 0]
+    bswap rbp
+    mov rax, r9
+    test bl, 128
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, al
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 608
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, 55
+    lea r8, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 192]
+    inc dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + r8 + 256]
+    test ebx, 864
+    jz 1f
+1:
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 384]
+    mov r8, qword ptr [r15 + rbp + 320]
+    mov byte ptr [r14 + r9 + 640], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov ebp, ebp
-    movsxd r9, dword ptr [r15 + 0]
-    popcnt rdx, rdi
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 384
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, esi
-    add rsi, qword ptr [r15 + 0]
-    vmovdqu xmm5, xmmword ptr [r15 + 0]
-    bt rax, rdx
-    test bl, 32
-    jz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 121728
-    jnz 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 7888
-    jnz 1f
-1:
-    mov ecx, 49
-    movzx edx, byte ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    cmovne rdi, rdi
-    test bl, 48
-    jz 1f
-1:
-    mov r9, rbp
-    lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    and rbp, 64
-    mov eax, dword ptr [r14 + rbp + 512]
-    cmovne rcx, rsi
-    test bl, 144
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 256]
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r8 + 192], eax
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 128]
+    mov r9, rax
+    xchg rcx, rbp
+    movsxd rdx, dword ptr [r15 + 0]
+    vpmovmskb r8d, xmm9
+    mov edi, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov rbp, r9
-    mov qword ptr [r15 + r9 + 64], r8
-    mov qword ptr [r14 + 0], r9
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, dil
+    mov byte ptr [r15 + 0], dl
+    and eax, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx ebp, al
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 57152
+    jz 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*8]
+    movzx ecx, byte ptr [r15 + 0]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    and r9, 960
+    movzx eax, byte ptr [r15 + r9 + 2240]
+    test bl, 32
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 2368]
+    mov byte ptr [r15 + r9 + 2304], dil
+    mov rax, qword ptr [r15 + r9 + 2048]
+    movzx edi, byte ptr [r15 + r9 + 2496]
+    lea rbp, [r10 + r10*1]
+    test bl, 192
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 1984], edx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], dl
+    sete sil
+    movzx edx, byte ptr [r15 + rbp + 192]
+    test ebx, 126784
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 2112]
+    mov dword ptr [r14 + r9 + 2432], ecx
+    add rax, qword ptr [r15 + r9 + 2176]
+    mov qword ptr [r15 + r8 + 448], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
     lea r8, [r10 + r10*1]
-    mov rax, rax
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], esi
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov edi, 151
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, rsi
+    movsxd rdi, dword ptr [r15 + r8 + 512]
+    mov r9d, dword ptr [r15 + 0]
+    bt rcx, rcx
+    and ebp, dword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov ecx, 62
-    mov edx, dword ptr [r15 + 0]
+    mov rdx, rbp
+    add rsi, qword ptr [r15 + 0]
+    mov ecx, 24
+    test bl, 64
+    jnz 1f
+1:
+    sete al
+    mov rdx, r9
+    movzx r9d, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 800
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movsxd rax, dword ptr [r15 + 0]
+    mov rsi, r8
+    test bl, 128
+    jz 1f
+1:
+    mov r9, rdi
+    movzx r9d, byte ptr [r15 + 0]
+    vmovq xmm9, rdi
     jmp 1f
 1:
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx esi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    vmovdqu xmm2, xmmword ptr [r15 + 0]
-    test bl, 32
+    add rdi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 6976
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov edi, dword ptr [r15 + 0]
+    mov eax, r8d
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 15792
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov ecx, r8d
     lea r9, [r10 + r10*1]
-    lea rbp, [r10*4]
-    test bl, 64
-    jz 1f
-1:
+    mov edx, dword ptr [r15 + 0]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 640], r8b
-    movsxd rcx, dword ptr [r14 + 0]
-    mov edi, 156
-    test bl, 192
+    add qword ptr [r15 + r9 + 128], r8
+    test ebx, 1872
     jnz 1f
 1:
-    mov ecx, 168
-    mov esi, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov qword ptr [r14 + rbp + 576], r8
-    test bl, 32
+    mov byte ptr [r14 + 0], r9b
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r8 + 448]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], r8b
+    movsxd r8, dword ptr [r15 + r9 + 64]
+    test ebx, 6976
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 704]
-    movzx edx, sil
-    mov dword ptr [r15 + rbp + 768], 58
+    movzx esi, byte ptr [r14 + rbp + 192]
+    movzx r9d, dil
+    mov r8d, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    bswap rbp
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test bl, 80
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov eax, 175
+    mov edx, edx
     movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
+    test bl, 32
     jnz 1f
 1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    xor dword ptr [r15 + 0], r9d
+    mov edx, r8d
     test ebx, 256
+    jz 1f
+1:
+    mov edx, 166
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 89
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 3520
     jnz 1f
 1:
-    lea r8, [r10 + r10*8]
-    and ecx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 384
+    jnz 1f
+1:
     mov eax, dword ptr [r15 + 0]
-    and r8, 4032
-    movzx edi, byte ptr [r15 + r8 + 6720]
-    movsxd rdx, dword ptr [r15 + r8 + 6464]
-    test bl, 32
-    jz 1f
-1:
-    mov rsi, rsi
-    mov ebp, ebp
-    movzx ecx, r9b
-    lea r9, [r10 + r10*1]
-    test bl, 32
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 3568
     jnz 1f
 1:
-    mov edi, 194
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + 0], 212
+    lea r9, [r10 + r10*1]
+    movzx edx, byte ptr [r14 + 0]
     and rbp, 64
-    inc dword ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + r8 + 6976], r9b
-    test bl, 128
+    mov r8, qword ptr [r15 + rbp + 256]
+    test ebx, 1264
     jz 1f
 1:
-    movzx esi, byte ptr [r14 + 0]
-    and ecx, dword ptr [r14 + r8 + 6528]
-    mov rax, qword ptr [r15 + r8 + 6592]
-    test bl, 128
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 192]
-    add rdx, qword ptr [r15 + rbp + 384]
-    mov eax, r8d
-    mov byte ptr [r15 + r8 + 6784], al
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 448]
+    mov edi, edi
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    movzx eax, byte ptr [r14 + rbp + 192]
+    lea rbp, [r10 + r10*1]
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 6848], 65
-    mov dword ptr [r15 + r8 + 6912], 176
-    movsxd rdi, dword ptr [r15 + r8 + 6656]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    mov eax, esi
+    mov edx, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    vsubsd xmm4, xmm4, xmm4
-    mov r8d, r8d
-    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 12128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 47
+    movzx r9d, byte ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
+    movzx edi, al
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    bswap rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r9, rsi
-    mov edx, 85
-    test bl, 32
-    jz 1f
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rax, rbp
-    btc dword ptr [r15 + 0], 31
-    test ebx, 1840
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov eax, 163
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    movzx edi, cl
-    test bl, 64
-    jnz 1f
+    test ebx, 2032
+    jz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    mov ecx, r8d
-    mov r8, qword ptr [r14 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, rcx
+    mov byte ptr [r15 + 0], cl
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx r8d, dl
+    movsxd r9, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov ecx, 104
     test bl, 32
     jnz 1f
 1:
+    bt rcx, rdi
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 112
+    jz 1f
+1:
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 640]
+    movzx eax, byte ptr [r15 + rbp + 576]
+    mov rbp, qword ptr [r14 + 0]
     movsxd rsi, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10*4]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 448]
-    bt rbp, rbp
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 704]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + rbp + 640], eax
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 768], dil
     lea r9, [r10 + r10*1]
-    test bl, 160
-    jnz 1f
+    test bl, 32
+    jz 1f
 1:
+    lea r8, [r10 + r10*1]
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 384]
-    movzx edx, sil
-    movzx r8d, byte ptr [r15 + r9 + 320]
+    movsxd rbp, dword ptr [r15 + r9 + 64]
+    mov eax, dword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 896]
+    mov byte ptr [r15 + r8 + 832], dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov edx, r8d
-    xor dword ptr [r15 + 0], r8d
-    mov r9, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
+    mov rdi, rdi
+    movsxd r9, dword ptr [r15 + 0]
+    movzx esi, cl
+    mov edx, 98
+    test ebx, 256
+    jz 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], ebp
     movsxd rsi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, r9b
-    mov ebp, 21
     test bl, 32
     jnz 1f
 1:
-    mov rcx, rax
-    mov rax, rax
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, ecx
-    test ebx, 7120
+    mov byte ptr [r15 + 0], r8b
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, 197
+    xchg rcx, rdi
+    test ebx, 256
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r8d, dword ptr [r15 + 0]
+    movzx edi, al
     test bl, 128
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, ecx
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 464
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], dil
+    mov esi, dword ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    xchg qword ptr [r15 + 0], rdx
-    lea r8, [r10 + r10*1]
-    not qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r14 + 0]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 384]
-    test ebx, 8032
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    movzx eax, byte ptr [r15 + rbp + 512]
-    lea r9, [r10 + r10*1]
-    movsxd rbp, dword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rcx
-    test bl, 128
+    test ebx, 256
     jz 1f
 1:
-    xchg rcx, rcx
-    mov r8, rcx
-    mov rax, qword ptr [r15 + r9 + 256]
+    mov ecx, 167
+    mov dword ptr [r15 + 0], edx
+    mov eax, 177
+    mov ebp, 61
+    test bl, 32
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    movzx esi, byte ptr [r14 + r9 + 64]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 192]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 384]
+    test ebx, 64256
+    jnz 1f
+1:
+    mov rdi, rbp
+    xor dword ptr [r15 + r9 + 128], edi
+    mov esi, r9d
+    mov rax, qword ptr [r15 + r8 + 256]
+    test ebx, 256
+    jz 1f
+1:
+    mov edx, dword ptr [r14 + 0]
+    mov r9, rax
+    mov byte ptr [r15 + rbp + 320], cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov r9, qword ptr [r15 + 0]
-    mov rsi, r9
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
+    mov r8d, ecx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 896], ecx
+    or esi, 1
+    xor edx, edx
+    div esi
+    sete cl
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 202
-    xchg rdi, r9
-    movzx edx, byte ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 34
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], cl
-    mov eax, ecx
-    add rbp, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 57
+    mov r9d, r9d
     test ebx, 1712
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    bt rcx, rcx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 55264
     jnz 1f
 1:
-    mov rcx, rdx
-    mov byte ptr [r15 + 0], cl
-    mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov rdx, r8
-    mov qword ptr [r15 + 0], rax
-    mov rbp, r8
-    movzx r9d, r8b
-    test ebx, 7536
+    movzx r8d, r9b
+    mov edx, ecx
+    mov dword ptr [r15 + 0], 168
+    test ebx, 6848
     jz 1f
 1:
-    mov ebp, ebp
-    mov eax, r8d
+    and r9d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + r8 + 64]
-    test ebx, 4064
+    test ebx, 1744
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov eax, 69
+    jmp 1f
+1:
+    test ebx, 14336
     jz 1f
 1:
     lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    vpshufd xmm4, xmm4, 249
+    mov ecx, 69
+    mov r9d, dword ptr [r15 + 0]
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 512]
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    test ebx, 1712
-    jnz 1f
+    mov esi, dword ptr [r15 + r8 + 448]
+    test ebx, 2048
+    jz 1f
 1:
-    mov qword ptr [r14 + 0], rcx
-    movzx edi, al
-    mov r9, qword ptr [r15 + r8 + 448]
-    popcnt rax, rbp
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 832], 89
+    mov qword ptr [r14 + r8 + 512], rbp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], bpl
+    test ebx, 59264
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 642
+    rep stosb
+    mov edx, dword ptr [r15 + r9 + 256]
+    vpor xmm9, xmm9, xmm9
+    test bl, 64
+    jz 1f
+1:
+    movzx edi, bpl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 448]
-    mov esi, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 96
+    lea r8, [r10 + r10*8]
+    bswap rax
+    mov ebp, 90
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7488]
+    add r9, qword ptr [r15 + r8 + 7232]
+    test bl, 176
     jz 1f
-1:
-    btc dword ptr [r15 + 0], 27
-    popcnt rcx, rdx
-    movzx ecx, byte ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 1872
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 166
-    mov r9d, dword ptr [r15 + 0]
-    imul eax, eax, 109
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test bl, 144
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 240
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 252
-    mov rsi, rbp
-    mov eax, 233
-    mov dword ptr [r15 + 0], edi
-    test bl, 128
-    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 132
-    mov qword ptr [r15 + 0], rsi
+    add rax, qword ptr [r15 + r8 + 7424]
     and r9, 64
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r9 + 768], edi
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 736
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, bpl
+    mov qword ptr [r15 + 0], rbp
     test bl, 32
     jnz 1f
 1:
-    imul edx, ebp, 13
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    mov rsi, qword ptr [r14 + r8 + 64]
-    movzx eax, byte ptr [r15 + rbp + 512]
-    test ebx, 256
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 188
+    mov esi, dword ptr [r15 + r8 + 7360]
+    mov byte ptr [r15 + r9 + 704], bpl
+    test bl, 112
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov r9d, r8d
+    movsxd rbp, dword ptr [r15 + r8 + 7168]
+    test bl, 128
     jz 1f
 1:
-    mov qword ptr [r14 + 0], rsi
-    add qword ptr [r14 + 0], rbp
-    add rcx, qword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + r8 + 7104], r8
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 7296]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 576], 251
+    test bl, 128
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 640]
+    and edx, dword ptr [r15 + r8 + 7616]
+    mov byte ptr [r14 + r8 + 7552], r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*8]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    and r9, 448
-    movzx ecx, byte ptr [r15 + r9 + 1024]
-    movzx r8d, byte ptr [r15 + r9 + 1152]
-    mov rsi, rax
+    and r8d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, al
+    mov dword ptr [r15 + 0], eax
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 1280], 150
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1488
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov edi, 97
-    mov dword ptr [r15 + r9 + 1088], ecx
-    test ebx, 752
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 960]
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov eax, r9d
-    mov esi, r8d
+    mov byte ptr [r15 + 0], al
+    add rsi, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 832]
-    jmp 1f
-1:
-    vmovq xmm4, rsi
-    test ebx, 3952
+    mov edi, dword ptr [r15 + 0]
+    cmovne rax, rax
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 81792
     jnz 1f
 1:
-    mov esi, 105
-    movsxd rdi, dword ptr [r15 + r9 + 896]
-    imul r8, r8
-    test ebx, 336
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    cmovne r9, r9
+    mov edx, ecx
+    test bl, 128
     jnz 1f
 1:
-    mov edx, edi
-    mov ecx, ebp
-    mov r8d, 181
-    mov eax, dword ptr [r15 + r9 + 1216]
-    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r8d
+    sete sil
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 2048
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    cmovne rdi, r8
+    mov esi, eax
+    mov qword ptr [r15 + 0], rsi
     test bl, 64
     jz 1f
 1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov edx, ebp
-    movzx edi, bpl
-    test ebx, 752
+    lea rbp, [r10 + r10*1]
+    mov edx, eax
+    mov r8, r9
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 256]
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r14 + rbp + 192]
+    test bl, 32
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    test bl, 80
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and edi, dword ptr [r14 + 0]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 320]
+    mov r8d, esi
+    mov rdx, rsi
+    test ebx, 64416
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 192]
-    imul eax, ebp, 30
-    mov rax, qword ptr [r15 + r8 + 320]
+    mov rax, qword ptr [r15 + r9 + 448]
+    mov rsi, rsi
+    mov r9d, dword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r8, rbp
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 8032
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    xor dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    mov esi, 59
-    lock add qword ptr [r15 + 0], r9
-    test ebx, 256
+    and edi, dword ptr [r15 + 0]
+    test ebx, 1024
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    vpshufd xmm9, xmm9, 142
-    add r9, qword ptr [r15 + 0]
-    test bl, 32
+    movsxd rbp, dword ptr [r15 + 0]
+    sete dl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 96192
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 126
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rax, rbp
+    mov eax, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov rsi, rsi
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1264
+    jz 1f
+1:
+    mov edx, r9d
+    lock add qword ptr [r15 + 0], rdi
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 15072
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov edi, 228
+    mov ecx, edi
+    test ebx, 1152
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8, rcx
     test bl, 32
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rdx, r8
-    mov rbp, rcx
-    add rsi, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 16048
-    jnz 1f
-1:
-    and r9, 64
-    not qword ptr [r15 + r9 + 320]
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    cmovne rcx, rcx
-    test ebx, 720
-    jz 1f
-1:
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    mov rsi, rdi
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    movzx edx, byte ptr [r14 + rbp + 192]
-    add rdi, qword ptr [r15 + rbp + 256]
+    mov rdi, qword ptr [r14 + rbp + 256]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 384]
+    vpmovmskb esi, xmm8
     test bl, 128
-    jz 1f
-1:
-    bswap rdi
-    mov rbp, r9
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    test ebx, 64320
     jnz 1f
 1:
-    mov ebp, 76
-    movsxd r8, dword ptr [r15 + r9 + 384]
-    movzx esi, r9b
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    mov r9d, dword ptr [r14 + 0]
+    mov byte ptr [r15 + r8 + 320], r9b
+    mov rbp, rax
+    lea r8, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], ebp
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 512]
+    mov r9d, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    lea r9, [r10 + r10*1]
-    bt r8, rax
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 64]
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test bl, 32
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    or ecx, 1
-    xor edx, edx
-    div ecx
-    mov r8, rcx
-    test bl, 128
+    lea rbp, [r10 + r10*8]
+    and rbp, 960
+    mov rax, qword ptr [r15 + rbp + 2048]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    movzx edx, cl
+    test ebx, 1936
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 6000
-    jz 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 288
-    jz 1f
-1:
-    bt rbp, rbp
-    vpshufd xmm9, xmm4, 239
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 186
-    movsxd r8, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1712
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 14
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 448]
-    mov r8d, 239
-    test bl, 32
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    imul edi, r9d, 24
-    mov rdi, qword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 192]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 64
+    jz 1f
+1:
+    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rax
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov eax, 201
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + rbp + 2368]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 384]
+    mov rax, qword ptr [r14 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 64]
+    movzx edi, byte ptr [r15 + rbp + 2112]
+    movsxd rdx, dword ptr [r15 + rbp + 1984]
+    mov ecx, dword ptr [r15 + r9 + 128]
+    test bl, 48
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov rax, qword ptr [r14 + 0]
-    movsxd r9, dword ptr [r14 + r8 + 256]
+    mov dword ptr [r15 + rbp + 2304], 254
+    movzx esi, byte ptr [r15 + rbp + 2432]
+    mov r9, rbp
+    mov dword ptr [r15 + rbp + 2496], 242
+    test ebx, 6016
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 320]
+    movsxd r9, dword ptr [r15 + rbp + 2176]
+    mov rdx, qword ptr [r14 + rbp + 2240]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    xchg r9, rdx
-    lea r9, [r10 + r10*1]
-    mov esi, esi
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 38
-    test bl, 32
+    xor dword ptr [r15 + 0], ebp
+    lock add qword ptr [r15 + 0], rdx
+    movzx eax, r9b
+    test ebx, 3056
+    jz 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmm4
+    mov rbp, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 7920
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    bswap r8
+    mov edi, r8d
+    mov edx, edi
+    test bl, 128
     jnz 1f
 1:
-    jmp 1f
-1:
-    imul r8, rsi
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, 178
-    test bl, 128
+    mov dword ptr [r15 + 0], edi
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 80
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    or qword ptr [r15 + 0], 62
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, rcx
+    mov rax, rsi
     mov rsi, qword ptr [r15 + 0]
-    test ebx, 10224
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 128
-    jz 1f
-1:
-    movzx ebp, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 17
-    and r8, 64
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + r8 + 448]
-    mov rdi, rdi
-    test bl, 48
+    test ebx, 3824
     jnz 1f
 1:
+    mov rax, qword ptr [r15 + 0]
+    bt rax, rsi
+    mov ecx, eax
+    test ebx, 256
+    jz 1f
+1:
+    mov edi, 3
     lea rbp, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r8 + 512]
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r14 + 0]
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 256], 212
-    mov dword ptr [r15 + rbp + 64], 81
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 156
+    test bl, 80
+    jz 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + rbp + 256]
+    test ebx, 720
+    jz 1f
+1:
+    mov r9, rsi
+    lea rbp, [r10 + r10*1]
+    mov rdi, rcx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], r9b
+    add rsi, qword ptr [r15 + r8 + 64]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    mov edi, edx
+    mov r8, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    lea r9, [r10*8]
-    movzx eax, cl
-    and r9, 448
-    add rsi, qword ptr [r15 + r9 + 1280]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1936
-    jnz 1f
-1:
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, dl
-    test bl, 32
-    jz 1f
-1:
-    mov rax, rdx
-    mov r8, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    lock or dword ptr [r15 + 0], 67
     lea rbp, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, rdx
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    test ebx, 7984
+    mov qword ptr [r15 + rbp + 576], rbp
+    mov rcx, rcx
+    movzx eax, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r9 + 1024]
-    mov esi, dword ptr [r14 + 0]
-    mov ecx, 121
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 192]
-    test bl, 128
-    jz 1f
+    jmp 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 960]
-    mov dword ptr [r15 + r9 + 1152], r9d
-    mov eax, 24
-    test ebx, 320
+    mov eax, dword ptr [r15 + 0]
+    mov edx, 159
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 256
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    movzx edi, byte ptr [r15 + r9 + 1216]
-    mov eax, dword ptr [r15 + r8 + 256]
-    bt r9, r9
-    test ebx, 57280
+    mov r8d, dword ptr [r15 + 0]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 208
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 15584
     jz 1f
 1:
-    btc dword ptr [r15 + rbp + 64], 22
-    mov dword ptr [r14 + r9 + 896], eax
-    mov rcx, qword ptr [r15 + r9 + 1088]
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edi, 4
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 47616
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, bpl
+    add qword ptr [r15 + 0], rbp
+    test bl, 48
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    bt rbp, rbp
+    lea r9, [r10 + r10*1]
+    test ebx, 752
+    jnz 1f
+1:
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 640], r9d
+    vsubsd xmm9, xmm9, xmm9
+    mov rax, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 28640
+    jz 1f
+1:
+    and rbp, 64
+    mov rcx, qword ptr [r14 + rbp + 384]
+    mov r8, rcx
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov edx, ecx
+    test bl, 144
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 320]
+    mov r9d, eax
+    mov edi, 124
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    vpor xmm9, xmm9, xmm9
-    sete dl
     mov rsi, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 8144
-    jnz 1f
-1:
-    mov r8d, esi
-    mov dword ptr [r15 + 0], 46
-    mov rsi, r9
-    test ebx, 352
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
     mov ebp, esi
-    movzx ebp, r9b
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    test bl, 32
+    mov edx, dword ptr [r15 + 0]
+    mov esi, 81
+    test ebx, 7984
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    xchg rdi, rsi
-    movzx edx, dl
-    test bl, 128
-    jnz 1f
-1:
-    movzx eax, al
+    and edx, dword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    test bl, 144
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], ebp
-    movzx edi, byte ptr [r15 + 0]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    test ebx, 48576
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + 0]
-    mov edi, 147
-    mov rdi, rdi
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 64]
-    test ebx, 3568
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 641
-    rep stosb
-    mov esi, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    test ebx, 6640
+    movsxd rax, dword ptr [r15 + 0]
+    mov rdi, rdx
+    test ebx, 7888
     jnz 1f
 1:
-    mov rcx, r8
-    mov byte ptr [r15 + r8 + 256], cl
-    movsxd rdx, dword ptr [r15 + r9 + 128]
+    xchg rdi, rdx
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], ecx
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    imul rbp, rbp
+    mov rdi, r8
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx r8d, r8b
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    vpcmpeqb xmm8, xmm8, xmm2
+    test bl, 32
+    jnz 1f
+1:
+    or qword ptr [r14 + 0], 33
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 896]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 512]
+    test ebx, 496
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 448], 45
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 64]
+    movzx edx, dl
+    movzx ecx, byte ptr [r15 + r8 + 128]
+    test bl, 64
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 832]
+    bt rdi, rbp
+    vpshufd xmm8, xmm9, 68
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    mov rcx, rcx
-    lock or dword ptr [r15 + 0], 29
-    mov esi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 464
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rax, rbp
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 976
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    movzx ebp, r8b
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test bl, 32
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, rdx
-    mov r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 96
-    jnz 1f
-1:
-    imul rax, r8
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, ebp
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 448]
-    bt rbp, rcx
-    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 640], eax
+    mov qword ptr [r15 + 0], rax
+    and edx, dword ptr [r15 + 0]
+    movzx ebp, r8b
     test bl, 32
     jz 1f
 1:
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 320]
-    mov ecx, dword ptr [r14 + 0]
-    mov esi, 32
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, edi
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
     jmp 1f
 1:
-    test ebx, 496
+    mov esi, 167
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 11232
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 448]
-    mov rdx, rcx
-    jmp 1f
+    lea r8, [r10*8]
+    lea rbp, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 448
+    movzx edi, byte ptr [r15 + r8 + 1728]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    mov ecx, 127
+    test ebx, 256
+    jnz 1f
 1:
-    test ebx, 320
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 1536]
+    movsxd rsi, dword ptr [r15 + r8 + 1664]
+    mov ecx, dword ptr [r15 + r8 + 1856]
+    mov edi, dword ptr [r14 + 0]
+    test ebx, 6784
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 384], 127
+    mov rax, qword ptr [r15 + rbp + 128]
+    movzx edx, byte ptr [r15 + r8 + 1472]
+    movzx ebp, byte ptr [r15 + r8 + 1920]
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, 212
+    movzx ecx, r9b
+    mov dword ptr [r15 + r9 + 576], 123
+    mov rsi, qword ptr [r15 + r8 + 1600]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, r9d
+    mov rdx, qword ptr [r15 + r8 + 1792]
+    mov ecx, 226
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    mov ebp, r9d
-    mov r8, qword ptr [r15 + 0]
-    mov edi, r9d
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 752
-    jz 1f
-1:
-    mov r9, rdi
-    mov qword ptr [r15 + 0], rdx
-    mov esi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1936
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r14 + 0], 50
+    mov qword ptr [r14 + 0], r9
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, r9
     test bl, 64
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    mov ecx, r8d
+    and r9d, dword ptr [r15 + 0]
+    mov r8, r8
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov r9, rbp
+    mov dword ptr [r15 + 0], 169
+    mov r9d, 254
+    vpshufd xmm6, xmm4, 197
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 12208
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    vpor xmm4, xmm4, xmm6
+    test bl, 32
+    jnz 1f
+1:
+    mov esi, ebp
+    mov r8, qword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    test ebx, 576
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, 109
+    test ebx, 624
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 197
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 512]
+    mov rcx, rax
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
-    test bl, 64
+    mov r8d, dword ptr [r15 + r9 + 448]
+    lea rbp, [r10 + r10*1]
+    movzx ecx, cl
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 576]
+    lea r8, [r10 + r10*1]
+    test ebx, 7888
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 192], rcx
-    imul rdx, rdx
-    mov byte ptr [r14 + 0], al
-    test ebx, 1712
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 0]
-    mov rcx, qword ptr [r15 + r9 + 512]
-    mov edi, dword ptr [r15 + r8 + 448]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r9 + 512], 204
+    movzx eax, byte ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
@@ -1861,253 +1887,261 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b4_c0:
     lea rbp, [r10 + r10*8]
-    mov rsi, rcx
-    and rbp, 32704
-    mov edi, dword ptr [r15 + rbp + 27136]
-    vpor xmm9, xmm9, xmm9
-    movzx eax, r8b
-    test ebx, 1216
+    and rbp, 4032
+    lea r8, [r10*8]
+    movsxd rdi, dword ptr [r15 + rbp + 3136]
+    mov qword ptr [r15 + rbp + 3200], r8
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7232], 137
+    mov rcx, qword ptr [r15 + rbp + 3520]
+    test bl, 188
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    vmulsd xmm4, xmm4, xmm11
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 988
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    and edi, dword ptr [r15 + rbp + 27392]
-    movsxd rcx, dword ptr [r15 + rbp + 27008]
-    mov edx, 163
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, esi
-    mov rsi, rdx
-    mov edx, ebp
-    lea r8, [r10 + r10*1]
+    mov r9d, 66
+    movzx edx, byte ptr [r15 + rbp + 3008]
+    movzx esi, byte ptr [r15 + r8 + 7360]
+    xchg qword ptr [r15 + r8 + 7104], rsi
     test bl, 16
     jnz 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 384]
-    movsxd rax, dword ptr [r15 + rbp + 27456]
-    mov dword ptr [r15 + rbp + 27328], 195
-    sete sil
-    lea r9, [r10 + r10*1]
-    test ebx, 13184
-    jnz 1f
+    jmp 1f
 1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 192]
-    popcnt rcx, rbp
-    mov edi, ecx
-    test ebx, 1964
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 27072]
-    mov rcx, rdx
-    mov rax, qword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + rbp + 26944], rdx
-    test bl, 200
+    movzx eax, byte ptr [r15 + rbp + 3072]
+    movzx esi, byte ptr [r15 + r8 + 7168]
+    test bl, 8
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 27200]
-    movsxd r8, dword ptr [r15 + r9 + 256]
-    mov r9d, dword ptr [r15 + rbp + 27264]
+    lea r9, [r10 + r10*1]
+    mov ecx, edi
+    mov esi, edi
+    and r9, 64
+    mov qword ptr [r14 + r9 + 640], rsi
+    vpmovmskb edi, xmm9
+    test ebx, 13792
+    jz 1f
+1:
+    imul rdx, rdi
+    movsxd rax, dword ptr [r15 + rbp + 3328]
+    mov rsi, rdx
+    test ebx, 3948
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 7296]
+    mov dword ptr [r15 + r8 + 7424], esi
+    mov rdi, qword ptr [r14 + r9 + 576]
+    imul eax, ebp, 113
+    test bl, 8
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + rbp + 3264], ebp
+    mov qword ptr [r15 + rbp + 3392], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov eax, 84
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], sil
-    test ebx, 3548
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rdx, rbp
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
     mov rax, qword ptr [r15 + 0]
-    test bl, 32
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    mov ecx, ebp
+    test ebx, 14256
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 38
+    add rbp, qword ptr [r15 + 0]
+    vucomisd xmm6, xmm4
+    jmp 1f
+1:
     test bl, 8
     jnz 1f
 1:
-    mov r9, rbp
-    mov dword ptr [r15 + 0], 119
-    mov ecx, 65
-    lea r8, [r10*4]
-    movzx esi, r8b
+    mov r9d, 73
+    mov eax, 50
+    mov dword ptr [r15 + 0], 198
+    movzx edx, byte ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 640]
-    mov ebp, dword ptr [r15 + r8 + 768]
-    mov edx, ebp
-    movzx edi, bpl
-    test ebx, 832
+    movzx esi, dl
+    cmovne rdx, r8
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    vmovdqu xmm7, xmmword ptr [r15 + r9 + 192]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    mov byte ptr [r14 + 0], dil
-    movsxd rdi, dword ptr [r15 + r9 + 256]
-    test ebx, 256
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test bl, 64
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 8
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 576], dil
-    movzx eax, byte ptr [r15 + r8 + 704]
-    add r9, qword ptr [r14 + rbp + 448]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov r9d, edx
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], bpl
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 256]
+    lea r9, [r10 + r10*1]
     mov edx, r9d
+    test bl, 8
+    jnz 1f
+1:
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 320]
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    movzx r8d, byte ptr [r14 + 0]
+    mov qword ptr [r14 + rbp + 192], r8
+    test ebx, 752
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 384]
+    mov ebp, eax
+    mov rdx, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea r8, [r10 + r10*8]
-    mov ebp, 250
-    mov r9, r8
-    sete al
-    and r8, 16320
-    mov rax, qword ptr [r15 + r8 + 11072]
-    test ebx, 16048
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, 59
+    movsxd r9, dword ptr [r15 + 0]
+    mov edi, r9d
+    test bl, 32
     jnz 1f
 1:
+    mov r8d, dword ptr [r15 + 0]
+    bt rsi, r8
+    mov byte ptr [r15 + 0], r8b
+    movzx edi, r8b
+    test bl, 32
+    jz 1f
+1:
+    vpaddd xmm4, xmm4, xmm4
+    mov dword ptr [r15 + 0], 203
+    mov qword ptr [r15 + 0], rbp
+    test bl, 208
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, ebp
+    mov dword ptr [r15 + 0], edx
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 304
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov esi, 74
+    test bl, 8
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rsi
+    test bl, 8
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    and rbp, 64
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 448]
+    movzx edi, bpl
+    movzx edx, dil
+    test bl, 152
+    jnz 1f
+1:
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + rbp + 512]
+    lea r8, [r10 + r10*1]
+    movsxd rbp, dword ptr [r14 + 0]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + r8 + 192]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 896], al
+    test ebx, 316
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 256]
+    and edx, dword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    xchg rdx, rax
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 320]
-    test bl, 32
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 10816]
-    mov esi, esi
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, r8b
-    test bl, 32
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r14 + r9 + 192], rdx
-    bswap rsi
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    test bl, 168
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 10688]
-    crc32 r9d, bpl
-    movzx esi, byte ptr [r15 + r8 + 10624]
-    test bl, 188
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 10880], 130
-    movzx edi, byte ptr [r15 + r8 + 10944]
-    mov r9d, dword ptr [r15 + r8 + 11008]
-    test ebx, 2036
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 10752], 116
-    mov dword ptr [r15 + rbp + 384], 179
-    add rbp, qword ptr [r15 + r8 + 10560]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    movzx ecx, bpl
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1724
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov esi, 216
-    test bl, 8
-    jnz 1f
-1:
-    movzx ebp, sil
-    add rcx, qword ptr [r15 + 0]
-    xchg rdi, rbp
-    test ebx, 15088
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 8
+    mov esi, dword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    test bl, 8
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, dil
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    xchg rbp, rdi
+    mov edi, 248
+    test ebx, 304
+    jz 1f
+1:
+    mov rdx, rbp
+    mov ebp, edi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1004
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 31
+    vpxor xmm2, xmm2, xmm8
+    test bl, 168
     jnz 1f
 1:
-    mov esi, esi
-    mov byte ptr [r15 + 0], r8b
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 3932
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 173
+    and edi, dword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    test ebx, 3804
     jz 1f
 1:
-    mov edx, 21
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 256]
     lea r9, [r10 + r10*1]
-    test ebx, 400
-    jz 1f
-1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], eax
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r14 + rbp + 320], esi
-    mov rcx, qword ptr [r15 + r9 + 512]
-    add rbp, qword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + r9 + 832]
+    or esi, 1
+    xor edx, edx
+    div esi
+    movsxd rdi, dword ptr [r14 + r9 + 896]
     test bl, 32
     jz 1f
 1:
-    movzx eax, bpl
-    movzx ebp, bpl
-    mov qword ptr [r15 + r8 + 192], rbp
+    lea r9, [r10 + r10*1]
+    movzx edx, r9b
+    movsxd rbp, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + r9 + 448], cl
     add r10, r11
     inc rbx
     dec r13
@@ -2143,530 +2177,536 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov eax, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 8024
+    jz 1f
+1:
+    movzx ebp, r8b
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, dl
+    test ebx, 304
+    jnz 1f
+1:
+    mov rcx, rdx
+    mov dword ptr [r15 + 0], ecx
     movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov r8d, 219
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmaxsd xmm4, xmm4, xmm10
-    mov rdi, r8
-    mov r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*8]
-    test bl, 16
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 16096
     jz 1f
 1:
-    and rbp, 4032
-    mov r8, qword ptr [r15 + rbp + 6976]
-    movzx r9d, sil
-    lea r9, [r10 + r10*1]
-    movzx esi, r8b
+    mov rdx, rax
+    mov rdi, qword ptr [r15 + 0]
+    movzx eax, al
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], eax
+    test bl, 16
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    test bl, 16
-    jnz 1f
-1:
-    and r9, 64
-    mov rdx, qword ptr [r14 + r9 + 64]
+    movzx eax, byte ptr [r15 + 0]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 512]
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 448]
-    movzx ecx, byte ptr [r15 + rbp + 6528]
-    mov rsi, qword ptr [r15 + rbp + 6656]
+    movsxd rdx, dword ptr [r15 + r8 + 256]
+    mov ecx, esi
+    lea r9, [r10 + r10*1]
+    test ebx, 376
+    jz 1f
+1:
+    mov esi, edi
+    and r9, 64
+    mov esi, dword ptr [r14 + r9 + 320]
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    movzx edx, byte ptr [r14 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov rdi, rax
+    mov ecx, ecx
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + rbp + 448]
+    vpor xmm8, xmm8, xmm2
     test bl, 128
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 6464]
-    mov qword ptr [r15 + r9 + 128], rsi
-    mov r9d, dword ptr [r14 + rbp + 6720]
-    movzx esi, al
-    test bl, 16
-    jz 1f
-1:
-    add rax, qword ptr [r15 + rbp + 6592]
-    mov r9d, dword ptr [r15 + r8 + 512]
-    movzx r8d, byte ptr [r15 + rbp + 6912]
-    mov edx, 19
-    test bl, 128
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 6848]
-    mov ecx, dword ptr [r15 + rbp + 6784]
-    imul ebp, ebp, 51
+    vpcmpeqb xmm4, xmm4, xmm8
+    mov r8d, 82
+    movsxd rdx, dword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov qword ptr [r15 + 0], rax
-    add rbp, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, eax
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    lea r9, [r10*8]
+    mov edi, 196
+    and r9, 448
+    mov eax, dword ptr [r15 + r9 + 1920]
+    add rsi, qword ptr [r15 + r9 + 1536]
+    test ebx, 336
+    jnz 1f
+1:
+    mov ecx, 184
+    mov r8d, r8d
+    jmp 1f
+1:
     test bl, 16
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, r8b
-    mov r9, rdi
-    mov byte ptr [r15 + 0], r9b
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movsxd rcx, dword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov rsi, rdi
-    lea r9, [r10 + r10*1]
-    test ebx, 2808
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movzx esi, cl
+    test ebx, 896
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 130
-    mov dword ptr [r14 + 0], 212
-    and r9, 64
+    movzx edi, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movzx edx, sil
+    test bl, 208
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 1856]
+    mov dword ptr [r14 + 0], 120
+    and ecx, dword ptr [r15 + r9 + 1664]
+    vaddsd xmm4, xmm4, xmm8
+    test ebx, 856
+    jnz 1f
+1:
+    mov eax, 77
+    mov esi, eax
+    mov rdi, qword ptr [r15 + r9 + 1728]
+    test ebx, 472
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 1600]
     lea r8, [r10 + r10*1]
-    mov qword ptr [r14 + r9 + 64], r8
-    movzx edx, byte ptr [r15 + r9 + 128]
+    vucomisd xmm2, xmm9
+    and r8, 64
+    movsxd rdx, dword ptr [r14 + r8 + 64]
+    vmovdqu xmm2, xmmword ptr [r15 + r8 + 128]
     test bl, 64
-    jnz 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    mov rdx, rbp
-    mov r9, rbp
-    mov rbp, qword ptr [r15 + r8 + 192]
-    test bl, 16
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    sete bpl
-    mov edx, edi
-    sete bpl
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 320]
-    test bl, 16
     jz 1f
 1:
-    movzx edx, r8b
-    mov rdi, qword ptr [r15 + r8 + 384]
-    mov r8, rax
+    movzx r8d, byte ptr [r15 + r9 + 1792]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 1472]
+    mov rdi, qword ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    and edx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 40
+    mov dword ptr [r15 + 0], r8d
+    mov r9, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    popcnt r8, rsi
+    test bl, 160
     jz 1f
-1:
-    btc dword ptr [r15 + 0], 15
-    mov edx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 3704
-    jnz 1f
-1:
-    mov edi, ecx
-    mov ecx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 856
-    jnz 1f
 1:
     mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 448]
-    mov eax, 172
-    jmp 1f
-1:
-    sete sil
-    test bl, 16
+    movzx edi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    vpaddd xmm9, xmm9, xmm8
+    test ebx, 7032
     jz 1f
 1:
-    lea r9, [r10*4]
-    movzx esi, dil
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], 184
-    lea r8, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + r9 + 576]
-    movzx edx, byte ptr [r15 + rbp + 512]
-    test ebx, 40896
+    bswap rsi
+    mov dword ptr [r15 + 0], 113
+    mov rax, rsi
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 5112
     jnz 1f
 1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r14 + 0], 120
-    vcvtsi2sd xmm10, xmm10, ecx
-    movzx ebp, byte ptr [r14 + r9 + 640]
+    mov rsi, rcx
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, rsi
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, ecx
+    movzx esi, cl
+    test bl, 64
+    jz 1f
+1:
+    vmovq xmm8, rdx
+    movzx edi, sil
+    mov qword ptr [r15 + 0], rax
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    test ebx, 32160
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 704], rax
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    lea r9, [r10 + r10*1]
+    test bl, 64
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], edx
+    mov rdx, qword ptr [r14 + 0]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 576]
+    mov rsi, qword ptr [r15 + r9 + 640]
+    test bl, 16
+    jnz 1f
+1:
+    vucomisd xmm8, xmm8
+    mov qword ptr [r15 + rbp + 64], rdi
+    mov edx, dword ptr [r15 + r8 + 704]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    mov r9d, eax
-    not qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 3992
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 320]
+    movzx edi, dil
+    mov rsi, qword ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
-1:
-    crc32 rcx, rbp
-    movsxd rax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov ecx, esi
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 3000
-    jz 1f
-1:
-    movzx r9d, dl
-    mov dword ptr [r15 + 0], 61
-    mov rdi, rsi
-    test ebx, 3544
-    jnz 1f
 1:
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 641
     rep movsb
-    movzx r9d, sil
-    mov dword ptr [r15 + 0], 169
-    lea rbp, [r10 + r10*1]
-    test ebx, 3000
+    mov r8d, eax
+    cmovne r9, r9
+    test ebx, 59328
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 384]
-    and rbp, 64
-    movzx ecx, byte ptr [r14 + rbp + 512]
-    test bl, 32
+    mov dword ptr [r15 + 0], eax
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 3048
+    jnz 1f
+1:
+    mov edx, r9d
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edi, r9b
-    mov edx, dword ptr [r15 + rbp + 448]
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 128]
+    mov r9, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 11
     test bl, 64
     jz 1f
 1:
-    and esi, dword ptr [r15 + r9 + 64]
-    movzx eax, byte ptr [r15 + r8 + 320]
-    mov rbp, rsi
+    movzx r8d, dil
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 640]
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    cmovne rdi, rbp
+    test ebx, 440
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    vmulsd xmm8, xmm8, xmm11
+    mov r9, rbp
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 64]
+    test ebx, 1280
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 384]
+    popcnt rbp, rbp
+    and edi, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov edx, ecx
-    movzx r8d, r8b
-    and edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, 58
+    movzx r8d, dil
+    mov r9d, 18
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*4]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 384]
+    and r8, 960
+    vmovdqu xmm6, xmmword ptr [r15 + r8 + 1984]
     test bl, 128
-    jz 1f
-1:
-    mov rdi, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov rax, rsi
-    test ebx, 8040
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, rcx
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    mov rbp, rbp
-    test bl, 128
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    test ebx, 1976
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, r8b
-    mov r8d, dword ptr [r15 + 0]
+    movzx esi, r8b
+    mov dword ptr [r15 + r8 + 2112], esi
+    mov byte ptr [r15 + r8 + 2048], sil
+    lea r9, [r10*8]
+    movzx ecx, byte ptr [r15 + r8 + 2176]
     test bl, 16
+    jnz 1f
+1:
+    and r9, 448
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r9 + 1472]
+    movzx esi, r9b
+    movzx eax, byte ptr [r15 + r9 + 1856]
+    test ebx, 3992
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10*4]
-    mov dword ptr [r15 + 0], 66
-    and r9, 192
-    mov r8, qword ptr [r15 + r9 + 576]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    test bl, 160
+    movsxd rdi, dword ptr [r15 + r9 + 1728]
+    mov esi, 143
+    mov edx, 244
+    mov dword ptr [r15 + r9 + 1536], 196
+    test ebx, 576
     jz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov rcx, qword ptr [r15 + r9 + 768]
-    movsxd rdi, dword ptr [r14 + rbp + 448]
-    vpor xmm4, xmm4, xmm4
+    movsxd rdi, dword ptr [r15 + r9 + 1792]
+    mov rax, r8
+    movzx esi, byte ptr [r15 + r9 + 1600]
+    test bl, 144
+    jz 1f
+1:
+    movzx esi, al
+    imul rcx, rsi
+    bt r9, rcx
+    movzx ecx, cl
     test bl, 16
-    jz 1f
+    jnz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    mov eax, 67
-    add r8, qword ptr [r15 + r9 + 704]
+    mov byte ptr [r15 + r9 + 1664], cl
+    movzx edx, byte ptr [r14 + rbp + 320]
+    mov byte ptr [r15 + r8 + 2240], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea r9, [r10*4]
-    mov edx, edx
-    and r9, 192
-    movsxd rdx, dword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 64128
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    imul rdi, r8
-    mov eax, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov byte ptr [r15 + 0], cl
-    mov rax, qword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 704], 12
-    mov ecx, 84
-    mov edx, dword ptr [r15 + r9 + 576]
-    lea rbp, [r10 + r10*1]
-    test ebx, 968
-    jz 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r14 + rbp + 192]
-    mov rcx, r9
-    vpcmpeqb xmm0, xmm0, xmm4
+    lea rbp, [r10*8]
     lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r9 + 768]
-    test bl, 32
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 896]
+    and rbp, 448
+    movzx edx, byte ptr [r15 + rbp + 1600]
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 194
+    test ebx, 376
     jz 1f
 1:
-    lock or dword ptr [r15 + rbp + 256], 43
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    test bl, 160
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 992
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov edi, esi
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 336
+    jz 1f
+1:
+    mov edx, dword ptr [r14 + rbp + 1536]
+    mov rsi, qword ptr [r15 + rbp + 1920]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 1856], edi
+    mov qword ptr [r15 + rbp + 1792], r9
+    test bl, 64
+    jz 1f
+1:
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    mov edi, 244
+    mov eax, dword ptr [r15 + rbp + 1472]
+    mov edx, edi
+    test bl, 16
     jnz 1f
 1:
-    mov eax, dword ptr [r14 + 0]
-    imul r9, rax
-    mov ebp, 234
+    mov rcx, qword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + rbp + 1728], r8
+    mov dword ptr [r14 + 0], 36
+    mov edx, 7
+    test bl, 64
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 1664], r8
+    sete bpl
+    mov dword ptr [r15 + r8 + 832], 195
+    mov r8d, 25
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + 0]
-    and r8, 64
-    lea r9, [r10 + r10*8]
-    movzx edi, byte ptr [r15 + r8 + 192]
-    and r9, 4032
-    add rdi, qword ptr [r15 + r9 + 6464]
-    mov rsi, qword ptr [r15 + r9 + 6784]
-    test bl, 96
+    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, rsi
+    mov eax, esi
+    movzx ebp, al
+    test bl, 16
     jz 1f
 1:
-    mov eax, 241
-    mov dword ptr [r15 + r9 + 6976], 128
-    mov edx, eax
-    mov rcx, qword ptr [r15 + r9 + 6528]
-    test ebx, 696
+    or edi, 1
+    xor edx, edx
+    div edi
+    add qword ptr [r15 + 0], rcx
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 40
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 6720]
-    mov byte ptr [r15 + r9 + 6912], cl
-    movsxd rdx, dword ptr [r15 + r9 + 6848]
-    xchg qword ptr [r15 + 0], rbp
-    test bl, 64
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov edi, 52
-    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 190
     test bl, 16
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, ecx
+    mov edi, 85
+    test bl, 160
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    popcnt rcx, rbp
+    test bl, 128
+    jnz 1f
+1:
+    mov ebp, ecx
+    mov rax, qword ptr [r15 + 0]
+    mov esi, eax
+    lea r8, [r10 + r10*1]
+    test bl, 64
     jnz 1f
 1:
     movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, cl
-    mov eax, 124
-    movzx ebp, r8b
+    and r8, 64
+    movzx esi, byte ptr [r14 + r8 + 128]
+    mov edi, 13
+    mov r9, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     test bl, 16
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, eax
-    mov rdi, qword ptr [r15 + r8 + 256]
-    mov edx, 37
-    movsxd rsi, dword ptr [r14 + r9 + 6592]
-    test bl, 64
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 6656], r8d
     jmp 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 512]
-    movsxd r9, dword ptr [r15 + r8 + 448]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 576]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 512]
+    test ebx, 304
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    mov rsi, rcx
+    test ebx, 6120
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    mov rdi, rdi
+    and ecx, dword ptr [r15 + rbp + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    lea rbp, [r10 + r10*8]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 6976]
-    mov dword ptr [r15 + 0], 93
-    movzx edx, sil
+    mov rdi, rcx
+    mov rbp, rdi
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 64
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 3992
+    mov edx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test bl, 16
     jnz 1f
 1:
-    mov ecx, 87
-    vpaddd xmm0, xmm0, xmm4
-    mov dword ptr [r15 + 0], 127
-    test bl, 64
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov r8, rcx
-    mov edi, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + 0]
-    test bl, 64
-    jz 1f
+    mov dword ptr [r15 + 0], 57
+    mov eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
-    and esi, dword ptr [r15 + rbp + 6528]
+    movzx ebp, sil
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 143
+    mov esi, ebp
+    test ebx, 3576
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    movsxd rbp, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    sete dl
-    movsxd rax, dword ptr [r15 + rbp + 6656]
-    test bl, 16
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 22496
     jz 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
     and r8, 64
-    and edx, dword ptr [r15 + r8 + 128]
-    mov rsi, qword ptr [r15 + rbp + 6464]
-    movzx edi, byte ptr [r15 + rbp + 6912]
-    test bl, 16
+    movsxd rbp, dword ptr [r15 + r8 + 576]
+    movsxd rax, dword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], rax
+    test bl, 64
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r15 + r8 + 640]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 512], ebp
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 256]
+    test bl, 64
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 6784]
-    add rdx, qword ptr [r15 + rbp + 6592]
-    mov esi, dword ptr [r15 + rbp + 6848]
-    and edx, dword ptr [r15 + r9 + 512]
-    test bl, 16
-    jnz 1f
+    movzx edx, bpl
+    jmp 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 6720]
-    mov qword ptr [r15 + r8 + 64], rbp
-    movzx ebp, bpl
+    add r9, qword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 26 chunk executions per call
+// block 6: 512 bytes, 2 chunk(s), 22 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 26]
+    lea rcx, [rbx + 22]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 26
+    mov r13d, 22
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b6_stubs]
@@ -2680,144 +2720,159 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    lea r9, [r10*4]
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], 6
-    lea r8, [r10 + r10*1]
-    mov rsi, rbp
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    lea rbp, [r10 + r10*8]
+    mov ebp, dword ptr [r15 + 0]
+    mov rax, rcx
+    movzx eax, al
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 448
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 576]
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    and rbp, 960
-    mov rdi, qword ptr [r15 + rbp + 1664]
-    movzx r8d, r8b
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov ecx, 14
     test bl, 4
     jz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 1600]
-    mov rcx, rsi
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    movzx ecx, r9b
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, r8
     test bl, 32
     jnz 1f
 1:
-    lock add qword ptr [r15 + rbp + 1408], rsi
-    movzx edx, byte ptr [r15 + r9 + 640]
-    movsxd r8, dword ptr [r15 + rbp + 1536]
-    test ebx, 1648
+    mov edx, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], rdx
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 182
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 1792]
-    mov rax, qword ptr [r15 + r9 + 768]
-    mov r8d, dword ptr [r15 + rbp + 1856]
-    movzx edi, sil
-    test bl, 62
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov ecx, r9d
-    mov rdx, rcx
-    mov r9, qword ptr [r15 + rbp + 1472]
-    test ebx, 824
+    mov r8d, esi
+    lock xadd qword ptr [r15 + 0], r9
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 122
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 1728]
-    mov r9d, esi
-    mov rsi, r9
+    mov rdi, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rsi, r8
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    test ebx, 256
+    jz 1f
+1:
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 576]
+    movzx esi, byte ptr [r15 + r8 + 640]
+    movzx edi, r8b
+    mov dword ptr [r15 + rbp + 128], 78
+    test bl, 4
+    jnz 1f
+1:
+    mov edi, edi
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    lea rbp, [r10 + r10*1]
+    sete al
+    test ebx, 1660
+    jz 1f
+1:
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov rdx, r8
+    mov rcx, qword ptr [r15 + rbp + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea rbp, [r10 + r10*8]
-    movsxd rsi, dword ptr [r14 + 0]
-    and rbp, 65472
-    mov r9d, dword ptr [r15 + rbp + 59904]
-    mov edi, dword ptr [r15 + rbp + 59840]
-    mov ecx, edi
-    test bl, 104
-    jnz 1f
+    movzx edi, byte ptr [r15 + 0]
+    not qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 968
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 60032]
-    mov r9d, edi
-    mov dword ptr [r15 + 0], 182
-    test ebx, 1872
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 199
-    movsxd rdi, dword ptr [r15 + 0]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    mov esi, dword ptr [r15 + 0]
+    crc32 r8, rsi
+    and esi, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edi, r8d
-    lea r8, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
+    mov edx, edx
+    mov r8d, edx
+    mov ecx, r8d
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 2004
     jz 1f
 1:
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    mov edx, dword ptr [r14 + rbp + 59776]
+    mov r8d, ebp
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 506
+    jnz 1f
+1:
+    mov edx, 172
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 376
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, 99
+    test ebx, 766
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 60224], cl
+    movzx edi, r8b
+    mov r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 256]
-    test bl, 32
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 192], rbp
-    mov eax, edi
-    mov r9, qword ptr [r15 + rbp + 59712]
-    test ebx, 1854
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 128]
-    movsxd rsi, dword ptr [r15 + rbp + 59968]
-    mov rcx, rdx
-    and edi, dword ptr [r15 + rbp + 60160]
+    mov dword ptr [r14 + r9 + 256], 8
+    lea rbp, [r10 + r10*1]
     test bl, 4
-    jz 1f
+    jnz 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmm4
-    movzx eax, byte ptr [r15 + rbp + 60096]
-    mov r8d, 126
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    movsxd r9, dword ptr [r14 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    lea rbp, [r10 + r10*1]
+    test bl, 4
+    jnz 1f
+1:
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 448]
+    mov r9, qword ptr [r15 + rbp + 512]
+    mov rdi, rdi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 67117776], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rbp, rcx
-    mov eax, esi
-    mov r9, r10
+    mov rbp, r10
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
     mov r8, r10
-    test bl, 8
-    jz 1f
-1:
+    mov r9, r10
+    movzx eax, al
     and r8, 64
-    mov byte ptr [r14 + r8 + 448], r8b
+    mov qword ptr [r15 + r8 + 64], r8
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 244
+    mov qword ptr [r15 + r9 + 320], r9
     add r10, r11
-    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
@@ -2867,1063 +2922,1064 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, dl
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 13792
-    jz 1f
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rbp
-    xchg qword ptr [r15 + 0], rdi
-    lock xadd qword ptr [r15 + 0], rbp
-    test ebx, 624
+    mov rdi, qword ptr [r15 + 0]
+    mov r9d, edi
+    test bl, 128
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 108
-    mov r8, r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov ecx, 178
+    mov dword ptr [r15 + 0], ecx
+    vpor xmm2, xmm2, xmm2
     test bl, 32
+    jnz 1f
+1:
+    mov ebp, 2
+    mov esi, 186
+    mov eax, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    imul rax, rdx
+    mov r9, r9
+    test ebx, 816
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, 79
-    vmaxsd xmm4, xmm4, xmm10
-    mov dword ptr [r15 + 0], eax
-    test ebx, 464
-    jz 1f
+    and edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 187
+    test ebx, 256
+    jnz 1f
 1:
-    mov eax, edx
-    mov r8, rax
-    mov rdi, rdx
-    movzx ecx, dil
-    test ebx, 15600
-    jz 1f
-1:
-    vpcmpeqb xmm10, xmm10, xmm0
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov edx, 26
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 64]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 128]
-    test bl, 128
-    jz 1f
+    mov rdx, rbp
+    mov ebp, 7
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, 237
+    test ebx, 16208
+    jnz 1f
 1:
     lea r8, [r10 + r10*1]
-    popcnt rdx, rax
-    movsxd rax, dword ptr [r14 + 0]
-    movzx esi, dil
+    mov esi, edi
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 192]
-    test ebx, 3056
-    jz 1f
+    mov rdx, qword ptr [r15 + r8 + 768]
+    imul eax, eax, 67
+    lea r9, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
 1:
-    mov ecx, r8d
-    mov esi, ecx
-    mov rdi, qword ptr [r15 + r9 + 64]
-    lock xadd qword ptr [r15 + rbp + 128], rbp
-    test ebx, 7088
-    jz 1f
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    jmp 1f
 1:
-    mov rsi, rbp
-    mov r9, r9
-    mov dword ptr [r15 + r8 + 256], ebp
+    movzx ebp, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 704], bpl
+    test ebx, 464
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 640], rcx
+    mov byte ptr [r15 + rbp + 576], cl
+    mov r8, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    lea r8, [r10*4]
-    and r8, 192
-    mov ebp, dword ptr [r15 + r8 + 640]
     lea r9, [r10 + r10*1]
-    mov ecx, eax
+    lea rbp, [r10 + r10*1]
     and r9, 64
-    mov rax, qword ptr [r14 + r9 + 512]
-    imul edx, edx, 85
+    mov dword ptr [r15 + r9 + 384], ebp
+    mov rsi, r9
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 256], 46
+    jmp 1f
+1:
+    test bl, 48
+    jz 1f
+1:
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + 0], rdx
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 432
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 384
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 128384
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 64
+    mov dword ptr [r15 + 0], edi
     test bl, 128
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 64
+    add rsi, qword ptr [r15 + 0]
+    mov edi, 48
+    vpor xmm2, xmm2, xmm11
+    test ebx, 1248
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r14 + 0]
+    add rax, qword ptr [r14 + 0]
+    test ebx, 384
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    or eax, 1
-    xor edx, edx
-    div eax
-    vpmovmskb ecx, xmm0
-    test ebx, 464
-    jz 1f
-1:
-    lock or dword ptr [r15 + 0], 101
-    movzx eax, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + r8 + 576]
-    test bl, 144
+    movzx ecx, sil
+    mov edi, 246
+    imul edx, r8d, 25
+    mov rcx, rdx
+    test ebx, 912
     jnz 1f
 1:
-    mov rsi, rdx
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 768]
-    movzx edi, byte ptr [r15 + r8 + 704]
-    test ebx, 288
-    jz 1f
-1:
-    mov rdx, qword ptr [r14 + 0]
-    mov ebp, edx
-    mov esi, ebp
-    test bl, 32
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + r9 + 448], r8
-    lea r9, [r10 + r10*1]
-    mov ecx, 70
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 192]
-    mov eax, 67
-    test bl, 32
-    jz 1f
-1:
-    imul rsi, rsi
-    mov ebp, esi
-    mov edi, 219
-    test bl, 128
-    jz 1f
-1:
-    mov esi, 46
-    movzx eax, byte ptr [r15 + r9 + 256]
-    mov r8, rax
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r9 + 320], 204
+    mov qword ptr [r15 + r8 + 128], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, ebp
     movzx r9d, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    vpxor xmm0, xmm0, xmm4
-    btc dword ptr [r15 + 0], 25
-    test ebx, 15728
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], r9d
-    mov ebp, 52
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1392
-    jz 1f
-1:
-    vmaxsd xmm4, xmm4, xmm0
-    mov rdi, rax
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx edx, cl
-    mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    mov ebp, 231
-    jmp 1f
-1:
-    test ebx, 1936
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 81792
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov ebp, 52
-    movzx esi, bpl
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    and edi, dword ptr [r15 + r8 + 256]
-    test ebx, 752
-    jz 1f
-1:
-    and r9, 64
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 448]
-    lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 512], edi
-    and rbp, 64
-    add qword ptr [r15 + rbp + 128], rcx
-    test bl, 64
+    mov r8d, dword ptr [r15 + 0]
+    mov edx, eax
+    movzx ebp, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 129664
     jnz 1f
 1:
-    mov eax, ebp
-    xchg qword ptr [r15 + rbp + 64], rdx
-    movsxd rcx, dword ptr [r15 + r8 + 192]
+    bswap rdi
+    sete dl
+    movzx eax, sil
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, sil
+    mov ecx, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 12144
+    jnz 1f
+1:
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    mov eax, 238
+    vsubsd xmm6, xmm6, xmm6
+    add rbp, qword ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    sete sil
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 576]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    test bl, 80
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 640]
+    cmovne r9, rdx
+    and esi, dword ptr [r15 + rbp + 64]
+    mov edi, esi
+    test ebx, 752
+    jnz 1f
+1:
+    mov edx, 156
+    mov esi, edi
+    mov r8d, 144
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov rsi, r8
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, 141
-    mov byte ptr [r15 + 0], sil
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, 212
     test bl, 32
-    jnz 1f
-1:
-    mov rdi, rdi
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 73
-    and edi, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 4016
-    jz 1f
-1:
-    cmovne r9, rax
-    mov esi, r9d
-    imul edx, eax, 51
-    jmp 1f
-1:
-    test bl, 64
-    jnz 1f
-1:
-    mov eax, ebp
-    mov rcx, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 32672
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, cl
-    test bl, 128
     jz 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    xchg rdx, rdx
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    test ebx, 1392
-    jz 1f
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r14 + 0], eax
-    and r9, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 320]
-    movsxd rsi, dword ptr [r14 + r8 + 64]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 256]
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    vpaddd xmm10, xmm10, xmm6
+    and edi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    add rsi, qword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 28640
+    jz 1f
+1:
+    cmovne rbp, rax
+    mov esi, dword ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    xchg rax, r9
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    movzx ebp, dil
+    test bl, 32
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 768], 255
+    test ebx, 256
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov ecx, dword ptr [r14 + rbp + 64]
+    mov dword ptr [r15 + r9 + 704], edx
+    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 48
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 384]
+    cmovne r8, rdx
+    mov rsi, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 448]
-    add r9, qword ptr [r15 + 0]
-    cmovne rsi, rbp
-    mov edx, 50
-    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov r9, rax
-    mov rax, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, 73
-    test bl, 32
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov edi, eax
-    movzx ecx, byte ptr [r15 + 0]
-    crc32 edi, bpl
-    test bl, 32
-    jz 1f
-1:
-    cmovne rdi, rdi
-    movsxd rdx, dword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    imul r9d, r8d, 114
-    mov esi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 77
-    vmulsd xmm6, xmm6, xmm10
+    mov ecx, 155
+    mov edi, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    test ebx, 880
+    bswap rbp
+    test ebx, 256
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    lea r8, [r10 + r10*1]
-    mov esi, 202
-    test bl, 80
+    mov ecx, dword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 644
+    rep movsb
+    mov r8d, r8d
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1840
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov edi, 175
+    test ebx, 496
     jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 192
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 256
+    jnz 1f
+1:
+    mov r9d, r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 944
+    jz 1f
+1:
+    mov r8d, r9d
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx eax, dl
+    mov byte ptr [r15 + 0], cl
+    test ebx, 126336
+    jz 1f
+1:
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 832]
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + rbp + 896]
     and r8, 64
-    movzx ecx, byte ptr [r14 + r8 + 256]
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 64], 206
-    movzx esi, byte ptr [r15 + rbp + 512]
+    and esi, dword ptr [r15 + r8 + 256]
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r14 + r8 + 192]
+    test ebx, 720
+    jz 1f
+1:
+    mov rbp, qword ptr [r14 + 0]
+    and r9, 64
+    inc dword ptr [r15 + r9 + 64]
+    mov rdx, qword ptr [r15 + r9 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
+    inc dword ptr [r15 + 0]
+    mov eax, 7
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 14256
+    jz 1f
+1:
+    mov r8, rsi
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 15776
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
+    movzx eax, bpl
+    test bl, 32
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], r8b
     and rbp, 64
-    mov qword ptr [r14 + rbp + 256], rbp
+    movsxd rdx, dword ptr [r15 + rbp + 448]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 576]
     lea r9, [r10 + r10*1]
-    mov r8d, 108
-    lea r8, [r10*8]
+    test ebx, 1936
+    jz 1f
+1:
+    movzx ecx, r9b
+    vmovdqu xmm2, xmmword ptr [r15 + r8 + 640]
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 177
-    mov edi, r9d
-    test ebx, 15600
-    jnz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1280], edi
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, 37
-    mov eax, 199
-    test bl, 80
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rdi
-    not qword ptr [r14 + 0]
-    test ebx, 576
+    mov edx, dword ptr [r15 + r9 + 896]
+    mov rax, qword ptr [r14 + 0]
+    test ebx, 48960
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 1152]
-    mov rdi, rcx
-    mov qword ptr [r15 + r8 + 1088], rcx
-    mov byte ptr [r15 + rbp + 192], dil
-    test ebx, 672
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 896]
-    mov rsi, qword ptr [r15 + r8 + 1216]
-    mov rdi, qword ptr [r15 + r8 + 832]
-    test bl, 32
-    jz 1f
-1:
-    mov ebp, esi
-    xchg qword ptr [r15 + r8 + 1024], rcx
-    mov rax, rbp
-    mov edx, r9d
-    test bl, 32
-    jz 1f
-1:
-    mov esi, r8d
-    mov rax, qword ptr [r15 + r9 + 512]
-    mov r9d, dword ptr [r15 + r8 + 960]
+    mov r8d, dword ptr [r14 + rbp + 512]
+    movzx esi, dl
+    mov ebp, dword ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov r8d, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 160
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movzx ebp, r9b
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, edx
-    movzx esi, dl
-    imul r9d, esi, 71
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 15088
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    vmulsd xmm0, xmm0, xmm6
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 6640
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov r9d, dword ptr [r15 + 0]
-    mov rax, rcx
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 256], 142
-    test ebx, 4016
-    jz 1f
-1:
-    xchg rdi, rdi
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    mov rcx, rcx
     lea r9, [r10 + r10*1]
-    xchg rdi, rsi
-    test bl, 32
-    jnz 1f
-1:
+    lea rbp, [r10*8]
     and r9, 64
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 64]
-    mov esi, dword ptr [r15 + r9 + 128]
-    movzx edi, dl
-    mov dword ptr [r15 + r8 + 512], r9d
-    test bl, 144
+    mov dword ptr [r15 + r9 + 576], 237
+    and rbp, 448
+    movzx edi, byte ptr [r15 + rbp + 1856]
+    vpshufd xmm8, xmm2, 107
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 15728
     jnz 1f
 1:
-    movzx edx, al
-    mov rcx, qword ptr [r15 + rbp + 192]
-    movsxd rdi, dword ptr [r14 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov dword ptr [r15 + 0], 5
+    test bl, 32
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rdi, rbp
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 1472]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 1536], 192
+    and r8, 64
+    movzx edx, byte ptr [r14 + r8 + 192]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1728], 114
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + 0]
+    mov rcx, r8
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    test ebx, 130176
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 1920]
+    movsxd rdi, dword ptr [r15 + rbp + 1664]
+    mov dword ptr [r15 + rbp + 1600], 149
+    test ebx, 864
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 640]
+    mov eax, r9d
+    movsxd rsi, dword ptr [r15 + rbp + 1792]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    lea rbp, [r10 + r10*1]
-    vpaddq xmm0, xmm0, xmmword ptr [r14 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, 39
-    test bl, 32
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 464
-    jz 1f
-1:
-    not qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 206
-    lea r8, [r10*8]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 129856
-    jz 1f
-1:
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 960]
-    mov rax, qword ptr [r15 + r8 + 896]
-    vpxor xmm0, xmm0, xmm6
-    test ebx, 1392
-    jnz 1f
-1:
-    vpmovmskb edx, xmm0
-    mov edi, dword ptr [r15 + r8 + 1088]
-    mov r9, rdi
-    lea r9, [r10 + r10*1]
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 190
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 256]
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 1216]
-    mov ebp, edi
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx r8d, dl
+    mov qword ptr [r15 + 0], rcx
     test bl, 128
     jz 1f
 1:
-    mov byte ptr [r14 + r9 + 192], bpl
-    mov rax, qword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + r8 + 1152], esi
+    mov qword ptr [r15 + 0], r8
+    mov edx, r9d
+    mov ecx, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r9
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    add qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], cl
     test bl, 32
     jnz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], al
+    vpmovmskb eax, xmm8
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 1280]
-    mov ecx, dword ptr [r15 + r8 + 1024]
+    movzx r9d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    vpmovmskb esi, xmm2
+    movsxd r8, dword ptr [r15 + 0]
+    vcvtsi2sd xmm8, xmm8, eax
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 128]
+    test ebx, 7744
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov edi, 204
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 512]
+    movzx esi, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 3520
+    jnz 1f
+1:
+    mov edi, dword ptr [r14 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 200
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    mov edx, 149
+    test ebx, 816
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 256]
+    mov edi, 175
+    mov byte ptr [r15 + rbp + 64], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test ebx, 1456
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 217
-    mov ecx, 175
-    cmovne rax, rdx
-    mov r9, qword ptr [r15 + 0]
-    test bl, 32
+    add rsi, qword ptr [r15 + 0]
+    mov ebp, 121
+    mov edi, 153
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 160
     jz 1f
 1:
-    or qword ptr [r15 + 0], 61
+    mov dword ptr [r15 + 0], 209
     movsxd rsi, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    crc32 rdx, rdi
-    mov dword ptr [r15 + 0], edx
-    mov edx, edx
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test bl, 32
-    jnz 1f
-1:
-    mov r9, rbp
-    mov rdi, rdx
-    lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 448]
-    test bl, 32
-    jnz 1f
-1:
-    mov ecx, 107
-    movsxd rsi, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    test bl, 32
+    lock xadd qword ptr [r15 + 0], r8
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
+    mov dword ptr [r15 + 0], r8d
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, rax
+    mov dword ptr [r15 + 0], 217
+    test bl, 192
+    jnz 1f
+1:
+    vpxor xmm6, xmm6, xmm8
+    vpmovmskb r8d, xmm6
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 992
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov rsi, rdx
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 237
+    test bl, 48
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    movsxd rdx, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov rdx, qword ptr [r14 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 115
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 64]
-    movzx edi, byte ptr [r15 + r8 + 512]
-    test bl, 32
+    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], eax
-    mov r8, rdi
-    mov dword ptr [r15 + r9 + 128], r8d
+    mov r8, qword ptr [r14 + 0]
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    and eax, dword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 512]
+    test ebx, 1696
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov ebp, esi
+    xchg qword ptr [r15 + r9 + 448], rdi
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r8 + 320], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov qword ptr [r15 + 0], rcx
     mov eax, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 644
-    rep movsb
-    add rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 464
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 3952
+    test ebx, 912
     jz 1f
 1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, dl
+    mov rbp, rbp
     mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rdi
-    movzx ebp, dil
-    test ebx, 1392
-    jnz 1f
-1:
-    mov rsi, rax
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    test ebx, 15968
+    test ebx, 256
     jz 1f
 1:
-    movzx r9d, byte ptr [r14 + 0]
-    vmovdqu xmm4, xmmword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 128], 239
-    movsxd rcx, dword ptr [r15 + rbp + 256]
-    test ebx, 11248
+    mov r8d, ebp
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, edi
+    test ebx, 8016
     jnz 1f
 1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r14 + 0], 145
+    mov ecx, 36
+    and eax, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*8]
+    test ebx, 464
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 960
+    movzx esi, byte ptr [r15 + r8 + 1984]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], sil
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 320]
-    mov esi, 72
-    movsxd rdi, dword ptr [r15 + r9 + 384]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 192]
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    test bl, 48
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 2112], rdi
+    xchg qword ptr [r15 + r9 + 256], r9
+    mov rdi, qword ptr [r15 + r8 + 2048]
+    test ebx, 7600
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 2304]
+    mov eax, dword ptr [r15 + r8 + 2432]
+    cmovne rcx, rdx
+    movzx esi, byte ptr [r15 + r8 + 2176]
+    test bl, 32
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 2240]
+    add rbp, qword ptr [r15 + r8 + 2368]
+    mov qword ptr [r15 + r8 + 2496], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov eax, 185
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ecx
-    test bl, 128
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, r8b
-    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    add rbp, qword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ebp
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    and edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 944
-    jz 1f
+    or qword ptr [r15 + 0], 15
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 16208
+    jnz 1f
 1:
-    mov rcx, rbp
-    mov dword ptr [r15 + 0], ecx
-    mov esi, 42
-    mov rbp, rcx
-    test bl, 96
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    lock add qword ptr [r15 + 0], rcx
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov edi, 118
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 976
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 161
+    mov r8d, ecx
+    mov r9, qword ptr [r15 + 0]
+    test bl, 144
+    jz 1f
+1:
     movzx ebp, byte ptr [r15 + 0]
-    and edi, dword ptr [r14 + 0]
-    test bl, 32
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 64352
     jnz 1f
 1:
+    movzx ebp, byte ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    mov byte ptr [r14 + 0], r9b
-    lea r9, [r10 + r10*1]
-    mov rdi, r9
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
+    mov dword ptr [r14 + 0], 116
     and r8, 64
+    mov dword ptr [r15 + r8 + 64], esi
+    lea r9, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    test ebx, 624
+    mov rsi, qword ptr [r15 + r8 + 128]
+    test ebx, 14288
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 59
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    vpcmpeqb xmm6, xmm6, xmm4
-    movzx eax, dl
-    test ebx, 3056
-    jnz 1f
+    mov rdx, qword ptr [r15 + rbp + 256]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    mov r8, qword ptr [r15 + rbp + 192]
+    test ebx, 1632
+    jz 1f
 1:
-    vpcmpeqb xmm10, xmm10, xmm6
-    mov eax, dword ptr [r15 + rbp + 320]
-    mov esi, dword ptr [r15 + r9 + 512]
+    movzx ebp, r8b
+    mov rsi, qword ptr [r15 + r9 + 384]
+    mov ecx, 70
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    popcnt r9, rax
-    mov dword ptr [r15 + 0], eax
+    movzx r8d, byte ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 176
+    mov dword ptr [r15 + 0], edi
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 210
+    jmp 1f
+1:
     mov rdx, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 5104
+    mov eax, 207
+    test ebx, 256
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    imul ebp, edi, 100
-    test ebx, 1872
+    sete dl
+    mov dword ptr [r15 + 0], 184
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
-    test bl, 64
-    jnz 1f
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 2816
+    jz 1f
 1:
-    lock or dword ptr [r15 + 0], 84
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    test ebx, 848
-    jnz 1f
+    mov rbp, r9
+    mov r8, qword ptr [r15 + 0]
+    mov eax, 6
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 64928
-    jnz 1f
-1:
+    movsxd rsi, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov esi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + rbp + 64], rbp
+    mov rax, qword ptr [r15 + rbp + 64]
     test bl, 32
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 128]
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 512]
+    movzx edx, dil
+    mov dword ptr [r14 + 0], 43
     and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 192]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 643
-    rep movsb
-    lea rbp, [r10 + r10*1]
-    test bl, 32
+    movzx edi, byte ptr [r15 + r9 + 192]
+    test bl, 144
     jnz 1f
 1:
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 384]
-    imul ecx, esi, 38
-    mov edx, dword ptr [r15 + r9 + 256]
-    test ebx, 1392
-    jnz 1f
-1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 320]
-    movzx eax, byte ptr [r14 + 0]
-    mov rbp, qword ptr [r14 + 0]
+    movzx edi, byte ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + rbp + 128], dil
+    mov rbp, qword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov r9, rbp
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], cl
+    movzx eax, byte ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    movzx esi, byte ptr [r15 + 0]
-    mov edi, edi
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 15984
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, r8b
     test bl, 32
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov esi, ecx
-    mov esi, 222
-    movzx esi, dil
-    test ebx, 8080
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov eax, 177
-    lea r8, [r10 + r10*1]
-    mov edi, r8d
+    mov ecx, 250
+    mov dword ptr [r15 + 0], 211
+    vpmovmskb r9d, xmm6
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 187
+    movzx edx, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*8]
+    test bl, 128
+    jz 1f
+1:
+    mov r9d, edx
+    mov edi, dword ptr [r14 + 0]
+    and r8, 8128
+    movzx eax, byte ptr [r15 + r8 + 7616]
+    mov qword ptr [r15 + r8 + 7552], rcx
     test bl, 64
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    and r8, 64
-    lea rbp, [r10*4]
-    movsxd rax, dword ptr [r14 + r8 + 512]
-    and rbp, 192
-    movzx r9d, byte ptr [r15 + rbp + 768]
-    test bl, 32
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + r8 + 7424]
+    and r9, 64
+    mov rsi, qword ptr [r14 + r9 + 576]
+    add rax, qword ptr [r15 + r8 + 7104]
+    mov edx, dword ptr [r15 + r8 + 7488]
+    test ebx, 320
     jnz 1f
 1:
-    mov rsi, rbp
-    movzx edx, sil
-    movzx ecx, dl
-    mov dword ptr [r15 + rbp + 640], r8d
-    test ebx, 816
-    jz 1f
+    movsxd rsi, dword ptr [r15 + r8 + 7168]
+    movsxd rcx, dword ptr [r15 + r8 + 7232]
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + r8 + 7296], rbp
+    test ebx, 304
+    jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + r8 + 448]
-    mov rax, rdx
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + rbp + 576], dl
-    test ebx, 6640
-    jz 1f
-1:
-    mov r8d, ebp
-    mov rdi, qword ptr [r15 + r9 + 128]
-    movsxd rcx, dword ptr [r15 + rbp + 704]
+    mov r9, rbp
+    movzx eax, byte ptr [r15 + r8 + 7360]
+    mov r8, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    mov rdi, rsi
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov ebp, 249
-    test ebx, 944
+    movzx esi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov r9d, 54
+    test ebx, 256
     jz 1f
 1:
     movzx edx, byte ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
+    mov r8, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 720
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov rbp, rsi
+    test ebx, 672
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, rdx
+    mov edi, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 3424
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    imul ecx, eax, 62
+    or qword ptr [r15 + 0], 119
+    test ebx, 912
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*8]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 64]
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 6592]
-    test ebx, 15824
+    add rsi, qword ptr [r15 + r8 + 64]
+    add rbp, qword ptr [r14 + 0]
+    movsxd r9, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 13184
     jz 1f
 1:
     lea r9, [r10 + r10*1]
-    lock xadd qword ptr [r15 + rbp + 6848], rax
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 192]
     and r9, 64
-    movzx edx, byte ptr [r14 + r9 + 384]
-    cmovne rcx, r9
-    test ebx, 48512
-    jnz 1f
-1:
-    mov edi, edi
-    mov byte ptr [r14 + 0], dil
-    mov rcx, qword ptr [r15 + rbp + 6784]
-    test bl, 48
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 6656], rsi
-    mov dword ptr [r15 + r8 + 128], 187
-    mov esi, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 6720], 170
-    test bl, 80
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 6528]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + rbp + 6976]
-    mov r8, qword ptr [r15 + rbp + 6912]
-    test bl, 224
+    mov ecx, dword ptr [r15 + r9 + 896]
+    movzx edx, byte ptr [r15 + r8 + 128]
+    sete al
+    test bl, 64
     jz 1f
 1:
-    bswap rdx
-    movzx r9d, dl
-    movsxd rdi, dword ptr [r15 + rbp + 6464]
+    mov qword ptr [r15 + rbp + 256], rax
+    sete r8b
+    movzx ecx, byte ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    jmp 1f
+    mov dword ptr [r15 + 0], ecx
+    mov edx, ecx
+    mov rdi, qword ptr [r15 + 0]
+    mov esi, edi
+    test bl, 64
+    jnz 1f
 1:
-    bt r9, rbp
-    mov rcx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9, rcx
+    mov dword ptr [r15 + 0], 26
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, eax
+    movzx r9d, al
     test bl, 32
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, r9b
+    movsxd rax, dword ptr [r15 + 0]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    test ebx, 2304
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 3456
+    jnz 1f
+1:
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
     movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    lea rbp, [r10*8]
-    test ebx, 97216
-    jnz 1f
+    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
+    test ebx, 48832
+    jz 1f
 1:
-    mov r8d, ebp
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 448
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], cl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 832], eax
+    test bl, 32
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 960], sil
+    mov esi, ebp
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 384]
-    test ebx, 368
-    jz 1f
-1:
-    movzx edi, r9b
     lea r8, [r10 + r10*1]
-    mov esi, 131
+    mov dword ptr [r15 + r9 + 448], ebp
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
-    movzx ecx, sil
-    movzx eax, byte ptr [r15 + rbp + 832]
-    test bl, 128
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    test bl, 64
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 320]
-    mov edi, ebp
-    movzx edx, byte ptr [r15 + rbp + 1088]
-    mov r9, qword ptr [r15 + rbp + 1280]
-    test bl, 128
+    mov dword ptr [r14 + 0], 40
+    mov edx, 62
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    mov rdi, rcx
+    test ebx, 6000
     jz 1f
 1:
-    vmovdqu xmm12, xmmword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + rbp + 896], r9b
-    movsxd r8, dword ptr [r15 + rbp + 1152]
-    movsxd rsi, dword ptr [r14 + rbp + 1216]
-    test bl, 128
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 1024]
-    vpcmpeqb xmm12, xmm12, xmm6
-    mov eax, 194
-    crc32 eax, al
+    movzx r8d, dl
+    mov eax, dword ptr [r15 + r9 + 512]
+    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    add r9, qword ptr [r15 + 0]
-    movzx ebp, r9b
-    mov eax, r9d
-    movzx edi, cl
-    test bl, 32
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov ebp, edi
+    test ebx, 1344
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov esi, 184
+    mov ecx, dword ptr [r15 + 0]
+    movzx edx, dl
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    add rax, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
+    test ebx, 576
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov esi, r8d
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1936
-    jz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    xchg rsi, rax
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov r9d, 38
     test bl, 32
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    bswap rdi
-    mov rax, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 168
-    xor dword ptr [r15 + 0], ebp
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 60384
+    movzx ecx, dl
+    movsxd rdx, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    xchg rbp, rbp
+    test ebx, 6640
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
     add rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
+    inc dword ptr [r15 + 0]
+    movzx ecx, dl
+    test ebx, 256
+    jz 1f
 1:
     lea r8, [r10 + r10*1]
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
+    movsxd rdx, dword ptr [r15 + 0]
+    mov esi, esi
     and r8, 64
+    mov dword ptr [r15 + r8 + 384], 236
+    movsxd rbp, dword ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + r8 + 448]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 320]
-    test bl, 48
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 512]
-    mov eax, esi
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 104
-    movsxd r8, dword ptr [r14 + 0]
-    test ebx, 1488
+    test ebx, 368
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r14 + rbp + 64], r8b
-    mov byte ptr [r15 + r9 + 384], r8b
-    movsxd rdi, dword ptr [r15 + rbp + 128]
+    vmulsd xmm2, xmm2, xmm4
+    movsxd rdi, dword ptr [r14 + r8 + 320]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], al
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + r9 + 448], r9
+    test ebx, 1248
+    jnz 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 704], 131
+    imul eax, ecx, 10
     add r10, r11
     inc rbx
     dec r13
@@ -3993,9 +4049,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 9792]
-    mov r10, qword ptr [r15 + 9800]
-    mov r12, qword ptr [r15 + 9808]
+    mov r11, qword ptr [r15 + 9408]
+    mov r10, qword ptr [r15 + 9416]
+    mov r12, qword ptr [r15 + 9424]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -4007,9 +4063,9 @@ ditto_body_c2:
     xor r9d, r9d
     vzeroall
 // block 0: 64 bytes, 1 chunk(s), 7 chunk executions per call
-    mov rbx, qword ptr [r15 + 9816]
+    mov rbx, qword ptr [r15 + 9432]
     lea rcx, [rbx + 7]
-    mov qword ptr [r15 + 9816], rcx
+    mov qword ptr [r15 + 9432], rcx
     mov r13d, 7
     jmp .Lc2_b0_c0
     .p2align 6
@@ -4048,7 +4104,7 @@ ditto_body_c2:
     mov rbp, r10
     mov ecx, dword ptr [r15 + 0]
     movzx r8d, byte ptr [r14 + 0]
-    and rbp, 448
+    and rbp, 64
     movzx eax, byte ptr [r15 + rbp + 448]
     mov ebp, esi
     add r10, r11
@@ -4056,9 +4112,9 @@ ditto_body_c2:
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
 // block 2: 64 bytes, 1 chunk(s), 10 chunk executions per call
-    mov rbx, qword ptr [r15 + 9832]
+    mov rbx, qword ptr [r15 + 9448]
     lea rcx, [rbx + 10]
-    mov qword ptr [r15 + 9832], rcx
+    mov qword ptr [r15 + 9448], rcx
     mov r13d, 10
     jmp .Lc2_b2_c0
     .p2align 6
@@ -4084,9 +4140,9 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
-    mov qword ptr [r15 + 9792], r11
-    mov qword ptr [r15 + 9800], r10
-    mov qword ptr [r15 + 9808], r12
+    mov qword ptr [r15 + 9408], r11
+    mov qword ptr [r15 + 9416], r10
+    mov qword ptr [r15 + 9424], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -4104,7 +4160,7 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 9816]
+    lea rdi, [r8 + 9432]
     mov ecx, 3
     movabs rdx, 0x9E3779B97F4A7C15
     xor eax, eax
