@@ -163,7 +163,7 @@ pub fn render_clone(
     // and cachegrind simulates one cache for all threads): the blocks are sized together.
     let skeleton_code = skeleton
         .map(|s| {
-            plan::code_streams(
+            plan::curve_streams(
                 &s.instruction_working_set,
                 knobs.instructions.skeleton_instructions,
             )
@@ -182,7 +182,7 @@ pub fn render_clone(
     // and the skeleton's accesses share one data cache.
     let skeleton_data = skeleton
         .map(|s| {
-            plan::code_streams(
+            plan::curve_streams(
                 &s.data_working_set,
                 knobs.instructions.skeleton_instructions * residual::accesses_per_instruction(s),
             )

@@ -26,7 +26,7 @@ pub struct BlockPlan {
 /// One data working-set class: accesses confined to region [lo, lo + size) of a buffer, cycling over
 /// it, so that each access hits in caches of at least `target` bytes and misses in smaller ones
 /// (equation 1 and Figure 4 of the paper). `share` is the share of data accesses. Equation 1 nests
-/// the regions ([S/2, S) for target S); `fit_regions` then sizes them for the clone's interleaving.
+/// the regions ([S/2, S) for target S); `fit_data` then sizes them for the clone's interleaving.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataClass {
     pub lo: u64,
@@ -67,7 +67,7 @@ pub struct BodyPlan {
     pub shared_fraction: f64,
     pub regular_fraction: f64,
     pub chase_fraction: f64,
-    /// Size of the chase chain's own region (`fit_regions`); a one-line chase class shares its line.
+    /// Size of the chase chain's own region (`fit_data`); a one-line chase class shares its line.
     pub chase_bytes: u64,
     pub raw: Vec<f64>,
     pub war: Vec<f64>,
@@ -315,15 +315,19 @@ const DEFAULT_DCURVE: [(u64, f64); 10] = [
     (32768, 1.0),
 ];
 
+/// The share of the mix's instructions with a memory operand.
+fn memory_share(mix: &[((Class, Opnd), f64)]) -> f64 {
+    mix.iter()
+        .filter(|m| m.0 .1.touches_memory())
+        .map(|m| m.1)
+        .sum()
+}
+
 /// The share of data accesses that chase pointers, for the region fit: the chase replaces plain
 /// 64-bit loads, and its deficit runs over loads and read-modify-writes (synth.rs), so it is the
 /// chase fraction of those, bounded by the plain loads there are.
 fn chase_access_share(mix: &[((Class, Opnd), f64)], chase_fraction: f64) -> f64 {
-    let mem: f64 = mix
-        .iter()
-        .filter(|m| m.0 .1.touches_memory())
-        .map(|m| m.1)
-        .sum();
+    let mem = memory_share(mix);
     if mem <= 0.0 {
         return 0.0;
     }
@@ -374,6 +378,16 @@ impl Stream {
             call: None,
         }
     }
+
+    /// Distinct lines this stream touches in `accesses` of its own: new ones every time for a
+    /// first-touch stream, at most its lines otherwise.
+    fn lines_touched(&self, accesses: f64) -> f64 {
+        if self.first_touch {
+            accesses
+        } else {
+            self.lines.min(accesses)
+        }
+    }
 }
 
 /// Where a stream runs: a call of cluster `cluster`'s body, in thread `copy` (`None`: the cluster's
@@ -417,14 +431,9 @@ fn reuse_distance(streams: &[Stream], own: usize) -> f64 {
                 .iter()
                 .filter_map(|s| {
                     let c = s.call?;
-                    scope.same_call(&c).then(|| {
-                        let touched = c.per_call * calls;
-                        if s.first_touch {
-                            touched
-                        } else {
-                            s.lines.min(touched)
-                        }
-                    })
+                    scope
+                        .same_call(&c)
+                        .then(|| s.lines_touched(c.per_call * calls))
                 })
                 .sum();
         }
@@ -433,16 +442,7 @@ fn reuse_distance(streams: &[Stream], own: usize) -> f64 {
         return 0.0;
     }
     let t = me.lines / me.share;
-    streams
-        .iter()
-        .map(|s| {
-            if s.first_touch {
-                s.share * t
-            } else {
-                s.lines.min(s.share * t)
-            }
-        })
-        .sum()
+    streams.iter().map(|s| s.lines_touched(s.share * t)).sum()
 }
 
 /// The largest power of two R in [floor, target] for the lines of the streams `members` (sized
@@ -521,35 +521,6 @@ fn settle(streams: &mut [Stream], fits: &[Fit]) {
     }
 }
 
-/// Region sizes from a model of the clone's own access stream (replacing a fixed region scale).
-///
-/// Each class sweeps its region of R lines (windows touch each line once per sweep; the chain visits
-/// each node once per cycle), and `reuse_distance` gives the LRU distance of its lines among the
-/// other streams. Equation 1 wants class k to hit at its working set S_k and not at S_k / 2, so each
-/// region gets the largest power of two 2 ≤ R_k ≤ S_k with D_k ≤ S_k, solved by a few rounds of
-/// fixed-point iteration (D_k grows with every R). With one dominant class D ≈ R and R = S; with many
-/// interleaved classes R shrinks, which is what a fixed 0.35 region scale used to approximate for
-/// memcached. The first-touch class (`DataClass::first_touch`) is not fitted.
-///
-/// The chase chain (`chase` = its class and its share of accesses) is a stream of its own, sized the
-/// same way within its class's target: a chain carrying most accesses spans the whole working set
-/// (64 KiB for a 64 KiB linked list), a chain carrying 0.2 % of them needs only a few lines to miss
-/// where its class misses, and its one-time set-up stays small. Returns the chain's size in bytes.
-pub fn fit_regions(classes: &mut [DataClass], chase: Option<(usize, f64)>, cap: u64) -> u64 {
-    let mut chase_bytes = LINE;
-    let mut user = [DataUser {
-        classes,
-        chase,
-        chase_bytes: &mut chase_bytes,
-        accesses_per_call: 1.0,
-        calls_per_request: 1.0,
-        threads: 1,
-        shared_fraction: 0.0,
-    }];
-    fit_data_users(&mut user, &[], cap);
-    chase_bytes
-}
-
 /// One body's data side in the reuse-distance model.
 struct DataUser<'a> {
     classes: &'a mut [DataClass],
@@ -564,9 +535,25 @@ struct DataUser<'a> {
     shared_fraction: f64,
 }
 
-/// The model behind `fit_regions` and `fit_data`: every class of every body is a stream per thread
-/// (its private copy) plus one for the cluster's shared buffer, all of one class sized together;
-/// the chain is a stream per thread; `fixed` (accesses per request, lines) are measured streams.
+/// Region sizes from a model of the clone's own access stream (replacing a fixed region scale), the
+/// model behind `fit_data`.
+///
+/// Each class sweeps its region of R lines (windows touch each line once per sweep; the chain visits
+/// each node once per cycle), and `reuse_distance` gives the LRU distance of its lines among the
+/// other streams. Equation 1 wants class k to hit at its working set S_k and not at S_k / 2, so each
+/// region gets the largest power of two 2 ≤ R_k ≤ S_k with D_k ≤ S_k, solved by a few rounds of
+/// fixed-point iteration (D_k grows with every R). With one dominant class D ≈ R and R = S; with many
+/// interleaved classes R shrinks, which is what a fixed 0.35 region scale used to approximate for
+/// memcached. The first-touch class (`DataClass::first_touch`) is not fitted.
+///
+/// The chase chain (`chase` = its class and its share of accesses) is a stream of its own, sized the
+/// same way within its class's target: a chain carrying most accesses spans the whole working set
+/// (64 KiB for a 64 KiB linked list), a chain carrying 0.2 % of them needs only a few lines to miss
+/// where its class misses, and its one-time set-up stays small. Writes each chain's size.
+///
+/// With several bodies and threads, every class of every body is a stream per thread (its private
+/// copy) plus one for the cluster's shared buffer, all of one class sized together; the chain is a
+/// stream per thread; `fixed` (accesses per request, lines) are measured streams.
 fn fit_data_users(users: &mut [DataUser<'_>], fixed: &[(f64, f64)], cap: u64) {
     let mut streams: Vec<Stream> = Vec::new();
     let mut fits: Vec<Fit> = Vec::new();
@@ -594,19 +581,23 @@ fn fit_data_users(users: &mut [DataUser<'_>], fixed: &[(f64, f64)], cap: u64) {
             Some((k, x)) if k < n => (k, x.clamp(0.0, u.classes[k].share)),
             _ => (0, 0.0),
         };
-        let push = |streams: &mut Vec<Stream>, ft: bool, share: f64, lines: f64, copy| {
-            streams.push(Stream {
-                first_touch: ft,
-                share: share * per_call * calls,
-                lines,
-                call: Some(CallScope {
-                    cluster: ci,
-                    copy,
-                    per_call: share * per_call,
-                }),
-            });
-            streams.len() - 1
-        };
+        // `share` of a call's accesses; a thread's private copy gets 1/threads of the process's
+        // (one thread's call makes all of them), the shared buffer all of them.
+        let push =
+            |streams: &mut Vec<Stream>, ft: bool, share: f64, lines: f64, copy: Option<u32>| {
+                let copies = if copy.is_some() { threads as f64 } else { 1.0 };
+                streams.push(Stream {
+                    first_touch: ft,
+                    share: share * per_call * calls / copies,
+                    lines,
+                    call: Some(CallScope {
+                        cluster: ci,
+                        copy,
+                        per_call: share * per_call,
+                    }),
+                });
+                streams.len() - 1
+            };
         let mut class_groups = Vec::new();
         for (k, c) in u.classes.iter().enumerate() {
             let a = (c.share - if k == chase_k { chase_x } else { 0.0 }).max(0.0);
@@ -622,11 +613,6 @@ fn fit_data_users(users: &mut [DataUser<'_>], fixed: &[(f64, f64)], cap: u64) {
                     )
                 })
                 .collect();
-            // A thread's call makes all of the call's private accesses; each copy gets 1/threads
-            // of the process's.
-            for &m in &members {
-                streams[m].share /= threads as f64;
-            }
             members.push(push(&mut streams, c.first_touch, a * shared, lines, None));
             let target = (c.working_set() / LINE) as f64;
             // The 64-byte class and the first-touch stream keep their size. The others get at
@@ -644,11 +630,7 @@ fn fit_data_users(users: &mut [DataUser<'_>], fixed: &[(f64, f64)], cap: u64) {
         }
         let chain_lines = (*u.chase_bytes / LINE).max(1) as f64;
         let chain: Vec<usize> = (0..threads)
-            .map(|t| {
-                let i = push(&mut streams, false, chase_x, chain_lines, Some(t));
-                streams[i].share /= threads as f64;
-                i
-            })
+            .map(|t| push(&mut streams, false, chase_x, chain_lines, Some(t)))
             .collect();
         let chase_target = u
             .classes
@@ -701,7 +683,7 @@ fn fit_data_users(users: &mut [DataUser<'_>], fixed: &[(f64, f64)], cap: u64) {
 /// memcached's clone (four workers, a timer) cachegrind measured 13 % of the worker body's loads
 /// missing a 32 KiB L1d, 8 % with one worker thread, against 3.4 % on the profile's curve. Here every
 /// class of every body is a stream per thread plus one for its cluster's shared buffer, the chain a
-/// stream per thread, and the skeleton's data (`fixed`, from `code_streams` on its data curve) a
+/// stream per thread, and the skeleton's data (`fixed`, from `curve_streams` on its data curve) a
 /// stream per curve step; each class keeps its working set as its target.
 ///
 /// A line that comes back within one call sees only that call's streams (`reuse_distance`), so the
@@ -711,12 +693,7 @@ fn fit_data_users(users: &mut [DataUser<'_>], fixed: &[(f64, f64)], cap: u64) {
 pub fn fit_data(plans: &mut [(&mut BodyPlan, f64, u32)], fixed: &[(f64, f64)], cap: u64) {
     let mut users: Vec<DataUser<'_>> = Vec::new();
     for (p, calls, threads) in plans.iter_mut() {
-        let mem: f64 = p
-            .mix
-            .iter()
-            .filter(|m| m.0 .1.touches_memory())
-            .map(|m| m.1)
-            .sum();
+        let mem = memory_share(&p.mix);
         let chase_share = chase_access_share(&p.mix, p.chase_fraction);
         let chase = (chase_share > 0.0).then(|| (chase_class(&p.data_classes), chase_share));
         let plan: &mut BodyPlan = p;
@@ -737,7 +714,7 @@ pub fn fit_data(plans: &mut [(&mut BodyPlan, f64, u32)], fixed: &[(f64, f64)], c
 /// cut by equation 2 (or 1) into (line fetches or accesses per call, lines) pairs, one per curve step,
 /// with `instructions` its fetches or accesses per call. The skeleton runs beside the body in every
 /// request worker, so it shares the caches with the bodies.
-pub fn code_streams(curve: &HitCurve, instructions: f64) -> Vec<(f64, f64)> {
+pub fn curve_streams(curve: &HitCurve, instructions: f64) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     if !(instructions.is_finite() && instructions > 0.0) {
         return out;
@@ -757,11 +734,11 @@ pub fn code_streams(curve: &HitCurve, instructions: f64) -> Vec<(f64, f64)> {
     out
 }
 
-/// Block sizes from the same reuse-distance model as `fit_regions`, on the instruction side.
+/// Block sizes from the same reuse-distance model as `fit_data`, on the instruction side.
 ///
 /// A block of equation 2 is swept chunk by chunk across calls (or looped within one), so between two
 /// fetches of one of its lines the process's other code runs too: the other blocks, the other
-/// clusters' bodies and the skeleton (`fixed`, from `code_streams`, in line fetches per request).
+/// clusters' bodies and the skeleton (`fixed`, from `curve_streams`, in line fetches per request).
 /// Sized at its target 2^j, the blocks of one body add up to about twice the footprint, and the lines
 /// of the largest blocks come back after more distinct code than the target: memcached's clone missed
 /// 2.1 % of its fetches in a 32 KiB cache where the original missed 0.13 %, 30 times its L1i miss
@@ -1056,9 +1033,8 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         None => (0.05, 0.6, 0.02, 0),
     };
     let chase_fraction = frac(chase, dw.pointer_chase_scale);
-    let chase_share = chase_access_share(&mix, chase_fraction);
-    let chase = (chase_share > 0.0).then(|| (chase_class(&classes), chase_share));
-    let chase_bytes = fit_regions(&mut classes, chase, knobs.limits.max_buffer_bytes);
+    // Region and chain sizes are the process-wide fit's (`fit_data`), once every body is planned.
+    let chase_bytes = LINE;
 
     BodyPlan {
         instructions,
@@ -1086,6 +1062,22 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `fit_data`'s model for one body in one thread, as the unit tests state their cases.
+    fn fit_regions(classes: &mut [DataClass], chase: Option<(usize, f64)>, cap: u64) -> u64 {
+        let mut chase_bytes = LINE;
+        let mut user = [DataUser {
+            classes,
+            chase,
+            chase_bytes: &mut chase_bytes,
+            accesses_per_call: 1.0,
+            calls_per_request: 1.0,
+            threads: 1,
+            shared_fraction: 0.0,
+        }];
+        fit_data_users(&mut user, &[], cap);
+        chase_bytes
+    }
 
     #[test]
     fn first_touches_get_a_stream_class_beyond_every_cache() {

@@ -394,8 +394,8 @@ fn push_followers_and_held(
     knobs: &mut Knobs,
     from: f64,
     to: f64,
-    o: f64,
-    c: f64,
+    o: Option<f64>,
+    c: Option<f64>,
     out: &mut Vec<Adjustment>,
 ) {
     for &(f, share) in g.followers {
@@ -408,8 +408,8 @@ fn push_followers_and_held(
             driver: g.driver.to_string(),
             from: ffrom,
             to: fto,
-            original: Some(o),
-            clone: Some(c),
+            original: o,
+            clone: c,
             reason: format!("follows {} with {share} of its step", g.knob.name()),
         });
     }
@@ -421,8 +421,8 @@ fn push_followers_and_held(
             driver: g.driver.to_string(),
             from: v,
             to: v,
-            original: Some(o),
-            clone: Some(c),
+            original: o,
+            clone: c,
             reason: format!("held: {why}"),
         });
     }
@@ -455,138 +455,152 @@ pub fn adjust(
             clone: c,
             reason: String::new(),
         };
-        let hold = |adj: &mut Adjustment, reason: String| adj.reason = reason;
-        if !tuned.iter().any(|t| t == g.driver) {
-            hold(&mut adj, format!("held: {} is not tuned", g.driver));
-            out.push(adj);
-            continue;
-        }
-        let (Some(o), Some(c)) = (o, c) else {
-            hold(
-                &mut adj,
-                format!("held: {} is not measured by this backend", g.driver),
-            );
-            out.push(adj);
-            continue;
-        };
-        if within(g.driver, original, &current.figures, tolerance) {
-            hold(&mut adj, "held: within tolerance".to_string());
-            out.push(adj);
-            continue;
-        }
-        // A working set that fits (its miss rate far below the original's, or none at all) is
-        // probed upward by a fixed factor until the rate rises off the floor or the target is
-        // bracketed: the ratio would ask for the largest step, and past the cliff that overshoots
-        // by an order of magnitude (memcached's L1i: ×4 took it from 0.0001 % to 1.5 %).
-        if g.cliff
-            && o > 0.0
-            && c < o / FLAT_RATIO
-            && bracket(history, g.knob, g.driver, o).is_none()
-        {
-            let to = (from * PROBE_STEP).clamp(KNOB_MIN, KNOB_MAX);
-            g.knob.set(&mut knobs, to);
-            adj.to = to;
-            adj.reason = format!(
-                "{} {:.5} vs original {:.5}: ×{:.3} (probe: the clone's working set fits, below a {FLAT_RATIO}th of the original's rate)",
-                g.driver,
-                c,
-                o,
-                to / from
-            );
-            if g.knob == Knob::InstructionWorkingSet {
-                iws_factor = to / from;
-            }
-            out.push(adj);
-            push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
-            continue;
-        }
-        if o <= 0.0 || c <= 0.0 {
-            hold(&mut adj, format!("held: {} is 0 on one side", g.driver));
-            out.push(adj);
-            continue;
-        }
-        // Branch mispredictions also move with the instruction working set: when that knob moved a
-        // lot this iteration, the branch group takes half its step (its driver will shift anyway).
-        let coupled = g.knob == Knob::TransitionRate && iws_factor.ln().abs() > IWS_COUPLING.ln();
-        let gain = if coupled { 0.5 } else { 1.0 };
-        let coupling_note = if coupled {
-            "; half step: the instruction working set moved too"
+        let decision = if !tuned.iter().any(|t| t == g.driver) {
+            Err(format!("held: {} is not tuned", g.driver))
         } else {
-            ""
-        };
-        if let Some(to_ln) = bracket(history, g.knob, g.driver, o) {
-            let step = (gain * (to_ln - from.ln())).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
-            let to = (from * step.exp()).clamp(KNOB_MIN, KNOB_MAX);
-            g.knob.set(&mut knobs, to);
-            adj.to = to;
-            adj.reason = format!(
-                "{} {:.4} vs original {:.4}: ×{:.3} (interpolated between the nearest measurements above and below{coupling_note})",
-                g.driver,
-                c,
-                o,
-                to / from
-            );
-            if g.knob == Knob::InstructionWorkingSet {
-                iws_factor = to / from;
+            match (o, c) {
+                (Some(o), Some(c)) => {
+                    let measured = Measured { from, o, c };
+                    next_value(
+                        g, history, original, current, tolerance, measured, iws_factor,
+                    )
+                }
+                _ => Err(format!(
+                    "held: {} is not measured by this backend",
+                    g.driver
+                )),
             }
-            out.push(adj);
-            push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
-            continue;
-        }
-        // A step that made this driver clearly worse than the best seen (the response is not
-        // monotone, or another group's move dominated it): go back halfway toward the best value.
-        if let Some((best_k, best_dev, n)) = best_for(history, g.knob, g.driver, o) {
-            let dev = (c / o).ln().abs();
-            if dev > 1.5 * best_dev && (best_k.ln() - from.ln()).abs() > 1e-9 {
-                let to = (from * best_k).sqrt().clamp(KNOB_MIN, KNOB_MAX);
+        };
+        match decision {
+            Err(reason) => {
+                adj.reason = reason;
+                out.push(adj);
+            }
+            Ok((to, reason)) => {
                 g.knob.set(&mut knobs, to);
                 adj.to = to;
-                adj.reason = format!(
-                    "{} {:.4} vs original {:.4}: worse than at iteration {n} ({:.4}); backtracked halfway to its value",
-                    g.driver,
-                    c,
-                    o,
-                    figure_at(history, n, g.driver)
-                );
+                adj.reason = reason;
                 if g.knob == Knob::InstructionWorkingSet {
                     iws_factor = to / from;
                 }
                 out.push(adj);
                 push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
-                continue;
             }
         }
-        let (e, how) = match secant(history, g.knob, g.driver) {
-            Some(e) if e.signum() == g.elasticity.signum() && (0.05..=20.0).contains(&e.abs()) => {
-                (e, format!("secant elasticity {e:.2}"))
-            }
-            Some(e) => (
-                g.elasticity,
-                format!(
-                    "secant elasticity {e:.2} implausible (noise), assumed {}",
-                    g.elasticity
-                ),
+    }
+    (knobs, out)
+}
+
+/// A tuned group's knob value and its driver on both sides.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    from: f64,
+    /// The original's figure.
+    o: f64,
+    /// The clone's figure.
+    c: f64,
+}
+
+/// Where group `g`'s knob goes next and why (`Err`: it is held, and why). `iws_factor`: how far the
+/// instruction working set moved in this adjustment (groups are adjusted in order).
+fn next_value(
+    g: &Group,
+    history: &[Iteration],
+    original: &CounterFigures,
+    current: &Iteration,
+    tolerance: f64,
+    Measured { from, o, c }: Measured,
+    iws_factor: f64,
+) -> Result<(f64, String), String> {
+    if within(g.driver, original, &current.figures, tolerance) {
+        return Err("held: within tolerance".to_string());
+    }
+    // A working set that fits (its miss rate far below the original's, or none at all) is
+    // probed upward by a fixed factor until the rate rises off the floor or the target is
+    // bracketed: the ratio would ask for the largest step, and past the cliff that overshoots
+    // by an order of magnitude (memcached's L1i: ×4 took it from 0.0001 % to 1.5 %).
+    if g.cliff && o > 0.0 && c < o / FLAT_RATIO && bracket(history, g.knob, g.driver, o).is_none() {
+        let to = (from * PROBE_STEP).clamp(KNOB_MIN, KNOB_MAX);
+        return Ok((
+            to,
+            format!(
+                "{} {:.5} vs original {:.5}: ×{:.3} (probe: the clone's working set fits, below a {FLAT_RATIO}th of the original's rate)",
+                g.driver,
+                c,
+                o,
+                to / from
             ),
-            None => (g.elasticity, format!("assumed elasticity {}", g.elasticity)),
-        };
-        let step = (gain * (o / c).ln() / e).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
+        ));
+    }
+    if o <= 0.0 || c <= 0.0 {
+        return Err(format!("held: {} is 0 on one side", g.driver));
+    }
+    // Branch mispredictions also move with the instruction working set: when that knob moved a
+    // lot this iteration, the branch group takes half its step (its driver will shift anyway).
+    let coupled = g.knob == Knob::TransitionRate && iws_factor.ln().abs() > IWS_COUPLING.ln();
+    let gain = if coupled { 0.5 } else { 1.0 };
+    let coupling_note = if coupled {
+        "; half step: the instruction working set moved too"
+    } else {
+        ""
+    };
+    if let Some(to_ln) = bracket(history, g.knob, g.driver, o) {
+        let step = (gain * (to_ln - from.ln())).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
         let to = (from * step.exp()).clamp(KNOB_MIN, KNOB_MAX);
-        g.knob.set(&mut knobs, to);
-        adj.to = to;
-        adj.reason = format!(
+        return Ok((
+            to,
+            format!(
+                "{} {:.4} vs original {:.4}: ×{:.3} (interpolated between the nearest measurements above and below{coupling_note})",
+                g.driver,
+                c,
+                o,
+                to / from
+            ),
+        ));
+    }
+    // A step that made this driver clearly worse than the best seen (the response is not
+    // monotone, or another group's move dominated it): go back halfway toward the best value.
+    if let Some((best_k, best_dev, n)) = best_for(history, g.knob, g.driver, o) {
+        let dev = (c / o).ln().abs();
+        if dev > 1.5 * best_dev && (best_k.ln() - from.ln()).abs() > 1e-9 {
+            let to = (from * best_k).sqrt().clamp(KNOB_MIN, KNOB_MAX);
+            return Ok((
+                to,
+                format!(
+                    "{} {:.4} vs original {:.4}: worse than at iteration {n} ({:.4}); backtracked halfway to its value",
+                    g.driver,
+                    c,
+                    o,
+                    figure_at(history, n, g.driver)
+                ),
+            ));
+        }
+    }
+    let (e, how) = match secant(history, g.knob, g.driver) {
+        Some(e) if e.signum() == g.elasticity.signum() && (0.05..=20.0).contains(&e.abs()) => {
+            (e, format!("secant elasticity {e:.2}"))
+        }
+        Some(e) => (
+            g.elasticity,
+            format!(
+                "secant elasticity {e:.2} implausible (noise), assumed {}",
+                g.elasticity
+            ),
+        ),
+        None => (g.elasticity, format!("assumed elasticity {}", g.elasticity)),
+    };
+    let step = (gain * (o / c).ln() / e).clamp(-MAX_STEP.ln(), MAX_STEP.ln());
+    let to = (from * step.exp()).clamp(KNOB_MIN, KNOB_MAX);
+    Ok((
+        to,
+        format!(
             "{} {:.4} vs original {:.4}: ×{:.3} ({how}{coupling_note})",
             g.driver,
             c,
             o,
             to / from
-        );
-        if g.knob == Knob::InstructionWorkingSet {
-            iws_factor = to / from;
-        }
-        out.push(adj);
-        push_followers_and_held(g, &current.knobs, &mut knobs, from, to, o, c, &mut out);
-    }
-    (knobs, out)
+        ),
+    ))
 }
 
 /// Settings of a tuning run.
