@@ -464,7 +464,8 @@ pub fn target_toml(name: &str, skel: &Skeleton, p: &Profile) -> Option<String> {
     let workload = match skel.framing {
         "DITTO_FRAME_MEMCACHED_TEXT" => "protocol = \"memcached\"\n".to_string(),
         "DITTO_FRAME_HTTP1" => {
-            "protocol = \"http\"\npaths = [{ path = \"/\", weight = 1 }]\n".to_string()
+            let path = http_path(p.network.bytes_in_per_request, skel.port);
+            format!("protocol = \"http\"\npaths = [{{ path = \"{path}\", weight = 1 }}]\n")
         }
         "DITTO_FRAME_LENGTH_PREFIXED" => {
             // Requests of the profiled mean size (bytes in per request, less the 4-byte length).
@@ -509,6 +510,22 @@ pub fn target_toml(name: &str, skel: &Skeleton, p: &Profile) -> Option<String> {
     ))
 }
 
+/// The clone's request path: `/` padded so that ditto's HTTP request to a loopback address on
+/// `port` (`GET <path> HTTP/1.1`, `Host: 127.0.0.1:<port>`) is the profile's mean bytes in per
+/// request. The clone answers every path alike, so only the length matters; the original's own
+/// paths are the workload's, not statistics, and stay out of the clone.
+fn http_path(bytes_in_per_request: f64, port: u16) -> String {
+    let host = format!("127.0.0.1:{port}").len() as f64;
+    // "GET " + path + " HTTP/1.1\r\n" + "Host: " + host + "\r\n\r\n"
+    let fixed = 4.0 + 11.0 + 6.0 + host + 4.0;
+    let len = if bytes_in_per_request.is_finite() {
+        (bytes_in_per_request - fixed).round().clamp(1.0, 2048.0) as usize
+    } else {
+        1
+    };
+    format!("/{}", "x".repeat(len - 1))
+}
+
 pub fn load_md(has_target: bool, skel: &Skeleton) -> String {
     let lp = if skel.framing == "DITTO_FRAME_LENGTH_PREFIXED" {
         "\n\nThe clone frames messages as a `u32` big-endian length and a payload, both ways (the \
@@ -547,6 +564,17 @@ mod tests {
         for t in [TEMPLATE_MAKEFILE, TEMPLATE_MAIN] {
             assert!(fill(t, &[("name", "n")]).is_ok());
         }
+    }
+
+    #[test]
+    fn the_http_path_pads_requests_to_the_profiles_bytes_in() {
+        // nginx's profile: 49.9 bytes in per request on port 21280; "/" makes 41.
+        let path = http_path(49.9, 21280);
+        assert_eq!(path.len(), 10);
+        let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:21280\r\n\r\n");
+        assert_eq!(request.len(), 50);
+        assert_eq!(http_path(20.0, 21280), "/");
+        assert_eq!(http_path(f64::NAN, 80), "/");
     }
 
     #[test]

@@ -85,15 +85,26 @@ pub fn c_ident(id: &str) -> String {
 }
 
 fn bins_of(h: &Option<ditto_profile::Histogram>) -> Bins {
-    h.as_ref()
-        .map(|h| {
-            h.bins
-                .iter()
-                .filter(|b| b.count > 0 && b.hi > b.lo)
-                .map(|b| (b.lo, b.hi, b.count))
-                .collect()
+    h.as_ref().map(sampled_bins).unwrap_or_default()
+}
+
+/// The runtime's sampling bins of a profile histogram. A bin whose sum was recorded becomes the one
+/// value of its exact mean: a power-of-two bin sampled uniformly overshoots a bin of one file size by
+/// up to ×2 (nginx's 131,072-byte file in [131072, 262144) was sent as 196,608 bytes on average), which
+/// skews bytes out and, past a multiple of the MSS, how often Nagle holds a response's last segment.
+/// The spread inside the bin is what is given up; the profile did not record it.
+fn sampled_bins(h: &ditto_profile::Histogram) -> Bins {
+    h.bins
+        .iter()
+        .filter(|b| b.count > 0 && b.hi > b.lo)
+        .map(|b| match b.mean() {
+            Some(m) => {
+                let v = m.round() as u64;
+                (v, v + 1, b.count)
+            }
+            None => (b.lo, b.hi, b.count),
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 fn calls<'a>(cs: Option<&'a ClusterSyscalls>, names: &[&str]) -> Vec<&'a SyscallStat> {
@@ -251,13 +262,7 @@ pub fn skeleton(p: &Profile) -> Skeleton {
     });
     let mut response: Bins = send.map(|s| bins_of(&s.1.bytes)).unwrap_or_default();
     if response.is_empty() {
-        response = net
-            .write_sizes
-            .bins
-            .iter()
-            .filter(|b| b.count > 0 && b.hi > b.lo)
-            .map(|b| (b.lo, b.hi, b.count))
-            .collect();
+        response = sampled_bins(&net.write_sizes);
     }
     if response.is_empty() {
         let b = net.bytes_out_per_request.max(1.0).round() as u64;
@@ -570,22 +575,27 @@ pub fn skeleton(p: &Profile) -> Skeleton {
 
     // Payload sizes: the send calls' sizes are log2 bins that include the protocol's framing, so
     // sampling them as payloads overshoots (a 4 KiB memcached value sampled from [4096, 8192) averages
-    // 6 KiB). Without a file part (sendfile carries nginx's bodies, in bins of their own), the bins are
-    // scaled so that payload plus the clone's own framing gives the profile's exact bytes out per
-    // request.
-    if !extras.iter().any(|e| e.op == "DITTO_OP_SENDFILE") {
-        let sends = send.map(|s| s.1.per_request).unwrap_or(1.0);
-        let recv_bins = recv.map(|r| bins_of(&r.1.bytes)).unwrap_or_default();
-        if let Some((calibrated, note)) = calibrate_payload(
-            &response,
-            framing,
-            &recv_bins,
-            net.bytes_out_per_request,
-            sends,
-        ) {
-            response = calibrated;
-            warnings.push(note);
-        }
+    // 6 KiB). The bins are scaled so that payload plus the clone's own framing, plus what sendfile
+    // carries (nginx's bodies, in bins of their own), gives the profile's exact bytes out per request.
+    let file_bytes: f64 = extras
+        .iter()
+        .filter(|e| e.op == "DITTO_OP_SENDFILE")
+        .map(|e| e.per_request * bins_mean(&e.bytes).unwrap_or(0.0))
+        .sum();
+    let sends = send.map(|s| s.1.per_request).unwrap_or(1.0);
+    let recv_bins = recv.map(|r| bins_of(&r.1.bytes)).unwrap_or_default();
+    if let Some((calibrated, note)) = calibrate_payload(
+        &response,
+        framing,
+        &recv_bins,
+        Sent {
+            bytes_out: net.bytes_out_per_request,
+            file_bytes,
+            sends_per_request: sends,
+        },
+    ) {
+        response = calibrated;
+        warnings.push(note);
     }
 
     Skeleton {
@@ -619,22 +629,39 @@ fn bins_mean(b: &Bins) -> Option<f64> {
     })
 }
 
+/// Bytes a request sends, from the profile: all of them, and the part sendfile carries.
+struct Sent {
+    bytes_out: f64,
+    file_bytes: f64,
+    sends_per_request: f64,
+}
+
 /// Scales the response bins so that payload + the clone's framing per response, times responses per
-/// request, is `bytes_out` per request. memcached: the short replies (`STORED`, `END`: bins below 32
-/// bytes) are the runtime's own answers to other commands, so only the value responses are kept, and
-/// the overhead of a value response (`VALUE <key> 0 <n>\r\n` … `\r\nEND\r\n`) takes the key length
-/// from the requests' dominant size bin (`get <key>\r\n`). Returns the bins and a note for the README.
+/// request, plus the file bytes, is `bytes_out` per request. memcached: the short replies (`STORED`,
+/// `END`: bins below 32 bytes) are the runtime's own answers to other commands, so only the value
+/// responses are kept, and the overhead of a value response (`VALUE <key> 0 <n>\r\n` …
+/// `\r\nEND\r\n`) takes the key length from the requests' dominant size bin (`get <key>\r\n`). HTTP:
+/// the clone's header is `HTTP/1.1 200 OK\r\nContent-Length: <n>\r\n\r\n`, whose length counts the
+/// file bytes too. Returns the bins and a note for the README.
 fn calibrate_payload(
     response: &Bins,
     framing: &str,
     recv: &Bins,
-    bytes_out: f64,
-    sends_per_request: f64,
+    sent: Sent,
 ) -> Option<(Bins, String)> {
-    if !(bytes_out.is_finite() && bytes_out > 0.0 && sends_per_request > 0.0) {
+    let Sent {
+        bytes_out,
+        file_bytes,
+        sends_per_request,
+    } = sent;
+    if !(bytes_out.is_finite()
+        && file_bytes.is_finite()
+        && bytes_out > file_bytes
+        && sends_per_request > 0.0)
+    {
         return None;
     }
-    let per_response = bytes_out / sends_per_request;
+    let per_response = (bytes_out - file_bytes) / sends_per_request;
     let digits = |v: f64| (v.max(1.0).log10().floor() + 1.0).max(1.0);
     // (distribution to scale, target mean payload, what the note adds)
     let (values, target, detail) = match framing {
@@ -662,11 +689,16 @@ fn calibrate_payload(
                 format!(" per value response (key ~{key:.0} bytes)"),
             )
         }
-        "DITTO_FRAME_HTTP1" => (
-            response.clone(),
-            per_response - (37.0 + digits(per_response)),
-            String::new(),
-        ),
+        "DITTO_FRAME_HTTP1" => {
+            let content = bytes_out / sends_per_request - 37.0;
+            let header = 37.0 + digits(content);
+            let detail = if file_bytes > 0.0 {
+                format!(" beside {file_bytes:.0} bytes of sendfile")
+            } else {
+                String::new()
+            };
+            (response.clone(), per_response - header, detail)
+        }
         _ => (response.clone(), per_response - 4.0, String::new()),
     };
     let target = target.max(1.0);
@@ -805,7 +837,14 @@ mod tests {
         assert!(ops.contains(&"DITTO_OP_OPEN_FSTAT_CLOSE"), "{ops:?}");
         assert!(ops.contains(&"DITTO_OP_SENDFILE"));
         assert!(ops.contains(&"DITTO_OP_CORK"));
-        assert!(s.data_files > 0 && s.data_file_bytes >= 262_144);
+        // The profile recorded each size bin's sum: the clone sends the site's exact file sizes
+        // (index.html, style.css, app.js, photo.bin), and its data files hold the largest.
+        let sendfile = s.extras.iter().find(|e| e.op == "DITTO_OP_SENDFILE");
+        let sizes: Vec<u64> = sendfile
+            .map(|e| e.bytes.iter().map(|b| b.0).collect())
+            .unwrap_or_default();
+        assert_eq!(sizes, vec![3_155, 12_311, 49_220, 131_072]);
+        assert!(s.data_files > 0 && s.data_file_bytes >= 131_072);
         // the master's idle cluster is the runtime's own master
         assert_eq!(s.clusters.len(), 1);
     }
@@ -838,12 +877,16 @@ mod tests {
     #[test]
     fn payloads_are_scaled_so_framing_plus_payload_gives_the_profiled_bytes_out() {
         // Length-prefixed: 4 bytes of prefix per response.
+        let sent = |bytes_out: f64, file_bytes: f64| Sent {
+            bytes_out,
+            file_bytes,
+            sends_per_request: 1.0,
+        };
         let (b, _) = calibrate_payload(
             &vec![(64, 128, 10)],
             "DITTO_FRAME_LENGTH_PREFIXED",
             &Bins::new(),
-            72.0,
-            1.0,
+            sent(72.0, 0.0),
         )
         .expect("calibrated");
         let mean = bins_mean(&b).expect("mean");
@@ -854,8 +897,7 @@ mod tests {
             &vec![(8, 16, 10), (4096, 8192, 90)],
             "DITTO_FRAME_MEMCACHED_TEXT",
             &vec![(32, 40, 90), (4096, 8192, 10)],
-            bytes_out,
-            1.0,
+            sent(bytes_out, 0.0),
         )
         .expect("calibrated");
         assert!(
@@ -867,5 +909,24 @@ mod tests {
             (value - 4096.0).abs() < 4096.0 * 0.01,
             "{b:?}: value mean {value}"
         );
+        // HTTP with the body in a file (nginx): a 237-byte header written, 3,155 bytes sent from the
+        // file. The clone's own header ("...Content-Length: 3392\r\n\r\n", 41 bytes) leaves 196
+        // bytes of payload.
+        let (b, _) = calibrate_payload(
+            &vec![(237, 238, 10)],
+            "DITTO_FRAME_HTTP1",
+            &Bins::new(),
+            sent(237.0 + 3155.0, 3155.0),
+        )
+        .expect("calibrated");
+        assert_eq!(b, vec![(196, 197, 10)]);
+        // Files alone larger than bytes out (an inconsistent profile): left as it is.
+        assert!(calibrate_payload(
+            &vec![(237, 238, 10)],
+            "DITTO_FRAME_HTTP1",
+            &Bins::new(),
+            sent(100.0, 3155.0),
+        )
+        .is_none());
     }
 }

@@ -58,16 +58,8 @@ fn random_body(rng: &mut Rng) -> ClusterBody {
         rep_counts: Some(Histogram {
             unit: "count".into(),
             bins: vec![
-                Bin {
-                    lo: 1,
-                    hi: 16,
-                    count: 1 + rng.below(10),
-                },
-                Bin {
-                    lo: 1024,
-                    hi: 65536,
-                    count: rng.below(3),
-                },
+                Bin::new(1, 16, 1 + rng.below(10)),
+                Bin::new(1024, 65536, rng.below(3)),
             ],
         }),
         branches: Branches {

@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c1: 9315 instructions per call, 10 blocks
+// ---- cluster c1: 9325 instructions per call, 10 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -75,11 +75,11 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 16384 bytes, 64 chunk(s), 70 chunk executions per call
+// block 1: 16384 bytes, 64 chunk(s), 71 chunk executions per call
     mov rbx, qword ptr [r15 + 67117728]
-    lea rcx, [rbx + 70]
+    lea rcx, [rbx + 71]
     mov qword ptr [r15 + 67117728], rcx
-    mov r13d, 70
+    mov r13d, 71
     mov eax, ebx
     and eax, 63
     lea rcx, [rip + .Lc1_b1_stubs]
@@ -217,1053 +217,1037 @@ ditto_body_c1:
     jmp .Lc1_b1_c63
     .p2align 6
 .Lc1_b1_c0:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 219
-    mov rcx, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm13
+    mov eax, 127
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test bl, 128
     jz 1f
 1:
-    mov ecx, 223
-    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rax, rcx
+    mov eax, 250
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 191
-    mov ecx, 32
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
+    lea rbp, [r11 + r11*8]
+    test bl, 128
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm0, xmm0, xmm3
-    lea rbp, [r11 + r11*1]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], r9b
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3904], 27
+    mov dword ptr [r15 + rbp + 3840], edx
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
     movsxd rax, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r8 + 256], al
-    test ebx, 262144
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 3712], r9
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 384], 75
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 512]
     jmp 1f
 1:
+    mov r9d, 111
+    add r9, qword ptr [r15 + rbp + 3648]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 3584], r9
+    add r9, qword ptr [r15 + rbp + 3456]
+    add r9, qword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + rbp + 3520], rcx
+    test ebx, 16384
+    jz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 3776]
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    mov ecx, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdi
+    mov edi, 230
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov rax, rdi
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 42
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 73
-    movzx eax, cl
-    movzx eax, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor xmm3, xmm3, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rdi
-    test ebx, 262144
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov edi, 141
-    mov qword ptr [r15 + 0], r9
+    xor dword ptr [r15 + 0], ebp
     lea r8, [r11 + r11*1]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
     lea r9, [r11 + r11*1]
+    mov rdx, r9
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 64]
-    and r8, 64
-    or qword ptr [r15 + r8 + 448], 53
-    mov byte ptr [r15 + r9 + 128], r8b
+    add rax, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 128], al
+    and edi, dword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 256], al
-    mov byte ptr [r15 + r8 + 512], sil
     jmp 1f
 1:
+    mov ebp, edi
+    and edi, dword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r8, r8
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edi, xmm0
-    movzx edi, dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r9b
-    movzx eax, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], rbp
     test bl, 128
     jnz 1f
 1:
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 52
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
+    lea rbp, [r11*4]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    add rcx, qword ptr [r15 + 0]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 512]
+    add rcx, qword ptr [r15 + r9 + 448]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 128]
+    mov edi, dword ptr [r15 + r8 + 192]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, rax
-    mov rsi, qword ptr [r15 + r9 + 448]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 64], 35
-    mov eax, 145
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
+    mov ecx, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 384], r9b
+    movsxd rdi, dword ptr [r15 + rbp + 704]
+    mov rax, qword ptr [r15 + rbp + 640]
+    test bl, 128
+    jnz 1f
+1:
+    mov rbp, r9
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov byte ptr [r15 + r8 + 256], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 512], rbp
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea rbp, [r11*8]
     lea r9, [r11 + r11*1]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], ebp
+    lea rbp, [r11*4]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + r9 + 512], rsi
+    and rbp, 1984
+    lea r8, [r11*8]
+    mov qword ptr [r15 + rbp + 1536], r8
+    jmp 1f
 1:
-    mov edi, 203
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 244
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 1024], rbp
-    mov rdi, qword ptr [r15 + r9 + 320]
-    lea r9, [r11 + r11*1]
-    mov eax, 168
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    movzx eax, dl
-    mov qword ptr [r15 + rbp + 960], rcx
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3648], r8b
+    movzx esi, r8b
+    mov dword ptr [r15 + rbp + 1472], edx
+    test ebx, 320
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3392], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 128
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 1216], rax
+    mov esi, 244
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 19
+    test ebx, 320
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rax, r8
-    test ebx, 1073741824
+    mov rsi, rsi
+    mov byte ptr [r15 + rbp + 1344], sil
+    test bl, 192
     jz 1f
 1:
     jmp 1f
 1:
-    mov rax, rax
-    mov byte ptr [r15 + rbp + 1152], cl
-    mov rax, qword ptr [r15 + rbp + 1280]
+    mov byte ptr [r15 + r8 + 3456], sil
+    and esi, dword ptr [r15 + r8 + 3520]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 832]
-    movzx r8d, al
-    mov rax, qword ptr [r15 + r9 + 192]
+    mov esi, r8d
+    add rsi, qword ptr [r15 + rbp + 1408]
+    add rsi, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 896], al
-    movzx ebp, r8b
+    mov qword ptr [r15 + r8 + 3712], rdx
+    mov byte ptr [r15 + r8 + 3584], dil
+    movzx esi, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, eax
-    mov rax, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    lea r8, [r11*4]
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov esi, ebp
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 128]
+    mov r9d, 54
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    vpcmpeqb xmm0, xmm0, xmm5
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rsi, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm0, rdx
+    mov rdi, rdi
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    mov byte ptr [r15 + r8 + 640], r8b
-    mov rax, rbp
-    mov eax, eax
-    test ebx, 126208
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, r9d
+    mov rdi, rdi
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + r8 + 64]
     lea r9, [r11 + r11*1]
-    jmp 1f
+    test ebx, 259520
+    jnz 1f
 1:
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
-    movzx eax, r8b
-    mov rax, rax
-    and eax, dword ptr [r15 + r9 + 384]
-    test ebx, 576
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm3
-    vpcmpeqb xmm3, xmm3, xmm0
-    movzx r9d, byte ptr [r15 + r8 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], r9d
-    mov dword ptr [r15 + r8 + 704], eax
-    mov r9, r9
+    mov dword ptr [r15 + r9 + 448], 83
+    vmovq qword ptr [r15 + rbp + 320], xmm0
+    mov rbp, qword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    movzx r9d, r9b
-    mov r9d, 102
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm3
-    test ebx, 1073741824
-    jz 1f
-1:
     and rbp, 64
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], r9b
+    mov edi, dword ptr [r15 + rbp + 128]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm3
-    mov qword ptr [r15 + r9 + 512], r9
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov edi, esi
+    mov dword ptr [r15 + 0], 238
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    test ebx, 262144
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 448], r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], edi
+    mov qword ptr [r15 + r8 + 3392], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 3776], ymm0
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 64], edi
+    mov qword ptr [r15 + r8 + 3520], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + r8 + 3904], r8
+    mov rbp, qword ptr [r15 + r8 + 3712]
     jmp 1f
 1:
-    movzx ebp, r9b
+    test bl, 128
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 3584]
+    mov byte ptr [r15 + r8 + 3648], sil
+    mov qword ptr [r15 + r8 + 3840], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    vpor xmm0, xmm0, xmm4
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 64
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 171
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, 56
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm0, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    test ebx, 320
-    jz 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], r9d
-    mov byte ptr [r15 + r9 + 576], dil
-    lea rbp, [r11 + r11*1]
-    mov edi, r8d
-    test bl, 192
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    vmovdqu xmmword ptr [r15 + r9 + 704], xmm3
-    mov dword ptr [r15 + rbp + 256], 164
+    mov rsi, rdi
+    mov esi, dword ptr [r15 + 0]
+    vmovq xmm0, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 640], 0
-    movzx r9d, bpl
-    imul r9, qword ptr [r15 + r8 + 448]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx esi, dil
+    mov rdi, qword ptr [r15 + rbp + 448]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 320], r9b
+    mov rdi, rsi
+    movzx edi, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 512]
-    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 70
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, r9d
-    test bl, 128
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
     mov byte ptr [r15 + 0], dil
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 448], 217
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 64], bpl
-    test bl, 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    lea r8, [r11*4]
+    test ebx, 1073741824
     jnz 1f
 1:
+    and r8, 192
+    add rdi, qword ptr [r15 + r8 + 640]
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx esi, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 320]
+    vpcmpeqb xmm0, xmm0, xmm7
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov rbp, qword ptr [r15 + r8 + 128]
+    movzx edi, byte ptr [r15 + rbp + 128]
+    vmovdqu xmmword ptr [r15 + rbp + 64], xmm9
+    and ebp, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + r8 + 768]
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 65536
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 2059776
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 63
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 320], 56
+    movzx r8d, dil
+    lea r8, [r11*8]
+    mov edi, 217
+    and r8, 448
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], ecx
-    mov rsi, qword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 320], 85
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 192]
+    and edi, dword ptr [r15 + r9 + 256]
+    mov r9, qword ptr [r15 + r8 + 896]
+    mov dword ptr [r15 + r8 + 1280], 61
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 832], r9b
+    mov edi, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 1152], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 1216]
+    movzx r9d, byte ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + r8 + 1088], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11*8]
+    and r9, 64
+    xor dword ptr [r15 + r9 + 128], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 128]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7552], rbp
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
+    mov ecx, 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 64]
-    mov r9d, esi
-    mov dword ptr [r15 + rbp + 7808], 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov rsi, r9
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov r8d, dword ptr [r15 + rbp + 7680]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    test bl, 128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], r8
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 768], ebp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, 150
-    add rsi, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + rbp + 7936], xmm3
+    add rcx, qword ptr [r15 + r8 + 704]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 7616], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
-    mov dword ptr [r15 + rbp + 7744], esi
-    movsxd rsi, dword ptr [r15 + rbp + 7872]
+    mov ecx, 204
+    mov rcx, rcx
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 192]
+    mov rcx, rsi
+    add rcx, qword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    movzx esi, sil
-    jmp 1f
-1:
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 262144
-    jnz 1f
-1:
+    mov ecx, ecx
     jmp 1f
 1:
-    mov esi, esi
-    mov dword ptr [r15 + 0], 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 576
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 120704
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test bl, 128
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 262144
-    jz 1f
-1:
+    vmovq qword ptr [r15 + 0], xmm0
+    mov esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rbp
-    mov byte ptr [r15 + 0], sil
-    movzx esi, sil
-    test ebx, 1073741824
+    test ebx, 576
     jz 1f
 1:
-    mov esi, 237
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 128], 186
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], ebp
+    mov esi, r8d
+    test ebx, 4096
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 320]
+    add rsi, qword ptr [r15 + r8 + 448]
+    mov ecx, 156
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], 132
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov qword ptr [r15 + rbp + 64], rsi
+    mov dword ptr [r15 + r8 + 512], 237
+    mov byte ptr [r15 + r9 + 128], cl
+    and esi, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    mov qword ptr [r15 + 0], rsi
-    and esi, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 192
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    mov esi, esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
+    and esi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], r9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 22
+    jmp 1f
+1:
     test bl, 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11*4]
-    mov esi, 111
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 640], bpl
-    jmp 1f
-1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 256]
+    mov rsi, rbp
+    mov dword ptr [r15 + rbp + 128], esi
+    mov esi, 188
+    lea rbp, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 768], r9b
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm3
-    add rsi, qword ptr [r15 + rbp + 576]
-    test ebx, 1832448
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], 207
-    mov byte ptr [r15 + r9 + 64], sil
-    add rsi, qword ptr [r15 + r8 + 192]
+    mov rsi, qword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov qword ptr [r15 + 0], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, eax
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
+    mov ebp, 243
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rsi, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rsi
-    mov esi, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     mov ebp, esi
-    mov r8d, 125
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r8d, 150
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jz 1f
+1:
+    mov ebp, ecx
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 156
-    test ebx, 1073741824
+    test bl, 128
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    and rbp, 64
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 320]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    test bl, 128
-    jnz 1f
-1:
-    movzx esi, r8b
-    add rsi, qword ptr [r15 + r8 + 128]
-    and r8d, dword ptr [r15 + rbp + 384]
+    mov rcx, r8
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rsi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx esi, r9b
-    mov esi, esi
-    movzx esi, byte ptr [r15 + r9 + 512]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 256]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 192], rcx
+    lea r8, [r11 + r11*1]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    movzx esi, sil
-    jmp 1f
-1:
-    mov esi, esi
+    vpaddd xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 5
+    mov ecx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r15 + 0], r9d
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
+    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, cl
+    imul ecx, r8d, 74
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm3, xmm3, 145
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 640], r8b
+    mov rcx, qword ptr [r15 + r8 + 576]
+    mov rsi, rcx
+    movzx ebp, sil
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test bl, 128
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 448
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1088], r8d
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 128], r9d
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + r9 + 128], r9b
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
+    movzx esi, byte ptr [r15 + r9 + 64]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + r9 + 512]
-    add r8, qword ptr [r15 + rbp + 896]
-    movzx r9d, bpl
-    mov qword ptr [r15 + rbp + 1024], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 165
-    vmovdqu xmmword ptr [r15 + rbp + 1152], xmm3
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 960], 34
-    add r9, qword ptr [r15 + rbp + 832]
-    mov qword ptr [r15 + rbp + 1216], r9
+    mov byte ptr [r15 + rbp + 64], sil
+    movsxd rbp, dword ptr [r15 + r8 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
-    mov r9d, r9d
-    cmovne r9, r8
     jmp 1f
 1:
-    lea r9, [r11*4]
-    jmp 1f
-1:
+    mov ebp, ebp
+    mov ebp, 239
+    mov rbp, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 192
-    movzx r8d, byte ptr [r15 + r9 + 640]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 576]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 19
-    mov eax, r9d
-    mov rax, rax
-    test ebx, 320
+    movzx r9d, r9b
+    movzx r9d, r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1152
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 247
     jmp 1f
 1:
-    movzx eax, al
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 109
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], 61
+    and rbp, 64
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, ebp
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    movsxd rax, dword ptr [r15 + r9 + 768]
+    mov rcx, qword ptr [r15 + r8 + 512]
+    mov esi, r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rax
-    mov byte ptr [r15 + r9 + 704], sil
-    mov rax, qword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + rbp + 320], sil
+    mov dword ptr [r15 + r9 + 128], 104
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, esi
+    mov ecx, ebp
+    mov rbp, qword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 32
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
     lea r8, [r11*8]
+    and r8, 8128
+    add rbp, qword ptr [r15 + r8 + 7808]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 8128
-    add rax, qword ptr [r15 + r8 + 7680]
-    mov dword ptr [r15 + r8 + 7488], eax
-    add rax, qword ptr [r15 + r8 + 7744]
+    movzx ebp, r8b
+    mov ebp, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 7488], 164
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 7808], 113
-    jmp 1f
-1:
+    mov rbp, rbp
+    mov qword ptr [r15 + r8 + 7744], rbp
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    test bl, 128
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 136
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 384]
-    and eax, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + r9 + 192], r9
+    mov byte ptr [r15 + r8 + 7680], r9b
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], r8
+    test ebx, 4096
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 7552]
+    mov esi, dword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + rbp + 128], sil
+    mov esi, dword ptr [r15 + r8 + 7616]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov esi, 157
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 7616], al
-    mov rax, rax
+    mov byte ptr [r15 + r8 + 7872], r8b
+    mov esi, 198
+    mov dword ptr [r15 + r8 + 7552], 188
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 123
+    mov dword ptr [r15 + r8 + 7936], 92
     jmp 1f
 1:
     add r11, 64
@@ -1271,206 +1255,208 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 129
-    vmovq xmm3, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], 80
+    test bl, 192
     jz 1f
 1:
+    mov rsi, rsi
+    mov byte ptr [r15 + 0], sil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 256]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 192
-    add rax, qword ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 192], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 48
-    mov edi, dword ptr [r15 + r8 + 576]
     test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 640]
-    mov r9, qword ptr [r15 + rbp + 320]
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm3
+    mov esi, edi
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
+    mov r8d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 128]
+    mov r8d, r9d
+    mov r9d, 147
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 53
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    mov byte ptr [r15 + 0], r9b
-    mov rbp, r9
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 185
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], 73
+    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], 142
+    lea r8, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + rbp + 768]
+    movzx esi, r9b
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 384]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 448]
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r9
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 512]
-    mov ebp, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 256], 144
+    movzx esi, sil
+    mov dword ptr [r15 + rbp + 576], esi
+    mov esi, dword ptr [r15 + rbp + 640]
+    add rsi, qword ptr [r15 + r8 + 128]
+    test bl, 192
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    mov r8d, 74
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1536]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    test bl, 128
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 0
-    mov qword ptr [r15 + rbp + 1792], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 1664]
-    lea r9, [r11 + r11*1]
-    vpcmpeqb xmm3, xmm3, xmm6
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 64]
-    movzx r8d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm3
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm7
-    mov r9d, dword ptr [r15 + rbp + 1472]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 128
     jz 1f
 1:
-    mov r9d, r9d
-    mov dword ptr [r15 + rbp + 1728], r9d
-    mov r9d, 107
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, sil
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 121
-    mov byte ptr [r15 + rbp + 1600], bpl
-    mov dword ptr [r15 + rbp + 1408], 222
+    mov r9d, 246
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1047040
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 256], r8d
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 64]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    mov r9, rax
+    and r9d, dword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    jmp 1f
-1:
+    lea r8, [r11 + r11*8]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3648], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -1478,221 +1464,230 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 151
-    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r9
-    mov edi, 165
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + r8 + 3456]
+    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm0
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 320]
-    jmp 1f
+    test ebx, 262144
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 128]
+    and esi, dword ptr [r15 + r8 + 3776]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], r8d
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 256]
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 3392], ebp
+    add qword ptr [r15 + r8 + 3712], r9
+    mov byte ptr [r15 + r8 + 3904], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 35
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    mov rax, qword ptr [r15 + r8 + 192]
+    add rcx, qword ptr [r15 + r8 + 3584]
+    mov rsi, rsi
+    movzx esi, byte ptr [r15 + r9 + 64]
+    mov r9, qword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 3840], r9d
+    mov esi, r9d
+    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1179648
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, 19
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 320
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 216
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 384]
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 448]
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + rbp + 320], 147
+    mov dword ptr [r15 + r9 + 64], r9d
+    and eax, dword ptr [r15 + r9 + 128]
+    mov r9, r8
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 256
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 161
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpor xmm3, xmm3, xmm3
-    mov byte ptr [r15 + r9 + 320], r9b
-    movsxd r9, dword ptr [r15 + r8 + 512]
+    mov eax, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov r8d, dword ptr [r15 + rbp + 1728]
+    mov dword ptr [r15 + r9 + 512], r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 1600]
+    mov dword ptr [r15 + rbp + 1792], r8d
+    mov dword ptr [r15 + rbp + 1856], ebp
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1472], 199
+    mov dword ptr [r15 + rbp + 1664], r8d
+    mov qword ptr [r15 + rbp + 1536], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    lea r9, [r11 + r11*1]
-    mov rdi, r9
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm3, xmm3, xmm12
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpxor xmm3, xmm3, xmm8
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov rdi, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*8]
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 960], rbp
-    vmovdqu xmmword ptr [r15 + rbp + 1088], xmm2
-    test ebx, 4096
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + rbp + 832]
-    add rdi, qword ptr [r15 + rbp + 1216]
-    and edi, dword ptr [r15 + rbp + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 1024], r8
-    mov byte ptr [r15 + r9 + 256], dil
-    movzx edi, byte ptr [r15 + rbp + 896]
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 215
     jmp 1f
 1:
-    and edi, dword ptr [r15 + r8 + 320]
-    vpshufd xmm3, xmm3, 31
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov eax, 51
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm0
+    add rax, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 5
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov eax, 193
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 320], bpl
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 238
+    mov dword ptr [r15 + rbp + 448], 8
+    mov byte ptr [r15 + r8 + 128], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov rdi, r8
-    mov edi, 9
-    test ebx, 256
+    mov rbp, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
+    mov rax, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r8 + 704]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    mov esi, eax
+    lea rbp, [r11*4]
+    mov eax, 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, r8b
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm0
+    mov r8, qword ptr [r15 + rbp + 640]
+    lea r9, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    movzx eax, byte ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 640], eax
-    mov rax, qword ptr [r15 + rbp + 320]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 832], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1024], 209
+    lea r8, [r11 + r11*1]
     test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 384], 162
+    test ebx, 32768
     jnz 1f
 1:
-    mov eax, eax
-    mov byte ptr [r15 + r8 + 576], al
-    mov dword ptr [r15 + r9 + 448], 203
+    and r8d, dword ptr [r15 + rbp + 704]
+    movzx ebp, byte ptr [r15 + r9 + 896]
+    mov ecx, dword ptr [r15 + r9 + 960]
     add r11, 64
     inc rbx
     dec r13
@@ -1700,505 +1695,510 @@ ditto_body_c1:
 .Lc1_b1_c23:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 448]
-    mov r9d, 146
-    mov dword ptr [r15 + rbp + 512], r9d
-    mov r9, r9
+    lea r8, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov ecx, dword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 147
     test ebx, 1073741824
     jz 1f
 1:
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r8d, 57
     test ebx, 1152
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 62
+    test ebx, 576
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
+1:
+    mov r9d, 176
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 320], r9b
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
     mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rdi
-    mov qword ptr [r15 + rbp + 256], rax
-    lea rbp, [r11*8]
-    movzx eax, bpl
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 7552]
-    mov r9d, eax
-    add rax, qword ptr [r15 + rbp + 7744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7872], r9
-    and eax, dword ptr [r15 + rbp + 7808]
-    add rax, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 7616], al
-    mov eax, 65
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 320]
-    movzx ebp, al
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    mov rax, rax
-    mov rax, rax
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm3, xmm3, xmm13
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, al
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 118
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 189
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 191
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 448]
-    mov byte ptr [r15 + rbp + 512], sil
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
+    mov qword ptr [r15 + rbp + 448], rbp
+    movzx r9d, al
+    vpor xmm0, xmm0, xmm0
+    mov r9d, r9d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm3
-    mov dword ptr [r15 + r8 + 256], esi
+    imul r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r9d
+    movzx r9d, r8b
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 320
+    jz 1f
+1:
+    mov r8, rsi
+    and r9, 64
+    or qword ptr [r15 + r9 + 384], 88
+    add r8, qword ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    test ebx, 640
+    jnz 1f
+1:
+    mov esi, r8d
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
+    movzx r8d, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3520], rdi
-    lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 384]
-    mov r9, qword ptr [r15 + rbp + 3648]
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + rbp + 3712]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 156
-    movzx edi, dil
-    mov edi, 153
+    lea r8, [r11*8]
     lea r9, [r11 + r11*1]
-    test bl, 128
+    mov esi, 222
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1408]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 128]
+    mov rax, qword ptr [r15 + r8 + 1600]
+    test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + r8 + 320], xmm3
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], cl
-    mov edi, 25
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 10
-    mov rdi, rdi
-    movzx edi, byte ptr [r15 + rbp + 3456]
+    jmp 1f
+1:
+    mov esi, 5
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + rbp + 3584], rcx
-    mov dword ptr [r15 + r9 + 512], 134
+    movzx esi, sil
+    and esi, dword ptr [r15 + r9 + 64]
+    mov r9d, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 31
+    mov dword ptr [r15 + r8 + 1664], 43
+    movzx eax, byte ptr [r15 + r8 + 1536]
+    mov ecx, eax
+    test bl, 128
+    jnz 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 1728]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 1344]
+    test ebx, 1152
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + r8 + 1472], xmm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 24576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    test ebx, 1152
-    jz 1f
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 73
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov edi, 63
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
     mov qword ptr [r15 + 0], r8
-    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], edi
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r9 + 384]
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 192]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, 63
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    and edi, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r9 + 448], 99
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm3
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov dword ptr [r15 + r9 + 320], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    mov qword ptr [r15 + rbp + 384], r9
+    mov dword ptr [r15 + r8 + 512], 184
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 158
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    test ebx, 1179648
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 168
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], 71
-    mov ebp, ebp
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    vpmovmskb ebp, xmm0
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov qword ptr [r15 + 0], rax
-    or qword ptr [r15 + 0], 45
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 256], sil
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    mov edi, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 256], 184
-    test ebx, 655360
-    jnz 1f
-1:
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
     movzx r9d, r9b
-    mov r9d, 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpshufd xmm0, xmm0, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 90
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 512], 22
+    mov byte ptr [r15 + r9 + 384], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c28:
-    lea r9, [r11 + r11*4]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1536], r9b
-    mov ebp, 155
-    lea rbp, [r11 + r11*1]
-    mov edi, 70
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 64]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov eax, 11
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 655360
-    jz 1f
+    mov dword ptr [r15 + 0], 67
+    mov dword ptr [r15 + 0], eax
+    mov eax, eax
+    test bl, 128
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 69
+    mov eax, 130
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + r9 + 1600]
-    mov eax, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 6
-    mov rdi, rax
-    mov edi, dword ptr [r15 + r9 + 1408]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], 251
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 640]
+    mov r8d, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 1472]
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    add rax, qword ptr [r15 + r9 + 1344]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 704], 215
+    xor dword ptr [r15 + r8 + 64], eax
+    mov rax, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 204
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    movzx edi, byte ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov eax, r8d
+    vpor xmm0, xmm0, xmm0
+    test ebx, 576
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r8d, eax
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    add rdi, qword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 128
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 256], 116
-    mov r8, qword ptr [r15 + r9 + 128]
+    mov eax, 72
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    mov eax, 216
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    lea r9, [r11 + r11*1]
+    mov eax, 240
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 192]
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 108
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
-    mov r8d, esi
-    mov r8d, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 393216
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
+    mov ebp, 255
+    mov ebp, 83
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 255
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    and rbp, 192
+    or qword ptr [r15 + rbp + 704], 38
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], 46
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 192]
-    lea r9, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm3
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 128]
-    test ebx, 320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 512]
-    vmovq qword ptr [r15 + rbp + 256], xmm3
+    and eax, dword ptr [r15 + r8 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 149
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    movzx eax, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 768], 105
+    mov dword ptr [r15 + rbp + 576], 138
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, eax
+    mov dword ptr [r15 + rbp + 640], r8d
     jmp 1f
 1:
     add r11, 64
@@ -2206,1123 +2206,1119 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    mov r9d, 31
-    vpcmpeqb xmm3, xmm3, xmm7
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov r9, r9
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9d, 194
+    mov r8d, eax
     test ebx, 320
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 56
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
+    mov r8d, r8d
+    mov r9d, eax
+    mov qword ptr [r15 + 0], r9
+    test bl, 128
+    jnz 1f
 1:
-    mov r9d, 125
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rdi
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + rbp + 256]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 256], r9d
-    movsxd r8, dword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + 0], r9b
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], r8
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r9
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r8 + 256]
+    test ebx, 262144
+    jz 1f
+1:
+    mov r8d, 217
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 128], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    mov r9d, 210
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    lea r8, [r11 + r11*1]
-    movzx eax, bpl
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 256]
-    lea rbp, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + r8 + 192]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], r8d
+    mov r9d, r9d
+    mov r9d, r9d
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r9d, 141
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 181
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov r8d, 6
     mov dword ptr [r15 + 0], r8d
+    mov r9d, 89
+    mov dword ptr [r15 + 0], 215
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 18
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov eax, r8d
+    mov dword ptr [r15 + r8 + 512], r8d
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r9 + 256], ebp
+    lea rbp, [r11 + r11*1]
+    mov r9, r8
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    movzx r8d, byte ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    vmovq qword ptr [r15 + r8 + 512], xmm3
-    mov dword ptr [r15 + rbp + 448], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
+    mov r8, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 152
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rax
+    movzx r8d, r8b
+    test bl, 128
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, rax
-    test ebx, 384
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 220
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r8
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    mov r9d, eax
+    movzx eax, byte ptr [r15 + r8 + 128]
+    lea rbp, [r11 + r11*1]
+    mov r9, rbp
     test ebx, 1073741824
     jnz 1f
 1:
     lea r9, [r11 + r11*1]
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov dword ptr [r15 + rbp + 192], ebp
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 512]
-    movzx esi, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r9 + 448], 168
+    and ebp, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ebp, sil
-    movzx ebp, byte ptr [r15 + r8 + 128]
-    mov edi, 152
+    and ebp, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
+    add r9, qword ptr [r15 + rbp + 256]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    lea r9, [r11*8]
+    and eax, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1088], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
+    mov rax, rbp
+    movzx eax, byte ptr [r15 + r9 + 1024]
+    mov esi, 65
+    test ebx, 576
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    and eax, dword ptr [r15 + r9 + 1152]
+    mov esi, dword ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r15 + r9 + 960]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov esi, 229
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    and esi, dword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 64]
-    mov eax, dword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 704]
-    mov r9d, dword ptr [r15 + rbp + 192]
-    add rsi, qword ptr [r15 + r8 + 576]
-    mov rax, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 640]
-    imul rax, rax
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 896], r8b
+    mov eax, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + rbp + 192], 37
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 253
     mov byte ptr [r15 + 0], al
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    add rax, qword ptr [r15 + 0]
-    mov esi, esi
-    test ebx, 65536
-    jnz 1f
-1:
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 28
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    test bl, 192
     jz 1f
 1:
-    mov esi, 228
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 192]
-    mov eax, 143
-    imul rsi, rax
-    and r9, 64
-    xor dword ptr [r15 + r9 + 64], r9d
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], r8d
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    test ebx, 256
+    movzx eax, byte ptr [r15 + r8 + 192]
+    lea rbp, [r11*4]
+    vmovq xmm0, rbp
+    lea r9, [r11 + r11*1]
+    and rbp, 192
+    vmovdqu xmmword ptr [r15 + rbp + 576], xmm0
+    test ebx, 2048
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 256]
-    jmp 1f
+    vmovq xmm0, rcx
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + rbp + 640], rax
+    add rax, qword ptr [r15 + r9 + 512]
+    test ebx, 262144
+    jz 1f
 1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + rbp + 704], rax
+    mov r9d, dword ptr [r15 + rbp + 768]
+    mov rax, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    movzx eax, al
+    mov dword ptr [r15 + r8 + 256], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], 156
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
-    mov r9d, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], esi
+    add rax, qword ptr [r15 + r9 + 128]
+    movzx r8d, al
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, r9b
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 448]
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
+    and eax, dword ptr [r15 + 0]
+    mov r8, r9
+    mov r8d, r8d
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1961472
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 64], 169
-    and esi, dword ptr [r15 + rbp + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    mov qword ptr [r15 + r8 + 256], rax
+    add r8, qword ptr [r15 + r9 + 64]
+    mov eax, 169
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 512]
+    mov r8d, eax
+    mov dword ptr [r15 + r9 + 448], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
-    lea rbp, [r11*4]
-    mov esi, 135
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rbp
-    mov rsi, rdi
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 320], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 262144
-    jnz 1f
-1:
-    mov rsi, rsi
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 141
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
+    mov esi, eax
     and esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, 100
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    add rsi, qword ptr [r15 + 0]
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 256]
-    add rsi, qword ptr [r15 + r9 + 192]
-    mov r9, rbp
-    test ebx, 320
-    jz 1f
+    mov byte ptr [r15 + r9 + 320], bpl
+    jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + rbp + 576], esi
-    mov dword ptr [r15 + rbp + 704], 24
-    test bl, 192
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 320], sil
-    vpcmpeqb xmm3, xmm3, xmm0
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
+    mov r9, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 19
+    and r9d, dword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + rbp + 448], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 576
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov r9d, 198
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
     lea rbp, [r11 + r11*1]
-    test bl, 128
+    mov esi, 178
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 64]
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    test ebx, 655360
     jz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    mov rsi, qword ptr [r15 + r9 + 128]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 256], esi
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r8
-    mov dword ptr [r15 + r9 + 448], eax
+    mov dword ptr [r15 + r9 + 384], r9d
+    movzx esi, bpl
+    mov rsi, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    lea r9, [r11 + r11*8]
-    and r9, 4032
-    mov qword ptr [r15 + r9 + 3520], r9
-    movzx esi, r9b
-    mov qword ptr [r15 + r9 + 3648], rbp
+    mov r9, rsi
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    movzx esi, byte ptr [r15 + r9 + 3840]
+    lea rbp, [r11*8]
+    mov esi, 67
+    and rbp, 1984
     lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r9 + 3584]
-    test ebx, 73728
+    mov qword ptr [r15 + rbp + 1408], r9
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r9 + 128], r9
+    test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 159
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 13
-    mov dword ptr [r15 + r9 + 3712], r8d
-    add rsi, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 320], sil
+    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm0
+    mov dword ptr [r15 + rbp + 1536], esi
+    mov r8d, 185
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 3904], sil
-    mov dword ptr [r15 + r9 + 3776], ebp
+    movsxd r8, dword ptr [r15 + rbp + 1792]
+    mov qword ptr [r15 + rbp + 1600], r8
+    add r8, qword ptr [r15 + rbp + 1344]
+    mov rsi, qword ptr [r15 + rbp + 1728]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1664], 69
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 3392]
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    mov rbp, qword ptr [r15 + r9 + 3456]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 90
-    mov r8, rsi
-    test ebx, 522624
-    jz 1f
-1:
     jmp 1f
 1:
+    mov r8d, 209
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xchg r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r9b
-    mov byte ptr [r15 + rbp + 256], r8b
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r9
-    lea r8, [r11 + r11*1]
-    and esi, dword ptr [r15 + r9 + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r8d
-    add rsi, qword ptr [r15 + r8 + 64]
     mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 25
+    test ebx, 576
+    jz 1f
+1:
+    mov esi, 242
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r8, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 115
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 110
+    mov dword ptr [r15 + r8 + 128], 95
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx r8d, r9b
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    vpcmpeqb xmm0, xmm0, xmm2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 320]
+    movzx ebp, byte ptr [r15 + r9 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    jmp 1f
+1:
     mov byte ptr [r15 + 0], al
+    test ebx, 1830400
+    jz 1f
+1:
+    vpaddd xmm0, xmm0, xmm0
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, esi
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    vpxor xmm3, xmm3, xmm1
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    mov ebp, 201
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 448]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 192], 111
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 256]
-    movzx esi, r8b
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 95
-    movzx esi, byte ptr [r15 + r8 + 64]
-    mov r8, rsi
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 111
-    vmovq qword ptr [r15 + r9 + 192], xmm3
-    and esi, dword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r9 + 320], r9
+    and r8d, dword ptr [r15 + rbp + 512]
+    and ebp, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
-    lea r8, [r11 + r11*1]
-    mov esi, r8d
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 216
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm0
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 42
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r9, r9
+    mov ebp, 224
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ebp
     test bl, 128
     jnz 1f
 1:
-    mov r9d, esi
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 212
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], 22
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 512], r9d
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], r9d
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov dword ptr [r15 + rbp + 512], 180
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], ebp
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
+    test bl, 128
+    jz 1f
 1:
-    mov qword ptr [r15 + rbp + 384], r9
-    add rbp, qword ptr [r15 + r9 + 256]
-    mov r9d, 146
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    mov dword ptr [r15 + rbp + 320], r8d
+    mov dword ptr [r15 + r8 + 128], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    and r8, 448
-    mov qword ptr [r15 + r8 + 1088], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 64], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + r8 + 1216]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov rbp, rbp
-    mov ebp, r9d
-    mov dword ptr [r15 + r8 + 896], 150
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
+    movzx r8d, r8b
+    lea r8, [r11 + r11*8]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1792], r8b
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov byte ptr [r15 + r8 + 1664], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    and r9d, dword ptr [r15 + r8 + 1280]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 384], 202
+    add rsi, qword ptr [r15 + r8 + 1600]
+    mov dword ptr [r15 + r8 + 1536], r8d
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 64], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1856], 64
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + r8 + 1152], ebp
+    mov qword ptr [r15 + r8 + 1472], r9
+    mov esi, esi
+    mov byte ptr [r15 + r8 + 1728], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 960]
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    movzx ebp, sil
-    test ebx, 1437696
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1024], ebp
-    mov qword ptr [r15 + r8 + 832], rbp
-    jmp 1f
-1:
+    mov qword ptr [r15 + r8 + 1344], rax
+    mov r9d, dword ptr [r15 + r8 + 1408]
+    movsxd rsi, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    lea rbp, [r11 + r11*4]
-    lea r9, [r11*8]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3456], rbp
-    jmp 1f
-1:
-    and r9, 8128
-    add rsi, qword ptr [r15 + r9 + 7680]
-    mov dword ptr [r15 + r9 + 7488], 136
-    test ebx, 507264
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 3584], r8
-    and esi, dword ptr [r15 + rbp + 3648]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov esi, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 162
+    mov esi, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    vpaddd xmm0, xmm0, xmm0
+    mov dword ptr [r15 + 0], 209
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 31
-    test ebx, 384
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 3392], 195
-    mov esi, 162
-    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm3
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 7616], esi
-    mov qword ptr [r15 + rbp + 3520], rsi
-    mov byte ptr [r15 + r8 + 384], bpl
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + r9 + 7744]
-    mov r8, rsi
-    mov qword ptr [r15 + r9 + 7808], r8
+    mov qword ptr [r15 + 0], r9
+    and r9d, dword ptr [r15 + 0]
+    mov rsi, r9
+    lea r9, [r11 + r11*1]
+    test ebx, 256
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 384]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 104
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov byte ptr [r15 + r8 + 128], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 9
+    mov dword ptr [r15 + r9 + 320], 118
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], r8
-    movzx esi, r8b
-    test ebx, 655360
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, sil
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 108
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 238
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 192
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r8 + 576]
-    mov r9d, 19
+    mov qword ptr [r15 + 0], r9
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + rbp + 512]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rsi
-    test bl, 128
+    add r8, qword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov r9, r9
+    test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + r8 + 640]
-    and esi, dword ptr [r15 + r9 + 320]
-    mov r9d, esi
-    mov r9, rbp
+    lea r9, [r11*4]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], r9d
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    test ebx, 256
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 640], r8b
+    add rsi, qword ptr [r15 + r9 + 768]
+    and esi, dword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov esi, esi
+    movzx esi, sil
+    and esi, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jz 1f
 1:
-    vmovq qword ptr [r15 + r8 + 704], xmm3
-    movsxd r9, dword ptr [r15 + rbp + 448]
+    mov esi, 39
+    mov dword ptr [r15 + rbp + 384], 93
+    mov esi, 148
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
+    mov esi, esi
+    mov esi, 94
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 55
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test bl, 128
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 576
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov r8d, r9d
-    test ebx, 1073741824
+    lea rbp, [r11*8]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov r8d, 97
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    and rbp, 448
+    and esi, dword ptr [r15 + rbp + 1216]
+    mov r8, rsi
     lea r8, [r11 + r11*1]
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    and esi, dword ptr [r15 + rbp + 1088]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 188
+    mov r9d, dword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 1152], r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 50
+    mov esi, dword ptr [r15 + rbp + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], 193
+    movsxd rsi, dword ptr [r15 + rbp + 896]
     jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 128]
+    movsxd r9, dword ptr [r15 + rbp + 960]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 384], r9
+    mov dword ptr [r15 + rbp + 1024], 154
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
+    or qword ptr [r15 + 0], 20
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpaddd xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov rbp, rsi
+    mov rax, rsi
+    mov rax, rax
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rbp
-    mov dword ptr [r15 + 0], r9d
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 204
-    mov r8d, ebp
-    mov dword ptr [r15 + 0], 86
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rax
+    mov dword ptr [r15 + 0], 50
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 18
-    mov qword ptr [r15 + 0], rbp
-    test bl, 192
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rax
     lea rbp, [r11 + r11*1]
-    and r8d, dword ptr [r15 + 0]
-    mov r9, r8
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 384], xmm3
-    mov ebp, r8d
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    and ebp, dword ptr [r15 + r8 + 192]
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx r8d, r9b
-    mov r8d, 13
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm3
+    add rax, qword ptr [r15 + rbp + 64]
+    test ebx, 1152
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    mov dword ptr [r15 + rbp + 128], 179
+    add rbp, qword ptr [r15 + r8 + 448]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rbp
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r9 + 256], 116
+    mov r9d, r9d
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 23
-    movsxd rbp, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*4]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1088], bpl
+    mov ebp, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -3330,1038 +3326,1005 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 16384
-    jz 1f
-1:
-    mov ebp, 74
-    mov byte ptr [r15 + 0], bpl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 73728
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 186
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + r9 + 256], r8
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
+    movzx eax, byte ptr [r15 + r9 + 960]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9d, 55
-    mov dword ptr [r15 + rbp + 64], 211
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 320]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 320]
+    mov r8d, eax
+    mov eax, dword ptr [r15 + r9 + 832]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 384], r8
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    or qword ptr [r15 + r8 + 512], 100
+    movzx r8d, byte ptr [r15 + r9 + 1024]
+    mov ebp, dword ptr [r15 + r9 + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 77
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 94
-    test ebx, 2304
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    jmp 1f
-1:
-    movzx ebp, r9b
-    test bl, 128
-    jnz 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 448], bpl
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 384]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 640], r9
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    add qword ptr [r15 + rbp + 64], rbp
+    mov esi, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 145
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jz 1f
+1:
+    mov esi, 4
+    mov esi, 255
+    mov esi, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r9 + 704], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 768]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 320]
-    movzx r9d, bpl
+    movzx r8d, byte ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    lea rbp, [r11*8]
-    lea r9, [r11 + r11*1]
-    and rbp, 1984
-    and r8d, dword ptr [r15 + rbp + 1728]
-    add r8, qword ptr [r15 + rbp + 1408]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], rsi
-    mov esi, 48
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 1344]
-    mov r8, qword ptr [r15 + rbp + 1600]
-    mov dword ptr [r15 + rbp + 1472], r8d
+    mov r8d, r8d
+    mov r8d, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpor xmm3, xmm3, xmm3
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
+    add r8, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov rsi, r8
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + r9 + 192]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm3
+    mov dword ptr [r15 + r8 + 512], r8d
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 219
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 512]
-    movsxd r8, dword ptr [r15 + rbp + 1536]
-    mov qword ptr [r15 + rbp + 1664], r8
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 384]
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    mov qword ptr [r15 + r9 + 320], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 448], 241
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    lea rbp, [r11*4]
+    and r9, 4032
+    movzx r8d, byte ptr [r15 + r9 + 3712]
+    and rbp, 192
+    movzx eax, byte ptr [r15 + rbp + 640]
     jmp 1f
 1:
+    mov rsi, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 576], sil
+    mov dword ptr [r15 + r9 + 3648], esi
+    movzx esi, byte ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx esi, byte ptr [r15 + r9 + 3392]
+    mov eax, 162
+    mov eax, dword ptr [r15 + r9 + 3456]
+    lea r8, [r11 + r11*1]
+    test bl, 128
     jz 1f
 1:
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    add rsi, qword ptr [r15 + r9 + 3584]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 512]
+    jmp 1f
 1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 960], r8
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r9 + 128], sil
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 1280], sil
-    mov dword ptr [r15 + r8 + 1216], esi
-    mov dword ptr [r15 + rbp + 384], ebp
-    mov qword ptr [r15 + r8 + 1152], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 1024]
-    add rbp, qword ptr [r15 + r8 + 832]
-    mov esi, 190
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
-    movzx edi, byte ptr [r15 + r8 + 1088]
-    mov dword ptr [r15 + r8 + 896], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 99
-    mov edi, edi
-    mov edi, 4
+    mov dword ptr [r15 + rbp + 704], eax
+    mov qword ptr [r15 + r9 + 3520], rsi
+    mov dword ptr [r15 + r8 + 448], 213
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 320]
+    mov eax, 24
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov rdi, rbp
+    and eax, dword ptr [r15 + 0]
+    lea r9, [r11*4]
     and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + rbp + 128]
+    mov rsi, rax
+    and r9, 192
+    mov rax, qword ptr [r15 + r9 + 576]
+    test ebx, 192384
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 640]
+    movzx esi, al
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm0
+    test ebx, 576
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + rbp + 64], xmm0
+    vmovq xmm0, rsi
+    mov eax, 13
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 16320
-    mov byte ptr [r15 + r8 + 15744], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r8 + 15872], rbp
-    mov ebp, 249
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 15808]
-    mov edi, 158
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 16000], r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    test bl, 128
-    jz 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmm2
-    mov qword ptr [r15 + r8 + 15936], rdi
-    movzx edi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 512], rdi
-    mov edi, 131
-    movzx edi, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 15680], edi
-    mov byte ptr [r15 + r8 + 16064], dil
+    mov dword ptr [r15 + r8 + 384], eax
+    mov byte ptr [r15 + r9 + 704], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov rax, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov esi, 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1947648
+    jz 1f
+1:
+    mov rsi, rsi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    test bl, 192
+    jnz 1f
+1:
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    add rsi, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + rbp + 128]
+    movzx eax, al
     test ebx, 576
-    jz 1f
-1:
-    mov edi, 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 6
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 64]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3776], 174
-    test bl, 128
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 128]
-    mov r8d, dword ptr [r15 + r9 + 3520]
-    mov dword ptr [r15 + r9 + 3392], 18
-    mov rsi, r8
-    test ebx, 1152
-    jnz 1f
-1:
-    mov r8, r9
-    mov r8d, r9d
-    add r8, qword ptr [r15 + r9 + 3456]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 45
-    mov dword ptr [r15 + r9 + 3712], 23
-    add r8, qword ptr [r15 + r9 + 3584]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 3648], r8d
-    mov byte ptr [r15 + rbp + 256], r8b
+    lea r9, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 192]
+    test ebx, 640
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    movzx esi, byte ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test bl, 128
+    jnz 1f
+1:
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
-    mov r8, qword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
     jmp 1f
 1:
-    mov ebp, 181
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    sete al
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov dword ptr [r15 + 0], 246
+    mov eax, 155
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm3
-    mov esi, 148
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r8d
+    movzx eax, bpl
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1024], 173
+    mov eax, 188
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    mov byte ptr [r15 + rbp + 1088], al
+    movzx eax, byte ptr [r15 + r9 + 64]
     lea r8, [r11 + r11*1]
-    mov esi, 242
-    xor dword ptr [r15 + rbp + 256], esi
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 384], bpl
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov r9d, esi
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    mov rax, r8
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + rbp + 832], 90
+    xor dword ptr [r15 + r8 + 384], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 175
+    lea r8, [r11 + r11*2]
+    lea rbp, [r11*8]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 832], r8b
+    mov byte ptr [r15 + r8 + 960], r8b
+    lea r9, [r11 + r11*1]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7616], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 448]
     jmp 1f
 1:
+    and esi, dword ptr [r15 + rbp + 7680]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov esi, eax
     movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    test ebx, 1152
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11*8]
-    vpaddd xmm3, xmm3, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7680], esi
+    movzx esi, byte ptr [r15 + rbp + 7808]
+    mov eax, 238
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 7744]
+    test ebx, 576
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 896], 44
+    mov dword ptr [r15 + rbp + 7552], 243
+    movzx esi, byte ptr [r15 + rbp + 7872]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + r9 + 7744], xmm3
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rbp
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 512]
-    movsxd rdi, dword ptr [r15 + r9 + 7808]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 64], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 179
-    mov dword ptr [r15 + r9 + 7488], 121
-    mov dword ptr [r15 + r8 + 448], 14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    movzx edi, byte ptr [r15 + r9 + 7616]
-    mov dword ptr [r15 + r9 + 7552], edi
+    and esi, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 7488], 153
+    mov r9d, 183
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c56:
-    jmp 1f
-1:
+    lea r9, [r11*8]
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1152], 13
+    mov rsi, r9
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + r9 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 896]
+    mov ebp, dword ptr [r15 + r9 + 832]
+    mov qword ptr [r15 + r9 + 1088], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r9 + 1024], rax
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 256], eax
+    mov eax, r8d
     test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    movzx eax, al
+    movzx eax, sil
+    lea rbp, [r11 + r11*1]
+    test bl, 128
     jz 1f
 1:
     and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 384]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 320], r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
+    movzx eax, byte ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    mov rdi, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 448], esi
-    mov r9, rsi
-    mov dword ptr [r15 + rbp + 320], r9d
+    mov rax, rdi
+    vmovdqu ymmword ptr [r15 + r9 + 1216], ymm0
+    mov dword ptr [r15 + rbp + 448], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c57:
+    .byte 0x66, 0x90
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r9d
-    test ebx, 1179648
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm3, xmm3, xmm3
-    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     test ebx, 576
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 2
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    test bl, 128
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    jmp 1f
-1:
-    vpshufd xmm3, xmm3, 103
-    mov rbp, qword ptr [r15 + r9 + 256]
-    lea r9, [r11 + r11*1]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 209
-    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 192
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], ebp
+    inc dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 320]
     and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], edi
-    jmp 1f
+    add rax, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 123
+    mov r9, r8
+    test ebx, 320
+    jnz 1f
 1:
+    lea r9, [r11 + r11*1]
+    movzx eax, al
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
+    and eax, dword ptr [r15 + rbp + 320]
+    mov rbp, qword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 320], rax
+    mov ebp, r8d
+    vmovq xmm0, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c58:
-    vpor xmm3, xmm3, xmm3
-    lea r9, [r11 + r11*1]
-    mov rdi, r9
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 42
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 320
-    jnz 1f
+    jmp 1f
 1:
-    vmovq xmm3, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
+    mov ebp, eax
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, 104
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ebp, 170
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11*8]
+    mov dword ptr [r15 + 0], 185
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm0
+    mov dword ptr [r15 + 0], 108
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov rdi, r8
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 64]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
-    and rbp, 448
-    and edi, dword ptr [r15 + rbp + 1152]
-    mov dword ptr [r15 + rbp + 1088], 233
-    test ebx, 262144
-    jz 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm3
-    test ebx, 384
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 832], 44
-    and edi, dword ptr [r15 + rbp + 960]
-    jmp 1f
-1:
+    and eax, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r8 + 256], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq qword ptr [r15 + rbp + 1024], xmm3
-    mov dword ptr [r15 + r9 + 448], ebp
-    mov byte ptr [r15 + rbp + 896], dil
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 128], 121
+    mov ebp, 146
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c59:
-    and edi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 38
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rsi
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov r8, rbp
     and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 320]
-    lea r9, [r11 + r11*1]
+    and r8d, dword ptr [r15 + rbp + 448]
+    lea r9, [r11*8]
     jmp 1f
 1:
-    mov rdi, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 105
-    movzx r8d, r9b
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15936], 59
+    mov qword ptr [r15 + r9 + 16128], rbp
+    movzx r8d, byte ptr [r15 + r9 + 15872]
+    movsxd rax, dword ptr [r15 + r9 + 16064]
     lea r8, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + rbp + 384]
-    test ebx, 1152
-    jz 1f
+    test bl, 128
+    jnz 1f
 1:
-    mov rbp, rbp
+    mov byte ptr [r15 + r9 + 15680], al
     and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 320]
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    jmp 1f
+    mov dword ptr [r15 + r8 + 320], 244
+    mov qword ptr [r15 + r9 + 16000], r9
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov eax, 147
+    mov dword ptr [r15 + r9 + 15808], 78
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    mov r8d, eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rdi
-    mov rdi, r9
-    mov dword ptr [r15 + r8 + 384], 244
+    mov r8d, r9d
+    mov dword ptr [r15 + rbp + 512], eax
+    mov qword ptr [r15 + r9 + 15744], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c60:
-    lea r9, [r11*4]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, bpl
-    and r9, 192
-    movzx r8d, byte ptr [r15 + r9 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r8b
+    mov dword ptr [r15 + 0], 185
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 112
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 256], xmm3
+    and r8d, dword ptr [r15 + 0]
+    mov eax, r9d
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, bpl
-    and rbp, 64
-    vmovdqu xmm3, xmmword ptr [r15 + rbp + 128]
-    mov esi, 208
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 64], rsi
-    mov esi, 124
-    movzx esi, byte ptr [r15 + r9 + 576]
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rsi
-    mov esi, esi
-    mov rdi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rsi, qword ptr [r15 + r9 + 704]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 192], 31
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c61:
-    .byte 0x0f, 0x1f, 0x00
-    mov byte ptr [r15 + 0], sil
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 222
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    test ebx, 393216
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    vpaddd xmm3, xmm3, xmm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov byte ptr [r15 + r8 + 128], sil
-    lea r8, [r11 + r11*1]
-    mov rsi, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov esi, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r8 + 320], 12
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c62:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 70
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r8d, r8d
-    lea r8, [r11 + r11*1]
+    mov r8d, 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 384]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
     lea r9, [r11 + r11*1]
-    test ebx, 73728
-    jz 1f
-1:
+    movsxd rax, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 64]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    and ebp, dword ptr [r15 + r9 + 512]
-    mov edi, 100
+    mov esi, dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 167
+    test ebx, 256
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov edi, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r9 + 448], 58
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c61:
+    lea rbp, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 152
+    and rbp, 448
+    and r8d, dword ptr [r15 + rbp + 960]
+    mov rax, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, edi
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r8 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 448]
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r8d, r8d
+    lea r8, [r11 + r11*1]
+    test bl, 192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + r9 + 320], 201
+    and r9d, dword ptr [r15 + rbp + 1024]
+    test ebx, 1179648
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 256]
+    mov r8, qword ptr [r15 + rbp + 832]
+    movzx ebp, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c62:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 39
+    vmovq qword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, esi
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, ebp
+    mov ebp, 149
+    mov r9, rbp
+    test ebx, 320
+    jnz 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 256]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    add rsi, qword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + rbp + 256], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    lea r8, [r11*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    jmp 1f
-1:
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov esi, esi
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, 131
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 33
-    test bl, 128
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm3
-    and r9d, dword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    mov rsi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm3
-    add r9, qword ptr [r15 + r8 + 576]
-    add rsi, qword ptr [r15 + r8 + 768]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 64
+    and esi, dword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    mov ebp, 126
+    test ebx, 256
+    jnz 1f
+1:
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 704]
-    mov r9, qword ptr [r15 + rbp + 64]
+    mov rbp, r8
+    mov dword ptr [r15 + r8 + 128], ebp
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 14 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 15 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 15]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 14
+    mov r13d, 15
     mov eax, ebx
     and eax, 1
     lea rcx, [rip + .Lc1_b2_stubs]
@@ -4375,93 +4338,77 @@ ditto_body_c1:
     jmp .Lc1_b2_c1
     .p2align 6
 .Lc1_b2_c0:
-    lea r9, [r11 + r11*4]
-    jmp 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1472], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 160
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
-    mov rcx, rcx
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
+    lea rbp, [r10 + r10*1]
+    movzx ecx, r8b
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 170
-    mov dword ptr [r15 + r9 + 1600], ebp
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov rsi, rcx
-    test ebx, 63328
+    mov qword ptr [r15 + rbp + 384], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 1536], eax
-    mov dword ptr [r15 + r9 + 1344], 222
-    add rcx, qword ptr [r15 + r9 + 1408]
-    test bl, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 10
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    test bl, 18
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 448], cl
-    vmovdqu xmmword ptr [r15 + rbp + 320], xmm3
+    lea r9, [r11 + r11*4]
+    movzx eax, r9b
+    movzx eax, al
+    mov byte ptr [r15 + r8 + 64], cl
+    and r9, 1984
+    mov rax, qword ptr [r15 + r9 + 1600]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + r9 + 1408]
+    mov dword ptr [r15 + r9 + 1344], 97
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 1536], 42
+    and eax, dword ptr [r15 + r9 + 1472]
+    movzx r9d, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    vmovdqu xmmword ptr [r15 + rbp + 320], xmm0
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r8, rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 0], 58
-    jmp 1f
-1:
-    mov rcx, r9
+    lea r9, [r11 + r11*4]
+    movzx eax, r9b
+    and r9, 8128
+    lea rbp, [r11 + r11*4]
+    and eax, dword ptr [r15 + r9 + 7680]
+    mov dword ptr [r15 + r9 + 7616], 170
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1024], bpl
     test ebx, 1073741824
     jz 1f
 1:
@@ -4471,36 +4418,38 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, 82
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    lea r8, [r10*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    add rax, qword ptr [r15 + rbp + 832]
+    test ebx, 36864
     jz 1f
 1:
-    and r8, 192
-    mov ecx, dword ptr [r15 + r8 + 768]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 20
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 3
+    movzx r8d, al
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 1088], r8d
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 640]
-    mov rax, qword ptr [r15 + r8 + 704]
-    mov esi, eax
+    mov qword ptr [r15 + r9 + 7488], rax
+    lock xadd qword ptr [r15 + r9 + 7552], rax
+    mov dword ptr [r15 + r9 + 7744], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 64]
-    movzx r9d, byte ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + rbp + 64], r9d
+    movzx eax, byte ptr [r15 + r8 + 448]
+    add r8, qword ptr [r15 + rbp + 960]
+    mov qword ptr [r15 + rbp + 896], r8
     add r11, 64
-    add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
@@ -4535,514 +4484,533 @@ ditto_body_c1:
     jmp .Lc1_b3_c7
     .p2align 6
 .Lc1_b3_c0:
-    lea r9, [r11*4]
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 640]
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov rcx, qword ptr [r15 + 0]
-    mov eax, 162
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + r9 + 704], 22
-    mov ecx, 185
-    test bl, 40
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], cl
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 256]
+    mov eax, 15
+    mov eax, 186
     lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rbp
+    movzx r9d, byte ptr [r15 + r8 + 192]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 320]
-    test bl, 40
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov dword ptr [r15 + r9 + 128], eax
+    mov rax, qword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    jmp 1f
-1:
-    mov esi, 252
-    and esi, dword ptr [r15 + 0]
-    mov r9d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 144
-    mov byte ptr [r15 + 0], sil
-    lea r9, [r11*8]
-    test ebx, 32768
-    jnz 1f
-1:
-    mov esi, 62
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 960], r9b
-    test bl, 72
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 1088], r9b
     lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r9 + 832]
     jmp 1f
 1:
-    test bl, 16
-    jz 1f
+    jmp 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 448], r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], esi
-    add rbp, qword ptr [r15 + r9 + 1216]
-    test ebx, 228800
+    mov qword ptr [r15 + rbp + 128], rbp
+    vpcmpeqb xmm0, xmm0, xmm8
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 1024], 97
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 139
+    mov r8d, esi
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov ebp, 155
+    mov dword ptr [r15 + 0], 228
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r8b
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r9d
+    mov r9d, 144
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, 62
+    mov r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    mov dword ptr [r15 + r9 + 896], 72
-    jmp 1f
-1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    add r9, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 1280]
-    mov esi, dword ptr [r15 + r9 + 1152]
-    mov dword ptr [r15 + r8 + 192], 10
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    and r9d, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + rbp + 64], r9d
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 72
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], eax
+    mov dword ptr [r15 + r9 + 512], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 45
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    or qword ptr [r15 + 0], 94
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 46
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov ebp, 19
-    mov ebp, 110
-    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 118
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 24
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, 243
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 254
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 512], xmm3
-    test bl, 16
+    mov ecx, dword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
-    mov ebp, r9d
-    add rbp, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    and ecx, dword ptr [r15 + r8 + 256]
+    add rcx, qword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 448], r8d
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov dword ptr [r15 + r8 + 320], r8d
+    mov rcx, rcx
+    and ebp, dword ptr [r15 + r9 + 192]
+    mov rcx, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 181
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*8]
     mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    and ebp, dword ptr [r15 + r8 + 1472]
-    test ebx, 32768
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 1728]
-    mov dword ptr [r15 + r8 + 1408], ebp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 1664]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov qword ptr [r15 + r8 + 1344], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 1792]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 384], 54
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 64]
-    mov r9d, dword ptr [r15 + r8 + 1536]
-    mov esi, dword ptr [r15 + r8 + 1600]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1408], rbp
+    and ecx, dword ptr [r15 + rbp + 1664]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 1472]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 128]
+    movzx eax, bpl
+    and ecx, dword ptr [r15 + rbp + 1536]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    add rcx, qword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 1600], rax
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], rax
+    movsxd rcx, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    mov dword ptr [r15 + 0], 163
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 48
-    jmp 1f
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov ecx, r9d
+    mov r9d, eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    movzx r8d, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    vmovq qword ptr [r15 + r9 + 384], xmm3
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 29
+    mov dword ptr [r15 + r9 + 512], r9d
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 16096
+    jnz 1f
 1:
+    lea r8, [r11*4]
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    and r8, 192
+    add r9, qword ptr [r15 + r8 + 576]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 223
-    mov esi, ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 320], 254
+    mov dword ptr [r15 + rbp + 384], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + r8 + 512], r9
-    mov r9d, r9d
+    vpshufd xmm0, xmm0, 47
+    mov byte ptr [r15 + r8 + 768], r9b
+    and r9d, dword ptr [r15 + r8 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ebp
+    mov r9d, eax
+    mov r9d, 69
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 640], r9
+    mov dword ptr [r15 + rbp + 320], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 152
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 131
-    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9, r9
     movzx r9d, r9b
-    add r9, qword ptr [r15 + 0]
-    mov ebp, r9d
-    mov r9, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    imul r8, r9
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm3, r9
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + rbp + 512]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + r9 + 128], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], ecx
-    mov ebp, esi
-    mov qword ptr [r15 + r8 + 192], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 78
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 128]
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 64]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 384]
+    vpshufd xmm0, xmm0, 246
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    add rbp, qword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 156
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
+    movzx ebp, r8b
+    mov dword ptr [r15 + 0], 133
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 63
+    vmovq qword ptr [r15 + 0], xmm0
+    mov dword ptr [r15 + 0], 155
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
+    mov dword ptr [r15 + 0], 77
+    mov r9, rbp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 181
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 256]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 256]
+    lea rbp, [r11 + r11*1]
     test bl, 24
     jz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r9b
-    mov r9, r8
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 448], r9b
+    mov dword ptr [r15 + r9 + 128], 242
+    and r9d, dword ptr [r15 + r8 + 192]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r9 + 320], 227
+    mov byte ptr [r15 + rbp + 448], al
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    or qword ptr [r15 + 0], 104
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    movzx r9d, cl
+    movzx r9d, byte ptr [r15 + 0]
+    vpaddd xmm0, xmm0, xmm0
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movzx r9d, r9b
-    mov r9d, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov r9d, r9d
+    mov byte ptr [r15 + 0], bpl
+    movzx r9d, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov esi, esi
-    test ebx, 32768
-    jnz 1f
+    jmp 1f
 1:
-    and rbp, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 192]
+    add rbp, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
     jmp 1f
 1:
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    test ebx, 32768
+    mov dword ptr [r15 + r9 + 64], r8d
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 448]
+    movzx ecx, dil
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, r9b
-    mov esi, esi
-    mov qword ptr [r15 + r9 + 320], rsi
-    mov qword ptr [r15 + rbp + 256], rsi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    mov edi, 63
+    mov edi, 215
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 64]
-    movzx r8d, sil
-    vmovq xmm3, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    jmp 1f
-1:
+    movzx edi, byte ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 512], edi
+    mov byte ptr [r15 + r8 + 256], al
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 2048 bytes, 8 chunk(s), 14 chunk executions per call
+// block 4: 2048 bytes, 8 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 14]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 14
+    mov r13d, 13
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b4_stubs]
@@ -5068,476 +5036,145 @@ ditto_body_c1:
     jmp .Lc1_b4_c7
     .p2align 6
 .Lc1_b4_c0:
-    lea r8, [r11*8]
-    and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1408]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + r8 + 1472]
-    mov rax, qword ptr [r15 + r8 + 1664]
-    test bl, 72
-    jz 1f
-1:
-    movzx ecx, al
-    movzx ecx, bpl
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1536], r8d
-    test bl, 40
-    jz 1f
-1:
-    mov eax, 108
-    and rbp, 64
-    imul rax, qword ptr [r15 + rbp + 448]
-    mov ecx, 240
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], ecx
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 64]
-    movsxd rax, dword ptr [r15 + r8 + 1344]
-    mov r8d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 512], ebp
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c1:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 384]
-    add r9, qword ptr [r15 + 0]
-    mov ecx, r9d
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov rcx, r9
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], r9d
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 64]
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 194
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    mov dword ptr [r15 + r8 + 640], 190
-    and ebp, dword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 704]
-    mov dword ptr [r15 + r9 + 128], ebp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c2:
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 192
-    and r9d, dword ptr [r15 + r8 + 640]
-    and r9d, dword ptr [r15 + r8 + 704]
-    test bl, 16
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    test bl, 16
-    jnz 1f
-1:
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 192], xmm3
-    mov rcx, r9
-    and ecx, dword ptr [r15 + rbp + 64]
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 768], rbp
-    vpshufd xmm3, xmm3, 155
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c3:
-    mov ecx, ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    test bl, 24
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 191
-    mov rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 24
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 123
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 384]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 2560
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    mov ecx, dword ptr [r15 + r9 + 64]
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 256], xmm3
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + rbp + 320]
-    mov rbp, r9
-    mov dword ptr [r15 + r8 + 192], 155
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 49152
-    jz 1f
-1:
-    mov ebp, 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7488], bpl
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7680], r8d
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 384], r8b
-    movzx r9d, byte ptr [r15 + rbp + 7936]
-    mov ecx, 161
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7552], rcx
-    movsxd rcx, dword ptr [r15 + rbp + 7744]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 7616], 18
-    movzx ecx, cl
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7872], rcx
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 7808], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c5:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*4]
-    jmp 1f
-1:
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 448]
-    and r9, 16320
-    mov byte ptr [r15 + r9 + 15808], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and rbp, 192
+    movzx ecx, byte ptr [r15 + rbp + 640]
+    add rcx, qword ptr [r15 + rbp + 704]
+    imul rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
     mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 224
+    mov ecx, 157
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 247
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, dword ptr [r15 + 0]
+    mov rax, rbp
+    test ebx, 249600
+    jz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test bl, 16
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    mov rax, rcx
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 448], 81
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 15680], bpl
-    mov dword ptr [r15 + r9 + 15872], eax
-    add rcx, qword ptr [r15 + r9 + 15744]
-    vpcmpeqb xmm3, xmm3, xmm12
+    movzx ecx, r8b
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 128]
+    movzx eax, byte ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + rbp + 768], 217
+    mov r8d, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 576], 129
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 128]
     test bl, 72
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 15936]
-    mov rax, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r8 + 512], rax
+    movzx ecx, byte ptr [r15 + rbp + 768]
+    mov eax, edi
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + rbp + 704]
+    test bl, 16
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    or qword ptr [r15 + r9 + 384], 18
+    mov byte ptr [r15 + rbp + 640], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 320], 227
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
-.Lc1_b4_c6:
+.Lc1_b4_c2:
+    movzx eax, al
+    mov eax, 190
     jmp 1f
 1:
-    mov eax, 77
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, sil
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 5120
-    jnz 1f
-1:
-    movzx eax, al
-    mov rax, rcx
-    mov eax, 39
-    mov dword ptr [r15 + 0], 128
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 448]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 512], 105
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 128], cl
-    mov dword ptr [r15 + rbp + 192], r9d
     jmp 1f
 1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c7:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    and ebp, dword ptr [r15 + 0]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 251
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -5545,12 +5182,325 @@ ditto_body_c1:
     mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov rax, r9
+    lea rbp, [r11 + r11*1]
+    and r9, 192
+    and eax, dword ptr [r15 + r9 + 704]
+    movsxd r8, dword ptr [r15 + r9 + 576]
+    test bl, 16
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 89
+    mov eax, ecx
+    mov rax, r9
+    mov eax, 148
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 256], rcx
+    mov rcx, rcx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, 203
+    movzx ecx, byte ptr [r15 + r9 + 768]
+    mov r8d, 151
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c3:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 66
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 40
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
+    or qword ptr [r15 + 0], 114
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 256]
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 448]
+    test ebx, 98240
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 512]
+    mov r9, rcx
+    mov dword ptr [r15 + r8 + 128], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 192]
+    mov ebp, r9d
+    mov rbp, rbp
+    test bl, 16
+    jnz 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    imul rbp, rbp
+    vpor xmm0, xmm0, xmm0
+    test ebx, 224256
+    jz 1f
+1:
+    mov ebp, r9d
+    mov r9d, 198
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c4:
+    mov r9d, r9d
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11*8]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 186
+    mov rcx, rax
+    and r9, 1984
+    mov dword ptr [r15 + r9 + 1600], 132
+    test bl, 24
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 79
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 58
+    and ecx, dword ptr [r15 + r9 + 1344]
+    movzx eax, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 128], rcx
+    mov qword ptr [r15 + r9 + 1408], rax
+    movsxd rcx, dword ptr [r15 + r9 + 1664]
+    test bl, 16
+    jnz 1f
+1:
+    mov ecx, 237
+    mov qword ptr [r15 + r9 + 1536], rax
+    mov rcx, qword ptr [r15 + r9 + 1728]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 1472], cl
+    movzx ecx, cl
+    movzx ecx, cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c5:
+    and ecx, dword ptr [r15 + 0]
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test bl, 40
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rax
+    jmp 1f
+1:
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 118
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 192]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 85
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    and eax, dword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 256]
+    add rcx, qword ptr [r15 + r8 + 128]
+    mov r8d, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c6:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 218
+    mov ecx, r8d
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 16
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 49
+    add rax, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, eax
+    add rax, qword ptr [r15 + 0]
+    test bl, 72
+    jz 1f
+1:
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 207
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov ecx, ecx
+    mov ecx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 200
+    mov byte ptr [r15 + r8 + 448], r9b
+    test bl, 40
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 128]
+    mov r9, qword ptr [r15 + rbp + 320]
+    mov r8, rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b4_done
+.Lc1_b4_c7:
+    lea r8, [r11 + r11*4]
+    and r8, 448
+    add r9, qword ptr [r15 + r8 + 896]
+    mov ecx, 239
     jmp 1f
 1:
     jmp 1f
@@ -5558,34 +5508,62 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 16
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    imul r9, qword ptr [r15 + r8 + 1088]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm3
     jmp 1f
 1:
-    jmp 1f
-1:
+    and r9d, dword ptr [r15 + r8 + 960]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9, rbp
+    and r9d, dword ptr [r15 + r8 + 832]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 149
-    jmp 1f
-1:
-    movzx r9d, bpl
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 320], r8
+    movzx ecx, al
     test bl, 16
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    mov byte ptr [r15 + r8 + 320], r9b
-    mov r9, r9
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 512], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 384], eax
+    or qword ptr [r15 + r8 + 1024], 93
     add r11, 64
     inc rbx
     dec r13
@@ -5621,8 +5599,17 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, rcx
+    vpshufd xmm0, xmm0, 98
+    test bl, 40
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -5631,501 +5618,486 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     add rcx, qword ptr [r15 + 0]
-    mov rax, rcx
-    movzx eax, al
-    test bl, 16
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov eax, 90
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 240
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
     mov byte ptr [r15 + 0], al
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 384]
+    movzx r9d, cl
+    mov byte ptr [r15 + r8 + 128], al
     test ebx, 32768
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 768], ebp
     jmp 1f
 1:
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + rbp + 704], rax
-    test bl, 48
-    jz 1f
+    and r8d, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + rbp + 320], r8
+    jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov r9d, r9d
-    movzx r9d, sil
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 107
-    mov qword ptr [r15 + r9 + 320], r8
-    mov r9, qword ptr [r15 + rbp + 576]
-    mov r8d, 115
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb r9d, xmm3
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r9 + 256], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 240
-    movzx eax, al
-    mov dword ptr [r15 + 0], 65
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    mov r9d, r8d
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    and rbp, 192
-    and eax, dword ptr [r15 + rbp + 640]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3584], r9b
+    mov rcx, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 165
+    mov byte ptr [r15 + r9 + 3456], al
+    mov byte ptr [r15 + r9 + 3392], al
+    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + r9 + 3520]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, bpl
+    and rbp, 64
+    vmovdqu xmmword ptr [r15 + rbp + 64], xmm0
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 704]
+    and eax, dword ptr [r15 + r9 + 3648]
+    mov rcx, rax
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r9 + 384], cl
-    test bl, 40
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 576], ecx
-    movzx ecx, r8b
-    mov dword ptr [r15 + r8 + 64], ecx
+    mov dword ptr [r15 + r8 + 256], r8d
+    mov eax, dword ptr [r15 + r9 + 3776]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ecx, 35
-    mov dword ptr [r15 + rbp + 768], 34
-    movzx ebp, cl
+    and eax, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 128], r9d
+    mov qword ptr [r15 + r9 + 3712], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
+    test bl, 40
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 98
-    movzx ebp, bpl
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
+    movzx eax, al
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 768], 185
-    movzx ecx, r8b
-    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 42
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 640], ecx
-    and ecx, dword ptr [r15 + rbp + 704]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov dword ptr [r15 + rbp + 576], r8d
-    test bl, 24
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, 66
-    mov dword ptr [r15 + r8 + 256], ecx
-    movzx ecx, al
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
     test bl, 32
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    movzx ecx, r8b
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, bpl
-    and ecx, dword ptr [r15 + rbp + 448]
-    jmp 1f
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
 1:
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    and ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test bl, 40
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 163
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 192]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 256], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    mov dword ptr [r15 + rbp + 448], 219
+    movzx r8d, byte ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 144
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    test ebx, 163328
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 208
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 21
-    movzx r8d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 100
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    lea r9, [r11 + r11*1]
-    and eax, dword ptr [r15 + r8 + 256]
-    and r9, 64
-    add qword ptr [r15 + r9 + 448], r9
-    movzx ecx, byte ptr [r15 + r8 + 192]
-    test ebx, 32768
+    and r9d, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 512], ebp
-    mov r8d, ebp
-    mov qword ptr [r15 + rbp + 128], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 212928
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 192
+    mov rax, qword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + r9 + 576], 49
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 640], 116
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 704], 229
+    movzx r9d, bpl
+    vpaddd xmm0, xmm0, xmm0
+    mov r9d, dword ptr [r15 + r8 + 320]
+    test bl, 24
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + rbp + 448], rax
+    mov eax, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    or qword ptr [r15 + 0], 8
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 96
-    movzx r8d, r8b
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*8]
+    and r9, 4032
+    mov eax, dword ptr [r15 + r9 + 3776]
+    mov rbp, rax
+    movzx eax, byte ptr [r15 + r9 + 3712]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx r8d, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov eax, r8d
-    mov qword ptr [r15 + 0], rax
-    test bl, 64
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 9
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    test bl, 72
+    mov dword ptr [r15 + r9 + 3392], 112
+    mov dword ptr [r15 + r9 + 3840], 176
+    movsxd rax, dword ptr [r15 + r9 + 3520]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], 76
-    jmp 1f
-1:
+    and eax, dword ptr [r15 + r9 + 3904]
+    mov dword ptr [r15 + r9 + 3584], 157
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    test bl, 16
-    jz 1f
-1:
-    mov eax, 105
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 256], al
-    mov dword ptr [r15 + r9 + 128], eax
-    mov qword ptr [r15 + r8 + 512], rax
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], r9b
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 3456]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 186
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov dword ptr [r15 + rbp + 320], 125
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 185
+    vmovdqu ymmword ptr [r15 + r9 + 3648], ymm0
+    mov qword ptr [r15 + r8 + 64], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 186
-    movzx r9d, bpl
-    mov byte ptr [r15 + r8 + 384], r9b
-    test bl, 72
-    jnz 1f
-1:
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 200
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 13
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 124
+    mov dword ptr [r15 + 0], 47
     test ebx, 1073741824
     jz 1f
 1:
+    imul rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 16
+    jnz 1f
 1:
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, ebp
+    test bl, 48
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 228288
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     lea r9, [r11 + r11*1]
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + rbp + 576], rax
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jnz 1f
 1:
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    and r8d, dword ptr [r15 + r9 + 512]
-    and r8d, dword ptr [r15 + rbp + 640]
-    mov eax, r8d
+    mov byte ptr [r15 + r9 + 128], r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 160
+    and r8d, dword ptr [r15 + rbp + 448]
+    mov rbp, r8
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 768], al
-    add rax, qword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 448]
+    mov rax, qword ptr [r15 + r9 + 64]
+    movsxd r9, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea r8, [r11*4]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1408]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jnz 1f
-1:
-    movzx eax, al
-    mov eax, 80
-    mov eax, 2
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 11
-    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 106
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 147
+    mov dword ptr [r15 + 0], r9d
+    vpaddd xmm0, xmm0, xmm6
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 96
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 16
+    jz 1f
+1:
+    movzx r9d, al
+    imul rax, r9
+    and eax, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ebp
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 512]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 448], r8d
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r9d
-    mov eax, dword ptr [r15 + r9 + 448]
-    movzx r9d, byte ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1536], eax
-    and r9d, dword ptr [r15 + r8 + 1472]
-    mov byte ptr [r15 + r8 + 1344], r9b
+    add rax, qword ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 384], 18
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    lea r9, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x00
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rbp
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 220
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, rax
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm0
+    movzx eax, r9b
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 189
+    jmp 1f
+1:
+    test ebx, 32768
+    jnz 1f
+1:
+    mov rax, rax
+    mov eax, r8d
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 247
     test bl, 32
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 161
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    mov r9d, 234
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov dword ptr [r15 + r8 + 448], ebp
     and rbp, 64
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], r8
+    movsxd rax, dword ptr [r15 + rbp + 64]
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 121
-    mov rax, rcx
-    movzx eax, byte ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    movzx r8d, r9b
+    mov qword ptr [r15 + rbp + 128], r8
+    mov ebp, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -6149,122 +6121,131 @@ ditto_body_c1:
     jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov rcx, qword ptr [r15 + rbp + 768]
+    mov eax, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ecx, r9b
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
     mov byte ptr [r15 + 0], cl
-    test ebx, 320
-    jz 1f
-1:
     mov rcx, rcx
-    mov ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 448]
-    mov rax, rcx
-    mov ecx, eax
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 704], r9b
+    mov r9d, dword ptr [r15 + rbp + 640]
+    vpor xmm0, xmm0, xmm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + r8 + 64], cl
+    test bl, 10
     jnz 1f
 1:
-    mov ecx, 43
-    mov byte ptr [r15 + r8 + 192], bpl
-    mov dword ptr [r15 + rbp + 320], ecx
+    mov ecx, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + r9 + 192], cl
+    sete r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
+    lea r8, [r11*4]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 75
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 220
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 239
-    and r8d, dword ptr [r15 + 0]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], rbp
+    add rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test bl, 10
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 256], 3
-    test ebx, 47872
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    movzx esi, dil
-    mov dword ptr [r15 + rbp + 64], 101
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
-    mov dword ptr [r15 + rbp + 320], 131
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm0
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 192], r9b
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 256], 99
+    movsxd rbp, dword ptr [r15 + r9 + 512]
+    test ebx, 20480
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, eax
+    mov ebp, 186
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 704], rbp
+    mov byte ptr [r15 + r8 + 768], cl
+    vmovdqu ymmword ptr [r15 + r8 + 576], ymm0
     add r11, 64
     inc rbx
     dec r13
@@ -6292,88 +6273,76 @@ ditto_body_c1:
     jmp .Lc1_b7_c3
     .p2align 6
 .Lc1_b7_c0:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 143
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov rcx, r8
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rax
+    movzx eax, bpl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], esi
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 128], ebp
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    inc dword ptr [r15 + r9 + 320]
+    add rax, qword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r8 + 512], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1216], 248
-    and esi, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
-    add rdi, qword ptr [r15 + r8 + 1088]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], edi
-    and edi, dword ptr [r15 + r8 + 896]
-    mov ebp, esi
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    test bl, 20
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 1024]
-    mov rdi, rbp
-    movsxd rbp, dword ptr [r15 + r8 + 960]
-    and ebp, dword ptr [r15 + r8 + 1152]
+    and eax, dword ptr [r15 + r9 + 384]
+    mov ebp, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 8128
-    add rdi, qword ptr [r15 + rbp + 7552]
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 172
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 12
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + rbp + 7936]
-    mov qword ptr [r15 + rbp + 7744], rdi
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 150
     jmp 1f
 1:
     test bl, 8
@@ -6381,165 +6350,189 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    mov edi, 150
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 448], 77
-    movzx r8d, r8b
-    mov r8d, 219
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx edi, r8b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov byte ptr [r15 + rbp + 7680], sil
-    mov edi, dword ptr [r15 + rbp + 7872]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 7808], dil
-    mov qword ptr [r15 + r8 + 320], rax
+    test bl, 12
+    jz 1f
+1:
+    movzx eax, bpl
+    mov eax, eax
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rdi
-    mov byte ptr [r15 + rbp + 7616], dil
-    mov byte ptr [r15 + rbp + 7488], dil
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    movzx eax, cl
+    test ebx, 7932
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 768]
+    movzx ecx, al
+    mov dword ptr [r15 + rbp + 704], 128
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    movzx ecx, byte ptr [r15 + rbp + 576]
+    vpshufd xmm0, xmm0, 203
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, eax
+    mov dword ptr [r15 + r8 + 64], 69
+    jmp 1f
+1:
+    test bl, 12
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 16320
+    movsxd rax, dword ptr [r15 + r8 + 15680]
+    mov dword ptr [r15 + r8 + 15744], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], cl
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r8d, dil
-    test ebx, 28096
-    jz 1f
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 20
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 8
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
-    mov ebp, edi
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 64]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], rax
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 448], rax
+    test bl, 8
     jz 1f
 1:
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 320]
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    and r9, 64
+    xor dword ptr [r15 + r9 + 64], r8d
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 384], dil
-    lea rbp, [r11 + r11*1]
-    test bl, 8
-    jnz 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 192]
-    mov rdi, r8
-    mov byte ptr [r15 + rbp + 256], bpl
+    movzx r8d, al
+    and r8d, dword ptr [r15 + rbp + 512]
+    add rax, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    mov rdi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    movzx r8d, r9b
     lea r8, [r11*8]
-    test ebx, 15804
-    jnz 1f
+    lea r9, [r11 + r11*1]
+    jmp 1f
 1:
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3648], r8
-    mov qword ptr [r15 + r8 + 3584], r8
-    mov edi, r8d
-    test bl, 8
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7552], r8
+    and r9, 64
+    and ebp, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, dil
-    and edi, dword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + r8 + 3776]
-    mov byte ptr [r15 + r8 + 3520], r9b
+    movzx ecx, bpl
+    movzx ebp, byte ptr [r15 + r8 + 7680]
+    movsxd rcx, dword ptr [r15 + r8 + 7744]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    test ebx, 512
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 384], rbp
+    mov dword ptr [r15 + r8 + 7488], 231
+    mov qword ptr [r15 + r8 + 7808], rcx
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 7420
     jz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + r8 + 3456]
-    mov qword ptr [r15 + rbp + 128], rbp
-    add rdi, qword ptr [r15 + r8 + 3712]
+    mov rcx, qword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + rbp + 192], rcx
+    mov ecx, dword ptr [r15 + r8 + 7616]
     add r11, 64
     inc rbx
     dec r13
@@ -6553,72 +6546,72 @@ ditto_body_c1:
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
-    mov rcx, rcx
-    mov ecx, 163
+    mov qword ptr [r15 + 0], rbp
+    mov ecx, 88
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
+    movzx ecx, bpl
     jmp 1f
 1:
-    movzx ecx, cl
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ebp
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm4, xmm4, xmm4
-    mov byte ptr [r15 + 0], cl
-    jmp 1f
-1:
+    vpaddd xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 143
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, ecx
-    test ebx, 31584
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 7600
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov ecx, edi
-    test ebx, 1073741824
+    mov rbp, rbp
+    test ebx, 6144
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ecx, edi
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    movzx ebp, cl
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ecx, ebp
     lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
     lea r9, [r11 + r11*1]
+    mov eax, r9d
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3392], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], r8d
-    and r8, 4032
-    xor dword ptr [r15 + r8 + 3456], r8d
-    mov byte ptr [r15 + r8 + 3392], dil
-    test bl, 9
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    mov r9d, r8d
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    movsxd r8, dword ptr [r15 + r9 + 3456]
     movzx r9d, byte ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
@@ -7151,157 +7144,161 @@ ditto_body_c1:
     jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    mov ecx, 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov eax, ecx
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r9b
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 69
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 512], rbp
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r8 + 384], r9
+    mov dword ptr [r15 + 0], 80
+    movzx eax, r8b
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    movzx r8d, byte ptr [r15 + rbp + 384]
-    and r8d, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov ecx, 202
+    lea r9, [r11 + r11*8]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1280
+    jnz 1f
+1:
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7808]
+    movzx ecx, al
+    movzx eax, byte ptr [r15 + r9 + 8000]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 7488], 234
+    lea rbp, [r11 + r11*1]
+    nop
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    add rax, qword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 7680]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 7872]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 7936]
+    movsxd rax, dword ptr [r15 + r9 + 7552]
+    imul r8, rax
+    test ebx, 7315456
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 7744]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 7616]
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r8, rax
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 163
+    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov r8, r8
-    mov r8d, r8d
-    lea r8, [r11*4]
-    test ebx, 512
-    jnz 1f
-1:
     mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], r8
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
-    test ebx, 1024
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 320]
-    and r9d, dword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 576], eax
+    vpxor xmm0, xmm0, xmm2
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 2048
+    jz 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    mov ebp, ecx
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 384]
-    mov rbp, r8
-    test ebx, 512
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
+    mov dword ptr [r15 + r8 + 128], r9d
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    movzx eax, al
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 768], rbp
-    mov rax, rbp
-    and eax, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + rbp + 128], r8d
+    mov r8, rcx
+    mov r8d, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    mov eax, eax
-    mov dword ptr [r15 + 0], 205
-    mov eax, r8d
-    mov dword ptr [r15 + 0], 24
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and eax, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 148
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 54
     jmp 1f
 1:
+    mov rbp, r8
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -7309,1129 +7306,1173 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], 137
-    lea rbp, [r11 + r11*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 256]
-    and eax, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + rbp + 192], r8d
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r9, [r11 + r11*1]
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + r9 + 512], bpl
+    mov dword ptr [r15 + rbp + 256], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    and eax, dword ptr [r15 + r8 + 704]
+    movzx ebp, bpl
+    movzx ebp, bpl
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 512
-    jz 1f
+    jmp 1f
 1:
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov rbp, qword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + rbp + 64]
+    mov rcx, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + r8 + 320], bpl
+    and eax, dword ptr [r15 + r8 + 768]
+    mov rcx, rax
+    add rax, qword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 320]
-    mov ebp, eax
-    mov byte ptr [r15 + r9 + 512], bpl
+    mov rax, qword ptr [r15 + r8 + 640]
+    movzx r9d, al
+    jmp 1f
+1:
+    mov eax, 185
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 128]
+    mov eax, 125
+    mov qword ptr [r15 + r8 + 576], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 204
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 134
-    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9216
-    jz 1f
-1:
-    mov r9, r9
-    mov r9d, r9d
-    movzx r9d, r9b
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 99
-    mov dword ptr [r15 + 0], 185
-    test ebx, 1048576
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 161
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 140
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 72
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 105
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 164
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 320], r9
     test ebx, 4718592
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rax
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], ebp
+    mov eax, 21
     jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 128], r9
-    mov qword ptr [r15 + rbp + 448], r9
-    mov qword ptr [r15 + r9 + 384], r9
+    mov qword ptr [r15 + r9 + 64], rax
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
+    and r9d, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    lea r8, [r11 + r11*1]
+    mov r9, rax
+    mov eax, 14
+    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 211
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 73
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 65536
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    vpxor xmm0, xmm0, xmm1
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], r9b
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r9b
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 384], r8b
+    mov rax, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 124
+    mov rax, r8
+    mov qword ptr [r15 + r9 + 448], rax
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov rcx, rax
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + r8 + 64], al
+    mov qword ptr [r15 + rbp + 320], rax
+    mov eax, 190
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 21
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rcx
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 13
-    mov rcx, rbp
-    movsxd rdi, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + r8 + 384], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, rdi
-    mov qword ptr [r15 + rbp + 64], rdx
+    .byte 0x0f, 0x1f, 0x00
+    imul eax, r8d, 21
+    mov eax, 112
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 218
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 137
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1048576
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov byte ptr [r15 + 0], dil
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], al
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 512]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], r9b
+    and eax, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + rbp + 704], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov dword ptr [r15 + r9 + 320], 181
-    movzx r9d, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + 0], 19
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 19
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 576], 174
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + rbp + 640]
+    mov qword ptr [r15 + r8 + 320], rax
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], 191
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    add qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov dword ptr [r15 + 0], 71
-    and r9, 192
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 576], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 704], rbp
+    movzx eax, bpl
     and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 384], eax
+    mov dword ptr [r15 + rbp + 256], 80
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1024
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, eax
+    mov eax, 125
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 768]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 6
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 64], rbp
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm4
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov ebp, 121
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c8:
-    mov dword ptr [r15 + 0], ebp
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 393216
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 62
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 182
-    test ebx, 4608
-    jnz 1f
-1:
-    mov eax, 75
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    movzx r9d, r8b
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r9
+    add rax, qword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c8:
+    lea r9, [r11 + r11*4]
+    and r9, 8128
+    movsxd rax, dword ptr [r15 + r9 + 7488]
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2621440
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + r9 + 7744]
+    vmovq xmm0, rax
+    lea r8, [r11 + r11*4]
+    test ebx, 4608
+    jnz 1f
+1:
+    mov eax, 110
+    mov dword ptr [r15 + r9 + 7680], r9d
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rbp
+    jmp 1f
+1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + rbp + 192], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 3584]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 256], r8d
+    add rbp, qword ptr [r15 + r9 + 7616]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + r8 + 320], al
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
+    mov rbp, qword ptr [r15 + r9 + 7552]
+    mov qword ptr [r15 + r8 + 3456], rbp
+    jmp 1f
 1:
-    mov r8, rbp
-    or qword ptr [r15 + r9 + 512], 122
-    movsxd r8, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3648], eax
+    add rbp, qword ptr [r15 + r8 + 3520]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 512]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     jmp 1f
 1:
-    and rbp, 64
-    or qword ptr [r15 + rbp + 128], 45
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2621440
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 30
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 512]
+    mov r9d, 142
     jmp 1f
+1:
+    lea r9, [r11 + r11*4]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov eax, ecx
-    mov byte ptr [r15 + 0], r9b
-    mov ecx, 86
+    and r9, 8128
+    mov eax, dword ptr [r15 + r9 + 7552]
+    mov rcx, qword ptr [r15 + r9 + 7616]
+    add rcx, qword ptr [r15 + r9 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
-    jz 1f
-1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + r9 + 320]
-    mov r9, rax
-    test ebx, 1073741824
+    mov byte ptr [r15 + r9 + 7680], cl
+    mov dword ptr [r15 + rbp + 128], ebp
+    vpshufd xmm0, xmm0, 200
+    test ebx, 1024
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 64], r9
-    mov dword ptr [r15 + r8 + 448], r9d
+    movsxd rcx, dword ptr [r15 + r8 + 448]
+    and ecx, dword ptr [r15 + r9 + 7744]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*8]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rcx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 832], rbp
-    mov byte ptr [r15 + rbp + 1152], bpl
-    test ebx, 1024
-    jnz 1f
-1:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 89
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm4, xmm4, xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov ecx, ecx
+    vpshufd xmm0, xmm0, 164
+    vmovq xmm0, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
+    vmovq xmm0, r8
+    movzx ecx, byte ptr [r15 + 0]
+    movzx r8d, bpl
+    mov r8d, 141
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov byte ptr [r15 + 0], al
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 16384
+    jz 1f
+1:
+    mov r8d, 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 896], esi
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    and eax, dword ptr [r15 + rbp + 1216]
-    test ebx, 1048576
     jnz 1f
 1:
-    and eax, dword ptr [r15 + rbp + 1024]
-    mov dword ptr [r15 + r9 + 320], eax
-    mov byte ptr [r15 + rbp + 1088], al
-    test ebx, 6256640
-    jz 1f
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], bpl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], ecx
+    and ecx, dword ptr [r15 + rbp + 512]
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
-    nop
-    and eax, dword ptr [r15 + rbp + 1280]
+    mov dword ptr [r15 + r8 + 192], ebp
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    mov ecx, eax
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, 240
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 243
+    mov r9d, ebp
+    mov r9, r9
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov eax, 205
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 89
+    mov r9d, dword ptr [r15 + 0]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1835008
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 29
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
-    movzx eax, al
-    mov eax, 172
     test ebx, 2048
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 205
-    mov eax, 209
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov eax, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
     lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 512]
-    mov ecx, 105
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r9d, bpl
+    mov r9, r9
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], r9d
-    add rbp, qword ptr [r15 + r8 + 448]
+    mov rcx, qword ptr [r15 + rbp + 128]
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
+    mov dword ptr [r15 + r9 + 384], r9d
     test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov ecx, 195
+    mov dword ptr [r15 + rbp + 64], ecx
+    test ebx, 1024
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov dword ptr [r15 + r9 + 384], ecx
+    mov ebp, 201
+    mov qword ptr [r15 + r9 + 320], rbp
+    add rbp, qword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, bpl
+    lea rbp, [r11 + r11*2]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 148
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 84
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    and r9, 192
-    add rax, qword ptr [r15 + r9 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r9d
-    mov eax, dword ptr [r15 + r9 + 576]
-    mov qword ptr [r15 + rbp + 64], rax
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx eax, bpl
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + r9 + 704], 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rcx
-    movsxd rax, dword ptr [r15 + rbp + 448]
+    movzx ecx, cl
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 384]
+    vpxor xmm0, xmm0, xmm9
+    lea r9, [r11 + r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7616]
+    movsxd rax, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + r9 + 7680], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov eax, 158
     jmp 1f
 1:
+    test ebx, 768
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 7744]
+    mov byte ptr [r15 + rbp + 704], al
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + r9 + 7552], 239
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov ebp, 181
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
     lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x00
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 128]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
+    mov r9d, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, 139
+    mov dword ptr [r15 + 0], r9d
+    mov r9, rbp
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r9
-    mov r9d, r9d
-    test ebx, 4159488
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm4
-    mov rcx, qword ptr [r15 + r9 + 64]
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, ecx
+    mov eax, 210
+    mov eax, 179
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rcx
+    mov r9, rax
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r9d, 95
     lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov eax, r9d
+    test ebx, 1280
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 64], r8
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
+    mov qword ptr [r15 + rbp + 384], rax
+    movzx eax, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 320]
+    movzx eax, byte ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 448], al
+    movzx r9d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3456], r9b
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 512]
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r9
+    movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, 3
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov qword ptr [r15 + 0], rax
+    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 180
+    test ebx, 512
+    jnz 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov eax, 119
+    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 3392]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], r9b
+    mov eax, eax
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
     lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
+    mov qword ptr [r15 + rbp + 576], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, edi
-    movsxd rbp, dword ptr [r15 + r9 + 3840]
-    mov eax, 164
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    vpcmpeqb xmm0, xmm0, xmm1
+    mov qword ptr [r15 + r8 + 256], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 52
+    movsxd r8, dword ptr [r15 + r9 + 448]
+    mov r9d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 320]
-    mov r8, rbp
-    add r8, qword ptr [r15 + r9 + 3776]
-    vmovdqu ymmword ptr [r15 + r9 + 3520], ymm4
+    mov r8d, r8d
+    vpaddd xmm0, xmm0, xmm0
+    mov byte ptr [r15 + rbp + 704], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm4
-    mov dword ptr [r15 + r9 + 3584], ebp
-    mov dword ptr [r15 + r9 + 3648], ebp
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 640]
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    mov ebp, 135
-    mov dword ptr [r15 + 0], ebp
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jnz 1f
-1:
-    nop
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    movzx eax, al
-    lea r8, [r11*4]
-    vpaddd xmm4, xmm4, xmm4
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 768], 220
-    movzx eax, byte ptr [r15 + r8 + 576]
-    movsxd r9, dword ptr [r15 + r8 + 640]
     lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r9b
+    jmp 1f
+1:
+    and r9, 192
+    add rbp, qword ptr [r15 + r9 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r9 + 768], 38
+    mov eax, ebp
     test ebx, 512
     jz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov dword ptr [r15 + rbp + 512], 42
-    mov eax, dword ptr [r15 + r8 + 256]
+    lea rbp, [r11 + r11*1]
+    mov eax, 39
+    mov eax, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 448]
+    test ebx, 2304
+    jz 1f
+1:
+    movzx eax, r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 512], rax
+    mov dword ptr [r15 + r9 + 704], 191
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
+    vpxor xmm0, xmm0, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 70
+    vpmovmskb eax, xmm0
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4608
+    jnz 1f
+1:
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7680], bpl
+    mov eax, dword ptr [r15 + rbp + 7488]
+    mov r9d, 173
+    test ebx, 1280
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    test ebx, 1536
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 156
+    mov dword ptr [r15 + rbp + 7808], 73
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
     jmp 1f
 1:
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx eax, byte ptr [r15 + rbp + 7744]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + rbp + 7552]
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 176
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
-    and eax, dword ptr [r15 + r8 + 128]
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    add rax, qword ptr [r15 + r9 + 256]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 704], rax
-    mov r8d, 235
-    jmp 1f
-1:
-    test ebx, 2055680
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + r9 + 768], r8b
-    add r8, qword ptr [r15 + rbp + 192]
+    vpmovmskb eax, xmm0
+    mov dword ptr [r15 + r8 + 512], 148
+    mov eax, 90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea r8, [r11*8]
-    and r8, 1984
-    movzx r9d, byte ptr [r15 + r8 + 1472]
-    add r9, qword ptr [r15 + r8 + 1600]
-    movsxd rbp, dword ptr [r15 + r8 + 1536]
-    mov rax, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 187
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 1728]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + 0], 250
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq xmm4, rbp
-    lea rbp, [r11 + r11*1]
+    movzx eax, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 76
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    add r9, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 320]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 1344], bpl
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 384], rax
-    mov eax, dword ptr [r15 + r9 + 384]
-    test ebx, 3072
-    jz 1f
+    vpaddd xmm0, xmm0, xmm0
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1664], 40
-    mov dword ptr [r15 + r8 + 1408], eax
-    mov ecx, eax
+    mov qword ptr [r15 + r9 + 512], rax
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov r8, qword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 123
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm0, xmm0, 225
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpxor xmm4, xmm4, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    movsxd rax, dword ptr [r15 + rbp + 7680]
-    lea r9, [r11 + r11*2]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    and r9, 192
-    and ecx, dword ptr [r15 + r9 + 704]
-    mov rax, qword ptr [r15 + rbp + 7552]
-    movzx r8d, byte ptr [r15 + rbp + 7616]
-    test ebx, 4608
-    jnz 1f
-1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*2]
-    mov rcx, rbp
-    and r8, 1984
-    add rcx, qword ptr [r15 + r8 + 1344]
+    mov ebp, ebp
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    vpmovmskb ebp, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    add rcx, qword ptr [r15 + r8 + 1472]
-    and ebp, dword ptr [r15 + r9 + 576]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 77
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    mov dword ptr [r15 + r8 + 320], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r9 + 640], ebp
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + rbp + 448], r8b
+    nop
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 512], 14
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 181
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 320]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 201
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r8b
-    mov dword ptr [r15 + r9 + 64], 105
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    lea r9, [r11 + r11*2]
+    mov byte ptr [r15 + rbp + 3520], r9b
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], r8d
+    and r9, 448
+    mov byte ptr [r15 + r9 + 832], r9b
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 448], rax
-    test ebx, 4608
+    mov dword ptr [r15 + rbp + 3392], 192
+    test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx r8d, r9b
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
+    and r8d, dword ptr [r15 + r9 + 960]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 3456], 74
+    mov r8d, dword ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 2304
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm0
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + r9 + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8d, dword ptr [r15 + rbp + 3584]
     jmp 1f
 1:
     add r11, 64
@@ -8439,965 +8480,953 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c20:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
+    mov r8d, r8d
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, r8d
-    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, ebp
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movzx ebp, r8b
+    lea rbp, [r11 + r11*1]
     test ebx, 1048576
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, r9d
-    test ebx, 8366080
-    jz 1f
-1:
-    mov eax, 51
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 256]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 192], rbp
-    mov r9d, eax
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
+    mov dword ptr [r15 + rbp + 192], 65
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 251
+    mov r9d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 384], 33
-    movzx ebp, r8b
+    mov r9, r9
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    and r9, 192
+    mov byte ptr [r15 + r9 + 704], r9b
+    mov dword ptr [r15 + r9 + 640], 236
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + rbp + 256]
+    movzx ebp, byte ptr [r15 + r9 + 768]
+    test ebx, 1048576
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 103
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 91
+    mov ebp, 255
+    and ebp, dword ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    .byte 0x66, 0x90
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c21:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 198
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 190
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 3
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 448]
-    mov r8, r9
-    lea r9, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + rbp + 256]
+    lea r8, [r11 + r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3584], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r9d, xmm0
+    test ebx, 24576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*4]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], r9d
+    mov qword ptr [r15 + r8 + 3648], r9
+    mov r9, r9
+    add r9, qword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11*4]
+    mov rbp, r9
+    and r9, 192
+    movsxd rbp, dword ptr [r15 + r9 + 704]
+    mov qword ptr [r15 + r9 + 640], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    nop
+    mov ebp, dword ptr [r15 + r8 + 3392]
+    mov rax, rbp
+    mov dword ptr [r15 + r9 + 768], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], r8d
-    mov byte ptr [r15 + r8 + 640], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 192]
-    or qword ptr [r15 + r8 + 704], 28
-    mov r9d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 512]
-    mov qword ptr [r15 + r8 + 576], r9
-    mov r9, r9
+    mov eax, dword ptr [r15 + r9 + 576]
+    and r9d, dword ptr [r15 + r8 + 3520]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov dword ptr [r15 + 0], 120
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test ebx, 9216
     jnz 1f
 1:
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 121
     test ebx, 1073741824
     jz 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7680]
+    movzx ebp, byte ptr [r15 + r8 + 7744]
     test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], r9b
-    mov rax, r9
-    lea rbp, [r11*4]
-    mov rax, rbp
-    test ebx, 768
     jnz 1f
 1:
-    jmp 1f
+    mov rax, qword ptr [r15 + r8 + 7488]
+    mov byte ptr [r15 + r8 + 7616], al
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
 1:
+    and eax, dword ptr [r15 + r8 + 7872]
+    mov byte ptr [r15 + r8 + 7808], r8b
+    mov qword ptr [r15 + r8 + 7936], rbp
+    mov rbp, rax
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 7552], bpl
+    and eax, dword ptr [r15 + r8 + 8000]
+    movzx ebp, byte ptr [r15 + r9 + 64]
     lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov rax, qword ptr [r15 + rbp + 3520]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 704], r9b
-    inc dword ptr [r15 + rbp + 3392]
-    jmp 1f
-1:
-    mov eax, 116
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 128], al
-    mov qword ptr [r15 + r9 + 768], rax
-    mov dword ptr [r15 + rbp + 3584], 230
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 3456]
-    jmp 1f
-1:
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 640]
+    mov rbp, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 384], ebp
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], r9b
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7744], 202
-    movzx r9d, r8b
-    movzx ecx, byte ptr [r15 + r8 + 7680]
+    movzx r8d, bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov qword ptr [r15 + 0], rax
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 2048
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    or qword ptr [r15 + 0], 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
     test ebx, 1280
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov eax, 116
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 105
-    mov dword ptr [r15 + r8 + 8000], 209
-    movzx r9d, r9b
-    mov byte ptr [r15 + r8 + 7552], r9b
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 7488], r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 15
-    mov byte ptr [r15 + r8 + 7616], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm4, r9
-    movsxd rax, dword ptr [r15 + r8 + 7936]
-    mov ecx, dword ptr [r15 + r8 + 7872]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 7808]
-    movzx r8d, byte ptr [r15 + r9 + 192]
-    mov r9d, dword ptr [r15 + rbp + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 206
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 128], rdx
+    mov dword ptr [r15 + r9 + 384], 0
+    mov rbp, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 104
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    movzx eax, r8b
-    mov byte ptr [r15 + r8 + 448], cl
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 48
     jmp 1f
 1:
-    test ebx, 512
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    test ebx, 768
+    jz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 1984
+    add r9, qword ptr [r15 + rbp + 1536]
+    and r9d, dword ptr [r15 + rbp + 1408]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov byte ptr [r15 + r8 + 320], r8b
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
+    mov dword ptr [r15 + r8 + 448], r9d
+    add r9, qword ptr [r15 + rbp + 1728]
+    mov qword ptr [r15 + rbp + 1600], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1472], r9d
+    mov dword ptr [r15 + rbp + 1664], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
-    lea r8, [r11*8]
-    and r8, 448
-    mov rbp, qword ptr [r15 + r8 + 1024]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 64], xmm4
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rbp
     lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 1088]
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + r8 + 896], r8
-    test ebx, 16384
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 128]
-    and eax, dword ptr [r15 + r8 + 1216]
-    mov ebp, dword ptr [r15 + r8 + 1152]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 832]
-    mov byte ptr [r15 + r8 + 960], al
-    movzx eax, byte ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmm5
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 704], bpl
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], bpl
+    mov rax, qword ptr [r15 + r9 + 320]
+    test ebx, 2304
+    jz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 640]
+    .byte 0x66, 0x90
+    and eax, dword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 512], al
+    mov qword ptr [r15 + rbp + 768], rax
+    mov eax, 162
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 150
+    jmp 1f
+1:
+    mov eax, eax
+    test ebx, 5120
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
     and rbp, 64
     mov byte ptr [r15 + rbp + 384], bpl
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 228
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov eax, r8d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], sil
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 320], 4
+    lea rbp, [r11*4]
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rsi
-    mov dword ptr [r15 + 0], r8d
-    mov rax, qword ptr [r15 + 0]
-    mov ecx, 1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], r9d
+    mov rax, rbp
+    mov dword ptr [r15 + rbp + 576], 97
+    test ebx, 1280
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 256], 99
-    test ebx, 1024
-    jz 1f
-1:
-    mov r9, rax
-    mov dword ptr [r15 + rbp + 320], 155
-    movzx r9d, byte ptr [r15 + r8 + 448]
+    mov eax, dword ptr [r15 + rbp + 640]
+    movzx r9d, byte ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r8 + 128], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
+    lea r9, [r11*8]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3648], r9d
+    mov qword ptr [r15 + r9 + 3520], rbp
+    mov ebp, 72
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov rax, r9
+    mov rbp, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 194
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    mov r8, qword ptr [r15 + rbp + 576]
+    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm0
+    mov eax, dword ptr [r15 + r9 + 3584]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, 172
-    mov eax, 244
+    movzx eax, byte ptr [r15 + rbp + 768]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    test ebx, 1024
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 640]
+    and eax, dword ptr [r15 + r9 + 3456]
+    mov dword ptr [r15 + r8 + 64], 36
+    add rax, qword ptr [r15 + rbp + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 256], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rbp, qword ptr [r15 + r9 + 3392]
     .byte 0x66, 0x90
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    movsxd rax, dword ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 192], eax
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + rbp + 512], 152
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    mov rbp, qword ptr [r15 + 0]
-    movzx eax, bpl
-    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, bpl
+    jmp 1f
+1:
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 251
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, eax
-    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 108
-    mov dword ptr [r15 + 0], 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 1536
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 4
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 248
-    lea r9, [r11 + r11*1]
+    mov eax, ebp
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 256]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    movzx r8d, al
+    movzx eax, byte ptr [r15 + rbp + 64]
     lea r8, [r11 + r11*1]
-    test ebx, 9216
+    test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    mov ecx, 100
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
+    mov dword ptr [r15 + r8 + 320], r8d
+    add rax, qword ptr [r15 + rbp + 128]
+    movzx ebp, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 384], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 192], rcx
+    mov ebp, 56
+    movzx ebp, byte ptr [r15 + r8 + 384]
+    movzx r8d, r8b
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    movzx esi, cl
+    movzx ebp, r8b
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    mov qword ptr [r15 + r8 + 256], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8108032
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, r8d
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, 90
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 215
-    mov ecx, 215
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    jmp 1f
+1:
+    mov r8d, 5
+    movzx r8d, al
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    add rcx, qword ptr [r15 + 0]
+    mov r8d, 204
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 56
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 512], 49
-    mov ebp, 31
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 127
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    movzx ecx, bpl
-    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, r8
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    mov r8d, dword ptr [r15 + rbp + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 448]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    mov qword ptr [r15 + r9 + 128], rax
+    mov dword ptr [r15 + rbp + 384], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8361984
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 97
-    test ebx, 1280
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11*4]
-    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r8b
+    movzx r8d, bpl
     movzx r8d, r8b
-    and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 704]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 640], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    lea r8, [r11*4]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, ebp
+    and r8, 192
+    mov r9, qword ptr [r15 + r8 + 640]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 768]
+    movsxd r9, dword ptr [r15 + r8 + 704]
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 384]
-    lea r8, [r11 + r11*1]
-    mov ecx, 155
-    and r8, 64
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 320], rcx
-    mov ecx, ecx
+    vmovdqu xmmword ptr [r15 + r9 + 384], xmm0
+    mov eax, 122
+    mov qword ptr [r15 + r9 + 320], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 256], cl
+    movzx eax, byte ptr [r15 + r8 + 576]
+    mov r9d, 181
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov rcx, rbp
-    movzx ecx, cl
-    mov ecx, ecx
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 448]
+    mov eax, r8d
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov rax, r8
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, ecx
-    vmovdqu ymmword ptr [r15 + 0], ymm4
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 2
     test ebx, 1024
     jz 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    vpor xmm0, xmm0, xmm0
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov byte ptr [r15 + 0], r8b
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 255
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + rbp + 448], ecx
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], ebp
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + rbp + 128], r8b
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 192], 136
+    mov dword ptr [r15 + rbp + 384], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 218
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*2]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3520]
-    jmp 1f
-1:
+    lea r9, [r11*4]
+    mov qword ptr [r15 + rbp + 320], r9
+    mov r8d, 245
+    and r9, 192
+    mov r8d, dword ptr [r15 + r9 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm4
-    mov rcx, rbp
-    test ebx, 8120320
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + r9 + 768]
     jmp 1f
 1:
+    add r8, qword ptr [r15 + r9 + 576]
+    lea r8, [r11 + r11*1]
+    add rax, qword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
-    test ebx, 3667968
-    jnz 1f
-1:
-    and r9, 1984
-    add rcx, qword ptr [r15 + r9 + 1600]
-    mov byte ptr [r15 + r9 + 1536], cl
-    mov byte ptr [r15 + r8 + 3456], cl
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 1344], cl
-    mov byte ptr [r15 + r9 + 1472], r9b
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 3392]
-    add rcx, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 1408], 130
+    mov rax, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    movsxd rbp, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1280
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 31
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm4
-    lea rbp, [r11 + r11*1]
-    vpxor xmm4, xmm4, xmm8
+    movzx r8d, bpl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
+    mov dword ptr [r15 + rbp + 64], ebp
+    lea r8, [r11*4]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 512]
-    mov ebp, ecx
-    movzx ebp, byte ptr [r15 + r9 + 576]
-    lea r8, [r11 + r11*1]
+    and r8, 192
+    and eax, dword ptr [r15 + r8 + 704]
+    and eax, dword ptr [r15 + r8 + 576]
+    mov r9, rax
+    lea r9, [r11 + r11*1]
+    test ebx, 16384
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 768], 165
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r8b
+    mov rdx, r9
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 704]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov rcx, qword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r9 + 320], rdx
+    add r9, qword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + rbp + 128], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    vpaddd xmm4, xmm4, xmm4
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    vmovq xmm4, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 144
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 229
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    mov ecx, ebp
     lea rbp, [r11 + r11*1]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    mov rax, rbp
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 64], al
-    mov dword ptr [r15 + rbp + 128], r8d
-    mov rax, r8
+    mov eax, 197
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], esi
+    mov qword ptr [r15 + r8 + 64], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 64
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov eax, 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + r8 + 448], cl
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 192], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 128]
+    mov r8, rbp
+    mov dword ptr [r15 + r9 + 384], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -9405,165 +9434,175 @@ ditto_body_c1:
 .Lc1_b9_c35:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    lea r8, [r11 + r11*8]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 448]
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 448], rbp
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7744], r8
-    mov eax, dword ptr [r15 + r8 + 7936]
+    mov rax, qword ptr [r15 + r8 + 7680]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 7808], 29
-    movsxd rax, dword ptr [r15 + r8 + 7616]
-    test ebx, 1280
-    jz 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 512], rcx
+    add rax, qword ptr [r15 + r9 + 256]
+    vmovdqu ymmword ptr [r15 + r8 + 7744], ymm0
+    mov edx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 8000], rcx
-    mov dword ptr [r15 + r9 + 128], 217
-    mov eax, ecx
+    mov rax, rdx
+    movsxd rdx, dword ptr [r15 + r9 + 192]
+    movsxd r9, dword ptr [r15 + r8 + 7808]
+    add r9, qword ptr [r15 + r8 + 7872]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7488], eax
-    movzx eax, byte ptr [r15 + r8 + 7680]
-    mov dword ptr [r15 + r8 + 7552], ecx
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + r8 + 8000], r9d
+    mov rdx, qword ptr [r15 + r8 + 7488]
+    movzx r9d, byte ptr [r15 + rbp + 512]
+    test ebx, 512
+    jz 1f
 1:
-    mov qword ptr [r15 + r8 + 7872], rax
-    mov rcx, rax
+    mov dword ptr [r15 + r8 + 7616], r9d
+    mov dword ptr [r15 + r8 + 7936], r9d
+    mov byte ptr [r15 + r8 + 7552], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*8]
-    and rbp, 4032
-    movzx ecx, byte ptr [r15 + rbp + 3584]
-    mov eax, eax
-    and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1664]
-    mov dword ptr [r15 + rbp + 3456], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 1536]
-    movzx esi, al
-    jmp 1f
-1:
-    test ebx, 5240832
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 3520], rsi
-    mov esi, esi
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3392], 196
-    movzx esi, byte ptr [r15 + r8 + 1472]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 256]
+    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 195
-    mov dword ptr [r15 + r8 + 1408], r9d
-    mov byte ptr [r15 + r8 + 1344], r9b
+    movzx edx, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 448], r9b
-    add r9, qword ptr [r15 + r8 + 1600]
-    mov r8d, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 143
+    vpmovmskb edx, xmm0
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r8 + 448]
+    mov rax, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rbp
+    mov dword ptr [r15 + r9 + 192], edx
+    movzx r8d, byte ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    lea r8, [r11*8]
-    vpmovmskb r9d, xmm4
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1664]
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    mov dword ptr [r15 + r8 + 1344], eax
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rsi
-    vpxor xmm4, xmm4, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 448]
-    movzx r9d, byte ptr [r15 + r8 + 1472]
+    vmovq xmm0, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6027264
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 256], r8d
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 512]
+    mov eax, 63
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
+    movzx ebp, byte ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + r8 + 1728]
-    movzx eax, byte ptr [r15 + r8 + 1792]
-    test ebx, 262144
-    jz 1f
+    and ebp, dword ptr [r15 + r8 + 448]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1536], r9d
-    mov rsi, rax
-    vpshufd xmm4, xmm4, 121
-    mov qword ptr [r15 + r8 + 1600], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 1408], esi
     jmp 1f
 1:
     add r11, 64
@@ -9571,2066 +9610,2120 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    mov dword ptr [r15 + 0], esi
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
-    vpmovmskb esi, xmm4
-    mov rsi, rax
-    test ebx, 7075840
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 206
+    mov rbp, rbp
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
+    mov rbp, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 505344
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1015296
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 150
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 116
-    nop
-    mov esi, eax
+    mov dword ptr [r15 + 0], r9d
     lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    test ebx, 512
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 62
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 64]
+    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
+    test ebx, 2048
     jz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    mov qword ptr [r15 + r9 + 448], rbp
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 256]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 214
-    and r9d, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 320], 105
+    mov dword ptr [r15 + r8 + 320], ebp
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 512], ebp
-    mov qword ptr [r15 + rbp + 64], rsi
-    mov ebp, 160
-    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jz 1f
 1:
-    and rbp, 8128
-    add r9, qword ptr [r15 + rbp + 7616]
-    and r9d, dword ptr [r15 + rbp + 7552]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1536], ebp
+    vmovdqu xmm0, xmmword ptr [r15 + rbp + 1472]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 1344]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 512
+    jz 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov r8, qword ptr [r15 + rbp + 1728]
+    mov edx, r8d
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + rbp + 7680]
-    vmovdqu ymmword ptr [r15 + rbp + 7808], ymm4
-    test ebx, 1024
-    jz 1f
-1:
-    add r9, qword ptr [r15 + rbp + 7936]
-    mov dword ptr [r15 + rbp + 7872], 194
-    movzx esi, sil
-    test ebx, 1073741824
+    add rax, qword ptr [r15 + r9 + 256]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov r9d, 250
+    test ebx, 512
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, 163
-    mov byte ptr [r15 + rbp + 7744], sil
+    mov r9, qword ptr [r15 + rbp + 1664]
+    mov dword ptr [r15 + rbp + 1408], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm4
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 1600], al
+    and r9d, dword ptr [r15 + r8 + 64]
+    mov rax, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    lea r9, [r11 + r11*1]
-    and r9, 64
+    mov eax, r9d
+    lea r9, [r11*8]
+    vpshufd xmm0, xmm0, 237
+    and r9, 1984
+    and eax, dword ptr [r15 + r9 + 1728]
+    mov r8, qword ptr [r15 + r9 + 1536]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov rax, r8
+    mov rax, qword ptr [r15 + r9 + 1408]
     lea rbp, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r9 + 320]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + rbp + 128]
+    mov edx, dword ptr [r15 + r9 + 1664]
+    mov dword ptr [r15 + r9 + 1600], 183
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 223
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5240832
-    jnz 1f
-1:
-    mov esi, 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
+    mov dword ptr [r15 + r9 + 1472], 221
+    movsxd rax, dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    mov ebp, 233
-    movsxd rbp, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov esi, dword ptr [r15 + rbp + 512]
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    mov qword ptr [r15 + 0], rsi
+    mov r8d, 217
+    mov dword ptr [r15 + 0], 252
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jz 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1472], rbp
-    jmp 1f
-1:
-    mov esi, 235
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1600], r8
-    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 251
+    mov dword ptr [r15 + 0], 35
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 320]
+    mov ebp, 163
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and r8, 64
-    add qword ptr [r15 + r8 + 192], r8
-    mov byte ptr [r15 + rbp + 1856], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1792], r9b
-    mov qword ptr [r15 + r9 + 64], rsi
-    mov dword ptr [r15 + rbp + 1728], 15
-    mov esi, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 1408]
+    mov rax, qword ptr [r15 + r9 + 192]
     jmp 1f
 1:
-    and esi, dword ptr [r15 + rbp + 1664]
-    movzx r9d, sil
+    jmp 1f
+1:
+    vpaddd xmm0, xmm0, xmm0
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1344], al
-    mov qword ptr [r15 + rbp + 1536], r9
-    mov dword ptr [r15 + r8 + 256], 66
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r8d
+    mov eax, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 64], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
-    lea r9, [r11*8]
-    and r9, 448
-    mov r8d, dword ptr [r15 + r9 + 896]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 832], bpl
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + r9 + 1024]
-    nop
-    and esi, dword ptr [r15 + r9 + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r9 + 1216]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    test ebx, 8044544
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], r8d
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 960]
-    mov esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1088], 184
-    mov r8, rsi
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r8d, 172
-    mov byte ptr [r15 + rbp + 128], r8b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c43:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r8d, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    xor dword ptr [r15 + r8 + 256], ebp
-    mov rbp, r9
-    test ebx, 1280
-    jnz 1f
-1:
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 320], rbp
-    mov byte ptr [r15 + r8 + 192], bpl
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 320], r9
-    mov qword ptr [r15 + r9 + 384], r8
-    mov ebp, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c44:
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
-    and rbp, 64
-    lea r9, [r11*4]
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    mov esi, 188
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], 252
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 38
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7744], 164
-    mov rsi, qword ptr [r15 + r8 + 7872]
-    mov rax, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 640], eax
-    jmp 1f
-1:
-    movzx eax, sil
-    mov byte ptr [r15 + r8 + 7616], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    and eax, dword ptr [r15 + r9 + 576]
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    test ebx, 2304
-    jz 1f
-1:
-    vmovq qword ptr [r15 + r8 + 7552], xmm4
-    mov rsi, rsi
-    mov rsi, qword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + r8 + 7488], esi
-    test ebx, 1280
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm4
-    mov dword ptr [r15 + r8 + 7808], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c45:
-    mov dword ptr [r15 + 0], 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 253
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm4, xmm4, xmm9
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 161
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + r8 + 512]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + r8 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c46:
-    vpmovmskb esi, xmm4
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, sil
-    mov qword ptr [r15 + 0], rsi
-    and esi, dword ptr [r15 + 0]
-    test ebx, 4608
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 158
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm4, xmm4, 242
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 192], r8b
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r9 + 64], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 448], 107
-    mov r8, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c47:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 97
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, r8b
-    mov r8d, 232
+    movzx eax, al
+    mov eax, 11
+    mov eax, edx
     test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpmovmskb eax, xmm0
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov edx, 156
+    jmp 1f
+1:
+    test ebx, 7829504
+    jnz 1f
+1:
+    movzx edx, dl
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 225
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
+    movzx edx, dl
+    mov edx, 248
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jz 1f
-1:
-    movzx eax, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov rax, qword ptr [r15 + rbp + 512]
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    test ebx, 1536000
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 192], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 124
-    mov dword ptr [r15 + rbp + 320], 206
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c48:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 179
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov qword ptr [r15 + r8 + 448], r9
-    lea r8, [r11 + r11*1]
-    test ebx, 7731200
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 64]
-    test ebx, 5240832
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 256]
-    mov r8d, 83
-    and r8d, dword ptr [r15 + rbp + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c49:
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 36
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm4, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 2560
-    jz 1f
-1:
-    and r8, 192
-    add rax, qword ptr [r15 + r8 + 704]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 576], r8d
-    test ebx, 1024
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 640], rbp
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 768], rbp
-    test ebx, 7333888
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rsi
-    .byte 0x0f, 0x1f, 0x00
-    lea rbp, [r11 + r11*1]
-    mov eax, 162
-    test ebx, 1073741824
-    jnz 1f
 1:
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    movzx r8d, al
+    mov dword ptr [r15 + rbp + 512], ebp
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], 213
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx edx, dl
+    mov edx, 115
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 384], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c50:
-    lea r8, [r11*8]
-    and r8, 1984
-    movzx eax, byte ptr [r15 + r8 + 1472]
-    mov ebp, 210
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 768], al
-    mov eax, 126
-    and eax, dword ptr [r15 + rbp + 576]
-    test ebx, 1280
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 1408]
-    lea r9, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + r8 + 1536], 24
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 64]
-    mov esi, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + rbp + 704], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 128], rsi
-    movzx esi, r8b
-    mov esi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1664], esi
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 1600]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c51:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov dword ptr [r15 + 0], 55
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpxor xmm4, xmm4, xmm15
-    mov rsi, rsi
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 2560
-    jz 1f
-1:
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 146
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + 0]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 448]
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 320], r8b
-    add rsi, qword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov dword ptr [r15 + r9 + 384], r8d
-    movzx esi, byte ptr [r15 + r8 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c52:
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov esi, 33
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8d, r8d, 37
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea rbp, [r11 + r11*8]
-    mov qword ptr [r15 + r8 + 128], rbp
-    and rbp, 1984
-    and r9d, dword ptr [r15 + rbp + 1664]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 1728]
-    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm4
-    mov rsi, r8
-    mov byte ptr [r15 + rbp + 1344], r8b
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 512]
-    add rsi, qword ptr [r15 + rbp + 1472]
-    mov dword ptr [r15 + rbp + 1856], esi
-    test ebx, 512
-    jz 1f
-1:
-    movzx esi, r8b
-    mov qword ptr [r15 + r9 + 448], rsi
-    movzx esi, byte ptr [r15 + rbp + 1536]
-    mov r9, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + rbp + 1792], xmm4
-    mov qword ptr [r15 + r8 + 64], r9
-    movzx r9d, byte ptr [r15 + rbp + 1408]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c53:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
     test ebx, 768
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 192
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
-    test ebx, 1703424
-    jz 1f
-1:
-    and rbp, 64
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 118
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 196
-    and r9, 192
-    and esi, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 768], r9
-    mov rsi, rsi
-    mov rsi, qword ptr [r15 + r9 + 704]
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 640], sil
-    mov dword ptr [r15 + rbp + 384], edx
-    mov dword ptr [r15 + r8 + 384], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c54:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
+    vpshufd xmm0, xmm0, 181
+    mov dword ptr [r15 + rbp + 448], 49
     and r9, 64
-    and esi, dword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    mov esi, 32
-    and r8, 192
-    and esi, dword ptr [r15 + r8 + 576]
-    mov eax, esi
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 320]
-    test ebx, 512
+    mov qword ptr [r15 + r9 + 128], r9
+    test ebx, 1048576
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 384], 169
-    mov qword ptr [r15 + r8 + 640], rsi
-    mov ebp, 221
-    mov esi, 229
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 768]
-    add rbp, qword ptr [r15 + r8 + 704]
-    mov dword ptr [r15 + r9 + 192], 142
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c55:
-    mov qword ptr [r15 + 0], rbp
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 221
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 192]
-    test ebx, 512
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 320], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 256], r9
-    mov ebp, 247
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov ebp, 142
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov rdx, rbp
     movsxd rbp, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c56:
-    mov ebp, 91
-    movzx ebp, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+.Lc1_b9_c43:
+    lea rbp, [r11*4]
+    and rbp, 192
+    and r9d, dword ptr [r15 + rbp + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*4]
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 512]
+    mov eax, edx
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3584], 157
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + rbp + 576]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 512
+    mov edx, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dl
+    and edx, dword ptr [r15 + rbp + 768]
+    vmovq qword ptr [r15 + r8 + 3520], xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + r8 + 3648], rdx
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    mov r9d, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 3456]
+    mov edx, 131
+    mov byte ptr [r15 + rbp + 640], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c44:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
+    mov r9d, 178
+    test ebx, 2304
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 19
-    test ebx, 1024
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 202
     lea r9, [r11 + r11*1]
-    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    and r8, 64
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 384], bpl
-    mov dword ptr [r15 + r9 + 64], ebp
-    test ebx, 6813696
-    jz 1f
+    jmp 1f
 1:
+    mov edx, ebp
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov dword ptr [r15 + r8 + 320], esi
-    add r8, qword ptr [r15 + rbp + 64]
+    or qword ptr [r15 + rbp + 512], 49
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 448]
+    and edx, dword ptr [r15 + r9 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c57:
-    lea rbp, [r11*4]
-    mov r8d, 73
-    and rbp, 1984
-    mov r8, qword ptr [r15 + rbp + 1472]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm4
-    mov r9, qword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 704]
-    mov rax, r9
-    mov qword ptr [r15 + rbp + 1344], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
+.Lc1_b9_c45:
     lea r9, [r11 + r11*1]
-    mov eax, r9d
-    mov eax, dword ptr [r15 + r8 + 640]
+    mov rdx, r8
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 179
+    mov r8, qword ptr [r15 + r9 + 256]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 97
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r9 + 128]
-    and r9d, dword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + rbp + 1408], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 88
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r8
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, 242
+    test ebx, 131072
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 6021120
+    jnz 1f
+1:
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov eax, 117
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 49
+    mov qword ptr [r15 + rbp + 320], rax
+    mov rax, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c58:
-    vmovq qword ptr [r15 + 0], xmm4
-    mov r9, qword ptr [r15 + 0]
+.Lc1_b9_c46:
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 7744], al
+    mov byte ptr [r15 + rbp + 7808], al
+    test ebx, 512
+    jz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 7552]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7872], r9b
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 151
+    mov rax, qword ptr [r15 + r8 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
+    mov dword ptr [r15 + rbp + 7488], eax
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 512], r8b
+    imul rax, qword ptr [r15 + rbp + 7936]
+    mov r8d, ebp
+    mov r8, r8
+    test ebx, 2621440
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + rbp + 7680]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c47:
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 768
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], r8
+    .byte 0x66, 0x90
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 768
+    jnz 1f
+1:
+    mov r8d, 2
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 29
+    mov rax, qword ptr [r15 + r9 + 768]
+    test ebx, 512
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
     jmp 1f
 1:
-    mov r9d, 214
+    mov qword ptr [r15 + r9 + 704], rax
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + rbp + 64], rax
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 213
+    mov dword ptr [r15 + r8 + 256], 129
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c48:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7808]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], eax
+    and eax, dword ptr [r15 + rbp + 7936]
+    mov dword ptr [r15 + r8 + 320], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov qword ptr [r15 + rbp + 8000], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7680], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 7552]
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 7872]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 7616]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 7744], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov r9d, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c49:
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 243
+    mov dword ptr [r15 + 0], 233
+    movzx r8d, r9b
+    test ebx, 1280
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov ebp, 187
+    test ebx, 4184064
+    jz 1f
+1:
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 192], r8
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + r8 + 384], 15
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov qword ptr [r15 + r9 + 256], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 143
+    mov ebp, ebp
+    vpshufd xmm0, xmm0, 128
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c50:
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov ebp, 147
     jmp 1f
 1:
-    test ebx, 1048576
+    lea rbp, [r11 + r11*1]
+    test ebx, 2048
+    jnz 1f
+1:
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 128]
+    mov eax, r8d
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 232
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 64], r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 320], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c51:
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r9, rdx
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 112
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 768
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 320]
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 128], rdx
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    mov r9, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c52:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    and esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 22
+    mov dword ptr [r15 + 0], 245
+    test ebx, 512
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    mov dword ptr [r15 + rbp + 64], 84
+    mov ebp, 4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], ebp
+    add rbp, qword ptr [r15 + r8 + 320]
+    movzx r9d, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c53:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 31
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1280
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 164
+    vpshufd xmm0, xmm0, 45
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 141
+    test ebx, 768
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov esi, dword ptr [r15 + 0]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 256]
+    mov r8d, 237
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r8d, 247
     lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 128]
+    movzx edx, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 192]
+    movzx r9d, byte ptr [r15 + rbp + 320]
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c54:
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r8, rax
+    mov r8d, 250
+    test ebx, 8247296
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm0
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    and esi, dword ptr [r15 + r8 + 64]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 113
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov esi, 66
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, edx
+    and r8d, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 256], 110
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c55:
+    lea r8, [r11*4]
+    mov r9d, r8d
+    and r8, 192
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    mov ebp, 239
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 190
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movzx ebp, r9b
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1280
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov dword ptr [r15 + r8 + 704], 236
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 512], rbp
+    movsxd r9, dword ptr [r15 + r8 + 768]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 65
+    mov r9, rbp
+    mov dword ptr [r15 + rbp + 64], 214
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c56:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], bpl
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 210
+    mov r8, r8
+    and r8d, dword ptr [r15 + rbp + 7616]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 7808]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 320]
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 7488], r8
+    and r8d, dword ptr [r15 + rbp + 7872]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 7680]
+    mov r9d, dword ptr [r15 + rbp + 7744]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c57:
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r8d, 136
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 384]
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 320], rax
+    mov r8d, 112
+    movzx r8d, r8b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    mov byte ptr [r15 + r8 + 512], r8b
+    mov dword ptr [r15 + r9 + 128], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c58:
+    mov r9d, r8d
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r9, r9
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 178
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 240
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
     and r8, 64
-    mov r9, qword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 256], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 512], r8d
     lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r8 + 448]
+    mov r8d, 136
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 448]
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], rsi
-    mov dword ptr [r15 + r9 + 128], r9d
+    mov qword ptr [r15 + r9 + 320], r9
+    mov qword ptr [r15 + rbp + 192], r9
+    mov rax, qword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c59:
-    add r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    lea r9, [r11 + r11*1]
+    movzx ebp, r9b
+    mov ebp, ebp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    movzx ebp, r9b
+    test ebx, 512
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 146
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 192
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
+    movzx edx, byte ptr [r15 + rbp + 576]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + r9 + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    test ebx, 768
+    jz 1f
+1:
+    mov rdx, r8
+    and edx, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 448]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 121
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov qword ptr [r15 + r9 + 128], rbp
-    nop
+    mov qword ptr [r15 + rbp + 704], r8
+    and edx, dword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    lea rbp, [r11*8]
-    mov r9d, ebp
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    jmp 1f
+1:
+    movzx ebp, dl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov edx, 229
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r8, r9
-    mov dword ptr [r15 + rbp + 1344], 223
-    lea r8, [r11 + r11*1]
-    and r9, 8128
-    movzx eax, byte ptr [r15 + r9 + 7616]
-    test ebx, 512
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov eax, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + rbp + 1536], ebp
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    mov byte ptr [r15 + r9 + 7680], r9b
-    mov qword ptr [r15 + rbp + 1600], rax
-    vmovq qword ptr [r15 + r9 + 7488], xmm4
+    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    lea r8, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 320], rax
-    mov rax, qword ptr [r15 + rbp + 1664]
-    mov r8d, eax
-    test ebx, 512
-    jnz 1f
+    and r8, 192
+    movzx edx, byte ptr [r15 + r8 + 768]
+    mov r9, qword ptr [r15 + rbp + 320]
+    movzx ebp, byte ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r8 + 640], rbp
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov eax, 188
-    vpshufd xmm4, xmm4, 130
-    mov dword ptr [r15 + rbp + 1472], 15
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 704], edx
+    mov qword ptr [r15 + rbp + 192], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 320]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov rdi, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + 0], 239
     test ebx, 1073741824
     jz 1f
 1:
+    movzx edx, dl
+    movzx edx, bpl
+    mov dword ptr [r15 + 0], edx
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], 134
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 7790592
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov byte ptr [r15 + rbp + 448], r9b
+    add rdx, qword ptr [r15 + rbp + 128]
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 64]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 192]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 320]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 384]
+    vpxor xmm0, xmm0, xmm11
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 256], edx
+    mov rdx, rbp
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 187
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 241
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 2560
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    movzx edx, byte ptr [r15 + rbp + 256]
+    and edx, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 248
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov ebp, 103
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx edx, al
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11*4]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 64]
-    and r8, 192
-    and eax, dword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + r8 + 768], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 256]
-    mov ebp, 67
-    and eax, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 704], eax
-    test ebx, 1073741824
+    movzx edx, dl
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 512
     jz 1f
 1:
-    mov eax, r9d
-    jmp 1f
+    vmovq qword ptr [r15 + 0], xmm0
+    mov ebp, 244
+    lea rbp, [r11 + r11*1]
+    add rdx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    test ebx, 512
+    jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 640]
+    movzx edx, byte ptr [r15 + rbp + 384]
+    movsxd rbp, dword ptr [r15 + r8 + 64]
+    vpcmpeqb xmm0, xmm0, xmm7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c63:
-    mov eax, 221
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rbp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    lea r8, [r11 + r11*4]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 128]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rdi
-    mov dword ptr [r15 + rbp + 576], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, 238
+    mov eax, eax
+    test ebx, 2048
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov edi, 109
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 7680]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 7744], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 768]
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    movzx r9d, byte ptr [r15 + r8 + 7616]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 253
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 704]
+    add rax, qword ptr [r15 + rbp + 768]
+    add rax, qword ptr [r15 + rbp + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 704]
-    movsxd rax, dword ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 512]
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*8]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7936]
-    mov byte ptr [r15 + rbp + 7552], cl
-    mov rax, qword ptr [r15 + rbp + 7616]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, eax
+    mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 211
-    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    mov r8d, eax
+    test ebx, 1073741824
+    jz 1f
 1:
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 7808], r8b
     and r8, 64
     movsxd rax, dword ptr [r15 + r8 + 128]
-    movsxd rdi, dword ptr [r15 + rbp + 7872]
-    test ebx, 1024
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov ebp, dword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + r8 + 64], rbp
     jmp 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 7680]
-    mov qword ptr [r15 + rbp + 7744], r8
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7488], r8
-    jmp 1f
-1:
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c65:
-    lea r8, [r11 + r11*8]
-    and r8, 4032
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 109
-    mov qword ptr [r15 + r8 + 3712], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r8 + 1536]
     test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], ebp
-    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm4
-    mov qword ptr [r15 + r8 + 3776], rbp
-    mov ebp, 248
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov ebp, 103
-    movsxd rbp, dword ptr [r15 + r8 + 3584]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 36
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 3840], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov r9d, 54
-    test ebx, 3072
-    jz 1f
-1:
-    add r9, qword ptr [r15 + r8 + 3904]
     lea r9, [r11 + r11*1]
-    movzx edi, bpl
-    jmp 1f
-1:
+    movzx eax, byte ptr [r15 + r8 + 1728]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 76
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
+    mov dword ptr [r15 + r9 + 256], 98
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 512], r9d
-    and ebp, dword ptr [r15 + r8 + 3648]
-    add rbp, qword ptr [r15 + r9 + 64]
+    and eax, dword ptr [r15 + r8 + 1344]
+    movzx edx, byte ptr [r15 + r8 + 1664]
+    movzx esi, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 1600]
+    mov rax, r9
+    movzx eax, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + r8 + 1472], rax
+    mov rax, qword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r9d, r9d
+    test ebx, 589824
     jnz 1f
 1:
-    movzx ebp, bpl
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 71
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ebp, dil
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 249
-    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 187
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rdi
-    mov dword ptr [r15 + r9 + 448], edi
-    and r8, 192
-    mov byte ptr [r15 + r8 + 768], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + rbp + 192], 176
     jmp 1f
 1:
-    test ebx, 1280
+    mov dword ptr [r15 + 0], r9d
+    add rax, qword ptr [r15 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov esi, edi
-    mov qword ptr [r15 + r8 + 704], rsi
-    mov rsi, qword ptr [r15 + r8 + 640]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    mov eax, 43
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 157
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    movsxd r9, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    mov dword ptr [r15 + 0], esi
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 177
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 48
-    mov dword ptr [r15 + 0], r8d
-    mov esi, edi
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
-    mov rsi, rsi
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*4]
+    mov eax, eax
+    mov byte ptr [r15 + 0], al
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    and r8, 192
-    mov esi, dword ptr [r15 + r8 + 768]
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 139
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 320]
-    jmp 1f
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    test ebx, 1073741824
+    jnz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 156
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 576], 217
-    mov rdi, qword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
+    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov ebp, r8d
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + r9 + 384], bpl
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
+    mov rbp, rax
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov rbp, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 213
     mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 158
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 192
+    movzx eax, byte ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + r9 + 576], 49
+    mov esi, 66
+    mov esi, 223
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    mov r8d, 79
+    movzx r8d, r8b
+    mov byte ptr [r15 + r9 + 704], r9b
     test ebx, 512
     jnz 1f
 1:
+    add r8, qword ptr [r15 + rbp + 128]
+    movzx ebp, byte ptr [r15 + r9 + 768]
     jmp 1f
 1:
-    mov rdi, r9
-    mov r9d, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 111
-    mov edi, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx r9d, dil
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], edi
-    lea r8, [r11 + r11*1]
-    mov edi, dword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 64], r8
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    lea r8, [r11 + r11*1]
-    vpmovmskb r9d, xmm4
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], edi
-    lea r9, [r11*8]
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1536
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 237
     jmp 1f
 1:
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 896]
-    test ebx, 768
-    jnz 1f
-1:
-    mov rdi, r9
-    mov edi, r8d
-    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 235
+    mov dword ptr [r15 + 0], 229
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, r9
-    mov dword ptr [r15 + r9 + 1088], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 1152], dil
-    mov edi, 207
+    mov esi, ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1024], edi
-    test ebx, 1048576
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + r9 + 1216], dil
-    add rdi, qword ptr [r15 + r9 + 1280]
-    mov dword ptr [r15 + r8 + 128], 83
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 832], r8b
     and r8, 64
-    add rdi, qword ptr [r15 + r8 + 256]
-    add rdi, qword ptr [r15 + r8 + 192]
+    mov rsi, qword ptr [r15 + r8 + 512]
+    and esi, dword ptr [r15 + rbp + 192]
+    mov ebp, 95
+    lea rbp, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r8 + 448]
+    test ebx, 1024
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    vmovq qword ptr [r15 + rbp + 64], xmm0
+    mov ebp, 163
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
+    mov rbp, rbp
+    mov ebp, 147
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 39
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edi, edi
-    mov edi, 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 94
+    test ebx, 2560
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, ebp
+    test ebx, 8288256
+    jnz 1f
 1:
+    mov ebp, 39
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    lea r9, [r11*8]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    movzx edi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 512]
-    and r9, 1984
-    and esi, dword ptr [r15 + r9 + 1408]
+    lea r8, [r11 + r11*1]
+    add rsi, qword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r8 + 256], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 384], r8b
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 1472]
-    and esi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov byte ptr [r15 + rbp + 448], sil
-    mov byte ptr [r15 + r9 + 1536], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 1664]
-    and esi, dword ptr [r15 + r9 + 1600]
-    mov byte ptr [r15 + r8 + 320], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm4, rsi
-    jmp 1f
-1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 219
+    add rbp, qword ptr [r15 + r8 + 192]
     jmp 1f
 1:
     add r11, 64
@@ -11638,203 +11731,24 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov esi, esi
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
-    mov esi, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 101
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 14
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 192], rbp
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    add rbp, qword ptr [r15 + r9 + 768]
-    mov rax, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 704], 88
-    movzx r8d, al
-    mov dword ptr [r15 + r9 + 576], 44
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c72:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + 0], 193
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    movzx r9d, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 191
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx esi, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 384]
-    mov r9d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 512]
-    add r9, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 448], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c73:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 64
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7305216
-    jz 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    add r9, qword ptr [r15 + r8 + 768]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    test ebx, 512
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 73
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 448], r8d
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 13
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 64]
-    add rbp, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 704], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 210
-    and ebp, dword ptr [r15 + r8 + 640]
-    mov r9, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c74:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 4608
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     test ebx, 1073741824
@@ -11843,1737 +11757,1954 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], r8
+    test ebx, 131072
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    vmovq xmm0, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
     lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    add rbp, qword ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r8 + 320], 252
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c72:
+    lea rbp, [r11 + r11*1]
+    mov r8, rbp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, ebp
     jmp 1f
 1:
     jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpxor xmm0, xmm0, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 114
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
+    mov esi, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 768]
+    mov esi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    nop
+    mov r8d, dword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, sil
+    mov rsi, r8
+    movzx esi, sil
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + r9 + 640], eax
+    mov r8d, 152
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c73:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 40
+    test ebx, 512
+    jz 1f
+1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    and esi, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 73
+    test ebx, 1073741824
+    jz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov esi, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov dword ptr [r15 + r8 + 384], 4
+    lea r8, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 512]
+    mov esi, dword ptr [r15 + r8 + 320]
+    mov edx, esi
+    movzx esi, byte ptr [r15 + r8 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c74:
+    mov dword ptr [r15 + 0], 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 128], r9d
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + r8 + 448]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, 32
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 202
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 128]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r8 + 64], esi
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 192]
-    movzx r8d, byte ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + r9 + 320], r8b
+    mov qword ptr [r15 + rbp + 448], r9
+    mov dword ptr [r15 + r9 + 384], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 192
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9d, 232
-    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 6158336
-    jz 1f
-1:
-    mov r9d, r9d
-    mov r9d, r9d
-    or qword ptr [r15 + 0], 92
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 138
-    mov r9d, 27
-    mov rbp, r9
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 18
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm4, xmm4, 15
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    test ebx, 512
-    jz 1f
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 240
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 61
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    and r8d, dword ptr [r15 + r9 + 64]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 64]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, r8b
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 113
+    mov dword ptr [r15 + r9 + 448], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd xmm4, xmm4, xmm4
-    mov dword ptr [r15 + r8 + 384], 29
-    mov byte ptr [r15 + r9 + 128], r8b
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov rsi, r9
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r9b
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 512], r9b
+    and esi, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r8 + 128], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    lea r8, [r11*8]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 205
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1664], 98
-    test ebx, 655360
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1472], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    mov rbp, qword ptr [r15 + r8 + 1536]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1792], 187
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + r9 + 320]
-    mov esi, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov qword ptr [r15 + r8 + 1600], rbp
-    movzx esi, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 1728], esi
-    test ebx, 8288256
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c77:
-    lea r8, [r11 + r11*8]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], r8
-    mov esi, dword ptr [r15 + r8 + 1600]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1472], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    test ebx, 512
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov esi, r9d
-    mov dword ptr [r15 + r8 + 1536], 127
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov rsi, r9
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2304
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 149
-    mov dword ptr [r15 + r8 + 1728], esi
-    mov esi, dword ptr [r15 + r8 + 1344]
-    test ebx, 7858176
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 1856]
-    mov rax, rsi
-    vmovdqu xmmword ptr [r15 + r8 + 1792], xmm4
-    mov dword ptr [r15 + rbp + 512], 59
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 320]
-    vmovdqu ymmword ptr [r15 + r8 + 1664], ymm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c78:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov eax, 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 4032
-    add rsi, qword ptr [r15 + rbp + 3456]
-    mov r9, rsi
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 128], ymm4
-    mov qword ptr [r15 + r9 + 64], r9
-    mov r9d, 52
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 3584]
-    mov dword ptr [r15 + rbp + 3520], 100
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 3776]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 3712]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 3392], r8d
-    mov qword ptr [r15 + rbp + 3648], r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c79:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r8
-    jmp 1f
-1:
-    vpshufd xmm4, xmm4, 78
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r9d, 3
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3392], rbp
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    mov dword ptr [r15 + rbp + 3520], eax
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 89
-    mov eax, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 3712]
-    and eax, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 3456], 78
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 3648]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + rbp + 3584]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c80:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*4]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
-    and rbp, 448
-    movsxd r8, dword ptr [r15 + rbp + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    nop
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 960], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], r8
-    mov rax, qword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + rbp + 832], 106
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r8 + 640], eax
-    mov eax, dword ptr [r15 + rbp + 1024]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm4, rax
-    movzx eax, byte ptr [r15 + rbp + 896]
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 9
-    movzx eax, r8b
-    mov qword ptr [r15 + r8 + 704], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c81:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], eax
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1152], al
-    mov qword ptr [r15 + rbp + 64], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5226496
-    jnz 1f
-1:
-    mov rbp, rsi
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1280], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 1024]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm4
-    mov dword ptr [r15 + r9 + 256], r9d
-    test ebx, 1536
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1216], 198
-    mov r9d, 52
-    vmovdqu xmmword ptr [r15 + r8 + 1088], xmm4
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 960]
-    and r9d, dword ptr [r15 + r8 + 832]
-    mov rbp, qword ptr [r15 + r8 + 896]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c82:
-    and r9d, dword ptr [r15 + 0]
-    vpxor xmm4, xmm4, xmm1
-    mov byte ptr [r15 + 0], r9b
+    lea rbp, [r11*4]
+    and rbp, 192
+    and esi, dword ptr [r15 + rbp + 640]
+    movsxd r8, dword ptr [r15 + 0]
+    vpmovmskb r9d, xmm0
     mov r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 171
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 199
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r9
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, 71
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 243
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 161
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmm0, xmmword ptr [r15 + r9 + 448]
+    mov r9d, dword ptr [r15 + rbp + 576]
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    and r9d, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c77:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
+    mov r8d, r8d
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3648], ymm0
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 119
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 128]
+    test ebx, 512
+    jnz 1f
+1:
+    mov esi, 169
+    mov dword ptr [r15 + r9 + 320], esi
+    movzx esi, byte ptr [r15 + r8 + 3392]
+    mov r9d, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], 46
+    movzx r9d, byte ptr [r15 + r8 + 3712]
+    mov dword ptr [r15 + r8 + 3584], r9d
     test ebx, 1073741824
     jnz 1f
 1:
+    and r9d, dword ptr [r15 + rbp + 64]
+    mov rbp, r9
+    movzx esi, sil
+    test ebx, 2048
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 3520]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c78:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 34
+    mov esi, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov ebp, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov esi, esi
+    lea rbp, [r11 + r11*1]
+    mov esi, 27
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov rsi, rsi
+    lea r8, [r11 + r11*1]
+    test ebx, 7858176
+    jnz 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov qword ptr [r15 + rbp + 384], r8
-    movzx ebp, r8b
+    mov byte ptr [r15 + r8 + 512], bpl
+    movzx esi, byte ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r9 + 128], esi
+    and esi, dword ptr [r15 + rbp + 384]
+    test ebx, 1572864
+    jz 1f
+1:
+    mov rsi, r9
+    mov esi, esi
+    mov rsi, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c79:
+    mov rsi, rbp
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8d, 157
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], r8b
+    movzx esi, byte ptr [r15 + rbp + 128]
+    movzx ebp, sil
+    mov byte ptr [r15 + r8 + 512], bpl
+    test ebx, 512
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov esi, 110
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 132
+    add rsi, qword ptr [r15 + rbp + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c80:
+    lea rbp, [r11 + r11*1]
+    vmovq xmm0, rbp
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 112
+    test ebx, 2560
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 147
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    test ebx, 1280
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 448]
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 64], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c81:
+    lea r9, [r11 + r11*1]
+    mov r8, r9
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 64]
+    mov esi, 177
+    vpor xmm0, xmm0, xmm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*8]
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    movsxd rsi, dword ptr [r15 + r8 + 1472]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov byte ptr [r15 + r8 + 1344], bpl
+    mov byte ptr [r15 + r8 + 1536], sil
+    test ebx, 2304
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 1728]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 128]
+    and esi, dword ptr [r15 + r8 + 1664]
+    mov r9, qword ptr [r15 + r8 + 1600]
+    mov dword ptr [r15 + rbp + 384], 61
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 118
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c82:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 145
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1048576
+    jz 1f
+1:
+    mov esi, 81
+    mov byte ptr [r15 + 0], sil
+    mov rsi, rsi
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rsi
+    lea r9, [r11 + r11*1]
+    movzx esi, r9b
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 256]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 64], ebp
     and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov dword ptr [r15 + rbp + 512], 237
+    lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
+    jmp 1f
+1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r8b
+    mov rbp, qword ptr [r15 + r9 + 192]
+    movzx r9d, byte ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 187
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 215
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
+    mov r9d, 178
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    jmp 1f
-1:
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 147
-    mov ebp, 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r9b
+    and r9, 192
+    movsxd r8, dword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r8, rsi
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 83
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov esi, esi
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 512], 149
-    test ebx, 1073741824
+    add rsi, qword ptr [r15 + r9 + 640]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r9 + 704], rdx
+    test ebx, 1280
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 128]
-    mov r8, rbp
-    mov byte ptr [r15 + r9 + 256], r8b
+    mov dword ptr [r15 + r9 + 768], edx
+    and edx, dword ptr [r15 + rbp + 320]
+    mov rsi, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    lea rbp, [r11*4]
-    and rbp, 192
-    and r8d, dword ptr [r15 + rbp + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*4]
+    mov edx, 177
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7680]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    mov edx, 61
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 233
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r8, rbp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 9
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 82
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 7488], rbp
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rbp
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 320]
+    mov esi, edx
     and r9, 64
-    or qword ptr [r15 + r9 + 448], 74
-    mov qword ptr [r15 + r8 + 128], r9
-    vmovq qword ptr [r15 + rbp + 768], xmm4
+    and edx, dword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 704]
-    and r8d, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 640], r9
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov r9d, 56
+    mov qword ptr [r15 + r8 + 7616], r9
+    movzx r9d, r9b
+    test ebx, 196096
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 384]
+    vpor xmm0, xmm0, xmm0
+    and r9d, dword ptr [r15 + r8 + 7744]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    mov dword ptr [r15 + r8 + 7552], 144
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 253
+    vpcmpeqb xmm0, xmm0, xmm11
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c85:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 202
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov rsi, rbp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    test ebx, 1073741824
+    and r9, 8128
+    mov rsi, qword ptr [r15 + r9 + 7680]
+    test ebx, 1572864
     jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    jmp 1f
+    movsxd rsi, dword ptr [r15 + rbp + 192]
+    mov rdx, qword ptr [r15 + r9 + 7872]
+    test ebx, 512
+    jnz 1f
 1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 7744], rdx
+    movzx edx, byte ptr [r15 + r9 + 7808]
+    mov dword ptr [r15 + r9 + 7488], edx
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r9 + 128], rsi
-    mov dword ptr [r15 + r8 + 448], 202
+    mov byte ptr [r15 + r9 + 7552], dl
+    mov rdx, rdx
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 7616], r8d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    movsxd rdx, dword ptr [r15 + r9 + 7936]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rdx
+    add rdx, qword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + rbp + 256], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1280], 15
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm0
+    vpcmpeqb xmm0, xmm0, xmm12
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 243
+    mov rdx, r8
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + rbp + 1152]
-    lea r8, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    movzx ebp, dl
+    add rdx, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 640], edx
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], ebp
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], rbp
+    mov dword ptr [r15 + r9 + 384], 140
+    mov edx, 70
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 768], rsi
-    and eax, dword ptr [r15 + r9 + 64]
-    and r9d, dword ptr [r15 + rbp + 960]
-    mov byte ptr [r15 + rbp + 896], r9b
+    mov edx, dword ptr [r15 + r9 + 320]
+    mov r9, rdx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 1088], 201
-    mov dword ptr [r15 + r8 + 704], r9d
-    add rax, qword ptr [r15 + r8 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1216], 222
-    mov eax, eax
-    vmovdqu ymmword ptr [r15 + rbp + 832], ymm4
+    and r9d, dword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + rbp + 128], r9b
+    add r9, qword ptr [r15 + r8 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
     lea r9, [r11 + r11*1]
+    lea rbp, [r11*4]
+    and rbp, 192
+    movsxd rdx, dword ptr [r15 + rbp + 576]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov rax, r9
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + r9 + 128], r9d
+    movzx r8d, r9b
+    mov dword ptr [r15 + rbp + 704], 37
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 62
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    vmovq xmm4, r9
-    test ebx, 1048576
-    jz 1f
-1:
-    mov eax, eax
+    mov r8, r8
+    mov r8d, r8d
     jmp 1f
 1:
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    lea r8, [r11*4]
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], 159
-    mov qword ptr [r15 + r8 + 576], r8
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm0
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    .byte 0x66, 0x90
+    movzx edx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 384]
-    movzx r9d, al
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 91
+    movzx r8d, dl
+    movzx r8d, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 768], 129
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 256]
-    movzx ebp, byte ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 768], 179
+    lea r8, [r11 + r11*1]
+    mov edx, 225
+    mov r9d, 115
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], dl
+    movzx edx, r8b
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], edx
+    mov edx, edx
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    and r8, 192
+    lea r9, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r8 + 768]
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 448]
     movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 25
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
     lea rbp, [r11 + r11*1]
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
-    lea r9, [r11 + r11*1]
-    mov esi, r8d
+    movzx edx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov dword ptr [r15 + r9 + 512], r9d
-    lea r9, [r11 + r11*1]
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    test ebx, 1011456
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 128], ebp
+    mov edx, dword ptr [r15 + r9 + 512]
+    mov r9d, edx
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    movzx r8d, r9b
-    mov byte ptr [r15 + r9 + 384], r8b
+    mov r9, r9
+    mov byte ptr [r15 + r8 + 640], r9b
+    mov dword ptr [r15 + r8 + 704], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 64], 34
+    mov qword ptr [r15 + r8 + 576], r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 384]
+    mov r8, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    imul r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rbp
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 246
-    mov dword ptr [r15 + 0], 19
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 215
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 256], rbp
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ebp, 18
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 384]
-    movzx eax, r9b
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm0
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 162
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 256], r8
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r8 + 448], r8b
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 128], r9
+    movzx r8d, byte ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c90:
-    mov r9d, 128
-    mov r9d, 41
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*8]
-    mov r8d, ebp
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 384], xmm4
-    mov r8, r9
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1344], esi
-    lea r8, [r11*4]
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 1664]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 58
-    mov byte ptr [r15 + r8 + 576], r8b
-    test ebx, 2304
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 1792], ymm4
-    mov rsi, qword ptr [r15 + rbp + 1728]
-    mov byte ptr [r15 + rbp + 1536], sil
-    mov dword ptr [r15 + r8 + 640], 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 320], esi
-    mov qword ptr [r15 + rbp + 1408], rsi
-    movzx esi, byte ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 1472]
-    mov r8d, 209
-    mov dword ptr [r15 + rbp + 1600], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c91:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 155
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, r8
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ebp, r8b
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 768
-    jnz 1f
-1:
-    vpmovmskb esi, xmm4
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    add qword ptr [r15 + rbp + 320], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 95
-    mov rbp, qword ptr [r15 + r8 + 448]
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c92:
-    lea rbp, [r11 + r11*2]
-    movzx r8d, al
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 7616]
-    movzx r9d, r8b
-    jmp 1f
-1:
-    lea r9, [r11 + r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1600], 50
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 512]
-    mov esi, eax
-    mov eax, 115
-    mov byte ptr [r15 + r9 + 1536], bpl
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 7552], al
-    mov byte ptr [r15 + r9 + 1344], al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 448]
-    mov r8d, dword ptr [r15 + rbp + 7488]
-    mov ebp, dword ptr [r15 + r9 + 1408]
-    movzx esi, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 1472]
-    mov r8d, 199
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c93:
-    lea rbp, [r11 + r11*8]
-    and rbp, 4032
-    and r8d, dword ptr [r15 + rbp + 3712]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3840], 183
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 9
-    mov dword ptr [r15 + rbp + 3392], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 320], r9d
-    and r9d, dword ptr [r15 + rbp + 3584]
-    vmovq qword ptr [r15 + r8 + 64], xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 3776], 74
-    mov byte ptr [r15 + rbp + 3520], r8b
-    movzx r8d, byte ptr [r15 + rbp + 3904]
-    test ebx, 512
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 3456]
-    mov qword ptr [r15 + rbp + 3648], r8
-    mov r8d, 174
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c94:
-    lea r8, [r11*4]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], r8
-    jmp 1f
-1:
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r9d
-    movzx eax, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 244
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + r8 + 640]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1536
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov qword ptr [r15 + r8 + 576], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 704], 229
-    mov r8, rax
-    mov eax, 98
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 320]
-    mov r8d, 148
-    mov dword ptr [r15 + rbp + 192], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c95:
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    and r8, 4032
-    and eax, dword ptr [r15 + r8 + 3712]
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
-    and eax, dword ptr [r15 + r8 + 3776]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
-    movzx ebp, al
-    mov rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 119
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], 236
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 448], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    movsxd rbp, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 3520], rbp
-    test ebx, 2304
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 3584]
-    mov byte ptr [r15 + r8 + 3648], al
-    mov eax, 25
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c96:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    mov eax, r8d
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7552], r8
-    imul r9d, r8d, 112
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 7616]
-    jmp 1f
-1:
-    add qword ptr [r15 + rbp + 448], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9d, r8d, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + r8 + 7808]
-    vmovq qword ptr [r15 + r8 + 7680], xmm4
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 7744], ymm4
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 7488], bpl
-    mov byte ptr [r15 + rbp + 320], r9b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c97:
-    mov rbp, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov byte ptr [r15 + 0], r9b
-    mov rbp, r9
-    test ebx, 1280
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 115
-    mov ebp, 182
-    test ebx, 2048
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 214
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    jmp 1f
-1:
-    test ebx, 8345600
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 320]
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm4
-    mov r8, qword ptr [r15 + rbp + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c98:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 173
-    mov r8, rax
-    test ebx, 4126720
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
     add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    movzx r8d, bpl
+    mov r8d, r8d
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 448], r9d
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 192]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r8
+    test ebx, 512
+    jnz 1f
+1:
+    mov edx, ebp
+    mov byte ptr [r15 + rbp + 384], sil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 512], edx
+    mov byte ptr [r15 + r9 + 256], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c91:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*8]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 384]
+    and r8, 8128
+    mov byte ptr [r15 + r8 + 7680], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + r8 + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r8d
+    mov edx, r9d
+    mov edx, 189
+    test ebx, 768
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 448], r8b
+    mov byte ptr [r15 + r8 + 8000], dl
+    mov byte ptr [r15 + r8 + 7552], dl
+    mov edx, dword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 7872], 32
+    mov qword ptr [r15 + r8 + 7744], rdx
+    mov byte ptr [r15 + r8 + 7488], bpl
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + r8 + 7808]
+    mov byte ptr [r15 + r8 + 7936], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c92:
+    lea r9, [r11 + r11*1]
+    movzx edx, r9b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 58
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, dl
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 253
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 152
+    lea r8, [r11 + r11*1]
+    mov edx, 85
+    mov rdx, qword ptr [r15 + r9 + 256]
+    test ebx, 2048
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 179
+    mov edx, dword ptr [r15 + r8 + 448]
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c93:
+    lea r8, [r11 + r11*1]
+    mov ebp, 231
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    lea rbp, [r11*4]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], esi
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1344], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, ebp
+    mov edx, dword ptr [r15 + rbp + 1600]
+    mov dword ptr [r15 + rbp + 1856], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    add rdx, qword ptr [r15 + rbp + 1728]
+    movzx r9d, dl
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 1408], rdx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1536], edx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 1664]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + rbp + 1792]
+    mov qword ptr [r15 + r8 + 256], rdx
+    add rdx, qword ptr [r15 + r9 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c94:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov edx, 96
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*2]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 192
-    mov byte ptr [r15 + rbp + 704], bpl
+    mov dword ptr [r15 + rbp + 704], ebp
+    mov rdx, qword ptr [r15 + rbp + 576]
     test ebx, 1073741824
     jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    and eax, dword ptr [r15 + rbp + 640]
-    mov esi, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], 248
-    test ebx, 512
+    lea r8, [r11 + r11*2]
+    mov dword ptr [r15 + r9 + 512], 173
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7552], 19
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + rbp + 768], al
-    and eax, dword ptr [r15 + r9 + 192]
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov r9d, dword ptr [r15 + r8 + 7616]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c95:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 161
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 105
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov ebp, 48
+    movzx ebp, bpl
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9d, dword ptr [r15 + 0]
+    lea r8, [r11*4]
+    mov rdx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 104
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    movsxd rsi, dword ptr [r15 + r8 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + r8 + 768], dl
+    mov dword ptr [r15 + r8 + 640], 23
+    mov qword ptr [r15 + r8 + 576], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 256], rbp
+    mov byte ptr [r15 + r9 + 512], dl
+    mov rdx, rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c96:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 192]
+    movzx ebp, r8b
+    lea rbp, [r11 + r11*1]
+    mov r8d, 2
+    test ebx, 1536
+    jz 1f
+1:
+    mov rsi, r8
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 154
+    mov dword ptr [r15 + 0], 215
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    vpcmpeqb xmm0, xmm0, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm0, xmm0, 136
+    mov r8d, 85
+    mov r8, r8
+    lea r8, [r11 + r11*1]
+    test ebx, 2560
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], dl
+    mov rdx, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 256], r9d
+    and edx, dword ptr [r15 + rbp + 448]
+    mov qword ptr [r15 + r8 + 384], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c97:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    mov dword ptr [r15 + 0], 136
+    mov rdx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    movzx r8d, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 69
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 192], 134
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 256], r8
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c98:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, rsi
+    mov r8d, 206
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 38
+    mov r8d, edx
+    mov edx, r8d
+    movzx edx, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    mov edx, r9d
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rsi
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 195
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 448]
+    test ebx, 1280
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 34
+    add r8, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
-    lea r9, [r11*4]
-    and r9, 192
-    and ebp, dword ptr [r15 + r9 + 768]
-    movzx eax, bpl
-    mov byte ptr [r15 + r9 + 704], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    and r9d, dword ptr [r15 + r8 + 7680]
     lea rbp, [r11*4]
-    mov eax, 241
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    mov eax, dword ptr [r15 + rbp + 1472]
-    jmp 1f
-1:
-    vpaddd xmm4, xmm4, xmm4
-    mov esi, 82
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 195
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 64]
-    mov qword ptr [r15 + rbp + 1536], rsi
-    mov dword ptr [r15 + r9 + 576], esi
-    mov rsi, qword ptr [r15 + r9 + 640]
+    and r9d, dword ptr [r15 + r8 + 7552]
+    and rbp, 192
+    add r9, qword ptr [r15 + rbp + 576]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 7488], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 1408], sil
+    and r9, 64
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 7616], r9d
+    mov dword ptr [r15 + rbp + 704], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1344], 14
-    jmp 1f
+    mov rsi, qword ptr [r15 + rbp + 640]
+    mov edx, 33
+    mov dword ptr [r15 + r8 + 7744], ebp
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
+    mov rdx, qword ptr [r15 + rbp + 768]
+    mov qword ptr [r15 + r8 + 7808], rdx
+    mov qword ptr [r15 + r9 + 448], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    movsxd rsi, dword ptr [r15 + 0]
+    mov edx, 118
+    mov dword ptr [r15 + 0], edx
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 187
+    mov qword ptr [r15 + 0], r9
+    vpmovmskb edx, xmm0
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 8366080
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpor xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], edx
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 9216
-    jz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    lea rbp, [r11*4]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 768], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + rbp + 704]
-    mov rax, rsi
-    mov esi, eax
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 75
-    test ebx, 2304
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 640], 191
+    mov esi, dword ptr [r15 + r9 + 256]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 576], 21
-    add rsi, qword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    mov qword ptr [r15 + r8 + 448], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 128], bpl
+    movzx ebp, r8b
+    mov ebp, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rax
     jmp 1f
 1:
-    mov rsi, rsi
-    test ebx, 7305216
-    jnz 1f
+    jmp 1f
 1:
-    lea r9, [r11*4]
-    mov rsi, rdx
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], r9b
-    lea rbp, [r11*4]
-    movzx esi, byte ptr [r15 + r9 + 704]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 8128
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    add rsi, qword ptr [r15 + rbp + 7616]
-    mov rax, qword ptr [r15 + rbp + 7552]
-    movzx r8d, al
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 22
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 768], r8b
-    mov eax, r8d
-    mov r8, rax
-    test ebx, 1073741824
+    lea rbp, [r11 + r11*1]
+    mov r8, rbp
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1280
     jnz 1f
 1:
+    and r8d, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov ebp, r8d
+    lea rbp, [r11 + r11*1]
+    test ebx, 4608
+    jnz 1f
+1:
+    movzx r8d, r8b
+    movzx r8d, r8b
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 640], 178
+    movsxd rsi, dword ptr [r15 + rbp + 448]
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + rbp + 7680], al
-    test ebx, 1024
+    mov r9d, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    mov dword ptr [r15 + r8 + 320], 250
+    mov r9, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 512], r9d
     jmp 1f
 1:
     add r11, 64
@@ -13581,283 +13712,270 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    lea r8, [r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 225
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    imul r8d, r9d, 88
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov rax, rax
-    mov qword ptr [r15 + 0], rax
-    test ebx, 228352
-    jz 1f
-1:
-    mov eax, eax
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
+    add qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    test ebx, 262144
     jnz 1f
 1:
-    movzx eax, al
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 149
+    movzx r8d, r9b
+    test ebx, 768
     jz 1f
 1:
-    and rbp, 64
     lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    jmp 1f
-1:
+    movzx esi, byte ptr [r15 + r9 + 512]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    or qword ptr [r15 + rbp + 64], 8
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 704]
-    mov esi, eax
-    mov dword ptr [r15 + r8 + 640], 58
-    test ebx, 2304
-    jnz 1f
-1:
-    vmovq xmm4, rsi
-    movzx esi, al
-    mov esi, 206
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
+    movzx esi, r8b
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov esi, dword ptr [r15 + rbp + 128]
+    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 192], sil
-    mov dword ptr [r15 + rbp + 128], eax
-    mov rsi, qword ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + r9 + 448], r9b
+    mov dword ptr [r15 + r8 + 320], 214
+    mov r9d, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c103:
+    mov r9d, r9d
+    mov r9, qword ptr [r15 + 0]
     mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, edx
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 178
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
+    mov esi, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
+    jz 1f
 1:
     movzx esi, sil
-    mov rsi, rbp
-    mov esi, 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
+    test ebx, 512
+    jz 1f
+1:
+    mov esi, esi
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 640]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 64]
-    mov eax, 150
+    mov dword ptr [r15 + 0], 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    xor dword ptr [r15 + rbp + 768], ebp
+    mov qword ptr [r15 + r9 + 512], rsi
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 384]
+    vpor xmm0, xmm0, xmm0
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 2048
-    jnz 1f
-1:
-    mov esi, 255
-    mov rsi, qword ptr [r15 + rbp + 576]
-    and esi, dword ptr [r15 + r8 + 128]
-    lea r8, [r11 + r11*1]
-    test ebx, 4608
-    jnz 1f
-1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 192]
-    add rsi, qword ptr [r15 + r8 + 256]
-    add rax, qword ptr [r15 + rbp + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
+    mov esi, 121
+    lea rbp, [r11*4]
+    mov esi, 18
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1572864
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11*4]
-    mov rax, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    and r8, 448
-    mov qword ptr [r15 + r8 + 832], r8
-    movsxd rax, dword ptr [r15 + r8 + 896]
-    test ebx, 1048576
-    jz 1f
-1:
-    and rbp, 8128
-    movsxd rax, dword ptr [r15 + rbp + 7680]
-    movzx esi, al
-    movzx eax, sil
+    movzx esi, sil
+    mov esi, 157
+    mov esi, 89
     test ebx, 1073741824
     jnz 1f
 1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r9, [r11 + r11*1]
-    mov rsi, r9
-    mov esi, 215
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     and r9, 64
-    add rsi, qword ptr [r15 + r9 + 320]
+    and esi, dword ptr [r15 + r9 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and esi, dword ptr [r15 + rbp + 7488]
-    .byte 0x66, 0x90
-    mov eax, dword ptr [r15 + rbp + 7552]
-    mov dword ptr [r15 + r9 + 384], 175
-    test ebx, 1073741824
-    jz 1f
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 192]
+    mov rdx, r9
+    mov dword ptr [r15 + rbp + 576], edx
+    test ebx, 1024
+    jnz 1f
 1:
-    mov r9, rax
-    mov r9, rdx
-    vmovdqu xmmword ptr [r15 + r8 + 1024], xmm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + rbp + 7616]
+    mov qword ptr [r15 + r8 + 256], rdx
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 960], ebp
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    test ebx, 1048576
+    jz 1f
+1:
+    add rdx, qword ptr [r15 + rbp + 640]
+    mov r9d, 195
+    add rdx, qword ptr [r15 + rbp + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    mov rdx, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
+    mov rdx, rdx
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 4126720
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    vpor xmm4, xmm4, xmm4
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm4, xmm4, xmm4
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
+    mov edx, 194
+    mov edx, 4
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    test ebx, 512
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1408], rdx
+    test ebx, 1073741824
     jz 1f
 1:
+    mov edx, 106
+    and edx, dword ptr [r15 + r9 + 1344]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 256], eax
-    jmp 1f
-1:
-    jmp 1f
+    mov rsi, r8
+    mov esi, 235
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 384]
+    add rdx, qword ptr [r15 + r8 + 320]
+    mov rsi, rdx
+    lea rbp, [r11 + r11*1]
+    movzx edx, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 227
+    xor dword ptr [r15 + r9 + 1472], ebp
+    mov byte ptr [r15 + rbp + 256], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 216
-    mov qword ptr [r15 + r9 + 512], rbp
-    and ebp, dword ptr [r15 + r8 + 320]
+    or qword ptr [r15 + r8 + 384], 106
+    mov dword ptr [r15 + r9 + 1536], ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
-    mov dword ptr [r15 + 0], 161
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3776], rbp
+    mov dword ptr [r15 + rbp + 3584], 229
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -13866,685 +13984,703 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    test ebx, 7796736
     jz 1f
 1:
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 134
-    mov rsi, rbp
-    lea r8, [r11*4]
+    mov dword ptr [r15 + rbp + 3520], r8d
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 64]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov rdx, rbp
+    mov rdx, qword ptr [r15 + rbp + 3456]
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], r8d
+    mov dword ptr [r15 + r9 + 320], 92
+    mov dword ptr [r15 + rbp + 3648], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 320]
-    mov r9, rsi
-    mov dword ptr [r15 + r8 + 704], 214
-    movsxd rsi, dword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jnz 1f
+    add rdx, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 3712], r8d
+    mov r8d, r8d
+    test ebx, 512
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 640]
-    mov r8, rsi
-    mov dword ptr [r15 + rbp + 64], r8d
+    movsxd r8, dword ptr [r15 + rbp + 3840]
+    and r8d, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 3904], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
     lea r8, [r11*4]
-    mov esi, 163
+    mov edx, 57
+    lea r9, [r11 + r11*1]
     and r8, 192
-    mov byte ptr [r15 + r8 + 768], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + r8 + 704], 137
+    mov byte ptr [r15 + r8 + 640], r9b
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov dword ptr [r15 + 0], 36
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 4608
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm4, xmm4, xmm14
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + r8 + 768]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], eax
+    mov esi, r8d
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
+    mov dword ptr [r15 + rbp + 64], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov esi, 223
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 202
-    mov esi, r9d
-    test ebx, 512
+    mov dword ptr [r15 + 0], 171
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + r8 + 704], 74
-    imul eax, ebp, 71
-    test ebx, 2560
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
-    movsxd rbp, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r9 + 448], 33
+    mov edx, edx
+    vpor xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, dl
+    mov byte ptr [r15 + rbp + 128], r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rsi
+    mov edx, esi
+    mov rsi, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 576], 62
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm0, xmm0, xmm3
     test ebx, 1073741824
     jnz 1f
 1:
+    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    mov qword ptr [r15 + 0], r9
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov dword ptr [r15 + rbp + 448], 144
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 239
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 145
+    mov rsi, qword ptr [r15 + rbp + 576]
     lea r8, [r11 + r11*1]
-    movzx esi, r8b
     test ebx, 1073741824
     jnz 1f
 1:
+    mov esi, 110
     and r8, 64
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 448]
-    movsxd r9, dword ptr [r15 + rbp + 320]
+    add rsi, qword ptr [r15 + r8 + 448]
     jmp 1f
 1:
+    movzx edx, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 54
-    movsxd rbp, dword ptr [r15 + r8 + 512]
-    movzx r8d, sil
+    mov esi, edx
+    mov dword ptr [r15 + rbp + 640], 60
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 704], 64
+    test ebx, 450048
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + r9 + 192], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    lea r9, [r11 + r11*8]
+    mov qword ptr [r15 + 0], rbp
+    mov r9d, r9d
+    movzx r9d, sil
     jmp 1f
 1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7552], ebp
-    mov rbp, r9
-    add rbp, qword ptr [r15 + r9 + 7936]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
-    mov byte ptr [r15 + r9 + 7744], r8b
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    mov r8, r8
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 5
+    mov dword ptr [r15 + 0], r9d
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 131
+    mov qword ptr [r15 + 0], r9
+    test ebx, 768
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    add r8, qword ptr [r15 + r9 + 8000]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmm5
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 7808], dil
-    movzx r8d, bpl
-    mov qword ptr [r15 + r9 + 7488], r8
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    movzx edx, r9b
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + r9 + 7616], rsi
-    mov byte ptr [r15 + r8 + 256], al
+    mov qword ptr [r15 + r8 + 448], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 7872]
-    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm4
-    mov r8d, dword ptr [r15 + rbp + 128]
+    mov edx, 171
+    mov qword ptr [r15 + r9 + 256], rdx
+    lea r9, [r11 + r11*1]
+    mov edx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
+    mov dword ptr [r15 + r8 + 512], r9d
+    mov r8, qword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    lea r8, [r11*4]
-    and r8, 192
-    and esi, dword ptr [r15 + r8 + 640]
-    mov rbp, rsi
-    movsxd rsi, dword ptr [r15 + r8 + 704]
-    mov r9d, dword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
+    mov r8d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 200
-    test ebx, 2304
-    jnz 1f
+    mov r8, r8
+    jmp 1f
 1:
+    add r8, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 105
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 2048
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 255
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    movzx r8d, r8b
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 136
-    mov rsi, rbp
+    lea r8, [r11 + r11*1]
+    movzx edx, r8b
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 21
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 248
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    and esi, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + rbp + 192], rsi
-    and esi, dword ptr [r15 + r8 + 576]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 64], bpl
+    mov byte ptr [r15 + r9 + 384], bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 33
+    mov r9d, dword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
-    lea r9, [r11*4]
-    and r9, 192
-    mov esi, dword ptr [r15 + r9 + 768]
-    movzx ebp, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 60
-    add qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r9d, 162
     jmp 1f
 1:
-    mov ebp, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9, r9
+    jmp 1f
+1:
+    test ebx, 2048
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 137
+    mov byte ptr [r15 + 0], bpl
+    movzx r9d, r9b
+    test ebx, 65536
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    and r9d, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    movzx esi, sil
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
 1:
-    mov esi, esi
+    and r9d, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 256]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov rsi, r8
+    add r9, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jz 1f
+1:
+    mov r9d, 179
+    jmp 1f
 1:
     jmp 1f
 1:
-    and esi, dword ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + r9 + 576], bpl
-    add rsi, qword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov byte ptr [r15 + r8 + 64], sil
-    mov dword ptr [r15 + r9 + 704], ebp
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov r8, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 512], 164
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 192], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c112:
-    lea rbp, [r11*8]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm4
-    and esi, dword ptr [r15 + rbp + 1216]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov r8d, 166
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
-    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 832], rsi
-    vmovdqu ymmword ptr [r15 + rbp + 960], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov byte ptr [r15 + rbp + 1280], r8b
-    mov rsi, qword ptr [r15 + r8 + 512]
+    lea r9, [r11*8]
     test ebx, 1073741824
     jz 1f
 1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1024], r9d
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 128]
+    vmovdqu ymmword ptr [r15 + r9 + 1216], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 1152], rbp
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + r9 + 832], dl
+    mov qword ptr [r15 + r9 + 1088], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r8, rbp
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r9 + 896], 182
+    mov byte ptr [r15 + rbp + 384], dl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8d, dword ptr [r15 + rbp + 1152]
-    mov esi, 214
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
+    mov rdx, rdx
+    add rdx, qword ptr [r15 + r9 + 960]
+    jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 896], rsi
-    and eax, dword ptr [r15 + r9 + 192]
-    add r9, qword ptr [r15 + rbp + 1024]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c113:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7600128
-    jnz 1f
+    lea rbp, [r11*4]
+    movzx edx, r9b
+    and rbp, 192
+    or qword ptr [r15 + rbp + 640], 60
+    jmp 1f
 1:
-    movzx eax, r9b
-    mov qword ptr [r15 + 0], rax
-    movzx eax, sil
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, 196
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    and esi, dword ptr [r15 + 0]
+    mov edx, 9
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 2304
-    jnz 1f
-1:
-    lea r9, [r11*4]
+    mov edx, 252
+    mov edx, ebp
+    mov edx, edx
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    jmp 1f
-1:
-    and r9, 192
-    mov rsi, qword ptr [r15 + r9 + 768]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 576], 109
-    lea rbp, [r11 + r11*1]
-    mov esi, 102
-    mov dword ptr [r15 + r9 + 704], r8d
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovq xmm0, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 132
+    mov esi, 235
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 640], ebp
-    mov r9d, 30
+    mov esi, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 320], r9d
-    jmp 1f
+    mov byte ptr [r15 + rbp + 704], sil
+    mov rsi, qword ptr [r15 + r8 + 384]
+    and esi, dword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 128]
+    mov rsi, rsi
+    mov esi, dword ptr [r15 + r9 + 448]
+    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 135
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
+    mov esi, esi
+    test ebx, 512
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], r8d
-    mov esi, 12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    movzx esi, sil
+    mov r9d, 11
+    lea r9, [r11*8]
+    mov esi, 81
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8d, 187
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1792], rbp
+    mov qword ptr [r15 + r9 + 1536], r9
+    mov ebp, 7
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r9 + 1728], bpl
+    add qword ptr [r15 + r9 + 1472], rbp
+    mov ebp, 181
     lea rbp, [r11 + r11*1]
-    mov rsi, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edx, r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 384], 238
+    add rbp, qword ptr [r15 + r9 + 1408]
+    mov qword ptr [r15 + r9 + 1600], rdx
+    movzx edx, bpl
+    test ebx, 512
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov dword ptr [r15 + r9 + 1664], 185
+    mov rbp, rbp
+    test ebx, 1280
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    movzx esi, r9b
-    test ebx, 1024
-    jz 1f
+    mov dword ptr [r15 + r8 + 128], ebp
+    jmp 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + rbp + 512], 169
-    mov dword ptr [r15 + r8 + 64], esi
+    mov ebp, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
-    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov esi, 222
-    movzx esi, sil
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 245
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*2]
+    lea r8, [r11 + r11*4]
+    and rbp, 448
+    mov r9d, dword ptr [r15 + rbp + 960]
+    movsxd rdx, dword ptr [r15 + rbp + 832]
+    and r8, 8128
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 320]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    movzx eax, byte ptr [r15 + r9 + 384]
-    test ebx, 1024
-    jz 1f
+    mov qword ptr [r15 + r8 + 7680], r9
+    and esi, dword ptr [r15 + r8 + 7616]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9d, 146
-    mov r9, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 204
+    mov dword ptr [r15 + r8 + 7488], 7
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 111
+    test ebx, 2304
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 896]
+    movsxd rbp, dword ptr [r15 + r8 + 7552]
+    and ebp, dword ptr [r15 + r8 + 7744]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 192], rbp
+    jmp 1f
+1:
+    movzx ebp, sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 7731200
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov esi, 239
+    mov qword ptr [r15 + 0], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    lea r9, [r11 + r11*8]
+    mov rsi, rsi
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov esi, dword ptr [r15 + r9 + 1408]
+    movzx esi, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1728], r8b
-    movzx r8d, byte ptr [r15 + r9 + 1344]
-    mov byte ptr [r15 + r9 + 1664], r8b
-    lea r8, [r11 + r11*1]
-    test ebx, 512
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 1536]
-    mov ebp, esi
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    test ebx, 2560
+    mov edx, esi
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 4608
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1472], r8b
+    jmp 1f
+1:
+    movzx r8d, dl
+    mov edx, r9d
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 576], ymm0
+    mov dword ptr [r15 + r8 + 768], esi
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 704], r9
     lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    add rsi, qword ptr [r15 + r9 + 1856]
-    test ebx, 1073741824
+    mov rsi, r8
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + r8 + 640], rsi
+    test ebx, 1024
     jz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rax
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov dword ptr [r15 + r8 + 128], 57
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 170
-    mov rbp, qword ptr [r15 + r9 + 1600]
-    movsxd rsi, dword ptr [r15 + r9 + 1792]
+    mov dword ptr [r15 + r9 + 64], esi
+    mov esi, 43
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], r8
-    lea r8, [r11 + r11*1]
-    mov rsi, r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
     jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -14552,1823 +14688,1952 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    movzx esi, sil
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
 1:
+    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1600], r8d
+    mov dword ptr [r15 + 0], r9d
+    mov r9, rsi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov rsi, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 1536]
-    movzx r9d, sil
-    movsxd rsi, dword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + rbp + 1664], 176
-    test ebx, 1536
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rsi, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r8 + 192]
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
     and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 512]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 256], rbp
+    mov rsi, qword ptr [r15 + r9 + 192]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 135
+    mov r9d, r9d
+    lea r9, [r11 + r11*1]
+    mov esi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r8d, eax
-    mov dword ptr [r15 + rbp + 1472], r8d
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], r8d
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 448], edx
+    mov qword ptr [r15 + rbp + 64], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    .byte 0x66, 0x90
-    lea r8, [r11*8]
+    mov r9, rsi
     jmp 1f
 1:
-    mov r9d, r8d
-    and r8, 8128
-    movzx r9d, byte ptr [r15 + r8 + 7680]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 7744], r8
-    add r9, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + r8 + 7808], 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1048576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov ebp, r9d
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm4
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 7616], dil
-    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rsi
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    movzx esi, byte ptr [r15 + r8 + 7872]
-    mov byte ptr [r15 + rbp + 256], sil
-    test ebx, 2048
-    jnz 1f
+    mov dword ptr [r15 + rbp + 640], edx
+    mov rsi, rsi
+    mov dword ptr [r15 + r8 + 512], 57
+    test ebx, 1073741824
+    jz 1f
 1:
-    vpor xmm4, xmm4, xmm4
-    mov dword ptr [r15 + r9 + 448], 155
-    movzx esi, sil
+    movzx esi, byte ptr [r15 + r9 + 256]
+    movzx r8d, byte ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + rbp + 768], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1572864
-    jnz 1f
+    lea r8, [r11 + r11*1]
+    jmp 1f
 1:
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm4, xmm4, xmm4
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rsi
     mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     mov esi, esi
-    test ebx, 1024
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    or qword ptr [r15 + 0], 19
-    mov esi, 219
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r8 + 192]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    or qword ptr [r15 + 0], 4
-    movzx esi, byte ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], eax
+    mov byte ptr [r15 + rbp + 192], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], eax
-    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + rbp + 256]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 98
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + rbp + 320], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r8 + 64], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c120:
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 5
+    mov r8d, 82
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 136
-    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 231
+    mov dword ptr [r15 + 0], 196
     lea r8, [r11 + r11*1]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 256]
+    and rbp, 192
+    add rsi, qword ptr [r15 + rbp + 704]
+    mov r9d, 94
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + rbp + 768], r9
+    movzx r9d, byte ptr [r15 + rbp + 640]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 576], 154
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r9b
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 320]
+    mov rsi, rsi
+    mov qword ptr [r15 + r8 + 192], r8
+    test ebx, 2304
+    jnz 1f
+1:
     jmp 1f
 1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 64]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx eax, sil
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 384]
-    and eax, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 252
-    mov dword ptr [r15 + rbp + 256], 204
-    mov dword ptr [r15 + r8 + 128], eax
+    mov esi, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
-    mov eax, eax
-    mov eax, 114
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
-    jz 1f
-1:
-    movzx eax, al
-    mov qword ptr [r15 + 0], r8
-    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    movsxd rsi, dword ptr [r15 + rbp + 3520]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 252
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 3584], 33
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
+    mov byte ptr [r15 + rbp + 3840], sil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 8331264
+    jnz 1f
 1:
-    mov eax, 124
-    add r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov esi, r9d
+    movzx esi, bpl
+    mov dword ptr [r15 + rbp + 3648], esi
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 21
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 3456]
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], rax
-    mov edi, r8d
+    movzx edx, byte ptr [r15 + r8 + 320]
+    movsxd rax, dword ptr [r15 + rbp + 3712]
+    mov dword ptr [r15 + r8 + 384], 138
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, rdi
-    movzx eax, dil
-    mov rdi, qword ptr [r15 + rbp + 512]
-    lea rbp, [r11 + r11*1]
+    mov r8d, eax
+    mov dword ptr [r15 + r9 + 128], r8d
+    and r8d, dword ptr [r15 + rbp + 3392]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 384]
-    movzx eax, byte ptr [r15 + rbp + 320]
-    mov byte ptr [r15 + r8 + 448], al
+    mov rdx, rdx
+    mov dword ptr [r15 + rbp + 3904], 96
+    movsxd rdx, dword ptr [r15 + rbp + 3776]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
+    lea r8, [r11 + r11*8]
     lea rbp, [r11 + r11*1]
+    movzx edx, bpl
+    and r8, 4032
+    and edx, dword ptr [r15 + r8 + 3648]
+    mov byte ptr [r15 + r8 + 3584], dl
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov byte ptr [r15 + 0], bpl
+    movsxd rdx, dword ptr [r15 + rbp + 448]
+    test ebx, 2048
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 512], r9
+    jmp 1f
+1:
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 61
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + r8 + 3904]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
+    mov rbp, qword ptr [r15 + r8 + 3392]
+    mov edx, 157
+    mov qword ptr [r15 + r8 + 3840], rdx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 3456], r8d
+    lea rbp, [r11 + r11*1]
+    mov edx, 36
+    movsxd rdx, dword ptr [r15 + r8 + 3776]
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm4, xmm4, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rax
+    and edx, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 3712], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 98
-    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + r8 + 3520], rdx
+    mov rdx, rbp
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 195
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 384]
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 448], 80
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c123:
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], dil
-    mov edi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1856], dl
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 1792]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 140
+    mov qword ptr [r15 + r8 + 64], r8
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    vpor xmm4, xmm4, xmm4
     and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov edi, 49
+    movzx edx, byte ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx edi, bpl
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + r9 + 320]
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + rbp + 1472], r9
+    mov dword ptr [r15 + rbp + 1728], 12
+    mov dword ptr [r15 + rbp + 1408], 221
+    mov byte ptr [r15 + r8 + 128], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 13
-    movzx ebp, dil
-    movsxd rdi, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + rbp + 1536]
+    movzx r8d, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 1600], r8b
+    mov qword ptr [r15 + rbp + 1664], r8
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmm1
+    mov r8d, 128
+    mov r8, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    imul edi, ebp, 14
-    lea rbp, [r11 + r11*1]
-    mov edi, ebp
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 2048
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
     and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    add r8, qword ptr [r15 + 0]
+    movzx edx, r8b
+    mov r8d, edx
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 141
-    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx edi, r8b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], sil
-    test ebx, 1048576
-    jnz 1f
+    vmovq qword ptr [r15 + 0], xmm0
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
 1:
-    mov edi, dword ptr [r15 + rbp + 320]
-    mov ebp, 231
-    lea rbp, [r11 + r11*1]
-    vpshufd xmm4, xmm4, 159
-    add rdi, qword ptr [r15 + r8 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r8b
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + 0], 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 128
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 448]
+    lea r9, [r11 + r11*1]
+    add rdx, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 128], r9
+    mov dword ptr [r15 + r9 + 128], 16
+    mov r9d, 243
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
+    lea r9, [r11*4]
+    mov ebp, ebp
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*8]
+    vpshufd xmm0, xmm0, 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 8128
+    movzx r8d, byte ptr [r15 + rbp + 7680]
     lea r8, [r11 + r11*1]
-    jmp 1f
+    mov edx, dword ptr [r15 + r9 + 576]
+    mov rsi, r9
+    test ebx, 1073741824
+    jz 1f
 1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1600], 138
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm14
-    vmovq qword ptr [r15 + rbp + 1536], xmm4
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + r8 + 320]
+    mov esi, 192
+    mov byte ptr [r15 + rbp + 7488], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + rbp + 7616], ebp
+    mov byte ptr [r15 + rbp + 7552], sil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov esi, esi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 768], r8b
     test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    mov byte ptr [r15 + rbp + 1472], r9b
-    add rdi, qword ptr [r15 + rbp + 1664]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 128], dil
-    mov r9d, 204
-    test ebx, 7305216
     jz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 384]
-    movzx r8d, byte ptr [r15 + rbp + 1344]
-    movzx edi, byte ptr [r15 + rbp + 1728]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + rbp + 1408]
-    mov r9, rbp
+    add rsi, qword ptr [r15 + r9 + 704]
+    mov byte ptr [r15 + r8 + 384], r9b
+    movzx r8d, byte ptr [r15 + rbp + 7808]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
-    lea r8, [r11*8]
-    and r8, 8128
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    lea rbp, [r11 + r11*4]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 192]
+    and rbp, 1984
+    movzx r9d, byte ptr [r15 + rbp + 1344]
+    mov edx, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 126
+    mov dword ptr [r15 + rbp + 1408], r9d
     lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + r8 + 7744]
+    and esi, dword ptr [r15 + rbp + 1472]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 64
-    and ebp, dword ptr [r15 + r9 + 512]
-    mov rax, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r9 + 384], 157
+    movzx esi, r9b
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rdi, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + rbp + 320], 242
-    mov byte ptr [r15 + r8 + 7808], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 7616], rdi
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 7680], dil
-    mov edi, edi
-    mov edi, dword ptr [r15 + r8 + 7552]
-    test ebx, 1024
-    jnz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmm2
-    movzx edi, dil
-    .byte 0x66, 0x90
+    mov esi, dword ptr [r15 + r9 + 320]
+    and esi, dword ptr [r15 + rbp + 1536]
+    movsxd r9, dword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    lea r8, [r11*8]
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], r9b
     jmp 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1024], r8d
+    mov rsi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 104
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    mov r9, rsi
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov esi, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, r8d
-    add rdi, qword ptr [r15 + r8 + 1280]
-    mov qword ptr [r15 + r8 + 896], rdi
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    mov esi, r9d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov esi, 23
+    lea r8, [r11 + r11*1]
     test ebx, 512
     jz 1f
 1:
-    movzx edi, r9b
-    mov dword ptr [r15 + r9 + 768], 174
-    movsxd rdi, dword ptr [r15 + r8 + 1216]
-    mov eax, dword ptr [r15 + r8 + 1152]
-    test ebx, 6144000
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov eax, edi
-    movzx edi, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 384], r8b
-    mov qword ptr [r15 + r8 + 1088], rdi
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    test ebx, 8108032
+    mov qword ptr [r15 + rbp + 192], rbp
+    test ebx, 2304
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 960], rax
-    movzx edi, byte ptr [r15 + r8 + 832]
-    mov qword ptr [r15 + r9 + 704], r9
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r8 + 64], r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c128:
-    lea r8, [r11*8]
-    and r8, 1984
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 1728], rdi
-    mov edi, 72
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7680], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + rbp + 8000]
+    lea r9, [r11 + r11*2]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 1984
+    movzx esi, byte ptr [r15 + r9 + 1472]
+    mov qword ptr [r15 + r9 + 1408], rsi
+    mov rsi, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + r8 + 1408]
-    mov r9d, edi
-    mov r9d, 34
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], r9d
-    and r9d, dword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 1792], 176
-    add r9, qword ptr [r15 + r8 + 1472]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov qword ptr [r15 + r8 + 1664], rbp
-    add r9, qword ptr [r15 + r8 + 1536]
-    vmovq xmm4, r9
+    mov esi, dword ptr [r15 + rbp + 7936]
+    jmp 1f
+1:
+    movzx edx, sil
+    test ebx, 7305216
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 1344]
+    mov qword ptr [r15 + r8 + 128], rsi
+    mov rsi, qword ptr [r15 + rbp + 7744]
+    mov qword ptr [r15 + rbp + 7808], rsi
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + rbp + 512], r9d
-    movzx r9d, r9b
+    mov byte ptr [r15 + rbp + 7616], sil
+    mov qword ptr [r15 + rbp + 7872], rsi
+    mov byte ptr [r15 + rbp + 7552], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ebp
-    movzx ebp, r8b
-    mov ebp, 70
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    mov eax, edx
+    test ebx, 512
     jnz 1f
 1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 84
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 127
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 320]
-    add rax, qword ptr [r15 + rbp + 384]
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 0], 104
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    vmovq qword ptr [r15 + r8 + 128], xmm0
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + rbp + 512], 16
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 384]
+    lea r8, [r11 + r11*1]
+    and eax, dword ptr [r15 + rbp + 512]
+    test ebx, 4718592
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 101
+    add rbp, qword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], ebp
-    movzx eax, bpl
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1088], 31
+    mov byte ptr [r15 + rbp + 832], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    test ebx, 1073741824
+    mov eax, 69
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    jmp 1f
+1:
+    test ebx, 768
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    vpshufd xmm4, xmm4, 80
-    mov rax, rax
+    mov r8d, 36
+    mov eax, 249
+    movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, 227
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 186
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    test ebx, 4718592
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], ebp
     lea r9, [r11 + r11*1]
-    vpshufd xmm4, xmm4, 221
-    mov eax, dword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 192]
+    movsxd rsi, dword ptr [r15 + rbp + 1152]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], edi
-    jmp 1f
+    mov edx, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 576]
-    and eax, dword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + rbp + 1216], r9d
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov dword ptr [r15 + rbp + 1024], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 384], 171
-    mov eax, dword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + rbp + 960]
+    mov qword ptr [r15 + r9 + 320], rsi
+    mov rsi, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    mov r9d, r9d
-    test ebx, 4718592
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    movzx r9d, cl
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 72
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r9d, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, 163
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 64]
-    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    test ebx, 512
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r8 + 320], al
-    mov eax, eax
-    test ebx, 1024
+    mov dword ptr [r15 + r8 + 512], r8d
+    movzx esi, byte ptr [r15 + 0]
+    mov r9d, 233
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9216
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], eax
-    mov qword ptr [r15 + r9 + 128], rax
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 118
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    movzx esi, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 448]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    or qword ptr [r15 + r8 + 448], 10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, sil
+    mov byte ptr [r15 + r9 + 512], r8b
+    or qword ptr [r15 + rbp + 384], 19
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 8000], 7
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm4
-    mov dword ptr [r15 + rbp + 7936], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
+    jmp 1f
+1:
+    vpxor xmm0, xmm0, xmm5
+    jmp 1f
+1:
+    test ebx, 512
     jnz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 99
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
+    mov ebp, r9d
+    mov dword ptr [r15 + 0], 158
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    lea r8, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 7680], 251
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rbp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7488], ebp
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 256]
+    lea r8, [r11*4]
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + rbp + 7616], rax
-    movsxd rax, dword ptr [r15 + rbp + 7872]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 7808], al
-    mov eax, 200
-    mov dword ptr [r15 + rbp + 7552], 129
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], 24
+    mov qword ptr [r15 + r8 + 704], r8
+    mov dword ptr [r15 + rbp + 128], r8d
+    mov ebp, 145
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
+    vmovdqu xmm0, xmmword ptr [r15 + r8 + 768]
+    mov ebp, dword ptr [r15 + r8 + 640]
+    mov r8, qword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 192
-    add rax, qword ptr [r15 + r8 + 576]
-    mov r9, rax
-    and eax, dword ptr [r15 + r8 + 768]
+    and r8d, dword ptr [r15 + 0]
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, r8b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov ebp, 21
+    test ebx, 4608
+    jz 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], 149
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    lea r9, [r11*8]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 127
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], eax
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r8, [r11 + r11*1]
+    movzx r9d, r8b
     and rbp, 64
-    mov qword ptr [r15 + rbp + 512], r8
-    movzx eax, r8b
-    mov qword ptr [r15 + rbp + 448], rax
-    test ebx, 512
-    jz 1f
-1:
-    movzx eax, al
-    xor dword ptr [r15 + r8 + 704], eax
-    mov rax, qword ptr [r15 + r9 + 3712]
-    mov dword ptr [r15 + r9 + 3520], eax
-    test ebx, 1073741824
+    mov dword ptr [r15 + rbp + 448], 227
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], rax
+    lea r9, [r11 + r11*1]
+    test ebx, 768
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm4
+    mov rax, qword ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 3648]
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, sil
-    vpor xmm4, xmm4, xmm4
-    mov byte ptr [r15 + r9 + 3584], bpl
-    mov esi, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + r8 + 256], ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 3392], rsi
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + r9 + 128], 62
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 448]
-    mov eax, 2
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov ebp, 14
+    mov rbp, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 2080768
+    test ebx, 1073741824
     jz 1f
+1:
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7616], 65
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    movsxd r9, dword ptr [r15 + rbp + 7680]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 7552], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov dword ptr [r15 + rbp + 7488], r9d
+    mov byte ptr [r15 + rbp + 7872], al
+    test ebx, 1280
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 7808]
+    mov rax, r9
+    lea r9, [r11 + r11*1]
+    movzx edx, sil
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 250
-    mov eax, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 7
-    test ebx, 8251392
-    jz 1f
-1:
-    mov r9d, 154
-    mov byte ptr [r15 + rbp + 512], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 512], 99
+    mov dword ptr [r15 + r8 + 256], 157
+    mov dword ptr [r15 + rbp + 7744], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, r9d
-    mov qword ptr [r15 + r8 + 192], r9
     jmp 1f
 1:
+    mov ebp, eax
+    mov byte ptr [r15 + r9 + 448], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
-    lea r9, [r11 + r11*4]
-    and r9, 448
-    lea r8, [r11*4]
-    mov dword ptr [r15 + r9 + 960], 76
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 249
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm4
-    movzx esi, byte ptr [r15 + r8 + 640]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 1024], 234
-    mov esi, dword ptr [r15 + r9 + 896]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 42
+    mov eax, eax
+    mov eax, 82
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
-    mov rsi, rsi
-    mov qword ptr [r15 + r8 + 576], rsi
-    test ebx, 2304
-    jnz 1f
-1:
-    mov rsi, rbp
-    add rsi, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + rbp + 64], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vpxor xmm0, xmm0, xmm7
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + r9 + 1088]
-    mov r9, rbp
+    mov rax, qword ptr [r15 + 0]
+    mov ebp, eax
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    test ebx, 1572864
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 128], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 576]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 220
+    movzx eax, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 704], rax
+    mov eax, 199
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    mov ebp, 87
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 320], ebp
+    mov ebp, ebp
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov ebp, eax
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    vpor xmm0, xmm0, xmm0
     lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 34
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov esi, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 54
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov qword ptr [r15 + 0], rsi
     lea r9, [r11 + r11*1]
-    movzx esi, r9b
+    movzx edx, byte ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, edx
     and r9, 64
     lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r9 + 64]
+    mov rdx, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    mov byte ptr [r15 + r8 + 256], r8b
-    test ebx, 1048576
+    mov rax, rbp
+    mov eax, 94
+    mov qword ptr [r15 + r8 + 384], rax
+    test ebx, 1024
     jnz 1f
 1:
-    mov r8d, esi
-    mov r8d, 31
-    movzx r8d, byte ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 64], eax
+    movsxd rax, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c137:
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 832]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 320]
-    mov eax, 254
-    add rax, qword ptr [r15 + r8 + 1024]
-    mov dword ptr [r15 + r8 + 1152], 50
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
 1:
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 8
     mov rax, rax
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov esi, dword ptr [r15 + rbp + 384]
-    and eax, dword ptr [r15 + r8 + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    vmovdqu xmmword ptr [r15 + r8 + 960], xmm4
-    mov eax, dword ptr [r15 + r8 + 1088]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, 29
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    jmp 1f
+1:
+    mov eax, 121
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 237
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 256], r8b
+    mov byte ptr [r15 + r8 + 512], r9b
+    vpor xmm0, xmm0, xmm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c138:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, al
-    add rsi, qword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rsi
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, r8
-    mov esi, 204
-    movzx esi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, sil
-    movzx esi, r9b
-    mov esi, 52
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 44
-    mov dword ptr [r15 + r9 + 192], 160
+    mov dword ptr [r15 + r8 + 64], 26
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7872], ebp
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 320]
-    mov ebp, 152
-    mov dword ptr [r15 + r8 + 384], 3
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov dword ptr [r15 + rbp + 7680], r9d
+    mov qword ptr [r15 + rbp + 7552], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 30
+    mov byte ptr [r15 + rbp + 7616], r9b
+    add r9, qword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    mov eax, 131
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 7936], 125
+    jmp 1f
+1:
+    xor dword ptr [r15 + r9 + 256], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r8d
+    mov r9d, r8d
+    mov r9d, 65
+    mov byte ptr [r15 + rbp + 7744], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 243
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 7808]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
+    mov byte ptr [r15 + 0], r9b
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], 245
+    movzx ebp, dl
+    movzx r9d, bpl
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
     jz 1f
 1:
-    mov ebp, ecx
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, 80
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], r8
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 64]
-    and r9, 192
-    add r8, qword ptr [r15 + r9 + 576]
-    add qword ptr [r15 + r9 + 640], r8
     test ebx, 1073741824
     jz 1f
 1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 240
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 384]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 512]
+    mov edx, 246
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 768], r9b
-    and ebp, dword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + rbp + 448], eax
+    mov dword ptr [r15 + r8 + 320], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 29
+    mov qword ptr [r15 + r9 + 192], rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, rax
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov rax, r9
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 220
-    vpmovmskb ebp, xmm4
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    imul eax, eax, 119
+    mov qword ptr [r15 + r9 + 448], rax
+    movzx eax, al
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x00
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov r8d, dword ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 160
+    mov rbp, qword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    test ebx, 1024
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 512]
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    lea r9, [r11 + r11*1]
-    vpaddd xmm4, xmm4, xmm4
-    test ebx, 1024
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov ebp, dword ptr [r15 + r9 + 320]
-    mov r9, qword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1830400
-    jnz 1f
-1:
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 0]
-    vpaddd xmm4, xmm4, xmm4
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 53
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    movzx esi, bpl
-    mov dword ptr [r15 + 0], esi
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11*8]
+    movzx r9d, bpl
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7680], bpl
+    vpaddd xmm0, xmm0, xmm0
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r9d, al
+    mov dword ptr [r15 + rbp + 7744], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 512]
-    mov r8d, 21
-    mov r8, r8
-    test ebx, 512
-    jz 1f
-1:
-    mov r8d, 138
-    mov byte ptr [r15 + rbp + 128], r8b
-    mov byte ptr [r15 + r9 + 448], r8b
-    test ebx, 1073741824
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + r9 + 320], xmm0
+    test ebx, 7075840
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], 233
-    mov byte ptr [r15 + r8 + 512], r8b
+    mov eax, dword ptr [r15 + r8 + 192]
+    movzx edx, byte ptr [r15 + rbp + 7808]
+    mov byte ptr [r15 + rbp + 7872], dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 7552], dl
+    mov edx, dword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + rbp + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    movzx edx, byte ptr [r15 + rbp + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    lea r8, [r11 + r11*8]
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7808]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 163
     test ebx, 1073741824
     jz 1f
 1:
+    and r9d, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, r8d
+    test ebx, 1280
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 66
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, r9d
+    test ebx, 1073741824
     jz 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, 123
     jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 512]
+    mov rbp, r9
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 448], r9
+    lea r9, [r11 + r11*1]
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    test ebx, 1536
+    jz 1f
 1:
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 320]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    test ebx, 512
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + r8 + 7936]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 7872], r9b
-    jmp 1f
-1:
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov qword ptr [r15 + r9 + 448], r9
+    mov dword ptr [r15 + r9 + 512], r9d
     movzx r9d, r9b
-    mov r9, qword ptr [r15 + r8 + 7552]
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 7616], eax
-    mov dword ptr [r15 + r8 + 7488], 155
-    mov r9d, dword ptr [r15 + r8 + 7680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + r8 + 8000]
-    mov byte ptr [r15 + r8 + 7744], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 192]
+    lea r9, [r11*4]
+    and r9, 192
+    and r8d, dword ptr [r15 + r9 + 576]
+    movzx ebp, r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    test ebx, 8251392
-    jz 1f
-1:
-    mov esi, r9d
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rsi, r8
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + rbp + 7680], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 7616]
-    mov rax, rsi
-    mov qword ptr [r15 + r8 + 320], rax
-    mov qword ptr [r15 + rbp + 7808], rax
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 127
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 7488]
-    mov r8, qword ptr [r15 + rbp + 7744]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, r8d
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpor xmm0, xmm0, xmm0
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + rbp + 7872]
-    vmovq qword ptr [r15 + r9 + 256], xmm4
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 704], ebp
+    mov rdx, qword ptr [r15 + r9 + 768]
+    mov r9d, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, dl
+    mov dword ptr [r15 + rbp + 320], 21
+    movzx edx, byte ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c144:
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 64
+    lea r9, [r11*8]
+    mov edx, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 448
+    mov edx, dword ptr [r15 + r9 + 1280]
+    mov r8, qword ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + rbp + 64], r8b
+    lea r8, [r11 + r11*1]
     test ebx, 512
     jz 1f
 1:
-    lea r8, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm4
-    and rbp, 8128
-    and esi, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, eax
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7808], r9b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 7744], r9b
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 640]
-    mov eax, 216
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    add rbp, qword ptr [r15 + r9 + 1088]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm0, xmm0, xmm13
+    mov rbp, qword ptr [r15 + r9 + 1024]
+    add rbp, qword ptr [r15 + r9 + 832]
+    mov rdx, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 7616], 142
-    mov dword ptr [r15 + r9 + 320], 58
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov qword ptr [r15 + r8 + 448], rdx
+    mov dword ptr [r15 + r9 + 1216], edx
+    mov edx, r8d
+    test ebx, 2304
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 7552]
+    mov byte ptr [r15 + r9 + 896], dl
+    mov qword ptr [r15 + r9 + 1152], rdx
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 576], sil
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8d, r9d
-    mov r8, qword ptr [r15 + rbp + 7680]
-    mov r9, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    vpmovmskb edx, xmm0
+    mov edx, 102
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 167
     jmp 1f
 1:
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rbp
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6285312
-    jnz 1f
-1:
-    mov r9, r9
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 227
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov rdx, r8
     test ebx, 1073741824
     jz 1f
 1:
+    lea rbp, [r11*4]
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 240
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm0
+    mov r9, r9
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 512], r8b
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r9 + 64], bpl
-    vmovq qword ptr [r15 + r8 + 384], xmm4
+    mov dword ptr [r15 + r9 + 384], 117
+    and edx, dword ptr [r15 + rbp + 7488]
+    mov eax, 111
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, r8
+    mov edx, 24
+    mov qword ptr [r15 + r8 + 256], rbp
+    mov edx, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 7616]
+    mov dword ptr [r15 + r9 + 320], eax
+    add r8, qword ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    mov r8, r9
-    mov byte ptr [r15 + 0], sil
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 4608
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, dl
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r8
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov dword ptr [r15 + 0], 198
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov dword ptr [r15 + 0], 174
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 192
+    and r9d, dword ptr [r15 + r8 + 768]
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm0
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    inc dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    movsxd rbp, dword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + r8 + 576], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c147:
+    lea rbp, [r11*4]
+    movzx r9d, bpl
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 704]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + rbp + 576], r8d
+    mov r8d, dword ptr [r15 + rbp + 640]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov dword ptr [r15 + r9 + 128], 13
+    lea r9, [r11 + r11*1]
+    add r8, qword ptr [r15 + rbp + 768]
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 384]
+    mov rbp, rbp
+    and ebp, dword ptr [r15 + r9 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c148:
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -16376,425 +16641,313 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm4, xmm4, xmm15
-    movzx r9d, r9b
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r9, r9
+    mov rbp, r9
+    mov r9d, 116
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8d, r9d
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 256]
-    mov esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 320]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 192
-    add rsi, qword ptr [r15 + r8 + 576]
-    or qword ptr [r15 + r8 + 640], 3
-    movzx ebp, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 768], rbp
-    mov ebp, ebp
-    mov dword ptr [r15 + r9 + 192], 149
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, 139
     mov rbp, rbp
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + r8 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c147:
-    lea rbp, [r11 + r11*4]
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1344]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r8 + 448], esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    mov r8d, 66
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 28
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r8, r8
+    mov dword ptr [r15 + 0], 219
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 21
-    test ebx, 1280
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1472], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov dword ptr [r15 + rbp + 1408], r8d
-    lea r8, [r11 + r11*1]
-    mov esi, 176
-    mov dword ptr [r15 + rbp + 1536], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 256]
-    mov r9d, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + rbp + 1600], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c148:
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    mov byte ptr [r15 + r8 + 7744], r8b
-    vpxor xmm4, xmm4, xmm15
-    test ebx, 768
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 7808]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov rsi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 7552], r9d
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7680], rbp
-    test ebx, 1073741824
+    test ebx, 512
     jz 1f
 1:
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + r8 + 7872]
-    test ebx, 512
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 320]
-    add qword ptr [r15 + r8 + 7616], rsi
-    .byte 0x66, 0x90
+    mov qword ptr [r15 + rbp + 192], rbp
+    lea r9, [r11 + r11*1]
+    mov r8d, 165
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    add rax, qword ptr [r15 + r9 + 128]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 7936], esi
-    mov esi, dword ptr [r15 + rbp + 256]
-    vpaddd xmm4, xmm4, xmm4
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 512]
+    add rax, qword ptr [r15 + r8 + 448]
+    mov r8d, ebp
+    mov dword ptr [r15 + rbp + 256], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    lea rbp, [r11 + r11*8]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1408], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + rbp + 1600], rsi
-    movsxd rsi, dword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 110
-    mov esi, esi
-    mov qword ptr [r15 + rbp + 1728], rsi
-    test ebx, 9216
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1792], r9b
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    and esi, dword ptr [r15 + rbp + 1472]
+    mov eax, 27
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    test ebx, 1073741824
-    jz 1f
+    mov eax, dword ptr [r15 + r8 + 64]
+    mov rbp, rax
+    jmp 1f
 1:
-    movzx esi, r8b
-    movsxd rsi, dword ptr [r15 + rbp + 1856]
-    mov dword ptr [r15 + rbp + 1664], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 448]
-    mov r9d, 107
-    mov dword ptr [r15 + r8 + 128], 130
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 67
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 1344], r9b
-    mov r9, rsi
+    add rax, qword ptr [r15 + 0]
+    vpaddd xmm0, xmm0, xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    add qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 576]
+    and eax, dword ptr [r15 + r8 + 128]
+    test ebx, 390656
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 640], 76
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], edx
+    mov byte ptr [r15 + rbp + 768], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r8
+    movzx eax, byte ptr [r15 + rbp + 704]
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], ebp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], al
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rax, dword ptr [r15 + 0]
+    nop
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    vmovq xmm0, rax
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 197
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 131072
+    jnz 1f
+1:
+    mov eax, 27
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 102
-    mov esi, 40
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx eax, byte ptr [r15 + r9 + 320]
+    mov rdx, rax
     jmp 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    lea rbp, [r11*4]
-    mov edx, 63
-    test ebx, 2048
-    jnz 1f
-1:
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 704], rbp
-    mov dword ptr [r15 + rbp + 768], 44
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm4
+    movzx eax, byte ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 384]
-    and r8d, dword ptr [r15 + rbp + 640]
-    mov qword ptr [r15 + rbp + 576], rsi
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov dword ptr [r15 + rbp + 448], 183
+    mov eax, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
-    lea r8, [r11*8]
-    and r8, 4032
-    movzx ebp, byte ptr [r15 + r8 + 3712]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 3520]
-    and ebp, dword ptr [r15 + r8 + 3392]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 28
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 109
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 123
     lea r9, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
-    mov qword ptr [r15 + r8 + 3584], r9
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, r9d
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
-    test ebx, 8304640
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    mov ebp, dword ptr [r15 + r9 + 192]
+    test ebx, 512
     jnz 1f
 1:
-    mov rbp, rsi
-    mov qword ptr [r15 + r8 + 3648], rbp
-    mov dword ptr [r15 + r9 + 128], 237
+    lea rbp, [r11 + r11*1]
+    mov r9d, ebp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], r9d
+    mov ebp, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c152:
-    lea rbp, [r11*8]
-    mov esi, 209
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3648]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, bpl
-    mov esi, 43
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    mov rsi, rsi
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 3392], rsi
-    movzx esi, sil
-    mov esi, 27
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    mov r9d, ebp
     jmp 1f
 1:
-    and esi, dword ptr [r15 + rbp + 3712]
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    mov ebp, 9
+    and r9, 4032
+    and ebp, dword ptr [r15 + r9 + 3584]
+    test ebx, 6027264
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
-    vpor xmm4, xmm4, xmm4
-    lea r9, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + rbp + 3584]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov edx, 103
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
     lea r8, [r11 + r11*1]
-    mov eax, r8d
+    mov byte ptr [r15 + r9 + 3520], r8b
     and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 3520], esi
+    mov byte ptr [r15 + r8 + 192], dl
+    mov rdx, qword ptr [r15 + r9 + 3648]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov esi, 167
-    mov dword ptr [r15 + r9 + 384], esi
-    mov dword ptr [r15 + r8 + 128], ebp
+    mov edx, 179
+    mov dword ptr [r15 + r8 + 256], 32
+    mov r8d, edx
+    movzx edx, byte ptr [r15 + r9 + 3712]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + r9 + 3392]
+    mov r8, rdx
+    add rdx, qword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -16802,1310 +16955,1314 @@ ditto_body_c1:
 .Lc1_b9_c153:
     lea r8, [r11 + r11*1]
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 22
+    mov qword ptr [r15 + r8 + 448], r8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    vmovq qword ptr [r15 + 0], xmm4
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 78
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r9d, 176
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, r9b
+    mov edx, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
+    mov eax, 179
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 98
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 178
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov edx, 138
+    mov byte ptr [r15 + 0], dl
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], 17
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rsi
-    test ebx, 1048576
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    mov r9d, dword ptr [r15 + rbp + 384]
-    mov ebp, eax
+    mov dword ptr [r15 + 0], r9d
+    mov edx, 58
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 256], rdx
+    movzx edx, byte ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 107
+    mov dword ptr [r15 + r9 + 320], 91
+    mov edx, 30
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    lea rbp, [r11*4]
-    and rbp, 192
-    lea r9, [r11*4]
-    add rsi, qword ptr [r15 + rbp + 640]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1536]
-    movzx r8d, al
+    lea r9, [r11*8]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 113
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 1344], rax
-    mov dword ptr [r15 + r9 + 1408], r9d
-    test ebx, 1073741824
-    jz 1f
+    mov edx, r9d
+    jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    movzx r8d, al
-    mov rax, qword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    mov edx, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 249
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx edx, bpl
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 19
+    add rdx, qword ptr [r15 + r9 + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 7744], ymm0
+    mov qword ptr [r15 + r9 + 7936], rdx
+    mov edx, 80
     lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
+    movzx edx, byte ptr [r15 + r9 + 7680]
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 64], al
-    mov dword ptr [r15 + r8 + 128], 109
-    mov dword ptr [r15 + r9 + 1472], 222
+    mov qword ptr [r15 + r8 + 64], r8
+    add rdx, qword ptr [r15 + r9 + 7872]
+    mov qword ptr [r15 + r9 + 7808], rbp
+    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 448], r8b
+    mov rdx, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r8d, 68
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 157
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 205
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 14
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    mov rax, qword ptr [r15 + r8 + 576]
+    mov rdx, qword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r8, 64
     lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 64]
-    test ebx, 512
-    jz 1f
-1:
+    mov edx, r9d
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 320]
-    add rsi, qword ptr [r15 + r9 + 384]
-    movsxd r9, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r9 + 320], 200
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 207
-    mov rsi, rsi
-    mov rsi, qword ptr [r15 + rbp + 128]
+    mov rdx, qword ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + r8 + 640], 192
+    add rdx, qword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov r9d, 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 70
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rsi
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r9d, sil
-    mov esi, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 242
-    mov dword ptr [r15 + 0], r9d
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov dword ptr [r15 + 0], r9d
-    movzx esi, byte ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    lea rbp, [r11*8]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1152], 203
+    mov byte ptr [r15 + rbp + 1088], bpl
+    mov r8d, 244
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov byte ptr [r15 + r9 + 64], r8b
+    mov qword ptr [r15 + rbp + 1216], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 448]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    add rsi, qword ptr [r15 + rbp + 512]
-    test ebx, 7600128
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + rbp + 960]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1024], r9b
+    lea r8, [r11 + r11*1]
+    test ebx, 1572864
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 832], r8
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + rbp + 1280], rax
+    add rax, qword ptr [r15 + rbp + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 71
+    movzx eax, r8b
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 5
-    jmp 1f
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*4]
-    test ebx, 4608
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    and rbp, 1984
-    movzx esi, byte ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 103
+    and rbp, 64
     lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 320], r9
+    test ebx, 2621440
+    jnz 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 192]
+    mov edx, 105
+    mov edx, r8d
+    mov rdx, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    mov dword ptr [r15 + r8 + 896], r8d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    mov rsi, qword ptr [r15 + rbp + 1472]
-    mov rax, qword ptr [r15 + rbp + 1408]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, al
+    mov qword ptr [r15 + rbp + 384], rdi
+    movsxd rbp, dword ptr [r15 + r9 + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 832], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 384]
-    movzx r9d, sil
-    mov byte ptr [r15 + r8 + 1024], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 1600], r9
-    add r9, qword ptr [r15 + r8 + 960]
-    and r9d, dword ptr [r15 + rbp + 1536]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c158:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 53
-    test ebx, 512
-    jnz 1f
-1:
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*8]
-    mov esi, 37
-    and r8, 1984
-    movzx esi, byte ptr [r15 + r8 + 1536]
-    add rbp, qword ptr [r15 + r8 + 1472]
-    movzx eax, byte ptr [r15 + r8 + 1408]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 384], 225
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + rbp + 192], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1664], r9d
-    mov dword ptr [r15 + r8 + 1600], edx
-    movzx r9d, bpl
-    mov r9, r9
+    lea r9, [r11*8]
+    movzx edx, r9b
+    and r9, 8128
+    movzx edx, byte ptr [r15 + r9 + 7616]
+    mov r8, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 1344]
+    movzx edx, r8b
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 7680], r8d
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 7488], 55
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 256]
+    mov edx, 4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + r9 + 7744]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 7808]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rdx, qword ptr [r15 + r8 + 448]
+    movzx r8d, dl
+    movzx edx, byte ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 7552], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
-    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
     jmp 1f
 1:
-    test ebx, 1048576
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 34
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*8]
+    mov r8d, 88
+    movzx r8d, bpl
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov r9d, dword ptr [r15 + r8 + 7488]
-    mov ebp, r9d
+    mov r8d, 219
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 7680]
-    movzx ebp, al
-    mov qword ptr [r15 + r8 + 7872], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, ebp
     lea rbp, [r11 + r11*1]
-    add r9, qword ptr [r15 + r8 + 7616]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 7808], rbp
-    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
+    add r8, qword ptr [r15 + rbp + 64]
+    lea r9, [r11 + r11*1]
+    vpaddd xmm0, xmm0, xmm0
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 448]
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 7744]
-    mov qword ptr [r15 + r9 + 448], rax
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 256], eax
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm4
-    jmp 1f
-1:
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 384]
+    add rax, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 128], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
-    add qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], ebp
+    mov ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    test ebx, 512
+    jz 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    jmp 1f
+1:
+    test ebx, 768
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
+    movzx ebp, bpl
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    test ebx, 512
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    test ebx, 1280
     jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
+    jmp 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 512]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 768], r8b
-    add rax, qword ptr [r15 + r8 + 640]
+    mov rax, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 64], eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 704]
-    movsxd rsi, dword ptr [r15 + r9 + 448]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 225
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 576]
+    and eax, dword ptr [r15 + r9 + 320]
+    mov r9d, dword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 73
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 189
-    mov eax, ebp
-    lea r8, [r11 + r11*1]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
     lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm4
-    mov rax, qword ptr [r15 + r8 + 384]
-    mov r8d, eax
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    add r8, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 512], 169
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    movsxd rax, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 512
+    jz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dl
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 64]
-    mov r8d, dword ptr [r15 + r9 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], 90
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 251
+    vpshufd xmm0, xmm0, 211
+    mov eax, 168
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 15
+    test ebx, 2560
+    jnz 1f
+1:
     jmp 1f
 1:
+    vpor xmm0, xmm0, xmm0
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r8b
+    mov rax, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r9b
+    test ebx, 512
+    jz 1f
+1:
+    and eax, dword ptr [r15 + r8 + 320]
+    movzx r8d, byte ptr [r15 + rbp + 256]
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c162:
+    vmovq xmm0, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, r8d
-    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq xmm0, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    movzx ebp, al
     test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 193
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, 185
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 7305216
+    add qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], 242
+    test ebx, 512
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], r8
+    lea rbp, [r11 + r11*1]
+    mov eax, r8d
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    jmp 1f
+1:
+    and r9, 64
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 128]
+    mov rax, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, r8b
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 448]
+    and r8, 64
     mov eax, dword ptr [r15 + r8 + 64]
-    test ebx, 1280
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov edx, eax
+    mov byte ptr [r15 + rbp + 384], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r8b
-    mov dword ptr [r15 + rbp + 192], ebp
+    mov rbp, qword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c163:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7936], esi
-    mov esi, dword ptr [r15 + rbp + 7872]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, 255
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rdi
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 320]
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 7744], r8
-    add rsi, qword ptr [r15 + rbp + 8000]
-    mov dword ptr [r15 + r8 + 384], 30
+    mov byte ptr [r15 + 0], bpl
     lea r8, [r11 + r11*1]
-    test ebx, 2621440
-    jnz 1f
-1:
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 192]
     and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r8 + 512], esi
-    mov byte ptr [r15 + rbp + 7808], sil
-    mov qword ptr [r15 + rbp + 7616], r8
-    test ebx, 512
+    mov dword ptr [r15 + r8 + 128], r8d
+    test ebx, 1280
     jnz 1f
 1:
-    mov rsi, rbp
-    mov esi, esi
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 7488], sil
+    mov r9d, r8d
+    lea r9, [r11 + r11*1]
+    movzx edx, r9b
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 7552], esi
-    mov dword ptr [r15 + rbp + 7680], 240
-    jmp 1f
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov byte ptr [r15 + rbp + 256], r9b
+    mov ebp, r8d
+    test ebx, 512
+    jz 1f
 1:
+    mov dword ptr [r15 + r8 + 64], 247
+    movzx ebp, byte ptr [r15 + r9 + 448]
+    movzx r9d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
-    lea r8, [r11*4]
-    and r8, 192
-    mov esi, dword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    movzx ebp, bpl
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 782080
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 211
+    test ebx, 2304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov rbp, rbp
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rax
+    movzx ebp, bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 384]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 143
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 256]
+    mov r9d, 211
+    mov r9, r9
     test ebx, 512
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r8 + 704], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    vpaddd xmm4, xmm4, xmm4
-    jmp 1f
-1:
-    test ebx, 1536
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 128], r9b
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 94
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 512]
-    movzx r9d, bpl
-    mov dword ptr [r15 + r8 + 640], r9d
+    mov byte ptr [r15 + rbp + 320], dl
+    add r9, qword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c165:
+    movzx r9d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 76
+    movsxd r9, dword ptr [r15 + 0]
+    movzx eax, r9b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    vmovq xmm4, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 247
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 27
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    add qword ptr [r15 + r8 + 256], r8
-    mov qword ptr [r15 + r8 + 192], r9
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov eax, 174
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r9d, eax
+    mov eax, 196
+    lea rbp, [r11*4]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 576], rbp
     and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 384]
+    add rax, qword ptr [r15 + r8 + 256]
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    jmp 1f
-1:
-    xor dword ptr [r15 + r8 + 320], r8d
-    test ebx, 1073741824
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    test ebx, 768
     jz 1f
 1:
-    mov r8d, r9d
-    movzx ebp, r9b
-    mov r8, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 640], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 704], eax
+    mov qword ptr [r15 + r8 + 192], rax
+    add rax, qword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 2048
+    lea r9, [r11*4]
+    and r9, 192
+    movsxd rax, dword ptr [r15 + r9 + 704]
+    movsxd rbp, dword ptr [r15 + 0]
+    vpaddd xmm0, xmm0, xmm0
+    mov r8, rdi
+    test ebx, 2304
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], 62
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 8044544
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm0, xmm0, xmm5
+    test ebx, 131072
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 134
-    mov dword ptr [r15 + 0], 223
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + r9 + 640]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov eax, 146
+    mov dword ptr [r15 + r9 + 768], 255
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vpor xmm0, xmm0, xmm0
+    movzx eax, r8b
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r9
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 512]
-    mov eax, 194
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 20
-    mov r9d, r9d
-    mov r9d, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    vpor xmm4, xmm4, xmm4
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
+    mov byte ptr [r15 + rbp + 256], dl
+    mov byte ptr [r15 + r9 + 576], bpl
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov r9, qword ptr [r15 + rbp + 448]
-    movzx ebp, sil
+    mov qword ptr [r15 + rbp + 192], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 512], 226
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    movzx r9d, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    movzx r8d, bpl
-    mov ebp, 236
-    test ebx, 1280
-    jz 1f
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 29
+    lea r8, [r11 + r11*1]
+    mov edx, r8d
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 768
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1024
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, r8
-    .byte 0x0f, 0x1f, 0x00
     jmp 1f
 1:
-    test ebx, 1073741824
+    test ebx, 2621440
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 704], bpl
-    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov rsi, qword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 640]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    movsxd rsi, dword ptr [r15 + r8 + 128]
+    mov rdx, qword ptr [r15 + r8 + 192]
+    mov r8, qword ptr [r15 + rbp + 448]
+    mov rbp, r8
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 192]
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 768], r9d
+    mov dword ptr [r15 + r9 + 576], 126
+    jmp 1f
+1:
+    mov r8d, 22
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], r8b
+    mov dword ptr [r15 + r9 + 704], 30
+    mov r8d, 158
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c168:
-    mov r9d, 58
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
+    lea r8, [r11*8]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7872]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 704], r9
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 128]
+    movsxd rdi, dword ptr [r15 + r9 + 640]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, sil
+    mov rdx, r8
+    mov qword ptr [r15 + r8 + 7488], rdx
+    .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jz 1f
 1:
+    mov rdx, qword ptr [r15 + r8 + 7552]
+    mov edi, edx
+    and edx, dword ptr [r15 + rbp + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    test ebx, 1280
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm4
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 7585792
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 7680]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    add rsi, qword ptr [r15 + rbp + 7744]
-    mov dword ptr [r15 + rbp + 7808], 101
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov byte ptr [r15 + r8 + 7680], bpl
+    vpshufd xmm0, xmm0, 72
     jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 7488]
-    add rsi, qword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 4718592
+    jz 1f
 1:
-    mov esi, 154
+    mov byte ptr [r15 + r8 + 7744], bpl
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm0
+    movzx ebp, bpl
+    mov byte ptr [r15 + r8 + 7616], dil
+    test ebx, 1280
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 768]
     jmp 1f
 1:
-    mov esi, eax
-    and esi, dword ptr [r15 + rbp + 7616]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 384], rsi
-    mov rsi, rsi
+    mov qword ptr [r15 + r8 + 7808], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    add rsi, qword ptr [r15 + 0]
-    mov eax, esi
-    test ebx, 1572864
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
+    jmp 1f
 1:
+    nop
+    test ebx, 1024
+    jnz 1f
+1:
+    mov ebp, 111
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*8]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    lea r9, [r11 + r11*1]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7552]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7616], 232
+    mov dword ptr [r15 + r8 + 7808], 88
+    add rdx, qword ptr [r15 + r9 + 448]
+    vpcmpeqb xmm0, xmm0, xmm8
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    and esi, dword ptr [r15 + rbp + 768]
+    and edx, dword ptr [r15 + r8 + 7872]
+    mov byte ptr [r15 + r8 + 7680], dl
+    mov dword ptr [r15 + r8 + 7744], r9d
     test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov eax, 162
-    mov byte ptr [r15 + r8 + 192], al
-    movzx eax, al
-    test ebx, 2560
     jnz 1f
 1:
-    mov eax, eax
-    mov byte ptr [r15 + rbp + 576], al
-    mov dword ptr [r15 + rbp + 704], 62
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 640], al
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov r8, rax
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    mov r9d, 120
+    mov qword ptr [r15 + rbp + 192], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c170:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r9d, xmm0
+    movzx r9d, r9b
+    mov r9d, 80
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], 124
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r9d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 177
-    mov qword ptr [r15 + 0], r9
-    movsxd r9, dword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], edi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 201
+    mov r9d, edx
+    mov r9, r9
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
     and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 384]
+    movsxd r9, dword ptr [r15 + rbp + 256]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + r8 + 512], al
-    movsxd rax, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 448]
+    lea r9, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r8 + 512]
+    mov r8d, 109
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], edx
+    mov dword ptr [r15 + rbp + 192], 198
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c171:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    and eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpmovmskb eax, xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
+    and r8, 192
+    mov byte ptr [r15 + r8 + 576], r8b
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 256]
-    mov esi, 178
-    test ebx, 3072
-    jz 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + r8 + 64], 49
-    movzx eax, r8b
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 21
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, r9d
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 512
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + rbp + 384], 34
-    jmp 1f
-1:
+    add rdx, qword ptr [r15 + 0]
+    mov edi, r9d
+    mov edi, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 320], 143
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
-    vpor xmm4, xmm4, xmm4
-    jmp 1f
+    mov edx, 12
+    mov byte ptr [r15 + r8 + 704], dl
+    mov rdx, rdx
+    test ebx, 1073741824
+    jz 1f
 1:
+    inc dword ptr [r15 + r8 + 640]
+    imul edx, edx, 123
+    mov dword ptr [r15 + r8 + 768], 73
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm4
-    mov eax, 138
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1280
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 44
-    mov eax, 26
-    mov rax, rax
-    test ebx, 262144
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 384], esi
-    and r8, 64
-    or qword ptr [r15 + r8 + 448], 93
-    vpaddd xmm4, xmm4, xmm4
-    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 139
-    movzx esi, byte ptr [r15 + r8 + 512]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 35
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 173
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov ebp, r9d
-    mov ebp, 219
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 320]
+    test ebx, 768
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov edx, 169
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
+    vpcmpeqb xmm0, xmm0, xmm15
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
+    mov ebp, 51
+    jmp 1f
+1:
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 64], 248
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c173:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    jmp 1f
-1:
-    and r8, 8128
-    and esi, dword ptr [r15 + r8 + 7616]
-    mov eax, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 7552], rax
-    movzx esi, byte ptr [r15 + r8 + 7872]
-    mov eax, 225
+    vpmovmskb ebp, xmm0
+    lea rbp, [r11*8]
+    mov r9, rbp
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1472], 172
     lea r9, [r11 + r11*1]
-    test ebx, 768
-    jz 1f
+    movzx r8d, r8b
+    test ebx, 512
+    jnz 1f
 1:
-    vpor xmm4, xmm4, xmm4
-    vmovdqu xmmword ptr [r15 + rbp + 256], xmm4
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r9 + 448], 46
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm0, xmm0, xmm0
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 7744]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -18114,1291 +18271,1302 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 7680], r9d
-    mov eax, 152
-    mov eax, 15
+    lea r8, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 91
-    mov dword ptr [r15 + r9 + 128], eax
-    mov qword ptr [r15 + r8 + 7488], rax
-    test ebx, 1280
+    mov dword ptr [r15 + rbp + 1536], 247
+    mov edx, 49
+    mov edx, dword ptr [r15 + rbp + 1600]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 7936], 52
-    mov dword ptr [r15 + r8 + 7808], eax
-    mov eax, 140
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 1408]
+    movsxd rdi, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdi
+    mov qword ptr [r15 + rbp + 1664], rdx
+    and edi, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c174:
-    lea r9, [r11*8]
-    and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3840]
-    and eax, dword ptr [r15 + r9 + 3520]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r9 + 3584], al
+    mov edx, 163
+    mov rdx, rdx
+    lea r8, [r11 + r11*1]
+    mov edx, 14
     lea rbp, [r11 + r11*1]
-    test ebx, 512
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 320]
+    test ebx, 1572864
     jnz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 23
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + r9 + 3392]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 3712], eax
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 3648]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
-    add rax, qword ptr [r15 + r9 + 3776]
-    mov byte ptr [r15 + r8 + 448], al
+    mov dword ptr [r15 + rbp + 128], 3
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], eax
-    mov dword ptr [r15 + r9 + 3456], 189
-    mov eax, 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 86
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, 38
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rdi
+    lea r9, [r11 + r11*1]
+    and edi, dword ptr [r15 + rbp + 64]
+    movsxd rbp, dword ptr [r15 + r8 + 384]
+    test ebx, 65536
+    jnz 1f
+1:
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 448]
+    movsxd rdi, dword ptr [r15 + r9 + 512]
+    mov r9d, 123
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, 133
-    lea rbp, [r11*4]
-    test ebx, 1572864
+    lea r9, [r11 + r11*8]
+    mov rbp, r9
+    mov ebp, 21
+    lea rbp, [r11 + r11*1]
+    and r9, 8128
+    and edi, dword ptr [r15 + r9 + 7616]
+    test ebx, 2560
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], bpl
-    movzx eax, al
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    add rdi, qword ptr [r15 + r9 + 7936]
+    and edi, dword ptr [r15 + r9 + 7488]
+    mov dword ptr [r15 + r9 + 7872], 192
     test ebx, 1073741824
     jnz 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 8000], r9
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov qword ptr [r15 + rbp + 128], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 256]
     jmp 1f
 1:
+    mov byte ptr [r15 + r9 + 7680], dl
+    mov qword ptr [r15 + r9 + 7552], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 704], r8b
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    mov eax, r8d
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 640]
-    and r8d, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 7744], ebp
+    and ebp, dword ptr [r15 + r9 + 7808]
+    movzx r9d, dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 2048
-    jz 1f
-1:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 320]
+    and r9d, dword ptr [r15 + rbp + 384]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 122
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, al
-    mov dword ptr [r15 + 0], 23
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9, r9
     test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 256]
+    jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 4608
+    jz 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], 198
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 192], r9d
+    mov r9d, dword ptr [r15 + r8 + 64]
+    mov rdx, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and r8, 64
-    or qword ptr [r15 + r8 + 320], 34
-    mov eax, ecx
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], eax
-    movzx eax, al
-    mov eax, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 192], r9d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 162
-    mov byte ptr [r15 + 0], sil
+    vpshufd xmm0, xmm0, 10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, dword ptr [r15 + 0]
-    vpxor xmm4, xmm4, xmm12
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    and r9, 192
+    movzx edx, byte ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 2304
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea r8, [r11*4]
-    mov dword ptr [r15 + r9 + 384], r8d
-    and r8, 192
-    movsxd rax, dword ptr [r15 + r8 + 768]
-    mov ebp, eax
-    test ebx, 768
-    jnz 1f
+    mov edx, dword ptr [r15 + r9 + 768]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 704], ebp
-    mov dword ptr [r15 + r9 + 320], 101
-    mov ebp, dword ptr [r15 + r8 + 576]
-    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], rax
-    mov qword ptr [r15 + r8 + 640], r9
-    add r8, qword ptr [r15 + r9 + 320]
+    movzx edx, bpl
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 640]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 576], r8
+    test ebx, 768
+    jz 1f
+1:
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 384], r9d
+    mov byte ptr [r15 + r8 + 256], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c178:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, r9d
+    lea r8, [r11*4]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], r8
+    movzx r9d, r8b
+    add r9, qword ptr [r15 + r8 + 704]
+    movzx ebp, byte ptr [r15 + r8 + 640]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, r9b
+    mov qword ptr [r15 + r8 + 576], rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 97
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1280
-    jz 1f
-1:
-    mov r9d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    mov eax, 61
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    test ebx, 1280
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + 0]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 128]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 64], rdx
-    add rbp, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 384], ebp
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 6
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xor dword ptr [r15 + rbp + 192], r8d
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 320], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c179:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, ebp
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    movzx r8d, byte ptr [r15 + rbp + 512]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 31
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 2048
-    jnz 1f
+    mov r9d, r9d
+    mov byte ptr [r15 + 0], r9b
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    lea r8, [r11*4]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r8d, 49
-    mov r8, r8
-    test ebx, 768
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 237
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + 0], 97
+    and r8, 192
+    mov r9, qword ptr [r15 + r8 + 576]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 704], r9b
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 215
-    mov byte ptr [r15 + r8 + 192], al
-    mov byte ptr [r15 + rbp + 448], r8b
+    mov edx, edx
+    mov dword ptr [r15 + r9 + 512], edx
+    movzx edx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 640]
+    movsxd r9, dword ptr [r15 + rbp + 64]
+    movsxd rbp, dword ptr [r15 + r8 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c180:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 8273920
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], al
-    mov r8d, 40
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea rbp, [r11*8]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1664]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1280
     jz 1f
 1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], 48
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 512
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + 0]
-    mov rbp, rax
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    test ebx, 1536
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + r9 + 512], bpl
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    test ebx, 768
+    movzx edx, r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + r9 + 64], xmm0
+    lea r9, [r11 + r11*1]
+    and edx, dword ptr [r15 + rbp + 1536]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 1472]
+    movzx r8d, dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1600], r8b
+    mov qword ptr [r15 + rbp + 1344], rdx
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 320]
-    mov rax, r9
-    mov qword ptr [r15 + rbp + 64], rax
+    mov r8d, r8d
+    and r8d, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + rbp + 1408], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c181:
+    lea r8, [r11*8]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1280], r8d
+    mov edx, r8d
     lea r9, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and edx, dword ptr [r15 + r8 + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    imul eax, r9d, 75
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov edx, r9d
+    mov byte ptr [r15 + r8 + 1216], dl
+    mov qword ptr [r15 + r8 + 1024], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 11
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 251
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 1152], r9b
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
+    mov rdx, rax
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r9d
+    test ebx, 512
+    jz 1f
+1:
+    mov edx, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    movzx eax, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 192]
+    movsxd rdx, dword ptr [r15 + r8 + 832]
+    movzx eax, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 896], 183
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + rbp + 256]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    mov edx, edx
+    jmp 1f
 1:
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 512]
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r9 + 128], 43
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, edx
+    mov rdx, qword ptr [r15 + r9 + 320]
+    movsxd r9, dword ptr [r15 + r8 + 1088]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c182:
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 245
-    test ebx, 1073741824
+    movzx edx, dl
+    test ebx, 2304
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    mov byte ptr [r15 + 0], dl
+    vpmovmskb edx, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    mov r8d, r9d
-    jmp 1f
-1:
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    mov eax, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
+    movsxd rdx, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rax, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 64]
+    lea rbp, [r11*4]
     lea r8, [r11 + r11*1]
-    vpor xmm4, xmm4, xmm4
-    xor dword ptr [r15 + r9 + 768], r8d
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 448]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 576], 245
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 384], ebp
-    mov rax, qword ptr [r15 + rbp + 320]
+    movzx eax, r8b
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + r8 + 512], r9
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    mov byte ptr [r15 + rbp + 704], r8b
+    mov rdx, qword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov byte ptr [r15 + rbp + 576], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 128], eax
+    movzx eax, byte ptr [r15 + rbp + 640]
+    movzx r9d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c183:
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 248
     add rbp, qword ptr [r15 + 0]
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    test ebx, 1024
     jnz 1f
 1:
-    jmp 1f
-1:
+    vpxor xmm0, xmm0, xmm4
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    vpshufd xmm0, xmm0, 144
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r8d, 101
-    lea rbp, [r11*4]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + rbp + 576]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm4
-    test ebx, 1073741824
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov dword ptr [r15 + 0], r9d
     lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    movsxd r8, dword ptr [r15 + rbp + 768]
-    jmp 1f
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 1024
+    jz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
+    mov eax, dword ptr [r15 + r9 + 512]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 240
+    mov rdi, qword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 320]
-    add r8, qword ptr [r15 + rbp + 640]
-    movsxd r9, dword ptr [r15 + rbp + 704]
+    mov r8, r9
+    movzx r8d, byte ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + r9 + 448], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c184:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 71
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jz 1f
 1:
+    jmp 1f
+1:
+    mov r8d, 57
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 70
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, bpl
-    mov rbp, rsi
-    and ebp, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 15
+    mov ebp, 127
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 25
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 576], rbp
-    mov qword ptr [r15 + rbp + 768], rbp
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     lea r8, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + rbp + 704]
+    test ebx, 512
+    jnz 1f
+1:
+    lea rbp, [r11*4]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 64]
+    and rbp, 192
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 704], eax
+    mov dword ptr [r15 + rbp + 640], eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    and r8, 64
     mov eax, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + r8 + 64], al
+    mov byte ptr [r15 + rbp + 576], al
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
+    add rax, qword ptr [r15 + r9 + 384]
+    test ebx, 1048576
+    jnz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + rbp + 640], al
-    movzx eax, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c185:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov eax, ebp
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 3129344
-    jz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rax
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 192]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 130
     lea r9, [r11 + r11*1]
-    mov eax, 141
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 120
-    test ebx, 512
+    test ebx, 2621440
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 256], 97
-    add rax, qword ptr [r15 + r9 + 512]
+    mov rax, r9
+    mov eax, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r8, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 219
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    movzx eax, byte ptr [r15 + r8 + 256]
+    lea r8, [r11 + r11*1]
+    movzx ebp, byte ptr [r15 + r9 + 448]
+    test ebx, 512
+    jz 1f
+1:
+    mov rax, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], ebp
+    mov dword ptr [r15 + r8 + 256], 28
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1536
-    jz 1f
-1:
-    imul eax, eax, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 66
     test ebx, 1073741824
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov dword ptr [r15 + 0], 134
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 68
+    mov dword ptr [r15 + 0], 172
+    mov dword ptr [r15 + 0], 245
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    test ebx, 2059776
-    jz 1f
-1:
-    lea rbp, [r11*8]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 256]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3520], r9
-    mov dword ptr [r15 + rbp + 3392], 139
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + rbp + 3840]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 3456], r9d
+    mov byte ptr [r15 + r9 + 128], al
     jmp 1f
 1:
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rax, rax
-    mov byte ptr [r15 + r9 + 192], al
-    mov dword ptr [r15 + r8 + 128], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 3648]
-    add rax, qword ptr [r15 + rbp + 3712]
-    mov qword ptr [r15 + rbp + 3776], rax
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 192]
+    mov rdx, qword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    mov qword ptr [r15 + r8 + 512], r9
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    mov rax, rax
-    mov byte ptr [r15 + rbp + 3584], al
+    mov byte ptr [r15 + rbp + 256], al
+    mov rax, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c187:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11*8]
-    mov eax, dword ptr [r15 + rbp + 192]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
+    lea rbp, [r11 + r11*8]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1728], 18
+    mov byte ptr [r15 + rbp + 1408], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 1408], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov byte ptr [r15 + r8 + 1472], r9b
-    movsxd rax, dword ptr [r15 + r8 + 1664]
-    mov esi, eax
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1536], 68
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 256], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 1728], 251
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov eax, dword ptr [r15 + r8 + 1600]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    add rax, qword ptr [r15 + rbp + 1664]
+    mov r9d, eax
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 1472]
+    lea r9, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + r8 + 448]
+    mov r8, qword ptr [r15 + rbp + 1856]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    mov byte ptr [r15 + rbp + 1600], r9b
+    mov qword ptr [r15 + rbp + 1792], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r9d
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
+    and r8d, dword ptr [r15 + rbp + 1536]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c188:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 81
-    mov rax, rsi
     test ebx, 1536
     jz 1f
 1:
-    movzx eax, al
-    mov eax, eax
+    vpcmpeqb xmm0, xmm0, xmm11
+    jmp 1f
+1:
+    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 200
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 97
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 166
     jmp 1f
 1:
-    test ebx, 3072
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    add rax, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, bpl
     lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov esi, 33
-    and rbp, 64
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8d, ebp
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 320]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 192]
-    movzx r9d, al
-    test ebx, 1024
+    mov dword ptr [r15 + r9 + 256], 115
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    test ebx, 2560
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 256], rbp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    movzx r8d, r8b
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov eax, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r8b
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 192], r9
+    mov dword ptr [r15 + rbp + 128], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c189:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, r8d
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 161
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov ebp, 27
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    lea rbp, [r11*8]
+    mov r9d, 94
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1664], 168
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 448]
-    movzx edi, byte ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1472], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 320]
-    movzx eax, r9b
-    mov qword ptr [r15 + r8 + 256], rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1728], rbp
+    mov edx, 219
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 1536], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + r8 + 256]
+    mov r8d, 14
+    test ebx, 768
+    jz 1f
+1:
+    vpshufd xmm0, xmm0, 101
+    mov r8d, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    test ebx, 655104
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 1600]
+    mov qword ptr [r15 + rbp + 1344], rdx
+    mov dword ptr [r15 + rbp + 1408], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c190:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r8b
+    movzx edx, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov edx, edx
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r9, [r11 + r11*1]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 14
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, eax
-    mov rax, qword ptr [r15 + r9 + 448]
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7680], eax
-    mov dword ptr [r15 + r9 + 7808], r9d
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 7488]
-    movsxd r8, dword ptr [r15 + r9 + 7616]
-    mov rbp, r8
-    test ebx, 768
-    jz 1f
-1:
-    mov r8d, 183
-    movsxd r8, dword ptr [r15 + r9 + 7744]
+    mov rdx, r9
     lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r9 + 7872]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
-    mov r8d, dword ptr [r15 + r9 + 7552]
-    mov dword ptr [r15 + rbp + 128], r8d
+    mov eax, dword ptr [r15 + rbp + 64]
+    add rax, qword ptr [r15 + r8 + 256]
+    mov rbp, qword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 44
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea r8, [r11 + r11*1]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 448]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    and r8, 192
-    mov edi, dword ptr [r15 + r8 + 704]
-    mov eax, 217
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov dword ptr [r15 + r9 + 256], 212
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, al
+    mov byte ptr [r15 + rbp + 128], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 640], r9b
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    vmovdqu xmmword ptr [r15 + r9 + 1088], xmm4
-    add rax, qword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r8b
-    mov rax, qword ptr [r15 + rbp + 64]
-    add rbp, qword ptr [r15 + r8 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + r9 + 896], bpl
-    movzx ebp, byte ptr [r15 + r9 + 1024]
+    movsxd r9, dword ptr [r15 + r8 + 512]
+    mov r8, rbp
+    mov r8d, 103
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    and ebp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
+    mov r8d, 152
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 168
-    mov rbp, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1024
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    mov eax, ebp
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 197
+    mov dword ptr [r15 + 0], 90
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmm0, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
-    test ebx, 512
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov dword ptr [r15 + rbp + 768], 121
-    mov qword ptr [r15 + r9 + 192], r9
-    test ebx, 768
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 76
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 704], r8b
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    and edi, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + rbp + 64], eax
+    mov rax, r9
+    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    add rax, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c193:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx ebp, r9b
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm4, xmm4, 238
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, 19
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1344]
+    and r8, 64
+    lea r9, [r11*4]
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], r9d
+    movsxd rdx, dword ptr [r15 + rbp + 1600]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    add rdx, qword ptr [r15 + rbp + 1408]
+    mov eax, dword ptr [r15 + r9 + 768]
+    mov byte ptr [r15 + rbp + 1664], r8b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx ebp, r8b
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 189
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 140
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 97
-    movzx edi, byte ptr [r15 + r8 + 128]
-    lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 448], xmm4
+    mov edx, 212
+    vpaddd xmm0, xmm0, xmm0
+    mov dword ptr [r15 + r9 + 576], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1472], 240
+    mov rdx, qword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + rbp + 1536], 105
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    add rbp, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r8 + 64], 229
+    movzx r8d, dl
     add r11, 64
     inc rbx
     dec r13
@@ -19406,254 +19574,272 @@ ditto_body_c1:
 .Lc1_b9_c194:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r8b
     movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 60
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov rdi, rdi
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
+    and r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx r9d, dl
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov dword ptr [r15 + rbp + 64], 211
-    jmp 1f
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    test ebx, 1024
+    jnz 1f
+1:
+    mov edx, 198
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 145
-    and edi, dword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 448], rdi
+    and edx, dword ptr [r15 + r8 + 384]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], eax
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r9 + 128], 63
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], 107
+    mov r8, r9
+    add r9, qword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c195:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 320]
-    lea rbp, [r11*8]
-    mov r9, r9
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 255
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    and edi, dword ptr [r15 + rbp + 1024]
-    mov byte ptr [r15 + rbp + 896], bpl
-    test ebx, 512
-    jnz 1f
-1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3520], 207
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r9 + 64]
-    mov r9d, dword ptr [r15 + rbp + 1216]
-    mov ecx, 250
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
+    jmp 1f
+1:
+    mov rbp, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 20
-    mov dword ptr [r15 + rbp + 832], 10
-    movsxd r9, dword ptr [r15 + rbp + 1152]
+    mov dword ptr [r15 + r9 + 128], ebp
+    movzx ebp, byte ptr [r15 + r8 + 3776]
+    mov dword ptr [r15 + r8 + 3648], 20
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
-    mov qword ptr [r15 + r8 + 384], r9
-    add qword ptr [r15 + rbp + 960], rax
+    mov qword ptr [r15 + r8 + 3840], r8
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3392], 238
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 3584]
+    mov dword ptr [r15 + r8 + 3712], 255
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 3456], r9
+    mov r9d, dword ptr [r15 + rbp + 384]
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add qword ptr [r15 + r9 + 384], r9
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 49
-    vpaddd xmm4, xmm4, xmm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov eax, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov dword ptr [r15 + 0], 37
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    and r9, 192
+    mov byte ptr [r15 + r9 + 704], r9b
+    test ebx, 512
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    add rbp, qword ptr [r15 + r9 + 640]
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 320]
+    mov edx, 232
+    mov edx, edx
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 512
+    jnz 1f
 1:
-    movzx eax, r9b
+    mov rdx, qword ptr [r15 + r9 + 576]
+    mov eax, edx
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 249
-    and eax, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 192], 3
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rbp
+    mov edx, dword ptr [r15 + r9 + 768]
+    mov byte ptr [r15 + rbp + 256], r8b
+    mov qword ptr [r15 + r8 + 384], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, eax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    lea rbp, [r11*4]
-    movzx esi, bpl
-    mov dword ptr [r15 + r9 + 320], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 38
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 704], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 576]
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    movzx ebp, al
+    mov edx, 172
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vpxor xmm4, xmm4, xmm0
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov rdx, r8
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    mov eax, 204
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov esi, 27
-    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
-    mov dword ptr [r15 + 0], 50
-    mov dword ptr [r15 + 0], 23
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov dword ptr [r15 + 0], 159
+    jmp 1f
+1:
+    and r9, 192
+    and eax, dword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 68
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
+    mov eax, 228
+    mov eax, 201
+    jmp 1f
 1:
-    mov ebp, esi
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], ecx
-    movzx ecx, byte ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 64], cl
-    mov rbp, rcx
-    mov byte ptr [r15 + r8 + 448], bpl
+    mov byte ptr [r15 + rbp + 384], al
+    movzx eax, al
+    and eax, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r9 + 640], 225
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 768], al
+    mov qword ptr [r15 + r9 + 576], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c198:
-    jmp 1f
-1:
-    jmp 1f
+    mov dword ptr [r15 + 0], 211
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -19661,532 +19847,566 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    movzx r8d, bpl
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1472], bpl
+    add rbp, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 199
+    mov rbp, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + rbp + 1792]
-    mov r9d, 9
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 1664]
-    test ebx, 1536
-    jnz 1f
-1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 143
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 78
-    add r8, qword ptr [r15 + r9 + 320]
-    lea r9, [r11 + r11*1]
-    add r8, qword ptr [r15 + rbp + 1344]
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 448]
-    add r8, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 1600], r8d
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx r8d, bpl
-    mov dword ptr [r15 + rbp + 1536], r8d
-    mov dword ptr [r15 + rbp + 1728], 25
-    test ebx, 16384
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm4
+    and eax, dword ptr [r15 + r8 + 128]
+    mov r8d, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 320], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
-    imul r8, r8
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r9, r8
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1536], r8b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov qword ptr [r15 + r8 + 1472], r9
-    mov dword ptr [r15 + r8 + 1664], 22
-    test ebx, 1048576
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 1408]
-    movzx eax, byte ptr [r15 + r8 + 1344]
-    movsxd rcx, dword ptr [r15 + r8 + 1728]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    add qword ptr [r15 + r9 + 192], rbp
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1600], rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 43
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm4, xmm4, xmm4
-    movzx r9d, bpl
-    mov qword ptr [r15 + rbp + 128], r9
-    test ebx, 2560
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1792], 233
-    mov r8, r9
-    mov r8d, 206
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c200:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3904], bpl
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    vmovdqu ymmword ptr [r15 + r8 + 3840], ymm4
-    test ebx, 6242304
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + r8 + 3776]
-    movzx eax, r8b
-    mov eax, 234
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 3712], 246
-    mov dword ptr [r15 + rbp + 256], eax
-    add rax, qword ptr [r15 + r8 + 3648]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + r8 + 3392], eax
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 3520], 201
-    mov qword ptr [r15 + r8 + 3456], r8
-    vmovdqu xmmword ptr [r15 + r8 + 3584], xmm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c201:
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    movzx ebp, r9b
+    add rax, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
     mov rax, rax
-    movzx eax, sil
-    test ebx, 393216
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r9, rax
+    test ebx, 1280
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 256]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 121
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 128]
+    lea r8, [r11 + r11*1]
+    mov r9d, 33
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 106
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 512], r8d
+    jmp 1f
+1:
+    mov r8d, 253
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c200:
+    jmp 1f
+1:
+    mov r8, r9
+    and r8d, dword ptr [r15 + 0]
+    mov r9d, 2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, edx
+    mov dword ptr [r15 + 0], 31
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 768
+    mov r8d, r9d
+    mov r8d, r8d
+    mov r8d, 19
+    test ebx, 1073741824
     jz 1f
 1:
+    vpor xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    test ebx, 1048576
+    test ebx, 1073741824
     jnz 1f
 1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], 28
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 448]
+    add rax, qword ptr [r15 + r8 + 384]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r8
+    inc dword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 36
+    mov dword ptr [r15 + rbp + 320], 189
+    mov r8d, r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c201:
+    vpaddd xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 256]
-    mov r9d, ebp
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 512]
+    mov rax, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 384]
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 64]
+    mov r9, rax
+    mov byte ptr [r15 + rbp + 320], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 21
+    mov r9d, r9d
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    movzx r9d, byte ptr [r15 + rbp + 960]
-    test ebx, 512
+    test ebx, 768
     jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 256], r9b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    mov rcx, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 1280]
-    mov eax, 246
-    movsxd rax, dword ptr [r15 + rbp + 1088]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov eax, eax
-    movzx eax, byte ptr [r15 + r9 + 384]
+    vpshufd xmm0, xmm0, 59
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 175
+    mov dword ptr [r15 + 0], 13
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 24
+    xor dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 320], 242
+    test ebx, 1024
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1216], cl
-    mov dword ptr [r15 + rbp + 1024], ecx
-    mov qword ptr [r15 + r8 + 192], rax
-    test ebx, 1073741824
-    jnz 1f
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 155
+    mov rax, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 384], 43
+    test ebx, 512
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 896], al
-    mov dword ptr [r15 + rbp + 1152], eax
-    mov rax, qword ptr [r15 + rbp + 832]
+    mov rbp, r8
+    and ebp, dword ptr [r15 + r9 + 448]
+    mov r8d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c203:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r8d, 42
     jmp 1f
 1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm4
-    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov ebp, 74
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 146
-    mov eax, ebp
-    movzx eax, sil
+    mov dword ptr [r15 + 0], 53
+    movzx r8d, r9b
+    mov r9d, 189
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rax
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r11 + r11*1]
+    mov r9, r9
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r8, [r11*4]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
+    mov r9, r8
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + 0], 226
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    mov eax, edx
     jmp 1f
 1:
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 512], r8
-    mov qword ptr [r15 + r8 + 768], rcx
-    mov dword ptr [r15 + r9 + 64], 29
     jmp 1f
 1:
-    test ebx, 768
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 448], 30
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], r9d
+    test ebx, 512
+    jz 1f
 1:
-    mov r9d, 39
-    mov qword ptr [r15 + r8 + 640], r9
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 576], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    lea r9, [r11 + r11*1]
-    mov r8d, 28
-    lea r8, [r11*4]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    lea rbp, [r11 + r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], r8d
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 110
-    mov ecx, dword ptr [r15 + rbp + 7552]
-    mov eax, eax
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*4]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], r9b
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], rbp
+    mov ebp, 2
+    mov byte ptr [r15 + r9 + 7488], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 7616], cl
-    or qword ptr [r15 + r9 + 128], 101
-    mov dword ptr [r15 + r8 + 768], ecx
-    test ebx, 2304
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 7744]
-    mov rax, qword ptr [r15 + r8 + 640]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 576]
-    movzx ecx, byte ptr [r15 + rbp + 7680]
+    mov qword ptr [r15 + r8 + 448], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 768
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov ebp, 232
+    jmp 1f
 1:
-    mov r8d, 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 128
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1048576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    test ebx, 768
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 7744]
+    and rbp, 192
+    mov rax, qword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 576], 26
+    mov byte ptr [r15 + rbp + 768], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 66
+    mov rax, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov r8d, 201
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 7680]
+    vpmovmskb ebp, xmm0
+    mov dword ptr [r15 + r9 + 7616], 178
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
+    mov rbp, rbp
+    mov ebp, 174
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 246
-    mov byte ptr [r15 + 0], r8b
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, 15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rbp, rbp
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    mov r8, r8
-    movzx r9d, r8b
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
     test ebx, 512
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 320]
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 2048
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], 65
+    movzx r9d, byte ptr [r15 + 0]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
+    mov byte ptr [r15 + rbp + 128], bpl
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + rbp + 448], r8b
-    add r8, qword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    test ebx, 2304
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 128]
+    mov r9d, 211
+    mov dword ptr [r15 + rbp + 256], 155
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*8]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
     lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 1536], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 1664]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
+    mov r8, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r9 + 1600], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    movzx r9d, cl
-    jmp 1f
-1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov qword ptr [r15 + r9 + 1408], rbp
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    jmp 1f
-1:
-    test ebx, 2304
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov qword ptr [r15 + r9 + 1856], r8
+    mov dword ptr [r15 + r8 + 320], r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, bpl
-    movzx r9d, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 1728], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 1344], r8b
+    movzx r8d, r8b
+    mov qword ptr [r15 + r9 + 1792], r8
     test ebx, 2048
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 192], 105
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 320]
-    add r8, qword ptr [r15 + r9 + 384]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 448]
+    mov r8, qword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r9 + 1472], r8
     jmp 1f
 1:
     add r11, 64
@@ -20194,1859 +20414,1861 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    lea r8, [r11*4]
-    mov r9d, 131
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 192
-    and r9d, dword ptr [r15 + r8 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
     test ebx, 1073741824
     jz 1f
 1:
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 768
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    mov r9d, r9d
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 2304
     jz 1f
 1:
-    mov r9d, 56
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 320]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 704], 176
-    test ebx, 1073741824
-    jnz 1f
-1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 512], ebp
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + r8 + 640]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r8 + 768], 75
-    test ebx, 1073741824
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov rax, qword ptr [r15 + rbp + 384]
+    test ebx, 1280
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov r9d, r9d
+    mov byte ptr [r15 + r9 + 256], dl
+    mov byte ptr [r15 + r8 + 448], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov rbp, rdi
-    mov dword ptr [r15 + 0], 106
+    lea rbp, [r11*8]
+    and rbp, 4032
+    movzx eax, byte ptr [r15 + rbp + 3456]
+    mov r8, rax
+    mov eax, r8d
+    mov eax, 178
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 103
-    movzx r9d, r9b
-    mov r9d, r9d
-    test ebx, 2304
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    vpcmpeqb xmm4, xmm4, xmm9
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1024
+    mov r8d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1536
-    jz 1f
-1:
-    mov r9, rbp
-    mov r9, rbp
-    vpshufd xmm4, xmm4, 105
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8316928
+    mov rax, r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    vpxor xmm4, xmm4, xmm15
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 2304
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + rbp + 3712]
     lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 253
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 48
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + rbp + 384], r9b
+    and r8d, dword ptr [r15 + rbp + 3584]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 64]
+    mov edx, eax
+    mov byte ptr [r15 + rbp + 3392], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    mov r8d, ebp
+    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm0
+    mov dword ptr [r15 + r9 + 128], 236
+    vpmovmskb r9d, xmm0
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov eax, 68
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 19
+    movsxd rax, dword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + r9 + 512], 233
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r9d
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 0], 159
+    jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1024
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + r9 + 768], r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov byte ptr [r15 + r8 + 256], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + r9 + 704], 247
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c210:
-    lea r8, [r11*4]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r8b
-    mov qword ptr [r15 + r8 + 576], r8
+    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8273920
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 244
-    vpxor xmm4, xmm4, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov byte ptr [r15 + 0], r9b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 115
-    and ecx, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 640], 242
-    mov qword ptr [r15 + r9 + 512], rcx
-    test ebx, 512
-    jnz 1f
-1:
-    mov ecx, 42
-    mov qword ptr [r15 + r8 + 768], rcx
-    mov rcx, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c211:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    movzx ecx, bpl
-    and r9, 4032
-    add rcx, qword ptr [r15 + r9 + 3776]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 320]
-    movzx eax, bpl
-    mov eax, dword ptr [r15 + r9 + 3456]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
-    mov ecx, 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + r9 + 3648]
-    add rcx, qword ptr [r15 + r9 + 3712]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 3392]
-    mov dword ptr [r15 + r9 + 3584], r8d
-    and ecx, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 3840], ecx
-    mov qword ptr [r15 + r9 + 3520], rcx
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 384], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 32
-    mov esi, r8d
-    movzx r8d, sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c212:
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 320]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    mov dword ptr [r15 + rbp + 704], 174
-    lea r9, [r11*8]
-    .byte 0x0f, 0x1f, 0x00
-    and r9, 1984
-    mov dword ptr [r15 + r9 + 1536], 24
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 576], r9b
-    and esi, dword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    and esi, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1472], 15
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + r9 + 1664]
-    mov dword ptr [r15 + r8 + 384], 119
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 1408]
-    mov dword ptr [r15 + r9 + 1600], 251
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c213:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 186
-    test ebx, 262144
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 6799360
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, esi
-    mov rsi, r9
-    nop
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 197
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 256], dil
-    and esi, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r9d
-    mov rsi, qword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r9 + 192], 214
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c214:
-    mov r8d, 2
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 43
-    mov r9, rsi
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 512
-    jz 1f
-1:
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 192], r9b
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 64], r9d
-    vmovdqu xmmword ptr [r15 + rbp + 320], xmm4
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c215:
-    lea rbp, [r11 + r11*8]
-    and rbp, 1984
-    movsxd r9, dword ptr [r15 + rbp + 1856]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + rbp + 1728]
-    mov r9, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1472], 7
-    mov r8d, dword ptr [r15 + rbp + 1536]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 1792]
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1664], r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1600], esi
-    movsxd r8, dword ptr [r15 + rbp + 1344]
-    lea r8, [r11 + r11*1]
-    vpxor xmm4, xmm4, xmm2
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 71
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r9b
-    mov dword ptr [r15 + r8 + 320], 68
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov dword ptr [r15 + rbp + 1408], esi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c216:
-    lea r8, [r11 + r11*4]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], esi
-    mov rsi, r8
-    mov rsi, qword ptr [r15 + r8 + 1408]
-    mov r9d, 68
-    test ebx, 5120
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 1536]
-    mov r9, qword ptr [r15 + r8 + 1472]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*2]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 64]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov rsi, rbp
-    mov rsi, rsi
-    mov esi, 199
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 252
-    mov esi, dword ptr [r15 + r9 + 7616]
-    mov rcx, rsi
-    and esi, dword ptr [r15 + r8 + 1600]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 7552]
-    vpmovmskb r9d, xmm4
-    mov dword ptr [r15 + rbp + 128], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c217:
-    mov r9d, 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, sil
-    mov r9, rax
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    vmovq xmm4, r9
-    test ebx, 2078208
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 0]
-    movzx esi, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 247
-    mov byte ptr [r15 + r9 + 64], r9b
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    or qword ptr [r15 + rbp + 192], 63
-    mov rsi, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 448], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c218:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 221
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 262144
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm4
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov dword ptr [r15 + rbp + 448], r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 64]
-    movzx r8d, bpl
-    mov dword ptr [r15 + r9 + 320], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c219:
-    lea rbp, [r11*8]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm4
-    jmp 1f
-1:
-    movzx r8d, bpl
-    mov byte ptr [r15 + rbp + 1216], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rsi
-    movzx r8d, cl
-    lea r8, [r11 + r11*1]
-    mov ecx, 246
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 320], xmm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r8d
-    mov dword ptr [r15 + 0], 47
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 960], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 1152], rcx
-    mov esi, 233
-    mov dword ptr [r15 + r8 + 384], 233
-    mov dword ptr [r15 + rbp + 832], 186
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rcx
-    add rsi, qword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 1088]
-    test ebx, 1280
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1280], 126
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 896]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c220:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 92
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 234
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], 149
-    vpshufd xmm4, xmm4, 234
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 768
-    jnz 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 320]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 256]
-    mov esi, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 128]
-    movzx ebp, cl
-    movzx ecx, byte ptr [r15 + r9 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c221:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rcx, r9
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 243
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 86
-    test ebx, 2621440
-    jz 1f
-1:
-    mov ecx, 125
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 2072064
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    test ebx, 8120320
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 34
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    movzx esi, cl
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, 149
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 192
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 128], r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + r8 + 64], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c222:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, ebp
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r8d
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 64]
-    and rbp, 192
-    mov ecx, dword ptr [r15 + rbp + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 704]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], esi
-    mov dword ptr [r15 + rbp + 640], esi
-    test ebx, 3072
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 192], r9
-    and r9d, dword ptr [r15 + rbp + 768]
-    add r9, qword ptr [r15 + r8 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c223:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    xor dword ptr [r15 + r9 + 64], r9d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 122
-    mov dword ptr [r15 + 0], 169
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test ebx, 768
     jnz 1f
 1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 704], r8
-    mov dword ptr [r15 + r9 + 128], r8d
-    mov dword ptr [r15 + r8 + 640], r8d
-    test ebx, 768
-    jz 1f
-1:
-    vpmovmskb r9d, xmm4
-    mov r9, qword ptr [r15 + r8 + 768]
-    mov byte ptr [r15 + r8 + 576], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm4, xmm4, 10
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 64]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, eax
+    movzx eax, al
+    mov dword ptr [r15 + 0], eax
+    test ebx, 2304
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 384]
+    lea rbp, [r11 + r11*1]
+    and r9, 192
+    movzx edx, byte ptr [r15 + r9 + 640]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    test ebx, 768
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 704], 133
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 768]
+    mov rax, qword ptr [r15 + r9 + 576]
+    test ebx, 512
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 512]
+    movzx eax, bpl
+    mov dword ptr [r15 + r8 + 320], 249
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c210:
+    mov qword ptr [r15 + 0], r9
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    mov r9d, eax
+    mov dword ptr [r15 + 0], 198
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    movzx r9d, al
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov eax, 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + r9 + 384]
+    mov r8d, eax
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 186
+    test ebx, 512
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov rbp, rdx
+    mov ebp, dword ptr [r15 + r8 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c211:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov byte ptr [r15 + 0], dl
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1536
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 512
+    jnz 1f
+1:
+    vpxor xmm0, xmm0, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    add rax, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    imul rax, r9
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 384], bpl
+    lea r8, [r11 + r11*1]
+    test ebx, 9216
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov rax, qword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
+    mov r8, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c212:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 384], xmm0
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, 174
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    mov eax, r9d
+    mov dword ptr [r15 + rbp + 192], eax
+    and r9, 192
+    and eax, dword ptr [r15 + r9 + 704]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 640]
+    mov rbp, rax
+    movzx eax, byte ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], bpl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov dword ptr [r15 + r8 + 320], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c213:
+    imul rbp, rax
+    mov ebp, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r8, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3072
+    jz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm0
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 128]
+    test ebx, 2304
+    jnz 1f
+1:
+    vmovq xmm0, rax
+    and r8, 64
+    lea r9, [r11*4]
+    mov eax, dword ptr [r15 + r8 + 512]
+    mov rdx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 192
+    mov qword ptr [r15 + r9 + 704], r9
+    mov dword ptr [r15 + rbp + 64], r9d
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 768], r9
+    mov dword ptr [r15 + r8 + 448], r9d
+    mov r8, qword ptr [r15 + r9 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c214:
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 223
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 116
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, eax
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    vpaddd xmm0, xmm0, xmm0
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 209
+    mov r8d, 173
+    mov r8, qword ptr [r15 + r9 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c215:
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, r9b
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1280
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    movzx r9d, r8b
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 41
+    jmp 1f
+1:
+    or qword ptr [r15 + r9 + 320], 68
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 111
+    mov dword ptr [r15 + r9 + 448], r8d
+    mov qword ptr [r15 + r8 + 256], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c216:
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + 0], 224
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 155
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, bpl
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 384], rbp
+    mov ebp, ebp
+    lea rbp, [r11 + r11*1]
+    add r9, qword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + rbp + 192], r8d
+    vpaddd xmm0, xmm0, xmm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c217:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 192]
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1472], xmm0
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1536], ebp
+    mov r9d, 244
+    add r9, qword ptr [r15 + r8 + 1408]
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov edx, 221
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 256]
+    mov ebp, dword ptr [r15 + r8 + 1664]
+    mov rax, qword ptr [r15 + r8 + 1600]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 128], 73
+    mov rbp, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c218:
+    lea rbp, [r11 + r11*2]
+    and rbp, 1984
+    mov r9, qword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    mov r8d, 18
+    mov rdx, r8
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 226
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 192
+    mov qword ptr [r15 + r9 + 640], r9
+    mov rdx, qword ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r9 + 576], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 1472], dl
+    mov rdx, qword ptr [r15 + r9 + 768]
+    mov r8, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + rbp + 1344], 68
+    mov r9d, 35
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c219:
+    lea r9, [r11*8]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1408], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r9 + 1536]
+    test ebx, 4608
+    jz 1f
+1:
+    and r8, 64
+    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 384]
+    lea rbp, [r11*4]
+    and edx, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 192
+    movzx edx, byte ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 640], rdx
+    mov edx, dword ptr [r15 + r9 + 1664]
+    test ebx, 768
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 704], edx
+    mov rax, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r9 + 1600], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 320], dl
+    mov edx, dword ptr [r15 + r9 + 1472]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c220:
+    lea rbp, [r11 + r11*8]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1664], eax
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], edx
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, bpl
+    mov rdx, rdx
+    mov dword ptr [r15 + r9 + 448], 248
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, r9b
+    mov rdx, qword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + r8 + 256], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 1792]
+    add rdx, qword ptr [r15 + rbp + 1536]
+    mov qword ptr [r15 + rbp + 1472], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + rbp + 1856]
+    mov dword ptr [r15 + rbp + 1600], 93
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm0, xmm0, xmm10
+    mov rdx, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + rbp + 1728], rdx
+    mov rdx, rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c221:
+    lea rbp, [r11*8]
+    vpaddd xmm0, xmm0, xmm0
+    and rbp, 4032
+    add rdx, qword ptr [r15 + rbp + 3648]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 121
+    test ebx, 1280
+    jz 1f
+1:
+    mov edx, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movzx edx, r9b
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 3520]
+    mov byte ptr [r15 + rbp + 3456], dl
+    add rdx, qword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 3584], ymm0
+    mov dword ptr [r15 + rbp + 3712], r9d
+    mov dword ptr [r15 + r8 + 256], 184
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3392], 212
+    movzx edx, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c222:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov r8d, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11*4]
+    test ebx, 1024
+    jnz 1f
+1:
+    and r8, 64
+    xor dword ptr [r15 + r8 + 128], r8d
+    jmp 1f
+1:
+    and rbp, 192
+    and edx, dword ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
+    mov dword ptr [r15 + rbp + 576], 49
+    mov dword ptr [r15 + rbp + 640], 154
+    mov edx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    add rdx, qword ptr [r15 + rbp + 704]
+    mov r8, rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c223:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 8345600
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 55
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 35
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, edx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
+    test ebx, 512
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 128], rdx
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 384], 143
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + rbp + 256], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm4, xmm4, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    movzx r9d, r9b
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 111
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 19
-    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3456], r9b
-    test ebx, 1073741824
+    add rdx, qword ptr [r15 + 0]
+    lea rbp, [r11*4]
+    test ebx, 65536
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r8, r8
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov ebp, dword ptr [r15 + r9 + 3712]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], 47
     and r8, 64
-    add rbp, qword ptr [r15 + r8 + 320]
-    mov ecx, dword ptr [r15 + r9 + 3648]
-    movsxd rsi, dword ptr [r15 + r9 + 3776]
+    and edx, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ecx
-    mov dword ptr [r15 + r8 + 384], ebp
-    mov dword ptr [r15 + r9 + 3584], edx
-    mov dword ptr [r15 + r9 + 3520], 8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r8d, 213
-    mov r8, r8
-    test ebx, 2304
     jz 1f
 1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 3392], 191
-    mov qword ptr [r15 + rbp + 192], r8
+    mov edx, 89
+    mov qword ptr [r15 + rbp + 576], rdx
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 768]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    .byte 0x66, 0x90
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, r8
+    mov byte ptr [r15 + r9 + 448], dl
+    add rdx, qword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c225:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    lea r8, [r11 + r11*2]
-    mov byte ptr [r15 + rbp + 1344], r8b
-    and r8, 8128
-    add r9, qword ptr [r15 + r8 + 7488]
-    mov dword ptr [r15 + r8 + 7552], r9d
-    and r9d, dword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 1664], 171
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 16
+    mov edx, edx
+    jmp 1f
+1:
+    test ebx, 523008
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    test ebx, 1073741824
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1572864
-    jz 1f
+    add rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 120
+    jmp 1f
 1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    test ebx, 2621440
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 226
+    test ebx, 131072
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 448], 126
+    movzx r8d, r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    and ecx, dword ptr [r15 + rbp + 1472]
+    mov r8, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ecx, 18
-    and ecx, dword ptr [r15 + rbp + 1600]
-    mov dword ptr [r15 + rbp + 1728], 255
+    mov r8, r9
+    .byte 0x66, 0x90
+    mov r8d, r8d
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + rbp + 1408], ecx
-    mov ecx, dword ptr [r15 + r9 + 256]
+    movzx edx, byte ptr [r15 + r9 + 512]
+    mov r9d, r9d
+    mov dword ptr [r15 + rbp + 128], 27
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    test ebx, 8304640
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    movzx ebp, r9b
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*4]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 512]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    mov r8d, 235
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], r8d
+    lea rbp, [r11*8]
+    movzx r8d, bpl
     lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm4
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], sil
+    and rbp, 448
+    mov r9, qword ptr [r15 + rbp + 1216]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + r9 + 448]
-    movzx eax, byte ptr [r15 + r8 + 128]
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm4
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    lea r9, [r11 + r11*1]
+    mov edx, r9d
+    add rax, qword ptr [r15 + rbp + 960]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    mov dword ptr [r15 + r9 + 320], r9d
+    vmovdqu xmmword ptr [r15 + rbp + 896], xmm0
+    jmp 1f
+1:
+    test ebx, 2304
+    jz 1f
+1:
+    mov r9d, 205
+    add r9, qword ptr [r15 + rbp + 1152]
+    mov eax, 134
+    test ebx, 1073741824
+    jz 1f
+1:
+    add qword ptr [r15 + rbp + 1088], r9
+    mov r9, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    test ebx, 2304
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 832]
+    mov r8d, r9d
+    mov byte ptr [r15 + rbp + 1024], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
     lea r8, [r11 + r11*1]
-    lea rbp, [r11*8]
+    lea r9, [r11 + r11*8]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 960]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 448], rax
+    jmp 1f
+1:
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3904], 145
+    mov dword ptr [r15 + r9 + 3712], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, 247
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
+    movzx r8d, byte ptr [r15 + r9 + 3776]
+    mov eax, dword ptr [r15 + r9 + 3648]
+    and r8d, dword ptr [r15 + r9 + 3840]
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1088], r9d
-    add rcx, qword ptr [r15 + rbp + 1216]
-    mov dword ptr [r15 + r8 + 320], ecx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
+    mov byte ptr [r15 + r9 + 3584], r8b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 253
+    mov dword ptr [r15 + r9 + 3456], 184
+    movzx eax, byte ptr [r15 + r9 + 3520]
+    mov dword ptr [r15 + r9 + 3392], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 896]
-    mov qword ptr [r15 + rbp + 1280], rcx
-    add rcx, qword ptr [r15 + rbp + 1024]
-    add rcx, qword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 832], rcx
-    mov ecx, ecx
-    mov dword ptr [r15 + rbp + 1152], r9d
+    mov r9d, 15
+    movsxd r9, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
-    lea r9, [r11*4]
-    and r9, 192
-    mov rcx, qword ptr [r15 + r9 + 640]
-    mov ebp, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r9d, 104
+    mov dword ptr [r15 + 0], 126
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ebp
-    mov ebp, ebp
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    mov r9, r9
+    mov dword ptr [r15 + 0], 119
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 2621440
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, bpl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    imul ebp, ebp, 78
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov rbp, rcx
+    mov r9d, 187
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 255
+    add r8, qword ptr [r15 + 0]
+    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2621440
+    mov qword ptr [r15 + r9 + 512], rbp
+    test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + rbp + 320], rdi
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 704], bpl
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + rbp + 512], bpl
+    lea r8, [r11 + r11*1]
+    jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 768]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 219
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
-    test ebx, 655360
+    mov eax, dword ptr [r15 + r9 + 448]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, ebp
-    mov rax, r9
-    mov dword ptr [r15 + r9 + 576], 123
+    mov r9, qword ptr [r15 + rbp + 448]
+    mov ebp, r9d
+    mov dword ptr [r15 + r8 + 256], 104
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
     lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 153
-    mov r9, rbp
-    mov qword ptr [r15 + 0], r8
+    vpmovmskb r9d, xmm0
+    lea r9, [r11*8]
+    mov r8, rbp
+    mov r8d, 5
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1280], 72
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 48
-    mov dword ptr [r15 + 0], r8d
-    movzx eax, r9b
-    test ebx, 1048576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4718592
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 384], r8
     lea r8, [r11 + r11*1]
-    mov r9, r8
+    mov qword ptr [r15 + r9 + 1024], rbp
     and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
-    lea rbp, [r11 + r11*1]
-    add r9, qword ptr [r15 + r8 + 320]
+    movzx eax, byte ptr [r15 + r8 + 192]
+    or qword ptr [r15 + r9 + 1152], 17
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov byte ptr [r15 + rbp + 512], bpl
-    mov ebp, 51
+    mov rax, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 64], al
+    mov qword ptr [r15 + r9 + 960], rax
+    mov byte ptr [r15 + r9 + 896], r8b
+    and eax, dword ptr [r15 + r9 + 1088]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 1216]
+    mov qword ptr [r15 + r9 + 832], rax
+    movzx eax, al
+    test ebx, 2621440
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 256], 110
+    vpshufd xmm10, xmm0, 215
+    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c230:
-    lea r8, [r11*4]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 232
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r9d
-    mov ebp, 35
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 768]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov ecx, 12
+    movzx r8d, r8b
+    mov r8d, 111
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1048576
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r8
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul r8, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    vmovq xmm0, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 576]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + r8 + 704], rbp
-    mov dword ptr [r15 + r9 + 128], ecx
-    lea r9, [r11 + r11*1]
+    mov rax, r8
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r8 + 128], eax
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov r8, qword ptr [r15 + r9 + 512]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 448]
+    lea rbp, [r11 + r11*1]
+    mov r9, rbp
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 512], r8
+    mov r8d, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 101
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 241
+    movzx r8d, r8b
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    add r9, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    test ebx, 7272448
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ebp
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + rbp + 256]
+    add rax, qword ptr [r15 + rbp + 384]
+    movsxd r9, dword ptr [r15 + rbp + 320]
     lea rbp, [r11 + r11*1]
-    jmp 1f
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
+    test ebx, 6221824
+    jz 1f
 1:
     and rbp, 64
     mov byte ptr [r15 + rbp + 128], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 64], rbp
-    movzx ebp, r9b
-    mov qword ptr [r15 + r8 + 384], rbp
+    add rax, qword ptr [r15 + r8 + 192]
+    mov r8d, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    jmp 1f
-1:
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, rbp
-    test ebx, 1073741824
+    lea rbp, [r11*4]
+    movzx r8d, r9b
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    vpor xmm4, xmm4, xmm4
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9d, ebp
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8, rbp
     test ebx, 2560
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    lea rbp, [r11 + r11*1]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8, r8
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
     jnz 1f
 1:
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 512]
-    lea r8, [r11*4]
-    mov qword ptr [r15 + rbp + 448], r8
-    mov rsi, r8
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    lea r9, [r11 + r11*1]
+    imul rax, qword ptr [r15 + rbp + 640]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8, 192
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 704], 129
-    mov r9, rbp
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 384]
+    mov byte ptr [r15 + rbp + 704], r9b
+    mov rax, qword ptr [r15 + r8 + 192]
+    mov r8d, 73
+    mov r8d, 84
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 768], r9
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 320], r8b
-    mov dword ptr [r15 + r8 + 640], 71
-    mov byte ptr [r15 + r8 + 576], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 768]
-    mov r8d, esi
+    mov qword ptr [r15 + r9 + 320], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c233:
     mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    movzx r8d, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 82
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 1
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r8, rbp
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 114
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, al
     and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
-    test ebx, 163840
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 512], r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov esi, r9d
-    mov dword ptr [r15 + r9 + 320], 219
-    mov r9d, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 448]
-    mov ebp, 243
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    lea rbp, [r11*4]
+    test ebx, 1024
+    jnz 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], ebp
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + rbp + 768], r8b
+    mov qword ptr [r15 + rbp + 576], r8
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], al
+    mov dword ptr [r15 + r9 + 448], 191
+    movzx r9d, byte ptr [r15 + rbp + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    lea rbp, [r11 + r11*4]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3648]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4718592
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 153
+    lea r9, [r11 + r11*1]
+    mov r8d, r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 66
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov dword ptr [r15 + 0], r8d
+    and r8d, dword ptr [r15 + 0]
+    mov rbp, r9
+    test ebx, 3072
+    jz 1f
 1:
+    mov r8d, r9d
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    nop
+    mov ebp, r8d
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov eax, 40
+    lea rbp, [r11 + r11*1]
+    movzx r8d, dl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + rbp + 3392]
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 118
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 576], r8d
-    movzx esi, byte ptr [r15 + rbp + 3520]
+    and eax, dword ptr [r15 + rbp + 128]
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 3456], r8
-    mov esi, esi
+    mov qword ptr [r15 + r8 + 192], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 3584]
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    and esi, dword ptr [r15 + r9 + 768]
+    mov rbp, qword ptr [r15 + r8 + 256]
+    movzx r8d, al
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c235:
-    and esi, dword ptr [r15 + 0]
-    mov r9d, esi
-    movzx r9d, al
-    vpaddd xmm4, xmm4, xmm4
+    lea rbp, [r11*8]
+    mov r8, rdx
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7744], 234
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 73
-    test ebx, 768
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 90
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, cl
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r8d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 203
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    test ebx, 2048
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, r8d
+    lea r8, [r11 + r11*2]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r15 + r8 + 64]
-    lea rbp, [r11 + r11*1]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 640], r8b
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 512]
-    movzx esi, cl
-    test ebx, 1024
-    jnz 1f
+    add rdx, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 7488], 138
+    mov eax, 252
+    test ebx, 512
+    jz 1f
 1:
-    mov byte ptr [r15 + rbp + 448], sil
-    and esi, dword ptr [r15 + r8 + 128]
-    and esi, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 7808]
+    mov eax, dword ptr [r15 + rbp + 7616]
+    mov dword ptr [r15 + rbp + 7872], 128
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 576]
+    mov byte ptr [r15 + rbp + 7680], r9b
+    mov qword ptr [r15 + rbp + 7552], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    mov edx, dword ptr [r15 + r8 + 704]
+    add rdx, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -22054,784 +22276,848 @@ ditto_body_c1:
 .Lc1_b9_c236:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 207
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 142
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rdx, rdx
+    test ebx, 1048576
     jnz 1f
+1:
+    jmp 1f
 1:
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11*8]
-    movzx esi, r9b
-    mov esi, eax
-    and r9, 4032
-    and r8d, dword ptr [r15 + r9 + 3712]
-    test ebx, 1073741824
+    movzx edx, byte ptr [r15 + rbp + 128]
+    test ebx, 2048
     jz 1f
 1:
-    add r8, qword ptr [r15 + r9 + 3584]
-    mov esi, 192
-    mov byte ptr [r15 + r9 + 3456], sil
+    lea r9, [r11 + r11*1]
+    and r8, 8128
+    movsxd rdx, dword ptr [r15 + r8 + 7744]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
     test ebx, 1280
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 64], sil
-    or qword ptr [r15 + r9 + 3392], 25
-    lea r8, [r11 + r11*1]
+    mov edx, eax
+    mov qword ptr [r15 + r8 + 7808], rdx
     jmp 1f
 1:
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7872], 195
+    jmp 1f
+1:
+    movzx edx, dl
+    test ebx, 512
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
+    movzx edx, byte ptr [r15 + r8 + 7680]
+    mov byte ptr [r15 + rbp + 64], dl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + r9 + 3520], r8
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 512]
-    mov byte ptr [r15 + r8 + 448], sil
-    test ebx, 1572864
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 3648]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 7616], edx
+    movzx eax, byte ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + r8 + 7488], 130
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    lea r8, [r11*8]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3520], r8b
-    mov esi, r8d
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    add qword ptr [r15 + r8 + 320], rdx
+    vmovq xmm0, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rax
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    test ebx, 1024
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1088], rbp
-    mov byte ptr [r15 + r8 + 3648], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 3584]
-    movzx r9d, byte ptr [r15 + r8 + 3712]
-    mov dword ptr [r15 + rbp + 832], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 960], r9d
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + rbp + 1024]
-    vmovdqu xmm4, xmmword ptr [r15 + r8 + 3392]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 163
+    mov dword ptr [r15 + 0], 223
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 3456], esi
-    mov rsi, qword ptr [r15 + rbp + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
     jmp 1f
 1:
-    mov esi, 52
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], eax
+    movzx eax, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + r8 + 384], rax
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 256]
+    movzx edx, byte ptr [r15 + r8 + 192]
+    movzx r8d, dl
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 64]
+    add rdx, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c238:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 212
-    mov r8, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
     jnz 1f
 1:
-    movzx esi, sil
+    movzx edx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
+    mov edx, edx
+    test ebx, 1024
+    jz 1f
+1:
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
+    mov dword ptr [r15 + 0], 167
+    mov dword ptr [r15 + 0], 10
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 221
     lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 64], rbp
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
+    test ebx, 512
+    jz 1f
+1:
+    mov edx, 24
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 512]
+    movzx eax, byte ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 128]
+    add r8, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov dword ptr [r15 + r8 + 512], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 99
-    mov r8, qword ptr [r15 + rbp + 320]
-    mov rbp, qword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c239:
+    movzx r9d, r8b
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 193
-    mov ebp, 194
-    test ebx, 1073741824
+    test ebx, 768
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 201
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    test ebx, 512
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r9
+    test ebx, 768
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    and rbp, 192
-    mov r9, qword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r9, [r11 + r11*1]
-    test ebx, 2304
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 704], r8b
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], ecx
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], sil
-    mov dword ptr [r15 + rbp + 576], r9d
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 448], r9
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    movzx eax, bpl
+    mov byte ptr [r15 + r8 + 512], al
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 256]
-    and esi, dword ptr [r15 + r8 + 320]
-    add rsi, qword ptr [r15 + rbp + 768]
+    mov edx, 35
+    mov dword ptr [r15 + rbp + 64], r9d
+    mov rbp, qword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 49
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*8]
-    mov rsi, rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    and r9, 4032
-    movsxd rsi, dword ptr [r15 + r9 + 3456]
+    lea rbp, [r11 + r11*1]
+    mov r8, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r9d
+    mov edx, r9d
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    movzx r8d, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 148
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov edx, 234
+    jmp 1f
+1:
+    test ebx, 2048
+    jz 1f
+1:
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 64]
+    and edx, dword ptr [r15 + r8 + 128]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], r8d
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + r9 + 3776]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 3392], ebp
-    lea rbp, [r11 + r11*1]
-    and esi, dword ptr [r15 + r8 + 128]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r9b
-    vmovq qword ptr [r15 + r9 + 3648], xmm4
-    mov byte ptr [r15 + rbp + 512], r9b
+    mov edx, 193
+    mov byte ptr [r15 + r8 + 768], dl
+    add rdx, qword ptr [r15 + r8 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 3712], r8d
-    mov dword ptr [r15 + r9 + 3840], r8d
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov dword ptr [r15 + r9 + 3584], r8d
-    movsxd r8, dword ptr [r15 + r9 + 3520]
+    mov dword ptr [r15 + rbp + 384], 185
+    mov dword ptr [r15 + r8 + 576], edx
+    mov edx, 82
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c241:
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edx, dl
+    mov edx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11*8]
     lea rbp, [r11 + r11*1]
+    and r8, 8128
+    mov rdx, qword ptr [r15 + r8 + 7488]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], cl
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 2621440
-    jz 1f
-1:
-    lea r9, [r11*8]
-    mov ecx, 63
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1472], r9
-    add rcx, qword ptr [r15 + r9 + 1664]
-    mov qword ptr [r15 + r9 + 1344], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + rbp + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 159
-    test ebx, 1073741824
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    test ebx, 515072
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1536], cl
-    and ebp, dword ptr [r15 + r9 + 1728]
     jmp 1f
 1:
-    test ebx, 2095104
-    jnz 1f
-1:
-    movzx ebp, r9b
-    movsxd rbp, dword ptr [r15 + r9 + 1408]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 1600]
+    mov edx, 91
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 192]
+    test ebx, 196608
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 7616], rax
+    mov rdx, rdx
+    movsxd rdx, dword ptr [r15 + r8 + 7744]
+    mov dword ptr [r15 + rbp + 64], edx
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7680], edx
+    jmp 1f
+1:
+    mov edx, edx
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov ecx, ecx
-    mov dword ptr [r15 + r8 + 128], ecx
-    jmp 1f
-1:
+    movsxd rdx, dword ptr [r15 + r8 + 7808]
+    and eax, dword ptr [r15 + r9 + 256]
+    add rax, qword ptr [r15 + r8 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c242:
-    jmp 1f
+    lea rbp, [r11 + r11*2]
+    mov eax, ebp
+    mov eax, 248
+    and rbp, 448
+    mov rdx, qword ptr [r15 + rbp + 896]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 960], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 87
+    movzx edx, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, esi
-    mov rcx, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov rsi, qword ptr [r15 + rbp + 1536]
-    test ebx, 2304
-    jnz 1f
-1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov esi, 19
-    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + rbp + 1664], rsi
-    add rsi, qword ptr [r15 + rbp + 1728]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    add rsi, qword ptr [r15 + rbp + 1600]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1344], r8d
+    add rdx, qword ptr [r15 + r8 + 1536]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 1408]
     and r9, 64
-    vmovdqu xmm4, xmmword ptr [r15 + r9 + 192]
-    jmp 1f
+    mov dword ptr [r15 + r9 + 128], r9d
+    and edx, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 1728], edx
+    test ebx, 2621440
+    jz 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 80
-    mov rsi, rsi
-    mov qword ptr [r15 + rbp + 1344], rsi
+    mov dword ptr [r15 + r8 + 1472], 86
+    movsxd rdx, dword ptr [r15 + r8 + 1600]
+    mov r9d, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 320], rsi
-    mov dword ptr [r15 + rbp + 1792], esi
-    mov dword ptr [r15 + r9 + 256], 131
+    mov dword ptr [r15 + r8 + 1408], 140
+    inc dword ptr [r15 + rbp + 832]
+    mov byte ptr [r15 + r8 + 1664], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c243:
-    lea r8, [r11*8]
-    and r8, 1984
     lea r9, [r11*8]
-    and esi, dword ptr [r15 + r8 + 1536]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7680], rcx
-    mov byte ptr [r15 + r8 + 1600], r8b
+    jmp 1f
+1:
+    and r9, 4032
+    and edx, dword ptr [r15 + r9 + 3584]
+    mov r8d, edx
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rsi, rsi
     jmp 1f
 1:
-    mov rsi, r8
-    jmp 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov rdx, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 157
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1664], 194
-    mov qword ptr [r15 + r8 + 1472], rsi
+    mov edx, 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 215
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 7552], r9d
-    mov dword ptr [r15 + r9 + 7808], r9d
-    mov esi, dword ptr [r15 + r9 + 7616]
-    mov rbp, qword ptr [r15 + r8 + 1408]
     lea rbp, [r11 + r11*1]
-    test ebx, 1280
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + r9 + 3456], 117
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r9
-    movsxd rsi, dword ptr [r15 + r8 + 1344]
-    mov qword ptr [r15 + r9 + 7488], rsi
-    mov rsi, qword ptr [r15 + r9 + 7744]
+    mov dword ptr [r15 + rbp + 320], 125
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
-    vmovdqu ymmword ptr [r15 + r9 + 7872], ymm4
+    movzx edx, bpl
+    add rdx, qword ptr [r15 + r9 + 3712]
+    mov dword ptr [r15 + r8 + 448], edx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 384]
+    add r8, qword ptr [r15 + r9 + 3648]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, dl
+    mov dword ptr [r15 + r9 + 3520], r8d
+    jmp 1f
+1:
+    mov r8d, edx
+    test ebx, 589824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3392], r8
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
+    movzx edx, r8b
+    test ebx, 8337408
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 768
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 35
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 768], 236
-    mov esi, esi
-    movzx esi, byte ptr [r15 + rbp + 704]
     lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
+    test ebx, 4608
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], r9b
     lea r9, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r8 + 128]
+    movzx r8d, dl
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 255
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 576], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 640]
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + r8 + 256], rax
+    mov dword ptr [r15 + r9 + 256], 86
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    movsxd rdx, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
-    and r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul edx, edx, 80
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
+    mov edx, edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 170
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    mov rdx, rdx
+    mov rdx, r9
+    mov rdx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*4]
+    mov edx, r9d
+    movzx edx, r9b
     jmp 1f
 1:
-    movzx r8d, r8b
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm0
+    test ebx, 1280
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    imul eax, r8d, 117
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r8 + 64], 78
-    lea r8, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r8 + 1024]
+    and edx, dword ptr [r15 + r8 + 960]
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
+    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    mov byte ptr [r15 + r8 + 320], bpl
-    mov byte ptr [r15 + rbp + 256], bpl
+    mov edx, dword ptr [r15 + rbp + 384]
+    mov r9, qword ptr [r15 + rbp + 320]
+    lea rbp, [r11 + r11*1]
+    vpor xmm0, xmm0, xmm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 236
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 896]
+    test ebx, 2088960
+    jz 1f
+1:
+    mov r9, rdx
+    movzx r9d, r9b
+    and r9d, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    movzx ebp, bpl
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, 221
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
+    mov ebp, r9d
+    mov ebp, ebp
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 33
+    mov rbp, rbp
+    mov r8d, 183
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*1]
+    mov r8d, 156
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], r9d
+    mov qword ptr [r15 + r9 + 384], rbp
+    test ebx, 3072
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    movzx r9d, r8b
+    jmp 1f
 1:
-    vpor xmm4, xmm4, xmm4
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 186
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 384]
+    mov byte ptr [r15 + r8 + 384], dl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and eax, dword ptr [r15 + r9 + 192]
-    xor dword ptr [r15 + r8 + 320], eax
-    mov dword ptr [r15 + rbp + 128], 62
+    mov dword ptr [r15 + r8 + 320], 205
+    mov r8, qword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
-    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpmovmskb r8d, xmm0
+    vpaddd xmm0, xmm0, xmm0
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
     mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmm12
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    movzx r8d, r8b
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    lea r9, [r11 + r11*1]
+    mov ebp, 27
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 128]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1280
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov qword ptr [r15 + rbp + 256], rbp
+    movzx ebp, byte ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 384]
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
+    and ebp, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    vpshufd xmm0, xmm0, 231
+    mov r9d, r9d
+    test ebx, 2048
     jz 1f
 1:
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + rbp + 320], rbp
+    mov r9d, 130
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c248:
-    lea r8, [r11*8]
-    movzx r9d, r8b
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3712], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 235
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 65
+    mov r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 512
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    movsxd rbp, dword ptr [r15 + r8 + 3392]
-    mov rax, qword ptr [r15 + r8 + 3648]
-    mov ecx, 105
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 512
+    jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 3584], bpl
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
-    mov ecx, eax
+    movzx r8d, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 3520], rax
-    mov qword ptr [r15 + rbp + 320], rdx
-    add rax, qword ptr [r15 + r8 + 3776]
-    add rax, qword ptr [r15 + r8 + 3840]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 243
+    lea r8, [r11*4]
+    mov dword ptr [r15 + rbp + 384], r8d
     test ebx, 512
     jz 1f
 1:
-    and eax, dword ptr [r15 + r8 + 3456]
-    mov byte ptr [r15 + r9 + 512], al
-    mov eax, 234
+    jmp 1f
+1:
+    and r8, 192
+    and ebp, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 640], ebp
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 53
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 320], xmm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    add r9, qword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 704], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -22840,38 +23126,38 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    and r9, 448
+    mov qword ptr [r15 + r9 + 960], r9
+    and rbp, 1984
+    or qword ptr [r15 + rbp + 1664], 47
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 121
+    mov dword ptr [r15 + rbp + 1728], 169
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 76
+    mov rax, qword ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + rbp + 1600], al
+    test ebx, 1280
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 211
-    lea r8, [r11 + r11*8]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    add rax, qword ptr [r15 + r8 + 1536]
-    mov dword ptr [r15 + r8 + 1664], eax
-    movzx eax, byte ptr [r15 + r8 + 1600]
-    lea r9, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], ebp
-    mov dword ptr [r15 + r8 + 1856], r9d
-    mov byte ptr [r15 + r8 + 1728], r9b
+    mov byte ptr [r15 + rbp + 1344], bpl
+    mov dword ptr [r15 + r8 + 512], 67
+    and r8d, dword ptr [r15 + rbp + 1536]
     test ebx, 1073741824
     jz 1f
 1:
@@ -22879,82 +23165,77 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + r8 + 1792]
-    test ebx, 4608
+    and r8d, dword ptr [r15 + r9 + 1024]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 64], 250
-    mov rax, rax
-    mov eax, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 1344], al
-    mov byte ptr [r15 + r8 + 1472], al
-    mov byte ptr [r15 + r8 + 1408], al
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm0
+    movsxd r8, dword ptr [r15 + r9 + 832]
+    mov ebp, dword ptr [r15 + r9 + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 192]
+    lea rbp, [r11*4]
+    and rbp, 192
+    add r8, qword ptr [r15 + rbp + 576]
+    mov rdx, rax
     lea r9, [r11*8]
-    mov ebp, r9d
-    and r9, 1984
-    movzx ebp, byte ptr [r15 + r9 + 1600]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 704], 13
+    and r9, 4032
+    movzx eax, byte ptr [r15 + r9 + 3712]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 3520], r9b
+    mov eax, 132
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 3456], 146
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 784896
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 3584], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov eax, eax
-    mov eax, 246
-    vmovdqu ymmword ptr [r15 + r9 + 1536], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 1344]
-    movzx ebp, r8b
-    mov dword ptr [r15 + r9 + 1728], 176
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and eax, dword ptr [r15 + r8 + 256]
-    mov r8d, eax
-    add rax, qword ptr [r15 + r9 + 1472]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    test ebx, 1832448
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 1408], rbp
-    mov eax, 101
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 320], eax
+    mov dword ptr [r15 + rbp + 768], eax
     mov rax, rax
-    movzx eax, al
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 1664]
-    mov r9d, 232
-    jmp 1f
+    add rax, qword ptr [r15 + r9 + 3392]
+    mov rdx, rax
+    add rax, qword ptr [r15 + r9 + 3648]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r9d, 199
+    mov dword ptr [r15 + r8 + 128], edx
+    mov qword ptr [r15 + rbp + 640], rax
     add r11, 64
     inc rbx
     dec r13
@@ -22962,325 +23243,338 @@ ditto_body_c1:
 .Lc1_b9_c251:
     jmp 1f
 1:
-    mov r9d, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4718592
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, 173
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r8d
-    and rbp, 64
-    lea r8, [r11*4]
-    mov byte ptr [r15 + rbp + 512], r8b
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 576]
-    test ebx, 2304
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 704], 165
-    mov dword ptr [r15 + r8 + 768], 98
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + r8 + 640], eax
-    movzx ecx, byte ptr [r15 + rbp + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c252:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ecx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    test ebx, 9216
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov ecx, 147
-    mov dword ptr [r15 + 0], 80
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm15
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 165
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx ecx, al
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], al
-    mov eax, eax
-    jmp 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 33
-    mov byte ptr [r15 + rbp + 64], al
-    mov qword ptr [r15 + r9 + 256], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c253:
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r8b
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1572864
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 186
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, cl
-    test ebx, 8091648
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 8108032
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov qword ptr [r15 + 0], rcx
-    movsxd rcx, dword ptr [r15 + r8 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + r8 + 768]
-    mov byte ptr [r15 + rbp + 128], cl
-    mov ecx, ecx
-    test ebx, 2048
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r9 + 448], ecx
-    mov ecx, ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c254:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    add rcx, qword ptr [r15 + rbp + 960]
-    movsxd rsi, dword ptr [r15 + rbp + 1216]
-    jmp 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 896], 143
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + r8 + 512], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 1024]
-    mov r8, rcx
-    mov qword ptr [r15 + rbp + 1088], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 1280]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + r9 + 512], r8b
-    mov qword ptr [r15 + rbp + 1152], r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c255:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], rcx
-    mov ecx, r9d
-    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, 249
     jmp 1f
 1:
-    test ebx, 1024
-    jnz 1f
-1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm4
-    mov ecx, 79
-    and ecx, dword ptr [r15 + r9 + 512]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm4
-    mov rbp, qword ptr [r15 + r8 + 384]
+    mov edx, dword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 256], 118
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 57
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r9b
+    add r8, qword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + rbp + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c252:
+    lea r8, [r11 + r11*1]
+    movzx r9d, r8b
+    lea r9, [r11*4]
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 384]
+    and r9, 192
+    mov rdx, qword ptr [r15 + r9 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov dword ptr [r15 + 0], 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 5765120
+    jz 1f
+1:
+    mov ebp, edx
+    mov ebp, 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 704], rbp
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 768]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 384]
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 640], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c253:
+    lea rbp, [r11*8]
+    mov ecx, 173
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1048576
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov ecx, 176
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 128]
+    vmovdqu xmmword ptr [r15 + r8 + 64], xmm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 7680], 170
+    mov dword ptr [r15 + rbp + 7552], 85
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7616], r8d
+    mov qword ptr [r15 + rbp + 7744], r8
+    test ebx, 2560
+    jz 1f
+1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 320]
+    mov edx, 41
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 384]
+    movzx r8d, byte ptr [r15 + rbp + 7808]
+    vpor xmm0, xmm0, xmm0
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c254:
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 175
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 89
+    mov r8, r8
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov ecx, edx
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 211
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    jmp 1f
+1:
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 64
+    lea rbp, [r11 + r11*1]
+    mov ecx, 172
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + rbp + 64], ecx
+    mov dword ptr [r15 + r8 + 256], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c255:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 90
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm0
+    test ebx, 2304
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    vpcmpeqb xmm0, xmm0, xmm10
+    vpxor xmm0, xmm0, xmm11
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 174
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 448]
+    mov rdx, qword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 116
+    mov dword ptr [r15 + r9 + 512], 28
+    add r9, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13

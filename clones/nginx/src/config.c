@@ -14,14 +14,14 @@ void ditto_body_c1(struct ditto_body_ctx *ctx);
 void ditto_body_init_c1(struct ditto_body_ctx *ctx);
 
 /* Response payload bytes per request. */
-static const uint64_t response_lo[] = {UINT64_C(128)};
-static const uint64_t response_hi[] = {UINT64_C(256)};
+static const uint64_t response_lo[] = {UINT64_C(195)};
+static const uint64_t response_hi[] = {UINT64_C(196)};
 static const uint64_t response_cum[] = {UINT64_C(49887)};
 
 /* extra 0: openat + newfstatat + close (1.0000 per request) */
 /* extra 1: sendfile (1.0000 per request) */
-static const uint64_t extra1_lo[] = {UINT64_C(2048), UINT64_C(8192), UINT64_C(32768), UINT64_C(131072)};
-static const uint64_t extra1_hi[] = {UINT64_C(4096), UINT64_C(16384), UINT64_C(65536), UINT64_C(262144)};
+static const uint64_t extra1_lo[] = {UINT64_C(3155), UINT64_C(12311), UINT64_C(49220), UINT64_C(131072)};
+static const uint64_t extra1_hi[] = {UINT64_C(3156), UINT64_C(12312), UINT64_C(49221), UINT64_C(131073)};
 static const uint64_t extra1_cum[] = {UINT64_C(24877), UINT64_C(34895), UINT64_C(44924), UINT64_C(49887)};
 /* extra 2: setsockopt pairs (TCP_CORK on/off) (1.0000 per request) */
 
@@ -53,7 +53,7 @@ const struct ditto_config ditto_clone_config = {
     .n_clusters = 1,
     .priv_bytes = 67117824,
     .shared_bytes = 64,
-    .data_file_bytes = 262144,
+    .data_file_bytes = 135168,
     .data_files = 8,
     .seed = UINT64_C(1),
 };

@@ -582,6 +582,8 @@ mod maps {
     pub const OFFSET: &str = "@off";
     pub const FLAGS: &str = "@flags";
     pub const RET_BYTES: &str = "@retb";
+    /// Sum of the returned bytes per hist() bucket: the exact mean inside each bucket.
+    pub const RET_BYTES_SUM: &str = "@retbs";
     pub const RET_COUNT: &str = "@retn";
     pub const SOCKET_BYTES: &str = "@sockb";
     pub const REQUESTS: &str = "@req";
@@ -790,6 +792,15 @@ pub fn build_script(pids: &[u32], tids: &[u32], tracefs: &Path) -> (String, Vec<
     }} else if ($ret > 0) {{
       if ({bytes_in}) {{
         {RET_BYTES}[pid, tid, $id] = hist($ret);
+        // hist()'s bucket of $ret (64 - leading zeros) by binary search, for the bucket's exact sum.
+        $rest = $ret; $bucket = 1;
+        if ($rest >= 4294967296) {{ $bucket = $bucket + 32; $rest = $rest >> 32; }}
+        if ($rest >= 65536) {{ $bucket = $bucket + 16; $rest = $rest >> 16; }}
+        if ($rest >= 256) {{ $bucket = $bucket + 8; $rest = $rest >> 8; }}
+        if ($rest >= 16) {{ $bucket = $bucket + 4; $rest = $rest >> 4; }}
+        if ($rest >= 4) {{ $bucket = $bucket + 2; $rest = $rest >> 2; }}
+        if ($rest >= 2) {{ $bucket = $bucket + 1; }}
+        {RET_BYTES_SUM}[pid, tid, $id, $bucket] = sum($ret);
         if (($v.1 & 255) == 12) {{ {SOCKET_BYTES}[pid, tid, $id] = sum($ret); }}
       }}
       else if ({counts_in}) {{ {RET_COUNT}[pid, tid, $id] = hist($ret); }}
@@ -1029,6 +1040,18 @@ pub fn parse_bpftrace_output(
             let h = hist_from_json(v);
             pick(trace.stats_mut(tid, tgid, &name)).absorb(&h);
         }
+    }
+    for (k, v) in get(RET_BYTES_SUM) {
+        let (Some(tgid), Some(tid), Some(nr), Some(bucket)) = (
+            key_u32(&k, 0),
+            key_u32(&k, 1),
+            k.get(2).and_then(|&n| u64::try_from(n).ok()),
+            key_u32(&k, 3),
+        ) else {
+            continue;
+        };
+        let st = trace.stats_mut(tid, tgid, &syscalls::syscall_name(nr));
+        st.ret_bytes.add_sum(bucket, v.as_u64().unwrap_or(0));
     }
     for (k, v) in get(FD_KIND) {
         let (Some(tgid), Some(tid), Some(nr), Some(kind)) = (

@@ -931,7 +931,7 @@ fn record_exit(
         return;
     };
     match r.ret {
-        RetKind::Bytes => st.ret_bytes.record(v),
+        RetKind::Bytes => st.ret_bytes.record_summed(v),
         RetKind::Count => st.ret_count.record(v),
         _ => {}
     }

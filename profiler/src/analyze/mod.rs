@@ -29,9 +29,16 @@ fn fd_kind_name(k: FdKind) -> &'static str {
     }
 }
 
+/// The profile's histogram of a collector's buckets, with each bucket's sum where it was recorded.
 fn histogram(unit: &str, h: &Log2Hist) -> Option<Histogram> {
-    (!h.is_empty())
-        .then(|| Histogram::from_log2_buckets(unit, h.buckets.iter().map(|(&k, &n)| (k, n))))
+    (!h.is_empty()).then(|| {
+        Histogram::from_log2_buckets_summed(
+            unit,
+            h.buckets
+                .iter()
+                .map(|(&k, &n)| (k, n, h.sums.get(&k).copied())),
+        )
+    })
 }
 
 /// Requests in the window: the load generator's count when it drove the load, else the
@@ -584,4 +591,30 @@ pub fn thread_clusters(obs: &Observations) -> BTreeMap<u32, String> {
     let facts = threads::thread_facts(&obs.trace, &delta);
     let accepted: u64 = facts.values().map(|f| f.accepts_ok).sum();
     threads::model(facts, accepted).cluster_of_thread
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn returned_byte_bins_carry_the_collectors_sums_into_the_profile() {
+        let mut h = Log2Hist::default();
+        for v in [3_155, 3_155, 131_072] {
+            h.record_summed(v);
+        }
+        h.record(20); // a bucket the collector did not sum
+        let p = histogram("bytes", &h).expect("not empty");
+        let bins: Vec<(u64, u64, Option<u64>)> =
+            p.bins.iter().map(|b| (b.lo, b.count, b.sum)).collect();
+        assert_eq!(
+            bins,
+            vec![
+                (16, 1, None),
+                (2048, 2, Some(6_310)),
+                (131_072, 1, Some(131_072))
+            ]
+        );
+        assert!(histogram("bytes", &Log2Hist::default()).is_none());
+    }
 }

@@ -18,7 +18,9 @@
 //! two — which also absorbs offsets the knob does not scale (the skeleton's own instructions). Steps are
 //! clamped to a factor of 4. Once the history holds measurements on both sides of the original's value,
 //! the knob is interpolated between the nearest one above and the nearest one below (regula falsi),
-//! which stays inside the bracket on the steep cliffs miss rates have. Without a bracket, a step that
+//! which stays inside the bracket on the steep cliffs miss rates have; each step keeps a tenth of the
+//! bracket from either end so that it cannot stall at one, and a bracket whose lower side is on the
+//! floor (a working set that fits) is bisected. Without a bracket, a step that
 //! left its driver clearly worse (1.5× the log distance) than the best iteration so far is half undone:
 //! responses are not always monotone. Branch mispredictions also depend
 //! on the instruction working set (the body's block loops are branches, paper §4.5), so the branch group
@@ -195,6 +197,9 @@ pub const GROUPS: &[Group] = &[
 const MAX_STEP: f64 = 4.0;
 /// A cliff group's clone rate below the original's divided by this is on the flat side.
 const FLAT_RATIO: f64 = 10.0;
+
+/// The smallest share of a bracket (in log knob) an interpolated step moves from either end.
+const MIN_BRACKET_STEP: f64 = 0.1;
 /// Factor of one probe step up a cliff group's knob.
 const PROBE_STEP: f64 = 2.0;
 /// Knob range the generator accepts (scales in (0, 100]).
@@ -356,7 +361,16 @@ fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Opti
     if (above.0 - below.0).abs() < 1e-9 {
         return None;
     }
-    let f = (t - below.1) / (above.1 - below.1);
+    // A side on the floor (below a tenth of the target, a working set that fits) has a logarithm
+    // that says nothing about where the cliff is, and pulls the interpolation onto the other side:
+    // memcached's L1i, bracketed by 0.0000015 and 0.0028 around 0.00084, was sent back to the
+    // knob of 0.0028 twice. Such a bracket is bisected. Otherwise the step is kept off both ends
+    // (MIN_BRACKET_STEP of the bracket), so that regula falsi cannot stall at one of them.
+    let f = if below.1 < t - FLAT_RATIO.ln() {
+        0.5
+    } else {
+        ((t - below.1) / (above.1 - below.1)).clamp(MIN_BRACKET_STEP, 1.0 - MIN_BRACKET_STEP)
+    };
     Some(below.0 + f * (above.0 - below.0))
 }
 
@@ -1069,6 +1083,13 @@ mod tests {
             .find(|a| a.knob == "instruction_working_set.size_scale")
             .expect("adjusted");
         assert!(a.reason.contains("interpolated"), "{}", a.reason);
+        // A floor value on one side (memcached: 0.0000015 at ×1, 0.0028 at ×1.67 and ×1.54, target
+        // 0.00084) bisects instead of returning to the upper end.
+        let h = [mk(1.0, 0.0000015), mk(1.67, 0.00278), mk(1.54, 0.00279)];
+        let k = bracket(&h, Knob::InstructionWorkingSet, "l1i_miss_rate", 0.00084)
+            .expect("bracketed")
+            .exp();
+        assert!((k - 1.67f64.sqrt()).abs() < 1e-9, "{k}");
         // Without a measurement on both sides there is no bracket.
         assert_eq!(
             bracket(

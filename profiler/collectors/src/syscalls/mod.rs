@@ -166,6 +166,11 @@ pub struct Log2Hist {
     /// Values below zero (only possible for signed arguments such as an `lseek` offset).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub negative: u64,
+    /// Sum of the values per bucket, for the histograms that record it (returned bytes, through
+    /// [`Log2Hist::record_summed`]): the exact mean inside a bucket, which the bucket alone bounds
+    /// only within a factor of two.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sums: BTreeMap<u32, u64>,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -200,6 +205,14 @@ impl Log2Hist {
         }
     }
 
+    /// Records one signed value and adds it to its bucket's sum.
+    pub fn record_summed(&mut self, v: i64) {
+        self.record(v);
+        if v >= 0 {
+            self.add_sum(Self::bucket_of(v as u64), v as u64);
+        }
+    }
+
     /// Adds `n` to bucket `k`.
     pub fn add_bucket(&mut self, k: u32, n: u64) {
         if n > 0 {
@@ -207,10 +220,19 @@ impl Log2Hist {
         }
     }
 
-    /// Adds every count of `other`.
+    /// Adds `sum` to the sum of bucket `k`'s values.
+    pub fn add_sum(&mut self, k: u32, sum: u64) {
+        let s = self.sums.entry(k).or_insert(0);
+        *s = s.saturating_add(sum);
+    }
+
+    /// Adds every count and sum of `other`.
     pub fn absorb(&mut self, other: &Log2Hist) {
         for (&k, &n) in &other.buckets {
             self.add_bucket(k, n);
+        }
+        for (&k, &sum) in &other.sums {
+            self.add_sum(k, sum);
         }
         self.negative += other.negative;
     }
@@ -534,6 +556,21 @@ mod tests {
     }
 
     #[test]
+    fn summed_records_keep_each_buckets_exact_sum_and_absorb_adds_them() {
+        let mut h = Log2Hist::default();
+        for v in [131_072, 131_072, 3_155] {
+            h.record_summed(v);
+        }
+        assert_eq!(h.get(18), 2);
+        assert_eq!(h.sums.get(&18), Some(&262_144));
+        assert_eq!(h.sums.get(&12), Some(&3_155));
+        let mut total = Log2Hist::default();
+        total.absorb(&h);
+        total.absorb(&h);
+        assert_eq!((total.get(18), total.sums.get(&18)), (4, Some(&524_288)));
+    }
+
+    #[test]
     fn fd_kind_from_inode_type_bits() {
         assert_eq!(FdKind::from_mode_type(12), FdKind::Socket);
         assert_eq!(FdKind::from_mode_type(8), FdKind::File);
@@ -565,7 +602,7 @@ mod tests {
         s.count = 3;
         s.fd_kinds.insert(FdKind::Socket, 3);
         s.flags.insert(-1, 2);
-        s.ret_bytes.record(100);
+        s.ret_bytes.record_summed(100);
         t.wakeups.push(WakeupEdge {
             waker_tid: 0,
             wakee_tid: 8,
