@@ -48,6 +48,12 @@ impl Bin {
                 .clamp(self.lo as f64, (self.hi - 1).max(self.lo) as f64)
         })
     }
+
+    /// Adds another bin of the same bounds. The sum stays known only if both sides knew it.
+    fn add(&mut self, other: &Bin) {
+        self.count += other.count;
+        self.sum = self.sum.zip(other.sum).map(|(a, b)| a.saturating_add(b));
+    }
 }
 
 impl Histogram {
@@ -143,14 +149,6 @@ impl Histogram {
             }
         }
         self.bins.sort_by_key(|b| b.lo);
-    }
-}
-
-impl Bin {
-    /// Adds another bin of the same bounds. The sum stays known only if both sides knew it.
-    fn add(&mut self, other: &Bin) {
-        self.count += other.count;
-        self.sum = self.sum.zip(other.sum).map(|(a, b)| a.saturating_add(b));
     }
 }
 

@@ -999,18 +999,26 @@ pub fn parse_bpftrace_output(
         }
     }
 
-    // Per (tgid, tid, nr) maps.
+    // Per (tgid, tid, nr) maps, and per (tgid, tid, nr, what the map counts by) maps.
+    let call_of = |k: &[i64]| -> Option<(u32, u32, String)> {
+        let nr = u64::try_from(*k.get(2)?).ok()?;
+        Some((key_u32(k, 0)?, key_u32(k, 1)?, syscalls::syscall_name(nr)))
+    };
     let per_call = |name: &str| -> Vec<(u32, u32, String, &Value)> {
         get(name)
             .into_iter()
             .filter_map(|(k, v)| {
-                let nr = u64::try_from(*k.get(2)?).ok()?;
-                Some((
-                    key_u32(&k, 0)?,
-                    key_u32(&k, 1)?,
-                    syscalls::syscall_name(nr),
-                    v,
-                ))
+                let (tgid, tid, name) = call_of(&k)?;
+                Some((tgid, tid, name, v))
+            })
+            .collect()
+    };
+    let per_call_by = |name: &str| -> Vec<(u32, u32, String, i64, &Value)> {
+        get(name)
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let (tgid, tid, name) = call_of(&k)?;
+                Some((tgid, tid, name, *k.get(3)?, v))
             })
             .collect()
     };
@@ -1041,41 +1049,19 @@ pub fn parse_bpftrace_output(
             pick(trace.stats_mut(tid, tgid, &name)).absorb(&h);
         }
     }
-    for (k, v) in get(RET_BYTES_SUM) {
-        let (Some(tgid), Some(tid), Some(nr), Some(bucket)) = (
-            key_u32(&k, 0),
-            key_u32(&k, 1),
-            k.get(2).and_then(|&n| u64::try_from(n).ok()),
-            key_u32(&k, 3),
-        ) else {
-            continue;
-        };
-        let st = trace.stats_mut(tid, tgid, &syscalls::syscall_name(nr));
-        st.ret_bytes.add_sum(bucket, v.as_u64().unwrap_or(0));
+    for (tgid, tid, name, bucket, v) in per_call_by(RET_BYTES_SUM) {
+        if let Ok(bucket) = u32::try_from(bucket) {
+            let st = trace.stats_mut(tid, tgid, &name);
+            st.ret_bytes.add_sum(bucket, v.as_u64().unwrap_or(0));
+        }
     }
-    for (k, v) in get(FD_KIND) {
-        let (Some(tgid), Some(tid), Some(nr), Some(kind)) = (
-            key_u32(&k, 0),
-            key_u32(&k, 1),
-            k.get(2).and_then(|&n| u64::try_from(n).ok()),
-            k.get(3),
-        ) else {
-            continue;
-        };
-        let kind = FdKind::from_mode_type(u64::try_from(*kind).unwrap_or(FD_NOT_OPEN));
-        let st = trace.stats_mut(tid, tgid, &syscalls::syscall_name(nr));
+    for (tgid, tid, name, kind, v) in per_call_by(FD_KIND) {
+        let kind = FdKind::from_mode_type(u64::try_from(kind).unwrap_or(FD_NOT_OPEN));
+        let st = trace.stats_mut(tid, tgid, &name);
         *st.fd_kinds.entry(kind).or_insert(0) += v.as_u64().unwrap_or(0);
     }
-    for (k, v) in get(FLAGS) {
-        let (Some(tgid), Some(tid), Some(nr), Some(&flag)) = (
-            key_u32(&k, 0),
-            key_u32(&k, 1),
-            k.get(2).and_then(|&n| u64::try_from(n).ok()),
-            k.get(3),
-        ) else {
-            continue;
-        };
-        let st = trace.stats_mut(tid, tgid, &syscalls::syscall_name(nr));
+    for (tgid, tid, name, flag, v) in per_call_by(FLAGS) {
+        let st = trace.stats_mut(tid, tgid, &name);
         *st.flags.entry(flag).or_insert(0) += v.as_u64().unwrap_or(0);
     }
     for (map, field) in [
