@@ -317,3 +317,67 @@ fn body_init_does_not_clear_the_buffer_again() {
         assert!(!init.contains("rep stos"), "init clears a buffer:\n{init}");
     }
 }
+
+/// Every ring's window is aligned: its chunk executions per call are a multiple of its chunk count
+/// (then it enters at chunk 0 with a direct jump) or a power of two that divides it (then it enters
+/// at a multiple of that count), so each chunk's loop branch always or never exits; and each block's
+/// counter starts at a multiple of its ring.
+#[test]
+fn ring_windows_are_aligned_and_whole_laps_enter_directly() {
+    for name in ["memcached", "nginx", "pix-baseline", "pix-optimized"] {
+        let c = common::render(&common::example_path(name), name, 1, &Knobs::default());
+        let asm = common::text(&c, "src/body.S");
+        let mut rings = 0;
+        for block in asm.split("// block ").skip(1) {
+            let header = block.lines().next().unwrap_or_default();
+            let nums: Vec<u64> = header
+                .split(|ch: char| !ch.is_ascii_digit())
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            let [_, _, ring, x] = nums[..] else {
+                panic!("{name}: unexpected block header {header:?}");
+            };
+            if ring == 1 {
+                continue;
+            }
+            rings += 1;
+            let aligned = x % ring == 0 || (x.is_power_of_two() && ring % x == 0);
+            assert!(aligned, "{name}: {header}");
+            let entry: String = block
+                .lines()
+                .take_while(|l| !l.contains("p2align 6"))
+                .collect();
+            assert_eq!(
+                entry.contains("jmp rcx"),
+                x % ring != 0,
+                "{name}: {header}: entry {entry}"
+            );
+        }
+        assert!(rings > 0, "{name}: no rings");
+        // Init: `movabs rax, PHASE` per block, each phase a multiple of 2 at least (rings ≥ 2 chunks
+        // clear their low bits; the test checks the largest ring's).
+        let max_ring = asm
+            .split("// block ")
+            .skip(1)
+            .filter_map(|b| {
+                b.split(" chunk(s)")
+                    .next()?
+                    .rsplit(' ')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(1);
+        let phases: Vec<u64> = asm
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("movabs rax, 0x"))
+            .filter_map(|h| u64::from_str_radix(h, 16).ok())
+            .collect();
+        assert!(!phases.is_empty(), "{name}: no counter phases");
+        assert!(
+            phases.iter().filter(|p| **p % max_ring == 0).count() >= 1,
+            "{name}: no phase aligned to {max_ring}"
+        );
+    }
+}

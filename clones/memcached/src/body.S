@@ -384,15 +384,30 @@ ditto_body_c0:
     .p2align 4
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 6452824]
-    mov ecx, 12
-    movabs rdx, 0x9E3779B97F4A7C15
-    xor eax, eax
-1:  mov qword ptr [rdi], rax
-    add rax, rdx
-    add rdi, 8
-    dec ecx
-    jnz 1b
+    movabs rax, 0x0
+    mov qword ptr [r8 + 6452824], rax
+    movabs rax, 0x9e3779b97f4a7c15
+    mov qword ptr [r8 + 6452832], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 6452840], rax
+    movabs rax, 0xdaa66d2c7ddf743f
+    mov qword ptr [r8 + 6452848], rax
+    movabs rax, 0x78dde6e5fd29f054
+    mov qword ptr [r8 + 6452856], rax
+    movabs rax, 0x1715609f7c746c69
+    mov qword ptr [r8 + 6452864], rax
+    movabs rax, 0xb54cda58fbbee87e
+    mov qword ptr [r8 + 6452872], rax
+    movabs rax, 0x538454127b096493
+    mov qword ptr [r8 + 6452880], rax
+    movabs rax, 0xf1bbcdcbfa53e0a8
+    mov qword ptr [r8 + 6452888], rax
+    movabs rax, 0x8ff34785799e5cbd
+    mov qword ptr [r8 + 6452896], rax
+    movabs rax, 0x2e2ac13ef8e8d8d2
+    mov qword ptr [r8 + 6452904], rax
+    movabs rax, 0xcc623af8783354e7
+    mov qword ptr [r8 + 6452912], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -441,567 +456,527 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 7 chunk executions per call
+// block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 11836760]
-    lea rcx, [rbx + 7]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 11836760], rcx
-    mov r13d, 7
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b0_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b0_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b0_c0
-    .p2align 3
-    jmp .Lc1_b0_c1
-    .p2align 3
-    jmp .Lc1_b0_c2
-    .p2align 3
-    jmp .Lc1_b0_c3
-    .p2align 3
-    jmp .Lc1_b0_c4
-    .p2align 3
-    jmp .Lc1_b0_c5
-    .p2align 3
-    jmp .Lc1_b0_c6
-    .p2align 3
-    jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, 244
+    movzx edi, sil
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 208
+    mov edi, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 219136
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 186368
-    jnz 1f
+    test ebx, 176128
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
     lea rbp, [r10 + r10*1]
-    mov eax, 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 118784
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
+    add qword ptr [r15 + 0], rax
     and rbp, 64
-    movsxd rsi, dword ptr [r14 + rbp + 320]
-    mov eax, ecx
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm3
-    movzx ecx, al
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 177
-    and ecx, dword ptr [r14 + 0]
+    add rax, qword ptr [r15 + rbp + 64]
+    mov r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov r9d, r9d
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov ecx, 95
-    mov ecx, 170
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    nop
+    movzx eax, dl
+    mov eax, edx
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    and eax, dword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    mov rcx, r9
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov dword ptr [r14 + r8 + 256], 178
+    mov r9d, dword ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], ecx
-    mov ecx, edx
-    add r9, qword ptr [r15 + r8 + 320]
+    mov rax, rax
+    movzx r8d, byte ptr [r14 + 0]
+    add rdi, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
+    mov dword ptr [r15 + 0], 239
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    or qword ptr [r15 + 0], 81
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rdi
-    test ebx, 816
-    jz 1f
-1:
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    mov esi, 170
+    movzx esi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    movzx ecx, dl
-    mov rdx, rcx
-    test ebx, 110592
-    jz 1f
+    test ebx, 968
+    jnz 1f
 1:
     mov rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, 98
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dil
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx ecx, sil
+    mov rcx, rcx
+    movzx esi, sil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
+1:
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], ecx
+    lea r8, [r10 + r10*1]
+    test ebx, 61440
+    jnz 1f
 1:
     and r8, 64
     lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    and esi, dword ptr [r15 + r8 + 512]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm4
-    mov ecx, 185
-    and ecx, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r14 + 0]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 704], r9d
+    lea rbp, [r10 + r10*1]
+    mov edx, dword ptr [r14 + r8 + 448]
+    and rbp, 8128
+    mov r8d, dword ptr [r15 + rbp + 6848]
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    mov byte ptr [r14 + r9 + 768], cl
+    add r8, qword ptr [r15 + rbp + 6912]
+    mov qword ptr [r15 + r9 + 768], r8
+    add r8, qword ptr [r14 + 0]
+    mov byte ptr [r14 + 0], al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9d, ecx
-    test ebx, 720
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, ecx
-    mov qword ptr [r15 + 0], rcx
+    mov eax, 46
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, ecx
-    mov r9, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], 217
-    mov ecx, r9d
-    jmp 1f
-1:
-    test ebx, 255488
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movzx ecx, bpl
-    lea r9, [r10 + r10*1]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     add rcx, qword ptr [r15 + 0]
-    test ebx, 63488
+    test ebx, 360
     jz 1f
 1:
-    mov rcx, r9
-    and r9, 64
-    vmovdqu ymm4, ymmword ptr [r15 + r9 + 640]
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 456
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r14 + 0]
-    mov eax, 9
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r9 + 576]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 199
+    mov ecx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    mov r8, rbp
+    or qword ptr [r15 + 0], 75
+    lea r8, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 64]
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 240
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 192]
+    .byte 0x66, 0x90
+    mov rsi, qword ptr [r14 + 0]
+    test ebx, 912
     jz 1f
 1:
-    and r9, 4032
-    mov r8, qword ptr [r15 + r9 + 2752]
-    jmp 1f
+    mov rcx, rsi
+    mov byte ptr [r14 + 0], dil
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov edi, esi
+    test ebx, 696
+    jz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 2816]
+    mov esi, edx
+    and esi, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 128], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea r8, [r10 + r10*1]
-    movzx r9d, r8b
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    mov rbp, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rsi
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 696
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, r9d
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 124928
-    jz 1f
-1:
-    movzx edx, dl
-    mov rdx, rdx
-    vpxor ymm4, ymm0, ymm12
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r14 + 0]
-    add rdx, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + r8 + 576], sil
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], al
     lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 1024], ebp
+    jmp 1f
+1:
+    mov rsi, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov ecx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 114176
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    movzx eax, al
+    mov eax, 163
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + r8 + 768], rax
+    jmp 1f
+1:
+    test ebx, 744
+    jnz 1f
+1:
+    mov eax, 57
+    lea r8, [r10 + r10*1]
+    mov esi, 12
+    add rsi, qword ptr [r15 + rbp + 960]
+    and r8, 64
+    inc dword ptr [r15 + r8 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 256]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 320], rbp
-    movzx r9d, byte ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], 1
+    add rsi, qword ptr [r14 + r8 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov esi, 133
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    mov rbp, r9
-    mov r9d, 84
-    mov r9d, 207
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 53
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 183
-    and r9d, dword ptr [r15 + 0]
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov eax, 179
-    test ebx, 186368
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 45
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, dil
+    movzx esi, r8b
+    mov esi, esi
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov r9d, 134
+    add qword ptr [r15 + 0], rcx
+    and esi, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9, r9
-    test ebx, 1073741824
+    test ebx, 360
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r9d, 145
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 22272
+    mov dword ptr [r15 + 0], 227
+    mov edx, ebp
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 160
+    jmp 1f
+1:
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 128]
+    test ebx, 744
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 194
-    mov rdx, rax
     lea rbp, [r10 + r10*1]
-    and r9, 960
-    mov byte ptr [r15 + r9 + 1792], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov esi, edi
+    mov rsi, rsi
+    movzx esi, byte ptr [r15 + r8 + 64]
     and rbp, 64
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + r9 + 1728], rbp
-    lea r9, [r10 + r10*1]
-    add rax, qword ptr [r15 + rbp + 640]
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r14 + rbp + 1088], ecx
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and ebp, dword ptr [r14 + 0]
-    mov eax, 56
-    mov qword ptr [r14 + r9 + 384], rax
+    mov dword ptr [r15 + rbp + 1152], r8d
+    and esi, dword ptr [r14 + 0]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r8 + 320], 164
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea rbp, [r10 + r10*1]
-    mov eax, ebp
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
+    lea r8, [r10 + r10*4]
+    and r8, 4032
+    movsxd rsi, dword ptr [r15 + r8 + 2944]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov eax, eax
-    mov byte ptr [r15 + 0], al
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rdi
-    mov rax, qword ptr [r15 + 0]
-    mov r9, rax
-    mov eax, 4
-    test ebx, 63488
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, rsi
+    mov rbp, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 376
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, sil
+    test ebx, 360
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + rbp + 128]
+    mov edx, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    add rbp, qword ptr [r15 + r8 + 2752]
+    inc dword ptr [r15 + r8 + 2816]
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 64]
+    lea rbp, [r10 + r10*1]
+    vmovdqu ymm1, ymmword ptr [r15 + r8 + 2880]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 128]
+    and rbp, 64
+    mov qword ptr [r14 + rbp + 192], rbp
+    movsxd r9, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r14 + r8 + 3008]
     jmp 1f
 1:
-    mov r8, r8
-    movzx r8d, byte ptr [r14 + 0]
-    mov r9, r10
-    add r8, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 960]
-    and r9, 4194240
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + r9 + 7633600]
-    mov qword ptr [r15 + rbp + 1024], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov rbp, r9
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 768]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 816
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9d, edi
-    mov r8d, 139
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
     test ebx, 912
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ebp, r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movzx r9d, bpl
-    test ebx, 464
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 164
+    mov dword ptr [r15 + 0], 0
+    mov edx, edi
+    test ebx, 288
     jz 1f
 1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, edx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    test ebx, 3968
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    and edx, dword ptr [r15 + 0]
+    mov ecx, 100
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 720
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, dl
+    mov rcx, qword ptr [r14 + 0]
     lea r9, [r10 + r10*1]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    test ebx, 186368
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + 0], rbp
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
-    lea r8, [r10 + r10*1]
+    add rcx, qword ptr [r15 + rbp + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    and edi, dword ptr [r14 + rbp + 64]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 256]
-    add qword ptr [r15 + r9 + 320], rbp
-    mov rbp, qword ptr [r15 + r8 + 192]
+    movzx ecx, r9b
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    movzx edx, dil
+    lea rbp, [r10 + r10*1]
+    mov rdx, rdi
     test ebx, 1073741824
     jnz 1f
 1:
+    imul edx, ebp, 53
+    and rbp, 64
+    or qword ptr [r15 + rbp + 1024], 48
     jmp 1f
 1:
-    mov r8d, 243
+    mov ecx, 31
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r14 + rbp + 960]
+    vpaddd ymm11, ymm1, ymmword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r10, r11
@@ -1009,131 +984,135 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov r8, r9
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 856
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    jmp 1f
-1:
-    mov r8d, 254
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
     lea rbp, [r10 + r10*1]
-    mov r8, qword ptr [r15 + 0]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul ecx, r9d, 31
+    mov rdi, rcx
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 33
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov rcx, rcx
+    add qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    add rdi, qword ptr [r14 + rbp + 384]
-    add rdi, qword ptr [r14 + 0]
-    and r8, 448
-    and edi, dword ptr [r15 + r8 + 1280]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    lea r9, [r10 + r10*1]
+    mov ecx, r9d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov edi, 49
-    jmp 1f
-1:
-    mov edi, 175
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 512]
+    mov eax, dword ptr [r14 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rdi
-    jmp 1f
-1:
-    inc dword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
+    mov ecx, 204
+    mov qword ptr [r15 + rbp + 512], rcx
+    movzx eax, cl
+    movzx ecx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edi, dil
-    add qword ptr [r15 + rbp + 320], rdi
-    mov edi, dword ptr [r15 + r8 + 1216]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov ecx, 39
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov rcx, r9
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    test ebx, 96256
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r14 + 0], cl
+    and ecx, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 12 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 10 chunk executions per call
     mov rbx, qword ptr [r15 + 11836768]
-    lea rcx, [rbx + 12]
+    lea rcx, [rbx + 10]
     mov qword ptr [r15 + 11836768], rcx
-    mov r13d, 12
+    mov r13d, 10
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
     imul rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, edi
-    mov dword ptr [r15 + 0], ecx
-    mov rbp, r10
+    xor ecx, r9d
+    mov dword ptr [r15 + 0], esi
+    mov r9, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 832], rbp
-    mov r8, r11
+    and r9, 64
+    add qword ptr [r15 + r9 + 832], r9
+    mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r10
-    and r8, 64
-    lock add qword ptr [r15 + r8 + 448], r8
-    mov r8, rsi
+    mov rbp, r10
     and r9, 64
-    add rsi, qword ptr [r14 + r9 + 64]
-    imul r9d, esi, 8
+    lock add qword ptr [r15 + r9 + 448], r9
+    mov r9, rcx
+    and rbp, 64
+    add r9, qword ptr [r14 + rbp + 64]
+    imul ecx, r9d, 79
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 3 chunk executions per call
+// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 11836776]
-    lea rcx, [rbx + 3]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 11836776], rcx
-    mov r13d, 3
+    mov r13d, 2
     mov eax, ebx
     and eax, 3
     lea rcx, [rip + .Lc1_b2_stubs]
@@ -1151,11 +1130,8 @@ ditto_body_c1:
     jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 1024]
-    mov eax, ebp
-    mov rax, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov ecx, ebp
     jmp 1f
 1:
     jmp 1f
@@ -1163,299 +1139,301 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ebp, r9d
-    movzx ebp, bpl
-    mov ebp, 222
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    movzx ecx, bpl
-    mov ebp, 47
+    mov rax, qword ptr [r15 + 0]
+    mov rcx, rax
+    mov eax, 6
     test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov rbp, rax
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, ecx
-    movzx eax, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, al
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rax
-    movzx ebp, dl
-    mov rsi, qword ptr [r15 + 0]
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
-    test ebx, 55296
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 149
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 64]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 128], 9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
+    and eax, dword ptr [r15 + 0]
+    mov ecx, eax
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 198
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + 0]
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 960]
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    movzx r8d, cl
-    add r8, qword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 64]
+    test ebx, 1632
+    jz 1f
+1:
+    movzx eax, bpl
+    movzx eax, byte ptr [r14 + 0]
+    mov rcx, rax
+    movzx eax, cl
+    lea r9, [r10 + r10*1]
+    test ebx, 372
+    jnz 1f
+1:
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 960]
+    movzx eax, cl
+    movsxd rax, dword ptr [r15 + r9 + 1024]
+    mov r9, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 128], 125
+    and r9, 64
+    mov dword ptr [r14 + r9 + 256], r8d
+    movsxd rax, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 640], esi
+    mov r9d, 194
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov r8, rdi
-    test ebx, 119808
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm11
-    movzx esi, al
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    popcnt rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, r8d
-    add rsi, qword ptr [r15 + 0]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 384]
+    mov ecx, 110
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 31
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    test ebx, 93184
+    jnz 1f
+1:
+    mov eax, eax
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], dil
-    test ebx, 48128
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov eax, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r8, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    add rax, qword ptr [r15 + r9 + 320]
+    vpaddd ymm1, ymm1, ymmword ptr [r14 + 0]
+    add rax, qword ptr [r14 + 0]
+    mov r9d, dword ptr [r15 + rbp + 384]
+    lea rbp, [r10 + r10*1]
+    test ebx, 123904
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    mov byte ptr [r15 + rbp + 256], bpl
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 576]
-    mov qword ptr [r15 + r8 + 256], rsi
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov esi, 98
-    and r8, 64
-    mov dword ptr [r14 + r8 + 320], ebp
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r14 + 0]
-    popcnt rsi, r9
-    mov r9d, dword ptr [r15 + r8 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, edi
-    test bl, 48
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 108
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
+    movzx ebp, bpl
+    movzx ebp, al
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, sil
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, edi
-    test bl, 204
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 360
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov esi, 145
     jmp 1f
 1:
-    test ebx, 24576
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    movzx r8d, sil
-    mov r8d, 43
+    mov r12, qword ptr [r15 + r12 + 56]
     movzx ebp, byte ptr [r15 + 0]
-    test ebx, 124864
-    jz 1f
+    test ebx, 97728
+    jnz 1f
 1:
-    mov r8d, 98
-    lea r8, [r10 + r10*1]
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], rbp
+    mov rbp, rbp
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1280], al
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov esi, r9d
-    vpaddd ymm4, ymm4, ymmword ptr [r14 + r8 + 256]
-    mov byte ptr [r14 + 0], sil
-    mov rsi, rbp
+    and r9, 64
     lea r8, [r10 + r10*1]
-    test bl, 116
+    and eax, dword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    movzx esi, byte ptr [r15 + r8 + 320]
+    test ebx, 48128
     jz 1f
 1:
-    mov rbp, r10
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 768]
-    and esi, dword ptr [r15 + r8 + 704]
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 6848]
+    mov dword ptr [r15 + rbp + 1216], edx
+    mov rbp, rsi
+    mov dword ptr [r14 + r9 + 640], 84
+    mov ebp, ebp
+    test bl, 160
+    jz 1f
+1:
+    movzx ebp, r9b
+    mov rbp, qword ptr [r14 + 0]
+    mov r9d, ebp
+    movzx esi, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    movzx esi, bpl
-    mov esi, esi
-    mov ebp, 219
-    test bl, 156
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r9
+    movzx ebp, r9b
+    mov ebp, r8d
+    movzx ebp, sil
     movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 116736
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, r8d
-    movzx r8d, sil
-    mov rbp, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    movzx esi, bpl
     and ebp, dword ptr [r15 + 0]
-    jmp 1f
+    movzx r9d, bpl
+    mov rbp, rcx
+    test ebx, 1073741824
+    jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + 0]
+    or qword ptr [r15 + 0], 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 48
+    jz 1f
+1:
     jmp 1f
 1:
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    test bl, 228
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and esi, dword ptr [r15 + 0]
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 320]
     lea r9, [r10 + r10*1]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov rsi, qword ptr [r15 + r8 + 256]
-    lea r8, [r10 + r10*2]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 1280]
-    mov rbp, rbp
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r14 + r9 + 320]
-    and ebp, dword ptr [r15 + r8 + 1216]
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm1
+    mov qword ptr [r14 + 0], r9
     jmp 1f
+1:
+    mov rsi, r9
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
+    mov rsi, qword ptr [r15 + rbp + 384]
+    mov ebp, dword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    test ebx, 360
+    jnz 1f
+1:
+    movzx r8d, cl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 48
+    mov r8d, dword ptr [r15 + r9 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -1479,144 +1457,152 @@ ditto_body_c1:
     jmp .Lc1_b3_c1
     .p2align 6
 .Lc1_b3_c0:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 39936
-    jz 1f
-1:
-    mov ecx, r8d
-    mov ecx, ebp
-    mov r8d, r8d
-    mov ecx, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 238
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 248
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rax, r8
-    jmp 1f
-1:
+    mov ecx, 205
     lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 192]
+    movsxd rax, dword ptr [r15 + r8 + 1024]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 15
+    mov rsi, rsi
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], cl
+    mov esi, esi
+    mov rsi, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    and ecx, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    mov eax, ebp
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 640]
-    and ecx, dword ptr [r14 + r8 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rax, r8
-    jmp 1f
-1:
-    mov ecx, 161
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 576]
-    movsxd rbp, dword ptr [r14 + 0]
-    movzx eax, byte ptr [r15 + r8 + 512]
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r14 + r8 + 960]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], eax
+    jmp 1f
+1:
+    test ebx, 54272
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 576]
+    jmp 1f
+1:
+    mov ebp, esi
+    test bl, 78
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 448]
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov ebp, edx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov byte ptr [r15 + 0], cl
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, 223
-    mov dword ptr [r15 + 0], 23
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 38
+    lea rbp, [r10 + r10*2]
+    and rbp, 960
+    and ecx, dword ptr [r15 + rbp + 1728]
+    mov r8d, 204
+    add rcx, qword ptr [r15 + 0]
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
+    mov rcx, rcx
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 108
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 247
+    test bl, 172
+    jnz 1f
+1:
+    mov ecx, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
-    and ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 1024]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + 0], 218
+    mov ecx, 248
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov ecx, dword ptr [r14 + r8 + 768]
+    mov eax, ecx
+    mov dword ptr [r15 + rbp + 1792], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov rax, rdx
+    lea r9, [r10 + r10*1]
+    jmp 1f
 1:
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 768]
-    vmovdqu ymm4, ymmword ptr [r14 + 0]
-    mov eax, ecx
-    jmp 1f
-1:
-    test ebx, 58368
-    jnz 1f
-1:
-    mov ecx, 103
-    mov dword ptr [r14 + 0], 138
-    add rsi, qword ptr [r15 + rbp + 960]
-    mov qword ptr [r14 + r8 + 640], rsi
-    test bl, 58
+    movzx eax, byte ptr [r15 + r9 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov esi, eax
-    movsxd rsi, dword ptr [r15 + r9 + 704]
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + r9 + 192]
+    add rsi, qword ptr [r15 + rbp + 1856]
+    mov ecx, esi
+    mov dword ptr [r15 + r8 + 704], r8d
     add r10, r11
     inc rbx
     dec r13
@@ -1644,298 +1630,306 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    movzx esi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, esi
     test ebx, 1073741824
     jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 73
+    mov edx, dword ptr [r15 + 0]
+    mov rcx, rdi
+    movzx eax, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 188
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
+    mov edx, 58
+    jmp 1f
+1:
+    test bl, 204
+    jz 1f
+1:
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 174
-    movzx esi, sil
-    movzx ecx, sil
-    test ebx, 89088
-    jnz 1f
-1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 34
-    mov qword ptr [r15 + 0], r9
-    test ebx, 60416
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, eax
-    movzx ecx, r9b
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov eax, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, 155
-    and eax, dword ptr [r14 + 0]
     and r8, 64
-    mov byte ptr [r15 + r8 + 1088], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 8
-    inc dword ptr [r15 + r8 + 1152]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r14 + r8 + 576]
+    mov edi, edi
+    movzx edi, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 32
+    and eax, dword ptr [r15 + r8 + 640]
+    mov rdi, r8
+    lea r8, [r10 + r10*1]
     jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    test bl, 80
+    jz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    jmp 1f
-1:
+    mov rax, qword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 192]
+    vpaddd ymm1, ymm1, ymmword ptr [r14 + 0]
+    mov rcx, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 704]
-    mov ecx, 204
-    mov ecx, dword ptr [r15 + r8 + 448]
+    mov rdi, qword ptr [r15 + r8 + 128]
+    mov rcx, qword ptr [r15 + rbp + 256]
+    mov r8, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
+    movzx edx, dl
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
+    lea rbp, [r10 + r10*1]
+    movzx edx, cl
+    and rbp, 64
+    vmovdqu ymm1, ymmword ptr [r15 + rbp + 320]
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 128]
-    mov rax, rcx
-    lea r9, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + r8 + 192], eax
     test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    inc dword ptr [r15 + r9 + 256]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    mov esi, 229
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rcx
-    test ebx, 55296
     jnz 1f
 1:
+    and edx, dword ptr [r14 + 0]
+    mov rax, rdx
+    add rax, qword ptr [r14 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 3968
+    jnz 1f
+1:
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    and edx, dword ptr [r15 + 0]
+    test ebx, 408
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rax
+    mov edx, edx
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 62464
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 256], rdx
+    mov byte ptr [r15 + rbp + 384], dl
+    mov edx, eax
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and esi, dword ptr [r15 + r8 + 64]
-    mov rcx, rax
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r14 + 0], eax
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + rbp + 128], al
+    add rdx, qword ptr [r14 + rbp + 64]
+    mov ebp, edx
+    jmp 1f
 1:
-    mov esi, 86
-    and eax, dword ptr [r14 + r9 + 192]
-    mov dword ptr [r15 + rbp + 320], r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov esi, 122
-    test bl, 228
-    jnz 1f
-1:
-    mov esi, eax
-    mov esi, esi
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test bl, 124
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov eax, 3
+    mov eax, 65
     lea rbp, [r10 + r10*1]
-    mov esi, 240
-    mov esi, 193
-    and rbp, 1048512
-    or qword ptr [r15 + rbp + 6585088], 75
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r8
-    mov esi, r8d
-    mov byte ptr [r14 + 0], r8b
-    test bl, 92
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 320]
-    movzx r8d, sil
-    lea r8, [r10 + r10*1]
-    mov eax, 204
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 127
+    movzx eax, bpl
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, byte ptr [r14 + r8 + 192]
-    mov r8d, r8d
-    vmovdqu ymm4, ymmword ptr [r15 + rbp + 6585024]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 139
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 104
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 5
+    mov byte ptr [r15 + 0], al
+    and eax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + rbp + 384]
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    test bl, 48
+    jnz 1f
+1:
+    and r8, 448
+    or qword ptr [r15 + r8 + 1216], 2
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    jmp 1f
+1:
+    mov eax, 240
+    test ebx, 48128
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 1280], al
+    mov eax, 21
+    movzx eax, byte ptr [r15 + rbp + 192]
+    and eax, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 640]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, cl
-    mov esi, 97
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov esi, 87
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 52
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, cl
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    add rcx, qword ptr [r15 + 0]
+    mov edi, ebp
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 192]
+    add rax, qword ptr [r15 + rbp + 320]
+    and eax, dword ptr [r15 + 0]
+    mov r8d, 128
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov edi, 176
+    mov r8, rdi
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edi, r8d
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 180
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 38
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    test bl, 212
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + 0], r8
+    .byte 0x66, 0x90
+    lea r8, [r10 + r10*1]
+    mov rsi, r8
+    test ebx, 344
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 960]
     lea r9, [r10 + r10*1]
-    test ebx, 360
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, r9b
+    mov byte ptr [r15 + r8 + 1024], r9b
     and r9, 64
-    mov ecx, dword ptr [r14 + r9 + 320]
-    movzx esi, bpl
+    mov byte ptr [r14 + r9 + 64], sil
     test ebx, 1073741824
     jnz 1f
 1:
+    add qword ptr [r15 + rbp + 384], r9
+    mov rsi, qword ptr [r14 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 256], esi
-    add rsi, qword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 384], esi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r14 + 0]
+    mov qword ptr [r15 + r9 + 128], rcx
     add r10, r11
     inc rbx
     dec r13
@@ -1949,18 +1943,18 @@ ditto_body_c1:
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    mov rcx, rsi
+    mov rcx, rcx
     lea rdi, [r15 + 11828544]
     mov ecx, 69
     rep stosb
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, rax
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, rax
     test bl, 59
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    add rdi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
     test bl, 15
     jnz 1f
 1:
@@ -1972,47 +1966,47 @@ ditto_body_c1:
     jz 1f
 1:
     mov dword ptr [r15 + 0], edi
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    vmovdqu ymmword ptr [r15 + 0], ymm5
     jmp 1f
 1:
-    movzx edi, cl
+    movzx edi, al
     test ebx, 1264
     jz 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    mov rdi, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 1152], bpl
-    lea r9, [r10 + r10*1]
-    mov edi, 103
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r8, [r10 + r10*1]
-    mov edi, r8d
-    movzx esi, bpl
-    mov esi, esi
+    mov byte ptr [r15 + 0], r8b
+    mov rax, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + r8 + 1152], r8b
+    lea r9, [r10 + r10*1]
+    mov eax, 247
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov ecx, ebp
+    movzx ecx, cl
+    mov ecx, ecx
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 640]
     test ebx, 12032
     jnz 1f
 1:
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + rbp + 1088]
-    mov rsi, rsi
+    vpaddd ymm1, ymm4, ymmword ptr [r15 + r8 + 1088]
+    mov rcx, rcx
     .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
-    movzx esi, byte ptr [r15 + r8 + 576]
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + rbp + 576]
     movsxd rbp, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jz 1f
@@ -2021,7 +2015,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov dword ptr [r14 + 0], eax
+    add rbp, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -2035,29 +2029,29 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    movzx ecx, dil
+    movzx ecx, cl
     mov rbp, r10
     mov r8, r10
     mov r9, r10
     and r8, 64
-    mov qword ptr [r15 + r8 + 960], r8
+    mov qword ptr [r15 + r8 + 960], rdx
     test ebx, 7680
     jnz 1f
 1:
     and rbp, 64
     mov dword ptr [r15 + rbp + 320], ebp
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
+    mov dword ptr [r15 + r9 + 192], edx
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 4096 bytes, 16 chunk(s), 7 chunk executions per call
+// block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 11836816]
-    lea rcx, [rbx + 7]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 11836816], rcx
-    mov r13d, 7
+    mov r13d, 8
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b7_stubs]
@@ -2099,818 +2093,806 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    add r9, qword ptr [r15 + 0]
-    mov eax, 170
-    mov qword ptr [r15 + 0], rax
-    nop
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 576]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], dl
+    mov rsi, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov r9, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
 1:
     add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 32
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 24
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], 210
+    and edi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 92
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 816
+    jz 1f
 1:
     mov eax, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
+    mov edi, eax
+    mov rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
-    test ebx, 928
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    lea rdi, [r15 + 11828544]
-    lea rsi, [r15 + 11832640]
-    mov ecx, 68
-    rep movsb
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
-    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r9 + 256]
+    .byte 0x0f, 0x1f, 0x00
+    and ecx, dword ptr [r15 + 0]
     and r8, 64
-    mov r9, qword ptr [r14 + r8 + 128]
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    movsxd rdi, dword ptr [r15 + rbp + 192]
     test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 496
-    jnz 1f
-1:
-    vmovdqu ymm4, ymmword ptr [r15 + rbp + 192]
-    movsxd rbp, dword ptr [r15 + r8 + 64]
-    mov r8, rbp
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8, r9
-    test ebx, 480
     jz 1f
 1:
-    mov dword ptr [r14 + 0], r8d
-    movzx r8d, r8b
-    mov r9d, 156
+    mov rbp, rcx
+    mov edx, 138
+    mov byte ptr [r15 + r8 + 512], sil
+    mov qword ptr [r14 + r9 + 640], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov r9d, ecx
+    mov rcx, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea r8, [r10 + r10*1]
-    and r8, 262080
-    and r9d, dword ptr [r15 + r8 + 6322880]
-    mov esi, r9d
-    mov r9, rbp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], ebp
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, r9d
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 76
     lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 6322944], r9d
-    movzx ebp, sil
     and r9, 64
-    xor dword ptr [r15 + r9 + 256], esi
+    mov ecx, dword ptr [r15 + r9 + 576]
+    movzx r8d, cl
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rdi, [r15 + 11828544]
+    mov ecx, 68
+    rep stosb
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r14 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edi, cl
     jmp 1f
 1:
-    add r8, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 192], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    movzx edi, al
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 74
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r14 + 0], ymm4
+    lea rbp, [r10 + r10*1]
+    add rdi, qword ptr [r15 + r9 + 640]
+    mov ecx, dword ptr [r15 + r8 + 256]
     and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], 75
-    mov ebp, esi
+    add r9, qword ptr [r15 + rbp + 512]
+    test ebx, 816
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 97
+    mov r9, qword ptr [r14 + rbp + 448]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r9d, 221
+    mov r9d, r9d
+    mov ebp, ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 6
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 125
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 85
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 816
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 768], eax
-    mov eax, 141
+    add r9, qword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    test ebx, 480
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov r9d, 99
+    movsxd r9, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], r9d
+    movsxd rcx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    xor dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    movzx r9d, dl
+    mov ecx, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, sil
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 704], cl
-    mov eax, r9d
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx eax, bpl
+    lea r9, [r10 + r10*1]
     lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 576]
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 384]
-    mov eax, esi
-    mov eax, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r8 + 384], rdi
+    mov rdi, qword ptr [r14 + r9 + 640]
+    test ebx, 480
+    jnz 1f
+1:
+    add qword ptr [r15 + r8 + 320], rsi
+    jmp 1f
+1:
+    movzx esi, byte ptr [r14 + 0]
+    mov r8d, 188
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, dil
-    mov esi, ecx
-    movzx edi, byte ptr [r15 + r8 + 320]
     jmp 1f
 1:
+    add r8, qword ptr [r15 + rbp + 256]
+    mov rsi, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    movzx r8d, al
-    xor dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, 142
+    or qword ptr [r15 + 0], 88
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r8d, cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 912
-    jz 1f
+    mov ebp, 127
+    jmp 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1936
+    jnz 1f
+1:
+    mov esi, 218
     mov rsi, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    and r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov r8d, 50
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 576]
-    add r8, qword ptr [r14 + r9 + 640]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], ecx
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 320], r9
-    add r9, qword ptr [r14 + 0]
+    mov rdx, rdx
+    mov dword ptr [r15 + 0], edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, esi
-    mov esi, 15
+    mov edx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movsxd rdx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rbp, rax
+    lea rbp, [r10 + r10*1]
+    test ebx, 446464
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
+    movzx edx, byte ptr [r14 + 0]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    test ebx, 1648
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov edx, r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], eax
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    and edx, dword ptr [r15 + r9 + 448]
+    mov r9d, edx
+    mov qword ptr [r15 + r8 + 640], r9
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpaddd ymm4, ymm4, ymmword ptr [r14 + rbp + 64]
+    mov edx, 74
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    jmp 1f
-1:
-    imul rsi, r8
-    mov rsi, rsi
-    jmp 1f
-1:
-    test ebx, 471040
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
+    movzx edx, al
+    and ebp, dword ptr [r14 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 225280
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 31
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], ebp
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    imul esi, esi, 85
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 434176
-    jnz 1f
-1:
-    mov esi, 102
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 175
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rdx
-    movzx esi, byte ptr [r15 + 0]
-    movzx edx, sil
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 356352
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    movzx eax, sil
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 688
+    jz 1f
+1:
+    mov rdx, rbp
+    mov edx, 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov edx, 13
+    mov edx, edx
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    movsxd rsi, dword ptr [r14 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 2
-    mov rsi, qword ptr [r15 + rbp + 64]
-    mov ebp, 217
-    mov dword ptr [r14 + 0], ebp
-    test ebx, 471040
+    mov dword ptr [r15 + rbp + 768], 200
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 76
+    lea r8, [r10 + r10*1]
+    imul edx, r8d, 28
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    add rdx, qword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 960
+    movsxd rdx, dword ptr [r14 + r9 + 1792]
+    movzx esi, dl
+    mov dword ptr [r15 + rbp + 704], 254
+    jmp 1f
+1:
+    test ebx, 1936
     jz 1f
 1:
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + r9 + 320], rbp
+    jmp 1f
+1:
+    vmovdqu ymm4, ymmword ptr [r15 + r9 + 1728]
+    add r9, qword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    movzx ebp, bpl
-    add rbp, qword ptr [r15 + 0]
-    movzx r8d, bpl
-    xor dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 254
+    mov r9d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    movzx r9d, sil
     test ebx, 1073741824
     jnz 1f
 1:
+    lock xadd qword ptr [r15 + 0], r9
+    movzx esi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    test ebx, 1632
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 233
-    movzx r8d, dil
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, 39
+    mov r9, r9
+    test ebx, 323584
+    jz 1f
 1:
-    movsxd r8, dword ptr [r14 + 0]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 192], rbp
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 320]
+    add r9, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov rax, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 256], eax
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + rbp + 384], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 976
+    and r9d, dword ptr [r15 + r8 + 320]
+    mov esi, r9d
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, r8
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + r8 + 128]
-    jmp 1f
+    imul r9d, ecx, 115
+    lea r9, [r10 + r10*1]
+    movzx esi, r9b
+    mov rsi, qword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 832], r9d
+    test bl, 240
+    jnz 1f
 1:
-    mov r8, rdx
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    movzx ebp, dil
+    add rbp, qword ptr [r15 + r9 + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 576]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 64]
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r8b
-    movzx r9d, byte ptr [r15 + 0]
-    .byte 0x66, 0x90
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 240
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    test ebx, 372736
-    jz 1f
-1:
-    mov r9d, 254
+    mov r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
     movzx r9d, r9b
-    mov r9d, 172
-    test ebx, 495616
-    jz 1f
-1:
-    mov r9d, r9d
     mov r9, qword ptr [r15 + 0]
+    test ebx, 912
+    jz 1f
+1:
+    movzx r9d, sil
+    mov esi, 65
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + rbp + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 164
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 356352
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rcx
+    lock or dword ptr [r15 + 0], 87
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movzx ebp, sil
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov esi, r8d
+    lea rbp, [r10 + r10*1]
+    mov r8d, dword ptr [r15 + 0]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 704]
     lea r9, [r10 + r10*1]
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    movsxd rbp, dword ptr [r14 + 0]
     and r9, 64
-    and ebp, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 448], esi
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r14 + rbp + 768], rdi
+    add rsi, qword ptr [r14 + 0]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 1088]
+    test ebx, 98304
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r14 + r8 + 128], r9d
+    mov qword ptr [r15 + r8 + 1152], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    test ebx, 327424
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    add r9, qword ptr [r15 + 0]
+    imul rbp, rcx
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
-    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r8, qword ptr [r15 + 0]
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    imul r9d, r9d, 17
-    lea r9, [r10 + r10*1]
-    mov ebp, 178
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 170
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 192]
-    mov ebp, 184
-    mov ebp, edx
-    mov byte ptr [r15 + r9 + 256], bpl
-    test ebx, 1073741824
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r9
+    test bl, 192
     jnz 1f
 1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, r8
-    imul ebp, ebp, 15
+    mov r9d, 73
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    lea r8, [r10 + r10*1]
+    test ebx, 976
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    movzx r9d, dl
-    test ebx, 1440
-    jnz 1f
-1:
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 576]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    movzx r9d, bpl
-    lea r9, [r10 + r10*1]
-    jmp 1f
+    and r9d, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 640], 5
+    lea r8, [r10 + r10*1]
+    test bl, 192
+    jz 1f
 1:
-    movzx eax, bpl
+    imul r9d, r8d, 87
+    movzx r9d, bpl
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 64]
+    movsxd rsi, dword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 1088]
-    mov dword ptr [r14 + 0], edx
-    inc dword ptr [r15 + rbp + 192]
-    mov dword ptr [r14 + r9 + 1152], r9d
-    test ebx, 816
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r8, qword ptr [r14 + rbp + 768]
+    vmovdqu ymm4, ymmword ptr [r14 + 0]
+    mov r9d, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    imul r9d, r9d, 62
-    jmp 1f
-1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9d, 26
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r9d, r9b
     mov r9, r9
-    mov r9d, dword ptr [r15 + 0]
-    movzx edx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 66
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 207
-    mov qword ptr [r15 + 0], rsi
-    movzx eax, byte ptr [r15 + 0]
-    mov esi, 229
-    test ebx, 624
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 237
-    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 816
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r9d, dil
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    movsxd rsi, dword ptr [r15 + 0]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    and esi, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    vpxor ymm4, ymm6, ymm8
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
 1:
     lea r8, [r10 + r10*1]
-    and esi, dword ptr [r14 + 0]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 832]
+    movzx r9d, cl
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 1024]
-    jmp 1f
+    lea r9, [r10 + r10*1]
+    add rbp, qword ptr [r15 + r8 + 192]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jz 1f
 1:
+    movzx esi, byte ptr [r15 + r8 + 256]
+    lea rbp, [r10 + r10*1]
+    xor dword ptr [r14 + 0], ebp
+    and rbp, 64
+    movzx r8d, byte ptr [r14 + rbp + 64]
+    and r8d, dword ptr [r15 + r9 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + r8 + 960], edx
-    add rdx, qword ptr [r15 + rbp + 896]
-    movzx r8d, byte ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    xor dword ptr [r15 + rbp + 128], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
+    mov rsi, rsi
+    movsxd rsi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 216
-    xor dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 114
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdx, rdx
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov byte ptr [r15 + 0], r8b
+    mov rsi, rdi
     vmovdqu ymmword ptr [r15 + 0], ymm4
-    mov dword ptr [r15 + 0], esi
-    and edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 15856
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r8b
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 216
+    jmp 1f
+1:
+    mov r8d, r8d
+    movzx r8d, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
     lea r8, [r10 + r10*1]
-    test ebx, 471040
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
+    mov byte ptr [r14 + 0], dl
     lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r14 + r8 + 192]
-    jmp 1f
-1:
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 320]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, r8b
-    jmp 1f
-1:
-    add qword ptr [r15 + r8 + 256], r8
-    jmp 1f
-1:
-    test ebx, 1840
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov esi, ebp
-    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov dword ptr [r15 + rbp + 448], 159
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], 190
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 576]
-    mov esi, dword ptr [r15 + rbp + 384]
+    mov rax, rbp
+    and rbp, 64
+    imul rax, qword ptr [r15 + rbp + 192]
+    mov byte ptr [r14 + rbp + 256], al
+    mov qword ptr [r15 + r8 + 384], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, esi
-    mov r8, rbp
-    mov dword ptr [r15 + r9 + 640], eax
+    jmp 1f
+1:
+    movzx r8d, bpl
+    movzx r8d, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9d, r9d, 27
-    mov rsi, r9
-    test ebx, 1392
-    jz 1f
-1:
-    lea r9, [r10*8]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, r8b
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 1536]
-    test ebx, 1073741824
-    jz 1f
+    movsxd r8, dword ptr [r15 + 0]
+    mov ebp, 73
+    add r8, qword ptr [r15 + 0]
+    test ebx, 912
+    jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 1600], r8d
+    mov dword ptr [r15 + 0], 49
     mov r8d, r8d
-    movzx esi, byte ptr [r15 + r9 + 1280]
-    mov r8d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov esi, 246
-    jmp 1f
-1:
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r8 + 384]
+    mov r8d, 132
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 464
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], r8
+    mov r8d, 174
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    mov r8d, 1
+    jmp 1f
+1:
+    mov r8d, ebp
+    mov r8, r8
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    and r8, 4194240
+    mov ebp, dword ptr [r15 + r8 + 7633600]
+    lea r9, [r10 + r10*1]
+    mov eax, 15
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 254
+    movzx edx, r9b
     and rbp, 64
-    vmovdqu ymm4, ymmword ptr [r15 + rbp + 256]
-    mov esi, 13
-    jmp 1f
-1:
-    mov esi, esi
+    mov dword ptr [r15 + rbp + 256], r8d
+    add rdx, qword ptr [r15 + r8 + 7633664]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1216], r8d
-    mov dword ptr [r15 + rbp + 192], esi
-    mov ebp, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 1408], bpl
-    mov esi, 215
-    add qword ptr [r15 + r8 + 320], rsi
-    mov r8, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1472], 150
-    mov r8d, dword ptr [r14 + r9 + 1344]
+    add rdx, qword ptr [r14 + rbp + 192]
+    movsxd rbp, dword ptr [r14 + 0]
+    lock xadd qword ptr [r15 + r9 + 128], rdx
     jmp 1f
 1:
     add r10, r11
@@ -2918,376 +2900,369 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c11:
-    movzx esi, r8b
-    jmp 1f
-1:
-    movzx r8d, bpl
-    jmp 1f
-1:
-    test ebx, 249856
-    jnz 1f
-1:
-    mov r8, rdx
-    jmp 1f
-1:
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rsi, rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov r9d, 134
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, eax
+    test ebx, 928
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 372736
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 27
-    mov qword ptr [r15 + 0], r8
+    mov ebp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r8d, r8d
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r9d, 228
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 912
+    jnz 1f
+1:
+    mov rdx, rcx
+    and ebp, dword ptr [r15 + 0]
+    movzx edx, bpl
+    lea rbp, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    and ecx, dword ptr [r15 + rbp + 192]
+    xor dword ptr [r14 + rbp + 256], ecx
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r14 + 0], rdi
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    and ecx, dword ptr [r15 + r9 + 576]
+    test ebx, 944
     jz 1f
 1:
-    mov dword ptr [r14 + 0], esi
+    jmp 1f
+1:
     and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 448], r8b
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    add qword ptr [r15 + r8 + 128], r8
+    mov byte ptr [r15 + rbp + 448], bpl
+    movzx ecx, bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov rsi, r9
-    nop
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jz 1f
+    mov ecx, 31
+    mov qword ptr [r15 + rbp + 512], rdx
+    jmp 1f
 1:
-    movzx ebp, sil
-    mov rbp, qword ptr [r15 + r9 + 256]
-    add rsi, qword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    mov qword ptr [r15 + 0], rbp
-    add rbp, qword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 54
-    mov rsi, rbp
-    movzx esi, dl
-    test ebx, 237568
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1712
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 144
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov rbp, rsi
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    movsxd rbp, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r14 + 0]
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 192]
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r14 + r8 + 64], 242
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 512]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    mov r8d, edx
+    mov rcx, qword ptr [r15 + rbp + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov rcx, rcx
+    movzx ecx, byte ptr [r15 + 0]
+    mov edx, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    imul rcx, rcx
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 256]
-    mov r9d, dword ptr [r15 + rbp + 448]
+    movzx edx, sil
+    add rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul ecx, ecx, 34
+    movzx ecx, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], esi
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    add qword ptr [r15 + r9 + 384], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 448]
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 128]
     jmp 1f
 1:
+    mov ebp, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    jmp 1f
+1:
+    test ebx, 1456
+    jz 1f
+1:
+    xor dword ptr [r14 + r8 + 64], ecx
+    movsxd rcx, dword ptr [r14 + 0]
+    mov r8d, ecx
+    mov r8d, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rbp, rax
+    mov r8d, 94
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    test bl, 240
-    jz 1f
-1:
-    mov rbp, rbp
-    and r9d, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 77
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov qword ptr [r15 + 0], rbp
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm4
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 432
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov dword ptr [r15 + 0], 130
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    add r8, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
+    test ebx, 1744
+    jz 1f
+1:
+    mov r8d, r8d
+    movzx r8d, r8b
+    mov r8d, eax
+    test ebx, 54784
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    xchg qword ptr [r15 + rbp + 704], rcx
+    mov dword ptr [r14 + 0], edx
     jmp 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 448]
+    and r8, 8128
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 6912], 168
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    imul rcx, qword ptr [r14 + r9 + 320]
+    mov dword ptr [r15 + r9 + 384], ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r14 + rbp + 512]
-    and ebp, dword ptr [r15 + r9 + 256]
-    mov r9, rbp
-    and r9d, dword ptr [r14 + 0]
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 19
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, r9b
-    imul rbp, rbp
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r8 + 6848], ecx
+    mov ecx, ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    mov rbp, qword ptr [r15 + 0]
+    mov ecx, esi
     jmp 1f
 1:
-    mov r9d, ebp
+    imul r8d, ecx, 90
+    imul r8, r9
+    test ebx, 624
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 127
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 131
+    mov r8d, 24
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, ebp
-    jmp 1f
-1:
-    test ebx, 432
-    jnz 1f
-1:
-    mov ebp, 174
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    mov ebp, ebp
-    test ebx, 480
-    jnz 1f
-1:
-    mov ebp, ebp
-    imul rbp, r9
-    mov r9d, 10
-    mov ebp, r9d
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
+    mov ecx, edx
+    mov qword ptr [r15 + 0], rsi
     lea r8, [r10 + r10*1]
-    and r9d, dword ptr [r14 + rbp + 64]
+    jmp 1f
+1:
+    test ebx, 576
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 37
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 896]
+    movsxd r9, dword ptr [r15 + r8 + 832]
+    and ecx, dword ptr [r14 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov ecx, 42
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    jmp 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], rdx
-    lea r9, [r10 + r10*1]
-    imul esi, r9d, 73
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rax
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + r8 + 1152]
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + r8 + 512]
+    movsxd rcx, dword ptr [r15 + r8 + 1088]
+    movsxd r8, dword ptr [r14 + r9 + 64]
     jmp 1f
 1:
-    and edx, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 77
-    mov esi, r8d
-    mov dword ptr [r14 + 0], esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    movzx r8d, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    lea r8, [r10*8]
-    and r8, 4032
-    mov esi, dword ptr [r15 + r8 + 2816]
-    mov edx, 233
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rsi
-    mov edx, 117
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 215
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 490752
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 233
-    mov rdx, rdx
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 3072]
-    mov qword ptr [r14 + r8 + 3136], rdx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 26
-    mov byte ptr [r14 + r8 + 3008], al
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 2752]
-    mov esi, edx
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    test ebx, 1456
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + r9 + 1088]
+    and r8, 64
+    xchg qword ptr [r15 + r8 + 640], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, esi
+    test ebx, 432
     jz 1f
 1:
-    add rdx, qword ptr [r15 + rbp + 384]
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    add rbp, qword ptr [r15 + r8 + 2880]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 109
+    add rbp, qword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
+    and esi, dword ptr [r15 + 0]
+    mov ebp, esi
+    mov dword ptr [r15 + 0], 27
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 3200]
-    add r9, qword ptr [r15 + r8 + 2944]
+    mov rsi, qword ptr [r15 + 0]
+    movzx ebp, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r14 + 0], ymm4
+    add rsi, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 1440
+    jnz 1f
+1:
+    mov esi, 201
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + r8 + 576], rbp
+    and r8d, dword ptr [r14 + r9 + 1152]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 192]
+    test ebx, 1744
+    jz 1f
+1:
+    mov r8d, ebp
+    mov r8, r8
+    and r8d, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
     add r10, r11
@@ -3315,15 +3290,22 @@ ditto_body_c1:
     .p2align 4
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 11836760]
-    mov ecx, 8
-    movabs rdx, 0x9E3779B97F4A7C15
-    xor eax, eax
-1:  mov qword ptr [rdi], rax
-    add rax, rdx
-    add rdi, 8
-    dec ecx
-    jnz 1b
+    movabs rax, 0x0
+    mov qword ptr [r8 + 11836760], rax
+    movabs rax, 0x9e3779b97f4a7c15
+    mov qword ptr [r8 + 11836768], rax
+    movabs rax, 0x3c6ef372fe94f828
+    mov qword ptr [r8 + 11836776], rax
+    movabs rax, 0xdaa66d2c7ddf743e
+    mov qword ptr [r8 + 11836784], rax
+    movabs rax, 0x78dde6e5fd29f054
+    mov qword ptr [r8 + 11836792], rax
+    movabs rax, 0x1715609f7c746c69
+    mov qword ptr [r8 + 11836800], rax
+    movabs rax, 0xb54cda58fbbee87e
+    mov qword ptr [r8 + 11836808], rax
+    movabs rax, 0x538454127b096490
+    mov qword ptr [r8 + 11836816], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3388,64 +3370,41 @@ ditto_body_c2:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016856]
-    lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 16016856], rcx
     mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov rcx, rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov rbp, r11
-    mov r8, r11
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, rax
     and rbp, 64
-    lock add qword ptr [r15 + rbp + 192], rax
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 448]
+    pcmpeqb xmm13, xmmword ptr [r15 + rbp + 704]
+    ucomisd xmm9, xmm11
+    mov rbp, r11
+    movzx eax, al
+    and rbp, 64
+    mulsd xmm9, qword ptr [r15 + rbp + 192]
     add r11, 64
-    inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 1024 bytes, 4 chunk(s), 19 chunk executions per call
+// block 1: 1024 bytes, 4 chunk(s), 20 chunk executions per call
     mov rbx, qword ptr [r15 + 16016864]
-    lea rcx, [rbx + 19]
+    lea rcx, [rbx + 20]
     mov qword ptr [r15 + 16016864], rcx
-    mov r13d, 19
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc2_b1_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc2_b1_stubs:
-    .p2align 3
+    mov r13d, 20
     jmp .Lc2_b1_c0
-    .p2align 3
-    jmp .Lc2_b1_c1
-    .p2align 3
-    jmp .Lc2_b1_c2
-    .p2align 3
-    jmp .Lc2_b1_c3
     .p2align 6
 .Lc2_b1_c0:
-    mov dword ptr [r15 + 0], ebp
-    por xmm15, xmm14
+    mov dword ptr [r15 + 0], ecx
+    ucomisd xmm13, xmm1
+    mov eax, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
     mov qword ptr [r15 + 0], rax
-    mov rcx, rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, dl
+    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, r9b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -3454,211 +3413,216 @@ ditto_body_c2:
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    pshufd xmm15, xmm15, 236
-    test ebx, 110464
+    mov r12, qword ptr [r15 + r12 + 56]
+    pshufd xmm13, xmm9, 109
+    test ebx, 1248
     jnz 1f
 1:
     jmp 1f
 1:
-    .byte 0x66, 0x90
-    movdqu xmm15, xmmword ptr [r15 + 0]
-    ucomisd xmm15, xmm15
+    imul r9, rcx
+    paddq xmm13, xmmword ptr [r15 + 0]
+    mov eax, r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    paddq xmm15, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r8b
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 320]
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], al
     lea r9, [r10 + r10*1]
-    test ebx, 1073741824
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 320]
+    .byte 0x66, 0x90
+    and rbp, 64
+    movq qword ptr [r14 + rbp + 640], xmm13
+    test ebx, 384
     jnz 1f
 1:
-    and rbp, 64
-    movq qword ptr [r14 + rbp + 640], xmm15
+    movdqu xmm13, xmmword ptr [r14 + 0]
     jmp 1f
 1:
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 4928]
-    por xmm15, xmm15
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r14 + 0]
+    por xmm1, xmm4
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + r9 + 4992]
+    and r8, 4032
+    and eax, dword ptr [r15 + r8 + 4928]
     jmp 1f
 1:
-    movdqu xmmword ptr [r15 + rbp + 576], xmm15
-    mov r9, rdi
+    mov dword ptr [r15 + r8 + 4992], r9d
+    mov r8, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, r9d
-    movzx eax, dil
-    mov byte ptr [r15 + r8 + 384], dil
-    movsxd rax, dword ptr [r14 + 0]
+    mov r8d, r8d
+    movzx r8d, r8b
+    movdqu xmmword ptr [r15 + rbp + 576], xmm13
+    mov byte ptr [r15 + r9 + 384], r8b
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 192]
-    movzx eax, dil
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 320]
-    maxsd xmm15, xmm15
-    lea r8, [r11 + r11*2]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 2496]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movdqu xmm15, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rax
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     .byte 0x66, 0x90
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + rbp + 384]
-    paddd xmm15, xmm1
-    movzx eax, byte ptr [r14 + r8 + 2432]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r9 + 256]
-    ucomisd xmm15, xmm15
-    mov edi, dword ptr [r14 + 0]
-    xchg rdi, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edi, 213
-    pcmpeqb xmm15, xmmword ptr [r14 + r8 + 2368]
+    mov r8, r8
+    pxor xmm13, xmm1
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 108
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 512]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r14 + r9 + 256]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 204
+    jz 1f
+1:
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    mov ecx, eax
+    mov qword ptr [r15 + r8 + 64], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r14 + 0]
+    movsd xmm13, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ecx
+    mov ecx, 20
+    movdqu xmm13, xmmword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 151
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    imul edi, eax, 37
+    and esi, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    pmovmskb ecx, xmm13
+    mulsd xmm13, qword ptr [r14 + 0]
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    por xmm15, xmm15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 640
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    pmovmskb eax, xmm15
+    movdqu xmm13, xmmword ptr [r15 + rbp + 192]
+    movzx ecx, cl
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    pmovmskb edx, xmm6
-    mulsd xmm15, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 73728
-    jz 1f
-1:
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    xor dword ptr [r15 + 0], r8d
+    cvtsi2sd xmm13, r8d
     and r8, 64
-    movsxd rax, dword ptr [r14 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + r8 + 640]
+    and rbp, 64
+    or qword ptr [r15 + rbp + 448], 106
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 128]
+    or qword ptr [r15 + r8 + 576], 61
+    mov rcx, qword ptr [r14 + rbp + 512]
     jmp 1f
 1:
-    mov edx, eax
-    test ebx, 24576
-    jz 1f
-1:
-    movsxd rax, dword ptr [r14 + 0]
-    mov r8d, 50
-    jmp 1f
-1:
-    mov byte ptr [r14 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r11
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    and r8, 262080
-    pcmpeqb xmm15, xmmword ptr [r15 + r8 + 6308672]
     add r11, 64
     inc rbx
     dec r13
@@ -3666,188 +3630,181 @@ ditto_body_c2:
 .Lc2_b1_c3:
     jmp 1f
 1:
-    add qword ptr [r14 + 0], r8
-    movzx r8d, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    ucomisd xmm13, xmm15
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    addsd xmm13, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
     inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    addsd xmm15, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    movzx eax, r8b
-    mov r8d, 105
-    and eax, dword ptr [r15 + 0]
+    imul r8d, edi, 94
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    addsd xmm13, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
+    mov byte ptr [r15 + 0], r8b
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    imul rax, rbp
-    and rbp, 64
-    movsd xmm15, qword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    add qword ptr [r14 + 0], r9
+    test ebx, 1248
     jz 1f
-1:
-    jmp 1f
 1:
     lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r14 + 0]
+    mov r8d, 40
+    and r9, 64
+    movsd xmm13, qword ptr [r15 + r9 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    imul rax, qword ptr [r15 + r9 + 128]
-    paddq xmm15, xmmword ptr [r14 + r8 + 512]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], dl
+    jmp 1f
+1:
+    mov ecx, 254
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 64], al
-    mov r9d, 139
-    and r9d, dword ptr [r15 + rbp + 384]
+    and rbp, 64
+    addsd xmm13, qword ptr [r14 + rbp + 448]
+    and ecx, dword ptr [r15 + rbp + 512]
+    add rcx, qword ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    paddq xmm13, xmmword ptr [r14 + r8 + 128]
+    movzx ecx, cl
+    mov ecx, 76
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 29 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
     mov rbx, qword ptr [r15 + 16016872]
-    lea rcx, [rbx + 29]
+    lea rcx, [rbx + 28]
     mov qword ptr [r15 + 16016872], rcx
-    mov r13d, 29
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc2_b2_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc2_b2_stubs:
-    .p2align 3
+    mov r13d, 28
     jmp .Lc2_b2_c0
-    .p2align 3
-    jmp .Lc2_b2_c1
     .p2align 6
 .Lc2_b2_c0:
-    lea r9, [r11*4]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1024], al
-    mov byte ptr [r15 + 0], r9b
-    mov rax, qword ptr [r15 + 0]
-    movq xmm15, rax
+    lea rbp, [r11*4]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1024], bpl
+    mov byte ptr [r15 + 0], bpl
+    mov r8, qword ptr [r15 + 0]
+    movq xmm13, r8
     test ebx, 1073741824
     jz 1f
 1:
-    pshufd xmm15, xmm15, 163
-    mov dword ptr [r15 + 0], 36
-    movsxd rax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
+    pshufd xmm13, xmm13, 183
+    mov dword ptr [r15 + 0], 217
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    imul rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 142
-    mov qword ptr [r15 + 0], rax
+    imul r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 170
+    mov qword ptr [r15 + 0], r8
     test ebx, 46976
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r14 + 0]
-    and eax, dword ptr [r14 + 0]
-    mov ecx, 212
-    mov ecx, 16
-    lea rbp, [r11 + r11*1]
+    movzx r8d, byte ptr [r14 + 0]
+    and r8d, dword ptr [r14 + 0]
+    mov ecx, 234
+    mov ecx, 117
+    lea r9, [r11 + r11*1]
     test ebx, 20480
     jz 1f
 1:
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    movdqu xmmword ptr [r15 + rbp + 2176], xmm15
+    and r9, 192
+    movdqu xmmword ptr [r15 + r9 + 2176], xmm13
     and r8, 64
-    paddq xmm15, xmmword ptr [r15 + r8 + 192]
-    mov dword ptr [r14 + r9 + 832], r8d
+    paddq xmm13, xmmword ptr [r15 + r8 + 192]
+    mov dword ptr [r14 + rbp + 832], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 256]
+    mov rcx, qword ptr [r15 + r8 + 256]
     jmp 1f
 1:
-    movsd qword ptr [r14 + rbp + 2112], xmm10
+    movsd qword ptr [r14 + r9 + 2112], xmm13
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, eax
-    mov byte ptr [r15 + r9 + 896], bpl
-    mov qword ptr [r15 + r9 + 960], rbp
+    mov r9d, ecx
+    mov byte ptr [r15 + rbp + 896], r9b
+    mov qword ptr [r15 + rbp + 960], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + 0], al
-    pmovmskb eax, xmm15
-    lock add qword ptr [r15 + 0], rbp
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + 0], r8b
+    pmovmskb r8d, xmm13
+    lock add qword ptr [r15 + 0], r8
     test ebx, 8192
     jz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], bpl
-    or qword ptr [r15 + 0], 105
-    addsd xmm15, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r9b
+    or qword ptr [r15 + 0], 68
+    addsd xmm13, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    movzx eax, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov eax, eax
-    addsd xmm15, xmm15
+    mov r8, rbp
+    mov r8d, edi
+    addsd xmm13, xmm13
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov qword ptr [r15 + 0], rbp
-    imul eax, eax, 30
+    mov r8d, eax
+    mov qword ptr [r15 + 0], r8
+    imul r8d, r8d, 68
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     jmp 1f
@@ -3856,27 +3813,27 @@ ditto_body_c2:
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     and r8, 64
-    pcmpeqb xmm15, xmmword ptr [r15 + r8 + 256]
-    mov r9d, r8d
-    mov dword ptr [r14 + 0], 241
+    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 256]
+    mov ecx, edi
+    mov dword ptr [r14 + 0], 129
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r14 + 0], r9
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r14 + 0], rbp
     mov rcx, qword ptr [r14 + r8 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + rbp + 64], ecx
-    add rbp, qword ptr [r15 + r9 + 640]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + r9 + 64], esi
+    add r8, qword ptr [r15 + rbp + 640]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3906,260 +3863,256 @@ ditto_body_c2:
     .p2align 6
 .Lc2_b3_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 205
     test ebx, 1073741824
     jnz 1f
 1:
-    pmovmskb ecx, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 198
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 165
-    mov ecx, 68
-    test ebx, 1073741824
+    test bl, 48
     jnz 1f
 1:
     imul rcx, rcx
+    mov ecx, 186
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 320], ebp
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ecx, 81
+    and rbp, 64
+    paddq xmm13, xmmword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    pmovmskb ecx, xmm13
+    jmp 1f
+1:
+    mov ecx, 165
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    lea r8, [r11 + r11*1]
-    mov ecx, 158
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    xor dword ptr [r15 + r8 + 448], r8d
-    mov qword ptr [r15 + rbp + 384], rdi
-    and ecx, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
+    paddq xmm13, xmmword ptr [r15 + rbp + 512]
+    test bl, 36
     jnz 1f
 1:
-    and r8, 64
-    xor dword ptr [r15 + r8 + 256], r8d
+    mov dword ptr [r15 + rbp + 448], 58
+    paddd xmm13, xmm13
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 192], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 223
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    lea rbp, [r11*8]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, 98
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 9280], rbp
+    jmp 1f
+1:
+    test ebx, 640
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 9088], dil
+    mulsd xmm13, xmm13
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    add rbp, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 640], r8d
-    and rbp, 64
-    add rcx, qword ptr [r14 + rbp + 448]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    add rdi, qword ptr [r14 + rbp + 9024]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    and edi, dword ptr [r14 + rbp + 9344]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, edi
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
     and r9, 64
-    add rcx, qword ptr [r14 + r9 + 128]
-    mov dword ptr [r14 + 0], ecx
-    mov byte ptr [r15 + rbp + 512], cl
-    mov ecx, 226
+    paddq xmm13, xmmword ptr [r15 + r9 + 512]
+    add rdi, qword ptr [r15 + rbp + 9216]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 50
-    mov ecx, ecx
-    paddq xmm15, xmmword ptr [r15 + r8 + 576]
-    mov ecx, 23
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r14 + rbp + 9152], edi
+    add rdi, qword ptr [r15 + r9 + 448]
+    movsd xmm13, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
+    lea r9, [r11*8]
+    and r9, 448
+    and edi, dword ptr [r15 + r9 + 1024]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 40960
+    jz 1f
+1:
+    mov edi, 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 73728
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 24576
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
+    mov rdi, rbp
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
+    add rdi, qword ptr [r14 + rbp + 256]
     lea r8, [r11 + r11*1]
-    mov ecx, 205
+    imul rdi, r8
+    test bl, 80
+    jz 1f
+1:
     and r8, 64
-    and ecx, dword ptr [r14 + r8 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    add rdi, qword ptr [r15 + r8 + 64]
+    add rcx, qword ptr [r15 + r9 + 832]
+    imul rcx, qword ptr [r15 + r9 + 1152]
+    jmp 1f
 1:
-    movzx ecx, cl
-    mov rcx, rcx
-    mov ecx, 229
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mulsd xmm15, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 101
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    or qword ptr [r15 + r8 + 128], 17
+    addsd xmm13, qword ptr [r15 + r9 + 896]
     jmp 1f
 1:
+    mov r8d, 69
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 236
-    mov dword ptr [r14 + rbp + 64], ecx
-    lea rbp, [r11 + r11*1]
-    and ecx, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, esi
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + rbp + 512], 20
+    pcmpeqb xmm13, xmmword ptr [r15 + rbp + 192]
+    mov qword ptr [r14 + r9 + 1088], r8
+    inc dword ptr [r14 + r9 + 960]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    paddd xmm15, xmm15
+    lea r8, [r11 + r11*1]
+    por xmm13, xmm13
+    and r8, 64
+    xor dword ptr [r15 + r8 + 320], r8d
+    and ecx, dword ptr [r15 + r8 + 384]
+    movzx edi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    test ebx, 3200
+    test ebx, 40960
     jnz 1f
 1:
-    por xmm15, xmm15
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    pcmpeqb xmm15, xmm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsd xmm13, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movdqu xmm15, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
+    mov r8d, 188
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r14 + 0], ebp
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 33
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx ecx, dil
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 64]
+    pshufd xmm13, xmm14, 216
+    mov edi, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r14 + 0], bpl
-    and r8, 64
-    xor dword ptr [r15 + r8 + 384], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + r8 + 128], r8d
     and rbp, 64
-    mov byte ptr [r14 + rbp + 448], bpl
-    lea r9, [r11 + r11*1]
-    addsd xmm15, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov dword ptr [r14 + r9 + 128], 167
-    mov r8, r9
-    test ebx, 1073741824
+    add rcx, qword ptr [r15 + rbp + 320]
+    and ecx, dword ptr [r14 + 0]
+    mov r8, rcx
+    test ebx, 59392
     jz 1f
 1:
-    movzx r8d, r8b
-    and r8d, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 64], r8d
+    and ecx, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], ecx
+    mov byte ptr [r15 + rbp + 384], cl
     add r11, 64
     inc rbx
     dec r13
@@ -4175,40 +4128,40 @@ ditto_body_c2:
 .Lc2_b4_c0:
     mov byte ptr [r14 + 0], cl
     mov rcx, qword ptr [r15 + 0]
-    mov r8d, r8d
-    mov r8, r11
-    mov rbp, r10
+    mov ebp, ecx
+    mov rbp, r11
+    mov r8, r10
     test ebx, 1073741824
     jnz 1f
 1:
     and ecx, dword ptr [r15 + 0]
-    and rbp, 8388544
-    mov dword ptr [r15 + rbp + 7619392], ebp
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 704]
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 7619392], r8d
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 704]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 88 chunk executions per call
-    mov r13d, 88
+// block 5: 64 bytes, 1 chunk(s), 86 chunk executions per call
+    mov r13d, 86
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
-    mov rbp, r11
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rcx
-    mov rbp, r11
     mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    or qword ptr [r15 + r8 + 320], 102
+    mov qword ptr [r15 + r8 + 448], r8
+    mov r8, r11
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    or qword ptr [r15 + r9 + 320], 56
     jmp 1f
 1:
-    and rbp, 64
-    lock or dword ptr [r15 + rbp + 64], 47
+    and r8, 64
+    lock or dword ptr [r15 + r8 + 64], 65
     add r11, 64
     dec r13
     jnz .Lc2_b5_c0
@@ -4221,19 +4174,19 @@ ditto_body_c2:
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
-    mov rbp, r11
+    mov r8, r11
     jmp 1f
 1:
-    movzx ecx, r8b
-    and rbp, 1984
-    addsd xmm15, qword ptr [r15 + rbp + 2880]
+    movzx ecx, r9b
+    and r8, 1984
+    addsd xmm13, qword ptr [r15 + r8 + 2880]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
+    movzx r8d, r9b
     or r8d, 1
     xor edx, edx
     div r8d
@@ -4250,17 +4203,17 @@ ditto_body_c2:
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    pxor xmm15, xmm5
+    pxor xmm13, xmm11
     movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov r8, r11
     test ebx, 1073741824
     jz 1f
 1:
     movzx ecx, byte ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 37
-    mov ebp, 95
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 146
+    mov r8d, 120
     add r11, 64
     inc rbx
     dec r13
@@ -4281,17 +4234,17 @@ ditto_body_c2:
     test ebx, 10240
     jz 1f
 1:
-    mov r8d, ecx
-    mov r9, r11
+    mov eax, ecx
+    mov r8, r11
     jmp 1f
 1:
-    mov ecx, 14
+    mov ecx, 240
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 192
-    movzx ecx, byte ptr [r14 + r9 + 1856]
-    mov r9d, edx
+    and r8, 192
+    movzx ecx, byte ptr [r14 + r8 + 1856]
+    mov r8d, eax
     add r11, 64
     inc rbx
     dec r13
@@ -4305,17 +4258,17 @@ ditto_body_c2:
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov r9, r11
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 192]
-    mov r9, r11
-    mov edx, 231
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 192]
+    mov r8, r11
+    mov eax, 240
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    pcmpeqb xmm15, xmmword ptr [r15 + r9 + 64]
+    and r8, 64
+    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 64]
     jmp 1f
 1:
     add r11, 64
@@ -4331,12 +4284,12 @@ ditto_body_c2:
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    mov r9, r10
+    mov r8, r10
     mov rbp, r11
-    and r9, 64
-    add rcx, qword ptr [r14 + r9 + 576]
+    and r8, 64
+    add rcx, qword ptr [r14 + r8 + 576]
     and rbp, 448
-    addsd xmm15, qword ptr [r14 + rbp + 1344]
+    addsd xmm13, qword ptr [r14 + rbp + 1344]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -4371,15 +4324,28 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 16016856]
-    mov ecx, 11
-    movabs rdx, 0x9E3779B97F4A7C15
-    xor eax, eax
-1:  mov qword ptr [rdi], rax
-    add rax, rdx
-    add rdi, 8
-    dec ecx
-    jnz 1b
+    movabs rax, 0x0
+    mov qword ptr [r8 + 16016856], rax
+    movabs rax, 0x9e3779b97f4a7c14
+    mov qword ptr [r8 + 16016864], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 16016872], rax
+    movabs rax, 0xdaa66d2c7ddf743c
+    mov qword ptr [r8 + 16016880], rax
+    movabs rax, 0x78dde6e5fd29f054
+    mov qword ptr [r8 + 16016888], rax
+    movabs rax, 0x1715609f7c746c69
+    mov qword ptr [r8 + 16016896], rax
+    movabs rax, 0xb54cda58fbbee87e
+    mov qword ptr [r8 + 16016904], rax
+    movabs rax, 0x538454127b096493
+    mov qword ptr [r8 + 16016912], rax
+    movabs rax, 0xf1bbcdcbfa53e0a8
+    mov qword ptr [r8 + 16016920], rax
+    movabs rax, 0x8ff34785799e5cbd
+    mov qword ptr [r8 + 16016928], rax
+    movabs rax, 0x2e2ac13ef8e8d8d2
+    mov qword ptr [r8 + 16016936], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5

@@ -6108,29 +6108,19 @@ ditto_body_c1:
     lea rcx, [rbx + 2]
     mov qword ptr [r15 + 67117768], rcx
     mov r13d, 2
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b6_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b6_stubs:
-    .p2align 3
     jmp .Lc1_b6_c0
-    .p2align 3
-    jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
     lea rbp, [r11*4]
     and rbp, 192
     mov rcx, qword ptr [r15 + rbp + 768]
-    mov eax, ecx
+    mov r8d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r9b
+    movzx ecx, al
     mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -6158,23 +6148,23 @@ ditto_body_c1:
     jz 1f
 1:
     and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 704], r9b
-    mov r9d, dword ptr [r15 + rbp + 640]
+    movzx eax, byte ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 704], al
+    mov eax, dword ptr [r15 + rbp + 640]
     vpor xmm0, xmm0, xmm0
     test ebx, 1073741824
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    movzx ecx, r9b
+    movzx eax, r9b
     and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + r8 + 64], cl
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + r8 + 64], al
     test bl, 10
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + r9 + 192], cl
+    mov eax, dword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + r9 + 192], al
     sete r8b
     add r11, 64
     inc rbx
@@ -6186,8 +6176,8 @@ ditto_body_c1:
 1:
     and r8, 192
     mov qword ptr [r15 + r8 + 640], rbp
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
@@ -6223,7 +6213,7 @@ ditto_body_c1:
     lea r9, [r11 + r11*1]
     mov byte ptr [r15 + rbp + 192], r9b
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 448]
+    movsxd rax, dword ptr [r15 + r9 + 448]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -6238,13 +6228,13 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov ebp, eax
+    mov ebp, ecx
     mov ebp, 186
     test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + r8 + 704], rbp
-    mov byte ptr [r15 + r8 + 768], cl
+    mov byte ptr [r15 + r8 + 768], al
     vmovdqu ymmword ptr [r15 + r8 + 576], ymm0
     add r11, 64
     inc rbx
@@ -6485,14 +6475,14 @@ ditto_body_c1:
     and r8, 8128
     mov qword ptr [r15 + r8 + 7552], r8
     and r9, 64
-    and ebp, dword ptr [r15 + r9 + 320]
+    and eax, dword ptr [r15 + r9 + 320]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, bpl
-    movzx ebp, byte ptr [r15 + r8 + 7680]
+    movzx ecx, al
+    movzx eax, byte ptr [r15 + r8 + 7680]
     movsxd rcx, dword ptr [r15 + r8 + 7744]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -6500,39 +6490,39 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
+    mov eax, r8d
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 97
+    mov eax, 97
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
+    movzx eax, r9b
     test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 384], rbp
+    mov qword ptr [r15 + r9 + 384], rax
     mov dword ptr [r15 + r8 + 7488], 231
-    mov qword ptr [r15 + r8 + 7808], rcx
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 7808], rax
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 7420
     jz 1f
 1:
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + rbp + 192], rcx
-    mov ecx, dword ptr [r15 + r8 + 7616]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + r9 + 192], rax
+    mov eax, dword ptr [r15 + r8 + 7616]
     add r11, 64
     inc rbx
     dec r13
@@ -6546,7 +6536,7 @@ ditto_body_c1:
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r9
     mov ecx, 88
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -6554,65 +6544,65 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, bpl
+    movzx ecx, al
     jmp 1f
 1:
-    movzx ebp, cl
+    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
     mov dword ptr [r15 + 0], ebp
-    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     vpaddd xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 143
-    mov dword ptr [r15 + 0], ebp
+    mov ecx, 143
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ecx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    mov ecx, ecx
     test ebx, 7600
     jz 1f
 1:
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rbp, rbp
+    mov rcx, rcx
     test ebx, 6144
     jz 1f
 1:
     vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx ebp, cl
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, ebp
+    movzx ecx, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, ecx
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3392], r9b
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    movsxd r8, dword ptr [r15 + r9 + 3456]
-    movzx r9d, byte ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + rbp + 448]
+    movsxd rbp, dword ptr [r15 + r8 + 3456]
+    movzx r8d, byte ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -7144,11 +7134,11 @@ ditto_body_c1:
     jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r9
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r8
     mov dword ptr [r15 + 0], 80
-    movzx eax, r8b
+    movzx eax, bpl
     mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
@@ -7157,83 +7147,83 @@ ditto_body_c1:
 1:
     mov eax, dword ptr [r15 + 0]
     mov ecx, 202
-    lea r9, [r11 + r11*8]
-    mov qword ptr [r15 + 0], r9
+    lea r8, [r11 + r11*8]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1280
     jnz 1f
 1:
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7808]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7808]
     movzx ecx, al
-    movzx eax, byte ptr [r15 + r9 + 8000]
+    movzx eax, byte ptr [r15 + r8 + 8000]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 7488], 234
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 7488], 234
+    lea r9, [r11 + r11*1]
     nop
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    add rax, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    add rax, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 7680]
+    movsxd rax, dword ptr [r15 + r8 + 7680]
     jmp 1f
 1:
-    mov r8d, dword ptr [r15 + r9 + 7872]
+    mov ebp, dword ptr [r15 + r8 + 7872]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 7936]
-    movsxd rax, dword ptr [r15 + r9 + 7552]
-    imul r8, rax
+    movzx ebp, byte ptr [r15 + r8 + 7936]
+    movsxd rax, dword ptr [r15 + r8 + 7552]
+    imul rbp, rax
     test ebx, 7315456
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 320]
+    movzx ebp, byte ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 7744]
+    mov eax, dword ptr [r15 + r8 + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 7616]
-    mov r8d, eax
+    movzx eax, byte ptr [r15 + r8 + 7616]
+    mov ebp, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    mov r8, rax
+    mov eax, ebp
+    mov rbp, rax
     vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    movzx ebp, al
     vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r8, rax
+    mov rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -7241,38 +7231,38 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
     vpxor xmm0, xmm0, xmm2
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 2048
     jz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    mov ebp, ecx
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 64]
+    mov r8d, ecx
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
     vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    mov dword ptr [r15 + r8 + 128], r9d
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], r9d
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 64]
     movzx eax, al
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], r8d
+    mov dword ptr [r15 + r8 + 128], ebp
     mov r8, rcx
     mov r8d, dword ptr [r15 + r9 + 384]
     add r11, 64
@@ -7656,35 +7646,35 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 62
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    movzx r9d, r8b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    movzx eax, r9b
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     add rax, qword ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    add rax, qword ptr [r15 + r8 + 384]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    add rax, qword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 448]
+    movsxd rax, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
     jmp 1f
@@ -7694,10 +7684,10 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    lea r9, [r11 + r11*4]
-    and r9, 8128
-    movsxd rax, dword ptr [r15 + r9 + 7488]
-    mov r8d, eax
+    lea r8, [r11 + r11*4]
+    and r8, 8128
+    movsxd rax, dword ptr [r15 + r8 + 7488]
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 2621440
@@ -7712,16 +7702,16 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + r9 + 7744]
+    movzx eax, byte ptr [r15 + r8 + 7744]
     vmovq xmm0, rax
-    lea r8, [r11 + r11*4]
+    lea r9, [r11 + r11*4]
     test ebx, 4608
     jnz 1f
 1:
     mov eax, 110
-    mov dword ptr [r15 + r9 + 7680], r9d
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], r9d
+    mov dword ptr [r15 + r8 + 7680], eax
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r8d
     test ebx, 1073741824
     jnz 1f
 1:
@@ -7734,16 +7724,16 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 3584]
+    movsxd rax, dword ptr [r15 + r9 + 3584]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 256], r8d
-    add rbp, qword ptr [r15 + r9 + 7616]
+    mov dword ptr [r15 + rbp + 256], r9d
+    add rbp, qword ptr [r15 + r8 + 7616]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 7552]
-    mov qword ptr [r15 + r8 + 3456], rbp
+    mov rbp, qword ptr [r15 + r8 + 7552]
+    mov qword ptr [r15 + r9 + 3456], rbp
     jmp 1f
 1:
     test ebx, 1073741824
@@ -7751,8 +7741,8 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3648], eax
-    add rbp, qword ptr [r15 + r8 + 3520]
+    mov dword ptr [r15 + r9 + 3648], eax
+    add rbp, qword ptr [r15 + r9 + 3520]
     add r11, 64
     inc rbx
     dec r13
@@ -7784,28 +7774,28 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
     mov eax, dword ptr [r15 + rbp + 64]
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    mov r9d, 142
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    mov r8d, 142
     jmp 1f
 1:
-    lea r9, [r11 + r11*4]
+    lea r8, [r11 + r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
     mov eax, ecx
-    and r9, 8128
-    mov eax, dword ptr [r15 + r9 + 7552]
-    mov rcx, qword ptr [r15 + r9 + 7616]
-    add rcx, qword ptr [r15 + r9 + 7488]
+    and r8, 8128
+    mov eax, dword ptr [r15 + r8 + 7552]
+    mov rcx, qword ptr [r15 + r8 + 7616]
+    add rcx, qword ptr [r15 + r8 + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 7680], cl
+    mov byte ptr [r15 + r8 + 7680], cl
     mov dword ptr [r15 + rbp + 128], ebp
     vpshufd xmm0, xmm0, 200
     test ebx, 1024
@@ -7813,8 +7803,8 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 448]
-    and ecx, dword ptr [r15 + r9 + 7744]
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    and ecx, dword ptr [r15 + r8 + 7744]
     add r11, 64
     inc rbx
     dec r13
@@ -7836,50 +7826,50 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq xmm0, r8
+    vmovq xmm0, r9
     movzx ecx, byte ptr [r15 + 0]
-    movzx r8d, bpl
-    mov r8d, 141
+    movzx r9d, cl
+    mov ecx, 141
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     test ebx, 16384
     jz 1f
 1:
-    mov r8d, 10
+    mov r9d, 10
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    movzx r9d, r9b
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], bpl
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], ecx
+    mov byte ptr [r15 + r9 + 256], bpl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], ecx
     and ecx, dword ptr [r15 + rbp + 512]
     movzx ebp, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], ebp
+    mov dword ptr [r15 + r9 + 192], ebp
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 384]
+    add rbp, qword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -7887,8 +7877,8 @@ ditto_body_c1:
 .Lc1_b9_c11:
     and ebp, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 243
-    mov r9d, ebp
-    mov r9, r9
+    mov r8d, ebp
+    mov r8, r8
     test ebx, 1073741824
     jz 1f
 1:
@@ -7900,7 +7890,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     and ebp, dword ptr [r15 + 0]
@@ -7930,27 +7920,27 @@ ditto_body_c1:
     jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    mov r9, r9
-    lea r8, [r11 + r11*1]
-    and rbp, 64
+    movzx r8d, bpl
+    mov r8, r8
     lea r9, [r11 + r11*1]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
     mov rcx, qword ptr [r15 + rbp + 128]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
     mov ecx, 195
     mov dword ptr [r15 + rbp + 64], ecx
     test ebx, 1024
     jnz 1f
 1:
     mov ebp, 201
-    mov qword ptr [r15 + r9 + 320], rbp
-    add rbp, qword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r8 + 320], rbp
+    add rbp, qword ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
@@ -7975,11 +7965,11 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    movzx ecx, r8b
+    movzx r9d, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
+    movzx r9d, r8b
     and r8, 64
     and ecx, dword ptr [r15 + r8 + 384]
     vpxor xmm0, xmm0, xmm9
@@ -8612,15 +8602,15 @@ ditto_body_c1:
     jmp 1f
 1:
     mov eax, dword ptr [r15 + r9 + 576]
-    and r9d, dword ptr [r15 + r8 + 3520]
+    and eax, dword ptr [r15 + r8 + 3520]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c22:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
     mov dword ptr [r15 + 0], 120
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -8630,16 +8620,16 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 121
+    mov eax, 121
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], al
     lea r8, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 8128
     movsxd rax, dword ptr [r15 + r8 + 7680]
-    movzx ebp, byte ptr [r15 + r8 + 7744]
+    movzx r9d, byte ptr [r15 + r8 + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -8650,34 +8640,34 @@ ditto_body_c1:
     jnz 1f
 1:
     and eax, dword ptr [r15 + r8 + 7872]
-    mov byte ptr [r15 + r8 + 7808], r8b
-    mov qword ptr [r15 + r8 + 7936], rbp
-    mov rbp, rax
+    mov byte ptr [r15 + r8 + 7808], al
+    mov qword ptr [r15 + r8 + 7936], r8
+    mov rax, rax
     test ebx, 512
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 7552], bpl
+    mov byte ptr [r15 + r8 + 7552], al
     and eax, dword ptr [r15 + r8 + 8000]
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    lea r8, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r8 + 384], ebp
-    mov ebp, ebp
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 384], r8d
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c23:
-    movzx r8d, bpl
+    movzx r9d, r8b
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov qword ptr [r15 + 0], rax
-    add rbp, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     test ebx, 2048
     jnz 1f
 1:
@@ -8687,67 +8677,67 @@ ditto_body_c1:
     test ebx, 1024
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
     test ebx, 1280
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
     lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     mov eax, 206
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    movsxd rax, dword ptr [r15 + r8 + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    movsxd rax, dword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 128], rdx
-    mov dword ptr [r15 + r9 + 384], 0
-    mov rbp, r8
+    mov qword ptr [r15 + r8 + 128], rdx
+    mov dword ptr [r15 + rbp + 384], 0
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c24:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 48
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 48
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
+    movsxd r9, dword ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -8759,36 +8749,36 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 117
+    mov r8d, 117
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
+    lea r8, [r11*8]
     test ebx, 768
     jz 1f
 1:
     jmp 1f
 1:
-    and rbp, 1984
-    add r9, qword ptr [r15 + rbp + 1536]
-    and r9d, dword ptr [r15 + rbp + 1408]
+    and r8, 1984
+    add r9, qword ptr [r15 + r8 + 1536]
+    and r9d, dword ptr [r15 + r8 + 1408]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], r9d
-    add r9, qword ptr [r15 + rbp + 1728]
-    mov qword ptr [r15 + rbp + 1600], r9
+    mov dword ptr [r15 + rbp + 448], r9d
+    add r9, qword ptr [r15 + r8 + 1728]
+    mov qword ptr [r15 + r8 + 1600], r9
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + rbp + 1344]
-    mov dword ptr [r15 + rbp + 1472], r9d
-    mov dword ptr [r15 + rbp + 1664], r9d
+    add r9, qword ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1472], r9d
+    mov dword ptr [r15 + r8 + 1664], r9d
     add r11, 64
     inc rbx
     dec r13
@@ -8796,31 +8786,31 @@ ditto_body_c1:
 .Lc1_b9_c25:
     lea r9, [r11 + r11*1]
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    movsxd r8, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -8828,28 +8818,28 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
+    lea r8, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 704], bpl
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], bpl
+    lea rbp, [r11 + r11*1]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 704], r8b
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], r8b
     mov rax, qword ptr [r15 + r9 + 320]
     test ebx, 2304
     jz 1f
 1:
-    and eax, dword ptr [r15 + rbp + 640]
+    and eax, dword ptr [r15 + r8 + 640]
     .byte 0x66, 0x90
-    and eax, dword ptr [r15 + rbp + 576]
+    and eax, dword ptr [r15 + r8 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 512], al
-    mov qword ptr [r15 + rbp + 768], rax
+    mov byte ptr [r15 + rbp + 512], al
+    mov qword ptr [r15 + r8 + 768], rax
     mov eax, 162
     add r11, 64
     inc rbx
@@ -8985,7 +8975,7 @@ ditto_body_c1:
     movzx ebp, bpl
     jmp 1f
 1:
-    movzx ebp, al
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
@@ -9357,11 +9347,11 @@ ditto_body_c1:
 1:
     and r9, 64
     mov byte ptr [r15 + r9 + 384], r8b
-    mov rdx, r9
+    mov rax, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rdx
+    mov qword ptr [r15 + r9 + 320], rax
     add r9, qword ptr [r15 + r8 + 640]
     mov dword ptr [r15 + rbp + 128], r9d
     add r11, 64
@@ -9372,10 +9362,10 @@ ditto_body_c1:
     lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
     and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
+    movzx eax, byte ptr [r15 + r9 + 320]
     and rbp, 64
     mov byte ptr [r15 + rbp + 256], bpl
-    mov rax, rbp
+    mov rdx, rbp
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
@@ -9461,7 +9451,7 @@ ditto_body_c1:
     and r9, 64
     add rax, qword ptr [r15 + r9 + 256]
     vmovdqu ymmword ptr [r15 + r8 + 7744], ymm0
-    mov edx, r8d
+    mov edx, eax
     test ebx, 1073741824
     jnz 1f
 1:
@@ -9594,7 +9584,7 @@ ditto_body_c1:
     jz 1f
 1:
     and r9, 64
-    and edx, dword ptr [r15 + r9 + 384]
+    and eax, dword ptr [r15 + r9 + 384]
     vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
     movzx ebp, byte ptr [r15 + r9 + 320]
     test ebx, 1073741824
@@ -9708,14 +9698,14 @@ ditto_body_c1:
 1:
     lea r9, [r11 + r11*1]
     mov r8, qword ptr [r15 + rbp + 1728]
-    mov edx, r8d
+    mov eax, r8d
     and r9, 64
     lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 192]
+    movzx edx, byte ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 256]
+    add rdx, qword ptr [r15 + r9 + 256]
     and r8, 64
     mov qword ptr [r15 + r8 + 128], r8
     mov r9d, 250
@@ -9729,19 +9719,19 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1600], al
+    mov byte ptr [r15 + rbp + 1600], dl
     and r9d, dword ptr [r15 + r8 + 64]
-    mov rax, r9
+    mov rdx, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    mov eax, r9d
+    mov edx, r9d
     lea r9, [r11*8]
     vpshufd xmm0, xmm0, 237
     and r9, 1984
-    and eax, dword ptr [r15 + r9 + 1728]
+    and edx, dword ptr [r15 + r9 + 1728]
     mov r8, qword ptr [r15 + r9 + 1536]
     test ebx, 1073741824
     jz 1f
@@ -9753,7 +9743,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r8b
+    movzx edx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -9763,28 +9753,28 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
     mov dword ptr [r15 + r8 + 384], r8d
-    mov rax, r8
-    mov rax, qword ptr [r15 + r9 + 1408]
+    mov rdx, r8
+    mov rdx, qword ptr [r15 + r9 + 1408]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    and eax, dword ptr [r15 + rbp + 128]
-    mov edx, dword ptr [r15 + r9 + 1664]
+    and edx, dword ptr [r15 + rbp + 128]
+    mov eax, dword ptr [r15 + r9 + 1664]
     mov dword ptr [r15 + r9 + 1600], 183
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r8
+    mov rdx, r8
     jmp 1f
 1:
     mov dword ptr [r15 + r9 + 1472], 221
-    movsxd rax, dword ptr [r15 + rbp + 64]
+    movsxd rdx, dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 1344]
+    movsxd rdx, dword ptr [r15 + r9 + 1344]
     jmp 1f
 1:
     vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
@@ -9833,70 +9823,70 @@ ditto_body_c1:
     lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 320]
+    add rdx, qword ptr [r15 + r8 + 320]
     mov ebp, 163
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test ebx, 512
     jz 1f
 1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 192]
     jmp 1f
 1:
     jmp 1f
 1:
     vpaddd xmm0, xmm0, xmm0
-    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
-    mov eax, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], ebp
+    mov edx, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
     test ebx, 512
     jnz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 256]
+    add rdx, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 64], rax
+    mov qword ptr [r15 + r9 + 64], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov eax, 11
-    mov eax, edx
+    movzx edx, dl
+    mov edx, 11
+    mov edx, eax
     test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    vpmovmskb eax, xmm0
+    vpmovmskb edx, xmm0
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov edx, 156
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, 156
     jmp 1f
 1:
     test ebx, 7829504
     jnz 1f
 1:
-    movzx edx, dl
+    movzx edx, al
     mov byte ptr [r15 + 0], dl
     mov rdx, rdx
     test ebx, 1073741824
@@ -9904,40 +9894,40 @@ ditto_body_c1:
 1:
     movzx edx, dl
     mov edx, 248
-    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 768
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    lea rbp, [r11 + r11*1]
     movzx edx, dl
     mov edx, 115
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
     test ebx, 768
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     vpshufd xmm0, xmm0, 181
-    mov dword ptr [r15 + rbp + 448], 49
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
+    mov dword ptr [r15 + r9 + 448], 49
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
     test ebx, 1048576
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    mov rdx, rbp
-    movsxd rbp, dword ptr [r15 + r8 + 384]
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    mov r8, r9
+    movsxd r9, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c43:
-    lea rbp, [r11*4]
-    and rbp, 192
-    and r9d, dword ptr [r15 + rbp + 704]
+    lea r8, [r11*4]
+    and r8, 192
+    and r9d, dword ptr [r15 + r8 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -9953,40 +9943,40 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*4]
+    lea rbp, [r11 + r11*4]
     and r9, 64
-    and edx, dword ptr [r15 + r9 + 512]
-    mov eax, edx
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3584], 157
+    and eax, dword ptr [r15 + r9 + 512]
+    mov edx, eax
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3584], 157
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r15 + rbp + 576]
+    inc dword ptr [r15 + r8 + 576]
     jmp 1f
 1:
-    mov edx, ebp
+    mov eax, r8d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx edx, dl
-    and edx, dword ptr [r15 + rbp + 768]
-    vmovq qword ptr [r15 + r8 + 3520], xmm0
+    movzx eax, al
+    and eax, dword ptr [r15 + r8 + 768]
+    vmovq qword ptr [r15 + rbp + 3520], xmm0
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + r8 + 3648], rdx
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    mov r9d, edx
+    movsxd rax, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + rbp + 3648], rax
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    mov r9d, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 3456]
-    mov edx, 131
-    mov byte ptr [r15 + rbp + 640], dl
+    and r9d, dword ptr [r15 + rbp + 3456]
+    mov eax, 131
+    mov byte ptr [r15 + r8 + 640], al
     add r11, 64
     inc rbx
     dec r13
@@ -9995,8 +9985,8 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx eax, dl
+    movzx eax, byte ptr [r15 + 0]
+    movzx edx, al
     test ebx, 1073741824
     jnz 1f
 1:
@@ -10008,14 +9998,14 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
+    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
+    mov r8d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -10032,35 +10022,35 @@ ditto_body_c1:
     lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 64]
+    movzx r8d, byte ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov edx, ebp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 512], 49
+    mov eax, r8d
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 320]
+    or qword ptr [r15 + r8 + 512], 49
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 448]
-    and edx, dword ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r15 + r8 + 384]
+    mov eax, dword ptr [r15 + r8 + 448]
+    and eax, dword ptr [r15 + r9 + 128]
+    movzx r9d, byte ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
     lea r9, [r11 + r11*1]
-    mov rdx, r8
+    mov rax, r8
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 256]
-    mov rdx, r8
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -10093,7 +10083,7 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     movzx r8d, byte ptr [r15 + 0]
-    mov edx, 242
+    mov eax, 242
     test ebx, 131072
     jz 1f
 1:
@@ -10108,16 +10098,16 @@ ditto_body_c1:
     jnz 1f
 1:
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 64]
+    movsxd rax, dword ptr [r15 + r8 + 64]
     and rbp, 64
     mov byte ptr [r15 + rbp + 384], bpl
-    mov eax, 117
+    mov edx, 117
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + r9 + 192], 49
-    mov qword ptr [r15 + rbp + 320], rax
-    mov rax, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + rbp + 320], rdx
+    mov rdx, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -10129,7 +10119,7 @@ ditto_body_c1:
     and rbp, 8128
     vmovdqu ymmword ptr [r15 + rbp + 8000], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
+    mov edx, ebp
     test ebx, 1073741824
     jz 1f
 1:
@@ -10143,30 +10133,30 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 7744], al
-    mov byte ptr [r15 + rbp + 7808], al
+    mov byte ptr [r15 + rbp + 7744], dl
+    mov byte ptr [r15 + rbp + 7808], dl
     test ebx, 512
     jz 1f
 1:
-    and eax, dword ptr [r15 + rbp + 7552]
+    and edx, dword ptr [r15 + rbp + 7552]
     lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     mov byte ptr [r15 + rbp + 7872], r9b
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 448]
+    add rdx, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
     mov dword ptr [r15 + r8 + 384], 151
-    mov rax, qword ptr [r15 + r8 + 320]
+    mov rdx, qword ptr [r15 + r8 + 320]
     vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
-    mov dword ptr [r15 + rbp + 7488], eax
+    mov dword ptr [r15 + rbp + 7488], edx
     test ebx, 512
     jnz 1f
 1:
     mov byte ptr [r15 + r9 + 512], r8b
-    imul rax, qword ptr [r15 + rbp + 7936]
+    imul rdx, qword ptr [r15 + rbp + 7936]
     mov r8d, ebp
     mov r8, r8
     test ebx, 2621440
@@ -10215,29 +10205,29 @@ ditto_body_c1:
     mov dword ptr [r15 + r9 + 576], r8d
     and r8, 64
     mov dword ptr [r15 + r8 + 192], 29
-    mov rax, qword ptr [r15 + r9 + 768]
+    mov rdx, qword ptr [r15 + r9 + 768]
     test ebx, 512
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov eax, ebp
+    mov edx, ebp
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 704], rax
+    mov qword ptr [r15 + r9 + 704], rdx
     and rbp, 64
     vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + rbp + 64], rax
-    mov eax, eax
+    mov rdx, qword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + rbp + 64], rdx
+    mov edx, edx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov eax, 213
+    mov edx, 213
     mov dword ptr [r15 + r8 + 256], 129
     add r11, 64
     inc rbx
@@ -10262,7 +10252,7 @@ ditto_body_c1:
     jmp 1f
 1:
     and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7808]
+    mov rdx, qword ptr [r15 + rbp + 7808]
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
@@ -10270,8 +10260,8 @@ ditto_body_c1:
     jz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], eax
-    and eax, dword ptr [r15 + rbp + 7936]
+    mov dword ptr [r15 + r8 + 384], edx
+    and edx, dword ptr [r15 + rbp + 7936]
     mov dword ptr [r15 + r8 + 320], ebp
     test ebx, 1073741824
     jnz 1f
@@ -10280,44 +10270,44 @@ ditto_body_c1:
     mov qword ptr [r15 + rbp + 8000], r8
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 7680], ebp
+    mov dword ptr [r15 + rbp + 7680], edx
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 7552]
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 7872]
+    movzx edx, byte ptr [r15 + rbp + 7552]
+    lea r8, [r11 + r11*1]
+    mov r9, qword ptr [r15 + rbp + 7872]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 7616]
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 7744], r8d
+    mov rdx, qword ptr [r15 + rbp + 7616]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 7744], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 64]
+    and r9d, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
-    mov r9d, r8d
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    mov r9, rax
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8, r9
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, r9
     test ebx, 1073741824
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 243
     mov dword ptr [r15 + 0], 233
-    movzx r8d, r9b
+    movzx edx, r8b
     test ebx, 1280
     jnz 1f
 1:
@@ -10325,31 +10315,31 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, bpl
+    movzx edx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov ebp, 187
+    lea r8, [r11 + r11*1]
+    mov edx, 187
     test ebx, 4184064
     jz 1f
 1:
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 192], r8
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 192], r9
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
     jmp 1f
 1:
     test ebx, 1073741824
@@ -10357,10 +10347,10 @@ ditto_body_c1:
 1:
     lea rbp, [r11 + r11*1]
     .byte 0x66, 0x90
-    mov dword ptr [r15 + r8 + 384], 15
+    mov dword ptr [r15 + r9 + 384], 15
     and rbp, 64
     mov qword ptr [r15 + rbp + 64], rbp
-    mov qword ptr [r15 + r9 + 256], r9
+    mov qword ptr [r15 + r8 + 256], r9
     test ebx, 1073741824
     jz 1f
 1:
@@ -10368,36 +10358,36 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 128]
+    movzx r9d, byte ptr [r15 + rbp + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 143
-    mov ebp, ebp
+    mov r9d, 143
+    mov r9d, r9d
     vpshufd xmm0, xmm0, 128
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    mov rbp, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, eax
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, edx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -10406,59 +10396,59 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov rbp, rbp
+    movzx r9d, r9b
+    mov r9, r9
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov ebp, 147
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 2048
-    jnz 1f
-1:
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
-    mov eax, r8d
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 232
+    mov r9, r9
+    mov r9d, 147
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r8 + 192]
+    test ebx, 2048
+    jnz 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
+    add rbp, qword ptr [r15 + r9 + 128]
+    mov edx, ebp
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 64], r9d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 232
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rdx
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 64], r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 320], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c51:
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], r8d
     vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r9, rdx
+    mov r8, rax
     test ebx, 1280
     jz 1f
 1:
@@ -10470,64 +10460,64 @@ ditto_body_c1:
     jz 1f
 1:
     mov dword ptr [r15 + 0], 112
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jnz 1f
 1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r9d
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 135
+    mov r8d, 135
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 768
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 320]
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    movzx r9d, byte ptr [r15 + r8 + 384]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 448]
+    mov edx, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 128], rdx
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    mov r9, rsi
+    mov qword ptr [r15 + rbp + 128], rax
+    movzx edx, byte ptr [r15 + r8 + 512]
+    mov rbp, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c52:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 384]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 384]
     mov r12, qword ptr [r15 + r12 + 56]
     movzx esi, byte ptr [r15 + 0]
-    mov ebp, esi
+    mov edx, esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], edx
     movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
@@ -10560,26 +10550,26 @@ ditto_body_c1:
     test ebx, 512
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 128]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
     mov dword ptr [r15 + r9 + 256], r9d
-    mov dword ptr [r15 + rbp + 64], 84
-    mov ebp, 4
+    mov dword ptr [r15 + r8 + 64], 84
+    mov r8d, 4
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], ebp
-    add rbp, qword ptr [r15 + r8 + 320]
-    movzx r9d, bpl
+    mov dword ptr [r15 + r9 + 192], r8d
+    add r8, qword ptr [r15 + rbp + 320]
+    movzx r9d, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -10622,15 +10612,15 @@ ditto_body_c1:
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov esi, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 256]
-    mov r8d, 237
+    movzx esi, byte ptr [r15 + r9 + 256]
+    mov ebp, 237
     test ebx, 1073741824
     jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov r8d, 247
+    mov esi, 247
     lea r8, [r11 + r11*1]
     and rbp, 64
     mov byte ptr [r15 + rbp + 384], bpl
@@ -11340,7 +11330,7 @@ ditto_body_c1:
 1:
     and r8, 64
     movsxd rax, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 512], bpl
+    mov byte ptr [r15 + rbp + 512], dl
     mov ebp, dword ptr [r15 + r9 + 256]
     test ebx, 1073741824
     jz 1f
@@ -11393,14 +11383,14 @@ ditto_body_c1:
     jz 1f
 1:
     movsxd rdx, dword ptr [r15 + r8 + 1600]
-    mov rax, r9
-    movzx eax, byte ptr [r15 + rbp + 320]
+    mov rax, rdx
+    movzx edx, byte ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 1408]
-    mov qword ptr [r15 + r8 + 1472], rax
-    mov rax, qword ptr [r15 + r9 + 192]
+    movzx edx, byte ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + r8 + 1472], rdx
+    mov rdx, qword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -11409,7 +11399,7 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -11418,19 +11408,19 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    mov edx, edx
     test ebx, 589824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 71
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 71
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -11438,47 +11428,47 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
-    movzx r9d, r9b
+    mov edx, edx
+    movzx edx, dl
     mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    add rax, qword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    add rdx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    mov eax, 43
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    mov edx, 43
     lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + rbp + 128]
+    movsxd rdx, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
     mov dword ptr [r15 + r8 + 384], 157
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
-    movsxd r9, dword ptr [r15 + r8 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    movsxd rbp, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    movzx r9d, al
+    movzx r8d, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -11493,106 +11483,106 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, r9d
+    mov edx, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov byte ptr [r15 + 0], al
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 139
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    mov edx, edx
+    mov byte ptr [r15 + 0], dl
+    mov edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov eax, ebp
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 139
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 156
-    mov eax, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov ebp, r8d
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov dword ptr [r15 + r9 + 448], ebp
-    mov rbp, qword ptr [r15 + r8 + 128]
+    lea r8, [r11 + r11*1]
+    mov edx, r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 156
+    mov edx, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov r8d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r9
+    mov dword ptr [r15 + rbp + 448], r8d
+    mov r8, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 64]
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], 158
-    lea r9, [r11*4]
+    mov ebp, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 158
+    lea rbp, [r11*4]
     jmp 1f
 1:
-    mov rax, r9
+    mov rdx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 192
-    movzx eax, byte ptr [r15 + r9 + 640]
-    mov dword ptr [r15 + r9 + 576], 49
-    mov esi, 66
-    mov esi, 223
+    and rbp, 192
+    movzx edx, byte ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 576], 49
+    mov eax, 66
+    mov eax, 223
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    mov r8d, 79
-    movzx r8d, r8b
-    mov byte ptr [r15 + r9 + 704], r9b
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    mov r9d, 79
+    movzx r9d, r9b
+    mov byte ptr [r15 + rbp + 704], dl
     test ebx, 512
     jnz 1f
 1:
-    add r8, qword ptr [r15 + rbp + 128]
-    movzx ebp, byte ptr [r15 + r9 + 768]
+    add r9, qword ptr [r15 + r8 + 128]
+    movzx edx, byte ptr [r15 + rbp + 768]
     jmp 1f
 1:
     add r11, 64
@@ -11600,27 +11590,27 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1536
     jz 1f
 1:
-    movzx ebp, bpl
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rsi
+    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -11631,99 +11621,99 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 229
-    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, ebp
+    mov eax, r9d
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 512]
-    and esi, dword ptr [r15 + rbp + 192]
-    mov ebp, 95
-    lea rbp, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 448]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 512]
+    and eax, dword ptr [r15 + r9 + 192]
+    mov r9d, 95
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + rbp + 448]
     test ebx, 1024
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    vmovq qword ptr [r15 + rbp + 64], xmm0
-    mov ebp, 163
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    vmovq qword ptr [r15 + r9 + 64], xmm0
+    mov eax, 163
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    mov rbp, rbp
-    mov ebp, 147
+    mov r9, r9
+    mov r9d, 147
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 94
+    mov r9d, 94
     test ebx, 2560
     jz 1f
 1:
-    movzx ebp, bpl
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov r9, r9
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, ebp
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, r9d
     test ebx, 8288256
     jnz 1f
 1:
-    mov ebp, 39
+    mov r9d, 39
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 256], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 384], bpl
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r8 + 256], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 384], r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 219
-    add rbp, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 256], 219
+    add r9, qword ptr [r15 + rbp + 192]
     jmp 1f
 1:
     add r11, 64
@@ -11731,11 +11721,11 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    mov r8, rsi
+    mov r9, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
@@ -11755,9 +11745,9 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -11767,39 +11757,39 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add qword ptr [r15 + 0], r8
+    add qword ptr [r15 + 0], rbp
     test ebx, 131072
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    vmovq xmm0, r8
+    movsxd rbp, dword ptr [r15 + 0]
+    vmovq xmm0, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    add rbp, qword ptr [r15 + r8 + 64]
     lea r8, [r11 + r11*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    add rdx, qword ptr [r15 + rbp + 64]
+    lea rbp, [r11 + r11*1]
     test ebx, 512
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r8 + 320], 252
+    movzx edx, byte ptr [r15 + r8 + 192]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 320], 252
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c72:
     lea rbp, [r11 + r11*1]
-    mov r8, rbp
+    mov rdx, rbp
     and rbp, 64
     mov qword ptr [r15 + rbp + 320], rbp
     mov r12, qword ptr [r15 + r12 + 56]
@@ -11814,7 +11804,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, ebp
+    mov edx, edx
     jmp 1f
 1:
     jmp 1f
@@ -11824,7 +11814,7 @@ ditto_body_c1:
 1:
     vpxor xmm0, xmm0, xmm3
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
@@ -11835,14 +11825,14 @@ ditto_body_c1:
     mov dword ptr [r15 + r9 + 576], 114
     and r8, 64
     vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
-    mov esi, dword ptr [r15 + r8 + 256]
+    mov edx, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     movzx r8d, byte ptr [r15 + r9 + 768]
-    mov esi, r8d
+    mov edx, r8d
     test ebx, 1073741824
     jz 1f
 1:
@@ -11853,13 +11843,13 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, sil
-    mov rsi, r8
-    movzx esi, sil
+    movzx r8d, dl
+    mov rdx, r8
+    movzx edx, dl
     test ebx, 512
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 704]
+    movsxd rdx, dword ptr [r15 + r9 + 704]
     mov dword ptr [r15 + r9 + 640], eax
     mov r8d, 152
     add r11, 64
@@ -11870,32 +11860,32 @@ ditto_body_c1:
     add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 40
+    mov edx, 40
     test ebx, 512
     jz 1f
 1:
-    movzx esi, sil
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    and esi, dword ptr [r15 + 0]
+    movzx edx, dl
+    and edx, dword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 73
     test ebx, 1073741824
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
+    mov rdx, rdx
     jmp 1f
 1:
     jmp 1f
@@ -11903,11 +11893,11 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
     lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov esi, r9d
+    mov edx, r9d
     test ebx, 1073741824
     jz 1f
 1:
@@ -11917,14 +11907,14 @@ ditto_body_c1:
     mov dword ptr [r15 + r8 + 320], r8d
     mov dword ptr [r15 + r8 + 384], 4
     lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r9 + 192]
+    movzx edx, byte ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 320]
-    mov edx, esi
-    movzx esi, byte ptr [r15 + r8 + 384]
+    mov edx, dword ptr [r15 + r8 + 320]
+    mov esi, edx
+    movzx edx, byte ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -12053,7 +12043,7 @@ ditto_body_c1:
 1:
     lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov rsi, r9
+    mov rsi, rbp
     and r8, 64
     mov byte ptr [r15 + r8 + 64], r9b
     and rbp, 64
@@ -12180,11 +12170,11 @@ ditto_body_c1:
 1:
     and r9d, dword ptr [r15 + rbp + 64]
     mov rbp, r9
-    movzx esi, sil
+    movzx r9d, sil
     test ebx, 2048
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 3520]
+    mov r9, qword ptr [r15 + r8 + 3520]
     jmp 1f
 1:
     jmp 1f
@@ -12199,64 +12189,64 @@ ditto_body_c1:
     jmp 1f
 1:
     mov dword ptr [r15 + 0], 34
-    mov esi, ebp
+    mov ebp, ebp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
+    mov ebp, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov ebp, esi
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rbp
+    mov rbp, rbp
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov qword ptr [r15 + 0], r9
-    mov esi, esi
+    mov ebp, ebp
     lea rbp, [r11 + r11*1]
-    mov esi, 27
+    mov r9d, 27
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 320]
-    lea r9, [r11 + r11*1]
+    mov r9, qword ptr [r15 + rbp + 320]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov rsi, rsi
-    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov r9, r9
+    lea r9, [r11 + r11*1]
     test ebx, 7858176
     jnz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], bpl
-    movzx esi, byte ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r9 + 128], esi
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], bpl
+    movzx esi, byte ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 128], esi
     and esi, dword ptr [r15 + rbp + 384]
     test ebx, 1572864
     jz 1f
 1:
-    mov rsi, r9
+    mov rsi, r8
     mov esi, esi
     mov rsi, rsi
     add r11, 64
@@ -12280,14 +12270,14 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     movzx esi, byte ptr [r15 + 0]
-    mov r8d, 64
+    mov r9d, 64
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 768
     jnz 1f
 1:
     mov qword ptr [r15 + 0], rsi
     movsxd rsi, dword ptr [r15 + 0]
-    mov r8d, 157
+    mov r9d, 157
     test ebx, 1073741824
     jz 1f
 1:
@@ -12301,18 +12291,18 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rsi, rsi
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], r8b
+    mov byte ptr [r15 + rbp + 64], r9b
     movzx esi, byte ptr [r15 + rbp + 128]
     movzx ebp, sil
-    mov byte ptr [r15 + r8 + 512], bpl
+    mov byte ptr [r15 + r9 + 512], bpl
     test ebx, 512
     jnz 1f
 1:
@@ -12376,45 +12366,45 @@ ditto_body_c1:
     test ebx, 1280
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov esi, r8d
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
+    mov esi, r9d
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
+    mov rsi, qword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 448]
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 64], r9
+    movzx esi, byte ptr [r15 + r8 + 448]
+    movsxd r8, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r9 + 64], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
-    lea r9, [r11 + r11*1]
-    mov r8, r9
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 64]
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 64]
     mov esi, 177
     vpor xmm0, xmm0, xmm0
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11*8]
+    lea r9, [r11*8]
     lea rbp, [r11 + r11*1]
-    and r8, 1984
-    movsxd rsi, dword ptr [r15 + r8 + 1472]
+    and r9, 1984
+    movsxd rsi, dword ptr [r15 + r9 + 1472]
     and rbp, 64
     mov qword ptr [r15 + rbp + 320], rbp
-    mov byte ptr [r15 + r8 + 1344], bpl
-    mov byte ptr [r15 + r8 + 1536], sil
+    mov byte ptr [r15 + r9 + 1344], bpl
+    mov byte ptr [r15 + r9 + 1536], sil
     test ebx, 2304
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 1728]
+    add rsi, qword ptr [r15 + r9 + 1728]
     .byte 0x66, 0x90
     jmp 1f
 1:
@@ -12436,9 +12426,9 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 128]
-    and esi, dword ptr [r15 + r8 + 1664]
-    mov r9, qword ptr [r15 + r8 + 1600]
+    mov rsi, qword ptr [r15 + r8 + 128]
+    and esi, dword ptr [r15 + r9 + 1664]
+    mov r8, qword ptr [r15 + r9 + 1600]
     mov dword ptr [r15 + rbp + 384], 61
     test ebx, 1073741824
     jnz 1f
@@ -12446,7 +12436,7 @@ ditto_body_c1:
     jmp 1f
 1:
     mov esi, 118
-    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm0
+    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm0
     add r11, 64
     inc rbx
     dec r13
@@ -12487,102 +12477,102 @@ ditto_body_c1:
     jz 1f
 1:
     mov rsi, rsi
-    lea r9, [r11 + r11*1]
-    movzx esi, r9b
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 256]
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 256]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     mov rsi, qword ptr [r15 + rbp + 384]
     vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
     jmp 1f
 1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
-    mov rbp, qword ptr [r15 + r9 + 192]
-    movzx r9d, byte ptr [r15 + r8 + 512]
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + r8 + 192]
+    movzx r8d, byte ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    mov r9d, 187
-    mov dword ptr [r15 + 0], r9d
+    mov r8d, 187
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    mov r9d, r9d
+    mov r8d, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 178
+    mov r8d, 178
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul r9, r9
+    imul r8, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    lea r8, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, r9b
-    and r9, 192
-    movsxd r8, dword ptr [r15 + r9 + 576]
+    movzx r9d, r8b
+    and r8, 192
+    movsxd r9, dword ptr [r15 + r8 + 576]
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
     test ebx, 512
     jnz 1f
 1:
-    mov r8, rsi
+    mov r9, rsi
     and rbp, 64
     mov byte ptr [r15 + rbp + 384], bpl
     mov esi, esi
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r9 + 640]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r9 + 704], rdx
+    add rsi, qword ptr [r15 + r8 + 640]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r8 + 704], rdx
     test ebx, 1280
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 768], edx
+    mov dword ptr [r15 + r8 + 768], edx
     and edx, dword ptr [r15 + rbp + 320]
-    mov rsi, qword ptr [r15 + r8 + 320]
+    mov rsi, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    lea r8, [r11 + r11*4]
+    lea r9, [r11 + r11*4]
     mov edx, 177
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7680]
+    and r9, 8128
+    mov rdx, qword ptr [r15 + r9 + 7680]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -12605,26 +12595,26 @@ ditto_body_c1:
     jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 7488], rbp
-    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 7488], rbp
+    lea r8, [r11 + r11*1]
     and rbp, 64
     mov edx, dword ptr [r15 + rbp + 320]
     mov esi, edx
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 192]
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov r9d, 56
-    mov qword ptr [r15 + r8 + 7616], r9
-    movzx r9d, r9b
+    mov byte ptr [r15 + r8 + 256], r8b
+    mov r8d, 56
+    mov qword ptr [r15 + r9 + 7616], r8
+    movzx r8d, r8b
     test ebx, 196096
     jz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 384]
+    mov r8, qword ptr [r15 + rbp + 384]
     vpor xmm0, xmm0, xmm0
-    and r9d, dword ptr [r15 + r8 + 7744]
+    and r8d, dword ptr [r15 + r9 + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -12632,14 +12622,14 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r9, r9
-    mov dword ptr [r15 + r8 + 7552], 144
+    mov r8, r8
+    mov dword ptr [r15 + r9 + 7552], 144
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 253
+    mov r8d, 253
     vpcmpeqb xmm0, xmm0, xmm11
-    movzx r9d, r9b
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -12656,14 +12646,14 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
+    lea r8, [r11*8]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 8128
-    mov rsi, qword ptr [r15 + r9 + 7680]
+    and r8, 8128
+    mov rsi, qword ptr [r15 + r8 + 7680]
     test ebx, 1572864
     jnz 1f
 1:
@@ -12672,42 +12662,42 @@ ditto_body_c1:
 1:
     and rbp, 64
     movsxd rsi, dword ptr [r15 + rbp + 192]
-    mov rdx, qword ptr [r15 + r9 + 7872]
+    mov rdx, qword ptr [r15 + r8 + 7872]
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 7744], rdx
-    movzx edx, byte ptr [r15 + r9 + 7808]
-    mov dword ptr [r15 + r9 + 7488], edx
+    mov qword ptr [r15 + r8 + 7744], rdx
+    movzx edx, byte ptr [r15 + r8 + 7808]
+    mov dword ptr [r15 + r8 + 7488], edx
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 7552], dl
+    mov byte ptr [r15 + r8 + 7552], dl
     mov rdx, rdx
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 7616], r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    movsxd rdx, dword ptr [r15 + r9 + 7936]
+    mov dword ptr [r15 + r8 + 7616], r9d
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    movsxd rdx, dword ptr [r15 + r8 + 7936]
     test ebx, 1073741824
     jz 1f
 1:
     mov rdx, rdx
-    add rdx, qword ptr [r15 + r8 + 64]
+    add rdx, qword ptr [r15 + r9 + 64]
     mov qword ptr [r15 + rbp + 256], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    lea r8, [r11*4]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm0
+    lea r9, [r11*4]
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm0
     vpcmpeqb xmm0, xmm0, xmm12
     jmp 1f
 1:
@@ -12722,7 +12712,7 @@ ditto_body_c1:
     jz 1f
 1:
     mov edx, 243
-    mov rdx, r8
+    mov rdx, r9
     mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -12739,55 +12729,55 @@ ditto_body_c1:
     movzx ebp, dl
     add rdx, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
     mov rdx, qword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 640], edx
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 140
+    mov dword ptr [r15 + r9 + 640], edx
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 140
     mov edx, 70
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + r9 + 320]
-    mov r9, rdx
+    mov edx, dword ptr [r15 + r8 + 320]
+    mov r8, rdx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + rbp + 128], r9b
-    add r9, qword ptr [r15 + r8 + 768]
+    and r8d, dword ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + rbp + 128], r8b
+    add r8, qword ptr [r15 + r9 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     lea rbp, [r11*4]
     and rbp, 192
     movsxd rdx, dword ptr [r15 + rbp + 576]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    movzx r8d, r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    movzx r9d, r8b
     mov dword ptr [r15 + rbp + 704], 37
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    mov r8d, r8d
+    mov r9, r9
+    mov r9d, r9d
     jmp 1f
 1:
-    mov r8, r8
+    mov r9, r9
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -12795,36 +12785,36 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm0
+    vpmovmskb r9d, xmm0
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     .byte 0x66, 0x90
-    movzx edx, r8b
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, dl
-    movzx r8d, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + r9 + 64]
+    movzx r9d, dl
+    movzx r9d, byte ptr [r15 + 0]
+    and r9d, dword ptr [r15 + r8 + 64]
     mov dword ptr [r15 + rbp + 768], 129
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     mov edx, 225
-    mov r9d, 115
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], dl
-    movzx edx, r8b
+    mov r8d, 115
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], dl
+    movzx edx, r9b
     test ebx, 1024
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], edx
+    mov dword ptr [r15 + r9 + 192], edx
     mov edx, edx
     vmovdqu ymmword ptr [r15 + rbp + 640], ymm0
     add r11, 64
@@ -13557,7 +13547,7 @@ ditto_body_c1:
 1:
     mov rsi, qword ptr [r15 + rbp + 640]
     mov edx, 33
-    mov dword ptr [r15 + r8 + 7744], ebp
+    mov dword ptr [r15 + r8 + 7744], edx
     test ebx, 1073741824
     jz 1f
 1:
@@ -13578,12 +13568,12 @@ ditto_body_c1:
 1:
     mov r9d, 187
     mov qword ptr [r15 + 0], r9
-    vpmovmskb edx, xmm0
+    vpmovmskb ebp, xmm0
     test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 8366080
     jz 1f
@@ -13599,7 +13589,7 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], edx
+    xor dword ptr [r15 + 0], ebp
     test ebx, 1024
     jz 1f
 1:
@@ -13611,13 +13601,13 @@ ditto_body_c1:
     jnz 1f
 1:
     mov qword ptr [r15 + 0], rsi
-    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
     and rbp, 64
-    and esi, dword ptr [r15 + rbp + 64]
+    mov esi, dword ptr [r15 + rbp + 256]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 64]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
@@ -13630,9 +13620,9 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 128], bpl
-    movzx ebp, r8b
-    mov ebp, dword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + r9 + 128], bpl
+    movzx r9d, r8b
+    mov r9d, dword ptr [r15 + rbp + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -13647,37 +13637,37 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 22
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 0]
+    mov r9, r9
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r8, rbp
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
+    lea r9, [r11 + r11*1]
+    mov r8, r9
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 128]
     jmp 1f
 1:
     jmp 1f
@@ -13685,26 +13675,26 @@ ditto_body_c1:
     test ebx, 1280
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + rbp + 64]
+    and r8d, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    mov ebp, r8d
-    lea rbp, [r11 + r11*1]
+    mov r9d, r8d
+    lea r9, [r11 + r11*1]
     test ebx, 4608
     jnz 1f
 1:
     movzx r8d, r8b
     movzx r8d, r8b
-    and rbp, 64
+    and r9, 64
     lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 448]
+    movsxd rsi, dword ptr [r15 + r9 + 448]
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 256]
+    mov ebp, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 512], r9d
+    mov rbp, qword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 512], ebp
     jmp 1f
 1:
     add r11, 64
@@ -13716,14 +13706,14 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     movzx r9d, byte ptr [r15 + 0]
-    imul r8d, r9d, 88
+    imul ebp, r9d, 88
     test ebx, 1073741824
     jz 1f
 1:
     movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    add qword ptr [r15 + 0], rsi
+    add qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -13735,7 +13725,7 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     jmp 1f
@@ -13746,40 +13736,40 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 149
-    movzx r8d, r9b
+    movzx ebp, r9b
     test ebx, 768
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx r8d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 512]
+    movzx r9d, byte ptr [r15 + 0]
     lea r8, [r11 + r11*1]
     and rbp, 64
-    or qword ptr [r15 + rbp + 64], 8
+    movzx esi, byte ptr [r15 + rbp + 512]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    or qword ptr [r15 + r8 + 64], 8
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
-    movzx esi, r8b
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
+    movzx esi, r9b
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 128]
+    mov esi, dword ptr [r15 + r8 + 128]
     test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov dword ptr [r15 + r8 + 320], 214
-    mov r9d, esi
+    mov byte ptr [r15 + rbp + 448], r8b
+    mov dword ptr [r15 + r9 + 320], 214
+    mov ebp, esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c103:
-    mov r9d, r9d
-    mov r9, qword ptr [r15 + 0]
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 0]
     mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -13808,29 +13798,29 @@ ditto_body_c1:
     mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + 0], 53
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 512], rsi
-    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
+    lea r8, [r11 + r11*1]
+    add rsi, qword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 512], r8
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 384]
     vpor xmm0, xmm0, xmm0
     jmp 1f
 1:
@@ -13839,18 +13829,18 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    mov esi, 121
+    mov ebp, 121
     lea rbp, [r11*4]
-    mov esi, 18
+    mov r8d, 18
     and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 768]
+    movsxd r8, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
     test ebx, 768
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
+    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -13862,88 +13852,88 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov esi, 157
-    mov esi, 89
+    movzx r8d, r8b
+    mov r8d, 157
+    mov r8d, 89
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov qword ptr [r15 + 0], rsi
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 64]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 192]
-    mov rdx, r9
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov rdx, rsi
     mov dword ptr [r15 + rbp + 576], edx
     test ebx, 1024
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 256], rdx
+    mov qword ptr [r15 + r9 + 256], rdx
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 128]
+    movsxd rsi, dword ptr [r15 + r8 + 128]
     test ebx, 1048576
     jz 1f
 1:
-    add rdx, qword ptr [r15 + rbp + 640]
-    mov r9d, 195
-    add rdx, qword ptr [r15 + rbp + 704]
+    add rsi, qword ptr [r15 + rbp + 640]
+    mov r8d, 195
+    add rsi, qword ptr [r15 + rbp + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 194
-    mov edx, 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1408], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 106
-    and edx, dword ptr [r15 + r9 + 1344]
-    lea r8, [r11 + r11*1]
     mov rsi, r8
-    mov esi, 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, 194
+    mov esi, 4
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 320]
-    mov rsi, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1408], rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 106
+    and esi, dword ptr [r15 + r8 + 1344]
+    lea r9, [r11 + r11*1]
+    mov rbp, r9
+    mov ebp, 235
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    add rsi, qword ptr [r15 + r9 + 320]
+    mov rbp, rsi
     lea rbp, [r11 + r11*1]
     movzx edx, bpl
     test ebx, 1073741824
@@ -13951,13 +13941,13 @@ ditto_body_c1:
 1:
     and rbp, 64
     mov dword ptr [r15 + rbp + 192], 227
-    xor dword ptr [r15 + r9 + 1472], ebp
+    xor dword ptr [r15 + r8 + 1472], ebp
     mov byte ptr [r15 + rbp + 256], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + r8 + 384], 106
-    mov dword ptr [r15 + r9 + 1536], ebp
+    or qword ptr [r15 + r9 + 384], 106
+    mov dword ptr [r15 + r8 + 1536], ebp
     jmp 1f
 1:
     add r11, 64
@@ -13969,7 +13959,7 @@ ditto_body_c1:
     and rbp, 4032
     mov qword ptr [r15 + rbp + 3776], rbp
     mov dword ptr [r15 + rbp + 3584], 229
-    mov r8, qword ptr [r15 + rbp + 3392]
+    mov r9, qword ptr [r15 + rbp + 3392]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -13985,63 +13975,63 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
+    movzx r9d, bpl
     test ebx, 7796736
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 3520], r8d
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 64]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rbp
-    mov rdx, qword ptr [r15 + rbp + 3456]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 3520], r9d
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 92
-    mov dword ptr [r15 + rbp + 3648], r9d
+    and r8d, dword ptr [r15 + r9 + 64]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    add rdx, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 3712], r8d
-    mov r8d, r8d
+    mov rsi, rbp
+    mov rsi, qword ptr [r15 + rbp + 3456]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 92
+    mov dword ptr [r15 + rbp + 3648], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 3712], esi
+    mov esi, r9d
     test ebx, 512
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 3840]
-    and r8d, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + rbp + 3904], r8
+    movsxd rsi, dword ptr [r15 + rbp + 3840]
+    and esi, dword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + rbp + 3904], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
     lea r8, [r11*4]
-    mov edx, 57
+    mov esi, 57
     lea r9, [r11 + r11*1]
     and r8, 192
     mov dword ptr [r15 + r8 + 704], 137
     mov byte ptr [r15 + r8 + 640], r9b
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 448]
+    add rsi, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 768]
+    movzx esi, byte ptr [r15 + r8 + 768]
     lea rbp, [r11 + r11*1]
-    mov esi, r8d
+    mov edx, ebp
     and rbp, 64
     mov dword ptr [r15 + rbp + 64], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rbp
+    mov rsi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
+    mov esi, esi
     jmp 1f
 1:
     test ebx, 1073741824
@@ -14063,7 +14053,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edx
+    mov esi, esi
     vpor xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -14071,20 +14061,20 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx esi, dl
+    movzx edx, dl
     mov byte ptr [r15 + rbp + 128], r9b
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rsi
+    mov rdx, rdx
     mov edx, esi
-    mov rsi, rdx
+    mov rdx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 512]
+    mov rdx, qword ptr [r15 + r9 + 512]
     jmp 1f
 1:
     mov dword ptr [r15 + r8 + 576], 62
@@ -14102,21 +14092,21 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, esi
+    mov edx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 239
-    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and esi, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -14124,22 +14114,22 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 145
-    mov rsi, qword ptr [r15 + rbp + 576]
+    mov edx, 145
+    mov rdx, qword ptr [r15 + rbp + 576]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 110
+    mov edx, 110
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 448]
+    add rdx, qword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    movzx edx, sil
+    movzx esi, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, edx
+    mov edx, esi
     mov dword ptr [r15 + rbp + 640], 60
     lea r9, [r11 + r11*1]
     mov dword ptr [r15 + rbp + 704], 64
@@ -14157,7 +14147,7 @@ ditto_body_c1:
 .Lc1_b9_c109:
     mov qword ptr [r15 + 0], rbp
     mov r9d, r9d
-    movzx r9d, sil
+    movzx r9d, r9b
     jmp 1f
 1:
     test ebx, 1073741824
@@ -14270,27 +14260,27 @@ ditto_body_c1:
     jz 1f
 1:
     movzx r8d, r8b
-    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    movzx edx, r8b
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    movzx edx, r9b
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
+    and r9, 64
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 64], bpl
-    mov byte ptr [r15 + r9 + 384], bpl
+    mov byte ptr [r15 + r9 + 64], bpl
+    mov byte ptr [r15 + r8 + 384], bpl
     and rbp, 64
     mov dword ptr [r15 + rbp + 512], 33
-    mov r9d, dword ptr [r15 + rbp + 448]
+    mov r8d, dword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 128]
+    movsxd r8, dword ptr [r15 + r9 + 128]
     jmp 1f
 1:
     add r11, 64
@@ -14321,7 +14311,7 @@ ditto_body_c1:
     jz 1f
 1:
     mov r9d, 137
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r8b
     movzx r9d, r9b
     test ebx, 65536
     jz 1f
@@ -14329,17 +14319,17 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r9
     and r9d, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 2304
     jz 1f
 1:
     and r9d, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 256]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    add r9, qword ptr [r15 + r8 + 320]
+    and r9d, dword ptr [r15 + r8 + 256]
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
@@ -14356,15 +14346,15 @@ ditto_body_c1:
 1:
     and r9, 64
     and edx, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov r8, rsi
+    mov dword ptr [r15 + rbp + 384], r8d
+    mov rbp, rsi
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + r9 + 512], 164
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 192], r8
+    mov qword ptr [r15 + r8 + 192], rbp
     add r11, 64
     inc rbx
     dec r13
@@ -14375,12 +14365,12 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx r8d, r8b
+    movzx ebp, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
-    mov r8d, 166
+    mov rbp, rbp
+    mov ebp, 166
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -14390,33 +14380,33 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     lea r9, [r11*8]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 448
     mov dword ptr [r15 + r9 + 1024], r9d
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 128]
     vmovdqu ymmword ptr [r15 + r9 + 1216], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 1152], rbp
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 320]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 1152], r8
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 320]
     mov byte ptr [r15 + r9 + 832], dl
     mov qword ptr [r15 + r9 + 1088], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + r8 + 64]
+    and edx, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
     mov dword ptr [r15 + r9 + 896], 182
-    mov byte ptr [r15 + rbp + 384], dl
+    mov byte ptr [r15 + r8 + 384], dl
     test ebx, 1073741824
     jz 1f
 1:
@@ -14440,7 +14430,7 @@ ditto_body_c1:
     jz 1f
 1:
     mov edx, 252
-    mov edx, ebp
+    mov edx, r8d
     mov edx, edx
     lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
@@ -14516,51 +14506,51 @@ ditto_body_c1:
     and r9, 1984
     mov qword ptr [r15 + r9 + 1792], rbp
     mov qword ptr [r15 + r9 + 1536], r9
-    mov ebp, 7
+    mov esi, 7
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1728], bpl
-    add qword ptr [r15 + r9 + 1472], rbp
-    mov ebp, 181
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov byte ptr [r15 + r9 + 1728], sil
+    add qword ptr [r15 + r9 + 1472], rsi
+    mov esi, 181
     lea r8, [r11 + r11*1]
-    movzx edx, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 384], 238
-    add rbp, qword ptr [r15 + r9 + 1408]
-    mov qword ptr [r15 + r9 + 1600], rdx
+    lea rbp, [r11 + r11*1]
     movzx edx, bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 384], 238
+    add r8, qword ptr [r15 + r9 + 1408]
+    mov qword ptr [r15 + r9 + 1600], rsi
+    movzx esi, r8b
     test ebx, 512
     jnz 1f
 1:
     jmp 1f
 1:
     mov dword ptr [r15 + r9 + 1664], 185
-    mov rbp, rbp
+    mov r8, r8
     test ebx, 1280
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 128], ebp
+    mov dword ptr [r15 + rbp + 128], r8d
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 1344]
+    mov r8d, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -14574,68 +14564,68 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 245
+    mov r8d, 245
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*2]
-    lea r8, [r11 + r11*4]
-    and rbp, 448
-    mov r9d, dword ptr [r15 + rbp + 960]
-    movsxd rdx, dword ptr [r15 + rbp + 832]
-    and r8, 8128
+    lea r8, [r11 + r11*2]
+    lea rbp, [r11 + r11*4]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 960]
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    and rbp, 8128
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 7680], r9
-    and esi, dword ptr [r15 + r8 + 7616]
+    mov qword ptr [r15 + rbp + 7680], r9
+    and edx, dword ptr [r15 + rbp + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
     mov dword ptr [r15 + r9 + 256], 204
-    mov dword ptr [r15 + r8 + 7488], 7
+    mov dword ptr [r15 + rbp + 7488], 7
     jmp 1f
 1:
     test ebx, 2304
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 896]
-    movsxd rbp, dword ptr [r15 + r8 + 7552]
-    and ebp, dword ptr [r15 + r8 + 7744]
+    movzx edx, byte ptr [r15 + r8 + 896]
+    movsxd r8, dword ptr [r15 + rbp + 7552]
+    and r8d, dword ptr [r15 + rbp + 7744]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 192], rbp
+    mov qword ptr [r15 + r9 + 192], r8
     jmp 1f
 1:
-    movzx ebp, sil
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov esi, 239
-    mov qword ptr [r15 + 0], rsi
+    mov dword ptr [r15 + 0], edx
+    mov r8d, 239
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
-    movsxd r9, dword ptr [r15 + 0]
+    mov r8, r8
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
+    movzx r8d, sil
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, esi
-    add rsi, qword ptr [r15 + 0]
+    mov edx, r8d
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
@@ -14645,7 +14635,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx r8d, dl
+    movzx esi, dl
     mov edx, r9d
     lea r8, [r11*4]
     jmp 1f
@@ -14654,27 +14644,27 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     and r8, 192
     vmovdqu ymmword ptr [r15 + r8 + 576], ymm0
     mov dword ptr [r15 + r8 + 768], esi
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 128]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 704], r9
-    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 704], rsi
+    lea r9, [r11 + r11*1]
     mov rsi, r8
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 320]
     mov qword ptr [r15 + r8 + 640], rsi
     test ebx, 1024
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], esi
+    mov dword ptr [r15 + rbp + 64], esi
     mov esi, 43
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
     add r11, 64
     inc rbx
     dec r13
@@ -14696,7 +14686,7 @@ ditto_body_c1:
 1:
     add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
+    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -14962,8 +14952,8 @@ ditto_body_c1:
     jnz 1f
 1:
     mov esi, r9d
-    movzx esi, bpl
-    mov dword ptr [r15 + rbp + 3648], esi
+    movzx r8d, bpl
+    mov dword ptr [r15 + rbp + 3648], r8d
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
@@ -15590,7 +15580,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, sil
+    movzx r8d, al
     mov byte ptr [r15 + r9 + 512], r8b
     or qword ptr [r15 + rbp + 384], 19
     add r11, 64
@@ -15789,7 +15779,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov ebp, eax
+    mov ebp, r9d
     mov byte ptr [r15 + r9 + 448], bpl
     add r11, 64
     inc rbx
@@ -15800,28 +15790,28 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], esi
-    movzx eax, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov dword ptr [r15 + 0], 42
-    mov eax, eax
-    mov eax, 82
+    mov ebp, ebp
+    mov ebp, 82
     test ebx, 1073741824
     jnz 1f
 1:
     vpxor xmm0, xmm0, xmm7
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov ebp, eax
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, ebp
     lea rbp, [r11*4]
     lea r8, [r11 + r11*1]
     test ebx, 1572864
@@ -15831,7 +15821,7 @@ ditto_body_c1:
     and rbp, 192
     mov dword ptr [r15 + rbp + 640], ebp
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
+    mov r9, qword ptr [r15 + r8 + 64]
     lea r9, [r11 + r11*1]
     mov qword ptr [r15 + r8 + 128], r9
     test ebx, 1073741824
@@ -15875,7 +15865,7 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rbp
-    mov ebp, eax
+    mov ebp, ebp
     test ebx, 1024
     jnz 1f
 1:
@@ -15901,7 +15891,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, edx
+    mov r8d, edx
     and r9, 64
     lea r8, [r11 + r11*1]
     mov rdx, qword ptr [r15 + r9 + 320]
@@ -16437,7 +16427,7 @@ ditto_body_c1:
 1:
     mov qword ptr [r15 + r8 + 448], rdx
     mov dword ptr [r15 + r9 + 1216], edx
-    mov edx, r8d
+    mov edx, edx
     test ebx, 2304
     jnz 1f
 1:
@@ -16504,15 +16494,15 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    add r8, qword ptr [r15 + rbp + 7616]
+    add rdx, qword ptr [r15 + rbp + 7616]
     mov dword ptr [r15 + r9 + 320], eax
-    add r8, qword ptr [r15 + rbp + 7552]
+    add rdx, qword ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    mov r8d, r8d
+    mov edx, edx
     mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -16520,79 +16510,79 @@ ditto_body_c1:
     test ebx, 4608
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, dl
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, al
     mov dword ptr [r15 + 0], eax
     mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r8
+    mov r9, rdx
     mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
+    mov rdx, r9
     mov dword ptr [r15 + 0], 198
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
+    lea r9, [r11*4]
     mov dword ptr [r15 + 0], 174
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 192
-    and r9d, dword ptr [r15 + r8 + 768]
+    and r9, 192
+    and edx, dword ptr [r15 + r9 + 768]
     lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm0
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm0
     and rbp, 64
     mov qword ptr [r15 + rbp + 384], rbp
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    inc dword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    inc dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    movsxd rbp, dword ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + r8 + 576], r8b
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    movsxd rbp, dword ptr [r15 + r9 + 704]
+    mov byte ptr [r15 + r9 + 576], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c147:
     lea rbp, [r11*4]
-    movzx r9d, bpl
+    movzx r8d, bpl
     and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 704]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + rbp + 704]
+    mov r9, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
-    movzx r8d, byte ptr [r15 + 0]
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -16605,29 +16595,29 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + rbp + 576], r8d
-    mov r8d, dword ptr [r15 + rbp + 640]
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + rbp + 576], r9d
+    mov r9d, dword ptr [r15 + rbp + 640]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov dword ptr [r15 + r9 + 128], 13
-    lea r9, [r11 + r11*1]
-    add r8, qword ptr [r15 + rbp + 768]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov dword ptr [r15 + r8 + 128], 13
+    lea r8, [r11 + r11*1]
+    add r9, qword ptr [r15 + rbp + 768]
     test ebx, 512
     jnz 1f
 1:
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 384]
     mov rbp, rbp
-    and ebp, dword ptr [r15 + r9 + 320]
+    and ebp, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -16635,19 +16625,19 @@ ditto_body_c1:
 .Lc1_b9_c148:
     movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r9d, 116
+    mov rbp, r8
+    mov r8d, 116
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov ebp, 139
     mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
@@ -16672,25 +16662,25 @@ ditto_body_c1:
 1:
     and rbp, 64
     mov qword ptr [r15 + rbp + 192], rbp
-    lea r9, [r11 + r11*1]
-    mov r8d, 165
-    and r9, 64
     lea r8, [r11 + r11*1]
-    add rax, qword ptr [r15 + r9 + 128]
+    mov r9d, 165
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    add rdx, qword ptr [r15 + r8 + 128]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    add rax, qword ptr [r15 + r8 + 448]
-    mov r8d, ebp
-    mov dword ptr [r15 + rbp + 256], r9d
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 512]
+    add rdx, qword ptr [r15 + r9 + 448]
+    mov r9d, ebp
+    mov dword ptr [r15 + rbp + 256], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    add r8, qword ptr [r15 + r9 + 64]
+    add r9, qword ptr [r15 + r8 + 64]
     jmp 1f
 1:
     jmp 1f
@@ -16700,17 +16690,17 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    lea r8, [r11 + r11*1]
-    mov eax, 27
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 64]
-    mov rbp, rax
+    lea r9, [r11 + r11*1]
+    mov edx, 27
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 64]
+    mov rbp, rdx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 103
+    mov edx, 103
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 67
     test ebx, 1073741824
@@ -16718,20 +16708,20 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     vpaddd xmm0, xmm0, xmm0
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
-    add qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], edx
+    movzx edx, dl
+    add qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], eax
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], edx
     test ebx, 1073741824
     jnz 1f
 1:
@@ -16746,21 +16736,21 @@ ditto_body_c1:
     jmp 1f
 1:
     and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 576]
-    and eax, dword ptr [r15 + r8 + 128]
+    mov rdx, qword ptr [r15 + rbp + 576]
+    and edx, dword ptr [r15 + r9 + 128]
     test ebx, 390656
     jz 1f
 1:
     lea r8, [r11 + r11*1]
     mov dword ptr [r15 + rbp + 640], 76
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], edx
+    mov dword ptr [r15 + r8 + 384], eax
     mov byte ptr [r15 + rbp + 768], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, r8
-    movzx eax, byte ptr [r15 + rbp + 704]
+    mov rdx, r8
+    movzx edx, byte ptr [r15 + rbp + 704]
     vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
     add r11, 64
     inc rbx
@@ -16772,27 +16762,27 @@ ditto_body_c1:
     lea rbp, [r11 + r11*1]
     mov dword ptr [r15 + r8 + 384], ebp
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], al
-    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + rbp + 512], bpl
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     nop
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    vmovq xmm0, rax
-    mov dword ptr [r15 + 0], eax
+    mov rdx, rdx
+    mov dword ptr [r15 + 0], edx
+    vmovq xmm0, rdx
+    mov dword ptr [r15 + 0], edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1280
@@ -16800,12 +16790,12 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 197
-    movzx eax, al
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 131072
     jnz 1f
 1:
-    mov eax, 27
+    mov edx, 27
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
@@ -16813,23 +16803,23 @@ ditto_body_c1:
     jnz 1f
 1:
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    mov rdx, rax
+    movzx edx, byte ptr [r15 + r9 + 320]
+    mov rax, rdx
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 320]
+    movzx edx, byte ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jz 1f
 1:
     mov byte ptr [r15 + r9 + 384], r9b
     mov dword ptr [r15 + rbp + 448], 183
-    mov eax, eax
+    mov edx, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c151:
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
@@ -16843,21 +16833,21 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov eax, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 123
+    and edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov edx, 123
     lea r9, [r11 + r11*1]
     mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
@@ -16865,25 +16855,25 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    mov ebp, dword ptr [r15 + r9 + 192]
+    movzx edx, byte ptr [r15 + r9 + 256]
+    mov eax, dword ptr [r15 + r9 + 192]
     test ebx, 512
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], r9d
-    mov ebp, r9d
+    mov edx, r9d
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 64], ebp
+    mov r9d, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
-    mov r9d, r9d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
@@ -16891,26 +16881,26 @@ ditto_body_c1:
 .Lc1_b9_c152:
     jmp 1f
 1:
-    lea r9, [r11*8]
+    lea rbp, [r11*8]
     jmp 1f
 1:
-    mov ebp, 9
-    and r9, 4032
-    and ebp, dword ptr [r15 + r9 + 3584]
+    mov r9d, 9
+    and rbp, 4032
+    and r9d, dword ptr [r15 + rbp + 3584]
     test ebx, 6027264
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rbp
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ebp, edx
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    movzx r9d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
@@ -16922,48 +16912,48 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov edx, 103
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm0
+    lea r8, [r11 + r11*1]
+    mov r9d, 103
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 3520], r8b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], dl
-    mov rdx, qword ptr [r15 + r9 + 3648]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 3520], r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r8b
+    mov rax, qword ptr [r15 + rbp + 3648]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 179
-    mov dword ptr [r15 + r8 + 256], 32
-    mov r8d, edx
-    movzx edx, byte ptr [r15 + r9 + 3712]
+    mov eax, 179
+    mov dword ptr [r15 + r9 + 256], 32
+    mov r9d, eax
+    movzx eax, byte ptr [r15 + rbp + 3712]
     test ebx, 1073741824
     jnz 1f
 1:
-    and edx, dword ptr [r15 + r9 + 3392]
-    mov r8, rdx
-    add rdx, qword ptr [r15 + rbp + 512]
+    and eax, dword ptr [r15 + rbp + 3392]
+    mov r9, rax
+    add rax, qword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
     jmp 1f
 1:
-    movzx eax, dl
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, eax
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, 179
     test ebx, 1073741824
@@ -16989,90 +16979,90 @@ ditto_body_c1:
     jz 1f
 1:
     mov rax, qword ptr [r15 + 0]
-    mov edx, 138
-    mov byte ptr [r15 + 0], dl
-    lea rbp, [r11 + r11*1]
+    mov r8d, 138
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov edx, 58
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    mov eax, 58
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    and edx, dword ptr [r15 + rbp + 192]
+    and eax, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 256], rax
+    movzx eax, byte ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + rbp + 256], rdx
-    movzx edx, byte ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 107
-    mov dword ptr [r15 + r9 + 320], 91
-    mov edx, 30
+    mov eax, 107
+    mov dword ptr [r15 + rbp + 320], 91
+    mov eax, 30
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    lea r9, [r11*8]
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7488]
+    lea rbp, [r11*8]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, r9d
+    mov eax, r8d
     jmp 1f
 1:
     jmp 1f
 1:
-    mov edx, edx
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edx
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 19
-    add rdx, qword ptr [r15 + r9 + 7616]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 7744], ymm0
-    mov qword ptr [r15 + r9 + 7936], rdx
-    mov edx, 80
     lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r9 + 7680]
-    test ebx, 1073741824
-    jz 1f
+    movzx eax, r8b
+    jmp 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    add rdx, qword ptr [r15 + r9 + 7872]
-    mov qword ptr [r15 + r9 + 7808], rbp
-    vmovdqu ymmword ptr [r15 + r9 + 7552], ymm0
+    mov dword ptr [r15 + r8 + 512], 19
+    add rax, qword ptr [r15 + rbp + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm0
+    mov qword ptr [r15 + rbp + 7936], rax
+    mov eax, 80
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + rbp + 7680]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    add rax, qword ptr [r15 + rbp + 7872]
+    mov qword ptr [r15 + rbp + 7808], r8
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm0
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r8b
-    mov rdx, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 448], r9b
+    mov rax, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -17088,91 +17078,91 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, dl
+    movzx r9d, al
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 205
+    mov r9d, 205
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 14
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11*4]
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov rax, qword ptr [r15 + r8 + 576]
-    mov rdx, qword ptr [r15 + r8 + 768]
+    and r9, 192
+    mov rax, qword ptr [r15 + r9 + 576]
+    mov r8, qword ptr [r15 + r9 + 768]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 200
+    mov eax, ebp
     and rbp, 64
-    and edx, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 320], 200
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 704]
-    mov dword ptr [r15 + r8 + 640], 192
-    add rdx, qword ptr [r15 + rbp + 512]
+    mov rax, qword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + r9 + 640], 192
+    add rax, qword ptr [r15 + r8 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 384]
+    movzx eax, byte ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov r9d, 237
+    mov r8d, 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     lea rbp, [r11*8]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 128]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
     and rbp, 448
     mov dword ptr [r15 + rbp + 1152], 203
     mov byte ptr [r15 + rbp + 1088], bpl
-    mov r8d, 244
+    mov r9d, 244
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
-    mov byte ptr [r15 + r9 + 64], r8b
-    mov qword ptr [r15 + rbp + 1216], r8
+    mov r9, r9
+    mov byte ptr [r15 + r8 + 64], r9b
+    mov qword ptr [r15 + rbp + 1216], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
-    mov r8d, r8d
+    mov r9, r9
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 5120
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov r9, r9
     jmp 1f
 1:
     test ebx, 1073741824
@@ -17184,19 +17174,19 @@ ditto_body_c1:
     jmp 1f
 1:
     mov byte ptr [r15 + rbp + 1024], r9b
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1572864
     jnz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 832], r8
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + rbp + 832], r9
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 192]
+    movzx eax, byte ptr [r15 + r9 + 192]
     mov qword ptr [r15 + rbp + 1280], rax
     add rax, qword ptr [r15 + rbp + 896]
     add r11, 64
@@ -17205,14 +17195,14 @@ ditto_body_c1:
     jz .Lc1_b9_done
 .Lc1_b9_c157:
     mov dword ptr [r15 + 0], 71
-    movzx eax, r8b
-    add r8, qword ptr [r15 + 0]
+    movzx eax, r9b
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -17228,38 +17218,38 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
+    mov r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 103
-    and rbp, 64
+    mov r9, r9
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 320], r9
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 103
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 320], r8
     test ebx, 2621440
     jnz 1f
 1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 192]
     mov edx, 105
-    mov edx, r8d
-    mov rdx, qword ptr [r15 + r8 + 320]
+    mov edx, r9d
+    mov rdx, qword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + rbp + 384], rdi
-    movsxd rbp, dword ptr [r15 + r9 + 256]
+    movsxd rbp, dword ptr [r15 + r8 + 256]
     jmp 1f
 1:
     add r11, 64
@@ -17282,38 +17272,38 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11*8]
-    movzx edx, r9b
-    and r9, 8128
-    movzx edx, byte ptr [r15 + r9 + 7616]
-    mov r8, rdx
+    lea r8, [r11*8]
+    movzx edx, r8b
+    and r8, 8128
+    movzx edx, byte ptr [r15 + r8 + 7616]
+    mov r9, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, r8b
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 7680], r8d
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 512]
+    movzx edx, r9b
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 7680], r9d
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 7488], 55
+    mov dword ptr [r15 + r8 + 7488], 55
     jmp 1f
 1:
     mov edx, 4
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + r9 + 7744]
+    add rdx, qword ptr [r15 + r8 + 7744]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 7808]
+    movzx eax, byte ptr [r15 + r8 + 7808]
     test ebx, 1073741824
     jz 1f
 1:
-    imul rdx, qword ptr [r15 + r8 + 448]
-    movzx r8d, dl
+    imul rdx, qword ptr [r15 + r9 + 448]
+    movzx r9d, dl
     movzx edx, byte ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jz 1f
@@ -17322,7 +17312,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 7552], rax
+    mov qword ptr [r15 + r8 + 7552], rax
     add r11, 64
     inc rbx
     dec r13
@@ -17346,46 +17336,46 @@ ditto_body_c1:
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 34
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 88
-    movzx r8d, bpl
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
+    mov r9d, 88
+    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 219
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, r8d
+    mov r9d, 219
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, r9d
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, ebp
+    mov r9d, dword ptr [r15 + 0]
+    mov ebp, r9d
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    add r8, qword ptr [r15 + rbp + 64]
-    lea r9, [r11 + r11*1]
-    vpaddd xmm0, xmm0, xmm0
-    and r9, 64
+    add r9, qword ptr [r15 + rbp + 64]
     lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 448]
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    vpaddd xmm0, xmm0, xmm0
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r8 + 448]
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm0
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 384]
-    add rax, qword ptr [r15 + r8 + 320]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    add rax, qword ptr [r15 + r9 + 320]
     mov qword ptr [r15 + rbp + 128], rax
     add r11, 64
     inc rbx
@@ -17413,7 +17403,7 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    mov ebp, ebp
     test ebx, 512
     jz 1f
 1:
@@ -17561,7 +17551,7 @@ ditto_body_c1:
 1:
     add qword ptr [r15 + 0], r8
     lea rbp, [r11 + r11*1]
-    mov eax, r8d
+    mov eax, ebp
     movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
@@ -17585,7 +17575,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 512]
+    mov rdx, qword ptr [r15 + r9 + 512]
     jmp 1f
 1:
     vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
@@ -17604,7 +17594,7 @@ ditto_body_c1:
 1:
     mov r8d, dword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    mov ebp, 255
+    mov edx, 255
     test ebx, 1073741824
     jz 1f
 1:
@@ -17615,48 +17605,48 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
+    mov rdx, qword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
     test ebx, 1280
     jnz 1f
 1:
-    mov r9d, r8d
-    lea r9, [r11 + r11*1]
-    movzx edx, r9b
+    mov edx, r9d
+    lea rbp, [r11 + r11*1]
+    movzx edx, bpl
     .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov byte ptr [r15 + rbp + 256], r9b
-    mov ebp, r8d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov byte ptr [r15 + r8 + 256], bpl
+    mov r8d, r9d
     test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 247
-    movzx ebp, byte ptr [r15 + r9 + 448]
-    movzx r9d, bpl
+    mov dword ptr [r15 + r9 + 64], 247
+    movzx r8d, byte ptr [r15 + rbp + 448]
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
@@ -18352,7 +18342,7 @@ ditto_body_c1:
 1:
     and r9, 64
     movzx ebp, byte ptr [r15 + r9 + 448]
-    movsxd rdi, dword ptr [r15 + r9 + 512]
+    movsxd r8, dword ptr [r15 + r9 + 512]
     mov r9d, 123
     add r11, 64
     inc rbx
@@ -18379,14 +18369,14 @@ ditto_body_c1:
     mov ebp, 21
     lea rbp, [r11 + r11*1]
     and r9, 8128
-    and edi, dword ptr [r15 + r9 + 7616]
+    and r8d, dword ptr [r15 + r9 + 7616]
     test ebx, 2560
     jnz 1f
 1:
     and rbp, 64
     movsxd rax, dword ptr [r15 + rbp + 64]
-    add rdi, qword ptr [r15 + r9 + 7936]
-    and edi, dword ptr [r15 + r9 + 7488]
+    add r8, qword ptr [r15 + r9 + 7936]
+    and r8d, dword ptr [r15 + r9 + 7488]
     mov dword ptr [r15 + r9 + 7872], 192
     test ebx, 1073741824
     jnz 1f
@@ -18402,7 +18392,7 @@ ditto_body_c1:
     and ebp, dword ptr [r15 + r8 + 256]
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 7680], dl
+    mov byte ptr [r15 + r9 + 7680], dil
     mov qword ptr [r15 + r9 + 7552], rbp
     test ebx, 1073741824
     jz 1f
@@ -19067,7 +19057,7 @@ ditto_body_c1:
     jnz 1f
 1:
     mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     jmp 1f
@@ -19708,7 +19698,7 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
+    mov r8, r8
     mov dword ptr [r15 + 0], 37
     mov r8d, dword ptr [r15 + 0]
     lea r9, [r11*4]
@@ -19746,7 +19736,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, eax
+    mov edx, edx
     jmp 1f
 1:
     mov edx, 172
@@ -19762,7 +19752,7 @@ ditto_body_c1:
     movzx edx, byte ptr [r15 + rbp + 320]
     and r8, 64
     mov qword ptr [r15 + r8 + 448], r8
-    mov eax, 204
+    mov r9d, 204
     test ebx, 1073741824
     jnz 1f
 1:
@@ -19795,43 +19785,43 @@ ditto_body_c1:
     jmp 1f
 1:
     and r9, 192
-    and eax, dword ptr [r15 + r9 + 704]
+    and edx, dword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 228
-    mov eax, 201
+    mov edx, 228
+    mov edx, 201
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 384], al
-    movzx eax, al
-    and eax, dword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 384], dl
+    movzx edx, dl
+    and edx, dword ptr [r15 + r8 + 512]
     mov dword ptr [r15 + r9 + 640], 225
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 768], al
-    mov qword ptr [r15 + r9 + 576], r9
+    mov byte ptr [r15 + r9 + 768], dl
+    mov qword ptr [r15 + r9 + 576], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c198:
     mov dword ptr [r15 + 0], 211
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, r9b
+    mov dword ptr [r15 + 0], eax
+    movzx edx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
@@ -19847,73 +19837,73 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 199
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov byte ptr [r15 + 0], dl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 143
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    mov dword ptr [r15 + rbp + 64], 199
+    mov rdx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + r8 + 128]
-    mov r8d, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 320], rdx
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 143
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + rbp + 128]
+    mov ebp, dword ptr [r15 + r8 + 512]
+    mov qword ptr [r15 + r9 + 320], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
-    movzx eax, al
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], edx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
+    movzx edx, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     movzx ebp, r9b
-    add rax, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1024
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov rax, rax
+    movzx edx, dl
+    mov rdx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov r9, rax
@@ -19921,28 +19911,28 @@ ditto_body_c1:
     jz 1f
 1:
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    movsxd rdx, dword ptr [r15 + rbp + 192]
     lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 256]
+    mov rax, qword ptr [r15 + rbp + 256]
     and r9, 64
     mov dword ptr [r15 + r9 + 64], 121
     test ebx, 1073741824
     jnz 1f
 1:
     mov rax, qword ptr [r15 + r9 + 128]
-    lea r8, [r11 + r11*1]
-    mov r9d, 33
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 106
+    lea r9, [r11 + r11*1]
+    mov ebp, 33
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 106
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 512], r8d
+    mov dword ptr [r15 + r9 + 512], r9d
     jmp 1f
 1:
-    mov r8d, 253
+    mov r9d, 253
     add r11, 64
     inc rbx
     dec r13
@@ -19950,66 +19940,66 @@ ditto_body_c1:
 .Lc1_b9_c200:
     jmp 1f
 1:
-    mov r8, r9
-    and r8d, dword ptr [r15 + 0]
-    mov r9d, 2
+    mov r9, rbp
+    and r9d, dword ptr [r15 + 0]
+    mov ebp, 2
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, edx
+    mov r9d, r8d
     mov dword ptr [r15 + 0], 31
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r9d
-    mov r8d, r8d
-    mov r8d, 19
+    mov ebp, r9d
+    mov ebp, ebp
+    mov ebp, 19
     test ebx, 1073741824
     jz 1f
 1:
     vpor xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
+    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    lea r8, [r11 + r11*1]
+    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 384]
     and r9, 64
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     movzx edx, byte ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], r8
-    inc dword ptr [r15 + r8 + 320]
+    movzx edx, byte ptr [r15 + r9 + 64]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], rbp
+    inc dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 36
-    mov dword ptr [r15 + rbp + 320], 189
-    mov r8d, r9d
+    mov ebp, 36
+    mov dword ptr [r15 + r8 + 320], 189
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
@@ -20030,7 +20020,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     movzx r8d, r9b
     add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
@@ -20045,36 +20035,36 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
+    mov rbp, rbp
     mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    and r8, 64
-    and ebp, dword ptr [r15 + r8 + 320]
+    movsxd r8, dword ptr [r15 + 0]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + r8 + 384]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 384]
+    add rdx, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 384]
     and r9, 64
-    and r8d, dword ptr [r15 + r9 + 128]
+    and ebp, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    mov r9, rax
-    mov byte ptr [r15 + rbp + 320], al
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    mov r9, rdx
+    mov byte ptr [r15 + r8 + 320], dl
     add r11, 64
     inc rbx
     dec r13
@@ -20102,37 +20092,37 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 24
-    xor dword ptr [r15 + 0], ebp
+    xor dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov dword ptr [r15 + 0], ebp
+    movzx r9d, r9b
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    and r8, 64
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 320], 242
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 242
     test ebx, 1024
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 155
-    mov rax, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 384], 43
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 155
+    mov rdx, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 384], 43
     test ebx, 512
     jz 1f
 1:
-    mov rbp, r8
-    and ebp, dword ptr [r15 + r9 + 448]
+    mov rbp, r9
+    and ebp, dword ptr [r15 + r8 + 448]
     mov r8d, ebp
     add r11, 64
     inc rbx
@@ -20188,11 +20178,11 @@ ditto_body_c1:
     lea r9, [r11 + r11*1]
     and r8, 64
     movsxd rbp, dword ptr [r15 + r8 + 512]
-    mov eax, edx
+    mov edx, edx
     jmp 1f
 1:
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
+    mov edx, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -20220,9 +20210,9 @@ ditto_body_c1:
     and r9, 8128
     mov byte ptr [r15 + r9 + 7552], r9b
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], rbp
+    mov qword ptr [r15 + r8 + 512], r8
     mov ebp, 2
-    mov byte ptr [r15 + r9 + 7488], al
+    mov byte ptr [r15 + r9 + 7488], dl
     test ebx, 1073741824
     jnz 1f
 1:
@@ -20252,20 +20242,20 @@ ditto_body_c1:
 1:
     movzx r8d, byte ptr [r15 + r9 + 7744]
     and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 640]
+    mov rdx, qword ptr [r15 + rbp + 640]
     mov dword ptr [r15 + rbp + 576], 26
-    mov byte ptr [r15 + rbp + 768], al
+    mov byte ptr [r15 + rbp + 768], dl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov eax, 66
-    mov rax, rax
+    mov edx, 66
+    mov rdx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 704]
+    movsxd rdx, dword ptr [r15 + rbp + 704]
     jmp 1f
 1:
     mov r8d, 201
@@ -20275,27 +20265,27 @@ ditto_body_c1:
     jnz 1f
 1:
     vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 7680]
-    vpmovmskb ebp, xmm0
+    vpmovmskb edx, xmm0
     mov dword ptr [r15 + r9 + 7616], 178
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
-    mov rbp, rbp
-    mov ebp, 174
+    mov rdx, rdx
+    mov edx, 174
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, rbp
-    mov ebp, dword ptr [r15 + 0]
+    imul rdx, rdx
+    mov edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
+    mov edx, edx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -20303,28 +20293,28 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    movsxd rbp, dword ptr [r15 + 0]
+    mov edx, edx
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 2048
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 119
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jz 1f
 1:
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     and rbp, 64
     vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
     mov byte ptr [r15 + rbp + 128], bpl
@@ -20332,18 +20322,18 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 192]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
+    mov edx, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
     test ebx, 2304
     jz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    mov r9d, 211
+    mov rdx, qword ptr [r15 + r8 + 128]
+    mov r8d, 211
     mov dword ptr [r15 + rbp + 256], 155
     add r11, 64
     inc rbx
@@ -20354,22 +20344,22 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*8]
+    lea r8, [r11 + r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
+    and r8, 1984
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 1536], bpl
+    mov byte ptr [r15 + r8 + 1536], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 1664]
+    add rdx, qword ptr [r15 + r8 + 1664]
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r9 + 1600], r8d
+    mov r9, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r8 + 1600], r9d
     test ebx, 1073741824
     jz 1f
 1:
@@ -20379,15 +20369,15 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 1408], rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov qword ptr [r15 + r9 + 1856], r8
-    mov dword ptr [r15 + r8 + 320], r8d
+    mov qword ptr [r15 + r8 + 1408], rbp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov qword ptr [r15 + r8 + 1856], r9
+    mov dword ptr [r15 + r9 + 320], r9d
     test ebx, 1073741824
     jz 1f
 1:
@@ -20395,18 +20385,18 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 1728], r8b
+    mov byte ptr [r15 + r8 + 1728], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1344], r8b
-    movzx r8d, r8b
-    mov qword ptr [r15 + r9 + 1792], r8
+    mov byte ptr [r15 + r8 + 1344], r9b
+    movzx r9d, r9b
+    mov qword ptr [r15 + r8 + 1792], r9
     test ebx, 2048
     jz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r9 + 1472], r8
+    mov r9, qword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r8 + 1472], r9
     jmp 1f
 1:
     add r11, 64
@@ -20414,23 +20404,23 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    and r8d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r9, r8
+    mov r8, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r8
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -20439,8 +20429,8 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    movzx r9d, r8b
+    add r9, qword ptr [r15 + 0]
+    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 2304
     jz 1f
@@ -20459,7 +20449,7 @@ ditto_body_c1:
     and r8, 64
     add r9, qword ptr [r15 + r8 + 512]
     lea rbp, [r11 + r11*1]
-    mov rax, rbp
+    mov rdx, rbp
     test ebx, 1073741824
     jz 1f
 1:
@@ -20470,14 +20460,14 @@ ditto_body_c1:
 1:
     and r9, 64
     mov byte ptr [r15 + r9 + 192], r9b
-    mov rax, qword ptr [r15 + rbp + 384]
+    mov rdx, qword ptr [r15 + rbp + 384]
     test ebx, 1280
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 256], dl
-    mov byte ptr [r15 + r8 + 448], al
+    mov byte ptr [r15 + r9 + 256], al
+    mov byte ptr [r15 + r8 + 448], dl
     add r11, 64
     inc rbx
     dec r13
@@ -20485,14 +20475,14 @@ ditto_body_c1:
 .Lc1_b9_c208:
     lea rbp, [r11*8]
     and rbp, 4032
-    movzx eax, byte ptr [r15 + rbp + 3456]
-    mov r8, rax
-    mov eax, r8d
-    mov eax, 178
+    movzx edx, byte ptr [r15 + rbp + 3456]
+    mov r8, rdx
+    mov edx, r8d
+    mov edx, 178
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, eax
+    mov r8d, edx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -20501,7 +20491,7 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, r8
+    mov rdx, r8
     test ebx, 1073741824
     jnz 1f
 1:
@@ -20514,8 +20504,8 @@ ditto_body_c1:
 1:
     and r8d, dword ptr [r15 + rbp + 3584]
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 64]
-    mov edx, eax
+    mov rdx, qword ptr [r15 + r9 + 64]
+    mov eax, edx
     mov byte ptr [r15 + rbp + 3392], bpl
     test ebx, 1073741824
     jnz 1f
@@ -20531,13 +20521,13 @@ ditto_body_c1:
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    mov eax, 68
+    mov edx, 68
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
     mov dword ptr [r15 + r9 + 448], 19
-    movsxd rax, dword ptr [r15 + rbp + 3520]
+    movsxd rdx, dword ptr [r15 + rbp + 3520]
     mov dword ptr [r15 + r9 + 512], 233
     add r11, 64
     inc rbx
@@ -20547,12 +20537,12 @@ ditto_body_c1:
     mov dword ptr [r15 + 0], 159
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r9b
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -20572,19 +20562,19 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, eax
-    movzx eax, al
-    mov dword ptr [r15 + 0], eax
+    mov edx, edx
+    movzx edx, r9b
+    mov dword ptr [r15 + 0], edx
     test ebx, 2304
     jnz 1f
 1:
     lea r8, [r11 + r11*1]
     lea r9, [r11*4]
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
+    mov edx, dword ptr [r15 + r8 + 384]
     lea rbp, [r11 + r11*1]
     and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 640]
+    movzx eax, byte ptr [r15 + r9 + 640]
     and rbp, 64
     mov dword ptr [r15 + rbp + 448], ebp
     test ebx, 768
@@ -20592,12 +20582,12 @@ ditto_body_c1:
 1:
     mov dword ptr [r15 + r9 + 704], 133
     vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 768]
-    mov rax, qword ptr [r15 + r9 + 576]
+    mov rdx, qword ptr [r15 + r9 + 576]
     test ebx, 512
     jz 1f
 1:
     mov r9, qword ptr [r15 + rbp + 512]
-    movzx eax, bpl
+    movzx edx, bpl
     mov dword ptr [r15 + r8 + 320], 249
     add r11, 64
     inc rbx
@@ -20606,25 +20596,25 @@ ditto_body_c1:
 .Lc1_b9_c210:
     mov qword ptr [r15 + 0], r9
     vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov r9d, eax
+    mov r9d, edx
     mov dword ptr [r15 + 0], 198
     test ebx, 1073741824
     jz 1f
 1:
     mov r9d, r9d
-    movzx r9d, al
+    movzx r9d, dl
     mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov byte ptr [r15 + 0], r9b
-    mov eax, 107
+    mov edx, 107
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -20640,14 +20630,14 @@ ditto_body_c1:
 1:
     and r9, 64
     lea rbp, [r11 + r11*1]
-    add rax, qword ptr [r15 + r9 + 384]
-    mov r8d, eax
+    add rdx, qword ptr [r15 + r9 + 384]
+    mov r8d, edx
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 256]
+    mov edx, dword ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
+    mov rdx, rdx
     vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
     lea r8, [r11 + r11*1]
     jmp 1f
@@ -20657,8 +20647,8 @@ ditto_body_c1:
     test ebx, 512
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    mov rbp, rdx
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    mov rbp, rax
     mov ebp, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
@@ -20668,34 +20658,34 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov byte ptr [r15 + 0], dl
-    mov eax, dword ptr [r15 + 0]
+    mov rdx, rdx
+    mov byte ptr [r15 + 0], al
+    mov edx, dword ptr [r15 + 0]
     test ebx, 1536
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx eax, al
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], dl
     test ebx, 512
     jnz 1f
 1:
@@ -20706,10 +20696,10 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    add rdx, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    imul rax, r9
+    imul rdx, r9
     and r9, 64
     lea rbp, [r11 + r11*1]
     mov byte ptr [r15 + r9 + 384], bpl
@@ -20721,7 +20711,7 @@ ditto_body_c1:
     mov qword ptr [r15 + rbp + 192], rbp
     and r8, 64
     mov byte ptr [r15 + r8 + 64], r8b
-    mov rax, qword ptr [r15 + r8 + 128]
+    mov rdx, qword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jz 1f
 1:
@@ -20741,7 +20731,7 @@ ditto_body_c1:
     and rbp, 64
     vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
+    mov r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
@@ -20778,18 +20768,18 @@ ditto_body_c1:
     jmp 1f
 1:
     lea r9, [r11*4]
-    mov eax, r9d
-    mov dword ptr [r15 + rbp + 192], eax
+    mov edx, r9d
+    mov dword ptr [r15 + rbp + 192], edx
     and r9, 192
-    and eax, dword ptr [r15 + r9 + 704]
+    and edx, dword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 640]
-    mov rbp, rax
-    movzx eax, byte ptr [r15 + r9 + 576]
+    movsxd rdx, dword ptr [r15 + r9 + 640]
+    mov rbp, rdx
+    movzx edx, byte ptr [r15 + r9 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -20801,7 +20791,7 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c213:
-    imul rbp, rax
+    imul rbp, rdx
     mov ebp, 4
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
@@ -20819,13 +20809,13 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, qword ptr [r15 + 0]
-    mov rax, r9
+    mov rdx, r9
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r8b
-    mov r8, rax
+    mov r8, rdx
     test ebx, 1073741824
     jz 1f
 1:
@@ -20841,15 +20831,15 @@ ditto_body_c1:
 1:
     lea r8, [r11 + r11*1]
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 128]
+    add rdx, qword ptr [r15 + rbp + 128]
     test ebx, 2304
     jnz 1f
 1:
-    vmovq xmm0, rax
+    vmovq xmm0, rdx
     and r8, 64
     lea r9, [r11*4]
-    mov eax, dword ptr [r15 + r8 + 512]
-    mov rdx, rax
+    mov edx, dword ptr [r15 + r8 + 512]
+    mov rax, rdx
     test ebx, 1073741824
     jz 1f
 1:
@@ -20880,7 +20870,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 320]
+    movsxd rdx, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
     jmp 1f
@@ -20902,7 +20892,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, eax
+    mov r8d, edx
     add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -21010,7 +21000,7 @@ ditto_body_c1:
     lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
+    mov edx, dword ptr [r15 + r9 + 320]
     and r8, 64
     mov rbp, qword ptr [r15 + r8 + 448]
     mov dword ptr [r15 + 0], 224
@@ -21020,8 +21010,8 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jnz 1f
 1:
@@ -21049,7 +21039,7 @@ ditto_body_c1:
     jz 1f
 1:
     mov rbp, qword ptr [r15 + 0]
-    movzx eax, bpl
+    movzx edx, bpl
     mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jz 1f
@@ -21177,7 +21167,7 @@ ditto_body_c1:
     and r9, 192
     mov qword ptr [r15 + r9 + 640], r9
     mov rdx, qword ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + r9 + 576], r8
+    mov qword ptr [r15 + r9 + 576], rdx
     jmp 1f
 1:
     test ebx, 1073741824
@@ -21247,8 +21237,8 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 320], dl
-    mov edx, dword ptr [r15 + r9 + 1472]
+    mov byte ptr [r15 + r8 + 320], al
+    mov eax, dword ptr [r15 + r9 + 1472]
     add r11, 64
     inc rbx
     dec r13
@@ -21258,56 +21248,56 @@ ditto_body_c1:
     lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     and rbp, 1984
-    mov dword ptr [r15 + rbp + 1664], eax
+    mov dword ptr [r15 + rbp + 1664], ebp
     jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], edx
+    mov dword ptr [r15 + r9 + 512], r9d
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
+    mov rax, qword ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, bpl
-    mov rdx, rdx
+    movzx eax, bpl
+    mov rax, rax
     mov dword ptr [r15 + r9 + 448], 248
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, r9b
-    mov rdx, qword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + r8 + 256], dl
+    movzx eax, r9b
+    mov rax, qword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + r8 + 256], al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 1792]
-    add rdx, qword ptr [r15 + rbp + 1536]
-    mov qword ptr [r15 + rbp + 1472], rdx
+    mov eax, dword ptr [r15 + rbp + 1792]
+    add rax, qword ptr [r15 + rbp + 1536]
+    mov qword ptr [r15 + rbp + 1472], rax
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + rbp + 1856]
+    add rax, qword ptr [r15 + rbp + 1856]
     mov dword ptr [r15 + rbp + 1600], 93
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     vpcmpeqb xmm0, xmm0, xmm10
-    mov rdx, rdx
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + rbp + 1728], rdx
-    mov rdx, rdx
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + rbp + 1728], rax
+    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
@@ -21316,7 +21306,7 @@ ditto_body_c1:
     lea rbp, [r11*8]
     vpaddd xmm0, xmm0, xmm0
     and rbp, 4032
-    add rdx, qword ptr [r15 + rbp + 3648]
+    add rax, qword ptr [r15 + rbp + 3648]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
@@ -21335,11 +21325,11 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 121
+    mov eax, 121
     test ebx, 1280
     jz 1f
 1:
-    mov edx, eax
+    mov eax, edx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -21349,15 +21339,15 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    movzx edx, r9b
+    movzx eax, r9b
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 448]
+    mov eax, dword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 3520]
-    mov byte ptr [r15 + rbp + 3456], dl
-    add rdx, qword ptr [r15 + r9 + 512]
+    movsxd rax, dword ptr [r15 + rbp + 3520]
+    mov byte ptr [r15 + rbp + 3456], al
+    add rax, qword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jz 1f
 1:
@@ -21370,7 +21360,7 @@ ditto_body_c1:
     jmp 1f
 1:
     mov dword ptr [r15 + rbp + 3392], 212
-    movzx edx, r9b
+    movzx eax, r9b
     add r11, 64
     inc rbx
     dec r13
@@ -21382,8 +21372,8 @@ ditto_body_c1:
     jmp 1f
 1:
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + 0], edx
+    mov eax, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jnz 1f
 1:
@@ -21402,8 +21392,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov r8d, edx
+    and eax, dword ptr [r15 + 0]
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 768
     jz 1f
@@ -21422,20 +21412,20 @@ ditto_body_c1:
     jmp 1f
 1:
     and rbp, 192
-    and edx, dword ptr [r15 + rbp + 768]
+    and eax, dword ptr [r15 + rbp + 768]
     test ebx, 1073741824
     jnz 1f
 1:
     vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
     mov dword ptr [r15 + rbp + 576], 49
     mov dword ptr [r15 + rbp + 640], 154
-    mov edx, ebp
+    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    add rdx, qword ptr [r15 + rbp + 704]
-    mov r8, rdx
+    movsxd rax, dword ptr [r15 + r8 + 64]
+    add rax, qword ptr [r15 + rbp + 704]
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
@@ -21443,7 +21433,7 @@ ditto_body_c1:
 .Lc1_b9_c223:
     lea r8, [r11 + r11*1]
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 64]
+    movsxd rax, dword ptr [r15 + r8 + 64]
     jmp 1f
 1:
     jmp 1f
@@ -21452,8 +21442,8 @@ ditto_body_c1:
     test ebx, 8345600
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 55
     test ebx, 1073741824
@@ -21465,8 +21455,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, edx
+    mov eax, dword ptr [r15 + 0]
+    mov ebp, eax
     jmp 1f
 1:
     jmp 1f
@@ -21484,7 +21474,7 @@ ditto_body_c1:
 1:
     mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edx
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -21492,13 +21482,13 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], bpl
     lea rbp, [r11 + r11*1]
-    mov edx, ebp
+    mov eax, ebp
     test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 128], rdx
+    mov qword ptr [r15 + r8 + 128], rax
     and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 320]
+    mov rax, qword ptr [r15 + rbp + 320]
     jmp 1f
 1:
     mov dword ptr [r15 + rbp + 384], 143
@@ -21509,28 +21499,28 @@ ditto_body_c1:
     jmp 1f
 1:
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + rbp + 256], dl
+    add rax, qword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + rbp + 256], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    movzx edx, dl
+    movzx eax, al
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rbp
+    mov rax, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 111
+    mov eax, 111
     test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -21538,38 +21528,38 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     lea rbp, [r11*4]
     test ebx, 65536
     jnz 1f
 1:
-    mov edx, ebp
+    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
     and rbp, 192
     mov dword ptr [r15 + rbp + 640], 47
     and r8, 64
-    and edx, dword ptr [r15 + r8 + 256]
+    and eax, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 89
-    mov qword ptr [r15 + rbp + 576], rdx
+    mov eax, 89
+    mov qword ptr [r15 + rbp + 576], rax
     lea r9, [r11 + r11*1]
     vmovdqu ymmword ptr [r15 + rbp + 704], ymm0
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 768]
+    movzx eax, byte ptr [r15 + rbp + 768]
     and r9, 64
     mov dword ptr [r15 + r9 + 512], r9d
     .byte 0x66, 0x90
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, r8
-    mov byte ptr [r15 + r9 + 448], dl
-    add rdx, qword ptr [r15 + r8 + 192]
+    mov rax, r8
+    mov byte ptr [r15 + r9 + 448], al
+    add rax, qword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
@@ -21582,9 +21572,9 @@ ditto_body_c1:
     test ebx, 768
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rax
     mov dword ptr [r15 + 0], 16
-    mov edx, edx
+    mov eax, eax
     jmp 1f
 1:
     test ebx, 523008
@@ -21593,24 +21583,24 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rax
     test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 120
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
     mov r9d, dword ptr [r15 + 0]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
+    movzx edx, byte ptr [r15 + rbp + 64]
     and r8, 64
     mov dword ptr [r15 + r8 + 512], 226
     test ebx, 131072
@@ -21632,8 +21622,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 512]
-    mov r9d, r9d
+    movzx eax, byte ptr [r15 + r9 + 512]
+    mov r9d, eax
     mov dword ptr [r15 + rbp + 128], 27
     add r11, 64
     inc rbx
@@ -21643,7 +21633,7 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    mov rax, r8
     test ebx, 8304640
     jz 1f
 1:
@@ -21654,56 +21644,56 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    movzx r8d, bpl
-    lea r8, [r11 + r11*1]
-    and rbp, 448
-    mov r9, qword ptr [r15 + rbp + 1216]
+    lea r8, [r11*8]
+    movzx eax, r8b
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov rax, qword ptr [r15 + r8 + 1216]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    add rax, qword ptr [r15 + rbp + 960]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    add rax, qword ptr [r15 + r8 + 960]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov dword ptr [r15 + r9 + 320], r9d
-    vmovdqu xmmword ptr [r15 + rbp + 896], xmm0
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov dword ptr [r15 + rbp + 320], ebp
+    vmovdqu xmmword ptr [r15 + r8 + 896], xmm0
     jmp 1f
 1:
     test ebx, 2304
     jz 1f
 1:
-    mov r9d, 205
-    add r9, qword ptr [r15 + rbp + 1152]
+    mov ebp, 205
+    add rbp, qword ptr [r15 + r8 + 1152]
     mov eax, 134
     test ebx, 1073741824
     jz 1f
 1:
-    add qword ptr [r15 + rbp + 1088], r9
-    mov r9, qword ptr [r15 + r8 + 128]
+    add qword ptr [r15 + r8 + 1088], rbp
+    mov rbp, qword ptr [r15 + r9 + 128]
     jmp 1f
 1:
     test ebx, 2304
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 832]
-    mov r8d, r9d
-    mov byte ptr [r15 + rbp + 1024], r8b
+    movsxd rbp, dword ptr [r15 + r8 + 832]
+    mov r9d, ebp
+    mov byte ptr [r15 + r8 + 1024], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*8]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rax
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rax
     jmp 1f
 1:
     and r9, 4032
@@ -21714,7 +21704,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 512]
+    mov eax, dword ptr [r15 + rbp + 512]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -21723,21 +21713,21 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
+    mov ebp, eax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 3776]
+    movzx ebp, byte ptr [r15 + r9 + 3776]
     mov eax, dword ptr [r15 + r9 + 3648]
-    and r8d, dword ptr [r15 + r9 + 3840]
+    and ebp, dword ptr [r15 + r9 + 3840]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 3584], r8b
+    mov byte ptr [r15 + r9 + 3584], bpl
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
@@ -21745,18 +21735,18 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 253
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 253
     mov dword ptr [r15 + r9 + 3456], 184
     movzx eax, byte ptr [r15 + r9 + 3520]
-    mov dword ptr [r15 + r9 + 3392], ebp
+    mov dword ptr [r15 + r9 + 3392], r8d
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r9d, 15
-    movsxd r9, dword ptr [r15 + r8 + 320]
+    movsxd r9, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
@@ -21798,8 +21788,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 255
-    add r8, qword ptr [r15 + 0]
+    mov eax, 255
+    add rax, qword ptr [r15 + 0]
     and r9, 64
     lea rbp, [r11 + r11*1]
     mov qword ptr [r15 + r9 + 512], rbp
@@ -21953,8 +21943,8 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 512], r8
-    mov r8d, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 512], rax
+    mov eax, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
@@ -21962,71 +21952,71 @@ ditto_body_c1:
 .Lc1_b9_c231:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 101
+    mov eax, 101
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
+    mov r8, rax
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], al
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 230
+    mov ebp, 230
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm0
+    vpmovmskb ebp, xmm0
     test ebx, 1073741824
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 241
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    movzx ebp, bpl
+    movzx ebp, byte ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 384]
-    movsxd r9, dword ptr [r15 + rbp + 320]
     lea rbp, [r11 + r11*1]
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
+    add rax, qword ptr [r15 + r8 + 384]
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
     test ebx, 6221824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    add rax, qword ptr [r15 + r8 + 192]
-    mov r8d, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    add rax, qword ptr [r15 + rbp + 192]
+    mov ebp, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
     lea rbp, [r11*4]
-    movzx r8d, r9b
+    movzx eax, r9b
     and rbp, 192
     mov dword ptr [r15 + rbp + 576], 193
     mov r12, qword ptr [r15 + r12 + 56]
@@ -22035,20 +22025,20 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r8, rbp
+    mov dword ptr [r15 + 0], ebp
+    mov rax, rbp
     test ebx, 2560
     jz 1f
 1:
-    movzx r8d, r8b
+    movzx eax, al
     jmp 1f
 1:
-    mov r8, r8
-    movzx r8d, r8b
+    mov rax, rax
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
+    mov r8, rax
     jmp 1f
 1:
     mov qword ptr [r15 + 0], r8
@@ -22064,7 +22054,7 @@ ditto_body_c1:
     jnz 1f
 1:
     and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 256]
+    movsxd rax, dword ptr [r15 + r8 + 256]
     lea r9, [r11 + r11*1]
     imul rax, qword ptr [r15 + rbp + 640]
     and r9, 64
@@ -22079,7 +22069,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 768], r9
+    mov qword ptr [r15 + rbp + 768], r8
     jmp 1f
 1:
     mov qword ptr [r15 + r9 + 320], rax
@@ -22109,7 +22099,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, al
+    movzx r8d, r8b
     and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -22246,29 +22236,29 @@ ditto_body_c1:
     jz 1f
 1:
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 64]
+    add rax, qword ptr [r15 + r9 + 64]
     mov dword ptr [r15 + rbp + 7488], 138
-    mov eax, 252
+    mov edx, 252
     test ebx, 512
     jz 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 7808]
-    mov eax, dword ptr [r15 + rbp + 7616]
+    movzx eax, byte ptr [r15 + rbp + 7808]
+    mov edx, dword ptr [r15 + rbp + 7616]
     mov dword ptr [r15 + rbp + 7872], 128
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 576]
+    movzx eax, byte ptr [r15 + r8 + 576]
     mov byte ptr [r15 + rbp + 7680], r9b
-    mov qword ptr [r15 + rbp + 7552], rdx
+    mov qword ptr [r15 + rbp + 7552], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, edx
-    mov edx, dword ptr [r15 + r8 + 704]
-    add rdx, qword ptr [r15 + r9 + 128]
+    mov eax, eax
+    mov eax, dword ptr [r15 + r8 + 704]
+    add rax, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -22276,14 +22266,14 @@ ditto_body_c1:
 .Lc1_b9_c236:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 207
+    mov eax, 207
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
+    mov rax, rax
     test ebx, 1048576
     jnz 1f
 1:
@@ -22293,22 +22283,22 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11*8]
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
+    movzx eax, byte ptr [r15 + rbp + 128]
     test ebx, 2048
     jz 1f
 1:
     lea r9, [r11 + r11*1]
     and r8, 8128
-    movsxd rdx, dword ptr [r15 + r8 + 7744]
+    movsxd rax, dword ptr [r15 + r8 + 7744]
     and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 320]
+    movsxd rdx, dword ptr [r15 + r9 + 320]
     jmp 1f
 1:
     test ebx, 1280
     jz 1f
 1:
-    mov edx, eax
-    mov qword ptr [r15 + r8 + 7808], rdx
+    mov eax, edx
+    mov qword ptr [r15 + r8 + 7808], rax
     jmp 1f
 1:
     test ebx, 512
@@ -22317,18 +22307,18 @@ ditto_body_c1:
     mov dword ptr [r15 + r8 + 7872], 195
     jmp 1f
 1:
-    movzx edx, dl
+    movzx eax, al
     test ebx, 512
     jz 1f
 1:
     vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
-    movzx edx, byte ptr [r15 + r8 + 7680]
-    mov byte ptr [r15 + rbp + 64], dl
+    movzx eax, byte ptr [r15 + r8 + 7680]
+    mov byte ptr [r15 + rbp + 64], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7616], edx
-    movzx eax, byte ptr [r15 + r8 + 7552]
+    mov dword ptr [r15 + r8 + 7616], eax
+    movzx edx, byte ptr [r15 + r8 + 7552]
     mov dword ptr [r15 + r8 + 7488], 130
     add r11, 64
     inc rbx
@@ -22337,14 +22327,14 @@ ditto_body_c1:
 .Lc1_b9_c237:
     lea r8, [r11 + r11*1]
     and r8, 64
-    add qword ptr [r15 + r8 + 320], rdx
+    add qword ptr [r15 + r8 + 320], r8
     vmovq xmm0, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -22361,29 +22351,29 @@ ditto_body_c1:
     mov dword ptr [r15 + 0], 223
     vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], dl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], eax
-    movzx eax, r8b
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], edx
+    movzx edx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
     mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + r8 + 384], rax
+    mov dword ptr [r15 + 0], edx
+    mov qword ptr [r15 + r8 + 384], rdx
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 256]
-    movzx edx, byte ptr [r15 + r8 + 192]
-    movzx r8d, dl
+    and edx, dword ptr [r15 + r8 + 256]
+    movzx eax, byte ptr [r15 + r8 + 192]
+    movzx r8d, al
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
@@ -22393,8 +22383,8 @@ ditto_body_c1:
     jmp 1f
 1:
     and r8, 64
-    and edx, dword ptr [r15 + r8 + 64]
-    add rdx, qword ptr [r15 + r8 + 128]
+    and eax, dword ptr [r15 + r8 + 64]
+    add rax, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
@@ -22408,20 +22398,20 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, r8b
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
+    mov eax, eax
     test ebx, 1024
     jz 1f
 1:
-    mov rdx, rdx
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 167
     mov dword ptr [r15 + 0], 10
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     movzx r8d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -22433,7 +22423,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 221
+    mov eax, 221
     lea r8, [r11 + r11*1]
     vmovdqu ymmword ptr [r15 + 0], ymm0
     and r8, 64
@@ -22445,15 +22435,15 @@ ditto_body_c1:
     test ebx, 512
     jz 1f
 1:
-    mov edx, 24
+    mov eax, 24
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 512]
-    movzx eax, byte ptr [r15 + r9 + 448]
+    mov rax, qword ptr [r15 + r9 + 512]
+    movzx edx, byte ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jz 1f
 1:
     and r9d, dword ptr [r15 + r8 + 128]
-    add r8, qword ptr [r15 + rbp + 384]
+    add r9, qword ptr [r15 + rbp + 384]
     jmp 1f
 1:
     add r11, 64
@@ -22461,7 +22451,7 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c239:
-    movzx r9d, r8b
+    movzx r9d, r9b
     mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -22484,7 +22474,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rdx
     mov qword ptr [r15 + 0], r9
     test ebx, 768
     jnz 1f
@@ -22497,31 +22487,31 @@ ditto_body_c1:
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     and r9, 64
     movzx eax, byte ptr [r15 + r9 + 256]
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 448], r9
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    movzx eax, bpl
-    mov byte ptr [r15 + r8 + 512], al
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 448], rdx
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    movzx edx, r8b
+    mov byte ptr [r15 + rbp + 512], dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 35
-    mov dword ptr [r15 + rbp + 64], r9d
-    mov rbp, qword ptr [r15 + r9 + 192]
+    mov eax, 35
+    mov dword ptr [r15 + r8 + 64], r9d
+    mov r8, qword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 49
+    mov r8d, 49
     jmp 1f
 1:
     jmp 1f
@@ -22531,54 +22521,54 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
-    lea rbp, [r11 + r11*1]
-    mov r8, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], edx
+    lea r8, [r11 + r11*1]
+    mov rbp, r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
+    mov ebp, r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    movzx r8d, dl
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 148
+    mov ebp, 148
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov edx, 234
+    lea rbp, [r11 + r11*1]
+    mov r9d, 234
     jmp 1f
 1:
     test ebx, 2048
     jz 1f
 1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 64]
-    and edx, dword ptr [r15 + r8 + 128]
-    lea r8, [r11*4]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 64]
+    and r9d, dword ptr [r15 + rbp + 128]
+    lea rbp, [r11*4]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
     jmp 1f
 1:
     jmp 1f
@@ -22586,15 +22576,15 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 193
-    mov byte ptr [r15 + r8 + 768], dl
-    add rdx, qword ptr [r15 + r8 + 704]
+    mov r9d, 193
+    mov byte ptr [r15 + rbp + 768], r9b
+    add r9, qword ptr [r15 + rbp + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 384], 185
-    mov dword ptr [r15 + r8 + 576], edx
-    mov edx, 82
+    mov dword ptr [r15 + r8 + 384], 185
+    mov dword ptr [r15 + rbp + 576], r9d
+    mov r9d, 82
     add r11, 64
     inc rbx
     dec r13
@@ -22602,8 +22592,8 @@ ditto_body_c1:
 .Lc1_b9_c241:
     jmp 1f
 1:
-    movzx edx, dl
-    mov edx, r8d
+    movzx r9d, r9b
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -22616,7 +22606,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, edx
+    mov r9d, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -22627,34 +22617,34 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11*8]
+    lea r9, [r11*8]
     lea rbp, [r11 + r11*1]
-    and r8, 8128
-    mov rdx, qword ptr [r15 + r8 + 7488]
+    and r9, 8128
+    mov r8, qword ptr [r15 + r9 + 7488]
     and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 128]
+    movzx edx, byte ptr [r15 + rbp + 128]
     test ebx, 515072
     jnz 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     mov edx, 91
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 192]
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 192]
     test ebx, 196608
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 7616], rax
+    mov qword ptr [r15 + r9 + 7616], rax
     mov rdx, rdx
-    movsxd rdx, dword ptr [r15 + r8 + 7744]
+    movsxd rdx, dword ptr [r15 + r9 + 7744]
     mov dword ptr [r15 + rbp + 64], edx
     test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7680], edx
+    mov dword ptr [r15 + r9 + 7680], edx
     jmp 1f
 1:
     mov edx, edx
@@ -22663,9 +22653,9 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r8 + 7808]
-    and eax, dword ptr [r15 + r9 + 256]
-    add rax, qword ptr [r15 + r8 + 7552]
+    movsxd rdx, dword ptr [r15 + r9 + 7808]
+    and eax, dword ptr [r15 + r8 + 256]
+    add rax, qword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
@@ -22675,18 +22665,18 @@ ditto_body_c1:
     mov eax, ebp
     mov eax, 248
     and rbp, 448
-    mov rdx, qword ptr [r15 + rbp + 896]
+    mov rax, qword ptr [r15 + rbp + 896]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 960], edx
+    mov dword ptr [r15 + rbp + 960], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    movzx eax, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 87
-    movzx edx, al
+    mov eax, 87
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -22703,20 +22693,20 @@ ditto_body_c1:
     lea r9, [r11 + r11*1]
     and r8, 1984
     mov dword ptr [r15 + r8 + 1344], r8d
-    add rdx, qword ptr [r15 + r8 + 1536]
+    add rax, qword ptr [r15 + r8 + 1536]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
     mov dword ptr [r15 + r9 + 128], r9d
-    and edx, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 1728], edx
+    and eax, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 1728], eax
     test ebx, 2621440
     jz 1f
 1:
     mov dword ptr [r15 + r8 + 1472], 86
-    movsxd rdx, dword ptr [r15 + r8 + 1600]
-    mov r9d, edx
+    movsxd rax, dword ptr [r15 + r8 + 1600]
+    mov r9d, eax
     test ebx, 1073741824
     jz 1f
 1:
@@ -22732,8 +22722,8 @@ ditto_body_c1:
     jmp 1f
 1:
     and r9, 4032
-    and edx, dword ptr [r15 + r9 + 3584]
-    mov r8d, edx
+    and eax, dword ptr [r15 + r9 + 3584]
+    mov r8d, eax
     jmp 1f
 1:
     test ebx, 1073741824
@@ -22742,16 +22732,16 @@ ditto_body_c1:
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    mov rdx, r8
+    mov rax, r8
     and r8, 64
     mov dword ptr [r15 + r8 + 512], 157
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 205
+    mov eax, 205
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 215
+    mov eax, 215
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
@@ -22764,9 +22754,9 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edx, bpl
-    add rdx, qword ptr [r15 + r9 + 3712]
-    mov dword ptr [r15 + r8 + 448], edx
+    movzx eax, bpl
+    add rax, qword ptr [r15 + r9 + 3712]
+    mov dword ptr [r15 + r8 + 448], eax
     jmp 1f
 1:
     test ebx, 1073741824
@@ -22781,11 +22771,11 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, dl
+    movzx r8d, al
     mov dword ptr [r15 + r9 + 3520], r8d
     jmp 1f
 1:
-    mov r8d, edx
+    mov r8d, eax
     test ebx, 589824
     jz 1f
 1:
@@ -22802,11 +22792,11 @@ ditto_body_c1:
     movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
+    movzx eax, r8b
     test ebx, 8337408
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     add r8, qword ptr [r15 + 0]
     test ebx, 768
@@ -22836,7 +22826,7 @@ ditto_body_c1:
     lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
+    movzx eax, byte ptr [r15 + r8 + 64]
     lea rbp, [r11 + r11*1]
     test ebx, 4608
     jz 1f
@@ -22844,15 +22834,15 @@ ditto_body_c1:
     and rbp, 64
     mov byte ptr [r15 + rbp + 448], r9b
     lea r9, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r8 + 128]
-    movzx r8d, dl
+    mov eax, dword ptr [r15 + r8 + 128]
+    movzx r8d, al
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
     mov dword ptr [r15 + r9 + 256], 86
     movsxd r8, dword ptr [r15 + r9 + 192]
-    movsxd rdx, dword ptr [r15 + rbp + 512]
+    movsxd rax, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
@@ -22862,14 +22852,14 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul edx, edx, 80
+    imul eax, eax, 80
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, edx
+    mov eax, eax
     test ebx, 1073741824
     jz 1f
 1:
@@ -22879,15 +22869,15 @@ ditto_body_c1:
     test ebx, 2304
     jz 1f
 1:
-    mov rdx, rdx
-    mov rdx, r9
-    mov rdx, rdx
+    mov rax, rax
+    mov rax, rax
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
     lea r8, [r11*4]
-    mov edx, r9d
-    movzx edx, r9b
+    mov eax, r9d
+    movzx eax, r9b
     jmp 1f
 1:
     and r8, 448
@@ -22895,15 +22885,15 @@ ditto_body_c1:
     test ebx, 1280
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 1024]
-    and edx, dword ptr [r15 + r8 + 960]
+    movzx eax, byte ptr [r15 + r8 + 1024]
+    and eax, dword ptr [r15 + r8 + 960]
     lea rbp, [r11 + r11*1]
     mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 384]
+    mov eax, dword ptr [r15 + rbp + 384]
     mov r9, qword ptr [r15 + rbp + 320]
     lea rbp, [r11 + r11*1]
     vpor xmm0, xmm0, xmm0
@@ -22918,7 +22908,7 @@ ditto_body_c1:
     test ebx, 2088960
     jz 1f
 1:
-    mov r9, rdx
+    mov r9, rax
     movzx r9d, r9b
     and r9d, dword ptr [r15 + rbp + 512]
     add r11, 64
@@ -22966,7 +22956,7 @@ ditto_body_c1:
     lea rbp, [r11 + r11*1]
     mov r8d, 156
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], r9d
+    mov dword ptr [r15 + rbp + 448], ebp
     mov qword ptr [r15 + r9 + 384], rbp
     test ebx, 3072
     jnz 1f
@@ -22978,7 +22968,7 @@ ditto_body_c1:
     jmp 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], dl
+    mov byte ptr [r15 + r8 + 384], al
     test ebx, 1073741824
     jnz 1f
 1:
@@ -23109,7 +23099,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov eax, 53
+    mov edx, 53
     and rbp, 64
     vmovq qword ptr [r15 + rbp + 320], xmm0
     test ebx, 1073741824
@@ -23150,12 +23140,12 @@ ditto_body_c1:
 1:
     and r8, 64
     mov dword ptr [r15 + r8 + 448], 76
-    mov rax, qword ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + rbp + 1600], al
+    mov rdx, qword ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + rbp + 1600], dl
     test ebx, 1280
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1344], bpl
+    mov byte ptr [r15 + rbp + 1344], dl
     mov dword ptr [r15 + r8 + 512], 67
     and r8d, dword ptr [r15 + rbp + 1536]
     test ebx, 1073741824
@@ -23180,16 +23170,16 @@ ditto_body_c1:
     lea rbp, [r11*4]
     and rbp, 192
     add r8, qword ptr [r15 + rbp + 576]
-    mov rdx, rax
+    mov rdx, rdx
     lea r9, [r11*8]
     mov dword ptr [r15 + rbp + 704], 13
     and r9, 4032
-    movzx eax, byte ptr [r15 + r9 + 3712]
+    movzx edx, byte ptr [r15 + r9 + 3712]
     test ebx, 1073741824
     jz 1f
 1:
     mov byte ptr [r15 + r9 + 3520], r9b
-    mov eax, 132
+    mov edx, 132
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
@@ -23219,22 +23209,22 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
-    mov dword ptr [r15 + rbp + 768], eax
-    mov rax, rax
+    mov edx, edx
+    mov dword ptr [r15 + rbp + 768], edx
+    mov rdx, rdx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 3392]
-    mov rdx, rax
-    add rax, qword ptr [r15 + r9 + 3648]
+    add rdx, qword ptr [r15 + r9 + 3392]
+    mov rax, rdx
+    add rdx, qword ptr [r15 + r9 + 3648]
     test ebx, 1073741824
     jz 1f
 1:
     mov r9d, 199
-    mov dword ptr [r15 + r8 + 128], edx
+    mov dword ptr [r15 + r8 + 128], eax
     mov qword ptr [r15 + rbp + 640], rax
     add r11, 64
     inc rbx
@@ -23600,15 +23590,26 @@ ditto_body_c1:
     .p2align 4
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 67117720]
-    mov ecx, 10
-    movabs rdx, 0x9E3779B97F4A7C15
-    xor eax, eax
-1:  mov qword ptr [rdi], rax
-    add rax, rdx
-    add rdi, 8
-    dec ecx
-    jnz 1b
+    movabs rax, 0x0
+    mov qword ptr [r8 + 67117720], rax
+    movabs rax, 0x9e3779b97f4a7c00
+    mov qword ptr [r8 + 67117728], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 67117736], rax
+    movabs rax, 0xdaa66d2c7ddf7438
+    mov qword ptr [r8 + 67117744], rax
+    movabs rax, 0x78dde6e5fd29f050
+    mov qword ptr [r8 + 67117752], rax
+    movabs rax, 0x1715609f7c746c68
+    mov qword ptr [r8 + 67117760], rax
+    movabs rax, 0xb54cda58fbbee87e
+    mov qword ptr [r8 + 67117768], rax
+    movabs rax, 0x538454127b096490
+    mov qword ptr [r8 + 67117776], rax
+    movabs rax, 0xf1bbcdcbfa53e0a8
+    mov qword ptr [r8 + 67117784], rax
+    movabs rax, 0x8ff34785799e5c00
+    mov qword ptr [r8 + 67117792], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5

@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 2048 bytes, 8 chunk(s), 6 chunk executions per call
+// block 0: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117720]
-    lea rcx, [rbx + 6]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117720], rcx
-    mov r13d, 6
+    mov r13d, 4
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b0_stubs]
@@ -67,585 +67,581 @@ ditto_body_c1:
     jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 32
-    mov rax, rax
-    test ebx, 3544
-    jz 1f
-1:
-    sete bpl
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 16
+    movsxd rcx, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 32
+    mov dword ptr [r15 + 0], 9
+    mov rax, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 632
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test bl, 232
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    mov ecx, 82
-    test bl, 16
-    jnz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    add rdi, qword ptr [r15 + 0]
-    test bl, 24
+    test bl, 152
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, 70
-    movzx ecx, cl
+    vpmovmskb r9d, xmm1
+    xchg rcx, rbp
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov edi, esi
+    test ebx, 3704
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, 170
+    bswap rdi
+    mov eax, 167
     test bl, 16
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 642
-    rep movsb
-    mov ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 181
+    mov rsi, rbp
+    test bl, 232
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rdx
     lea r8, [r10 + r10*1]
-    test bl, 16
-    jz 1f
-1:
+    and eax, dword ptr [r15 + 0]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 448]
     lea rbp, [r10 + r10*1]
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 832]
-    mov rsi, qword ptr [r14 + 0]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r8b
-    lea r9, [r10 + r10*1]
-    test bl, 24
+    movsxd rdx, dword ptr [r15 + r8 + 128]
+    test ebx, 64928
     jnz 1f
 1:
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 256]
-    mov ecx, dword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + r8 + 896], dl
-    test bl, 16
-    jz 1f
-1:
-    movzx eax, dil
-    and r9d, dword ptr [r15 + rbp + 192]
-    vpor xmm1, xmm1, xmm8
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r9 + 512], 42
+    add rcx, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    lea rbp, [r10 + r10*8]
-    jmp 1f
-1:
-    mov edx, 162
-    and rbp, 960
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 2304]
-    imul eax, r9d, 125
-    test bl, 16
-    jz 1f
-1:
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 576]
-    movzx edx, byte ptr [r15 + rbp + 2432]
-    lea r8, [r10 + r10*1]
-    mov ecx, ecx
-    and r8, 64
-    xor dword ptr [r15 + r8 + 64], ebp
-    test ebx, 968
+    mov ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    xchg r9, r9
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 24
     jnz 1f
 1:
-    mov rax, qword ptr [r14 + r9 + 640]
-    mov ecx, 182
-    mov r9d, dword ptr [r15 + 0]
-    imul edi, r9d, 23
-    test ebx, 856
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov eax, edi
-    mov edx, 159
-    and eax, dword ptr [r15 + rbp + 2176]
-    test ebx, 8088
-    jz 1f
-1:
-    mov edi, 153
-    movzx r9d, byte ptr [r15 + rbp + 2240]
-    movsxd rax, dword ptr [r15 + rbp + 2368]
-    mov rcx, qword ptr [r15 + rbp + 1984]
-    test bl, 88
+    mov dword ptr [r15 + 0], 104
+    add rbp, qword ptr [r15 + 0]
+    movzx edx, al
+    mov eax, 197
+    test bl, 104
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 2112]
+    mov dword ptr [r15 + 0], r8d
     mov esi, eax
-    mov edi, 11
-    test bl, 16
-    jz 1f
+    jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 2048]
-    mov rax, qword ptr [r15 + r8 + 128]
-    bswap rsi
-    movzx r8d, byte ptr [r15 + rbp + 2496]
-    test bl, 16
-    jnz 1f
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 200
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx ebp, r8b
-    mov ecx, ebp
+    mov edx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    movzx r9d, al
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rax, r9
+    test bl, 24
+    jnz 1f
+1:
+    lock or dword ptr [r15 + 0], 120
+    bt rax, rsi
+    mov edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov rsi, rbp
+    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx esi, byte ptr [r15 + 0]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    test bl, 16
+    jz 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 640]
+    add rdx, qword ptr [r15 + r8 + 576]
+    movsxd r9, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    xor dword ptr [r14 + 0], edi
+    test ebx, 28352
+    jnz 1f
+1:
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r8 + 512], ecx
+    mov r9, qword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx edx, byte ptr [r14 + r9 + 640]
-    movzx ebp, byte ptr [r15 + 0]
-    mov rsi, rdx
-    mov rax, qword ptr [r15 + 0]
-    test bl, 16
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + 0], r9d
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 72
+    jz 1f
+1:
+    mov rcx, r9
+    movzx esi, al
+    mov edx, ecx
+    test ebx, 968
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov byte ptr [r15 + 0], dil
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 96
+    movzx eax, dl
+    mov dword ptr [r15 + 0], 168
+    mov eax, eax
+    test bl, 16
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, 176
+    and r9d, dword ptr [r15 + 0]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    imul edi, edx, 107
-    mov qword ptr [r15 + 0], rax
+    mov rsi, qword ptr [r15 + 0]
+    popcnt r9, rsi
     movsxd rdi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov rbp, r9
-    movzx r8d, byte ptr [r15 + 0]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 91
-    movsxd rsi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 128
+    mov edx, dword ptr [r15 + 0]
+    mov esi, 80
+    mov eax, 247
+    test ebx, 336
     jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    test bl, 72
-    jnz 1f
-1:
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 320]
+    vpxor xmm4, xmm4, xmm1
+    mov edi, 71
+    mov byte ptr [r15 + r8 + 448], dil
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + rbp + 192], 14
-    test bl, 32
+    lea r9, [r10 + r10*1]
+    add rdi, qword ptr [r15 + rbp + 384]
+    test bl, 40
     jnz 1f
 1:
-    movzx ebp, dil
-    mov esi, 130
-    mov qword ptr [r15 + r9 + 576], rdx
-    mov qword ptr [r15 + r8 + 384], rsi
-    test bl, 128
+    mov qword ptr [r14 + 0], r8
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov edi, 131
+    test ebx, 576
     jz 1f
 1:
-    movsxd r9, dword ptr [r14 + 0]
-    mov r8d, 68
-    mov eax, esi
+    mov byte ptr [r15 + rbp + 320], r9b
+    imul rdi, rdi
+    movsxd rdx, dword ptr [r15 + r9 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov r8d, 169
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 336
-    jnz 1f
-1:
-    sete dil
-    mov dword ptr [r15 + 0], edi
-    mov byte ptr [r15 + 0], dil
-    mov rdi, r9
-    test bl, 64
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    mov esi, dword ptr [r15 + 0]
-    bt rdi, r9
-    test bl, 16
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    bt rax, rcx
-    mov r9, rax
-    mov dword ptr [r15 + 0], r9d
-    test bl, 16
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov rdi, rdx
-    test bl, 16
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov r9, rbp
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 192]
-    test bl, 16
-    jnz 1f
-1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 128]
-    movzx eax, byte ptr [r14 + 0]
-    mov r8, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + rbp + 256]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 256]
+    mov edi, dword ptr [r14 + 0]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 128]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test bl, 16
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rcx, r9
+    movzx edx, dil
+    test bl, 40
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 227
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test bl, 80
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + r9 + 64]
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    mov dword ptr [r15 + r8 + 384], 114
+    mov dword ptr [r15 + 0], 233
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, dl
+    test bl, 40
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    vaddsd xmm4, xmm4, xmm6
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    test bl, 24
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov esi, 165
+    mov eax, r8d
+    and r9, 64
+    mov ecx, dword ptr [r14 + r9 + 448]
+    and edi, dword ptr [r15 + rbp + 192]
+    test ebx, 400
+    jnz 1f
+1:
+    bt rcx, rbp
+    movsxd rdi, dword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + r9 + 512], dil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
     lea rbp, [r10 + r10*1]
-    imul r8, rbp
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    xchg rcx, rcx
-    movzx r8d, cl
-    and r8d, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 3264
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    lock add qword ptr [r15 + 0], r9
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 63392
-    jnz 1f
-1:
-    mov r9d, 168
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov edi, 184
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 5872
+    lea r8, [r10 + r10*8]
+    movsxd rdi, dword ptr [r14 + rbp + 640]
+    and r8, 8128
+    movsxd rsi, dword ptr [r15 + r8 + 7424]
+    movzx eax, byte ptr [r15 + r8 + 7488]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 856
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 224
+    mov ecx, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test bl, 16
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    sete dil
     mov edi, dword ptr [r15 + 0]
+    test bl, 216
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    test ebx, 1912
+    movsxd rsi, dword ptr [r15 + r8 + 7296]
+    test ebx, 28592
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 704]
-    and eax, dword ptr [r15 + rbp + 512]
-    test ebx, 16240
-    jnz 1f
-1:
-    and ebp, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], ecx
     jmp 1f
 1:
-    movzx edx, bpl
-    test bl, 16
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    movzx eax, byte ptr [r15 + r8 + 7616]
+    mov dword ptr [r15 + r8 + 7168], 206
+    test ebx, 2032
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 7104]
+    mov rax, qword ptr [r15 + r8 + 7232]
+    vmulsd xmm4, xmm4, xmm4
+    test bl, 56
     jnz 1f
 1:
-    mov rdi, rsi
-    movsxd rsi, dword ptr [r15 + r8 + 768]
-    mov rdx, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r8 + 7360], r8d
+    mov rdi, qword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + r9 + 128], 179
+    test ebx, 57056
+    jnz 1f
+1:
+    vpshufd xmm1, xmm4, 18
+    mov rsi, qword ptr [r15 + r8 + 7552]
+    mov dword ptr [r14 + 0], 173
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    bt rcx, rdx
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 245
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 168
-    jnz 1f
-1:
-    cmovne rcx, r8
-    mov edx, 154
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 6072
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 136
-    cmovne rax, rax
-    movzx esi, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    movzx edx, byte ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movzx edi, bpl
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    mov ecx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 936
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov rsi, r8
+    movzx r9d, r8b
+    test ebx, 1248
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 384]
-    vpcmpeqb xmm1, xmm1, xmm9
-    lea r8, [r10 + r10*1]
-    test bl, 144
-    jz 1f
-1:
-    mov rax, qword ptr [r14 + 0]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 256]
-    movsxd rdi, dword ptr [r15 + r8 + 192]
-    lea r8, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r9 + 320]
-    test ebx, 2008
-    jz 1f
-1:
-    vpshufd xmm1, xmm1, 226
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 128]
-    mov rax, r9
-    test bl, 128
+    mov dword ptr [r15 + 0], esi
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov eax, 47
-    movzx r9d, byte ptr [r15 + r8 + 64]
+    and ebp, dword ptr [r15 + 0]
+    mov ecx, ebp
+    mov r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 408
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov esi, edi
+    test bl, 32
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov edi, ebp
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 512]
     movzx r8d, dl
+    test bl, 40
+    jz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    mov rdx, qword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 87
+    lea r9, [r10 + r10*1]
+    add r8, qword ptr [r15 + rbp + 448]
+    test bl, 64
+    jnz 1f
+1:
+    and r9, 64
+    or qword ptr [r15 + r9 + 768], 32
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 704], r8b
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 64]
+    test ebx, 1696
+    jz 1f
+1:
+    mov r9, rsi
+    mov rbp, r9
+    mov edx, dword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    or ebp, 1
-    xor edx, edx
-    div ebp
-    test bl, 24
-    jz 1f
+    mov eax, eax
+    jmp 1f
 1:
-    mov rsi, rbp
-    mov r9, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edx, al
-    movzx ecx, byte ptr [r15 + 0]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r9d, 155
-    test bl, 64
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 249
-    movsxd rdi, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 64]
-    lea r8, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    movzx eax, byte ptr [r14 + 0]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 640], al
-    mov eax, dword ptr [r15 + rbp + 128]
-    lea rbp, [r10 + r10*1]
-    movzx r9d, bpl
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8d, 52
     test bl, 32
     jz 1f
 1:
-    and rbp, 64
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + rbp + 256]
-    movzx esi, bpl
-    jmp 1f
+    add rdi, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov rax, rcx
+    test ebx, 856
+    jz 1f
 1:
-    movzx eax, sil
-    test bl, 64
+    vmovdqu xmm1, xmmword ptr [r15 + 0]
+    mov ecx, 228
+    mov rdi, rax
+    test bl, 88
+    jz 1f
+1:
+    add qword ptr [r15 + 0], rcx
+    or qword ptr [r15 + 0], 79
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 3744
     jnz 1f
 1:
-    mov rdx, rdx
-    vucomisd xmm9, xmm9
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + r8 + 576]
-    vmovdqu xmm9, xmmword ptr [r14 + rbp + 192]
+    mov byte ptr [r15 + 0], r8b
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], ecx
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov rax, rcx
+    movzx edx, dl
+    mov eax, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx edx, byte ptr [r15 + 0]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 512]
+    test bl, 16
+    jz 1f
+1:
+    movzx edx, r9b
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r14 + 0]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    movzx eax, byte ptr [r15 + rbp + 320]
+    test ebx, 12032
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 448], eax
+    mov edx, 213
+    movzx ebp, byte ptr [r15 + r9 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movzx ecx, byte ptr [r14 + r8 + 64]
-    mov ebp, 43
+    jmp 1f
+1:
     mov rsi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 88
+    mov rdx, qword ptr [r15 + 0]
+    movzx r9d, dl
+    test ebx, 920
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, cl
+    xor dword ptr [r15 + 0], edi
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 72
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov edx, 96
-    mov edi, eax
-    test bl, 16
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    bswap rax
-    mov rax, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov eax, 243
-    mov dword ptr [r15 + 0], 32
+    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, dil
+    movzx r8d, byte ptr [r15 + 0]
     movsxd rsi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 7128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], bpl
-    test bl, 208
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 25
-    mov rcx, qword ptr [r15 + 0]
-    movzx edx, dl
     test bl, 32
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    and r9, 64
-    inc dword ptr [r15 + r9 + 192]
-    mov qword ptr [r14 + 0], r8
-    lea rbp, [r10 + r10*1]
-    movzx edx, r9b
-    test ebx, 3544
-    jz 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 640]
-    mov edi, dword ptr [r15 + r9 + 256]
-    movzx r9d, al
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    test bl, 64
     jnz 1f
 1:
-    movzx r8d, r9b
-    mov rax, qword ptr [r15 + rbp + 576]
-    mov esi, ecx
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov edi, 7
+    mov ebp, edi
+    test bl, 16
+    jnz 1f
+1:
+    jmp 1f
+1:
+    imul rax, rax
+    mov rdx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], eax
+    test bl, 248
+    jz 1f
+1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    crc32 rax, rdx
+    lea r8, [r10 + r10*1]
+    mov rdx, r8
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 256]
+    lea rbp, [r10 + r10*1]
+    test bl, 40
+    jz 1f
+1:
+    mov edi, 37
+    mov eax, edi
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rdx
+    mov rdx, rbp
+    test bl, 16
+    jz 1f
+1:
+    crc32 eax, cl
+    movzx edi, byte ptr [r14 + rbp + 64]
+    mov qword ptr [r15 + r9 + 320], rax
+    jmp 1f
+1:
+    test ebx, 728
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 192], eax
+    mov ecx, 251
+    mov r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 111 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 108 chunk executions per call
     mov rbx, qword ptr [r15 + 67117728]
-    lea rcx, [rbx + 111]
+    lea rcx, [rbx + 108]
     mov qword ptr [r15 + 67117728], rcx
-    mov r13d, 111
+    mov r13d, 108
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
-    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov eax, edi
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, esi
     jmp 1f
 1:
-    mov r8, r10
+    mov rbp, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 112
-    and r8, 64
-    mov qword ptr [r15 + r8 + 704], r9
+    or qword ptr [r15 + 0], 68
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 704], r9
     nop
     test bl, 10
     jz 1f
 1:
-    mov r9, r11
-    movzx r8d, r9b
-    and r9, 448
-    mov rbp, r10
-    add r8, qword ptr [r15 + r9 + 960]
-    mov dword ptr [r14 + 0], 19
-    and rbp, 33554368
-    movzx edx, byte ptr [r15 + rbp + 33554432]
+    mov rbp, r11
+    movzx ecx, r8b
+    and rbp, 448
+    mov r8, r10
+    add rcx, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r14 + 0], 159
+    and r8, 33554368
+    movzx eax, byte ptr [r15 + r8 + 33554432]
     add r11, 64
     add r10, r11
     inc rbx
@@ -660,1205 +656,1172 @@ ditto_body_c1:
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    mov edx, esi
-    mov eax, 5
-    movsxd rbp, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    popcnt rax, rsi
     test ebx, 512
     jnz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    popcnt r9, rcx
-    mov byte ptr [r15 + 0], r8b
+    mov rcx, qword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rax
     test bl, 16
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    add rax, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 208
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
     test bl, 2
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov r8d, 67
-    xchg rsi, r9
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, eax
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 1344
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 19
-    mov rcx, qword ptr [r15 + 0]
+    mov ecx, 98
+    mov r8d, 239
+    xchg rdx, rax
+    mov edi, 220
     test ebx, 8030
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 78
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    test bl, 232
-    jnz 1f
+    and ebp, dword ptr [r15 + 0]
+    popcnt rax, rbp
+    imul esi, eax, 121
+    test bl, 244
+    jz 1f
 1:
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + 0], r9b
+    mov rdx, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    vpaddd ymm1, ymm5, ymmword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 384]
+    lea rbp, [r10 + r10*1]
     and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 128]
-    popcnt rax, rdx
+    vpaddd ymm4, ymm1, ymmword ptr [r15 + r8 + 192]
     test ebx, 2035
     jnz 1f
 1:
-    movzx edx, r8b
-    mov edi, 153
-    lea r9, [r10 + r10*1]
-    vmovq xmm9, rcx
-    mov esi, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    movsxd rdi, dword ptr [r15 + r8 + 256]
+    vmovq xmm6, rcx
     test bl, 2
     jnz 1f
 1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    mov ebp, dword ptr [r15 + r9 + 320]
-    imul r8d, eax, 77
+    mov ecx, dword ptr [r15 + r9 + 320]
+    mov r9d, dword ptr [r15 + rbp + 64]
+    movzx r8d, dl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 4096 bytes, 16 chunk(s), 9 chunk executions per call
+// block 3: 4096 bytes, 16 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 9]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 9
-    mov eax, ebx
-    and eax, 15
-    lea rcx, [rip + .Lc1_b3_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b3_stubs:
-    .p2align 3
+    mov r13d, 16
     jmp .Lc1_b3_c0
-    .p2align 3
-    jmp .Lc1_b3_c1
-    .p2align 3
-    jmp .Lc1_b3_c2
-    .p2align 3
-    jmp .Lc1_b3_c3
-    .p2align 3
-    jmp .Lc1_b3_c4
-    .p2align 3
-    jmp .Lc1_b3_c5
-    .p2align 3
-    jmp .Lc1_b3_c6
-    .p2align 3
-    jmp .Lc1_b3_c7
-    .p2align 3
-    jmp .Lc1_b3_c8
-    .p2align 3
-    jmp .Lc1_b3_c9
-    .p2align 3
-    jmp .Lc1_b3_c10
-    .p2align 3
-    jmp .Lc1_b3_c11
-    .p2align 3
-    jmp .Lc1_b3_c12
-    .p2align 3
-    jmp .Lc1_b3_c13
-    .p2align 3
-    jmp .Lc1_b3_c14
-    .p2align 3
-    jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 368
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov rdi, rdi
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rbp, rbp
-    movzx eax, byte ptr [r15 + 0]
-    bt rcx, r8
-    mov ecx, r8d
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    and esi, dword ptr [r15 + 0]
-    vucomisd xmm9, xmm9
-    test ebx, 6592
-    jnz 1f
-1:
-    mov r8, r8
-    mov rdi, qword ptr [r15 + 0]
-    movzx edx, dil
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, 227
-    mov rdi, qword ptr [r15 + 0]
-    bswap rbp
-    mov rax, r9
-    test bl, 128
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, al
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 608
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r8d, 55
+    mov rbp, rcx
+    crc32 rcx, rsi
     lea r8, [r10 + r10*1]
+    mov rax, r8
+    movzx edi, sil
     test bl, 32
     jnz 1f
 1:
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 192]
-    inc dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r8 + 256]
-    test ebx, 864
+    movsxd rsi, dword ptr [r15 + r8 + 640]
+    movzx edx, dl
+    mov dword ptr [r15 + 0], 96
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1744
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    vpxor xmm1, xmm1, xmm4
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, 7
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 15216
+    jnz 1f
+1:
+    mov ecx, ecx
+    movzx eax, cl
+    mov dword ptr [r15 + 0], 244
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 78
+    mov esi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov edi, 215
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 384]
-    mov r8, qword ptr [r15 + rbp + 320]
-    mov byte ptr [r14 + r9 + 640], r9b
+    add rdx, qword ptr [r15 + rbp + 256]
+    movzx eax, byte ptr [r15 + r8 + 576]
+    lea r8, [r10 + r10*1]
+    test bl, 32
+    jz 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 320]
+    mov ecx, dword ptr [r14 + 0]
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov rsi, qword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov r9, rax
-    xchg rcx, rbp
-    movsxd rdx, dword ptr [r15 + 0]
-    vpmovmskb r8d, xmm9
-    mov edi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    mov r8d, dword ptr [r14 + rbp + 256]
+    jmp 1f
+1:
+    movzx eax, al
+    mov edi, dword ptr [r15 + rbp + 192]
+    test bl, 32
+    jz 1f
+1:
+    movzx r9d, dl
+    mov edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 162
+    test ebx, 7088
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 73
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, dil
-    mov byte ptr [r15 + 0], dl
-    and eax, dword ptr [r15 + 0]
-    test bl, 32
+    popcnt rcx, rsi
+    mov rcx, qword ptr [r15 + 0]
+    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 832
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    movzx ebp, al
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 57152
+    mov rdi, qword ptr [r15 + 0]
+    movzx esi, bpl
+    movzx r9d, dil
+    test ebx, 800
     jz 1f
 1:
-    jmp 1f
+    and r9d, dword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1840
+    jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*8]
-    movzx ecx, byte ptr [r15 + 0]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 512]
-    and r9, 960
-    movzx eax, byte ptr [r15 + r9 + 2240]
-    test bl, 32
-    jnz 1f
+    movzx edi, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1264
+    jz 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 2368]
-    mov byte ptr [r15 + r9 + 2304], dil
-    mov rax, qword ptr [r15 + r9 + 2048]
-    movzx edi, byte ptr [r15 + r9 + 2496]
     lea rbp, [r10 + r10*1]
-    test bl, 192
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 1984], edx
+    movsxd r9, dword ptr [r14 + 0]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], dl
-    sete sil
-    movzx edx, byte ptr [r15 + rbp + 192]
-    test ebx, 126784
-    jnz 1f
+    mov qword ptr [r15 + rbp + 448], r9
+    or esi, 1
+    xor edx, edx
+    div esi
+    test ebx, 7792
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 2112]
-    mov dword ptr [r14 + r9 + 2432], ecx
-    add rax, qword ptr [r15 + r9 + 2176]
-    mov qword ptr [r15 + r8 + 448], rax
+    lea r8, [r10 + r10*1]
+    mov r9, qword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 832], dil
+    movzx ecx, byte ptr [r15 + r8 + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    mov r9d, dword ptr [r15 + 0]
-    bt rcx, rcx
-    and ebp, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov rdx, rbp
-    add rsi, qword ptr [r15 + 0]
-    mov ecx, 24
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 86
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    sete al
-    mov rdx, r9
-    movzx r9d, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 800
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd rax, dword ptr [r15 + 0]
-    mov rsi, r8
-    test bl, 128
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 608
     jz 1f
 1:
-    mov r9, rdi
-    movzx r9d, byte ptr [r15 + 0]
-    vmovq xmm9, rdi
-    jmp 1f
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
 1:
+    popcnt rdi, rbp
+    mov r9d, 96
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 640
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, eax
     test bl, 32
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 6976
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov edi, dword ptr [r15 + 0]
-    mov eax, r8d
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 15792
+    and edx, dword ptr [r15 + 0]
+    mov ecx, 54
+    movzx eax, bpl
+    mov dword ptr [r15 + 0], ecx
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, r8d
-    lea r9, [r10 + r10*1]
-    mov edx, dword ptr [r15 + 0]
-    and r9, 64
-    add qword ptr [r15 + r9 + 128], r8
-    test ebx, 1872
+    mov rsi, qword ptr [r15 + 0]
+    sete r9b
+    mov qword ptr [r15 + rbp + 768], rsi
+    test ebx, 1248
     jnz 1f
 1:
-    mov byte ptr [r14 + 0], r9b
     lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r15 + r8 + 448]
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r8b
-    movsxd r8, dword ptr [r15 + r9 + 64]
-    test ebx, 6976
+    and edi, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    mov edx, dword ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    test bl, 64
     jz 1f
 1:
-    movzx esi, byte ptr [r14 + rbp + 192]
-    movzx r9d, dil
-    mov r8d, edi
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    vpor xmm6, xmm6, xmm6
+    mov eax, dword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test bl, 80
-    jnz 1f
+    mov esi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    bt r9, r8
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 3952
+    jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    mov eax, 175
-    mov edx, edx
-    movsxd rsi, dword ptr [r15 + 0]
+    vmovq xmm4, r8
+    mov rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 11248
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rax
     test bl, 32
     jnz 1f
 1:
-    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov edx, r8d
-    test ebx, 256
+    mov qword ptr [r15 + 0], rax
+    mov rsi, r9
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 50
+    test ebx, 640
     jz 1f
 1:
-    mov edx, 166
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 89
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 3520
-    jnz 1f
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    movzx eax, cl
+    test bl, 128
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 384
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 3568
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r14 + 0], ebp
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 212
-    lea r9, [r10 + r10*1]
-    movzx edx, byte ptr [r14 + 0]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 256]
-    test ebx, 1264
+    test ebx, 800
     jz 1f
+1:
+    mov r9, qword ptr [r14 + 0]
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov esi, dword ptr [r15 + rbp + 896]
+    mov edi, esi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    test bl, 112
+    jnz 1f
+1:
+    mov rax, r8
+    lea r9, [r10 + r10*1]
+    jmp 1f
 1:
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 448]
-    mov edi, edi
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    movzx eax, byte ptr [r14 + rbp + 192]
-    lea rbp, [r10 + r10*1]
-    test bl, 64
-    jz 1f
+    mov eax, dword ptr [r15 + r9 + 384]
+    mov edi, 160
+    test bl, 224
+    jnz 1f
 1:
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 128]
-    mov eax, esi
-    mov edx, dword ptr [r15 + rbp + 64]
+    mov rsi, qword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r8 + 256], dil
+    movzx r9d, byte ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movsxd rax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 12128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 47
-    movzx r9d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx edi, al
+    mov ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    movzx edx, byte ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 2032
+    movzx eax, byte ptr [r15 + 0]
+    crc32 eax, bpl
+    movzx edi, bpl
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov rax, rcx
-    mov byte ptr [r15 + 0], cl
-    movsxd rsi, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    sete bpl
+    mov rsi, qword ptr [r15 + 0]
     test bl, 128
-    jz 1f
+    jnz 1f
 1:
-    movzx r8d, dl
-    movsxd r9, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov ecx, 104
+    mov r8, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    bt rcx, rdi
-    movzx r8d, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 112
-    jz 1f
-1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 640]
-    movzx eax, byte ptr [r15 + rbp + 576]
-    mov rbp, qword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    movzx eax, r9b
+    mov r9d, dword ptr [r15 + 0]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, ebp
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 848
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    and r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 160
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    mov eax, dword ptr [r15 + r9 + 128]
+    mov edi, dword ptr [r15 + r9 + 128]
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 896]
-    mov byte ptr [r15 + r8 + 832], dil
+    movsxd rax, dword ptr [r14 + r8 + 384]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 256]
+    mov byte ptr [r14 + 0], cl
+    test ebx, 256
+    jz 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 64]
+    mov esi, dword ptr [r15 + r8 + 320]
+    and r8d, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov rdi, rdi
-    movsxd r9, dword ptr [r15 + 0]
-    movzx esi, cl
-    mov edx, 98
-    test ebx, 256
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], ebp
-    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 124
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov rdx, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, 197
-    xchg rcx, rdi
-    test ebx, 256
-    jz 1f
+    mov dword ptr [r15 + 0], 223
+    movzx ecx, dl
+    movzx edi, cl
+    mov byte ptr [r15 + 0], bpl
+    test bl, 32
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, 176
+    mov rsi, rbp
+    mov dword ptr [r15 + 0], 59
+    test bl, 128
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 672
+    jnz 1f
 1:
     mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r8d, dword ptr [r15 + 0]
-    movzx edi, al
-    test bl, 128
-    jz 1f
+    mov rcx, rax
+    mov esi, ebp
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 944
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, 167
-    mov dword ptr [r15 + 0], edx
-    mov eax, 177
-    mov ebp, 61
-    test bl, 32
-    jz 1f
+    add rbp, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], rdi
+    vpaddd xmm6, xmm6, xmm6
+    test ebx, 3824
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    movzx esi, byte ptr [r14 + r9 + 64]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 384]
-    test ebx, 64256
-    jnz 1f
+    movzx ebp, byte ptr [r14 + r8 + 448]
+    jmp 1f
 1:
-    mov rdi, rbp
-    xor dword ptr [r15 + r9 + 128], edi
-    mov esi, r9d
-    mov rax, qword ptr [r15 + r8 + 256]
-    test ebx, 256
+    movsxd r8, dword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 832]
+    test bl, 112
     jz 1f
 1:
-    mov edx, dword ptr [r14 + 0]
-    mov r9, rax
-    mov byte ptr [r15 + rbp + 320], cl
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 640]
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    popcnt rax, rax
+    movzx ebp, byte ptr [r15 + r9 + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    lea rbp, [r10 + r10*1]
-    mov r8d, ecx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 896], ecx
-    or esi, 1
-    xor edx, edx
-    div esi
-    sete cl
-    test bl, 32
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 57
-    mov r9d, r9d
-    test ebx, 1712
-    jnz 1f
-1:
-    movzx r8d, r9b
-    mov edx, ecx
-    mov dword ptr [r15 + 0], 168
-    test ebx, 6848
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1744
-    jnz 1f
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
 1:
     mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov eax, 69
-    jmp 1f
-1:
-    test ebx, 14336
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov ecx, 69
-    mov r9d, dword ptr [r15 + 0]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 448]
-    test ebx, 2048
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 832], 89
-    mov qword ptr [r14 + r8 + 512], rbp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], bpl
-    test ebx, 59264
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 642
-    rep stosb
-    mov edx, dword ptr [r15 + r9 + 256]
-    vpor xmm9, xmm9, xmm9
     test bl, 64
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    vpcmpeqb xmm6, xmm6, xmm4
+    cmovne rcx, rcx
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 384
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 5952
+    jnz 1f
+1:
+    mov rdx, rsi
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], edx
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    movzx edi, bpl
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    movzx eax, al
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 688
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov esi, 184
+    lea r8, [r10 + r10*1]
+    test ebx, 416
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 144
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    mov rdx, qword ptr [r14 + 0]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r14 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 89
+    vpmovmskb edi, xmm15
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 192], r9d
+    mov rax, qword ptr [r15 + r9 + 448]
+    movzx r8d, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    lea r8, [r10 + r10*8]
-    bswap rax
-    mov ebp, 90
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7488]
-    add r9, qword ptr [r15 + r8 + 7232]
-    test bl, 176
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    add rax, qword ptr [r15 + r8 + 7424]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 768], edi
-    mov edx, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov r9, rbp
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 832]
     jmp 1f
 1:
-    test ebx, 736
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 240
     jnz 1f
 1:
-    movzx ecx, cl
-    mov esi, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov edi, 70
     movsxd rdx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 304
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r9, rax
     test bl, 32
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov ecx, ebp
+    test bl, 64
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, bpl
-    mov qword ptr [r15 + 0], rbp
-    test bl, 32
+    mov r9, qword ptr [r15 + 0]
+    mov edx, 44
+    popcnt rdi, rsi
+    test ebx, 6896
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 188
-    mov esi, dword ptr [r15 + r8 + 7360]
-    mov byte ptr [r15 + r9 + 704], bpl
-    test bl, 112
+    movzx ecx, dil
+    bswap rdx
+    mov rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 1264
     jnz 1f
 1:
-    mov rcx, rcx
-    mov r9d, r8d
-    movsxd rbp, dword ptr [r15 + r8 + 7168]
-    test bl, 128
+    movzx edx, byte ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + rbp + 896]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    test ebx, 1712
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 7104], r8
-    lea r9, [r10 + r10*1]
-    jmp 1f
+    lea rbp, [r10 + r10*1]
+    movzx ecx, r9b
+    movzx eax, byte ptr [r14 + 0]
+    mov qword ptr [r15 + r8 + 256], rax
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rcx
+    test ebx, 1248
+    jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + r8 + 7296]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], 251
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 640]
-    and edx, dword ptr [r15 + r8 + 7616]
-    mov byte ptr [r14 + r8 + 7552], r8b
+    mov rdi, r9
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    mov rdx, rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    and r8d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, al
+    lock or dword ptr [r15 + 0], 51
+    mov qword ptr [r15 + 0], rcx
+    and r9d, dword ptr [r15 + 0]
+    mov edi, esi
+    test bl, 80
+    jnz 1f
+1:
     mov dword ptr [r15 + 0], eax
-    test bl, 32
-    jnz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    add rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    cmovne rax, rax
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 81792
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    cmovne r9, r9
-    mov edx, ecx
+    bswap rcx
+    test bl, 64
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, 149
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 304
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    sete bpl
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    sete sil
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 2048
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    cmovne rdi, r8
-    mov esi, eax
-    mov qword ptr [r15 + 0], rsi
-    test bl, 64
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov edx, eax
-    mov r8, r9
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 256]
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r14 + rbp + 192]
-    test bl, 32
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    test bl, 80
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and edi, dword ptr [r14 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
-    mov r8d, esi
-    mov rdx, rsi
-    test ebx, 64416
+    movsxd rsi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    add rax, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1024
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 448]
-    mov rsi, rsi
-    mov r9d, dword ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    mov edi, 56
+    movzx eax, r9b
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 256]
+    test ebx, 320
+    jz 1f
+1:
+    mov esi, r9d
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r14 + 0]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + r9 + 448]
+    test bl, 32
+    jnz 1f
+1:
+    bswap rcx
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 448]
+    mov rdi, rdi
+    mov esi, 252
+    test ebx, 2032
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 512]
+    movsxd rcx, dword ptr [r14 + r8 + 192]
+    mov qword ptr [r15 + rbp + 512], rdi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    mov qword ptr [r15 + 0], rax
-    xor dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    sete dl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 96192
+    movzx r8d, r9b
+    mov edx, 218
+    mov r9, r8
+    mov byte ptr [r15 + 0], al
+    test ebx, 912
     jnz 1f
 1:
     mov eax, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov rsi, rsi
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1264
+    cmovne rsi, rsi
+    cmovne rsi, rsi
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 3712
     jz 1f
 1:
-    mov edx, r9d
-    lock add qword ptr [r15 + 0], rdi
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 15072
-    jz 1f
+    add rdx, qword ptr [r15 + 0]
+    mov ebp, 114
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov edi, 228
-    mov ecx, edi
-    test ebx, 1152
-    jz 1f
+    movsxd rax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 144
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8, rcx
-    test bl, 32
-    jz 1f
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test bl, 240
+    jnz 1f
 1:
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    imul ebp, edi, 80
+    test ebx, 64416
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
+    vpaddd xmm6, xmm6, xmm15
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], eax
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rdi, qword ptr [r14 + rbp + 256]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    vpmovmskb esi, xmm8
     test bl, 128
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    mov r9d, dword ptr [r14 + 0]
-    mov byte ptr [r15 + r8 + 320], r9b
-    mov rbp, rax
+    movsxd rcx, dword ptr [r14 + 0]
+    mov byte ptr [r14 + 0], sil
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 640]
+    mov byte ptr [r15 + rbp + 576], dl
     lea r8, [r10 + r10*1]
     test bl, 32
-    jnz 1f
+    jz 1f
 1:
+    movsxd rcx, dword ptr [r15 + r9 + 320]
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], ebp
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + r8 + 512]
-    mov r9d, r8d
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    add qword ptr [r14 + r8 + 64], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    lea rbp, [r10 + r10*8]
-    and rbp, 960
-    mov rax, qword ptr [r15 + rbp + 2048]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    movzx edx, cl
-    test ebx, 1936
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    or qword ptr [r15 + r9 + 128], 60
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    mov rax, qword ptr [r15 + 0]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    test ebx, 288
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    bswap r8
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test bl, 32
+    jz 1f
+1:
     movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, cl
+    movzx esi, cl
+    mov edi, edi
+    test ebx, 6128
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    test bl, 32
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 211
+    mov qword ptr [r15 + 0], rdx
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    test ebx, 16176
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 140
+    movzx ecx, byte ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    vpaddq xmm9, xmm9, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, rax
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov eax, 201
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + rbp + 2368]
-    lea r9, [r10 + r10*1]
     and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    mov rax, qword ptr [r14 + 0]
-    test bl, 128
+    mov dword ptr [r15 + r8 + 448], ebp
+    mov dword ptr [r15 + rbp + 256], 174
+    mov edx, r8d
+    test ebx, 288
     jz 1f
 1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 64]
-    movzx edi, byte ptr [r15 + rbp + 2112]
-    movsxd rdx, dword ptr [r15 + rbp + 1984]
-    mov ecx, dword ptr [r15 + r9 + 128]
-    test bl, 48
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 2304], 254
-    movzx esi, byte ptr [r15 + rbp + 2432]
-    mov r9, rbp
-    mov dword ptr [r15 + rbp + 2496], 242
-    test ebx, 6016
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 320]
-    movsxd r9, dword ptr [r15 + rbp + 2176]
-    mov rdx, qword ptr [r14 + rbp + 2240]
-    jmp 1f
-1:
+    mov eax, dword ptr [r14 + 0]
+    mov ebp, dword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r8 + 512], r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], ebp
-    lock add qword ptr [r15 + 0], rdx
-    movzx eax, r9b
-    test ebx, 3056
-    jz 1f
-1:
-    vpcmpeqb xmm9, xmm9, xmm4
-    mov rbp, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 7920
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    bswap r8
-    mov edi, r8d
-    mov edx, edi
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 80
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8, rcx
-    mov rax, rsi
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 3824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    bt rax, rsi
-    mov ecx, eax
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, 3
-    lea rbp, [r10 + r10*1]
+    mov r9, r9
     lea r8, [r10 + r10*1]
-    mov edx, dword ptr [r14 + 0]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    vpcmpeqb xmm4, xmm4, xmm6
+    mov r9, r8
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 156
-    test bl, 80
-    jz 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + rbp + 256]
-    test ebx, 720
-    jz 1f
-1:
-    mov r9, rsi
-    lea rbp, [r10 + r10*1]
-    mov rdi, rcx
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], r9b
-    add rsi, qword ptr [r15 + r8 + 64]
+    mov r9, qword ptr [r15 + r8 + 640]
     test bl, 32
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    mov edi, edx
-    mov r8, rdi
+    mov rdx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov rcx, rdx
+    test ebx, 256
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    mov rbp, rax
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1152
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 304
+    jz 1f
+1:
+    mov rdi, r8
+    add rcx, qword ptr [r15 + 0]
+    mov rax, rdi
+    test ebx, 12208
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9, r8
+    test ebx, 256
+    jz 1f
+1:
+    or qword ptr [r14 + 0], 60
+    jmp 1f
+1:
+    mov rdx, rbp
+    test ebx, 256
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + 0]
+    mov ecx, edi
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 64]
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    test bl, 32
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    and eax, dword ptr [r15 + rbp + 128]
+    and r8, 64
+    xor dword ptr [r14 + r8 + 448], r8d
+    movzx ebp, byte ptr [r15 + r8 + 512]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 576], rbp
-    mov rcx, rcx
-    movzx eax, byte ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1264
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov edx, 159
-    mov esi, dword ptr [r15 + 0]
+    mov r9d, 184
+    mov esi, r9d
+    mov r9, rdi
+    mov eax, r9d
     test ebx, 256
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 208
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 15584
+    add r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 304
+    jz 1f
+1:
+    vpmovmskb r8d, xmm4
+    movsxd rbp, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1712
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, 116
+    add rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 256
     jz 1f
 1:
     movsxd rax, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov edx, r9d
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 128]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 512]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 640]
+    mov byte ptr [r15 + r8 + 576], al
+    mov edi, 45
+    mov eax, r9d
+    test bl, 64
+    jz 1f
+1:
+    movzx r8d, byte ptr [r14 + 0]
+    crc32 rdx, rdx
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    movzx esi, byte ptr [r15 + r9 + 64]
+    test ebx, 2816
+    jnz 1f
+1:
+    movzx ebp, bpl
+    imul rbp, rbp
     jmp 1f
 1:
-    mov edi, 4
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 47616
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, bpl
-    add qword ptr [r15 + 0], rbp
-    test bl, 48
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    bt rbp, rbp
-    lea r9, [r10 + r10*1]
-    test ebx, 752
-    jnz 1f
-1:
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + rbp + 640], r9d
-    vsubsd xmm9, xmm9, xmm9
-    mov rax, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 28640
-    jz 1f
-1:
-    and rbp, 64
-    mov rcx, qword ptr [r14 + rbp + 384]
-    mov r8, rcx
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    mov edx, ecx
-    test bl, 144
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 320]
-    mov r9d, eax
-    mov edi, 124
+    mov rbp, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, esi
-    mov edx, dword ptr [r15 + 0]
-    mov esi, 81
-    test ebx, 7984
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 6976
     jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov rdi, rdx
-    test ebx, 7888
-    jnz 1f
-1:
-    xchg rdi, rdx
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], ecx
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    imul rbp, rbp
-    mov rdi, r8
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx r8d, r8b
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
     mov byte ptr [r15 + 0], r9b
-    vpcmpeqb xmm8, xmm8, xmm2
-    test bl, 32
+    xor dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 34
+    test ebx, 400
+    jz 1f
+1:
+    vpmovmskb esi, xmm4
+    mov rcx, rsi
+    lea r9, [r10*8]
+    movzx esi, byte ptr [r14 + 0]
+    and r9, 448
+    movsxd rdi, dword ptr [r15 + r9 + 1600]
+    test bl, 128
     jnz 1f
 1:
-    or qword ptr [r14 + 0], 33
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
+    mov r8, rdi
+    mov rdx, r8
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 896]
+    mov eax, dword ptr [r15 + r9 + 1536]
+    test ebx, 400
+    jnz 1f
+1:
+    mov ecx, 242
     lea r8, [r10 + r10*1]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 512]
-    test ebx, 496
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 448], 45
+    mov dword ptr [r15 + rbp + 256], ebp
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 64]
-    movzx edx, dl
-    movzx ecx, byte ptr [r15 + r8 + 128]
-    test bl, 64
+    mov edx, dword ptr [r15 + r8 + 384]
+    mov rdi, qword ptr [r15 + r9 + 1728]
+    test ebx, 1600
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 832]
-    bt rdi, rbp
-    vpshufd xmm8, xmm9, 68
+    add rdi, qword ptr [r15 + r9 + 1792]
+    movzx ecx, dil
+    mov esi, dword ptr [r14 + r8 + 320]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 1856]
+    movzx edx, byte ptr [r15 + r9 + 1664]
+    mov rcx, qword ptr [r15 + r9 + 1472]
+    movzx esi, byte ptr [r15 + r9 + 1920]
+    test ebx, 688
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 192], cl
+    mov eax, esi
+    bt rbp, rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 640], eax
-    mov qword ptr [r15 + 0], rax
-    and edx, dword ptr [r15 + 0]
-    movzx ebp, r8b
-    test bl, 32
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    xchg rdi, rbp
+    test ebx, 16272
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edi, edi
-    movsxd rbp, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    movzx eax, cl
+    and esi, dword ptr [r15 + 0]
+    mov ebp, 160
     test bl, 32
     jz 1f
 1:
     jmp 1f
 1:
-    mov esi, 167
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 11232
-    jnz 1f
-1:
-    lea r8, [r10*8]
-    lea rbp, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    and r8, 448
-    movzx edi, byte ptr [r15 + r8 + 1728]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    mov ecx, 127
-    test ebx, 256
-    jnz 1f
-1:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 1536]
-    movsxd rsi, dword ptr [r15 + r8 + 1664]
-    mov ecx, dword ptr [r15 + r8 + 1856]
-    mov edi, dword ptr [r14 + 0]
-    test ebx, 6784
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 128]
-    movzx edx, byte ptr [r15 + r8 + 1472]
-    movzx ebp, byte ptr [r15 + r8 + 1920]
+    add rbp, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov ebp, 212
-    movzx ecx, r9b
-    mov dword ptr [r15 + r9 + 576], 123
-    mov rsi, qword ptr [r15 + r8 + 1600]
-    test bl, 128
+    and ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test bl, 32
     jnz 1f
 1:
-    mov eax, r9d
-    mov rdx, qword ptr [r15 + r8 + 1792]
-    mov ecx, 226
+    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 165
+    add rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 1264
+    jnz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 768], r8
+    and ecx, dword ptr [r14 + 0]
+    movzx esi, cl
+    mov edi, edx
+    test ebx, 688
+    jz 1f
+1:
+    mov ecx, edx
+    lea rbp, [r10 + r10*1]
+    movzx eax, byte ptr [r14 + 0]
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 128]
+    movzx r9d, byte ptr [r15 + r8 + 704]
+    lea r8, [r10 + r10*1]
+    test ebx, 6848
+    jnz 1f
+1:
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    movzx eax, byte ptr [r15 + r8 + 256]
+    mov esi, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    mov dword ptr [r14 + 0], 50
-    mov qword ptr [r14 + 0], r9
+    mov r9, qword ptr [r15 + 0]
+    crc32 rcx, rcx
     movzx ecx, byte ptr [r15 + 0]
-    mov r9, r9
-    test bl, 64
-    jz 1f
-1:
-    mov ecx, r8d
-    and r9d, dword ptr [r15 + 0]
-    mov r8, r8
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 169
-    mov r9d, 254
-    vpshufd xmm6, xmm4, 197
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 12208
+    mov ebp, ebp
+    test ebx, 736
     jnz 1f
 1:
+    movsxd rbp, dword ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    vpor xmm4, xmm4, xmm6
-    test bl, 32
+    mov dword ptr [r15 + 0], edi
+    mov r9, r8
+    test ebx, 4016
     jnz 1f
 1:
-    mov esi, ebp
+    mov rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    vmovdqu xmm9, xmmword ptr [r15 + 0]
-    test ebx, 576
+    test bl, 128
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov ecx, edx
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1744
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, 109
-    test ebx, 624
-    jnz 1f
+    and ebp, dword ptr [r15 + 0]
+    mov rax, rbp
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rcx, rax
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 448]
-    lea rbp, [r10 + r10*1]
-    movzx ecx, cl
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 576]
+    movsxd rbp, dword ptr [r15 + 0]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 912
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
     lea r8, [r10 + r10*1]
-    test ebx, 7888
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 209
+    lea r9, [r10 + r10*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r9 + 512], 204
-    movzx eax, byte ptr [r15 + rbp + 640]
+    add rbp, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], 194
+    mov ebp, esi
+    lea rbp, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + r9 + 256]
+    test ebx, 6896
+    jz 1f
+1:
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 640]
+    mov r9d, dword ptr [r15 + rbp + 576]
+    movzx edx, byte ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -1869,834 +1832,830 @@ ditto_body_c1:
     lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117752], rcx
     mov r13d, 16
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b4_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b4_stubs:
-    .p2align 3
     jmp .Lc1_b4_c0
-    .p2align 3
-    jmp .Lc1_b4_c1
-    .p2align 3
-    jmp .Lc1_b4_c2
-    .p2align 3
-    jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    lea rbp, [r10 + r10*8]
-    and rbp, 4032
     lea r8, [r10*8]
-    movsxd rdi, dword ptr [r15 + rbp + 3136]
-    mov qword ptr [r15 + rbp + 3200], r8
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7232], 137
-    mov rcx, qword ptr [r15 + rbp + 3520]
-    test bl, 188
-    jz 1f
-1:
-    mov r9d, 66
-    movzx edx, byte ptr [r15 + rbp + 3008]
-    movzx esi, byte ptr [r15 + r8 + 7360]
-    xchg qword ptr [r15 + r8 + 7104], rsi
-    test bl, 16
-    jnz 1f
-1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 3072]
-    movzx esi, byte ptr [r15 + r8 + 7168]
-    test bl, 8
-    jz 1f
-1:
+    lea rbp, [r10 + r10*1]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 1472]
+    mov rax, r8
+    and rbp, 64
     lea r9, [r10 + r10*1]
-    mov ecx, edi
-    mov esi, edi
+    mov rsi, qword ptr [r15 + rbp + 320]
+    test bl, 64
+    jnz 1f
+1:
     and r9, 64
-    mov qword ptr [r14 + r9 + 640], rsi
-    vpmovmskb edi, xmm9
-    test ebx, 13792
+    movzx edi, byte ptr [r15 + r9 + 512]
+    movzx ecx, byte ptr [r14 + r8 + 1792]
+    sete cl
+    mov esi, ecx
+    test ebx, 832
+    jnz 1f
+1:
+    movzx eax, dl
+    mov edi, dword ptr [r15 + r8 + 1920]
+    movzx edx, byte ptr [r15 + r8 + 1728]
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    test ebx, 14832
+    jnz 1f
+1:
+    movzx ebp, r8b
+    jmp 1f
+1:
+    movzx edx, bpl
+    vmaxsd xmm15, xmm15, xmm6
+    test ebx, 256
     jz 1f
 1:
-    imul rdx, rdi
-    movsxd rax, dword ptr [r15 + rbp + 3328]
-    mov rsi, rdx
-    test ebx, 3948
-    jnz 1f
+    popcnt rax, rdx
+    mov rdi, r9
+    jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + r8 + 7296]
-    mov dword ptr [r15 + r8 + 7424], esi
-    mov rdi, qword ptr [r14 + r9 + 576]
-    imul eax, ebp, 113
-    test bl, 8
-    jnz 1f
+    mov ebp, 150
+    test ebx, 2940
+    jz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 3456]
-    mov dword ptr [r15 + rbp + 3264], ebp
-    mov qword ptr [r15 + rbp + 3392], rbp
+    mov rbp, rbp
+    mov rsi, rbp
+    vmaxsd xmm15, xmm15, xmm15
+    movzx edi, byte ptr [r15 + r8 + 1856]
+    test ebx, 14064
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + r8 + 1536]
+    and edx, dword ptr [r15 + r8 + 1600]
+    mov qword ptr [r15 + r8 + 1664], r9
+    test bl, 232
+    jz 1f
+1:
+    mov rdi, rdx
+    movzx eax, dil
+    movzx esi, byte ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rax
-    mov ecx, ebp
-    test ebx, 14256
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 38
-    add rbp, qword ptr [r15 + 0]
-    vucomisd xmm6, xmm4
+    mov dword ptr [r15 + 0], 35
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    test bl, 8
+    movzx r8d, r9b
+    test ebx, 4044
     jnz 1f
 1:
-    mov r9d, 73
-    mov eax, 50
-    mov dword ptr [r15 + 0], 198
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], r8d
+    mov rdx, r9
+    mov eax, dword ptr [r15 + 0]
+    test bl, 156
     jz 1f
 1:
-    movzx esi, dl
-    cmovne rdx, r8
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test bl, 32
+    lea rbp, [r10 + r10*8]
+    mov r8d, dword ptr [r15 + 0]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    and rbp, 4032
+    mov r9, qword ptr [r15 + rbp + 3520]
+    test ebx, 256
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test bl, 64
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 8
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    mov r9d, edx
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], bpl
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 256]
+    add r8, qword ptr [r14 + rbp + 3200]
+    movzx esi, byte ptr [r15 + rbp + 3136]
+    mov ecx, r8d
+    mov rcx, rdi
     lea r9, [r10 + r10*1]
-    mov edx, r9d
-    test bl, 8
-    jnz 1f
-1:
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 320]
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    movzx r8d, byte ptr [r14 + 0]
-    mov qword ptr [r14 + rbp + 192], r8
-    test ebx, 752
+    lea r8, [r10 + r10*1]
+    test bl, 32
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + r9 + 384]
-    mov ebp, eax
-    mov rdx, rdi
+    mov rdi, r9
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 128]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov rsi, qword ptr [r15 + rbp + 3264]
+    test ebx, 15216
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 64]
+    movsxd r9, dword ptr [r15 + rbp + 3456]
+    movzx edx, byte ptr [r15 + r8 + 384]
+    test bl, 32
+    jnz 1f
+1:
+    popcnt r8, rbp
+    mov r8d, 13
+    mov rax, qword ptr [r15 + rbp + 3072]
+    movsxd rcx, dword ptr [r15 + rbp + 3328]
+    test ebx, 304
+    jz 1f
+1:
+    movzx r9d, dil
+    movzx edi, byte ptr [r15 + rbp + 3008]
+    movsxd r8, dword ptr [r15 + rbp + 3392]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov eax, dword ptr [r15 + 0]
-    mov ecx, 59
-    movsxd r9, dword ptr [r15 + 0]
-    mov edi, r9d
-    test bl, 32
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    bt rsi, r8
-    mov byte ptr [r15 + 0], r8b
-    movzx edi, r8b
-    test bl, 32
-    jz 1f
-1:
-    vpaddd xmm4, xmm4, xmm4
-    mov dword ptr [r15 + 0], 203
-    mov qword ptr [r15 + 0], rbp
-    test bl, 208
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov edx, ebp
-    mov dword ptr [r15 + 0], edx
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 304
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov esi, 74
-    test bl, 8
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
+    lea r8, [r10 + r10*8]
+    movzx eax, bpl
     lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rsi
+    and r8, 960
+    movsxd rdi, dword ptr [r15 + r8 + 2432]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 832]
+    movzx ecx, byte ptr [r15 + r8 + 2176]
+    test bl, 64
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 2368]
+    mov byte ptr [r15 + r8 + 2496], dl
+    movzx edx, r9b
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov eax, 24
+    test ebx, 16288
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov esi, edi
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 448]
     test bl, 8
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and rbp, 64
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 448]
-    movzx edi, bpl
-    movzx edx, dil
-    test bl, 152
+    movsxd rax, dword ptr [r15 + r8 + 2112]
+    mov rdx, rax
+    movzx eax, byte ptr [r15 + r8 + 2048]
+    mov edi, ebp
+    test ebx, 1276
+    jz 1f
+1:
+    and ecx, dword ptr [r14 + 0]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 512]
+    movzx r9d, cl
+    test bl, 32
     jnz 1f
 1:
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + rbp + 512]
-    lea r8, [r10 + r10*1]
-    movsxd rbp, dword ptr [r14 + 0]
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + r8 + 192]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 896], al
-    test ebx, 316
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    and edx, dword ptr [r15 + r9 + 832]
+    mov byte ptr [r15 + r8 + 1984], bpl
+    movzx ecx, byte ptr [r15 + r8 + 2240]
     jmp 1f
 1:
+    movzx esi, byte ptr [r15 + r8 + 2304]
+    test bl, 8
+    jz 1f
+1:
+    mov r8d, esi
+    or eax, 1
+    xor edx, edx
+    div eax
+    mov byte ptr [r14 + rbp + 896], bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    mov eax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edi, dil
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    xchg rbp, rdi
-    mov edi, 248
-    test ebx, 304
-    jz 1f
-1:
-    mov rdx, rbp
-    mov ebp, edi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1004
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 31
-    vpxor xmm2, xmm2, xmm8
-    test bl, 168
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    movzx edi, bpl
+    test bl, 44
     jnz 1f
 1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test bl, 116
+    jz 1f
+1:
+    mov rbp, rbp
+    mov esi, dword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 173
-    and edi, dword ptr [r15 + 0]
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    test ebx, 3804
+    test bl, 56
+    jnz 1f
+1:
+    mov ecx, eax
+    mov edi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx edx, al
+    test ebx, 1404
+    jnz 1f
+1:
+    mov rbp, rax
+    movsxd r8, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 8
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], eax
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 832]
-    or esi, 1
-    xor edx, edx
-    div esi
-    movsxd rdi, dword ptr [r14 + r9 + 896]
+    and r9d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     test bl, 32
+    jnz 1f
+1:
+    mov ecx, ebp
+    mov byte ptr [r15 + 0], sil
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    test ebx, 3956
+    jnz 1f
+1:
+    mov qword ptr [r14 + 0], rsi
+    lea r8, [r10 + r10*1]
+    movzx esi, byte ptr [r14 + 0]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 896]
+    test ebx, 344
+    jnz 1f
+1:
+    mov eax, edx
+    mov byte ptr [r15 + r8 + 832], al
+    movzx edx, al
+    lea r9, [r10 + r10*1]
+    test bl, 8
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx edx, r9b
-    movsxd rbp, dword ptr [r15 + r8 + 128]
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + r9 + 448], cl
+    mov qword ptr [r15 + r9 + 320], rbp
+    mov edx, dword ptr [r15 + rbp + 64]
+    add rbp, qword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 13 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 13
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b5_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b5_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b5_c0
-    .p2align 3
-    jmp .Lc1_b5_c1
-    .p2align 3
-    jmp .Lc1_b5_c2
-    .p2align 3
-    jmp .Lc1_b5_c3
-    .p2align 3
-    jmp .Lc1_b5_c4
-    .p2align 3
-    jmp .Lc1_b5_c5
-    .p2align 3
-    jmp .Lc1_b5_c6
-    .p2align 3
-    jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 8024
-    jz 1f
-1:
-    movzx ebp, r8b
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, dl
-    test ebx, 304
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ecx, dil
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 6104
     jnz 1f
 1:
-    mov rcx, rdx
-    mov dword ptr [r15 + 0], ecx
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     movzx edx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 16096
+    test bl, 16
     jz 1f
 1:
-    mov rdx, rax
-    mov rdi, qword ptr [r15 + 0]
-    movzx eax, al
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], eax
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov eax, eax
     test bl, 16
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 256]
-    mov ecx, esi
-    lea r9, [r10 + r10*1]
-    test ebx, 376
-    jz 1f
-1:
-    mov esi, edi
-    and r9, 64
-    mov esi, dword ptr [r14 + r9 + 320]
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    movzx edx, byte ptr [r14 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rdi, rax
-    mov ecx, ecx
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + rbp + 448]
-    vpor xmm8, xmm8, xmm2
+    movzx r9d, byte ptr [r15 + 0]
+    mov edx, r9d
+    mov rax, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    vpcmpeqb xmm4, xmm4, xmm8
-    mov r8d, 82
-    movsxd rdx, dword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 920
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    lea rdi, [r15 + 67109504]
+    mov ecx, 639
+    rep stosb
+    mov rdx, rcx
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test bl, 24
+    jnz 1f
+1:
+    mov rax, rax
+    and r8, 64
+    vmovdqu xmm15, xmmword ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 192]
+    test bl, 32
+    jnz 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 896]
+    mov rcx, r8
+    mov edi, edi
+    test ebx, 28384
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 64]
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    mov r8, qword ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    lea r9, [r10*8]
-    mov edi, 196
-    and r9, 448
-    mov eax, dword ptr [r15 + r9 + 1920]
-    add rsi, qword ptr [r15 + r9 + 1536]
-    test ebx, 336
+    mov ecx, 68
+    mov esi, 28
+    sete bpl
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov ecx, 184
-    mov r8d, r8d
-    jmp 1f
-1:
-    test bl, 16
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movzx esi, cl
-    test ebx, 896
+    movzx r9d, bpl
+    mov byte ptr [r15 + 0], dil
+    movzx r8d, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 4008
     jnz 1f
 1:
     movzx edi, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movzx edx, sil
-    test bl, 208
+    mov rbp, rdi
+    mov rax, qword ptr [r15 + 0]
+    mov r9, rax
+    test ebx, 416
     jz 1f
 1:
-    and ecx, dword ptr [r15 + r9 + 1856]
-    mov dword ptr [r14 + 0], 120
-    and ecx, dword ptr [r15 + r9 + 1664]
-    vaddsd xmm4, xmm4, xmm8
-    test ebx, 856
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 173
+    movzx edx, byte ptr [r15 + 0]
+    sete al
+    test bl, 16
     jnz 1f
 1:
-    mov eax, 77
-    mov esi, eax
-    mov rdi, qword ptr [r15 + r9 + 1728]
-    test ebx, 472
+    movsxd rax, dword ptr [r15 + 0]
+    vmulsd xmm4, xmm4, xmm13
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, 26
+    test ebx, 7128
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 640], rbp
+    mov rdi, rbp
+    test bl, 128
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 1600]
-    lea r8, [r10 + r10*1]
-    vucomisd xmm2, xmm9
-    and r8, 64
-    movsxd rdx, dword ptr [r14 + r8 + 64]
-    vmovdqu xmm2, xmmword ptr [r15 + r8 + 128]
-    test bl, 64
-    jz 1f
+    lea r9, [r10 + r10*1]
+    movzx eax, sil
+    movzx esi, byte ptr [r15 + rbp + 576]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    mov rdx, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    test bl, 200
+    jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 1792]
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + r9 + 1472]
-    mov rdi, qword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r14 + rbp + 896]
+    movsxd r8, dword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + r9 + 448], 162
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov dword ptr [r15 + 0], r8d
-    mov r9, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    popcnt r8, rsi
-    test bl, 160
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    vpaddd xmm9, xmm9, xmm8
-    test ebx, 7032
-    jz 1f
-1:
-    bswap rsi
-    mov dword ptr [r15 + 0], 113
-    mov rax, rsi
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 5112
-    jnz 1f
-1:
-    mov rsi, rcx
-    mov rdi, qword ptr [r15 + 0]
-    mov rbp, rsi
-    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, rax
+    mov rax, rdi
+    mov qword ptr [r14 + 0], r9
+    or ecx, 1
+    xor edx, edx
+    div ecx
     test bl, 16
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov rsi, r8
+    mov dword ptr [r15 + 0], 144
+    mov dword ptr [r15 + 0], r9d
+    test bl, 64
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov ecx, ecx
-    movzx esi, cl
-    test bl, 64
-    jz 1f
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ecx, ebp
+    test bl, 128
+    jnz 1f
 1:
-    vmovq xmm8, rdx
-    movzx edi, sil
-    mov qword ptr [r15 + 0], rax
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    test ebx, 32160
-    jz 1f
+    vpaddd xmm13, xmm13, xmm3
+    popcnt rsi, rcx
+    mov dword ptr [r15 + 0], 242
+    mov rbp, qword ptr [r15 + 0]
+    test bl, 112
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
+    test bl, 16
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 768]
+    mov rdx, qword ptr [r15 + r8 + 832]
+    mov rcx, rcx
+    test bl, 184
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rcx
     lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r8 + 896]
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r14 + 0], edx
-    mov rdx, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 576]
-    mov rsi, qword ptr [r15 + r9 + 640]
-    test bl, 16
-    jnz 1f
+    and edi, dword ptr [r15 + r9 + 640]
+    mov ecx, 8
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 512]
+    movzx edx, byte ptr [r15 + r8 + 448]
+    test bl, 104
+    jz 1f
 1:
-    vucomisd xmm8, xmm8
-    mov qword ptr [r15 + rbp + 64], rdi
-    mov edx, dword ptr [r15 + r8 + 704]
+    mov eax, 130
+    movzx esi, bpl
+    mov qword ptr [r15 + r9 + 576], rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
     lea rbp, [r10 + r10*1]
+    sete dl
     and rbp, 64
-    add r8, qword ptr [r15 + rbp + 320]
-    movzx edi, dil
-    mov rsi, qword ptr [r14 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 641
-    rep movsb
-    mov r8d, eax
-    cmovne r9, r9
-    test ebx, 59328
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov esi, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 3048
-    jnz 1f
-1:
-    mov edx, r9d
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + 0], edx
+    mov r8, qword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 11
-    test bl, 64
+    movsxd r9, dword ptr [r15 + 0]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, r9d
+    test ebx, 6072
     jz 1f
 1:
-    movzx r8d, dil
-    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 640]
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    cmovne rdi, rbp
-    test ebx, 440
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    vmulsd xmm8, xmm8, xmm11
-    mov r9, rbp
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
-    test ebx, 1280
+    mov qword ptr [r15 + 0], rax
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, 107
+    test ebx, 336
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + rbp + 384]
-    popcnt rbp, rbp
-    and edi, dword ptr [r15 + r8 + 128]
+    mov esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    add rcx, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], rdi
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 16
+    jz 1f
+1:
+    mov eax, ebp
+    cmovne r9, rax
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 640], r8
+    test ebx, 28576
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    movsxd rdi, dword ptr [r15 + r8 + 576]
+    add rdx, qword ptr [r15 + r9 + 320]
+    mov esi, 122
+    test ebx, 824
+    jz 1f
+1:
+    mov dword ptr [r14 + rbp + 448], 212
+    popcnt rax, rsi
+    mov ecx, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    movzx r8d, dil
-    mov r9d, 18
+    mov dword ptr [r15 + 0], eax
+    mov ebp, dword ptr [r15 + 0]
+    or r8d, 1
+    xor edx, edx
+    div r8d
+    xchg r9, rdi
+    test bl, 112
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, cl
+    mov r9, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx ebp, r8b
+    movzx edi, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, 232
+    vmovq xmm4, rax
+    movzx eax, cl
+    test ebx, 936
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov eax, 221
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 336
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    bt rdx, rcx
+    mov dword ptr [r15 + 0], edi
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 128]
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*4]
+    movsxd rsi, dword ptr [r15 + r8 + 64]
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 384]
-    and r8, 960
-    vmovdqu xmm6, xmmword ptr [r15 + r8 + 1984]
-    test bl, 128
-    jnz 1f
+    mov edx, dword ptr [r14 + rbp + 576]
+    vaddsd xmm13, xmm13, xmm3
+    lea r8, [r10 + r10*1]
+    test bl, 16
+    jz 1f
 1:
-    movzx esi, r8b
-    mov dword ptr [r15 + r8 + 2112], esi
-    mov byte ptr [r15 + r8 + 2048], sil
-    lea r9, [r10*8]
-    movzx ecx, byte ptr [r15 + r8 + 2176]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 512]
+    imul esi, edi, 99
+    mov rcx, qword ptr [r15 + r8 + 448]
+    mov eax, dword ptr [r15 + rbp + 640]
     test bl, 16
     jnz 1f
 1:
-    and r9, 448
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + r9 + 1472]
-    movzx esi, r9b
-    movzx eax, byte ptr [r15 + r9 + 1856]
-    test ebx, 3992
-    jz 1f
+    mov r9, qword ptr [r14 + 0]
+    mov ebp, ebp
+    jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + r9 + 1728]
-    mov esi, 143
-    mov edx, 244
-    mov dword ptr [r15 + r9 + 1536], 196
-    test ebx, 576
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + r9 + 1792]
-    mov rax, r8
-    movzx esi, byte ptr [r15 + r9 + 1600]
-    test bl, 144
-    jz 1f
-1:
-    movzx esi, al
-    imul rcx, rsi
-    bt r9, rcx
-    movzx ecx, cl
-    test bl, 16
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 1664], cl
-    movzx edx, byte ptr [r14 + rbp + 320]
-    mov byte ptr [r15 + r8 + 2240], dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea rbp, [r10*8]
     lea r8, [r10 + r10*1]
     and r8, 64
-    add r9, qword ptr [r15 + r8 + 896]
-    and rbp, 448
-    movzx edx, byte ptr [r15 + rbp + 1600]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 194
-    test ebx, 376
+    mov qword ptr [r15 + r8 + 640], r8
+    add rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov edi, dword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 992
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov edi, esi
+    mov ebp, edi
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, eax
     mov qword ptr [r15 + 0], rsi
-    test ebx, 336
-    jz 1f
-1:
-    mov edx, dword ptr [r14 + rbp + 1536]
-    mov rsi, qword ptr [r15 + rbp + 1920]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 1856], edi
-    mov qword ptr [r15 + rbp + 1792], r9
-    test bl, 64
-    jz 1f
-1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    mov edi, 244
-    mov eax, dword ptr [r15 + rbp + 1472]
-    mov edx, edi
     test bl, 16
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + rbp + 1728], r8
-    mov dword ptr [r14 + 0], 36
-    mov edx, 7
+    movzx eax, cl
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 121
     test bl, 64
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 1664], r8
-    sete bpl
-    mov dword ptr [r15 + r8 + 832], 195
-    mov r8d, 25
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 672
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    test bl, 32
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov esi, 222
+    mov rbp, r9
+    mov eax, dword ptr [r15 + 0]
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 192]
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 256], edi
+    mov rcx, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx r9d, byte ptr [r14 + 0]
+    mov rax, qword ptr [r15 + r8 + 576]
+    test bl, 32
+    jz 1f
+1:
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 384]
+    vpshufd xmm4, xmm6, 69
+    mov qword ptr [r15 + rbp + 320], rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    movzx r9d, byte ptr [r15 + 0]
-    mov rsi, rsi
-    mov eax, esi
-    movzx ebp, al
-    test bl, 16
+    mov esi, 84
+    mov esi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 103
+    test bl, 32
     jz 1f
 1:
-    or edi, 1
-    xor edx, edx
-    div edi
-    add qword ptr [r15 + 0], rcx
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 40
+    mov r9d, dword ptr [r15 + 0]
+    mov rcx, r9
+    movzx ebp, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 424
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 190
-    test bl, 16
-    jnz 1f
-1:
+    mov r9d, 242
     mov r8d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, ecx
-    mov edi, 85
-    test bl, 160
+    mov byte ptr [r15 + 0], r9b
+    test bl, 200
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    popcnt rcx, rbp
-    test bl, 128
-    jnz 1f
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 76
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9d, esi
+    test ebx, 336
+    jz 1f
 1:
-    mov ebp, ecx
-    mov rax, qword ptr [r15 + 0]
-    mov esi, eax
-    lea r8, [r10 + r10*1]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8, 64
-    movzx esi, byte ptr [r14 + r8 + 128]
-    mov edi, 13
-    mov r9, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 0], r9
+    vaddsd xmm13, xmm13, xmm13
+    mov dword ptr [r15 + 0], 114
     test bl, 16
     jnz 1f
 1:
+    mov rsi, qword ptr [r15 + 0]
+    add rax, qword ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r14 + 0]
+    mov r9d, 213
+    test ebx, 5880
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 576]
+    mov rdx, rdx
+    lea r8, [r10 + r10*1]
     jmp 1f
+1:
+    test ebx, 304
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 576]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 448]
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 512]
-    test ebx, 304
+    mov rdx, qword ptr [r15 + r9 + 128]
+    movzx esi, r9b
+    mov byte ptr [r15 + rbp + 640], dl
+    test bl, 16
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 448]
-    mov rsi, rcx
-    test ebx, 6120
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    mov rdi, rdi
-    and ecx, dword ptr [r15 + rbp + 640]
+    mov ebp, dword ptr [r15 + r8 + 512]
+    movzx edx, byte ptr [r15 + r9 + 64]
+    vcvtsi2sd xmm13, xmm13, edi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov rdi, rcx
+    mov ebp, edi
     mov rbp, rdi
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
-    jmp 1f
+    vmovdqu xmm13, xmmword ptr [r15 + 0]
+    mov edi, ebp
+    test ebx, 3928
+    jnz 1f
 1:
+    mov rcx, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r8d, 188
+    mov rsi, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 57
-    mov eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movzx ebp, sil
+    mov byte ptr [r15 + 0], dl
     movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 143
-    mov esi, ebp
-    test ebx, 3576
+    movzx eax, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 217
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 81
+    test ebx, 672
+    jnz 1f
+1:
+    cmovne rcx, r9
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, esi
+    test ebx, 288
+    jnz 1f
+1:
+    movzx edi, dl
+    mov ebp, dword ptr [r15 + 0]
+    movzx esi, sil
+    mov qword ptr [r14 + 0], rbp
+    test ebx, 824
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 22496
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r14 + 0]
     and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 576]
-    movsxd rax, dword ptr [r14 + 0]
-    mov qword ptr [r14 + 0], rax
-    test bl, 64
-    jz 1f
-1:
+    mov byte ptr [r15 + r8 + 384], bpl
     lea r9, [r10 + r10*1]
-    mov esi, dword ptr [r15 + r8 + 640]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 512], ebp
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 256]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edx, bpl
     jmp 1f
 1:
-    add r9, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 640]
+    test ebx, 1728
+    jz 1f
+1:
+    mov ebp, ecx
+    lea rbp, [r10 + r10*1]
+    mov rax, rbp
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 896]
+    mov eax, edi
+    test bl, 64
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movzx eax, byte ptr [r15 + r9 + 576]
+    movsxd rsi, dword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -2707,151 +2666,137 @@ ditto_body_c1:
     lea rcx, [rbx + 22]
     mov qword ptr [r15 + 67117768], rcx
     mov r13d, 22
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b6_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b6_stubs:
-    .p2align 3
     jmp .Lc1_b6_c0
-    .p2align 3
-    jmp .Lc1_b6_c1
     .p2align 6
 .Lc1_b6_c0:
-    mov ebp, dword ptr [r15 + 0]
-    mov rax, rcx
-    movzx eax, al
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 448
-    jnz 1f
-1:
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov ecx, 14
-    test bl, 4
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    movsxd r8, dword ptr [r15 + 0]
-    mov rdi, r8
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 182
-    jnz 1f
-1:
-    mov r8d, esi
-    lock xadd qword ptr [r15 + 0], r9
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 122
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov rsi, r8
     and rbp, 64
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    test ebx, 256
-    jz 1f
-1:
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 576]
-    movzx esi, byte ptr [r15 + r8 + 640]
-    movzx edi, r8b
-    mov dword ptr [r15 + rbp + 128], 78
-    test bl, 4
+    mov r9d, dword ptr [r15 + rbp + 640]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edi, r9b
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 976
     jnz 1f
 1:
-    mov edi, edi
     lea rdi, [r15 + 67109504]
     mov ecx, 643
     rep stosb
+    mov r9d, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov edi, 234
+    test bl, 32
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov edx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    mov rsi, rax
+    mov edi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 182
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, bpl
+    test bl, 58
+    jnz 1f
+1:
+    movzx r9d, r9b
+    sete sil
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 256
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r8b
+    mov edx, r8d
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
+    test bl, 4
+    jnz 1f
+1:
+    mov qword ptr [r14 + rbp + 576], rdi
     lea rbp, [r10 + r10*1]
-    sete al
+    mov esi, ebp
+    movzx edi, sil
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
     test ebx, 1660
     jz 1f
 1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov rdx, r8
-    mov rcx, qword ptr [r15 + rbp + 896]
+    mov edx, 169
+    movsxd rax, dword ptr [r14 + r8 + 64]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    movzx edi, byte ptr [r15 + 0]
-    not qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
-    test ebx, 968
+    test bl, 168
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    crc32 r8, rsi
-    and esi, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov edx, edx
-    mov r8d, edx
-    mov ecx, r8d
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 2004
-    jz 1f
-1:
-    mov r8d, ebp
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 506
-    jnz 1f
-1:
-    mov edx, 172
-    movzx esi, byte ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 376
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8d, 99
-    test ebx, 766
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 4
     jnz 1f
 1:
+    movzx eax, sil
+    not qword ptr [r15 + 0]
+    mov rdx, rax
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 816
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, rax
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    imul rax, rdi
+    vmovq xmm13, rax
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 764
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r14 + 0], 59
+    test ebx, 862
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx r8d, bpl
+    mov dword ptr [r14 + 0], ebp
     lea r9, [r10 + r10*1]
-    movzx edi, r8b
-    mov r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 384]
     and r9, 64
-    mov dword ptr [r14 + r9 + 256], 8
-    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + r9 + 192]
     test bl, 4
-    jnz 1f
+    jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 192]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    movsxd r9, dword ptr [r14 + 0]
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    lea rbp, [r10 + r10*1]
-    test bl, 4
-    jnz 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 448]
-    mov r9, qword ptr [r15 + rbp + 512]
-    mov rdi, rdi
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 896]
+    mov edx, dword ptr [r15 + r9 + 256]
+    movzx esi, byte ptr [r15 + rbp + 320]
+    movzx r9d, byte ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
@@ -2864,23 +2809,24 @@ ditto_body_c1:
 .Lc1_b7_c0:
     mov rbp, r10
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
     mov r8, r10
-    mov r9, r10
-    movzx eax, al
+    mov rax, qword ptr [r15 + rbp + 448]
+    mov r9, rax
+    mov rbp, r10
+    mov rax, rdi
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
+    mov ecx, dword ptr [r15 + r8 + 320]
+    and rbp, 448
+    vmovdqu xmm13, xmmword ptr [r15 + rbp + 1472]
     add r10, r11
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-// block 8: 4096 bytes, 16 chunk(s), 3 chunk executions per call
+// block 8: 4096 bytes, 16 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 3]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 3
+    mov r13d, 4
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b8_stubs]
@@ -2922,1064 +2868,1059 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r9d, edi
-    test bl, 128
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ecx, 178
-    mov dword ptr [r15 + 0], ecx
-    vpor xmm2, xmm2, xmm2
-    test bl, 32
+    mov dword ptr [r15 + 0], 216
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 7808
     jnz 1f
 1:
-    mov ebp, 2
-    mov esi, 186
-    mov eax, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test bl, 32
+    vmovq xmm3, rdi
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], ecx
+    vpor xmm13, xmm13, xmm3
+    test ebx, 752
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    imul rax, rdx
-    mov r9, r9
-    test ebx, 816
+    movzx edx, al
+    mov rcx, rbp
+    lea rbp, [r10*8]
+    mov rax, rbp
+    test bl, 112
     jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 187
-    test ebx, 256
-    jnz 1f
-1:
-    mov rdx, rbp
-    mov ebp, 7
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, 237
-    test ebx, 16208
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov esi, edi
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 768]
-    imul eax, eax, 67
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1536], 111
+    mov r9d, dword ptr [r15 + rbp + 1792]
+    mov rcx, qword ptr [r15 + rbp + 1856]
     lea r9, [r10 + r10*1]
-    test bl, 32
+    add qword ptr [r15 + rbp + 1920], rcx
+    test ebx, 7648
+    jz 1f
+1:
+    mov rcx, rsi
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 640]
+    inc dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 1728]
+    test ebx, 14064
     jnz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
+    mov qword ptr [r15 + r9 + 576], rdx
+    mov edi, dword ptr [r15 + rbp + 1600]
+    movsxd rdx, dword ptr [r15 + rbp + 1472]
     jmp 1f
 1:
-    movzx ebp, byte ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 704], bpl
-    test ebx, 464
+    test ebx, 14720
     jnz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 640], rcx
-    mov byte ptr [r15 + rbp + 576], cl
-    mov r8, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 128], dl
+    mov eax, dword ptr [r15 + rbp + 1664]
+    mov edi, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], ebp
-    mov rsi, r9
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 256], 46
-    jmp 1f
-1:
-    test bl, 48
-    jz 1f
-1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 64]
-    mov qword ptr [r15 + 0], rdx
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 432
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 384
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 128384
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 64
-    mov dword ptr [r15 + 0], edi
-    test bl, 128
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov edi, 48
-    vpor xmm2, xmm2, xmm11
-    test ebx, 1248
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r14 + 0]
-    add rax, qword ptr [r14 + 0]
-    test ebx, 384
+    test bl, 32
+    jz 1f
+1:
+    mov ebp, ecx
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], bpl
+    movzx edx, dl
+    test bl, 64
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movzx r9d, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    movzx ecx, sil
-    mov edi, 246
-    imul edx, r8d, 25
-    mov rcx, rdx
-    test ebx, 912
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 144
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r9 + 320], 204
-    mov qword ptr [r15 + r8 + 128], rdx
+    imul ebp, ecx, 33
+    imul rax, rbp
+    mov edi, edi
+    test bl, 64
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov esi, 171
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov edi, dword ptr [r15 + 0]
+    imul r8, r9
+    jmp 1f
+1:
+    test bl, 32
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r9, rbp
+    mov dword ptr [r15 + 0], edx
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 128]
+    test ebx, 704
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    mov edx, dword ptr [r15 + r9 + 320]
+    movsxd r9, dword ptr [r15 + rbp + 64]
+    test ebx, 256
+    jnz 1f
+1:
+    mov ebp, dword ptr [r14 + 0]
+    mov eax, eax
+    mov r9d, dword ptr [r15 + r8 + 640]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, ebp
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov edx, eax
-    movzx ebp, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 129664
-    jnz 1f
-1:
-    bswap rdi
-    sete dl
-    movzx eax, sil
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, sil
+    movzx esi, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 14816
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov esi, r8d
+    mov edx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 48
+    jz 1f
+1:
     and r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 12144
+    mov ebp, r8d
+    mov dword ptr [r15 + 0], 106
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov rdi, rbp
+    mov ecx, 224
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 14832
     jnz 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 448]
-    mov eax, 238
-    vsubsd xmm6, xmm6, xmm6
-    add rbp, qword ptr [r14 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    sete sil
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    movsxd rdx, dword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + 0], r9b
+    mov byte ptr [r15 + 0], sil
+    mov edx, 118
+    movzx esi, byte ptr [r15 + 0]
     test bl, 80
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 640]
-    cmovne r9, rdx
-    and esi, dword ptr [r15 + rbp + 64]
-    mov edi, esi
-    test ebx, 752
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, esi
+    and r9d, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov edx, 156
-    mov esi, edi
-    mov r8d, 144
+    movzx esi, bpl
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    test ebx, 57280
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], ebp
+    movsxd r9, dword ptr [r15 + rbp + 576]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 384]
+    and rbp, 64
+    movsxd rdi, dword ptr [r14 + rbp + 192]
+    test ebx, 7296
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov esi, dword ptr [r14 + 0]
+    mov dword ptr [r15 + rbp + 256], 203
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movzx eax, byte ptr [r15 + 0]
-    mov ecx, 212
-    test bl, 32
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov ecx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov ebp, 42
     test bl, 64
     jnz 1f
 1:
-    and edi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    add rsi, qword ptr [r15 + 0]
-    test bl, 48
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rdi, r8
+    test ebx, 12144
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 28640
+    movsxd r8, dword ptr [r15 + 0]
+    movzx edx, r8b
+    mov r8, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 3968
     jz 1f
 1:
-    cmovne rbp, rax
-    mov esi, dword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
+    mov ebp, 15
+    and ecx, dword ptr [r15 + 0]
+    imul r8d, eax, 78
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 7040
+    jz 1f
 1:
-    xchg rax, r9
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    movzx ebp, dil
+    mov edx, edi
+    movsxd rdi, dword ptr [r15 + 0]
+    vaddsd xmm13, xmm13, xmm13
+    test bl, 144
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 89
+    mov ecx, dword ptr [r15 + 0]
+    mov r9, rax
     test bl, 32
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 768], 255
-    test ebx, 256
+    lea rbp, [r10 + r10*1]
+    and esi, dword ptr [r15 + 0]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 320], rax
+    test ebx, 368
     jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r14 + 0]
+    mov rdx, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
     and rbp, 64
-    mov ecx, dword ptr [r14 + rbp + 64]
-    mov dword ptr [r15 + r9 + 704], edx
-    movsxd rdx, dword ptr [r14 + 0]
-    test bl, 48
-    jnz 1f
+    movsxd rdi, dword ptr [r14 + rbp + 256]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 576], dil
+    test bl, 32
+    jz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 384]
-    cmovne r8, rdx
-    mov rsi, qword ptr [r15 + rbp + 128]
+    mov eax, 203
+    mov qword ptr [r15 + r8 + 640], rcx
+    and r9d, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    mov ecx, 155
-    mov edi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    bswap rbp
-    test ebx, 256
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
-    mov ecx, 644
+    mov ecx, 641
     rep movsb
-    mov r8d, r8d
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1840
-    jz 1f
+    jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov edi, 175
-    test ebx, 496
+    mov qword ptr [r15 + 0], rbp
+    test bl, 64
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 192
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 256
-    jnz 1f
-1:
-    mov r9d, r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 944
+    mov dword ptr [r15 + 0], 155
+    mov ebp, dword ptr [r15 + 0]
+    movzx edx, bpl
+    test bl, 32
     jz 1f
 1:
-    mov r8d, r9d
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    movzx eax, dl
-    mov byte ptr [r15 + 0], cl
-    test ebx, 126336
-    jz 1f
-1:
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 832]
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 896]
+    mov esi, 218
+    test ebx, 400
+    jnz 1f
+1:
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + r8 + 512], sil
+    mov edx, r8d
+    mov eax, edx
     lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r14 + r8 + 192]
-    test ebx, 720
+    test ebx, 15216
     jz 1f
 1:
-    mov rbp, qword ptr [r14 + 0]
+    mov edx, edi
     and r9, 64
-    inc dword ptr [r15 + r9 + 64]
-    mov rdx, qword ptr [r15 + r9 + 128]
+    mov ebp, dword ptr [r15 + r9 + 192]
+    movzx edi, bpl
+    mov ecx, ecx
+    test ebx, 6896
+    jnz 1f
+1:
+    movzx esi, sil
+    mov rax, r8
+    mov edx, dword ptr [r14 + 0]
+    test ebx, 3744
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov rsi, r8
+    mov ecx, r8d
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 320]
+    movzx edi, al
+    test ebx, 352
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 256]
+    bt r8, r8
+    sete dl
+    test bl, 48
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov rdx, qword ptr [r15 + r8 + 448]
+    mov rcx, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    inc dword ptr [r15 + 0]
-    mov eax, 7
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
+    mov r8d, ecx
+    mov byte ptr [r15 + 0], r8b
+    xchg rcx, rdi
+    mov ebp, dword ptr [r15 + 0]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], sil
     mov esi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    movzx edi, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 14256
+    mov r9d, dword ptr [r15 + 0]
+    movzx edx, al
+    movzx esi, r9b
+    test bl, 64
     jz 1f
 1:
-    mov r8, rsi
-    mov dword ptr [r15 + 0], r9d
     movsxd r9, dword ptr [r15 + 0]
-    test ebx, 15776
+    mov eax, 229
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 48
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], r8b
+    imul rdi, r8
+    mov dword ptr [r15 + 0], 208
+    test bl, 128
+    jnz 1f
+1:
+    vpmovmskb r8d, xmm13
+    mov dword ptr [r15 + 0], r8d
+    mov edi, 119
+    test ebx, 5632
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    movzx eax, bpl
+    add qword ptr [r15 + 0], rdx
+    mov edx, dword ptr [r15 + 0]
+    and rbp, 64
+    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 256]
+    lea r9, [r10 + r10*1]
+    vpxor xmm3, xmm3, xmm13
     test bl, 32
     jz 1f
 1:
     lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 576]
-    lea r9, [r10 + r10*1]
-    test ebx, 1936
-    jz 1f
-1:
-    movzx ecx, r9b
-    vmovdqu xmm2, xmmword ptr [r15 + r8 + 640]
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 896]
-    mov rax, qword ptr [r14 + 0]
-    test ebx, 48960
+    add rsi, qword ptr [r15 + r9 + 512]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 512]
+    mov eax, dword ptr [r14 + 0]
+    add rcx, qword ptr [r15 + r9 + 448]
+    test bl, 32
     jz 1f
 1:
-    mov r8d, dword ptr [r14 + rbp + 512]
-    movzx esi, dl
-    mov ebp, dword ptr [r15 + r9 + 832]
+    mov r9, qword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + r8 + 448], dil
+    mov rax, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10*8]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 576], 237
-    and rbp, 448
-    movzx edi, byte ptr [r15 + rbp + 1856]
-    vpshufd xmm8, xmm2, 107
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 15728
+    mov rdx, rbp
+    mov dword ptr [r15 + 0], 19
+    mov dword ptr [r15 + 0], 23
+    add rsi, qword ptr [r15 + 0]
+    test bl, 96
     jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov esi, esi
+    cmovne rbp, rsi
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 144
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    vpxor xmm13, xmm13, xmm7
+    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test bl, 64
+    jz 1f
 1:
     mov ecx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    mov dword ptr [r15 + 0], 5
-    test bl, 32
+    mov byte ptr [r15 + 0], dl
+    mov edx, ecx
+    test bl, 160
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
+    mov edi, edi
+    add rdi, qword ptr [r15 + 0]
+    imul eax, eax, 76
+    add r9, qword ptr [r15 + 0]
+    test ebx, 7408
+    jz 1f
+1:
+    vpshufd xmm7, xmm13, 219
+    mov ebp, dword ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    mov rdi, rbp
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 1472]
     lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 1536], 192
+    movzx edx, byte ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
     and r8, 64
-    movzx edx, byte ptr [r14 + r8 + 192]
+    mov byte ptr [r15 + r8 + 512], r8b
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 896]
+    mov rcx, qword ptr [r14 + 0]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 128]
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1728], 114
-    vpcmpeqb xmm2, xmm2, xmmword ptr [r14 + 0]
-    mov rcx, r8
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    test ebx, 130176
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 1920]
-    movsxd rdi, dword ptr [r15 + rbp + 1664]
-    mov dword ptr [r15 + rbp + 1600], 149
-    test ebx, 864
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 640]
-    mov eax, r9d
-    movsxd rsi, dword ptr [r15 + rbp + 1792]
+    movzx eax, byte ptr [r15 + r8 + 448]
+    mov r8d, dword ptr [r15 + rbp + 64]
+    mov rbp, qword ptr [r14 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov rbp, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    movzx r8d, dl
-    mov qword ptr [r15 + 0], rcx
-    test bl, 128
+    mov dword ptr [r15 + 0], 231
+    cmovne r9, rbp
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, 242
+    test ebx, 10224
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov edx, r9d
-    mov ecx, dword ptr [r15 + 0]
-    lock add qword ptr [r15 + 0], r9
-    test bl, 128
+    mov rcx, rsi
+    mov ecx, r8d
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 752
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    test ebx, 3776
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 123
+    mov r9d, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edx
+    test bl, 160
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    add qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], al
-    vpmovmskb eax, xmm8
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 448
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    vpmovmskb esi, xmm2
-    movsxd r8, dword ptr [r15 + 0]
-    vcvtsi2sd xmm8, xmm8, eax
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    test ebx, 7744
-    jz 1f
+    mov dword ptr [r15 + rbp + 192], ebp
+    test ebx, 1408
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov edi, 204
+    and esi, dword ptr [r14 + rbp + 256]
+    mov eax, 52
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 512]
-    movzx esi, byte ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    test ebx, 3520
-    jnz 1f
-1:
-    mov edi, dword ptr [r14 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 200
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov edx, 149
-    test ebx, 816
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    add rsi, qword ptr [r15 + r9 + 64]
+    test ebx, 129664
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 256]
-    mov edi, 175
-    mov byte ptr [r15 + rbp + 64], r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 160
+    mov qword ptr [r14 + 0], rdx
+    movsxd rcx, dword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    add rsi, qword ptr [r15 + 0]
-    mov ebp, 121
-    mov edi, 153
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 160
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 209
-    movsxd rsi, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], r8
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movzx eax, byte ptr [r15 + 0]
-    mov r8, rax
-    mov dword ptr [r15 + 0], 217
-    test bl, 192
-    jnz 1f
-1:
-    vpxor xmm6, xmm6, xmm8
-    vpmovmskb r8d, xmm6
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 992
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov rsi, rdx
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 237
-    test bl, 48
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    movsxd rdx, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    mov r8, qword ptr [r14 + 0]
-    and rbp, 64
+    lea rbp, [r10 + r10*8]
+    lea r8, [r10*8]
+    and rbp, 960
+    mov eax, dword ptr [r15 + rbp + 2112]
+    and r8, 448
+    mov edi, dword ptr [r15 + r8 + 1600]
+    mov qword ptr [r15 + r8 + 1536], rdi
+    mov rdi, qword ptr [r15 + rbp + 2176]
     lea r9, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    and eax, dword ptr [r15 + rbp + 192]
+    test bl, 32
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 1984]
+    mov rax, qword ptr [r15 + r8 + 1856]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 512]
-    test ebx, 1696
+    mov dword ptr [r15 + r9 + 64], esi
+    movzx edx, byte ptr [r15 + rbp + 2048]
+    test ebx, 1440
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 1472]
+    mov esi, ebp
+    mov edi, dword ptr [r15 + r8 + 1920]
+    test bl, 64
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov ebp, esi
-    xchg qword ptr [r15 + r9 + 448], rdi
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r8 + 320], rsi
+    movzx ecx, byte ptr [r15 + rbp + 2432]
+    mov byte ptr [r15 + rbp + 2304], cl
+    mov qword ptr [r15 + rbp + 2368], r8
+    mov ecx, 176
+    test ebx, 62944
+    jz 1f
+1:
+    mov eax, ecx
+    crc32 rdx, rbp
+    movsxd rcx, dword ptr [r15 + rbp + 2496]
+    test bl, 32
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 1728]
+    mov eax, dword ptr [r15 + rbp + 2240]
+    mov ebp, 155
+    jmp 1f
+1:
+    test bl, 32
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + r9 + 128]
+    vpaddq xmm3, xmm3, xmmword ptr [r14 + r8 + 1792]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 1664]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    jmp 1f
-1:
-    movzx ecx, r8b
-    mov qword ptr [r15 + 0], rcx
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 912
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, dl
-    mov rbp, rbp
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 256
-    jz 1f
-1:
-    mov r8d, ebp
-    mov r9d, dword ptr [r15 + 0]
-    mov edi, edi
-    test ebx, 8016
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r14 + 0], 145
-    mov ecx, 36
-    and eax, dword ptr [r14 + 0]
-    lea r8, [r10 + r10*8]
-    test ebx, 464
-    jz 1f
-1:
+    mov r8, rbp
+    bswap rbp
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 960
-    movzx esi, byte ptr [r15 + r8 + 1984]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], sil
+    mov rcx, rdi
     and r9, 64
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 192]
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    test bl, 48
-    jnz 1f
+    mov byte ptr [r15 + r9 + 320], r9b
+    test bl, 80
+    jz 1f
 1:
-    mov qword ptr [r15 + r8 + 2112], rdi
-    xchg qword ptr [r15 + r9 + 256], r9
-    mov rdi, qword ptr [r15 + r8 + 2048]
-    test ebx, 7600
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 2304]
-    mov eax, dword ptr [r15 + r8 + 2432]
-    cmovne rcx, rdx
-    movzx esi, byte ptr [r15 + r8 + 2176]
+    mov rax, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 2240]
-    add rbp, qword ptr [r15 + r8 + 2368]
-    mov qword ptr [r15 + r8 + 2496], rbp
+    mov byte ptr [r15 + 0], dil
+    mov eax, 127
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 7744
+    jnz 1f
+1:
+    movzx eax, dl
+    lea r8, [r10*8]
+    mov edx, 95
+    and r8, 448
+    lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 1472], r9b
+    test ebx, 336
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 1920]
+    and rbp, 64
+    mov esi, dword ptr [r14 + rbp + 576]
+    xchg rcx, rdx
+    mov dword ptr [r15 + rbp + 640], 15
+    test bl, 64
+    jz 1f
+1:
+    and eax, dword ptr [r15 + r8 + 1600]
+    mov byte ptr [r14 + 0], al
+    mov rsi, qword ptr [r15 + r8 + 1792]
+    test ebx, 800
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1856], r9d
+    mov eax, esi
+    mov qword ptr [r15 + r8 + 1664], rax
+    mov edi, 210
+    test ebx, 1952
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 1536]
+    mov dword ptr [r15 + r9 + 384], 253
+    or qword ptr [r15 + r8 + 1728], 79
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov dword ptr [r15 + 0], edx
-    add rbp, qword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ebp
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 32
+    mov byte ptr [r15 + 0], bpl
+    mov qword ptr [r15 + 0], r9
+    mov r9, r9
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
-    or qword ptr [r15 + 0], 15
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 16208
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    lock add qword ptr [r15 + 0], rcx
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov edi, 118
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 976
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 161
-    mov r8d, ecx
-    mov r9, qword ptr [r15 + 0]
+    mov esi, 10
+    mov r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test bl, 144
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 64352
+    mov byte ptr [r15 + 0], bpl
+    mov eax, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1792
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov ecx, 124
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 672
     jnz 1f
 1:
-    movzx ebp, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + 0], 116
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], esi
+    mov ebp, dword ptr [r15 + 0]
+    movzx esi, sil
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    test ebx, 7632
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 43
     lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + r8 + 128]
-    test ebx, 14288
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 128]
+    test bl, 64
     jnz 1f
 1:
     and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 256]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    mov r8, qword ptr [r15 + rbp + 192]
-    test ebx, 1632
-    jz 1f
+    mov byte ptr [r15 + rbp + 512], al
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], 183
+    mov dword ptr [r15 + r8 + 256], 124
+    test ebx, 256
+    jnz 1f
 1:
-    movzx ebp, r8b
-    mov rsi, qword ptr [r15 + r9 + 384]
-    mov ecx, 70
+    movsxd rcx, dword ptr [r15 + r9 + 64]
+    mov r9, rcx
+    mov rbp, qword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 201
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    movzx r8d, byte ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 176
-    mov dword ptr [r15 + 0], edi
-    test ebx, 256
+    lea r8, [r10*8]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 1536]
+    mov dword ptr [r15 + r8 + 1792], 69
+    mov dword ptr [r15 + 0], 145
+    mov ecx, r8d
+    test ebx, 40928
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 210
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, 207
-    test ebx, 256
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    popcnt rdx, rdx
+    test ebx, 432
     jnz 1f
 1:
-    sete dl
-    mov dword ptr [r15 + 0], 184
+    mov rdx, rdx
     movsxd rsi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
+    mov dword ptr [r15 + 0], edx
+    test bl, 64
+    jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 2816
-    jz 1f
-1:
-    mov rbp, r9
-    mov r8, qword ptr [r15 + 0]
-    mov eax, 6
-    mov r9d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     test ebx, 512
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    test bl, 32
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 512]
-    movzx edx, dil
-    mov dword ptr [r14 + 0], 43
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 192]
-    test bl, 144
+    add rcx, qword ptr [r15 + r9 + 256]
+    movzx edx, byte ptr [r15 + r8 + 1856]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], r8d
+    mov edi, ebp
+    test bl, 32
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + rbp + 128], dil
-    mov rbp, qword ptr [r15 + r8 + 448]
+    mov esi, edi
+    mov rcx, rsi
+    movzx eax, byte ptr [r15 + r8 + 1664]
+    test ebx, 2560
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 1472]
+    mov edx, dword ptr [r15 + r9 + 192]
+    mov r9d, 16
+    mov r9, qword ptr [r14 + r8 + 1920]
+    test bl, 32
+    jnz 1f
+1:
+    inc dword ptr [r15 + r8 + 1728]
+    mov edi, dword ptr [r15 + r8 + 1600]
+    xchg qword ptr [r15 + rbp + 64], rbp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    mov byte ptr [r15 + 0], cl
-    movzx eax, byte ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov ecx, 250
-    mov dword ptr [r15 + 0], 211
-    vpmovmskb r9d, xmm6
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
+    lea r8, [r10 + r10*1]
+    and r8, 64
     lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    or qword ptr [r15 + r8 + 128], 32
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 187
-    movzx edx, byte ptr [r14 + 0]
-    lea r8, [r10 + r10*8]
-    test bl, 128
+    mov rax, qword ptr [r15 + rbp + 640]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 896]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 14720
     jz 1f
 1:
-    mov r9d, edx
-    mov edi, dword ptr [r14 + 0]
-    and r8, 8128
-    movzx eax, byte ptr [r15 + r8 + 7616]
-    mov qword ptr [r15 + r8 + 7552], rcx
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov edi, edx
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
+    sete al
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 608
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, r9
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1936
+    jnz 1f
+1:
+    mov rcx, rdi
+    vmovq xmm7, r8
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    movzx esi, r9b
+    or qword ptr [r15 + rbp + 576], 89
+    movzx ebp, sil
+    or qword ptr [r15 + r8 + 64], 21
     test bl, 64
-    jnz 1f
+    jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r8 + 7424]
-    and r9, 64
-    mov rsi, qword ptr [r14 + r9 + 576]
-    add rax, qword ptr [r15 + r8 + 7104]
-    mov edx, dword ptr [r15 + r8 + 7488]
-    test ebx, 320
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 7168]
-    movsxd rcx, dword ptr [r15 + r8 + 7232]
-    movsxd rdi, dword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + r8 + 7296], rbp
-    test ebx, 304
-    jnz 1f
-1:
-    mov r9, rbp
-    movzx eax, byte ptr [r15 + r8 + 7360]
-    mov r8, qword ptr [r15 + rbp + 128]
+    mov edx, dword ptr [r14 + r9 + 832]
+    movzx r8d, byte ptr [r14 + 0]
+    mov rcx, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    movzx esi, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov r9d, 54
-    test ebx, 256
+    movzx eax, r9b
+    lea r9, [r10 + r10*8]
+    movzx edx, dil
+    and r9, 8128
+    movzx edi, byte ptr [r15 + r9 + 7488]
+    test ebx, 56288
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx esi, dil
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 129280
+    jnz 1f
+1:
+    movzx edi, r8b
+    mov rdi, qword ptr [r15 + r9 + 7168]
+    crc32 ecx, r8b
+    test ebx, 14832
+    jnz 1f
+1:
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r9 + 7232]
+    movzx edi, al
+    test bl, 64
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r9d
+    mov dword ptr [r15 + r9 + 7616], r8d
+    movzx edx, byte ptr [r15 + r9 + 7296]
     test ebx, 256
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 720
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov rbp, rsi
-    test ebx, 672
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, rdx
-    mov edi, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 3424
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    imul ecx, eax, 62
-    or qword ptr [r15 + 0], 119
-    test ebx, 912
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 64]
-    add rbp, qword ptr [r14 + 0]
-    movsxd r9, dword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
-    test ebx, 13184
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r8 + 512]
     and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 192]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 896]
-    movzx edx, byte ptr [r15 + r8 + 128]
-    sete al
-    test bl, 64
+    mov dword ptr [r15 + rbp + 128], 223
+    mov r8, qword ptr [r15 + r9 + 7104]
+    test bl, 32
+    jnz 1f
+1:
+    mov rdx, r8
+    mov rdx, qword ptr [r15 + r9 + 7360]
+    and edx, dword ptr [r14 + rbp + 64]
+    test bl, 32
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rax
-    sete r8b
-    movzx ecx, byte ptr [r15 + r9 + 832]
+    mov esi, 234
+    movzx ecx, byte ptr [r15 + r9 + 7552]
+    mov rdi, qword ptr [r15 + r9 + 7424]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    mov dword ptr [r15 + 0], ecx
-    mov edx, ecx
-    mov rdi, qword ptr [r15 + 0]
-    mov esi, edi
-    test bl, 64
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 181
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, eax
+    test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 26
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, eax
-    movzx r9d, al
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], rdx
+    mov eax, 185
+    test ebx, 1536
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    bswap rcx
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 224
+    jnz 1f
+1:
+    vpmovmskb ebp, xmm7
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 144
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 233
+    movsxd r9, dword ptr [r15 + 0]
+    vpcmpeqb xmm13, xmm13, xmm7
     test bl, 32
     jz 1f
 1:
-    movzx ecx, r9b
-    movsxd rax, dword ptr [r15 + 0]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    test ebx, 2304
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 3456
+    movsxd rax, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rsi, r8
+    cmovne r8, rdx
+    test ebx, 1984
     jnz 1f
 1:
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    vpaddq xmm2, xmm2, xmmword ptr [r15 + 0]
-    test ebx, 48832
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + rbp + 896]
+    mov rax, rcx
+    mov rdx, qword ptr [r15 + rbp + 832]
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    test bl, 144
     jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], cl
+    vmovdqu xmm7, xmmword ptr [r14 + 0]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 832], eax
-    test bl, 32
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov esi, ebp
-    and r9, 64
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 448], ebp
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 40
-    mov edx, 62
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    mov rdi, rcx
-    test ebx, 6000
-    jz 1f
-1:
-    movzx r8d, dl
-    mov eax, dword ptr [r15 + r9 + 512]
-    vpaddq xmm4, xmm4, xmmword ptr [r15 + rbp + 896]
+    movsxd rdi, dword ptr [r14 + rbp + 640]
+    mov dword ptr [r15 + rbp + 576], edi
+    movsxd r8, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    mov dword ptr [r15 + 0], r8d
+    mov r9d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    add rsi, qword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
+1:
+    popcnt rsi, rax
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 2880
+    jz 1f
+1:
+    mov eax, 156
+    mov dword ptr [r15 + 0], 137
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov ebp, edi
-    test ebx, 1344
+    test bl, 64
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov esi, 184
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, dl
-    test bl, 128
-    jz 1f
-1:
+    mov edx, 164
+    mov eax, r9d
     mov dword ptr [r15 + 0], r9d
-    add rax, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], r9
-    test ebx, 576
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 96
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, sil
+    cmovne rsi, rax
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 13056
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    xchg rsi, rax
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov r9d, 38
-    test bl, 32
-    jz 1f
+    mov r8d, 232
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
 1:
-    movzx ecx, dl
-    movsxd rdx, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    xchg rbp, rbp
-    test ebx, 6640
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    movzx ecx, dl
-    test ebx, 256
-    jz 1f
-1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, dword ptr [r14 + 0]
+    movzx r9d, byte ptr [r14 + 0]
+    mov eax, edx
     lea r8, [r10 + r10*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov esi, esi
+    test bl, 64
+    jz 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 236
-    movsxd rbp, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 384], r8d
+    lea rbp, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    test ebx, 368
-    jnz 1f
-1:
-    vmulsd xmm2, xmm2, xmm4
-    movsxd rdi, dword ptr [r14 + r8 + 320]
+    mov edi, 163
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], al
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 448], r9
-    test ebx, 1248
-    jnz 1f
+    mov edx, dword ptr [r15 + r9 + 640]
+    test ebx, 5632
+    jz 1f
 1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 704], 131
-    imul eax, ecx, 10
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    movzx ebp, byte ptr [r15 + r9 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -4005,15 +3946,24 @@ ditto_body_c1:
     .p2align 4
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 67117720]
-    mov ecx, 9
-    movabs rdx, 0x9E3779B97F4A7C15
-    xor eax, eax
-1:  mov qword ptr [rdi], rax
-    add rax, rdx
-    add rdi, 8
-    dec ecx
-    jnz 1b
+    movabs rax, 0x0
+    mov qword ptr [r8 + 67117720], rax
+    movabs rax, 0x9e3779b97f4a7c15
+    mov qword ptr [r8 + 67117728], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 67117736], rax
+    movabs rax, 0xdaa66d2c7ddf7430
+    mov qword ptr [r8 + 67117744], rax
+    movabs rax, 0x78dde6e5fd29f054
+    mov qword ptr [r8 + 67117752], rax
+    movabs rax, 0x1715609f7c746c68
+    mov qword ptr [r8 + 67117760], rax
+    movabs rax, 0xb54cda58fbbee87e
+    mov qword ptr [r8 + 67117768], rax
+    movabs rax, 0x538454127b096493
+    mov qword ptr [r8 + 67117776], rax
+    movabs rax, 0xf1bbcdcbfa53e0a0
+    mov qword ptr [r8 + 67117784], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -4160,15 +4110,12 @@ ditto_body_c2:
     .p2align 4
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
-    lea rdi, [r8 + 9432]
-    mov ecx, 3
-    movabs rdx, 0x9E3779B97F4A7C15
-    xor eax, eax
-1:  mov qword ptr [rdi], rax
-    add rax, rdx
-    add rdi, 8
-    dec ecx
-    jnz 1b
+    movabs rax, 0x0
+    mov qword ptr [r8 + 9432], rax
+    movabs rax, 0x9e3779b97f4a7c15
+    mov qword ptr [r8 + 9440], rax
+    movabs rax, 0x3c6ef372fe94f82a
+    mov qword ptr [r8 + 9448], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
