@@ -35,7 +35,7 @@ for c in "${cases[@]}"; do
   "$ditto" generate "$work/$name.json" -o "$work/$name-clone" --seed 1 >/dev/null 2>&1
   (cd "$work/$name-clone" && cc -O2 -Iruntime/include -o harness \
     "$OLDPWD/generator/tests/harness/body_harness.c" src/config.c src/body.S)
-  "$ditto" profile --launch --requests 2000 -o "$work/$name-rt.json" -- "$work/$name-clone/harness" 2000 guard >/dev/null 2>&1
+  "$ditto" profile --launch --requests 10000 -o "$work/$name-rt.json" -- "$work/$name-clone/harness" 10000 guard >/dev/null 2>&1
   "$ditto" diff "$work/$name.json" "$work/$name-rt.json" > "$out/$name.txt"
   echo "$name: $(tail -1 "$out/$name.txt")"
 done

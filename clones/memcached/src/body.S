@@ -81,8 +81,8 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2771 chunk executions per call
-    mov r13d, 2771
+// block 1: 64 bytes, 1 chunk(s), 2776 chunk executions per call
+    mov r13d, 2776
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
@@ -1065,11 +1065,11 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 10 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 13 chunk executions per call
     mov rbx, qword ptr [r15 + 11836768]
-    lea rcx, [rbx + 10]
+    lea rcx, [rbx + 13]
     mov qword ptr [r15 + 11836768], rcx
-    mov r13d, 10
+    mov r13d, 13
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
@@ -1101,7 +1101,7 @@ ditto_body_c1:
     mov r9, rcx
     and rbp, 64
     add r9, qword ptr [r14 + rbp + 64]
-    imul ecx, r9d, 79
+    imul ecx, ecx, 79
     add r11, 64
     add r10, r11
     inc rbx
@@ -1131,7 +1131,7 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b2_c0:
     add rax, qword ptr [r15 + 0]
-    mov ecx, ebp
+    mov ecx, eax
     jmp 1f
 1:
     jmp 1f
@@ -1158,7 +1158,7 @@ ditto_body_c1:
     and eax, dword ptr [r15 + 0]
     mov ecx, eax
     movsxd rax, dword ptr [r15 + 0]
-    movzx ebp, al
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
@@ -1170,53 +1170,53 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + 0], bpl
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 64]
     test ebx, 1632
     jz 1f
 1:
-    movzx eax, bpl
+    movzx eax, r9b
     movzx eax, byte ptr [r14 + 0]
     mov rcx, rax
     movzx eax, cl
-    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     test ebx, 372
     jnz 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 960]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 960]
     movzx eax, cl
-    movsxd rax, dword ptr [r15 + r9 + 1024]
-    mov r9, rax
+    movsxd rax, dword ptr [r15 + rbp + 1024]
+    mov rbp, rax
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + rbp + 128], 125
-    and r9, 64
-    mov dword ptr [r14 + r9 + 256], r8d
-    movsxd rax, dword ptr [r15 + r9 + 192]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 128], 125
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 256], r8d
+    movsxd rax, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov r9d, 194
+    mov ebp, 194
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    popcnt rax, r9
+    popcnt rax, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 384]
     mov ecx, 110
     vmovdqu ymmword ptr [r15 + 0], ymm1
     mov ecx, dword ptr [r15 + 0]
@@ -1242,41 +1242,41 @@ ditto_body_c1:
     mov eax, eax
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
     mov byte ptr [r15 + 0], cl
     vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov eax, ecx
+    mov eax, ebp
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + 0], r9d
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 320]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 320]
+    add rax, qword ptr [r15 + rbp + 320]
     vpaddd ymm1, ymm1, ymmword ptr [r14 + 0]
     add rax, qword ptr [r14 + 0]
-    mov r9d, dword ptr [r15 + rbp + 384]
-    lea rbp, [r10 + r10*1]
+    mov ebp, dword ptr [r15 + r9 + 384]
+    lea r9, [r10 + r10*1]
     test ebx, 123904
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    mov byte ptr [r15 + rbp + 256], bpl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    mov byte ptr [r15 + r9 + 256], r9b
     jmp 1f
 1:
     add r10, r11
@@ -1284,22 +1284,22 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    add rbp, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 108
     jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    movzx ebp, al
+    movzx r9d, r9b
+    movzx r9d, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
@@ -1309,8 +1309,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -1322,25 +1322,25 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 97728
     jnz 1f
 1:
-    mov rbp, rbp
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1280], al
-    jmp 1f
-1:
+    mov r9, r9
     lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1280], al
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
+    and rbp, 64
     lea r8, [r10 + r10*1]
-    and eax, dword ptr [r15 + r9 + 576]
+    and eax, dword ptr [r15 + rbp + 576]
     jmp 1f
 1:
     and r8, 64
@@ -1349,45 +1349,45 @@ ditto_body_c1:
     test ebx, 48128
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1216], edx
-    mov rbp, rsi
-    mov dword ptr [r14 + r9 + 640], 84
-    mov ebp, ebp
+    mov dword ptr [r15 + r9 + 1216], edx
+    mov r9, rsi
+    mov dword ptr [r14 + rbp + 640], 84
+    mov r9d, r9d
     test bl, 160
     jz 1f
 1:
-    movzx ebp, r9b
-    mov rbp, qword ptr [r14 + 0]
-    mov r9d, ebp
-    movzx esi, r9b
+    movzx r9d, r8b
+    mov r9, qword ptr [r14 + 0]
+    mov r8d, r9d
+    movzx esi, r8b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    movzx ebp, r9b
-    mov ebp, r8d
-    movzx ebp, sil
-    movzx ebp, byte ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r8d, r8d
+    movzx r8d, cl
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 116736
     jz 1f
 1:
-    movzx esi, bpl
-    and ebp, dword ptr [r15 + 0]
-    movzx r9d, bpl
-    mov rbp, rcx
+    movzx r8d, r8b
+    and r8d, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    mov r8, rcx
     test ebx, 1073741824
     jz 1f
 1:
     or qword ptr [r15 + 0], 39
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov rsi, rbp
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 48
     jz 1f
@@ -1397,43 +1397,43 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     test bl, 228
     jz 1f
 1:
+    lea r8, [r10 + r10*1]
+    and r9d, dword ptr [r15 + 0]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 320]
     lea rbp, [r10 + r10*1]
-    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 320]
-    lea r9, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm1
+    mov qword ptr [r14 + 0], rbp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm1
-    mov qword ptr [r14 + 0], r9
-    jmp 1f
-1:
-    mov rsi, r9
+    mov r9, rbp
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 384]
-    mov ebp, dword ptr [r15 + r9 + 256]
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov r8d, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     test ebx, 360
     jnz 1f
 1:
-    movzx r8d, cl
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 48
-    mov r8d, dword ptr [r15 + r9 + 64]
+    movzx ecx, sil
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 48
+    mov ecx, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -1458,17 +1458,17 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b3_c0:
     mov ecx, 205
-    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 1024]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 1024]
     movzx ecx, byte ptr [r15 + 0]
-    movzx esi, dil
+    movzx r9d, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rsi
+    mov r9, r9
     jmp 1f
 1:
     jmp 1f
@@ -1478,13 +1478,13 @@ ditto_body_c1:
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 15
-    mov rsi, rsi
-    movzx esi, byte ptr [r15 + 0]
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 0]
     movzx ecx, al
     test ebx, 1073741824
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
@@ -1492,10 +1492,10 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], r9
     mov byte ptr [r15 + 0], cl
-    mov esi, esi
-    mov rsi, r8
+    mov r9d, r9d
+    mov r9, rbp
     test ebx, 1073741824
     jnz 1f
 1:
@@ -1504,16 +1504,16 @@ ditto_body_c1:
     jmp 1f
 1:
     and ecx, dword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + r8 + 960]
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r14 + rbp + 960]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 512]
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 640], eax
+    mov dword ptr [r15 + r9 + 640], eax
     jmp 1f
 1:
     test ebx, 54272
@@ -1521,18 +1521,18 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 576]
+    add rcx, qword ptr [r15 + r9 + 576]
     jmp 1f
 1:
-    mov ebp, esi
+    mov r9d, eax
     test bl, 78
     jz 1f
 1:
-    and ecx, dword ptr [r15 + r9 + 448]
-    mov ebp, r8d
+    and r9d, dword ptr [r15 + r8 + 448]
+    mov ecx, ebp
     jmp 1f
 1:
-    mov ebp, edx
+    mov ecx, edx
     add r10, r11
     inc rbx
     dec r13
@@ -1541,7 +1541,7 @@ ditto_body_c1:
     lea rbp, [r10 + r10*2]
     and rbp, 960
     and ecx, dword ptr [r15 + rbp + 1728]
-    mov r8d, 204
+    mov r9d, 204
     add rcx, qword ptr [r15 + 0]
     vmovdqu ymm1, ymmword ptr [r15 + 0]
     test ebx, 1073741824
@@ -1555,8 +1555,8 @@ ditto_body_c1:
     test bl, 108
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], 247
     test bl, 172
@@ -1579,30 +1579,30 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r14 + r8 + 768]
-    mov eax, ecx
-    mov dword ptr [r15 + rbp + 1792], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov rax, rdx
     lea r9, [r10 + r10*1]
     jmp 1f
 1:
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
+    mov ecx, dword ptr [r14 + r9 + 768]
+    mov r8d, ecx
+    mov dword ptr [r15 + rbp + 1792], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    mov r8, rdx
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + r9 + 192]
-    add rsi, qword ptr [r15 + rbp + 1856]
-    mov ecx, esi
-    mov dword ptr [r15 + r8 + 704], r8d
+    add rsi, qword ptr [r15 + r8 + 192]
+    add rax, qword ptr [r15 + rbp + 1856]
+    mov ecx, eax
+    mov dword ptr [r15 + r9 + 704], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -1669,7 +1669,7 @@ ditto_body_c1:
     test bl, 204
     jz 1f
 1:
-    movzx eax, cl
+    movzx eax, dl
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r10 + r10*1]
     jmp 1f
@@ -1686,7 +1686,7 @@ ditto_body_c1:
     jnz 1f
 1:
     and eax, dword ptr [r15 + r8 + 640]
-    mov rdi, r8
+    mov rdi, rdx
     lea r8, [r10 + r10*1]
     jmp 1f
 1:
@@ -1699,22 +1699,22 @@ ditto_body_c1:
     and rbp, 64
     mov edi, dword ptr [r15 + rbp + 192]
     vpaddd ymm1, ymm1, ymmword ptr [r14 + 0]
-    mov rcx, rdi
+    mov rdx, rdi
     test ebx, 1073741824
     jnz 1f
 1:
     mov rdi, qword ptr [r15 + r8 + 128]
-    mov rcx, qword ptr [r15 + rbp + 256]
-    mov r8, rdx
+    mov rdx, qword ptr [r15 + rbp + 256]
+    mov r8, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    movzx edx, dl
+    movzx ecx, cl
     lea r8, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    movzx edx, cl
+    movzx ecx, bpl
     and rbp, 64
     vmovdqu ymm1, ymmword ptr [r15 + rbp + 320]
     and r8, 64
@@ -1722,10 +1722,10 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and edx, dword ptr [r14 + 0]
-    mov rax, rdx
+    and ecx, dword ptr [r14 + 0]
+    mov rax, rcx
     add rax, qword ptr [r14 + 0]
-    mov qword ptr [r15 + 0], rcx
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
@@ -1737,7 +1737,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rcx
+    mov rcx, rdx
     jmp 1f
 1:
     jmp 1f
@@ -1748,40 +1748,40 @@ ditto_body_c1:
     jnz 1f
 1:
     vmovdqu ymm1, ymmword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    and edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    and ecx, dword ptr [r15 + 0]
     test ebx, 408
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rax, rdx
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rax
-    mov edx, edx
+    mov rcx, rax
+    mov ecx, ecx
     vmovdqu ymm1, ymmword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 62464
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 256], rdx
-    mov byte ptr [r15 + rbp + 384], dl
-    mov edx, eax
+    mov qword ptr [r15 + r8 + 256], rcx
+    mov byte ptr [r15 + rbp + 384], cl
+    mov ecx, ecx
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], al
-    add rdx, qword ptr [r14 + rbp + 64]
-    mov ebp, edx
+    mov byte ptr [r15 + rbp + 128], bpl
+    add rcx, qword ptr [r14 + rbp + 64]
+    mov ebp, ecx
     jmp 1f
 1:
     add r10, r11
@@ -1789,24 +1789,24 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov eax, 3
-    mov eax, 65
+    mov ecx, 3
+    mov ecx, 65
     lea rbp, [r10 + r10*1]
-    movzx eax, bpl
+    movzx ecx, bpl
     and rbp, 64
     movsxd rsi, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, sil
+    movzx ecx, sil
     mov r12, qword ptr [r15 + r12 + 56]
     movsxd rsi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     add rsi, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
@@ -1830,9 +1830,9 @@ ditto_body_c1:
     jnz 1f
 1:
     mov esi, 5
-    mov byte ptr [r15 + 0], al
-    and eax, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + rbp + 384]
+    mov byte ptr [r15 + 0], sil
+    and esi, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + rbp + 384]
     lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
     test bl, 48
@@ -1844,44 +1844,44 @@ ditto_body_c1:
     mov qword ptr [r15 + rbp + 256], rbp
     jmp 1f
 1:
-    mov eax, 240
+    mov esi, 240
     test ebx, 48128
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 1280], al
-    mov eax, 21
-    movzx eax, byte ptr [r15 + rbp + 192]
-    and eax, dword ptr [r14 + 0]
+    mov byte ptr [r15 + r8 + 1280], sil
+    mov r8d, 21
+    movzx esi, byte ptr [r15 + rbp + 192]
+    and esi, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea rbp, [r10 + r10*1]
-    mov edi, ebp
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 320]
-    and eax, dword ptr [r15 + 0]
-    mov r8d, 128
+    lea r8, [r10 + r10*1]
+    mov ecx, r8d
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 320]
+    and esi, dword ptr [r15 + 0]
+    mov ebp, 128
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov edi, 176
-    mov r8, rdi
-    mov r8, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov ecx, 176
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edi, r8d
+    mov esi, ebp
     vmovdqu ymm1, ymmword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
@@ -1895,41 +1895,41 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
+    mov ebp, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 38
+    mov ecx, 38
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], esi
     test bl, 212
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rcx
     .byte 0x66, 0x90
-    lea r8, [r10 + r10*1]
-    mov rsi, r8
+    lea rbp, [r10 + r10*1]
+    mov rdi, rbp
     test ebx, 344
     jnz 1f
 1:
     jmp 1f
 1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 960]
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 960]
     lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 1024], r9b
+    mov byte ptr [r15 + rbp + 1024], r9b
     and r9, 64
     mov byte ptr [r14 + r9 + 64], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + rbp + 384], r9
-    mov rsi, qword ptr [r14 + 0]
+    add qword ptr [r15 + r8 + 384], r9
+    mov rbp, qword ptr [r14 + 0]
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 128], rcx
+    mov qword ptr [r15 + r9 + 128], rax
     add r10, r11
     inc rbx
     dec r13
@@ -1969,44 +1969,44 @@ ditto_body_c1:
     vmovdqu ymmword ptr [r15 + 0], ymm5
     jmp 1f
 1:
-    movzx edi, al
+    movzx edi, cl
     test ebx, 1264
     jz 1f
 1:
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r8b
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 1152], r8b
-    lea r9, [r10 + r10*1]
-    mov eax, 247
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r10 + r10*1]
-    mov ecx, ebp
+    mov byte ptr [r15 + 0], bpl
+    mov rcx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 1152], bpl
+    lea r9, [r10 + r10*1]
+    mov ecx, 247
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov ecx, r8d
     movzx ecx, cl
     mov ecx, ecx
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 640]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 640]
     test ebx, 12032
     jnz 1f
 1:
-    vpaddd ymm1, ymm4, ymmword ptr [r15 + r8 + 1088]
+    vpaddd ymm1, ymm4, ymmword ptr [r15 + rbp + 1088]
     mov rcx, rcx
     .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
     mov rcx, rcx
-    movzx ecx, byte ptr [r15 + rbp + 576]
+    movzx ecx, byte ptr [r15 + r8 + 576]
     movsxd rbp, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jz 1f
@@ -2015,7 +2015,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add rbp, qword ptr [r14 + 0]
+    add r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -2098,38 +2098,38 @@ ditto_body_c1:
     and r9, 64
     movsxd rcx, dword ptr [r15 + r9 + 576]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], dl
-    mov rsi, rax
+    mov byte ptr [r15 + rbp + 256], sil
+    mov rdi, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + 0]
-    mov rcx, rdi
-    movsxd rdi, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov rcx, r8
+    movsxd r8, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 24
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
     mov dword ptr [r15 + 0], 210
-    and edi, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 92
-    movsxd rdi, dword ptr [r15 + 0]
+    mov edi, 92
+    movsxd rcx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 816
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov edi, eax
-    mov rax, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, esi
+    mov rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -2138,25 +2138,25 @@ ditto_body_c1:
 1:
     lea r8, [r10 + r10*1]
     .byte 0x0f, 0x1f, 0x00
-    and ecx, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    movsxd rdi, dword ptr [r15 + rbp + 192]
+    movsxd rsi, dword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jz 1f
 1:
     mov rbp, rcx
     mov edx, 138
-    mov byte ptr [r15 + r8 + 512], sil
-    mov qword ptr [r14 + r9 + 640], rcx
+    mov byte ptr [r15 + r8 + 512], dl
+    mov qword ptr [r14 + r9 + 640], rax
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov ecx, ebp
-    mov r9d, ecx
-    mov rcx, qword ptr [r14 + 0]
+    mov edx, ebp
+    mov r9d, edx
+    mov rdx, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -2164,8 +2164,8 @@ ditto_body_c1:
 .Lc1_b7_c1:
     lea r9, [r10 + r10*1]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 576]
-    movzx r8d, cl
+    mov edx, dword ptr [r15 + r9 + 576]
+    movzx r8d, dl
     .byte 0x0f, 0x1f, 0x40, 0x00
     lea rdi, [r15 + 11828544]
     mov ecx, 68
@@ -2197,7 +2197,7 @@ ditto_body_c1:
     jz 1f
 1:
     mov qword ptr [r15 + 0], r9
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
     and r8, 64
     mov dword ptr [r15 + r8 + 192], 74
     test bl, 192
@@ -2211,7 +2211,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r14 + 0], ymm4
+    vmovdqu ymmword ptr [r14 + 0], ymm1
     lea rbp, [r10 + r10*1]
     add rdi, qword ptr [r15 + r9 + 640]
     mov ecx, dword ptr [r15 + r8 + 256]
@@ -2228,8 +2228,8 @@ ditto_body_c1:
     jnz 1f
 1:
     mov r9d, 221
-    mov r9d, r9d
-    mov ebp, ebp
+    mov ebp, r9d
+    mov edi, r8d
     add r10, r11
     inc rbx
     dec r13
@@ -2237,22 +2237,22 @@ ditto_body_c1:
 .Lc1_b7_c2:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 192]
+    add rdi, qword ptr [r15 + rbp + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    mov ecx, edi
     jmp 1f
 1:
     test ebx, 480
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    mov r9d, 99
-    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov edi, 99
+    movsxd rdi, dword ptr [r15 + 0]
     add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], edi
     movsxd rcx, dword ptr [r15 + 0]
     add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
@@ -2265,36 +2265,36 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r9
-    movzx r9d, dl
-    mov ecx, 175
+    mov rcx, rdi
+    movzx ecx, dl
+    mov edi, 175
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, sil
-    movzx ecx, byte ptr [r15 + 0]
+    movzx edi, sil
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r10 + r10*1]
     lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 576]
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], rdi
-    mov rdi, qword ptr [r14 + r9 + 640]
+    and edi, dword ptr [r15 + r8 + 576]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rbp
+    mov rcx, qword ptr [r14 + r8 + 640]
     test ebx, 480
     jnz 1f
 1:
-    add qword ptr [r15 + r8 + 320], rsi
+    add qword ptr [r15 + r9 + 320], rdx
     jmp 1f
 1:
-    movzx esi, byte ptr [r14 + 0]
+    movzx edx, byte ptr [r14 + 0]
     mov r8d, 188
     test ebx, 1073741824
     jz 1f
@@ -2302,7 +2302,7 @@ ditto_body_c1:
     jmp 1f
 1:
     add r8, qword ptr [r15 + rbp + 256]
-    mov rsi, r9
+    mov rdx, r9
     add r10, r11
     inc rbx
     dec r13
@@ -2319,39 +2319,39 @@ ditto_body_c1:
     mov ebp, 127
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     test ebx, 1936
     jnz 1f
 1:
-    mov esi, 218
-    mov rsi, qword ptr [r15 + 0]
-    mov rdx, rdx
-    mov dword ptr [r15 + 0], edx
+    mov ebp, 218
+    mov rbp, qword ptr [r15 + 0]
+    mov rsi, rsi
+    mov dword ptr [r15 + 0], esi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    movsxd rsi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rbp, rax
-    lea rbp, [r10 + r10*1]
+    mov r8, rax
+    lea r8, [r10 + r10*1]
     test ebx, 446464
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm4
-    movzx edx, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 576]
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm1
+    movzx esi, byte ptr [r14 + 0]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 576]
     jmp 1f
 1:
     test ebx, 1648
@@ -2360,7 +2360,7 @@ ditto_body_c1:
     jmp 1f
 1:
     lea r9, [r10 + r10*1]
-    mov edx, r9d
+    mov esi, r9d
     and r9, 64
     mov dword ptr [r15 + r9 + 512], eax
     jmp 1f
@@ -2368,16 +2368,16 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + r9 + 448]
-    mov r9d, edx
-    mov qword ptr [r15 + r8 + 640], r9
+    and esi, dword ptr [r15 + r9 + 448]
+    mov r9d, esi
+    mov qword ptr [r15 + rbp + 640], r9
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vpaddd ymm4, ymm4, ymmword ptr [r14 + rbp + 64]
-    mov edx, 74
+    vpaddd ymm1, ymm1, ymmword ptr [r14 + r8 + 64]
+    mov esi, 74
     jmp 1f
 1:
     add r10, r11
@@ -2385,65 +2385,65 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    movzx edx, al
-    and ebp, dword ptr [r14 + 0]
+    movzx esi, dil
+    and r8d, dword ptr [r14 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
-    xor dword ptr [r15 + 0], ebp
+    xor dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
+    mov qword ptr [r15 + 0], r9
     test ebx, 688
     jz 1f
 1:
-    mov rdx, rbp
-    mov edx, 12
+    mov r9, r8
+    mov r9d, 12
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     inc dword ptr [r15 + 0]
-    mov edx, 13
-    mov edx, edx
-    lea rbp, [r10 + r10*1]
+    mov r9d, 13
+    mov r9d, r9d
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 768], 200
+    and r9, 64
+    mov dword ptr [r15 + r9 + 768], 200
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edx, 76
+    mov r8d, 76
     lea r8, [r10 + r10*1]
-    imul edx, r8d, 28
+    imul esi, r8d, 28
     and r8, 64
-    lea r9, [r10 + r10*1]
-    add rdx, qword ptr [r15 + r8 + 256]
+    lea rbp, [r10 + r10*1]
+    add rsi, qword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 960
-    movsxd rdx, dword ptr [r14 + r9 + 1792]
-    movzx esi, dl
-    mov dword ptr [r15 + rbp + 704], 254
+    and rbp, 960
+    movsxd rsi, dword ptr [r14 + rbp + 1792]
+    movzx edi, sil
+    mov dword ptr [r15 + r9 + 704], 254
     jmp 1f
 1:
     test ebx, 1936
@@ -2453,34 +2453,34 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    vmovdqu ymm4, ymmword ptr [r15 + r9 + 1728]
-    add r9, qword ptr [r15 + r8 + 192]
+    vmovdqu ymm1, ymmword ptr [r15 + rbp + 1728]
+    add rbp, qword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    and esi, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
     add r8, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 254
-    mov r9d, r8d
+    mov ebp, r8d
     test ebx, 1073741824
     jnz 1f
 1:
     movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    movzx r9d, sil
+    movzx edi, r8b
+    movzx ebp, dil
     test ebx, 1073741824
     jnz 1f
 1:
-    lock xadd qword ptr [r15 + 0], r9
-    movzx esi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
+    lock xadd qword ptr [r15 + 0], rbp
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1632
     jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -2490,56 +2490,56 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov r9d, 39
-    mov r9, r9
+    mov edi, 39
+    mov rdi, rdi
     test ebx, 323584
     jz 1f
 1:
-    add r9, qword ptr [r14 + 0]
+    add rdi, qword ptr [r14 + 0]
     jmp 1f
 1:
     mov rax, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 320]
-    mov esi, r9d
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 256]
+    and edi, dword ptr [r15 + rbp + 320]
+    mov eax, edi
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r9d, ecx, 115
+    imul edi, edx, 115
     lea r9, [r10 + r10*1]
-    movzx esi, r9b
-    mov rsi, qword ptr [r15 + r8 + 384]
+    movzx edi, r9b
+    mov rdi, qword ptr [r15 + rbp + 384]
     and r9, 64
     mov dword ptr [r15 + r9 + 832], r9d
     test bl, 240
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    movzx ebp, dil
-    add rbp, qword ptr [r15 + r9 + 896]
+    movsxd rbp, dword ptr [r15 + r8 + 192]
+    movzx r8d, dl
+    add r8, qword ptr [r15 + r9 + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    mov r9d, edi
+    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
     movzx r9d, r9b
     mov r9, qword ptr [r15 + 0]
     test ebx, 912
     jz 1f
 1:
-    movzx r9d, sil
-    mov esi, 65
+    movzx r9d, al
+    mov eax, 65
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -2557,36 +2557,36 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     add qword ptr [r15 + 0], rcx
     lock or dword ptr [r15 + 0], 87
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, sil
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, sil
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, al
+    mov rax, qword ptr [r15 + 0]
+    movzx r9d, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov esi, r8d
-    lea rbp, [r10 + r10*1]
-    mov r8d, dword ptr [r15 + 0]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 704]
+    mov byte ptr [r15 + 0], dil
+    mov eax, edi
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r15 + 0]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 704]
     lea r9, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], esi
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r14 + rbp + 768], rdi
-    add rsi, qword ptr [r14 + 0]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 1088]
+    mov dword ptr [r15 + r9 + 448], ebp
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r14 + r8 + 768], rdx
+    add rdi, qword ptr [r14 + 0]
+    and rbp, 64
+    mov r8, qword ptr [r15 + rbp + 1088]
     test ebx, 98304
     jz 1f
 1:
@@ -2594,7 +2594,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 512]
+    mov rdi, qword ptr [r15 + r9 + 512]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -2604,7 +2604,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 1152], rbp
+    mov qword ptr [r15 + rbp + 1152], rdi
     add r10, r11
     inc rbx
     dec r13
@@ -2612,16 +2612,16 @@ ditto_body_c1:
 .Lc1_b7_c7:
     jmp 1f
 1:
-    imul rbp, rcx
+    imul rdi, rdx
     inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r8, qword ptr [r15 + 0]
-    movzx r9d, r8b
+    movzx edi, byte ptr [r15 + 0]
+    movzx ebp, r9b
+    mov rbp, qword ptr [r15 + 0]
+    movzx r9d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
@@ -2644,33 +2644,33 @@ ditto_body_c1:
     mov r9d, 73
     movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    lea r8, [r10 + r10*1]
+    movzx edi, r9b
+    lea r9, [r10 + r10*1]
     test ebx, 976
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 576]
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 576]
     and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 640], 5
-    lea r8, [r10 + r10*1]
+    and edi, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r9 + 640], 5
+    lea r9, [r10 + r10*1]
     test bl, 192
     jz 1f
 1:
-    imul r9d, r8d, 87
-    movzx r9d, bpl
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 64]
-    movsxd rsi, dword ptr [r15 + r8 + 128]
+    imul edi, r9d, 87
+    movzx edi, r8b
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 64]
+    movsxd r8, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, qword ptr [r14 + rbp + 768]
-    vmovdqu ymm4, ymmword ptr [r14 + 0]
-    mov r9d, r8d
+    mov r9, qword ptr [r14 + rbp + 768]
+    vmovdqu ymm1, ymmword ptr [r14 + 0]
+    mov r8d, r9d
     add r10, r11
     inc rbx
     dec r13
@@ -2678,8 +2678,8 @@ ditto_body_c1:
 .Lc1_b7_c8:
     mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9d, 26
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, 26
     test ebx, 1073741824
     jnz 1f
 1:
@@ -2700,9 +2700,9 @@ ditto_body_c1:
     test ebx, 816
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r9d, dil
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, dl
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -2710,15 +2710,15 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    vpxor ymm4, ymm6, ymm8
-    and r8d, dword ptr [r15 + 0]
+    vpxor ymm1, ymm6, ymm8
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rdi
+    mov rbp, rdx
     jmp 1f
 1:
     test ebx, 1073741824
@@ -2726,102 +2726,102 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    lea r8, [r10 + r10*1]
-    movzx r9d, cl
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    add rbp, qword ptr [r15 + r8 + 192]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 256]
     lea rbp, [r10 + r10*1]
-    xor dword ptr [r14 + 0], ebp
+    movzx eax, al
     and rbp, 64
-    movzx r8d, byte ptr [r14 + rbp + 64]
-    and r8d, dword ptr [r15 + r9 + 640]
+    lea r9, [r10 + r10*1]
+    add rax, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 256]
+    lea r8, [r10 + r10*1]
+    xor dword ptr [r14 + 0], r8d
+    and r8, 64
+    movzx ebp, byte ptr [r14 + r8 + 64]
+    and ebp, dword ptr [r15 + r9 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     .byte 0x66, 0x90
-    xor dword ptr [r15 + rbp + 128], ebp
+    xor dword ptr [r15 + r8 + 128], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
-    mov rsi, rsi
-    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, rdi
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 114
+    mov edx, 114
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov rsi, rdi
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    mov byte ptr [r15 + 0], dl
+    mov rdx, rdx
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     jmp 1f
 1:
     test ebx, 15856
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r8b
-    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov byte ptr [r15 + 0], dl
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 216
+    mov edx, 216
     jmp 1f
 1:
-    mov r8d, r8d
-    movzx r8d, dl
+    mov edx, edx
+    movzx edx, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], sil
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov dword ptr [r15 + r8 + 448], 159
     lea r8, [r10 + r10*1]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], dl
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 320]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    mov dword ptr [r15 + rbp + 448], 159
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
-    and rbp, 64
-    imul rax, qword ptr [r15 + rbp + 192]
-    mov byte ptr [r14 + rbp + 256], al
-    mov qword ptr [r15 + r8 + 384], rax
+    mov rdx, r8
+    and r8, 64
+    imul rdx, qword ptr [r15 + r8 + 192]
+    mov byte ptr [r14 + r8 + 256], dl
+    mov qword ptr [r15 + rbp + 384], rdx
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    movzx r8d, bpl
-    movzx r8d, r8b
+    movzx ebp, r8b
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
@@ -2830,8 +2830,8 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, 73
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, 73
     add r8, qword ptr [r15 + 0]
     test ebx, 912
     jnz 1f
@@ -2861,7 +2861,7 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd ymm4, ymm4, ymmword ptr [r15 + 0]
+    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
     mov r8d, 1
     jmp 1f
 1:
@@ -2876,7 +2876,7 @@ ditto_body_c1:
     and r8, 4194240
     mov ebp, dword ptr [r15 + r8 + 7633600]
     lea r9, [r10 + r10*1]
-    mov eax, 15
+    mov edx, 15
     test ebx, 1073741824
     jnz 1f
 1:
@@ -2892,7 +2892,7 @@ ditto_body_c1:
 1:
     add rdx, qword ptr [r14 + rbp + 192]
     movsxd rbp, dword ptr [r14 + 0]
-    lock xadd qword ptr [r15 + r9 + 128], rdx
+    lock xadd qword ptr [r15 + r9 + 128], rbp
     jmp 1f
 1:
     add r10, r11
@@ -2903,13 +2903,13 @@ ditto_body_c1:
     mov r9d, 134
     mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
+    mov ebp, r8d
     test ebx, 928
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -2923,33 +2923,33 @@ ditto_body_c1:
 1:
     mov r9d, 228
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     test ebx, 912
     jnz 1f
 1:
-    mov rdx, rcx
+    mov rbp, rsi
     and ebp, dword ptr [r15 + 0]
-    movzx edx, bpl
-    lea rbp, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
+    movzx r8d, bpl
+    lea r8, [r10 + r10*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
+    and r8, 64
     lea r9, [r10 + r10*1]
-    and ecx, dword ptr [r15 + rbp + 192]
-    xor dword ptr [r14 + rbp + 256], ecx
+    and ebp, dword ptr [r15 + r8 + 192]
+    xor dword ptr [r14 + r8 + 256], ebp
     and r9, 64
     mov ebp, dword ptr [r15 + r9 + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r14 + 0], rdi
+    mov qword ptr [r14 + 0], rcx
     .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    and ecx, dword ptr [r15 + r9 + 576]
+    and r8d, dword ptr [r15 + r9 + 576]
     test ebx, 944
     jz 1f
 1:
@@ -2957,12 +2957,12 @@ ditto_body_c1:
 1:
     and rbp, 64
     mov byte ptr [r15 + rbp + 448], bpl
-    movzx ecx, bpl
+    movzx r8d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, 31
-    mov qword ptr [r15 + rbp + 512], rdx
+    mov r8d, 31
+    mov qword ptr [r15 + rbp + 512], r9
     jmp 1f
 1:
     add r10, r11
@@ -2970,64 +2970,64 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 512]
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rbp
+    movzx ebp, byte ptr [r15 + 0]
+    mov ecx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    imul rbp, rbp
     movzx ecx, byte ptr [r15 + 0]
-    mov edx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymm4, ymmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    imul rcx, rcx
-    movzx edx, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx edx, sil
-    add rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
+    movzx ecx, sil
+    add rbp, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    imul ecx, ecx, 34
-    movzx ecx, byte ptr [r15 + 0]
+    imul ebp, ebp, 34
+    movzx ebp, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
     mov dword ptr [r15 + 0], esi
     and r9, 64
-    lea r8, [r10 + r10*1]
-    add qword ptr [r15 + r9 + 384], r8
+    lea rbp, [r10 + r10*1]
+    add qword ptr [r15 + r9 + 384], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 448]
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 128]
+    mov rcx, qword ptr [r15 + r8 + 448]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 128]
     jmp 1f
 1:
-    mov ebp, r9d
+    mov r8d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
@@ -3041,45 +3041,45 @@ ditto_body_c1:
     test ebx, 1456
     jz 1f
 1:
-    xor dword ptr [r14 + r8 + 64], ecx
+    xor dword ptr [r14 + rbp + 64], ecx
     movsxd rcx, dword ptr [r14 + 0]
-    mov r8d, ecx
-    mov r8d, dword ptr [r15 + r9 + 320]
+    mov ebp, ecx
+    mov ebp, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
-    mov r8d, 94
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, r8b
+    mov ebp, 94
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
+    imul rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 432
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edi
+    mov ebp, edi
     mov dword ptr [r15 + 0], 130
     test ebx, 1073741824
     jz 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm4
-    add r8, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rdi
+    add rbp, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    add rbp, qword ptr [r15 + 0]
+    add qword ptr [r15 + 0], rsi
     test ebx, 1744
     jz 1f
 1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    mov r8d, eax
+    mov ebp, ebp
+    movzx ebp, bpl
+    mov ebp, eax
     test ebx, 54784
     jz 1f
 1:
@@ -3087,7 +3087,7 @@ ditto_body_c1:
     lea r8, [r10 + r10*1]
     and rbp, 64
     xchg qword ptr [r15 + rbp + 704], rcx
-    mov dword ptr [r14 + 0], edx
+    mov dword ptr [r14 + 0], r9d
     jmp 1f
 1:
     and r8, 8128
@@ -3121,11 +3121,11 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    mov ecx, esi
+    mov ecx, eax
     jmp 1f
 1:
     imul r8d, ecx, 90
-    imul r8, r9
+    imul r8, r8
     test ebx, 624
     jnz 1f
 1:
@@ -3163,7 +3163,7 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, edx
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rdi
     lea r8, [r10 + r10*1]
     jmp 1f
 1:
@@ -3174,24 +3174,24 @@ ditto_body_c1:
     and r8, 64
     movzx ecx, byte ptr [r15 + r8 + 896]
     movsxd r9, dword ptr [r15 + r8 + 832]
-    and ecx, dword ptr [r14 + 0]
+    and r8d, dword ptr [r14 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov ecx, 42
     lea r8, [r10 + r10*1]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
+    mov ecx, 42
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 1152]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 1152]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 1088]
-    movsxd r8, dword ptr [r14 + r9 + 64]
+    movsxd rcx, dword ptr [r15 + r9 + 1088]
+    movsxd r9, dword ptr [r14 + r8 + 64]
     jmp 1f
 1:
     add r10, r11
@@ -3199,70 +3199,70 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    lea r9, [r10 + r10*1]
-    and r9, 64
     lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + r9 + 1088]
     and r8, 64
-    xchg qword ptr [r15 + r8 + 640], rcx
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + r8 + 1088]
+    and r9, 64
+    xchg qword ptr [r15 + r9 + 640], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     mov rdx, qword ptr [r15 + 0]
-    mov ebp, esi
+    mov ebp, edi
     test ebx, 432
     jz 1f
 1:
     mov dword ptr [r15 + 0], ebp
     mov ebp, 16
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     or qword ptr [r15 + 0], 109
     add rbp, qword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rsi
+    lock xadd qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov ebp, esi
+    and ebp, dword ptr [r15 + 0]
+    mov edi, ebp
     mov dword ptr [r15 + 0], 27
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx ebp, sil
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, bpl
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx esi, r9b
+    movzx ebp, r9b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r14 + 0], ymm4
-    add rsi, qword ptr [r14 + 0]
+    vmovdqu ymmword ptr [r14 + 0], ymm1
+    add rbp, qword ptr [r14 + 0]
     jmp 1f
 1:
     test ebx, 1440
     jnz 1f
 1:
-    mov esi, 201
+    mov ebp, 201
     lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + r8 + 576], rbp
-    and r8d, dword ptr [r14 + r9 + 1152]
+    mov qword ptr [r15 + r9 + 576], rbp
+    and r9d, dword ptr [r14 + r8 + 1152]
     and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 192]
+    and r9d, dword ptr [r15 + rbp + 192]
     test ebx, 1744
     jz 1f
 1:
-    mov r8d, ebp
-    mov r8, r8
-    and r8d, dword ptr [r15 + rbp + 256]
+    mov r9d, ebp
+    mov r9, r9
+    and r9d, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
     add r10, r11
@@ -4145,8 +4145,8 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 86 chunk executions per call
-    mov r13d, 86
+// block 5: 64 bytes, 1 chunk(s), 89 chunk executions per call
+    mov r13d, 89
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
@@ -4234,7 +4234,7 @@ ditto_body_c2:
     test ebx, 10240
     jz 1f
 1:
-    mov eax, ecx
+    mov eax, r8d
     mov r8, r11
     jmp 1f
 1:

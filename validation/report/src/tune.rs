@@ -960,13 +960,15 @@ mod tests {
 
     #[test]
     fn the_best_iteration_has_most_metrics_within_tolerance_not_the_smallest_largest_error() {
-        let original = CounterFigures {
-            instructions_per_request: Some(5300.0),
-            l1i_miss_rate: Some(0.00073),
-            l1d_miss_rate: Some(0.030),
-            branch_mispredict_rate: Some(0.028),
+        // Instructions per request, L1i, L1d and branch misprediction rates.
+        let figures = |i, l1i, l1d, branch| CounterFigures {
+            instructions_per_request: Some(i),
+            l1i_miss_rate: Some(l1i),
+            l1d_miss_rate: Some(l1d),
+            branch_mispredict_rate: Some(branch),
             ..CounterFigures::default()
         };
+        let original = figures(5300.0, 0.00073, 0.030, 0.028);
         let iteration = |n, figures: CounterFigures| {
             let errors = errors_of(&original, &figures);
             Iteration {
@@ -981,27 +983,9 @@ mod tests {
             }
         };
         // Memcached's untuned clone: L1i 100 % under, everything else off too.
-        let untuned = iteration(
-            1,
-            CounterFigures {
-                instructions_per_request: Some(4000.0),
-                l1i_miss_rate: Some(0.0),
-                l1d_miss_rate: Some(0.016),
-                branch_mispredict_rate: Some(0.032),
-                ..CounterFigures::default()
-            },
-        );
+        let untuned = iteration(1, figures(4000.0, 0.0, 0.016, 0.032));
         // A tuned one: L1i 114 % over, the other three within 10 %.
-        let tuned = iteration(
-            4,
-            CounterFigures {
-                instructions_per_request: Some(5440.0),
-                l1i_miss_rate: Some(0.00157),
-                l1d_miss_rate: Some(0.0281),
-                branch_mispredict_rate: Some(0.0300),
-                ..CounterFigures::default()
-            },
-        );
+        let tuned = iteration(4, figures(5440.0, 0.00157, 0.0281, 0.0300));
         let settings = TuneSettings {
             tolerance: 0.1,
             max_iterations: 5,

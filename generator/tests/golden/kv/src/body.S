@@ -607,11 +607,11 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 108 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 110 chunk executions per call
     mov rbx, qword ptr [r15 + 67117728]
-    lea rcx, [rbx + 108]
+    lea rcx, [rbx + 110]
     mov qword ptr [r15 + 67117728], rcx
-    mov r13d, 108
+    mov r13d, 110
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
@@ -1726,7 +1726,7 @@ ditto_body_c1:
 1:
     mov qword ptr [r15 + 0], rdi
     mov edi, 165
-    add rdi, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
     test ebx, 1264
@@ -1734,94 +1734,94 @@ ditto_body_c1:
 1:
     and r8, 64
     mov qword ptr [r15 + r8 + 768], r8
-    and ecx, dword ptr [r14 + 0]
-    movzx esi, cl
-    mov edi, edx
+    and edx, dword ptr [r14 + 0]
+    movzx edi, dl
+    mov esi, esi
     test ebx, 688
     jz 1f
 1:
-    mov ecx, edx
+    mov esi, r9d
     lea rbp, [r10 + r10*1]
     movzx eax, byte ptr [r14 + 0]
     and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 128]
-    movzx r9d, byte ptr [r15 + r8 + 704]
-    lea r8, [r10 + r10*1]
+    add rcx, qword ptr [r15 + rbp + 128]
+    movzx edi, byte ptr [r15 + r8 + 704]
+    lea r9, [r10 + r10*1]
     test ebx, 6848
     jnz 1f
 1:
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    movzx eax, byte ptr [r15 + r8 + 256]
-    mov esi, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    movzx edi, byte ptr [r15 + r9 + 256]
+    mov edx, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    mov r9, qword ptr [r15 + 0]
-    crc32 rcx, rcx
-    movzx ecx, byte ptr [r15 + 0]
-    mov ebp, ebp
+    mov rax, qword ptr [r15 + 0]
+    crc32 r8, rsi
+    movzx r8d, byte ptr [r15 + 0]
+    mov esi, ebp
     test ebx, 736
     jnz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
     mov dword ptr [r15 + 0], edi
-    mov r9, r8
+    mov rcx, rcx
     test ebx, 4016
     jnz 1f
 1:
     mov rax, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     mov rdi, qword ptr [r15 + 0]
-    mov ecx, edx
-    mov r9, qword ptr [r15 + 0]
+    mov ebp, eax
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1744
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov rax, rbp
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov rdx, rsi
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 912
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 209
+    mov dword ptr [r15 + 0], r9d
     lea r9, [r10 + r10*1]
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + 0], 209
+    lea rbp, [r10 + r10*1]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
+    add rsi, qword ptr [r15 + r9 + 256]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 192]
     test bl, 32
     jz 1f
 1:
     mov dword ptr [r14 + 0], 194
-    mov ebp, esi
-    lea rbp, [r10 + r10*1]
-    movsxd rdi, dword ptr [r14 + 0]
-    movsxd rsi, dword ptr [r15 + r9 + 256]
+    mov esi, edx
+    lea r8, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
+    movsxd rdx, dword ptr [r15 + rbp + 256]
     test ebx, 6896
     jz 1f
 1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 640]
-    mov r9d, dword ptr [r15 + rbp + 576]
-    movzx edx, byte ptr [r15 + r8 + 192]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 640]
+    mov ebp, dword ptr [r15 + r8 + 576]
+    movzx ecx, byte ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
@@ -1835,43 +1835,43 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea r8, [r10*8]
+    lea r9, [r10*8]
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    and r8, 448
-    movsxd rcx, dword ptr [r15 + r8 + 1472]
-    mov rax, r8
+    and r9, 448
+    movsxd r8, dword ptr [r15 + r9 + 1472]
+    mov rax, r9
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + rbp + 320]
     test bl, 64
     jnz 1f
 1:
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 512]
-    movzx ecx, byte ptr [r14 + r8 + 1792]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 512]
+    movzx ecx, byte ptr [r14 + r9 + 1792]
     sete cl
-    mov esi, ecx
+    mov edx, ecx
     test ebx, 832
     jnz 1f
 1:
-    movzx eax, dl
-    mov edi, dword ptr [r15 + r8 + 1920]
-    movzx edx, byte ptr [r15 + r8 + 1728]
-    movzx ecx, byte ptr [r15 + rbp + 384]
+    movzx esi, sil
+    mov edi, dword ptr [r15 + r9 + 1920]
+    movzx ecx, byte ptr [r15 + r9 + 1728]
+    movzx esi, byte ptr [r15 + rbp + 384]
     test ebx, 14832
     jnz 1f
 1:
-    movzx ebp, r8b
+    movzx ebp, bpl
     jmp 1f
 1:
-    movzx edx, bpl
+    movzx ebp, bpl
     vmaxsd xmm15, xmm15, xmm6
     test ebx, 256
     jz 1f
 1:
-    popcnt rax, rdx
+    popcnt rax, rbp
     mov rdi, r9
     jmp 1f
 1:
@@ -1880,147 +1880,147 @@ ditto_body_c1:
     jz 1f
 1:
     mov rbp, rbp
-    mov rsi, rbp
+    mov rdx, rbp
     vmaxsd xmm15, xmm15, xmm15
-    movzx edi, byte ptr [r15 + r8 + 1856]
+    movzx eax, byte ptr [r15 + r9 + 1856]
     test ebx, 14064
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + r8 + 1536]
-    and edx, dword ptr [r15 + r8 + 1600]
-    mov qword ptr [r15 + r8 + 1664], r9
+    movsxd rdi, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + r9 + 1536]
+    and ebp, dword ptr [r15 + r9 + 1600]
+    mov qword ptr [r15 + r9 + 1664], r9
     test bl, 232
     jz 1f
 1:
-    mov rdi, rdx
-    movzx eax, dil
-    movzx esi, byte ptr [r15 + r9 + 448]
+    mov rdx, rbp
+    movzx eax, dl
+    movzx ecx, byte ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
     mov dword ptr [r15 + 0], 35
-    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
-    movzx r8d, r9b
+    movzx edi, r9b
     test ebx, 4044
     jnz 1f
 1:
     mov r9d, r9d
-    mov dword ptr [r15 + 0], r8d
-    mov rdx, r9
-    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov r8, r9
+    mov esi, dword ptr [r15 + 0]
     test bl, 156
     jz 1f
 1:
     lea rbp, [r10 + r10*8]
-    mov r8d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
     vmovdqu xmm3, xmmword ptr [r15 + 0]
     and rbp, 4032
     mov r9, qword ptr [r15 + rbp + 3520]
     test ebx, 256
     jz 1f
 1:
-    add r8, qword ptr [r14 + rbp + 3200]
+    add rdi, qword ptr [r14 + rbp + 3200]
     movzx esi, byte ptr [r15 + rbp + 3136]
-    mov ecx, r8d
-    mov rcx, rdi
-    lea r9, [r10 + r10*1]
+    mov eax, edi
+    mov rax, rcx
     lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     test bl, 32
     jz 1f
 1:
-    mov rdi, r9
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 128]
+    mov rcx, r9
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov rcx, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 320]
     mov rsi, qword ptr [r15 + rbp + 3264]
     test ebx, 15216
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r9 + 64]
-    movsxd r9, dword ptr [r15 + rbp + 3456]
-    movzx edx, byte ptr [r15 + r8 + 384]
+    add rsi, qword ptr [r15 + r8 + 64]
+    movsxd r8, dword ptr [r15 + rbp + 3456]
+    movzx edi, byte ptr [r15 + r9 + 384]
     test bl, 32
     jnz 1f
 1:
-    popcnt r8, rbp
-    mov r8d, 13
+    popcnt r9, rbp
+    mov r9d, 13
     mov rax, qword ptr [r15 + rbp + 3072]
-    movsxd rcx, dword ptr [r15 + rbp + 3328]
+    movsxd rsi, dword ptr [r15 + rbp + 3328]
     test ebx, 304
     jz 1f
 1:
-    movzx r9d, dil
-    movzx edi, byte ptr [r15 + rbp + 3008]
-    movsxd r8, dword ptr [r15 + rbp + 3392]
+    movzx r8d, bpl
+    movzx ecx, byte ptr [r15 + rbp + 3008]
+    movsxd r9, dword ptr [r15 + rbp + 3392]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    lea r8, [r10 + r10*8]
-    movzx eax, bpl
-    lea rbp, [r10 + r10*1]
-    and r8, 960
-    movsxd rdi, dword ptr [r15 + r8 + 2432]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 832]
-    movzx ecx, byte ptr [r15 + r8 + 2176]
+    lea rbp, [r10 + r10*8]
+    movzx eax, dl
+    lea r8, [r10 + r10*1]
+    and rbp, 960
+    movsxd rdx, dword ptr [r15 + rbp + 2432]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 832]
+    movzx esi, byte ptr [r15 + rbp + 2176]
     test bl, 64
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + r8 + 2368]
-    mov byte ptr [r15 + r8 + 2496], dl
+    mov r9d, dword ptr [r15 + rbp + 2368]
+    mov byte ptr [r15 + rbp + 2496], cl
     movzx edx, r9b
     test bl, 32
     jnz 1f
 1:
     mov dword ptr [r15 + 0], edx
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov eax, 24
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov esi, 24
     test ebx, 16288
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov esi, edi
+    mov edi, ecx
     and r9, 64
-    mov edi, dword ptr [r15 + r9 + 448]
+    mov ecx, dword ptr [r15 + r9 + 448]
     test bl, 8
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 2112]
+    movsxd rax, dword ptr [r15 + rbp + 2112]
     mov rdx, rax
-    movzx eax, byte ptr [r15 + r8 + 2048]
-    mov edi, ebp
+    movzx eax, byte ptr [r15 + rbp + 2048]
+    mov ecx, ebp
     test ebx, 1276
     jz 1f
 1:
-    and ecx, dword ptr [r14 + 0]
+    and edi, dword ptr [r14 + 0]
     vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 512]
-    movzx r9d, cl
+    movzx r9d, dil
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 1984], bpl
-    movzx ecx, byte ptr [r15 + r8 + 2240]
+    mov byte ptr [r15 + rbp + 1984], bpl
+    movzx edi, byte ptr [r15 + rbp + 2240]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 2304]
+    movzx esi, byte ptr [r15 + rbp + 2304]
     test bl, 8
     jz 1f
 1:
-    mov r8d, esi
+    mov ebp, esi
     or eax, 1
     xor edx, edx
     div eax
-    mov byte ptr [r14 + rbp + 896], bpl
+    mov byte ptr [r14 + r8 + 896], r8b
     add r10, r11
     inc rbx
     dec r13
@@ -2029,32 +2029,32 @@ ditto_body_c1:
     movzx edx, byte ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r9d
-    movzx edi, bpl
+    movzx ecx, r8b
     test bl, 44
     jnz 1f
 1:
     movzx r9d, byte ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     test bl, 116
     jz 1f
 1:
-    mov rbp, rbp
-    mov esi, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov rsi, r8
+    mov edi, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     test bl, 56
     jnz 1f
 1:
-    mov ecx, eax
-    mov edi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx edx, al
+    mov eax, eax
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    movzx ecx, r8b
     test ebx, 1404
     jnz 1f
 1:
-    mov rbp, rax
-    movsxd r8, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
+    mov r8, rcx
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test bl, 8
     jz 1f
 1:
@@ -2065,34 +2065,34 @@ ditto_body_c1:
     test bl, 32
     jnz 1f
 1:
-    mov ecx, ebp
-    mov byte ptr [r15 + 0], sil
+    mov esi, ebp
+    mov byte ptr [r15 + 0], dl
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 128]
+    mov edx, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
     test ebx, 3956
     jnz 1f
 1:
-    mov qword ptr [r14 + 0], rsi
+    mov qword ptr [r14 + 0], rdx
     lea r8, [r10 + r10*1]
-    movzx esi, byte ptr [r14 + 0]
+    movzx edx, byte ptr [r14 + 0]
     and r8, 64
     movzx edi, byte ptr [r15 + r8 + 896]
     test ebx, 344
     jnz 1f
 1:
-    mov eax, edx
+    mov eax, ecx
     mov byte ptr [r15 + r8 + 832], al
-    movzx edx, al
+    movzx ecx, al
     lea r9, [r10 + r10*1]
     test bl, 8
     jz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], rbp
-    mov edx, dword ptr [r15 + rbp + 64]
-    add rbp, qword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r9 + 320], rsi
+    mov ecx, dword ptr [r15 + rbp + 64]
+    add rsi, qword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
@@ -2107,172 +2107,172 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b5_c0:
     movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, dil
-    movsxd rbp, dword ptr [r15 + 0]
+    movzx ebp, dil
+    movsxd rcx, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
     test ebx, 6104
     jnz 1f
 1:
     movsxd r8, dword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
     mov eax, eax
     test bl, 16
     jnz 1f
 1:
     movzx r9d, byte ptr [r15 + 0]
-    mov edx, r9d
-    mov rax, qword ptr [r15 + 0]
+    mov esi, r9d
+    mov rbp, qword ptr [r15 + 0]
     test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], rdi
+    mov r8d, dword ptr [r15 + 0]
     test ebx, 920
     jnz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], dl
     lea rdi, [r15 + 67109504]
     mov ecx, 639
     rep stosb
-    mov rdx, rcx
+    mov rbp, rcx
     lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     test bl, 24
     jnz 1f
 1:
     mov rax, rax
     and r8, 64
     vmovdqu xmm15, xmmword ptr [r15 + r8 + 128]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 192]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 192]
     test bl, 32
     jnz 1f
 1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 896]
-    mov rcx, r8
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 896]
+    mov rdx, rdx
     mov edi, edi
     test ebx, 28384
     jnz 1f
 1:
     mov rax, qword ptr [r15 + r8 + 64]
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    mov r8, qword ptr [r15 + r9 + 832]
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    mov r8, qword ptr [r15 + rbp + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov ecx, 68
+    mov eax, 68
     mov esi, 28
-    sete bpl
-    movzx eax, byte ptr [r15 + 0]
+    sete r9b
+    movzx ecx, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx r9d, bpl
-    mov byte ptr [r15 + 0], dil
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
+    movzx edx, r9b
+    mov byte ptr [r15 + 0], bpl
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 4008
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rbp, rdi
-    mov rax, qword ptr [r15 + 0]
-    mov r9, rax
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9, rbp
+    mov r8, qword ptr [r15 + 0]
+    mov rsi, r8
     test ebx, 416
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 173
-    movzx edx, byte ptr [r15 + 0]
-    sete al
+    movzx esi, byte ptr [r15 + 0]
+    sete bpl
     test bl, 16
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     vmulsd xmm4, xmm4, xmm13
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, 26
+    movzx edx, byte ptr [r15 + 0]
+    mov esi, 26
     test ebx, 7128
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 640], rbp
-    mov rdi, rbp
+    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 640], r8
+    mov r9, r8
     test bl, 128
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    movzx eax, sil
-    movzx esi, byte ptr [r15 + rbp + 576]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    mov rdx, qword ptr [r14 + 0]
     lea rbp, [r10 + r10*1]
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + r8 + 576]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 512]
+    mov rdx, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
     test bl, 200
     jnz 1f
 1:
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r14 + rbp + 896]
-    movsxd r8, dword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + r9 + 448], 162
+    and r8, 64
+    movsxd rcx, dword ptr [r14 + r8 + 896]
+    movsxd rax, dword ptr [r15 + r8 + 832]
+    mov dword ptr [r15 + rbp + 448], 162
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rdi, rax
-    mov rax, rdi
+    mov rbp, rsi
+    mov rsi, rbp
     mov qword ptr [r14 + 0], r9
-    or ecx, 1
+    or eax, 1
     xor edx, edx
-    div ecx
+    div eax
     test bl, 16
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rsi, r8
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, rdi
     mov dword ptr [r15 + 0], 144
     mov dword ptr [r15 + 0], r9d
     test bl, 64
     jnz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, ebp
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edx, ecx
     test bl, 128
     jnz 1f
 1:
     vpaddd xmm13, xmm13, xmm3
-    popcnt rsi, rcx
+    popcnt rbp, rdx
     mov dword ptr [r15 + 0], 242
-    mov rbp, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     test bl, 112
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     jmp 1f
 1:
     lea r8, [r10 + r10*1]
@@ -2280,41 +2280,41 @@ ditto_body_c1:
     jz 1f
 1:
     mov rax, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 832]
+    mov rbp, qword ptr [r15 + r8 + 832]
     mov rcx, rcx
     test bl, 184
     jz 1f
 1:
     jmp 1f
 1:
-    mov rbp, rcx
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 896]
+    mov rdx, rcx
+    lea rbp, [r10 + r10*1]
+    mov edi, dword ptr [r15 + r8 + 896]
     test bl, 64
     jnz 1f
 1:
     lea r8, [r10 + r10*1]
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 640]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 640]
     mov ecx, 8
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    movzx edx, byte ptr [r15 + r8 + 448]
+    mov r9d, dword ptr [r15 + r8 + 512]
+    movzx eax, byte ptr [r15 + r8 + 448]
     test bl, 104
     jz 1f
 1:
-    mov eax, 130
-    movzx esi, bpl
-    mov qword ptr [r15 + r9 + 576], rax
+    mov edx, 130
+    movzx edi, bpl
+    mov qword ptr [r15 + rbp + 576], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
     lea rbp, [r10 + r10*1]
-    sete dl
+    sete r9b
     and rbp, 64
     add rdx, qword ptr [r15 + rbp + 512]
     mov dword ptr [r15 + 0], edx
@@ -2322,86 +2322,86 @@ ditto_body_c1:
     test bl, 16
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rax
-    mov eax, r9d
+    mov eax, esi
     test ebx, 6072
     jz 1f
 1:
     mov qword ptr [r15 + 0], rax
-    mov r9d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov eax, 107
     test ebx, 336
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    add rcx, qword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    add rcx, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], rdi
-    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rdx
+    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 16
     jz 1f
 1:
     mov eax, ebp
-    cmovne r9, rax
+    cmovne rsi, rax
     vmovdqu xmm3, xmmword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
+    movsxd r9, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     movzx eax, byte ptr [r15 + 0]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
     and r8, 64
-    mov qword ptr [r15 + r8 + 640], r8
+    mov rdi, qword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 640], r9
     test ebx, 28576
     jz 1f
 1:
     movsxd rcx, dword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + r8 + 576]
-    add rdx, qword ptr [r15 + r9 + 320]
-    mov esi, 122
+    movsxd rdx, dword ptr [r15 + r9 + 576]
+    add rdx, qword ptr [r15 + r8 + 320]
+    mov edi, 122
     test ebx, 824
     jz 1f
 1:
     mov dword ptr [r14 + rbp + 448], 212
-    popcnt rax, rsi
-    mov ecx, eax
+    popcnt rsi, rdi
+    mov ecx, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
     mov ebp, dword ptr [r15 + 0]
     or r8d, 1
     xor edx, edx
     div r8d
-    xchg r9, rdi
+    xchg r9, r9
     test bl, 112
     jnz 1f
 1:
+    mov edi, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, cl
-    mov r9, qword ptr [r15 + 0]
+    movzx edx, dil
+    mov rsi, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx ebp, r8b
-    movzx edi, byte ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
+    movzx ebp, r9b
+    movzx r8d, byte ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
@@ -2419,9 +2419,9 @@ ditto_body_c1:
     jz 1f
 1:
     mov rsi, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    bt rdx, rcx
+    bt rcx, rdx
     mov dword ptr [r15 + 0], edi
     test bl, 64
     jnz 1f
@@ -2431,22 +2431,22 @@ ditto_body_c1:
     lea rbp, [r10 + r10*1]
     movsxd rsi, dword ptr [r15 + r8 + 64]
     and rbp, 64
-    mov edx, dword ptr [r14 + rbp + 576]
+    mov edi, dword ptr [r14 + rbp + 576]
     vaddsd xmm13, xmm13, xmm3
     lea r8, [r10 + r10*1]
     test bl, 16
     jz 1f
 1:
     and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 512]
-    imul esi, edi, 99
-    mov rcx, qword ptr [r15 + r8 + 448]
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    imul esi, ecx, 99
+    mov rdx, qword ptr [r15 + r8 + 448]
     mov eax, dword ptr [r15 + rbp + 640]
     test bl, 16
     jnz 1f
 1:
     mov r9, qword ptr [r14 + 0]
-    mov ebp, ebp
+    mov ebp, edi
     jmp 1f
 1:
     add r10, r11
@@ -2457,49 +2457,49 @@ ditto_body_c1:
     lea r8, [r10 + r10*1]
     and r8, 64
     mov qword ptr [r15 + r8 + 640], r8
-    add rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    mov edi, dword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    mov ebp, edi
+    mov edi, ecx
     mov rsi, qword ptr [r15 + 0]
-    mov edi, eax
+    mov ecx, eax
     mov qword ptr [r15 + 0], rsi
     test bl, 16
     jnz 1f
 1:
-    movzx eax, cl
+    movzx eax, bpl
     mov rax, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 121
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 0], cl
+    mov byte ptr [r15 + 0], dl
     movzx ecx, byte ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 672
     jnz 1f
 1:
     mov qword ptr [r15 + 0], rdx
     mov esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
     test bl, 32
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    mov esi, 222
-    mov rbp, r9
+    mov edx, 222
+    mov rcx, r9
     mov eax, dword ptr [r15 + 0]
     and r9, 64
     movzx edi, byte ptr [r15 + r9 + 192]
@@ -2507,32 +2507,32 @@ ditto_body_c1:
     jnz 1f
 1:
     mov dword ptr [r15 + r9 + 256], edi
-    mov rcx, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    movzx r9d, byte ptr [r14 + 0]
-    mov rax, qword ptr [r15 + r8 + 576]
+    mov rbp, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + r8 + 576]
     test bl, 32
     jz 1f
 1:
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 384]
     vpshufd xmm4, xmm6, 69
-    mov qword ptr [r15 + rbp + 320], rsi
+    mov qword ptr [r15 + r9 + 320], rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov esi, 84
-    mov esi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
+    mov edx, 84
+    mov edx, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     mov dword ptr [r15 + 0], 103
     test bl, 32
     jz 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    mov rcx, r9
-    movzx ebp, byte ptr [r15 + 0]
+    mov rsi, r9
+    movzx edi, byte ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
     test ebx, 424
     jnz 1f
@@ -2543,10 +2543,10 @@ ditto_body_c1:
     test bl, 200
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 76
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, esi
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, edx
     test ebx, 336
     jz 1f
 1:
@@ -2556,78 +2556,78 @@ ditto_body_c1:
     test bl, 16
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    add rax, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + 0]
+    add rbp, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
     movsxd rcx, dword ptr [r14 + 0]
     mov r9d, 213
     test ebx, 5880
     jz 1f
 1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    mov rdx, rdx
-    lea r8, [r10 + r10*1]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 576]
+    mov rax, rdi
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
     test ebx, 304
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 448]
+    lea rbp, [r10 + r10*1]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 128]
-    movzx esi, r9b
-    mov byte ptr [r15 + rbp + 640], dl
+    mov edx, dword ptr [r15 + r9 + 448]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 128]
+    movzx esi, bpl
+    mov byte ptr [r15 + r8 + 640], dil
     test bl, 16
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 512]
-    movzx edx, byte ptr [r15 + r9 + 64]
-    vcvtsi2sd xmm13, xmm13, edi
+    mov r8d, dword ptr [r15 + r9 + 512]
+    movzx edi, byte ptr [r15 + rbp + 64]
+    vcvtsi2sd xmm13, xmm13, ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov ebp, edi
-    mov rbp, rdi
+    mov edi, ecx
+    mov rdi, rax
     vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov edi, ebp
+    mov ecx, edi
     test ebx, 3928
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov r8d, 188
     mov rsi, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov eax, 188
+    mov r8, qword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 217
-    mov rbp, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
     or qword ptr [r15 + 0], 81
     test ebx, 672
     jnz 1f
 1:
-    cmovne rcx, r9
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, esi
+    cmovne r8, r9
+    mov rax, qword ptr [r15 + 0]
+    mov esi, esi
     test ebx, 288
     jnz 1f
 1:
-    movzx edi, dl
+    movzx edi, al
     mov ebp, dword ptr [r15 + 0]
-    movzx esi, sil
+    movzx ecx, cl
     mov qword ptr [r14 + 0], rbp
     test ebx, 824
     jz 1f
@@ -2640,22 +2640,22 @@ ditto_body_c1:
     jmp 1f
 1:
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 640]
+    movsxd rax, dword ptr [r15 + r9 + 640]
     test ebx, 1728
     jz 1f
 1:
-    mov ebp, ecx
+    mov ebp, esi
     lea rbp, [r10 + r10*1]
-    mov rax, rbp
+    mov rdi, rbp
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 896]
-    mov eax, edi
+    mov rdx, qword ptr [r15 + rbp + 896]
+    mov edi, edx
     test bl, 64
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 832]
-    movzx eax, byte ptr [r15 + r9 + 576]
-    movsxd rsi, dword ptr [r15 + r8 + 320]
+    movzx esi, byte ptr [r15 + rbp + 832]
+    movzx edi, byte ptr [r15 + r9 + 576]
+    movsxd rcx, dword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -2673,7 +2673,7 @@ ditto_body_c1:
     and rbp, 64
     mov r9d, dword ptr [r15 + rbp + 640]
     movsxd r8, dword ptr [r15 + 0]
-    movzx edi, r9b
+    movzx edx, r9b
     movsxd rcx, dword ptr [r15 + 0]
     test ebx, 976
     jnz 1f
@@ -2681,111 +2681,111 @@ ditto_body_c1:
     lea rdi, [r15 + 67109504]
     mov ecx, 643
     rep stosb
-    mov r9d, dword ptr [r15 + 0]
-    movzx eax, cl
+    mov eax, dword ptr [r15 + 0]
+    movzx r9d, cl
     mov edi, 234
     test bl, 32
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    mov edx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov rsi, rax
-    mov edi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov rdx, rsi
+    mov ecx, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
     test bl, 182
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, bpl
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx eax, al
     test bl, 58
     jnz 1f
 1:
-    movzx r9d, r9b
-    sete sil
+    movzx esi, bpl
+    sete r8b
     movzx eax, byte ptr [r15 + 0]
     mov qword ptr [r15 + 0], rbp
     test ebx, 256
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r14 + 0], r8b
-    mov edx, r8d
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 128]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r9b
+    mov edx, r9d
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 128]
     test bl, 4
     jnz 1f
 1:
-    mov qword ptr [r14 + rbp + 576], rdi
+    mov qword ptr [r14 + rbp + 576], rcx
     lea rbp, [r10 + r10*1]
-    mov esi, ebp
-    movzx edi, sil
+    mov ecx, ebp
+    movzx edi, cl
     and rbp, 64
     mov byte ptr [r15 + rbp + 256], bpl
     test ebx, 1660
     jz 1f
 1:
     mov edx, 169
-    movsxd rax, dword ptr [r14 + r8 + 64]
+    movsxd rsi, dword ptr [r14 + r9 + 64]
     vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov r8, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
     vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
     test bl, 168
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test bl, 4
     jnz 1f
 1:
-    movzx eax, sil
+    movzx edx, r9b
     not qword ptr [r15 + 0]
-    mov rdx, rax
-    movzx esi, byte ptr [r15 + 0]
+    mov rsi, rdx
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 816
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov rdx, rax
+    and edi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rsi, rdx
     test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    imul rax, rdi
-    vmovq xmm13, rax
-    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    imul rdx, rcx
+    vmovq xmm4, rdx
+    and r8d, dword ptr [r15 + 0]
     test ebx, 764
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
+    movzx ecx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
     mov dword ptr [r14 + 0], 59
     test ebx, 862
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    movzx r8d, bpl
+    movzx edx, bpl
     mov dword ptr [r14 + 0], ebp
     lea r9, [r10 + r10*1]
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 384]
+    mov r8, qword ptr [r15 + rbp + 384]
     and r9, 64
     lea r8, [r10 + r10*1]
     movzx eax, byte ptr [r15 + r9 + 192]
@@ -2793,9 +2793,9 @@ ditto_body_c1:
     jz 1f
 1:
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    mov edx, dword ptr [r15 + r9 + 256]
-    movzx esi, byte ptr [r15 + rbp + 320]
+    movzx esi, byte ptr [r15 + r8 + 896]
+    mov edi, dword ptr [r15 + r9 + 256]
+    movzx ecx, byte ptr [r15 + rbp + 320]
     movzx r9d, byte ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
@@ -2813,11 +2813,11 @@ ditto_body_c1:
     mov rax, qword ptr [r15 + rbp + 448]
     mov r9, rax
     mov rbp, r10
-    mov rax, rdi
+    mov rax, rdx
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
+    mov esi, dword ptr [r15 + r8 + 320]
     and rbp, 448
-    vmovdqu xmm13, xmmword ptr [r15 + rbp + 1472]
+    vmovdqu xmm4, xmmword ptr [r15 + rbp + 1472]
     add r10, r11
     dec r13
     jnz .Lc1_b7_c0
@@ -2868,9 +2868,9 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
     mov rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov rdi, qword ptr [r15 + 0]
     movsxd rbp, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
@@ -2878,75 +2878,75 @@ ditto_body_c1:
     mov dword ptr [r15 + 0], 216
     movsxd r9, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
-    movzx edi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 7808
     jnz 1f
 1:
-    vmovq xmm3, rdi
+    vmovq xmm13, rdx
     lea r8, [r10 + r10*1]
     mov qword ptr [r15 + 0], rax
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], ecx
-    vpor xmm13, xmm13, xmm3
+    mov dword ptr [r15 + r8 + 64], esi
+    vpor xmm13, xmm13, xmm13
     test ebx, 752
     jnz 1f
 1:
-    movzx edx, al
-    mov rcx, rbp
+    movzx edi, sil
+    mov rax, rsi
     lea rbp, [r10*8]
-    mov rax, rbp
+    mov rsi, rbp
     test bl, 112
     jz 1f
 1:
     and rbp, 448
     mov dword ptr [r15 + rbp + 1536], 111
     mov r9d, dword ptr [r15 + rbp + 1792]
-    mov rcx, qword ptr [r15 + rbp + 1856]
+    mov rsi, qword ptr [r15 + rbp + 1856]
     lea r9, [r10 + r10*1]
-    add qword ptr [r15 + rbp + 1920], rcx
+    add qword ptr [r15 + rbp + 1920], rsi
     test ebx, 7648
     jz 1f
 1:
-    mov rcx, rsi
+    mov rsi, rcx
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 640]
+    movzx ecx, byte ptr [r15 + r9 + 640]
     inc dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + rbp + 1728]
+    movsxd rdi, dword ptr [r15 + rbp + 1728]
     test ebx, 14064
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 576], rdx
-    mov edi, dword ptr [r15 + rbp + 1600]
-    movsxd rdx, dword ptr [r15 + rbp + 1472]
+    mov qword ptr [r15 + r9 + 576], rdi
+    mov edx, dword ptr [r15 + rbp + 1600]
+    movsxd rdi, dword ptr [r15 + rbp + 1472]
     jmp 1f
 1:
     test ebx, 14720
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 128], dl
+    mov byte ptr [r15 + r8 + 128], dil
     mov eax, dword ptr [r15 + rbp + 1664]
-    mov edi, eax
+    mov esi, eax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    add rdi, qword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     mov r8d, dword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
     mov ebp, ecx
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rdi
     mov byte ptr [r15 + 0], bpl
-    movzx edx, dl
+    movzx esi, dil
     test bl, 64
     jz 1f
 1:
     mov byte ptr [r15 + 0], al
-    movzx r9d, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     movzx eax, byte ptr [r15 + 0]
     test bl, 32
     jnz 1f
@@ -2962,7 +2962,7 @@ ditto_body_c1:
 1:
     imul ebp, ecx, 33
     imul rax, rbp
-    mov edi, edi
+    mov edi, r9d
     test bl, 64
     jnz 1f
 1:
@@ -2970,13 +2970,13 @@ ditto_body_c1:
 1:
     mov byte ptr [r15 + 0], dil
     mov esi, 171
-    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov edi, dword ptr [r15 + 0]
-    imul r8, r9
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, dword ptr [r15 + 0]
+    imul r8, r8
     jmp 1f
 1:
     test bl, 32
@@ -2984,9 +2984,9 @@ ditto_body_c1:
 1:
     lea rbp, [r10 + r10*1]
     mov r9, rbp
-    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], ecx
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 128]
+    add rcx, qword ptr [r15 + rbp + 128]
     test ebx, 704
     jnz 1f
 1:
@@ -2995,8 +2995,8 @@ ditto_body_c1:
     and r8, 64
     movsxd rsi, dword ptr [r15 + r8 + 576]
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    mov edx, dword ptr [r15 + r9 + 320]
+    movzx edi, byte ptr [r15 + r9 + 384]
+    mov ecx, dword ptr [r15 + r9 + 320]
     movsxd r9, dword ptr [r15 + rbp + 64]
     test ebx, 256
     jnz 1f
@@ -3009,9 +3009,9 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    movzx esi, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
     add rsi, qword ptr [r15 + 0]
     test ebx, 14816
     jz 1f
@@ -3023,35 +3023,35 @@ ditto_body_c1:
     test bl, 48
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, r8d
+    and esi, dword ptr [r15 + 0]
+    mov ebp, esi
     mov dword ptr [r15 + 0], 106
     test bl, 128
     jz 1f
 1:
     mov byte ptr [r15 + 0], bpl
-    mov rdi, rbp
-    mov ecx, 224
-    mov eax, dword ptr [r15 + 0]
+    mov rcx, rbp
+    mov edi, 224
+    mov edx, dword ptr [r15 + 0]
     test ebx, 14832
     jnz 1f
 1:
     mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], al
     mov edx, 118
-    movzx esi, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test bl, 80
     jz 1f
 1:
     movzx r9d, byte ptr [r15 + 0]
-    mov ebp, esi
+    mov ebp, eax
     and r9d, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx esi, bpl
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, bpl
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
     jmp 1f
 1:
     lea r8, [r10 + r10*1]
@@ -3061,113 +3061,113 @@ ditto_body_c1:
 1:
     and rbp, 64
     mov dword ptr [r15 + rbp + 640], ebp
-    movsxd r9, dword ptr [r15 + rbp + 576]
-    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    lea r9, [r10 + r10*1]
     and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 384]
-    and rbp, 64
-    movsxd rdi, dword ptr [r14 + rbp + 192]
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    movsxd rdi, dword ptr [r14 + r9 + 192]
     test ebx, 7296
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 320]
-    mov esi, dword ptr [r14 + 0]
-    mov dword ptr [r15 + rbp + 256], 203
+    mov rdx, qword ptr [r15 + r8 + 320]
+    mov eax, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 256], 203
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov dword ptr [r15 + 0], esi
-    mov ecx, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, 42
+    mov dword ptr [r15 + 0], edx
+    mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r9d, 42
     test bl, 64
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     movsxd r8, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rdi, r8
+    movzx ebp, byte ptr [r15 + 0]
+    mov rcx, r8
     test ebx, 12144
     jnz 1f
 1:
     movsxd r8, dword ptr [r15 + 0]
-    movzx edx, r8b
+    movzx edi, r8b
     mov r8, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     test ebx, 3968
     jz 1f
 1:
-    mov ebp, 15
-    and ecx, dword ptr [r15 + 0]
-    imul r8d, eax, 78
-    mov edi, dword ptr [r15 + 0]
+    mov esi, 15
+    and eax, dword ptr [r15 + 0]
+    imul r9d, r9d, 78
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 7040
     jz 1f
 1:
-    mov edx, edi
-    movsxd rdi, dword ptr [r15 + 0]
+    mov edi, ecx
+    movsxd r9, dword ptr [r15 + 0]
     vaddsd xmm13, xmm13, xmm13
     test bl, 144
     jz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 89
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, rax
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, rdx
     test bl, 32
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     and esi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 384]
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 320], rax
+    mov qword ptr [r15 + r8 + 320], rax
     test ebx, 368
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx r9d, byte ptr [r14 + 0]
-    mov rdx, qword ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    movsxd rdi, dword ptr [r14 + rbp + 256]
+    movzx ebp, byte ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 576], dil
+    movsxd rdx, dword ptr [r14 + r8 + 256]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 576], cl
     test bl, 32
     jz 1f
 1:
-    mov eax, 203
-    mov qword ptr [r15 + r8 + 640], rcx
-    and r9d, dword ptr [r15 + rbp + 192]
+    mov ecx, 203
+    mov qword ptr [r15 + r9 + 640], rax
+    and edi, dword ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    add r9, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     lea rdi, [r15 + 67109504]
     lea rsi, [r15 + 67113600]
     mov ecx, 641
     rep movsb
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rax
     test bl, 64
     jnz 1f
 1:
     mov dword ptr [r15 + 0], 155
-    mov ebp, dword ptr [r15 + 0]
-    movzx edx, bpl
+    mov eax, dword ptr [r15 + 0]
+    movzx ebp, al
     test bl, 32
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
     mov esi, 218
     test ebx, 400
@@ -3175,86 +3175,86 @@ ditto_body_c1:
 1:
     and r8, 64
     mov byte ptr [r15 + r8 + 512], sil
-    mov edx, r8d
-    mov eax, edx
-    lea r9, [r10 + r10*1]
+    mov r9d, r8d
+    mov ecx, r9d
+    lea rbp, [r10 + r10*1]
     test ebx, 15216
     jz 1f
 1:
-    mov edx, edi
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 192]
-    movzx edi, bpl
-    mov ecx, ecx
+    mov esi, edi
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 192]
+    movzx edi, dl
+    mov eax, eax
     test ebx, 6896
     jnz 1f
 1:
-    movzx esi, sil
-    mov rax, r8
-    mov edx, dword ptr [r14 + 0]
+    movzx ecx, cl
+    mov rsi, r9
+    mov edi, dword ptr [r14 + 0]
     test ebx, 3744
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rsi, r8
-    mov ecx, r8d
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    movzx edi, al
+    lea r9, [r10 + r10*1]
+    mov rcx, r8
+    mov eax, r8d
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 320]
+    movzx esi, dl
     test ebx, 352
     jz 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 256]
-    bt r8, r8
-    sete dl
+    mov edx, dword ptr [r15 + rbp + 256]
+    bt rbp, rbp
+    sete sil
     test bl, 48
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    mov rdx, qword ptr [r15 + r8 + 448]
-    mov rcx, r8
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    mov rsi, qword ptr [r15 + r8 + 448]
+    mov rdi, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    mov r8d, ecx
+    mov r8d, ebp
     mov byte ptr [r15 + 0], r8b
-    xchg rcx, rdi
-    mov ebp, dword ptr [r15 + 0]
+    xchg rbp, rdi
+    mov r9d, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, dword ptr [r15 + 0]
     movzx edi, byte ptr [r15 + 0]
     inc dword ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, dl
     movzx edx, al
-    movzx esi, r9b
     test bl, 64
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     mov eax, 229
     mov rax, qword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
     test bl, 48
     jz 1f
 1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r8b
-    imul rdi, r8
+    mov r9d, r8d
+    mov byte ptr [r15 + 0], r9b
+    imul r8, r9
     mov dword ptr [r15 + 0], 208
     test bl, 128
     jnz 1f
 1:
-    vpmovmskb r8d, xmm13
-    mov dword ptr [r15 + 0], r8d
-    mov edi, 119
+    vpmovmskb r9d, xmm13
+    mov dword ptr [r15 + 0], r9d
+    mov r8d, 119
     test ebx, 5632
     jz 1f
 1:
@@ -3264,43 +3264,43 @@ ditto_body_c1:
     and rbp, 64
     vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 256]
     lea r9, [r10 + r10*1]
-    vpxor xmm3, xmm3, xmm13
+    vpxor xmm4, xmm4, xmm13
     test bl, 32
     jz 1f
 1:
     lea r8, [r10 + r10*1]
     and r9, 64
-    add rsi, qword ptr [r15 + r9 + 512]
+    add rdi, qword ptr [r15 + r9 + 512]
     and r8, 64
-    mov edx, dword ptr [r15 + r8 + 512]
+    mov esi, dword ptr [r15 + r8 + 512]
     mov eax, dword ptr [r14 + 0]
     add rcx, qword ptr [r15 + r9 + 448]
     test bl, 32
     jz 1f
 1:
     mov r9, qword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + r8 + 448], dil
+    mov byte ptr [r15 + r8 + 448], dl
     mov rax, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov rdx, rbp
+    mov rsi, rdx
     mov dword ptr [r15 + 0], 19
     mov dword ptr [r15 + 0], 23
-    add rsi, qword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
     test bl, 96
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov esi, esi
-    cmovne rbp, rsi
-    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov edi, edi
+    cmovne rdx, rdi
+    movsxd r8, dword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
@@ -3309,111 +3309,111 @@ ditto_body_c1:
 1:
     mov r9, qword ptr [r15 + 0]
     vpxor xmm13, xmm13, xmm7
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     test bl, 64
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov edx, ecx
+    mov esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, esi
     test bl, 160
     jz 1f
 1:
-    mov edi, edi
-    add rdi, qword ptr [r15 + 0]
+    mov ebp, r8d
+    add r8, qword ptr [r15 + 0]
     imul eax, eax, 76
-    add r9, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     test ebx, 7408
     jz 1f
 1:
     vpshufd xmm7, xmm13, 219
-    mov ebp, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movzx edi, byte ptr [r15 + 0]
     test ebx, 288
     jz 1f
 1:
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
     lea r9, [r10 + r10*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 896]
+    movsxd rdx, dword ptr [r15 + r8 + 896]
     mov rcx, qword ptr [r14 + 0]
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 128]
     test bl, 32
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 448]
-    mov r8d, dword ptr [r15 + rbp + 64]
-    mov rbp, qword ptr [r14 + r9 + 832]
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov ecx, dword ptr [r15 + r9 + 64]
+    mov rbp, qword ptr [r14 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
     mov dword ptr [r15 + 0], 231
-    cmovne r9, rbp
-    mov rsi, qword ptr [r15 + 0]
+    cmovne r9, rcx
+    mov rdi, qword ptr [r15 + 0]
     mov r8d, 242
     test ebx, 10224
     jz 1f
 1:
-    mov rcx, rsi
-    mov ecx, r8d
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
+    mov rdx, rdi
+    mov edx, r8d
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test ebx, 752
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     movsxd rax, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    vmovdqu xmm4, xmmword ptr [r15 + 0]
     test ebx, 3776
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 123
     mov r9d, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], edx
+    xor dword ptr [r15 + 0], esi
     test bl, 160
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     movzx r8d, byte ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
+    mov ebp, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
     test ebx, 1408
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    and esi, dword ptr [r14 + rbp + 256]
-    mov eax, 52
-    and r9, 64
     lea r8, [r10 + r10*1]
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    add rsi, qword ptr [r15 + r9 + 64]
+    and edi, dword ptr [r14 + r9 + 256]
+    mov ecx, 52
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    add r9, qword ptr [r15 + r8 + 64]
     test ebx, 129664
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 160
-    mov qword ptr [r14 + 0], rdx
-    movsxd rcx, dword ptr [r14 + 0]
-    movzx edx, byte ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 160
+    mov qword ptr [r14 + 0], rsi
+    movsxd rax, dword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + rbp + 320]
     add r10, r11
     inc rbx
     dec r13
@@ -3422,39 +3422,39 @@ ditto_body_c1:
     lea rbp, [r10 + r10*8]
     lea r8, [r10*8]
     and rbp, 960
-    mov eax, dword ptr [r15 + rbp + 2112]
+    mov edx, dword ptr [r15 + rbp + 2112]
     and r8, 448
-    mov edi, dword ptr [r15 + r8 + 1600]
-    mov qword ptr [r15 + r8 + 1536], rdi
-    mov rdi, qword ptr [r15 + rbp + 2176]
+    mov ecx, dword ptr [r15 + r8 + 1600]
+    mov qword ptr [r15 + r8 + 1536], rcx
+    mov rcx, qword ptr [r15 + rbp + 2176]
     lea r9, [r10 + r10*1]
     test bl, 32
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 1984]
-    mov rax, qword ptr [r15 + r8 + 1856]
+    movsxd rax, dword ptr [r15 + rbp + 1984]
+    mov rdx, qword ptr [r15 + r8 + 1856]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], esi
-    movzx edx, byte ptr [r15 + rbp + 2048]
+    mov dword ptr [r15 + r9 + 64], edi
+    movzx esi, byte ptr [r15 + rbp + 2048]
     test ebx, 1440
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 1472]
-    mov esi, ebp
-    mov edi, dword ptr [r15 + r8 + 1920]
+    add rdi, qword ptr [r15 + r8 + 1472]
+    mov ecx, ebp
+    mov esi, dword ptr [r15 + r8 + 1920]
     test bl, 64
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 2432]
-    mov byte ptr [r15 + rbp + 2304], cl
+    movzx edi, byte ptr [r15 + rbp + 2432]
+    mov byte ptr [r15 + rbp + 2304], dil
     mov qword ptr [r15 + rbp + 2368], r8
-    mov ecx, 176
+    mov edi, 176
     test ebx, 62944
     jz 1f
 1:
-    mov eax, ecx
-    crc32 rdx, rbp
-    movsxd rcx, dword ptr [r15 + rbp + 2496]
+    mov eax, edi
+    crc32 rdx, rdx
+    movsxd rdi, dword ptr [r15 + rbp + 2496]
     test bl, 32
     jz 1f
 1:
@@ -3467,7 +3467,7 @@ ditto_body_c1:
     jz 1f
 1:
     and ebp, dword ptr [r15 + r9 + 128]
-    vpaddq xmm3, xmm3, xmmword ptr [r14 + r8 + 1792]
+    vpaddq xmm4, xmm4, xmmword ptr [r14 + r8 + 1792]
     vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 1664]
     add r10, r11
     inc rbx
@@ -3477,21 +3477,21 @@ ditto_body_c1:
     mov r8, rbp
     bswap rbp
     lea r9, [r10 + r10*1]
-    mov rcx, rdi
+    mov rdi, rdi
     and r9, 64
     mov byte ptr [r15 + r9 + 320], r9b
     test bl, 80
     jz 1f
 1:
     mov rax, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     mov rsi, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], sil
     mov eax, 127
-    mov rdi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
     test ebx, 7744
     jnz 1f
@@ -3505,28 +3505,28 @@ ditto_body_c1:
     test ebx, 336
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 1920]
+    movsxd rcx, dword ptr [r15 + r8 + 1920]
     and rbp, 64
-    mov esi, dword ptr [r14 + rbp + 576]
-    xchg rcx, rdx
+    mov eax, dword ptr [r14 + rbp + 576]
+    xchg rdi, rdi
     mov dword ptr [r15 + rbp + 640], 15
     test bl, 64
     jz 1f
 1:
     and eax, dword ptr [r15 + r8 + 1600]
     mov byte ptr [r14 + 0], al
-    mov rsi, qword ptr [r15 + r8 + 1792]
+    mov rcx, qword ptr [r15 + r8 + 1792]
     test ebx, 800
     jnz 1f
 1:
     mov dword ptr [r15 + r8 + 1856], r9d
-    mov eax, esi
+    mov eax, ecx
     mov qword ptr [r15 + r8 + 1664], rax
-    mov edi, 210
+    mov esi, 210
     test ebx, 1952
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 1536]
+    movzx edx, byte ptr [r15 + r8 + 1536]
     mov dword ptr [r15 + r9 + 384], 253
     or qword ptr [r15 + r8 + 1728], 79
     add r10, r11
@@ -3534,7 +3534,7 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], dl
     mov qword ptr [r15 + 0], r9
     mov r9, r9
     jmp 1f
@@ -3545,28 +3545,28 @@ ditto_body_c1:
 1:
     mov esi, 10
     mov r8, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     test bl, 144
     jz 1f
 1:
     mov byte ptr [r15 + 0], bpl
-    mov eax, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1792
     jz 1f
 1:
-    and eax, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     mov ecx, 124
-    mov qword ptr [r15 + 0], rdi
-    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    movzx edx, byte ptr [r15 + 0]
     test ebx, 672
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx esi, sil
-    mov dword ptr [r15 + 0], edx
+    mov eax, dword ptr [r15 + 0]
+    movzx esi, dil
+    mov dword ptr [r15 + 0], edi
     jmp 1f
 1:
     test ebx, 7632
@@ -3579,306 +3579,306 @@ ditto_body_c1:
     mov dword ptr [r15 + 0], 43
     lea rbp, [r10 + r10*1]
     and r9, 64
-    and edx, dword ptr [r15 + r9 + 128]
+    and eax, dword ptr [r15 + r9 + 128]
     test bl, 64
     jnz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], al
+    mov byte ptr [r15 + rbp + 512], dil
     lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 448]
+    mov edi, dword ptr [r15 + rbp + 448]
     and r8, 64
     mov dword ptr [r15 + r8 + 192], 183
     mov dword ptr [r15 + r8 + 256], 124
     test ebx, 256
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    mov r9, rcx
-    mov rbp, qword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    mov r9, rsi
+    mov rax, qword ptr [r14 + 0]
     mov dword ptr [r14 + 0], 201
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    lea r8, [r10*8]
-    and r8, 448
-    mov esi, dword ptr [r15 + r8 + 1536]
-    mov dword ptr [r15 + r8 + 1792], 69
+    lea rbp, [r10*8]
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 1536]
+    mov dword ptr [r15 + rbp + 1792], 69
     mov dword ptr [r15 + 0], 145
-    mov ecx, r8d
+    mov r8d, ebp
     test ebx, 40928
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    popcnt rdx, rdx
+    popcnt rax, rax
     test ebx, 432
     jnz 1f
 1:
-    mov rdx, rdx
-    movsxd rsi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
+    mov rax, rax
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
     test bl, 64
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
     mov edi, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
     test ebx, 512
     jz 1f
 1:
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 256]
+    movzx esi, byte ptr [r15 + rbp + 1856]
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 256]
-    movzx edx, byte ptr [r15 + r8 + 1856]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r8d
-    mov edi, ebp
+    mov dword ptr [r15 + r9 + 128], ebp
+    mov edx, r9d
     test bl, 32
     jnz 1f
 1:
-    mov esi, edi
-    mov rcx, rsi
-    movzx eax, byte ptr [r15 + r8 + 1664]
+    mov edi, edx
+    mov rcx, rdi
+    movzx eax, byte ptr [r15 + rbp + 1664]
     test ebx, 2560
     jz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 1472]
-    mov edx, dword ptr [r15 + r9 + 192]
-    mov r9d, 16
-    mov r9, qword ptr [r14 + r8 + 1920]
+    movsxd rdi, dword ptr [r15 + rbp + 1472]
+    mov esi, dword ptr [r15 + r8 + 192]
+    mov r8d, 16
+    mov r8, qword ptr [r14 + rbp + 1920]
     test bl, 32
     jnz 1f
 1:
-    inc dword ptr [r15 + r8 + 1728]
-    mov edi, dword ptr [r15 + r8 + 1600]
-    xchg qword ptr [r15 + rbp + 64], rbp
+    inc dword ptr [r15 + rbp + 1728]
+    mov edx, dword ptr [r15 + rbp + 1600]
+    xchg qword ptr [r15 + r9 + 64], r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    lea r8, [r10 + r10*1]
-    and r8, 64
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    or qword ptr [r15 + r8 + 128], 32
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 640]
+    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    or qword ptr [r15 + rbp + 128], 32
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 896]
-    mov rsi, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + r9 + 640]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 896]
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 512
     jnz 1f
 1:
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     movsxd rdi, dword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
     test ebx, 14720
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    mov edi, edx
-    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, esi
+    movsxd rdx, dword ptr [r15 + 0]
     test ebx, 1024
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ecx
-    sete al
-    mov edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov edx, edx
+    sete cl
+    mov esi, dword ptr [r15 + 0]
     test ebx, 608
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdi, r9
     mov rax, qword ptr [r15 + 0]
+    mov rdi, r9
+    mov rcx, qword ptr [r15 + 0]
     test ebx, 1936
     jnz 1f
 1:
-    mov rcx, rdi
-    vmovq xmm7, r8
-    movzx edx, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov rdx, rdi
+    vmovq xmm7, rbp
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx ecx, r8b
     mov rdi, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov rsi, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    movzx esi, r9b
-    or qword ptr [r15 + rbp + 576], 89
-    movzx ebp, sil
-    or qword ptr [r15 + r8 + 64], 21
+    movzx eax, r9b
+    or qword ptr [r15 + r9 + 576], 89
+    movzx r9d, al
+    or qword ptr [r15 + rbp + 64], 21
     test bl, 64
     jz 1f
 1:
-    mov edx, dword ptr [r14 + r9 + 832]
-    movzx r8d, byte ptr [r14 + 0]
-    mov rcx, r9
+    mov esi, dword ptr [r14 + r8 + 832]
+    movzx ebp, byte ptr [r14 + 0]
+    mov rdx, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    movzx eax, r9b
-    lea r9, [r10 + r10*8]
-    movzx edx, dil
-    and r9, 8128
-    movzx edi, byte ptr [r15 + r9 + 7488]
+    movzx ecx, r8b
+    lea r8, [r10 + r10*8]
+    movzx esi, dil
+    and r8, 8128
+    movzx edi, byte ptr [r15 + r8 + 7488]
     test ebx, 56288
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx esi, dil
-    movsxd rax, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, dil
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 129280
     jnz 1f
 1:
-    movzx edi, r8b
-    mov rdi, qword ptr [r15 + r9 + 7168]
-    crc32 ecx, r8b
+    movzx edi, bpl
+    mov rdi, qword ptr [r15 + r8 + 7168]
+    crc32 edx, bpl
     test ebx, 14832
     jnz 1f
 1:
     lea rdi, [r15 + 67109504]
     mov ecx, 643
     rep stosb
-    lea r8, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r9 + 7232]
+    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + r8 + 7232]
     movzx edi, al
     test bl, 64
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r9d
-    mov dword ptr [r15 + r9 + 7616], r8d
-    movzx edx, byte ptr [r15 + r9 + 7296]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], r9d
+    mov dword ptr [r15 + r8 + 7616], ebp
+    movzx esi, byte ptr [r15 + r8 + 7296]
     test ebx, 256
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 223
-    mov r8, qword ptr [r15 + r9 + 7104]
+    lea r9, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 512]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 223
+    mov rbp, qword ptr [r15 + r8 + 7104]
     test bl, 32
     jnz 1f
 1:
-    mov rdx, r8
-    mov rdx, qword ptr [r15 + r9 + 7360]
-    and edx, dword ptr [r14 + rbp + 64]
+    mov rsi, rbp
+    mov rsi, qword ptr [r15 + r8 + 7360]
+    and esi, dword ptr [r14 + r9 + 64]
     test bl, 32
     jz 1f
 1:
-    mov esi, 234
-    movzx ecx, byte ptr [r15 + r9 + 7552]
-    mov rdi, qword ptr [r15 + r9 + 7424]
+    mov ecx, 234
+    movzx edx, byte ptr [r15 + r8 + 7552]
+    mov rdi, qword ptr [r15 + r8 + 7424]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], 181
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, eax
+    mov dword ptr [r15 + 0], r9d
+    mov ebp, eax
     test bl, 32
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], ebp
+    movzx r9d, bpl
+    mov qword ptr [r15 + 0], rsi
     mov eax, 185
     test ebx, 1536
     jnz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
     bswap rcx
-    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 224
     jnz 1f
 1:
-    vpmovmskb ebp, xmm7
-    movsxd r8, dword ptr [r15 + 0]
+    vpmovmskb r8d, xmm7
+    movsxd rbp, dword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
     test bl, 144
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
     mov dword ptr [r15 + 0], 233
     movsxd r9, dword ptr [r15 + 0]
     vpcmpeqb xmm13, xmm13, xmm7
     test bl, 32
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    mov rsi, r8
-    cmovne r8, rdx
+    mov rdx, rdx
+    cmovne rdx, rdi
     test ebx, 1984
     jnz 1f
 1:
     and rbp, 64
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + rbp + 896]
-    mov rax, rcx
-    mov rdx, qword ptr [r15 + rbp + 832]
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
+    lea r8, [r10 + r10*1]
+    mov rax, qword ptr [r15 + rbp + 896]
+    mov r9, rdi
+    mov rdi, qword ptr [r15 + rbp + 832]
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 384]
     test bl, 144
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     vmovdqu xmm7, xmmword ptr [r14 + 0]
-    and rbp, 64
-    movsxd rdi, dword ptr [r14 + rbp + 640]
-    mov dword ptr [r15 + rbp + 576], edi
-    movsxd r8, dword ptr [r15 + r9 + 320]
+    and r9, 64
+    movsxd rsi, dword ptr [r14 + r9 + 640]
+    mov dword ptr [r15 + r9 + 576], esi
+    movsxd rdi, dword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
+    mov r8d, dword ptr [r15 + 0]
     mov r9d, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    add rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    add rdx, qword ptr [r15 + 0]
     test bl, 128
     jnz 1f
 1:
     popcnt rsi, rax
     movsxd rax, dword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 2880
     jz 1f
 1:
-    mov eax, 156
+    mov edi, 156
     mov dword ptr [r15 + 0], 137
     jmp 1f
 1:
     test bl, 64
     jz 1f
 1:
-    mov edx, 164
-    mov eax, r9d
+    mov ecx, 164
+    mov edx, r9d
     mov dword ptr [r15 + 0], r9d
     mov rdx, qword ptr [r15 + 0]
     test bl, 96
@@ -3886,41 +3886,41 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movzx eax, sil
-    cmovne rsi, rax
-    mov dword ptr [r15 + 0], r9d
+    movzx edx, sil
+    cmovne r9, rdx
+    mov dword ptr [r15 + 0], r8d
     test ebx, 13056
     jnz 1f
 1:
-    mov r8d, 232
+    mov edi, 232
     vmovdqu xmm7, xmmword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
     test bl, 48
     jnz 1f
 1:
     movsxd rbp, dword ptr [r15 + 0]
-    mov edi, dword ptr [r14 + 0]
-    movzx r9d, byte ptr [r14 + 0]
-    mov eax, edx
-    lea r8, [r10 + r10*1]
+    mov r8d, dword ptr [r14 + 0]
+    movzx ecx, byte ptr [r14 + 0]
+    mov edx, esi
+    lea r9, [r10 + r10*1]
     test bl, 64
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    mov edi, 163
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 640]
+    mov dword ptr [r15 + r9 + 384], r9d
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    mov eax, 163
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 128]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 640]
     test ebx, 5632
     jz 1f
 1:
     movsxd rdi, dword ptr [r15 + rbp + 64]
-    movzx ecx, byte ptr [r15 + r8 + 320]
-    movzx ebp, byte ptr [r15 + r9 + 576]
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    movzx ebp, byte ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
@@ -4040,8 +4040,8 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 16 chunk executions per call
-    mov r13d, 16
+// block 1: 64 bytes, 1 chunk(s), 17 chunk executions per call
+    mov r13d, 17
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
