@@ -394,23 +394,29 @@ fn settle_windows(blocks: &mut [Block], absorber: usize) {
 
 /// Rounds each ring's wanted count (block index, count, ring, instructions per run) to one of its two
 /// nearest aligned counts, whichever keeps the instructions removed so far (the returned balance,
-/// negative when added) nearest zero: largest runs first, up on a tie, so a swept block keeps its
-/// reach rather than handing its instructions to a small loop.
+/// negative when added) nearest zero, up on a tie so a swept block keeps its reach. The rings with the
+/// largest rounding step go first and the small ones even out what they leave: in block order,
+/// nginx's 64-chunk ring (55 runs to 64) came last and left 677 instructions per call that its
+/// loop could not give up, so nothing was aligned.
 fn balance_rings(rings: &[(usize, f64, u64, f64)]) -> (Vec<(usize, u64)>, f64) {
+    let candidates: Vec<[u64; 2]> = rings
+        .iter()
+        .map(|&(_, want, ring, _)| aligned_runs(want.round().max(1.0) as u64, ring))
+        .collect();
+    let gap = |k: usize| (candidates[k][1] - candidates[k][0]) as f64 * rings[k].3;
     let mut order: Vec<usize> = (0..rings.len()).collect();
     order.sort_by(|&a, &b| {
-        rings[b]
-            .3
-            .partial_cmp(&rings[a].3)
+        gap(b)
+            .partial_cmp(&gap(a))
             .unwrap_or(std::cmp::Ordering::Equal)
             .then(a.cmp(&b))
     });
     let mut owed = 0.0f64;
     let mut chosen = Vec::with_capacity(rings.len());
     for k in order {
-        let (i, want, ring, per_run) = rings[k];
+        let (i, want, _, per_run) = rings[k];
         let owed_with = |x: u64| owed + (want - x as f64) * per_run;
-        let [lo, hi] = aligned_runs(want.round().max(1.0) as u64, ring);
+        let [lo, hi] = candidates[k];
         let x = if owed_with(lo).abs() < owed_with(hi).abs() {
             lo
         } else {
@@ -2094,6 +2100,37 @@ mod tests {
         let mut blocks = vec![block(64, 1), block(512, 7)];
         assert_eq!(align_windows(&mut blocks, &ring_of, 4.0), None);
         assert_eq!(blocks[1].planned_x, 7);
+    }
+
+    #[test]
+    fn the_largest_rounding_steps_go_first_and_small_rings_even_them_out() {
+        // nginx's rings (runs wanted, chunks), 68 instructions per run: in block order the 64-chunk
+        // ring (55 → 64) came last and left 9 runs owed; largest steps first, the rest make up for it.
+        let rings: Vec<(usize, f64, u64, f64)> = [
+            (11.0, 2),
+            (13.0, 4),
+            (11.0, 8),
+            (5.0, 8),
+            (2.0, 2),
+            (7.0, 8),
+            (55.0, 64),
+            (8.0, 256),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &(want, ring))| (i, want, ring, 68.0))
+        .collect();
+        let (chosen, owed) = balance_rings(&rings);
+        assert!(owed.abs() <= 68.0, "owed {owed}: {chosen:?}");
+        let x = |i: usize| chosen.iter().find(|c| c.0 == i).map(|c| c.1);
+        assert_eq!(x(6), Some(64));
+        for (i, &(_, _, ring, _)) in rings.iter().enumerate() {
+            let v = x(i).expect("every ring chosen");
+            assert!(
+                v % ring == 0 || (v.is_power_of_two() && ring % v == 0),
+                "{i}: {v}"
+            );
+        }
     }
 
     fn composed(x: u64, dyn_target: f64, instrs: &[u64]) -> Block {

@@ -464,449 +464,445 @@ ditto_body_c1:
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx edi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 208
-    mov edi, 17
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 219136
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 176128
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    jmp 1f
-1:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 1024]
+    mov dword ptr [r15 + 0], r8d
+    add rdi, qword ptr [r15 + 0]
+    mov eax, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov ecx, edx
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 178
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 688
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edx, 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 27
+    and ecx, dword ptr [r14 + 0]
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
+    mov rdx, rcx
+    and rbp, 960
+    or qword ptr [r14 + rbp + 1728], 64
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, rbp
+    mov eax, ecx
+    movzx ecx, r8b
+    mov ecx, 7
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + 0], rax
+    mov qword ptr [r15 + rbp + 1792], rcx
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 960]
+    lea rbp, [r10 + r10*1]
+    test bl, 192
+    jnz 1f
+1:
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 64]
-    mov r9d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rcx, qword ptr [r15 + rbp + 448]
+    and r9d, dword ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    mov r9d, r9d
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    nop
-    movzx eax, dl
-    mov eax, edx
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov dword ptr [r14 + r8 + 256], 178
-    mov r9d, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    movzx r8d, byte ptr [r14 + 0]
-    add rdi, qword ptr [r15 + rbp + 128]
+    mov ebp, 190
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov dword ptr [r15 + 0], 239
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 243
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 73
+    movzx esi, r8b
+    mov esi, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 110592
+    jz 1f
+1:
+    mov ebp, 231
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    xor dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rsi, rdi
+    movzx esi, al
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    or qword ptr [r15 + 0], 81
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    mov esi, 170
-    movzx esi, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 968
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, sil
-    mov rcx, rcx
-    movzx esi, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov dword ptr [r15 + 0], ecx
-    lea r8, [r10 + r10*1]
-    test ebx, 61440
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    and esi, dword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 704], r9d
     lea rbp, [r10 + r10*1]
-    mov edx, dword ptr [r14 + r8 + 448]
-    and rbp, 8128
-    mov r8d, dword ptr [r15 + rbp + 6848]
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 256]
+    and rbp, 64
+    vmovdqu ymm7, ymmword ptr [r14 + rbp + 192]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 576]
     test ebx, 1073741824
     jz 1f
 1:
-    add r8, qword ptr [r15 + rbp + 6912]
-    mov qword ptr [r15 + r9 + 768], r8
-    add r8, qword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], al
+    and eax, dword ptr [r15 + rbp + 256]
+    mov rbp, rdi
+    mov byte ptr [r14 + 0], bpl
+    add rax, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 640]
+    vmovdqu ymm6, ymmword ptr [r15 + r9 + 192]
+    movzx r8d, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    mov eax, 46
-    mov r8d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rsi, r8
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 576], ymm3
+    mov rbp, qword ptr [r15 + r8 + 640]
+    movzx r8d, bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
+    lea r8, [r10 + r10*1]
+    mov ebp, r8d
+    and r8, 64
+    add rbp, qword ptr [r14 + r8 + 384]
+    test ebx, 968
+    jnz 1f
 1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov rdx, rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 360
     jz 1f
 1:
-    inc dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, al
+    mov rbp, rbp
+    and eax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7936
+    jz 1f
+1:
+    mov ecx, ebp
+    lea rbp, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 199
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    or qword ptr [r15 + 0], 75
-    lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 64]
-    lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 240
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 192]
-    .byte 0x66, 0x90
-    mov rsi, qword ptr [r14 + 0]
-    test ebx, 912
-    jz 1f
+    mov ecx, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rcx, rsi
-    mov byte ptr [r14 + 0], dil
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov edi, esi
-    test ebx, 696
-    jz 1f
+    mov rcx, qword ptr [r15 + rbp + 192]
+    mov rbp, qword ptr [r15 + r8 + 320]
+    mov r8d, 255
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov esi, edx
-    and esi, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r8 + 128], ecx
+    jmp 1f
+1:
+    mov r9d, 28
+    mov ebp, 110
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
+    lea r8, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 448]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 1024], ebp
-    jmp 1f
-1:
-    mov rsi, rbp
-    test ebx, 1073741824
+    vmovdqu ymm3, ymmword ptr [r15 + rbp + 128]
+    mov byte ptr [r14 + 0], bpl
+    and edi, dword ptr [r14 + 0]
+    test ebx, 488
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rsi
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    and edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    mov ecx, esi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 114176
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movzx eax, al
-    mov eax, 163
+    mov dword ptr [r15 + 0], 67
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, r9b
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 704]
-    mov qword ptr [r15 + r8 + 768], rax
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx ecx, dil
+    mov rdi, r9
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 312
+    jz 1f
+1:
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    test ebx, 744
-    jnz 1f
-1:
-    mov eax, 57
-    lea r8, [r10 + r10*1]
-    mov esi, 12
-    add rsi, qword ptr [r15 + rbp + 960]
-    and r8, 64
-    inc dword ptr [r15 + r8 + 576]
+    mov ecx, dword ptr [r15 + rbp + 64]
+    mov ebp, 83
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + r8 + 512], r9b
+    mov rbp, rbp
+    and edi, dword ptr [r14 + r9 + 320]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r14 + 0], 1
-    add rsi, qword ptr [r14 + r8 + 640]
-    test ebx, 1073741824
+    test bl, 232
     jnz 1f
 1:
+    movzx edi, dil
     jmp 1f
 1:
-    mov esi, 133
-    jmp 1f
-1:
+    mov edi, 55
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    jmp 1f
-1:
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 53
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rdi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, 45
-    mov byte ptr [r15 + 0], sil
+    mov rbp, rdi
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx esi, r8b
-    mov esi, esi
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    and esi, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 360
+    add qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov rbp, rsi
+    test ebx, 243200
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 227
-    mov edx, ebp
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 160
-    jmp 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    test ebx, 744
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    mov qword ptr [r15 + 0], rdi
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov rdi, rsi
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], r9
+    mov ebp, 119
+    test ebx, 186368
+    jnz 1f
+1:
+    mov ebp, 88
+    and ebp, dword ptr [r15 + 0]
+    movzx edi, bpl
+    movzx esi, dil
     lea rbp, [r10 + r10*1]
-    mov esi, edi
-    mov rsi, rsi
-    movzx esi, byte ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 1088], ecx
-    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    and r9, 64
+    vmovdqu ymm3, ymmword ptr [r15 + r9 + 256]
+    movzx edi, dl
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + rbp + 128]
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 344
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1152], r8d
-    and esi, dword ptr [r14 + 0]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r8 + 320], 164
+    mov ebp, dword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    lea r8, [r10 + r10*4]
-    and r8, 4032
-    movsxd rsi, dword ptr [r15 + r8 + 2944]
-    jmp 1f
-1:
-    mov rdx, rsi
-    mov rbp, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 376
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, sil
-    test ebx, 360
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 2752]
-    inc dword ptr [r15 + r8 + 2816]
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 64]
     lea rbp, [r10 + r10*1]
-    vmovdqu ymm1, ymmword ptr [r15 + r8 + 2880]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 128]
     and rbp, 64
-    mov qword ptr [r14 + rbp + 192], rbp
-    movsxd r9, dword ptr [r15 + rbp + 256]
+    movsxd r9, dword ptr [r15 + rbp + 192]
+    and r9d, dword ptr [r15 + 0]
+    movzx edi, r9b
+    mov r9, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r14 + r8 + 3008]
+    jmp 1f
+1:
+    mov r9, r9
+    mov r9, r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    movzx edi, r8b
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    movzx edx, byte ptr [r15 + 0]
+    mov rdi, rdx
+    test bl, 184
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    add qword ptr [r15 + 0], r9
+    lea r9, [r10 + r10*1]
+    .byte 0x66, 0x90
+    and r9, 4032
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r14 + r9 + 2752], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 1088]
+    jmp 1f
+1:
+    mov edx, 235
+    add rdx, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r14 + 0], al
+    inc dword ptr [r15 + r8 + 1152]
     jmp 1f
 1:
     jmp 1f
 1:
+    test ebx, 219136
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    movsxd rbp, dword ptr [r15 + r9 + 2816]
+    mov edx, eax
     add r10, r11
     inc rbx
     dec r13
@@ -914,224 +910,208 @@ ditto_body_c1:
 .Lc1_b0_c6:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 768]
-    mov r9, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 912
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 164
-    mov dword ptr [r15 + 0], 0
-    mov edx, edi
-    test ebx, 288
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r9d, edx
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    test ebx, 3968
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    and edx, dword ptr [r15 + 0]
-    mov ecx, 100
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 720
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx eax, dl
-    mov rcx, qword ptr [r14 + 0]
+    mov edx, edx
     lea r9, [r10 + r10*1]
-    add rcx, qword ptr [r15 + rbp + 704]
+    movzx edx, r9b
+    test bl, 216
+    jz 1f
+1:
+    and r9, 64
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, r9b
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    movzx edx, dil
-    lea rbp, [r10 + r10*1]
-    mov rdx, rdi
+    jmp 1f
+1:
+    add qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 74
+    test ebx, 824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     test ebx, 1073741824
     jnz 1f
 1:
-    imul edx, ebp, 53
-    and rbp, 64
-    or qword ptr [r15 + rbp + 1024], 48
+    mov rdx, rdx
     jmp 1f
 1:
-    mov ecx, 31
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 96
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rdx, rcx
+    mov edx, 70
+    movzx edx, dl
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r14 + rbp + 960]
-    vpaddd ymm11, ymm1, ymmword ptr [r15 + r9 + 192]
     jmp 1f
 1:
     jmp 1f
 1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov ecx, edx
+    mov qword ptr [r15 + 0], r8
+    movzx eax, byte ptr [r15 + rbp + 256]
+    test ebx, 848
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + r9 + 640], rsi
+    mov edx, ebp
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 320]
+    movzx ecx, byte ptr [r14 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
     lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul ecx, r9d, 31
-    mov rdi, rcx
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 33
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    add qword ptr [r15 + 0], rcx
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
     lea r9, [r10 + r10*1]
-    mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 896]
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 512]
-    mov eax, dword ptr [r14 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 204
-    mov qword ptr [r15 + rbp + 512], rcx
-    movzx eax, cl
-    movzx ecx, r8b
+    add rcx, qword ptr [r15 + r9 + 704]
+    or qword ptr [r15 + 0], 42
     test ebx, 1073741824
     jnz 1f
-1:
-    jmp 1f
 1:
     mov ecx, ecx
-    mov ecx, 39
+    mov qword ptr [r15 + 0], rbp
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 217088
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 6
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rcx, r9
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    test ebx, 96256
+    add rax, qword ptr [r15 + 0]
+    mov ecx, 78
+    mov rcx, qword ptr [r15 + 0]
+    mov edx, 24
+    test ebx, 1073741824
     jz 1f
 1:
+    lea r8, [r10 + r10*1]
+    add rax, qword ptr [r14 + rbp + 832]
+    mov ebp, 116
+    and r8, 64
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r8b
     jmp 1f
 1:
-    mov byte ptr [r14 + 0], cl
-    and ecx, dword ptr [r15 + r9 + 256]
+    mov ebp, ebp
+    mov ebp, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and ebp, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r9 + 768], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    movzx ebp, bpl
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 128 bytes, 1 chunk(s), 13 chunk executions per call
+// block 1: 128 bytes, 1 chunk(s), 17 chunk executions per call
     mov rbx, qword ptr [r15 + 11836768]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 17]
     mov qword ptr [r15 + 11836768], rcx
-    mov r13d, 13
+    mov r13d, 17
     jmp .Lc1_b1_c0
     .p2align 6
 .Lc1_b1_c0:
     jmp 1f
 1:
     imul rcx, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, r9d
+    xor ecx, ebp
     mov dword ptr [r15 + 0], esi
-    mov r9, r10
+    mov rbp, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    add qword ptr [r15 + r9 + 832], r9
-    mov r9, r11
+    and rbp, 64
+    add qword ptr [r15 + rbp + 832], rbp
+    mov rbp, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r10
-    and r9, 64
-    lock add qword ptr [r15 + r9 + 448], r9
-    mov r9, rcx
+    mov r8, r10
     and rbp, 64
-    add r9, qword ptr [r14 + rbp + 64]
-    imul ecx, ecx, 79
+    lock add qword ptr [r15 + rbp + 448], rbp
+    mov rbp, rcx
+    and r8, 64
+    add rbp, qword ptr [r14 + r8 + 64]
+    imul r8d, ebp, 44
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 1024 bytes, 4 chunk(s), 2 chunk executions per call
+// block 2: 1024 bytes, 4 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 11836776]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 11836776], rcx
-    mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b2_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b2_stubs:
-    .p2align 3
+    mov r13d, 4
     jmp .Lc1_b2_c0
-    .p2align 3
-    jmp .Lc1_b2_c1
-    .p2align 3
-    jmp .Lc1_b2_c2
-    .p2align 3
-    jmp .Lc1_b2_c3
     .p2align 6
 .Lc1_b2_c0:
-    add rax, qword ptr [r15 + 0]
-    mov ecx, eax
+    add rcx, qword ptr [r15 + 0]
+    mov ebp, ecx
     jmp 1f
 1:
     jmp 1f
@@ -1142,141 +1122,141 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
     test ebx, 288
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, rax
-    mov eax, 6
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, rcx
+    mov ecx, 162
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
-    mov ecx, eax
-    movsxd rax, dword ptr [r15 + 0]
-    movzx r9d, al
+    and ecx, dword ptr [r15 + 0]
+    mov ebp, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 198
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + 0]
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
+    mov r8d, 85
+    mov ecx, esi
+    movsxd r8, dword ptr [r15 + 0]
+    vmovdqu ymm3, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
     mov byte ptr [r15 + 0], bpl
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 64]
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 64]
     test ebx, 1632
     jz 1f
 1:
-    movzx eax, r9b
-    movzx eax, byte ptr [r14 + 0]
-    mov rcx, rax
-    movzx eax, cl
-    lea rbp, [r10 + r10*1]
+    movzx ebp, r8b
+    movzx ebp, byte ptr [r14 + 0]
+    mov rcx, rcx
+    movzx ecx, cl
+    lea r9, [r10 + r10*1]
     test ebx, 372
     jnz 1f
 1:
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 960]
-    movzx eax, cl
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    mov rbp, rax
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 960]
+    movzx ebp, r8b
+    movsxd rbp, dword ptr [r15 + r9 + 1024]
+    mov r9, r8
     test ebx, 1073741824
     jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r9 + 128], 125
+    mov dword ptr [r15 + r8 + 128], 143
     and rbp, 64
-    mov dword ptr [r14 + rbp + 256], r8d
-    movsxd rax, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r14 + rbp + 256], ebp
+    movsxd r9, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov ebp, 194
+    mov ebp, 14
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    popcnt rax, rbp
+    popcnt r9, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 384]
-    mov ecx, 110
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov ecx, dword ptr [r15 + 0]
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 384]
+    mov edx, 146
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 31
+    mov r9d, 187
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     test ebx, 93184
     jnz 1f
 1:
-    mov eax, eax
+    mov r9d, r9d
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     .byte 0x0f, 0x1f, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    mov eax, ebp
+    mov byte ptr [r15 + 0], sil
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r9d, r9d
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
     mov dword ptr [r15 + 0], r9d
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 320]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 320]
-    vpaddd ymm1, ymm1, ymmword ptr [r14 + 0]
-    add rax, qword ptr [r14 + 0]
-    mov ebp, dword ptr [r15 + r9 + 384]
-    lea r9, [r10 + r10*1]
+    add r9, qword ptr [r15 + r8 + 320]
+    vpaddd ymm3, ymm3, ymmword ptr [r14 + 0]
+    add r9, qword ptr [r14 + 0]
+    mov r8d, dword ptr [r15 + rbp + 384]
+    lea rbp, [r10 + r10*1]
     test ebx, 123904
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    mov byte ptr [r15 + r9 + 256], r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], esi
+    mov byte ptr [r15 + rbp + 256], bpl
     jmp 1f
 1:
     add r10, r11
@@ -1284,22 +1264,22 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 108
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 239
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, ebp
+    mov edi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    movzx r9d, r9b
+    movzx ebp, dil
+    movzx ebp, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
@@ -1309,8 +1289,8 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -1322,72 +1302,72 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 97728
     jnz 1f
 1:
-    mov r9, r9
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1280], al
-    jmp 1f
-1:
+    mov rbp, rbp
     lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1280], dil
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    and eax, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    and edi, dword ptr [r15 + r8 + 576]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    movzx esi, byte ptr [r15 + r8 + 320]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    movzx ecx, byte ptr [r15 + r9 + 320]
     test ebx, 48128
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 1216], edx
+    mov dword ptr [r15 + rbp + 1216], r8d
     mov r9, rsi
-    mov dword ptr [r14 + rbp + 640], 84
+    mov dword ptr [r14 + r8 + 640], 120
     mov r9d, r9d
     test bl, 160
     jz 1f
 1:
-    movzx r9d, r8b
+    movzx r9d, bpl
     mov r9, qword ptr [r14 + 0]
-    mov r8d, r9d
-    movzx esi, r8b
+    mov edi, r8d
+    movzx edi, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    movzx r8d, r9b
-    mov r8d, r8d
-    movzx r8d, cl
-    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, dil
+    mov eax, ebp
+    movzx eax, r9b
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 116736
     jz 1f
 1:
-    movzx r8d, r8b
-    and r8d, dword ptr [r15 + 0]
-    movzx r9d, r8b
-    mov r8, rcx
+    movzx eax, r9b
+    and edi, dword ptr [r15 + 0]
+    movzx eax, dil
+    mov r9, rax
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + 0], 39
+    or qword ptr [r15 + 0], 62
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
+    movzx r9d, sil
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, r8
+    movzx r9d, byte ptr [r15 + 0]
+    mov rax, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 48
     jz 1f
@@ -1397,14 +1377,14 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
     test bl, 228
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and r9d, dword ptr [r15 + 0]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 320]
+    lea r9, [r10 + r10*1]
+    and edi, dword ptr [r15 + 0]
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 320]
     lea rbp, [r10 + r10*1]
     jmp 1f
 1:
@@ -1412,28 +1392,28 @@ ditto_body_c1:
     jnz 1f
 1:
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm1
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm3
     mov qword ptr [r14 + 0], rbp
     jmp 1f
 1:
-    mov r9, rbp
+    mov rdi, rbp
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov r8d, dword ptr [r15 + rbp + 256]
+    mov rdx, qword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + rbp + 256]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
     test ebx, 360
     jnz 1f
 1:
-    movzx ecx, sil
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 48
-    mov ecx, dword ptr [r15 + rbp + 64]
+    movzx r9d, r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 128
+    mov r9d, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
@@ -1457,152 +1437,149 @@ ditto_body_c1:
     jmp .Lc1_b3_c1
     .p2align 6
 .Lc1_b3_c0:
-    mov ecx, 205
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 1024]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    add rcx, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test bl, 206
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 15
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 0]
-    movzx ecx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx eax, r8b
+    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], cl
-    mov r9d, r9d
-    mov r9, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r14 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and ecx, dword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], 35
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 110
     jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 12288
+    jz 1f
+1:
+    jmp 1f
 1:
     lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r14 + rbp + 960]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 512]
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + rbp + 512]
     and r9, 64
-    mov dword ptr [r15 + r9 + 640], eax
-    jmp 1f
-1:
-    test ebx, 54272
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    mov r9d, eax
-    test bl, 78
+    add rcx, qword ptr [r15 + r9 + 256]
+    and r8, 64
+    mov qword ptr [r14 + r8 + 576], r8
+    test bl, 48
     jz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 448]
-    mov ecx, ebp
+    mov ecx, r8d
     jmp 1f
 1:
-    mov ecx, edx
+    mov ecx, ebp
+    and eax, dword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r14 + 0]
+    mov eax, dword ptr [r15 + r8 + 640]
+    imul r8, rax
+    and r8d, dword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rbp, [r10 + r10*2]
-    and rbp, 960
-    and ecx, dword ptr [r15 + rbp + 1728]
-    mov r9d, 204
-    add rcx, qword ptr [r15 + 0]
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
+    mov eax, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], 204
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 108
+    mov r8d, eax
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 247
-    test bl, 172
-    jnz 1f
-1:
-    mov ecx, edi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    movzx r8d, r8b
     jmp 1f
 1:
+    test bl, 114
+    jz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 39936
+    jz 1f
+1:
+    vpermq ymm3, ymm0, 186
+    and r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 218
-    mov ecx, 248
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov rdx, qword ptr [r15 + 0]
+    mov r8d, 220
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 46592
     jnz 1f
 1:
+    mov esi, 214
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 512]
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 128]
     lea r9, [r10 + r10*1]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     and r9, 64
-    mov ecx, dword ptr [r14 + r9 + 768]
-    mov r8d, ecx
-    mov dword ptr [r15 + rbp + 1792], r8d
-    test ebx, 1073741824
+    mov dword ptr [r15 + r9 + 256], edx
+    movzx edi, byte ptr [r15 + r9 + 192]
+    mov edx, edx
+    mov byte ptr [r15 + r8 + 448], dl
+    test ebx, 61952
     jnz 1f
 1:
-    movzx esi, sil
-    mov r8, rdx
-    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jz 1f
+    movzx edx, byte ptr [r14 + rbp + 64]
+    jmp 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 192]
-    add rax, qword ptr [r15 + rbp + 1856]
-    mov ecx, eax
-    mov dword ptr [r15 + r9 + 704], r9d
     add r10, r11
     inc rbx
     dec r13
@@ -1630,306 +1607,301 @@ ditto_body_c1:
     jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 73
-    mov edx, dword ptr [r15 + 0]
-    mov rcx, rdi
-    movzx eax, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 188
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
-    mov edx, 58
-    jmp 1f
-1:
-    test bl, 204
-    jz 1f
-1:
-    movzx eax, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movzx eax, byte ptr [r14 + r8 + 576]
-    mov edi, edi
-    movzx edi, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 640]
-    mov rdi, rdx
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
     lea rbp, [r10 + r10*1]
-    test bl, 80
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 1088]
+    and ecx, dword ptr [r15 + rbp + 1152]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 192]
-    vpaddd ymm1, ymm1, ymmword ptr [r14 + 0]
-    mov rdx, rdi
+    mov rbp, rcx
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 128]
-    mov rdx, qword ptr [r15 + rbp + 256]
-    mov r8, rcx
+    jmp 1f
+1:
+    mov rcx, rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    movzx esi, bpl
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 144
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    mov ebp, esi
+    mov ebp, 161
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, r8d
+    and r8d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r8d, 189
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 256]
+    lea r8, [r10 + r10*1]
+    test bl, 60
+    jnz 1f
+1:
+    and r8, 64
+    add rcx, qword ptr [r14 + r8 + 512]
+    movsxd r9, dword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    movzx ecx, cl
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    movzx ecx, bpl
-    and rbp, 64
-    vmovdqu ymm1, ymmword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r8, rsi
+    mov r8d, ecx
     test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r14 + 0]
-    mov rax, rcx
-    add rax, qword ptr [r14 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rdx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 3968
-    jnz 1f
-1:
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 408
     jz 1f
 1:
     movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, edx
+    mov esi, dword ptr [r15 + 0]
+    lea rdi, [r15 + 11828544]
+    lea rsi, [r15 + 11832640]
+    mov ecx, 68
+    rep movsb
+    test bl, 204
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rax
-    mov ecx, ecx
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 62464
-    jz 1f
+    movsxd rsi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test bl, 80
+    jnz 1f
 1:
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    xor dword ptr [r15 + r8 + 128], edi
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 256], rcx
-    mov byte ptr [r15 + rbp + 384], cl
-    mov ecx, ecx
     lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    add rcx, qword ptr [r14 + rbp + 64]
-    mov ebp, ecx
+    vmovdqu ymm3, ymmword ptr [r15 + rbp + 320]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov edi, 246
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lock or dword ptr [r15 + r8 + 64], 106
+    and r9, 64
+    mov dword ptr [r15 + r9 + 768], eax
+    inc dword ptr [r14 + rbp + 384]
+    mov r8, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 704]
+    mov r9d, 71
+    mov ebp, 147
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    mov ecx, 3
-    mov ecx, 65
     lea rbp, [r10 + r10*1]
-    movzx ecx, bpl
+    jmp 1f
+1:
     and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r14 + rbp + 256]
+    mov qword ptr [r15 + 0], rdx
+    movzx r9d, dl
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
+    imul rax, r9
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 139
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 104
-    mov rsi, rsi
+    mov r9d, 92
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 220
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    add rax, qword ptr [r15 + 0]
+    movzx edx, al
+    mov rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 5
-    mov byte ptr [r15 + 0], sil
-    and esi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + rbp + 384]
-    lea rbp, [r10 + r10*1]
+    mov eax, edx
+    mov qword ptr [r14 + 0], rax
+    mov rax, rax
+    movzx edx, r9b
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r10 + r10*1]
-    test bl, 48
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 1024]
+    mov byte ptr [r15 + rbp + 192], dl
+    mov edi, 122
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 448
-    or qword ptr [r15 + r8 + 1216], 2
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
     jmp 1f
 1:
-    mov esi, 240
-    test ebx, 48128
-    jz 1f
+    mov edx, 175
+    jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 1280], sil
-    mov r8d, 21
-    movzx esi, byte ptr [r15 + rbp + 192]
-    and esi, dword ptr [r14 + 0]
+    mov qword ptr [r15 + r9 + 384], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 960]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    imul r8d, esi, 16
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r8, [r10 + r10*1]
-    mov ecx, r8d
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 320]
-    and esi, dword ptr [r15 + 0]
-    mov ebp, 128
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov ecx, 176
-    mov rbp, rcx
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8d, dword ptr [r15 + 0]
+    imul rdx, r8
     jmp 1f
 1:
-    mov esi, ebp
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 180
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 38
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    test bl, 212
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
     mov qword ptr [r15 + 0], rcx
-    .byte 0x66, 0x90
-    lea rbp, [r10 + r10*1]
-    mov rdi, rbp
-    test ebx, 344
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 960]
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + rbp + 1024], r9b
-    and r9, 64
-    mov byte ptr [r14 + r9 + 64], sil
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + r8 + 384], r9
-    mov rbp, qword ptr [r14 + 0]
+    movzx r8d, dil
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 128], rax
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    lea r8, [r10 + r10*1]
+    mov edi, edx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    mov edi, edx
+    mov dword ptr [r15 + r8 + 448], 219
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], ebp
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 192]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rdi
+    test bl, 188
+    jz 1f
+1:
+    movzx edx, bpl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    movzx r9d, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r9d, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
@@ -1948,66 +1920,66 @@ ditto_body_c1:
     mov ecx, 69
     rep stosb
     mov eax, dword ptr [r15 + 0]
-    mov rdi, rax
+    mov rcx, rax
     test bl, 59
     jz 1f
 1:
     movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu xmm3, xmmword ptr [r15 + 0]
     test bl, 15
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     test bl, 29
     jz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    vmovdqu ymmword ptr [r15 + 0], ymm5
+    mov dword ptr [r15 + 0], ebp
+    vmovdqu ymmword ptr [r15 + 0], ymm1
     jmp 1f
 1:
-    movzx edi, cl
+    movzx ebp, bpl
     test ebx, 1264
     jz 1f
 1:
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], bpl
-    mov rcx, rcx
+    mov byte ptr [r15 + 0], al
+    mov rax, rdi
     test ebx, 1073741824
     jz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 1152], bpl
-    lea r9, [r10 + r10*1]
-    mov ecx, 247
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + rbp + 1152], cl
+    lea r8, [r10 + r10*1]
+    mov ecx, 113
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov ecx, r8d
+    lea r9, [r10 + r10*1]
+    mov ecx, eax
     movzx ecx, cl
-    mov ecx, ecx
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 640]
+    mov eax, edi
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 640]
     test ebx, 12032
     jnz 1f
 1:
-    vpaddd ymm1, ymm4, ymmword ptr [r15 + rbp + 1088]
-    mov rcx, rcx
+    vpaddd ymm3, ymm12, ymmword ptr [r15 + rbp + 1088]
+    mov rax, rax
     .byte 0x0f, 0x1f, 0x40, 0x00
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    movsxd rbp, dword ptr [r15 + r9 + 384]
+    mov rax, r8
+    movzx eax, byte ptr [r15 + r9 + 576]
+    movsxd r9, dword ptr [r15 + r8 + 384]
     test ebx, 1073741824
     jz 1f
 1:
@@ -2015,7 +1987,7 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    add r8, qword ptr [r14 + 0]
+    add r9, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
@@ -2030,28 +2002,28 @@ ditto_body_c1:
     .p2align 6
 .Lc1_b6_c0:
     movzx ecx, cl
+    mov r9, r10
     mov rbp, r10
     mov r8, r10
-    mov r9, r10
-    and r8, 64
-    mov qword ptr [r15 + r8 + 960], rdx
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 960], rsi
     test ebx, 7680
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], edx
+    mov dword ptr [r15 + r9 + 320], eax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 4096 bytes, 16 chunk(s), 8 chunk executions per call
+// block 7: 4096 bytes, 16 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 11836816]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 11836816], rcx
-    mov r13d, 8
+    mov r13d, 4
     mov eax, ebx
     and eax, 15
     lea rcx, [rip + .Lc1_b7_stubs]
@@ -2093,70 +2065,72 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], sil
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov rcx, r8
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 24
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 210
     and ecx, dword ptr [r15 + 0]
+    movzx eax, cl
+    jmp 1f
+1:
+    mov ecx, 164
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, 92
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 816
+    mov ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 240
     jz 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, esi
-    mov rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 104
+    mov edx, 157
+    or qword ptr [r15 + 0], 21
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rdx, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rsi
+    mov rax, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    .byte 0x0f, 0x1f, 0x00
-    and eax, dword ptr [r15 + 0]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 448]
-    movsxd rcx, dword ptr [r15 + rbp + 192]
+    imul ecx, esi, 68
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rcx
-    mov edx, 138
-    mov byte ptr [r15 + r8 + 512], dl
-    mov qword ptr [r14 + r9 + 640], rax
-    test ebx, 1073741824
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 384]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 448]
+    mov rsi, qword ptr [r15 + rbp + 512]
+    and r9, 64
+    add qword ptr [r15 + r9 + 704], r9
+    test bl, 192
     jz 1f
+1:
+    movzx ebp, r9b
+    mov rsi, rbp
+    add rbp, qword ptr [r14 + 0]
+    movzx esi, byte ptr [r15 + r8 + 320]
+    test ebx, 624
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov edx, ebp
-    mov r9d, edx
-    mov rdx, qword ptr [r14 + 0]
+    add rdx, qword ptr [r15 + r9 + 768]
+    mov r9, rdi
     add r10, r11
     inc rbx
     dec r13
@@ -2164,1107 +2138,1101 @@ ditto_body_c1:
 .Lc1_b7_c1:
     lea r9, [r10 + r10*1]
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 576]
-    movzx r8d, dl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea rdi, [r15 + 11828544]
-    mov ecx, 68
-    rep stosb
+    lock or dword ptr [r15 + r9 + 320], 64
+    add rdx, qword ptr [r15 + 0]
+    mov esi, 199
+    movzx esi, sil
+    mov esi, 179
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edi, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
     jmp 1f
 1:
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1488
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    vmovdqu ymm3, ymmword ptr [r15 + 0]
+    mov esi, edx
+    jmp 1f
+1:
+    test ebx, 624
+    jnz 1f
+1:
+    movzx edx, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 116
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, dword ptr [r15 + 0]
-    movzx edi, al
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 74
-    test bl, 192
-    jnz 1f
-1:
+    mov edx, ecx
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdi, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r14 + 0], ymm1
     lea rbp, [r10 + r10*1]
-    add rdi, qword ptr [r15 + r9 + 640]
-    mov ecx, dword ptr [r15 + r8 + 256]
+    mov edi, dword ptr [r15 + 0]
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 512]
-    test ebx, 816
+    mov rcx, qword ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    lea r8, [r10 + r10*1]
+    and edx, dword ptr [r14 + r9 + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov ecx, 121
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, 97
-    mov r9, qword ptr [r14 + rbp + 448]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r9d, 221
-    mov ebp, r9d
-    mov edi, r8d
+    movzx edx, byte ptr [r14 + 0]
+    mov rcx, rdx
+    mov r9, qword ptr [r15 + rbp + 704]
+    and edx, dword ptr [r15 + r8 + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edi
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 75
+    lock add qword ptr [r15 + 0], rax
     jmp 1f
 1:
-    test ebx, 480
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov edi, 99
-    movsxd rdi, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
+    xor dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    imul rcx, r9
+    or qword ptr [r15 + 0], 68
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1648
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rdi
-    movzx ecx, dl
-    mov edi, 175
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, 248
+    mov ebp, edi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, sil
-    movzx edi, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     and r8, 64
-    and edi, dword ptr [r15 + r8 + 576]
+    and ecx, dword ptr [r15 + r8 + 64]
+    add rcx, qword ptr [r15 + rbp + 128]
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], rbp
-    mov rcx, qword ptr [r14 + r8 + 640]
-    test ebx, 480
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm3
+    mov dword ptr [r14 + r8 + 128], esi
+    test ebx, 1073741824
     jnz 1f
 1:
-    add qword ptr [r15 + r9 + 320], rdx
-    jmp 1f
-1:
-    movzx edx, byte ptr [r14 + 0]
-    mov r8d, 188
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 256]
-    mov rdx, r9
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    inc dword ptr [r14 + 0]
+    mov rsi, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    add rbp, qword ptr [r15 + 0]
-    mov r8d, 142
-    or qword ptr [r15 + 0], 88
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 127
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1936
-    jnz 1f
-1:
-    mov ebp, 218
-    mov rbp, qword ptr [r15 + 0]
-    mov rsi, rsi
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movsxd rsi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, rax
-    lea r8, [r10 + r10*1]
-    test ebx, 446464
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm1
-    movzx esi, byte ptr [r14 + 0]
+    mov r8d, ebp
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 576]
+    and r8d, dword ptr [r15 + rbp + 128]
+    lock add qword ptr [r15 + rbp + 64], rdi
     jmp 1f
 1:
-    test ebx, 1648
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov esi, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + r9 + 448]
-    mov r9d, esi
-    mov qword ptr [r15 + rbp + 640], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpaddd ymm1, ymm1, ymmword ptr [r14 + r8 + 64]
-    mov esi, 74
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c4:
-    movzx esi, dil
-    and r8d, dword ptr [r14 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    test ebx, 688
-    jz 1f
-1:
-    mov r9, r8
-    mov r9d, 12
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov r9d, 13
-    mov r9d, r9d
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 768], 200
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 76
-    lea r8, [r10 + r10*1]
-    imul esi, r8d, 28
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    add rsi, qword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 960
-    movsxd rsi, dword ptr [r14 + rbp + 1792]
-    movzx edi, sil
-    mov dword ptr [r15 + r9 + 704], 254
-    jmp 1f
-1:
-    test ebx, 1936
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymm1, ymmword ptr [r15 + rbp + 1728]
-    add rbp, qword ptr [r15 + r8 + 192]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c5:
-    and edi, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 254
-    mov ebp, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r8b
-    movzx ebp, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lock xadd qword ptr [r15 + 0], rbp
-    movzx edi, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1632
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edi, 39
-    mov rdi, rdi
-    test ebx, 323584
-    jz 1f
-1:
-    add rdi, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    mov rax, qword ptr [r14 + 0]
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 320]
-    mov eax, edi
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul edi, edx, 115
-    lea r9, [r10 + r10*1]
-    movzx edi, r9b
-    mov rdi, qword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 832], r9d
-    test bl, 240
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 192]
-    movzx r8d, dl
-    add r8, qword ptr [r15 + r9 + 896]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c6:
-    mov r9d, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 912
-    jz 1f
-1:
-    movzx r9d, al
-    mov eax, 65
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 164
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 356352
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rcx
-    lock or dword ptr [r15 + 0], 87
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, al
-    mov rax, qword ptr [r15 + 0]
-    movzx r9d, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov eax, edi
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 704]
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], ebp
-    lea rbp, [r10 + r10*1]
-    mov qword ptr [r14 + r8 + 768], rdx
-    add rdi, qword ptr [r14 + 0]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 1088]
-    test ebx, 98304
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1152], rdi
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c7:
-    jmp 1f
-1:
-    imul rdi, rdx
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    test bl, 192
-    jnz 1f
-1:
-    mov r9d, 73
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, r9b
-    lea r9, [r10 + r10*1]
-    test ebx, 976
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 576]
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r9 + 640], 5
-    lea r9, [r10 + r10*1]
-    test bl, 192
-    jz 1f
-1:
-    imul edi, r9d, 87
-    movzx edi, r8b
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 64]
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r14 + rbp + 768]
-    vmovdqu ymm1, ymmword ptr [r14 + 0]
-    mov r8d, r9d
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c8:
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, 26
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r9, r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 66
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 816
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, dl
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpxor ymm1, ymm6, ymm8
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx eax, al
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    add rax, qword ptr [r15 + rbp + 192]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 256]
-    lea r8, [r10 + r10*1]
-    xor dword ptr [r14 + 0], r8d
-    and r8, 64
-    movzx ebp, byte ptr [r14 + r8 + 64]
-    and ebp, dword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    xor dword ptr [r15 + r8 + 128], ebp
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c9:
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 114
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rdx
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    jmp 1f
-1:
-    test ebx, 15856
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov byte ptr [r15 + 0], dl
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 216
-    jmp 1f
-1:
-    mov edx, edx
-    movzx edx, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r14 + 0], sil
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov dword ptr [r15 + r8 + 448], 159
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r8
-    and r8, 64
-    imul rdx, qword ptr [r15 + r8 + 192]
-    mov byte ptr [r14 + r8 + 256], dl
-    mov qword ptr [r15 + rbp + 384], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
     movzx ebp, r8b
-    movzx ebp, bpl
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c10:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, 73
-    add r8, qword ptr [r15 + 0]
-    test ebx, 912
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 49
-    mov r8d, r8d
-    mov r8d, 132
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 464
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], r8
-    mov r8d, 174
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd ymm1, ymm1, ymmword ptr [r15 + 0]
-    mov r8d, 1
-    jmp 1f
-1:
-    mov r8d, ebp
-    mov r8, r8
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    and r8, 4194240
-    mov ebp, dword ptr [r15 + r8 + 7633600]
-    lea r9, [r10 + r10*1]
-    mov edx, 15
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 254
-    movzx edx, r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], r8d
-    add rdx, qword ptr [r15 + r8 + 7633664]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r14 + rbp + 192]
-    movsxd rbp, dword ptr [r14 + 0]
-    lock xadd qword ptr [r15 + r9 + 128], rbp
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c11:
-    mov r9d, 134
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    test ebx, 928
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r9d, 228
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 912
-    jnz 1f
-1:
-    mov rbp, rsi
-    and ebp, dword ptr [r15 + 0]
     movzx r8d, bpl
-    lea r8, [r10 + r10*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    and ebp, dword ptr [r15 + r8 + 192]
-    xor dword ptr [r14 + r8 + 256], ebp
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rcx
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r8d, dword ptr [r15 + r9 + 576]
-    test ebx, 944
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 31
-    mov qword ptr [r15 + rbp + 512], r9
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c12:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + 0]
-    mov ecx, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovdqu ymm1, ymmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    imul rbp, rbp
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, sil
-    add rbp, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul ebp, ebp, 34
-    movzx ebp, byte ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], esi
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    add qword ptr [r15 + r9 + 384], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 448]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    test ebx, 1456
-    jz 1f
-1:
-    xor dword ptr [r14 + rbp + 64], ecx
-    movsxd rcx, dword ptr [r14 + 0]
-    mov ebp, ecx
-    mov ebp, dword ptr [r15 + r9 + 320]
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c13:
-    mov ebp, 94
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 432
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, edi
-    mov dword ptr [r15 + 0], 130
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm1
-    add rbp, qword ptr [r15 + 0]
-    add qword ptr [r15 + 0], rsi
-    test ebx, 1744
-    jz 1f
-1:
-    mov ebp, ebp
-    movzx ebp, bpl
-    mov ebp, eax
-    test ebx, 54784
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    xchg qword ptr [r15 + rbp + 704], rcx
-    mov dword ptr [r14 + 0], r9d
-    jmp 1f
-1:
-    and r8, 8128
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 6912], 168
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    imul rcx, qword ptr [r14 + r9 + 320]
-    mov dword ptr [r15 + r9 + 384], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 19
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + r8 + 6848], ecx
-    mov ecx, ecx
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c14:
-    mov ecx, eax
-    jmp 1f
-1:
-    imul r8d, ecx, 90
-    imul r8, r8
-    test ebx, 624
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 127
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     inc dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 131
-    mov r8d, 24
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, edx
-    mov qword ptr [r15 + 0], rdi
-    lea r8, [r10 + r10*1]
     jmp 1f
 1:
     test ebx, 576
     jz 1f
 1:
-    or qword ptr [r15 + 0], 37
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 896]
-    movsxd r9, dword ptr [r15 + r8 + 832]
-    and r8d, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov ecx, 42
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 1152]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 1088]
-    movsxd r9, dword ptr [r14 + r8 + 64]
-    jmp 1f
-1:
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c15:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    lea r9, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + r8 + 1088]
-    and r9, 64
-    xchg qword ptr [r15 + r9 + 640], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, edi
-    test ebx, 432
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 16
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 109
-    add rbp, qword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov edi, ebp
-    mov dword ptr [r15 + 0], 27
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx r8d, byte ptr [r15 + 0]
     mov rbp, qword ptr [r15 + 0]
-    movzx edi, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r9b
-    test ebx, 1073741824
+    mov esi, ebp
+    mov rbp, rax
+    test bl, 240
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r14 + 0], ymm1
-    add rbp, qword ptr [r14 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, 116
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     test ebx, 1440
     jnz 1f
 1:
-    mov ebp, 201
     lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 576], rbp
-    and r9d, dword ptr [r14 + r8 + 1152]
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
     and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 192]
-    test ebx, 1744
-    jz 1f
+    mov dword ptr [r15 + rbp + 384], 87
+    mov dword ptr [r14 + 0], 171
+    mov r8d, 30
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r9d, ebp
-    mov r9, r9
-    and r9d, dword ptr [r15 + rbp + 256]
+    mov rsi, r8
+    mov qword ptr [r14 + 0], rdi
+    mov r8d, esi
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov qword ptr [r14 + rbp + 320], r8
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 23296
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 256], cl
+    mov r8d, ebp
+    mov r8d, r8d
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c4:
+    and edx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov edx, 74
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    lea rbp, [r10*8]
+    imul r8, qword ptr [r15 + r9 + 320]
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 1664]
+    jmp 1f
+1:
+    test ebx, 496
+    jz 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r14 + rbp + 1408], rdx
+    lea r9, [r10 + r10*1]
+    mov r8, qword ptr [r15 + rbp + 1600]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    mov edx, 16
+    jmp 1f
+1:
+    mov edx, 222
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 55
+    add rdx, qword ptr [r15 + rbp + 1344]
+    movzx r8d, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + r9 + 512], r9
+    mov edx, r9d
+    movsxd r9, dword ptr [r15 + rbp + 1280]
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 1216]
+    and r8d, dword ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + rbp + 1536], r8b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c5:
+    lea r8, [r10 + r10*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 768], r8d
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov eax, 35
+    test ebx, 432
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 45
+    movzx ebp, bpl
+    or qword ptr [r15 + 0], 20
+    test ebx, 864
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymm3, ymmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r14 + 0]
+    mov qword ptr [r15 + r8 + 704], rdx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 202
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + rbp + 128]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, ecx
+    jmp 1f
+1:
+    movzx edx, al
+    mov edx, 232
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, dl
+    mov qword ptr [r14 + r8 + 448], rsi
+    mov rax, rax
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c6:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 704], ebp
+    movzx eax, dil
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    movzx eax, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 63
+    jmp 1f
+1:
+    mov rax, rax
+    mov eax, 174
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    xchg qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 10240
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    mov eax, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + rbp + 768]
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 1088]
+    jmp 1f
+1:
+    test ebx, 912
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r14 + 0], r8b
+    vmovdqu ymmword ptr [r14 + r8 + 192], ymm3
+    mov dword ptr [r15 + r9 + 1152], 7
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c7:
+    mov r9d, ebp
+    mov r9d, edi
+    movzx ebp, r9b
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 464
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 15616
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], r9
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    mov edx, 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 576]
+    and rbp, 64
+    and edx, dword ptr [r14 + rbp + 256]
+    mov eax, edx
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 704], 32
+    add rdx, qword ptr [r15 + rbp + 192]
+    add rdx, qword ptr [r15 + r8 + 768]
+    movsxd r8, dword ptr [r15 + r9 + 640]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    imul r8d, r9d, 77
+    movzx edx, byte ptr [r14 + 0]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c8:
+    mov rdx, rdx
+    jmp 1f
+1:
+    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    imul edx, eax, 104
+    add rdx, qword ptr [r15 + 0]
+    nop
+    test ebx, 1872
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, dl
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    movzx r8d, dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 97
+    mov rdx, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r14 + 0], ymm3
+    movzx edx, byte ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 1152]
+    and rbp, 64
+    and r9d, dword ptr [r14 + rbp + 448]
+    movzx edx, r9b
+    test ebx, 928
+    jnz 1f
+1:
+    vmovdqu ymm3, ymmword ptr [r15 + rbp + 512]
+    lea rbp, [r10 + r10*1]
+    add qword ptr [r15 + r8 + 1088], rbp
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul r8, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov ebp, edi
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c9:
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, r8d
+    imul rdi, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov edi, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov rbp, rcx
+    mov ebp, ebp
+    lock add qword ptr [r15 + 0], rbp
+    test ebx, 1264
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + 0]
+    mov edi, 79
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], r8d
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 384]
+    test ebx, 624
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    xor dword ptr [r15 + r8 + 320], ebp
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 448], r8b
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c10:
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, 164
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 139
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 236
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    imul r8, qword ptr [r15 + 0]
+    mov edi, r8d
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    lea rbp, [r10 + r10*1]
+    mov r8d, 226
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 320], ebp
+    mov edi, ebp
+    mov dword ptr [r15 + rbp + 384], 29
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r14 + 0]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 1024]
+    mov r9, rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 960], r9
+    imul r9d, ecx, 118
+    movzx esi, byte ptr [r15 + rbp + 256]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c11:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 192]
+    movzx ebp, cl
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 130
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 624
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    imul eax, edi, 121
+    mov eax, 166
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 432
+    jz 1f
+1:
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov ecx, 229
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    movsxd rax, dword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
+    add rax, qword ptr [r14 + 0]
+    test ebx, 1648
+    jnz 1f
+1:
+    movzx esi, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 136
+    test ebx, 720
+    jz 1f
+1:
+    add rax, qword ptr [r14 + 0]
+    mov ecx, eax
+    mov ecx, 47
+    add rcx, qword ptr [r14 + rbp + 64]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c12:
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 320]
+    mov rax, rcx
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 752
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov dword ptr [r15 + 0], 36
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 218
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1872
+    jz 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    test ebx, 30576
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    imul eax, edx, 76
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 256]
+    mov rdx, rdx
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 142
+    jmp 1f
+1:
+    and r8, 64
+    inc dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 89
+    inc dword ptr [r15 + rbp + 384]
+    mov ebp, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 640
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], esi
+    mov qword ptr [r15 + r8 + 128], rdx
+    mov rdi, rdx
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c13:
+    jmp 1f
+1:
+    mov edx, 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 141
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    lock xadd qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 90
+    mov r8, rdx
+    lea rbp, [r10 + r10*1]
+    or qword ptr [r15 + 0], 41
+    test ebx, 848
+    jz 1f
+1:
+    lea r8, [r10 + r10*1]
+    add rdx, qword ptr [r14 + 0]
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 960]
+    lock or dword ptr [r15 + rbp + 320], 94
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov rdx, qword ptr [r14 + rbp + 64]
+    vmovdqu ymm3, ymmword ptr [r15 + r8 + 1024]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, edx
+    movzx r8d, r8b
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm3
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c14:
+    lea r9, [r10 + r10*1]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    movsxd rdx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, dl
+    jmp 1f
+1:
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    imul rdx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, 207
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 1088]
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    and edx, dword ptr [r14 + r8 + 15104]
+    vmovdqu ymm3, ymmword ptr [r14 + 0]
+    mov dword ptr [r15 + rbp + 1152], esi
+    movzx ebp, r8b
+    test ebx, 1152
+    jnz 1f
+1:
+    vmovdqu ymm3, ymmword ptr [r15 + r9 + 64]
+    movzx ebp, cl
+    jmp 1f
+1:
+    mov dword ptr [r14 + r8 + 15040], 179
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c15:
+    mov r8d, 37
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 71
+    test ebx, 1872
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r8
+    mov r8d, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9, rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock add qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r9d, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 912
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 64], r8d
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 704]
+    and r8d, dword ptr [r14 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 0], sil
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + r9 + 768], bpl
+    and r8, 64
+    mov byte ptr [r15 + r8 + 640], r8b
+    mov r9d, 21
+    test ebx, 1456
+    jz 1f
+1:
+    mov r9d, r9d
+    mov esi, dword ptr [r15 + r8 + 576]
+    and esi, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13

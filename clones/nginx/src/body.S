@@ -37,11 +37,11 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 37 chunk executions per call
+// block 0: 128 bytes, 1 chunk(s), 42 chunk executions per call
     mov rbx, qword ptr [r15 + 67117720]
-    lea rcx, [rbx + 37]
+    lea rcx, [rbx + 42]
     mov qword ptr [r15 + 67117720], rcx
-    mov r13d, 37
+    mov r13d, 42
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
@@ -75,1179 +75,1051 @@ ditto_body_c1:
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 16384 bytes, 64 chunk(s), 71 chunk executions per call
+// block 1: 16384 bytes, 64 chunk(s), 64 chunk executions per call
     mov rbx, qword ptr [r15 + 67117728]
-    lea rcx, [rbx + 71]
+    lea rcx, [rbx + 64]
     mov qword ptr [r15 + 67117728], rcx
-    mov r13d, 71
-    mov eax, ebx
-    and eax, 63
-    lea rcx, [rip + .Lc1_b1_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b1_stubs:
-    .p2align 3
+    mov r13d, 64
     jmp .Lc1_b1_c0
-    .p2align 3
-    jmp .Lc1_b1_c1
-    .p2align 3
-    jmp .Lc1_b1_c2
-    .p2align 3
-    jmp .Lc1_b1_c3
-    .p2align 3
-    jmp .Lc1_b1_c4
-    .p2align 3
-    jmp .Lc1_b1_c5
-    .p2align 3
-    jmp .Lc1_b1_c6
-    .p2align 3
-    jmp .Lc1_b1_c7
-    .p2align 3
-    jmp .Lc1_b1_c8
-    .p2align 3
-    jmp .Lc1_b1_c9
-    .p2align 3
-    jmp .Lc1_b1_c10
-    .p2align 3
-    jmp .Lc1_b1_c11
-    .p2align 3
-    jmp .Lc1_b1_c12
-    .p2align 3
-    jmp .Lc1_b1_c13
-    .p2align 3
-    jmp .Lc1_b1_c14
-    .p2align 3
-    jmp .Lc1_b1_c15
-    .p2align 3
-    jmp .Lc1_b1_c16
-    .p2align 3
-    jmp .Lc1_b1_c17
-    .p2align 3
-    jmp .Lc1_b1_c18
-    .p2align 3
-    jmp .Lc1_b1_c19
-    .p2align 3
-    jmp .Lc1_b1_c20
-    .p2align 3
-    jmp .Lc1_b1_c21
-    .p2align 3
-    jmp .Lc1_b1_c22
-    .p2align 3
-    jmp .Lc1_b1_c23
-    .p2align 3
-    jmp .Lc1_b1_c24
-    .p2align 3
-    jmp .Lc1_b1_c25
-    .p2align 3
-    jmp .Lc1_b1_c26
-    .p2align 3
-    jmp .Lc1_b1_c27
-    .p2align 3
-    jmp .Lc1_b1_c28
-    .p2align 3
-    jmp .Lc1_b1_c29
-    .p2align 3
-    jmp .Lc1_b1_c30
-    .p2align 3
-    jmp .Lc1_b1_c31
-    .p2align 3
-    jmp .Lc1_b1_c32
-    .p2align 3
-    jmp .Lc1_b1_c33
-    .p2align 3
-    jmp .Lc1_b1_c34
-    .p2align 3
-    jmp .Lc1_b1_c35
-    .p2align 3
-    jmp .Lc1_b1_c36
-    .p2align 3
-    jmp .Lc1_b1_c37
-    .p2align 3
-    jmp .Lc1_b1_c38
-    .p2align 3
-    jmp .Lc1_b1_c39
-    .p2align 3
-    jmp .Lc1_b1_c40
-    .p2align 3
-    jmp .Lc1_b1_c41
-    .p2align 3
-    jmp .Lc1_b1_c42
-    .p2align 3
-    jmp .Lc1_b1_c43
-    .p2align 3
-    jmp .Lc1_b1_c44
-    .p2align 3
-    jmp .Lc1_b1_c45
-    .p2align 3
-    jmp .Lc1_b1_c46
-    .p2align 3
-    jmp .Lc1_b1_c47
-    .p2align 3
-    jmp .Lc1_b1_c48
-    .p2align 3
-    jmp .Lc1_b1_c49
-    .p2align 3
-    jmp .Lc1_b1_c50
-    .p2align 3
-    jmp .Lc1_b1_c51
-    .p2align 3
-    jmp .Lc1_b1_c52
-    .p2align 3
-    jmp .Lc1_b1_c53
-    .p2align 3
-    jmp .Lc1_b1_c54
-    .p2align 3
-    jmp .Lc1_b1_c55
-    .p2align 3
-    jmp .Lc1_b1_c56
-    .p2align 3
-    jmp .Lc1_b1_c57
-    .p2align 3
-    jmp .Lc1_b1_c58
-    .p2align 3
-    jmp .Lc1_b1_c59
-    .p2align 3
-    jmp .Lc1_b1_c60
-    .p2align 3
-    jmp .Lc1_b1_c61
-    .p2align 3
-    jmp .Lc1_b1_c62
-    .p2align 3
-    jmp .Lc1_b1_c63
     .p2align 6
 .Lc1_b1_c0:
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    mov eax, 127
+    and r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    mov eax, 250
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    test bl, 128
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 95
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 128], r9b
+    and rbp, 64
+    vmovdqu xmmword ptr [r15 + rbp + 384], xmm7
+    movsxd r9, dword ptr [r15 + rbp + 320]
     lea r8, [r11 + r11*1]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3904], 27
-    mov dword ptr [r15 + rbp + 3840], edx
     test ebx, 1073741824
     jz 1f
 1:
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 3712], r9
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r9 + 384], 75
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 111
-    add r9, qword ptr [r15 + rbp + 3648]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 3584], r9
-    add r9, qword ptr [r15 + rbp + 3456]
-    add r9, qword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + rbp + 3520], rcx
-    test ebx, 16384
-    jz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 3776]
-    mov r9d, dword ptr [r15 + rbp + 3392]
-    mov ecx, r9d
+    mov byte ptr [r15 + r8 + 192], dil
+    mov byte ptr [r15 + r8 + 256], al
+    mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    movzx esi, al
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], 213
     mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1216
+    jz 1f
+1:
+    movzx r8d, cl
+    mov eax, ebp
+    mov dword ptr [r15 + 0], 62
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], 251
+    lea rbp, [r11*4]
+    test ebx, 576
     jnz 1f
 1:
-    mov edi, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdi
-    mov edi, 230
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    xor dword ptr [r15 + 0], ebp
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     and r8, 64
-    add rdi, qword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
+    mov dword ptr [r15 + r8 + 512], 73
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], bpl
     lea r9, [r11 + r11*1]
-    mov rdx, r9
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ecx, dword ptr [r15 + r8 + 448]
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r8 + 128], al
-    and edi, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r9 + 64], r9d
+    movzx r8d, byte ptr [r15 + r9 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, edi
-    and edi, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 576], ebp
+    mov dword ptr [r15 + rbp + 640], r8d
+    mov byte ptr [r15 + rbp + 704], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 10
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, 211
+    and ecx, dword ptr [r15 + 0]
+    mov r8d, 172
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb r8d, xmm14
+    movzx r8d, r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 128
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 52
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    mov r8d, 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9216
+    jz 1f
 1:
+    movsxd rcx, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + 0]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 448]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], bpl
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 704]
-    mov rax, qword ptr [r15 + rbp + 640]
-    test bl, 128
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 448]
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    movzx ecx, cl
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 128], r9
+    test ebx, 256
     jnz 1f
 1:
-    mov rbp, r9
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov byte ptr [r15 + r8 + 256], bpl
+    mov dword ptr [r15 + r8 + 512], r9d
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 64]
+    mov r8d, ecx
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 512], rbp
-    movzx r9d, bpl
+    and r8d, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + rbp + 64], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], rsi
-    and rbp, 1984
-    lea r8, [r11*8]
-    mov qword ptr [r15 + rbp + 1536], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov edx, 9
     test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3648], r8b
-    movzx esi, r8b
-    mov dword ptr [r15 + rbp + 1472], edx
-    test ebx, 320
     jz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 162
+    movzx r8d, sil
+    movzx r8d, r8b
     test bl, 128
     jnz 1f
 1:
-    mov esi, 244
-    movzx esi, sil
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 9
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 19
-    test ebx, 320
+    lea r8, [r11 + r11*4]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 16320
+    movsxd rbp, dword ptr [r15 + r8 + 15808]
+    lea r9, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r8 + 15872]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rsi, rsi
-    mov byte ptr [r15 + rbp + 1344], sil
-    test bl, 192
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 3456], sil
-    and esi, dword ptr [r15 + r8 + 3520]
+    mov dword ptr [r15 + r8 + 15936], 152
+    mov esi, 170
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, r8d
-    add rsi, qword ptr [r15 + rbp + 1408]
-    add rsi, qword ptr [r15 + r9 + 448]
+    mov rsi, r8
+    mov dword ptr [r15 + r8 + 15680], esi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 3712], rdx
-    mov byte ptr [r15 + r8 + 3584], dil
-    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + r8 + 15744]
+    mov dword ptr [r15 + rbp + 512], 34
+    movsxd rdx, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    mov esi, ebp
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 128]
-    mov r9d, 54
+    jmp 1f
+1:
+    mov esi, 176
+    movzx esi, bpl
+    mov byte ptr [r15 + 0], sil
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq xmm14, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    movzx esi, sil
+    jmp 1f
 1:
     mov rsi, rsi
-    vpcmpeqb xmm0, xmm0, xmm5
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
     mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rsi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm0, rdx
-    mov rdi, rdi
     test ebx, 1073741824
     jz 1f
 1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov esi, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, r9d
-    mov rdi, rdi
-    jmp 1f
-1:
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    and r8, 64
     lea r9, [r11 + r11*1]
-    test ebx, 259520
+    or qword ptr [r15 + r8 + 448], 29
+    mov esi, 78
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 83
-    vmovq qword ptr [r15 + rbp + 320], xmm0
-    mov rbp, qword ptr [r15 + r9 + 512]
+    mov esi, r9d
+    mov qword ptr [r15 + r9 + 320], rdx
+    movzx esi, byte ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r8 + 512], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
+    lea rbp, [r11 + r11*8]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1472], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    jmp 1f
+1:
+    test bl, 192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rdx
+    movsxd r9, dword ptr [r15 + rbp + 1728]
+    mov dword ptr [r15 + rbp + 1600], 44
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    mov r9, qword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + rbp + 1664], r9b
     lea r9, [r11 + r11*1]
-    mov edi, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 1408], r9b
     and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov edi, esi
-    mov dword ptr [r15 + 0], 238
+    mov qword ptr [r15 + r9 + 384], r9
+    mov dword ptr [r15 + rbp + 1792], 74
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movsxd rcx, dword ptr [r15 + rbp + 1536]
+    mov qword ptr [r15 + rbp + 1344], r9
+    test ebx, 256
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*8]
-    jmp 1f
-1:
-    test ebx, 262144
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 448], r8b
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], edi
-    mov qword ptr [r15 + r8 + 3392], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 3776], ymm0
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 64], edi
-    mov qword ptr [r15 + r8 + 3520], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 3904], r8
-    mov rbp, qword ptr [r15 + r8 + 3712]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 3584]
-    mov byte ptr [r15 + r8 + 3648], sil
-    mov qword ptr [r15 + r8 + 3840], rbp
+    mov dword ptr [r15 + rbp + 1856], 138
+    movzx edx, byte ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    vpor xmm0, xmm0, xmm4
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 64
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r8d, 161
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 171
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, 56
-    test ebx, 1073741824
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 832
     jnz 1f
 1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm0, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], 145
+    mov r8d, dword ptr [r15 + 0]
+    mov rcx, r8
+    test bl, 192
+    jnz 1f
 1:
-    mov rsi, rdi
-    mov esi, dword ptr [r15 + 0]
-    vmovq xmm0, rsi
+    mov ecx, 69
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    lea r8, [r11 + r11*1]
+    test ebx, 576
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 384]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rcx
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 448]
+    and ecx, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    movzx esi, dil
-    mov rdi, qword ptr [r15 + rbp + 448]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 320], r9b
-    mov rdi, rsi
-    movzx edi, byte ptr [r15 + r9 + 256]
+    add rcx, qword ptr [r15 + r9 + 512]
+    mov r9d, dword ptr [r15 + rbp + 256]
+    mov ebp, 95
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov ebp, edx
+    test ebx, 256
     jz 1f
 1:
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov dword ptr [r15 + 0], 31
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rcx
-    lea r8, [r11*4]
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r8, 192
-    add rdi, qword ptr [r15 + r8 + 640]
-    movsxd rcx, dword ptr [r15 + r8 + 704]
+    mov edx, ebp
+    movzx r8d, r8b
+    add qword ptr [r15 + 0], r8
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
     lea r9, [r11 + r11*1]
-    movzx esi, bpl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 240
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 192]
+    mov rsi, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 320]
-    vpcmpeqb xmm0, xmm0, xmm7
-    movsxd rsi, dword ptr [r15 + r8 + 576]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm9
-    and ebp, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + r8 + 768]
-    movzx r8d, bpl
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], cl
+    and edx, dword ptr [r15 + rbp + 256]
+    add rdx, qword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 56
-    movzx r8d, dil
-    lea r8, [r11*8]
-    mov edi, 217
-    and r8, 448
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], 83
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx edi, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
     test ebx, 1073741824
     jz 1f
 1:
+    mov rdx, rdx
+    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    and esi, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, bpl
+    jmp 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], ebp
+    mov dword ptr [r15 + rbp + 768], 154
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov esi, 4
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 192]
-    and edi, dword ptr [r15 + r9 + 256]
-    mov r9, qword ptr [r15 + r8 + 896]
-    mov dword ptr [r15 + r8 + 1280], 61
+    mov dword ptr [r15 + r9 + 384], edi
+    mov esi, 159
+    movsxd rdi, dword ptr [r15 + rbp + 704]
+    add rdi, qword ptr [r15 + rbp + 640]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 832], r9b
-    mov edi, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 1152], ecx
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov rdi, qword ptr [r15 + r8 + 1216]
-    movzx r9d, byte ptr [r15 + r8 + 960]
-    mov qword ptr [r15 + r8 + 1088], r9
+    mov dword ptr [r15 + r9 + 320], 147
+    and edi, dword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    xor dword ptr [r15 + r9 + 128], edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test bl, 128
+    and edi, dword ptr [r15 + 0]
+    test ebx, 256
+    jz 1f
+1:
+    mov edi, 219
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov rdi, rdi
+    mov edi, 96
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, edi
+    mov esi, eax
+    mov edi, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 768], ebp
+    mov dword ptr [r15 + 0], 251
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
+    mov dword ptr [r15 + rbp + 320], ebp
+    test bl, 192
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    vpor xmm14, xmm14, xmm14
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 212
+    movzx esi, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ebp
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 640]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r8 + 512], 46
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r8 + 704]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 204
-    mov rcx, rcx
-    mov ecx, ecx
-    test ebx, 1073741824
+    mov r8d, 36
+    mov qword ptr [r15 + rbp + 384], r8
+    mov dword ptr [r15 + r9 + 256], 194
+    test bl, 128
     jz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 192]
-    mov rcx, rsi
-    add rcx, qword ptr [r15 + r9 + 64]
+    movzx r8d, r8b
+    vpcmpeqb xmm14, xmm14, xmm10
+    mov edi, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
+    mov r8d, ecx
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, cl
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 576
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 120704
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 116
+    jmp 1f
+1:
+    test bl, 192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 1
+    mov dword ptr [r15 + 0], 195
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     test bl, 128
     jnz 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm0
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 576
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 186
-    lea r8, [r11 + r11*1]
-    mov esi, r8d
-    test ebx, 4096
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 448]
-    mov ecx, 156
+    mov dword ptr [r15 + 0], 68
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    test ebx, 1073741824
-    jz 1f
+    movzx edi, byte ptr [r15 + r9 + 448]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], r8
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 512], 237
-    mov byte ptr [r15 + r9 + 128], cl
-    and esi, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 128], 152
+    and r8d, dword ptr [r15 + rbp + 256]
+    and ebp, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    movzx esi, byte ptr [r15 + 0]
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    mov r9d, 3
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3520], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movsxd rsi, dword ptr [r15 + 0]
+    movzx ecx, r8b
+    mov r9d, 118
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 61
+    mov r9d, 140
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9, r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rsi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
-1:
-    movzx esi, r8b
-    mov esi, esi
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    lea rbp, [r11 + r11*1]
+    mov r9, rcx
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 22
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, rbp
-    mov dword ptr [r15 + rbp + 128], esi
-    mov esi, 188
-    lea rbp, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    mov edi, 4
+    mov dword ptr [r15 + rbp + 3584], 107
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    test ebx, 320
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 64], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 243
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
+    test ebx, 1344
     jnz 1f
 1:
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov ebp, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
-1:
-    mov ebp, ecx
-    and ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rcx, r8
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 192], rcx
-    lea r8, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c13:
-    vpaddd xmm0, xmm0, xmm0
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 5
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1344
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    bswap r9
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    xor dword ptr [r15 + 0], r9d
-    add rcx, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 384]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ebp
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    imul ecx, r8d, 74
-    test ebx, 1073741824
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + r9 + 320], r8
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 320
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 640], r8b
-    mov rcx, qword ptr [r15 + r8 + 576]
-    mov rsi, rcx
-    movzx ebp, sil
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 128]
+    add r9, qword ptr [r15 + rbp + 64]
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c13:
     lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    jmp 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 320
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov rcx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    mov r8d, 113
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, r8d
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    movsxd r8, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 384]
+    add rdi, qword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r9 + 448], bpl
+    mov dword ptr [r15 + rbp + 64], edi
     test bl, 128
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
-    movzx esi, byte ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx edi, cl
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 64], sil
-    movsxd rbp, dword ptr [r15 + r8 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, ebp
-    mov ebp, 239
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    movzx r9d, r9b
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
     jz 1f
 1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1152
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 247
     jmp 1f
 1:
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*4]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
+    test ebx, 384
     jnz 1f
 1:
-    mov esi, ebp
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
-    mov esi, r9d
+    mov ecx, 46
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    and r8, 4032
+    mov byte ptr [r15 + r8 + 3392], dil
     jmp 1f
 1:
+    lea r9, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 320], sil
-    mov dword ptr [r15 + r9 + 128], 104
+    and edi, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 3648], edi
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], r9d
+    test ebx, 1600
+    jnz 1f
+1:
     jmp 1f
 1:
+    mov dword ptr [r15 + r8 + 3456], 65
+    mov dword ptr [r15 + r8 + 3520], 93
+    movzx edi, byte ptr [r15 + r9 + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, esi
-    mov ecx, ebp
-    mov rbp, qword ptr [r15 + r8 + 448]
+    movzx edi, byte ptr [r15 + r8 + 3584]
+    mov dword ptr [r15 + r9 + 7680], 207
+    add rdi, qword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    lea r8, [r11*8]
-    and r8, 8128
-    add rbp, qword ptr [r15 + r8 + 7808]
+    mov edi, 128
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, r8b
-    mov ebp, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 7488], 164
+    movzx edi, dil
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov rdi, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov edi, edi
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov rbp, rbp
-    mov qword ptr [r15 + r8 + 7744], rbp
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], bpl
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
     lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    mov byte ptr [r15 + r8 + 7680], r9b
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r8
-    test ebx, 4096
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + rbp + 128], sil
-    mov esi, dword ptr [r15 + r8 + 7616]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
+    mov rdi, r8
     jmp 1f
 1:
-    mov esi, 157
+    test ebx, 704
+    jz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], ecx
+    and edi, dword ptr [r15 + rbp + 128]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 7872], r8b
-    mov esi, 198
-    mov dword ptr [r15 + r8 + 7552], 188
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 123
-    mov dword ptr [r15 + r8 + 7936], 92
+    mov dword ptr [r15 + r9 + 256], r9d
+    movsxd rcx, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -1256,438 +1128,453 @@ ditto_body_c1:
     jz .Lc1_b1_done
 .Lc1_b1_c16:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 80
-    test bl, 192
-    jz 1f
-1:
-    mov rsi, rsi
-    mov byte ptr [r15 + 0], sil
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov rbp, rbp
+    add qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, edi
-    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
     jz 1f
 1:
-    jmp 1f
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 12
+    rep movsb
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
+    and ecx, dword ptr [r15 + 0]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
-    mov r8d, ebp
+    mov rsi, qword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + rbp + 512], esi
     jmp 1f
 1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test bl, 128
     jnz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov esi, 122
+    mov rsi, rsi
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
+    vmovq qword ptr [r15 + rbp + 256], xmm14
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 128]
-    mov r8d, r9d
-    mov r9d, 147
+    and esi, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    mov ebp, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    xor dword ptr [r15 + r8 + 512], ebp
+    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 53
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], 73
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 142
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + rbp + 768]
-    movzx esi, r9b
-    lea r9, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 92
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 64]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    jmp 1f
-1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx esi, sil
-    mov dword ptr [r15 + rbp + 576], esi
-    mov esi, dword ptr [r15 + rbp + 640]
-    add rsi, qword ptr [r15 + r8 + 128]
-    test bl, 192
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov esi, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 448], rsi
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, edi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    mov edi, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    add rdi, qword ptr [r15 + r8 + 256]
+    and edi, dword ptr [r15 + 0]
+    test bl, 128
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
+    jmp 1f
+1:
+    mov edi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 128
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r8d, sil
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 246
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1047040
+    vpcmpeqb xmm14, xmm14, xmm12
+    mov byte ptr [r15 + 0], sil
+    mov rsi, rdi
+    test ebx, 245184
     jnz 1f
+1:
+    mov dword ptr [r15 + 0], 235
+    mov dword ptr [r15 + 0], 8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 236
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    lea rbp, [r11 + r11*1]
+    test ebx, 576
+    jz 1f
 1:
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 256], r8d
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 64]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    mov r9, rax
-    and r9d, dword ptr [r15 + rbp + 192]
+    mov rsi, qword ptr [r15 + rbp + 128]
+    add rsi, qword ptr [r15 + r8 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
-    lea r8, [r11 + r11*8]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov rsi, rcx
+    movzx esi, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3648], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 3520], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 3648], esi
+    jmp 1f
+1:
+    vpxor xmm14, xmm14, xmm13
+    test bl, 128
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 3584], r8b
+    mov rsi, qword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    mov rcx, qword ptr [r15 + r8 + 3776]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 64], r8
+    and r9, 192
+    movsxd rcx, dword ptr [r15 + r9 + 576]
+    mov esi, 218
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 704], rsi
+    movsxd rdi, dword ptr [r15 + r8 + 3712]
+    mov dword ptr [r15 + r9 + 768], esi
     jmp 1f
 1:
     test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + r8 + 3456]
-    vmovdqu ymmword ptr [r15 + r8 + 3520], ymm0
-    lea rbp, [r11 + r11*1]
-    test ebx, 262144
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 128]
-    and esi, dword ptr [r15 + r8 + 3776]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], ebp
-    add qword ptr [r15 + r8 + 3712], r9
-    mov byte ptr [r15 + r8 + 3904], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + r8 + 3584]
-    mov rsi, rsi
-    movzx esi, byte ptr [r15 + r9 + 64]
-    mov r9, qword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 3840], r9d
-    mov esi, r9d
-    mov rax, rax
+    mov rsi, rdi
+    movsxd rsi, dword ptr [r15 + r8 + 3392]
+    mov qword ptr [r15 + r9 + 640], rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c20:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 236
+    imul esi, r8d, 110
+    jmp 1f
+1:
+    add qword ptr [r15 + rbp + 512], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    and eax, dword ptr [r15 + r9 + 128]
-    mov r9, r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 256
+    mov qword ptr [r15 + r9 + 320], r9
+    test ebx, 1073741824
     jz 1f
 1:
+    mov esi, 159
+    mov rsi, rsi
+    movzx esi, sil
+    mov dword ptr [r15 + rbp + 192], 237
+    test ebx, 320
+    jz 1f
+1:
+    mov rsi, rsi
     jmp 1f
 1:
-    mov eax, 161
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, eax
+    mov qword ptr [r15 + r9 + 384], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov r8d, dword ptr [r15 + rbp + 1728]
-    mov dword ptr [r15 + r9 + 512], r8d
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 1600]
-    mov dword ptr [r15 + rbp + 1792], r8d
-    mov dword ptr [r15 + rbp + 1856], ebp
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1472], 199
-    mov dword ptr [r15 + rbp + 1664], r8d
-    mov qword ptr [r15 + rbp + 1536], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 1344], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov r8d, 210
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 215
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov eax, 51
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], rax
-    and eax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm0
-    add rax, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 5
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    test ebx, 1344
+    jz 1f
+1:
+    mov r9d, 161
+    mov r9d, 235
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov eax, 193
-    and r9, 64
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 320], bpl
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 384]
+    mov esi, r8d
+    test bl, 128
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 384], 238
-    mov dword ptr [r15 + rbp + 448], 8
-    mov byte ptr [r15 + r8 + 128], sil
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], r9
+    movzx r8d, byte ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 256]
+    mov r8, rbp
+    movzx r8d, sil
+    test bl, 128
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*4]
-    mov eax, 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r8b
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm0
-    mov r8, qword ptr [r15 + rbp + 640]
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 832], r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1024], 209
+    lea rbp, [r11 + r11*8]
     lea r8, [r11 + r11*1]
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    mov r9d, ebp
+    mov dword ptr [r15 + rbp + 7936], 194
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 7808]
+    mov esi, 8
+    mov dword ptr [r15 + rbp + 7680], esi
+    add r9, qword ptr [r15 + rbp + 7616]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], 51
+    mov r9d, 137
+    test bl, 128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 8000], rsi
     test bl, 128
     jz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
+    mov qword ptr [r15 + r8 + 64], rbp
+    mov esi, 34
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 384], 162
-    test ebx, 32768
-    jnz 1f
+    mov dword ptr [r15 + r9 + 448], esi
+    test ebx, 256
+    jz 1f
 1:
-    and r8d, dword ptr [r15 + rbp + 704]
-    movzx ebp, byte ptr [r15 + r9 + 896]
-    mov ecx, dword ptr [r15 + r9 + 960]
+    and esi, dword ptr [r15 + rbp + 7872]
+    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 7552], 86
+    mov esi, ecx
+    mov edi, esi
     add r11, 64
     inc rbx
     dec r13
@@ -1695,1965 +1582,105 @@ ditto_body_c1:
 .Lc1_b1_c23:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd r9, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov ecx, dword ptr [r15 + r8 + 384]
+    movsxd rsi, dword ptr [r15 + rbp + 384]
+    vpcmpeqb xmm14, xmm14, xmm9
+    mov r9d, 49
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 147
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r8d, 57
-    test ebx, 1152
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 62
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r9, rsi
     test ebx, 576
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 147
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, esi
+    mov dword ptr [r15 + 0], 129
+    lea r9, [r11*4]
+    mov dword ptr [r15 + rbp + 320], r8d
+    and r9, 192
+    add rsi, qword ptr [r15 + r9 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 176
+    mov dword ptr [r15 + r9 + 704], 54
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 320], r9b
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    movzx ebp, byte ptr [r15 + r9 + 256]
+    mov qword ptr [r15 + r9 + 640], rbp
+    movzx esi, byte ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + rbp + 64], 62
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    movzx r9d, al
-    vpor xmm0, xmm0, xmm0
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r9d
-    movzx r9d, r8b
-    mov r9d, dword ptr [r15 + 0]
+    mov rbp, rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 320
-    jz 1f
-1:
-    mov r8, rsi
-    and r9, 64
-    or qword ptr [r15 + r9 + 384], 88
-    add r8, qword ptr [r15 + r9 + 320]
-    lea r9, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + rbp + 512]
-    test ebx, 640
-    jnz 1f
-1:
-    mov esi, r8d
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
-    movzx r8d, byte ptr [r15 + r9 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c25:
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    mov esi, 222
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1408]
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 128]
-    mov rax, qword ptr [r15 + r8 + 1600]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 5
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, sil
-    and esi, dword ptr [r15 + r9 + 64]
-    mov r9d, dword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 31
-    mov dword ptr [r15 + r8 + 1664], 43
-    movzx eax, byte ptr [r15 + r8 + 1536]
-    mov ecx, eax
-    test bl, 128
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 1728]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 1344]
-    test ebx, 1152
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + r8 + 1472], xmm0
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c26:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 73
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, 63
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    mov dword ptr [r15 + r9 + 320], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov qword ptr [r15 + rbp + 384], r9
-    mov dword ptr [r15 + r8 + 512], 184
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c27:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 168
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    vpmovmskb ebp, xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpshufd xmm0, xmm0, 163
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 90
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    test bl, 128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 512], 22
-    mov byte ptr [r15 + r9 + 384], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c28:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov eax, 11
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 67
-    mov dword ptr [r15 + 0], eax
-    mov eax, eax
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 69
-    mov eax, 130
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 251
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 640]
-    mov r8d, dword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], 215
-    xor dword ptr [r15 + r8 + 64], eax
-    mov rax, qword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c29:
-    mov eax, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, r8d
-    vpor xmm0, xmm0, xmm0
-    test ebx, 576
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r8d, eax
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 72
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    mov eax, 216
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    lea r9, [r11 + r11*1]
-    mov eax, 240
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 192]
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 128], 108
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c30:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 393216
-    jz 1f
-1:
-    mov ebp, 255
-    mov ebp, 83
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    or qword ptr [r15 + rbp + 704], 38
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
-    movzx eax, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 768], 105
-    mov dword ptr [r15 + rbp + 576], 138
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, eax
-    mov dword ptr [r15 + rbp + 640], r8d
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c31:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, eax
-    test ebx, 320
-    jz 1f
-1:
-    mov r8d, r8d
-    mov r9d, eax
-    mov qword ptr [r15 + 0], r9
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 256
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 139
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], r8
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r9
-    lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 256]
-    test ebx, 262144
-    jz 1f
-1:
-    mov r8d, 217
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r9 + 128], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    mov r9d, 210
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c32:
-    mov r9d, r9d
-    mov r9d, r9d
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 141
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 128
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, 39
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], r8d
-    mov r9d, 89
-    mov dword ptr [r15 + 0], 215
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r9 + 256], ebp
-    lea rbp, [r11 + r11*1]
-    mov r9, r8
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    movzx r8d, byte ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c33:
-    mov r8, rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rax
-    movzx r8d, r8b
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 128]
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov dword ptr [r15 + rbp + 192], ebp
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c34:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 256]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    lea r9, [r11*8]
-    and eax, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1088], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rbp
-    movzx eax, byte ptr [r15 + r9 + 1024]
-    mov esi, 65
-    test ebx, 576
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 1152]
-    mov esi, dword ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r15 + r9 + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 896], r8b
-    mov eax, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + rbp + 192], 37
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c35:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 253
-    mov byte ptr [r15 + 0], al
-    mov eax, 28
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    test bl, 192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 192]
-    lea rbp, [r11*4]
-    vmovq xmm0, rbp
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    vmovdqu xmmword ptr [r15 + rbp + 576], xmm0
-    test ebx, 2048
-    jz 1f
-1:
-    vmovq xmm0, rcx
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
-    mov qword ptr [r15 + rbp + 640], rax
-    add rax, qword ptr [r15 + r9 + 512]
-    test ebx, 262144
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 704], rax
-    mov r9d, dword ptr [r15 + rbp + 768]
-    mov rax, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    movzx eax, al
-    mov dword ptr [r15 + r8 + 256], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c36:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 128]
-    movzx r8d, al
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r8, r9
-    mov r8d, r8d
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1961472
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov qword ptr [r15 + r8 + 256], rax
-    add r8, qword ptr [r15 + r9 + 64]
-    mov eax, 169
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 512]
-    mov r8d, eax
-    mov dword ptr [r15 + r9 + 448], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c37:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, eax
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov esi, 100
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 19
-    and r9d, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + rbp + 448], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c38:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov r9d, 198
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r11 + r11*1]
-    mov esi, 178
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 64]
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    test ebx, 655360
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    movzx esi, bpl
-    mov rsi, qword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c39:
-    mov r9, rsi
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*8]
-    mov esi, 67
-    and rbp, 1984
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1408], r9
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r9 + 128], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 320], sil
-    vmovdqu ymmword ptr [r15 + rbp + 1472], ymm0
-    mov dword ptr [r15 + rbp + 1536], esi
-    mov r8d, 185
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 1792]
-    mov qword ptr [r15 + rbp + 1600], r8
-    add r8, qword ptr [r15 + rbp + 1344]
-    mov rsi, qword ptr [r15 + rbp + 1728]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1664], 69
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c40:
-    jmp 1f
-1:
-    mov r8d, 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 25
-    test ebx, 576
-    jz 1f
-1:
-    mov esi, 242
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    mov r8, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov esi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 115
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 110
-    mov dword ptr [r15 + r8 + 128], 95
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx r8d, r9b
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    vpcmpeqb xmm0, xmm0, xmm2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 320]
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c41:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    test ebx, 1830400
-    jz 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    mov ebp, 201
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 192], 111
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    and r8d, dword ptr [r15 + rbp + 512]
-    and ebp, dword ptr [r15 + r9 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c42:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 216
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm0
-    mov qword ptr [r15 + 0], rbp
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 42
+    mov ebp, dword ptr [r15 + 0]
     add rbp, qword ptr [r15 + 0]
-    test ebx, 256
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 224
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ebp
-    test bl, 128
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov dword ptr [r15 + rbp + 512], 180
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r9b
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
-    test bl, 128
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    mov dword ptr [r15 + rbp + 320], r8d
-    mov dword ptr [r15 + r8 + 128], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c43:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
-    lea r8, [r11 + r11*8]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 1984
-    mov byte ptr [r15 + r8 + 1792], r8b
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1664], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 384], 202
-    add rsi, qword ptr [r15 + r8 + 1600]
-    mov dword ptr [r15 + r8 + 1536], r8d
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 64], al
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 1856], 64
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1472], r9
-    mov esi, esi
-    mov byte ptr [r15 + r8 + 1728], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 1344], rax
-    mov r9d, dword ptr [r15 + r8 + 1408]
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c44:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 162
-    mov esi, esi
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    vpaddd xmm0, xmm0, xmm0
-    mov dword ptr [r15 + 0], 209
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    and r9d, dword ptr [r15 + 0]
-    mov rsi, r9
-    lea r9, [r11 + r11*1]
-    test ebx, 256
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 384]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 104
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov byte ptr [r15 + r8 + 128], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 9
-    mov dword ptr [r15 + r9 + 320], 118
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c45:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 108
-    mov ebp, ebp
+    mov ebp, 14
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r9d
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
-    test ebx, 256
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 640], r8b
-    add rsi, qword ptr [r15 + r9 + 768]
-    and esi, dword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, esi
-    movzx esi, sil
-    and esi, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 39
-    mov dword ptr [r15 + rbp + 384], 93
-    mov esi, 148
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c46:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov esi, 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 448
-    and esi, dword ptr [r15 + rbp + 1216]
-    mov r8, rsi
-    lea r8, [r11 + r11*1]
-    and esi, dword ptr [r15 + rbp + 1088]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 1152], r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 50
-    mov esi, dword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    movsxd r9, dword ptr [r15 + rbp + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 384], r9
-    mov dword ptr [r15 + rbp + 1024], 154
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c47:
-    or qword ptr [r15 + 0], 20
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 384
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rax
-    mov dword ptr [r15 + 0], 50
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 64]
-    test ebx, 1152
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    mov dword ptr [r15 + rbp + 128], 179
-    add rbp, qword ptr [r15 + r8 + 448]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 256], 116
-    mov r9d, r9d
-    movzx r9d, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c48:
-    lea r9, [r11 + r11*4]
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1088], bpl
-    mov ebp, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 73728
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    mov r8d, eax
-    mov eax, dword ptr [r15 + r9 + 832]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 384], r8
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + r8 + 512], 100
-    movzx r8d, byte ptr [r15 + r9 + 1024]
-    mov ebp, dword ptr [r15 + r9 + 896]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c49:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 384]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 640], r9
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 84
+    movsxd rbp, dword ptr [r15 + 0]
     mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 145
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
-1:
-    mov esi, 4
-    mov esi, 255
-    mov esi, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + r9 + 704], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    movzx r8d, r8b
-    movzx r8d, byte ptr [r15 + rbp + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c50:
-    mov r8d, r8d
-    mov r8d, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, r8
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 219
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 384]
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    mov qword ptr [r15 + r9 + 320], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 448], 241
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c51:
-    lea r9, [r11*8]
-    lea rbp, [r11*4]
-    and r9, 4032
-    movzx r8d, byte ptr [r15 + r9 + 3712]
-    and rbp, 192
-    movzx eax, byte ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    mov rsi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 576], sil
-    mov dword ptr [r15 + r9 + 3648], esi
-    movzx esi, byte ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 3392]
-    mov eax, 162
-    mov eax, dword ptr [r15 + r9 + 3456]
-    lea r8, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 3584]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], eax
-    mov qword ptr [r15 + r9 + 3520], rsi
-    mov dword ptr [r15 + r8 + 448], 213
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c52:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 320]
-    mov eax, 24
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and eax, dword ptr [r15 + 0]
-    lea r9, [r11*4]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 128]
-    mov rsi, rax
-    and r9, 192
-    mov rax, qword ptr [r15 + r9 + 576]
-    test ebx, 192384
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r9 + 640]
-    movzx esi, al
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm0
-    test ebx, 576
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm0
-    vmovq xmm0, rsi
-    mov eax, 13
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 384], eax
-    mov byte ptr [r15 + r9 + 704], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c53:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov rax, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov esi, 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1947648
-    jz 1f
-1:
-    mov rsi, rsi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    test bl, 192
-    jnz 1f
-1:
-    movzx esi, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    add rsi, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
@@ -3661,560 +1688,1031 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
     and esi, dword ptr [r15 + rbp + 128]
-    movzx eax, al
-    test ebx, 576
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 192]
-    test ebx, 640
+    mov rsi, qword ptr [r15 + rbp + 64]
+    and r8, 64
+    imul rsi, qword ptr [r15 + r8 + 256]
+    movzx ebp, byte ptr [r15 + r8 + 192]
+    test bl, 128
     jz 1f
 1:
-    jmp 1f
-1:
-    mov eax, eax
-    movzx esi, byte ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test bl, 128
-    jnz 1f
-1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 384]
+    vpxor xmm14, xmm14, xmm2
+    mov byte ptr [r15 + r9 + 384], r9b
+    movzx esi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c54:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
+.Lc1_b1_c25:
+    mov dword ptr [r15 + 0], 218
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rbp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
-    movzx eax, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 1600
+    jz 1f
 1:
-    sete al
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
+    movzx r8d, bpl
+    test ebx, 576
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 155
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 256]
+    mov esi, 222
+    mov byte ptr [r15 + rbp + 192], sil
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, bpl
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1024], 173
-    mov eax, 188
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    mov byte ptr [r15 + rbp + 1088], al
-    movzx eax, byte ptr [r15 + r9 + 64]
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 49
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], rsi
+    vmovq qword ptr [r15 + rbp + 320], xmm14
     test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 512]
+    imul r8d, edi, 84
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c26:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 96
+    add r8, qword ptr [r15 + 0]
+    movzx ebp, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 44
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov ebp, 159
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r9d, 135
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 68
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 229
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + r8 + 320], rsi
+    mov dword ptr [r15 + r9 + 256], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c27:
+    mov esi, 216
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov r8d, dword ptr [r15 + rbp + 640]
+    mov r9d, esi
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    movzx esi, r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rcx
+    mov esi, 103
+    lea r8, [r11 + r11*1]
+    test ebx, 1152
     jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 320], r8b
-    mov rax, r8
-    movzx eax, al
+    mov dword ptr [r15 + r8 + 256], 63
+    mov byte ptr [r15 + rbp + 768], r8b
+    mov byte ptr [r15 + r9 + 512], r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + rbp + 832], 90
-    xor dword ptr [r15 + r8 + 384], esi
+    movsxd r9, dword ptr [r15 + rbp + 576]
+    and esi, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 192], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c55:
-    mov esi, 175
-    lea r8, [r11 + r11*2]
-    lea rbp, [r11*8]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 832], r8b
-    mov byte ptr [r15 + r8 + 960], r8b
+.Lc1_b1_c28:
     lea r9, [r11 + r11*1]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7616], ebp
+    mov esi, 236
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movzx esi, byte ptr [r15 + r8 + 832]
+    mov rbp, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 1152], ymm14
+    mov rbp, qword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + r9 + 64], 10
+    movzx r9d, bpl
+    lea r9, [r11 + r11*1]
+    test ebx, 704
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 1216], sil
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 192]
+    mov r9d, 21
+    test ebx, 1216
+    jz 1f
+1:
+    add qword ptr [r15 + r8 + 1024], rsi
+    mov rsi, r9
+    and esi, dword ptr [r15 + r8 + 1088]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c29:
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], r8b
+    and r9d, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r9b
+    movzx r9d, r8b
+    mov r8, rbp
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
 1:
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + rbp + 7680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + r9 + 384]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], r8d
+    add rbp, qword ptr [r15 + r8 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, eax
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 7808]
-    mov eax, 238
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + rbp + 7744]
-    test ebx, 576
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 896], 44
-    mov dword ptr [r15 + rbp + 7552], 243
-    movzx esi, byte ptr [r15 + rbp + 7872]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and esi, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 7488], 153
-    mov r9d, 183
+    add rbp, qword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + r8 + 704], rbp
+    add rbp, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c56:
-    lea r9, [r11*8]
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1152], 13
-    mov rsi, r9
-    mov esi, esi
+.Lc1_b1_c30:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + r9 + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 896]
-    mov ebp, dword ptr [r15 + r9 + 832]
-    mov qword ptr [r15 + r9 + 1088], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 1024], rax
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], eax
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    movzx eax, al
-    movzx eax, sil
-    lea rbp, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    mov rdi, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rdi
-    vmovdqu ymmword ptr [r15 + r9 + 1216], ymm0
-    mov dword ptr [r15 + rbp + 448], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c57:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
+    mov ebp, 178
     and ebp, dword ptr [r15 + 0]
-    test ebx, 576
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
     test bl, 192
+    jz 1f
+1:
+    mov ebp, 99
+    mov qword ptr [r15 + 0], rsi
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, ebp
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], ebp
-    inc dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
+    mov edi, r9d
+    mov r9d, edi
+    vmovq qword ptr [r15 + 0], xmm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm14, xmm14, xmm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test bl, 192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 128]
+    mov edi, 87
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rbp
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 64], r9
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 128
+    test ebx, 225216
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov qword ptr [r15 + r9 + 256], r8
+    and r9d, dword ptr [r15 + r8 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c31:
+    lea rbp, [r11*8]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 448
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 3648]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 3520]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 512]
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    vmovdqu ymmword ptr [r15 + rbp + 3712], ymm14
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    movzx esi, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 448], 221
+    and r8d, dword ptr [r15 + r9 + 384]
+    mov rsi, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, esi
+    mov rsi, qword ptr [r15 + rbp + 3584]
+    mov dword ptr [r15 + rbp + 3456], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c32:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 241
+    mov esi, r8d
+    movzx esi, byte ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3392], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 3456], r8b
+    mov esi, 223
+    mov rbp, r9
+    mov esi, dword ptr [r15 + r8 + 3584]
+    lea rbp, [r11 + r11*1]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r8 + 3520], rsi
+    mov byte ptr [r15 + r8 + 3648], sil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 88
+    mov rsi, qword ptr [r15 + r8 + 3712]
+    mov r9, r9
+    mov dword ptr [r15 + rbp + 192], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 70
+    mov byte ptr [r15 + r8 + 3776], r9b
+    movzx r9d, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c33:
+    mov dword ptr [r15 + 0], esi
+    mov rsi, r9
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx r9d, sil
+    test ebx, 1344
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jnz 1f
+1:
+    mov r9d, 10
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 640], ebp
+    lea r9, [r11 + r11*1]
+    test ebx, 576
+    jnz 1f
+1:
+    and r9, 64
+    movzx edi, byte ptr [r15 + r9 + 128]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 704], r8b
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, esi
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 64], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 768]
+    mov r9d, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    test ebx, 126400
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm14
+    mov ebp, 201
+    mov ebp, 76
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c34:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    lea rbp, [r11*8]
+    mov edi, 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    vmovdqu xmmword ptr [r15 + rbp + 1472], xmm14
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 384]
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 123
-    mov r9, r8
+    movsxd rdi, dword ptr [r15 + r8 + 128]
+    add rdi, qword ptr [r15 + rbp + 1664]
+    mov esi, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov esi, edx
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 192]
+    mov r9, qword ptr [r15 + rbp + 1344]
+    and esi, dword ptr [r15 + rbp + 1536]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 64], r9b
+    mov qword ptr [r15 + rbp + 1408], rbp
+    movzx r9d, byte ptr [r15 + rbp + 1600]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c35:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 149
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 200
+    lea rbp, [r11 + r11*1]
+    and esi, dword ptr [r15 + r9 + 704]
+    mov r8d, 102
+    lea r8, [r11*8]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 1984
+    movsxd rdi, dword ptr [r15 + r8 + 1664]
+    mov dword ptr [r15 + r8 + 1472], edi
+    and edi, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, edi
+    mov dword ptr [r15 + r9 + 640], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 1600], edi
+    movzx edi, byte ptr [r15 + r8 + 1728]
+    mov qword ptr [r15 + r9 + 768], rdi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 1536], rdi
+    mov edi, dword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r8 + 1344], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c36:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov edi, 40
+    mov edi, r9d
+    test ebx, 1152
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 174
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + 0]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 448]
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 192], r9b
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 128]
+    test ebx, 576
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 512], 76
+    test ebx, 256
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 64]
+    movzx r9d, r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c37:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    test bl, 128
+    jz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov edi, 184
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + r9 + 256]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov r8d, esi
+    test ebx, 704
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], esi
+    mov byte ptr [r15 + rbp + 320], r8b
+    mov r9d, esi
+    lea r9, [r11 + r11*1]
+    test ebx, 256
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 512]
+    mov ebp, dword ptr [r15 + r9 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c38:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jz 1f
+1:
+    mov r9d, 64
+    mov r9d, dword ptr [r15 + 0]
+    mov esi, r9d
+    mov r9d, 163
+    test ebx, 576
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 192], 36
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], bpl
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 320], 189
+    mov r8d, 171
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r8d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rdi
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c39:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm14
+    mov ebp, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jnz 1f
+1:
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], r8d
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 256], xmm14
+    mov edi, 6
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
     test ebx, 320
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx eax, al
+    mov edi, r9d
+    mov edi, edi
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    and eax, dword ptr [r15 + rbp + 320]
-    mov rbp, qword ptr [r15 + r8 + 128]
+    and edi, dword ptr [r15 + r9 + 512]
+    add rdi, qword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rax
-    mov ebp, r8d
-    vmovq xmm0, rbp
+    mov dword ptr [r15 + rbp + 384], 2
+    movsxd rdi, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c58:
-    jmp 1f
-1:
-    jmp 1f
-1:
+.Lc1_b1_c40:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, 104
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, 170
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 185
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm0
-    mov dword ptr [r15 + 0], 108
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 64]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r8 + 256], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 121
-    mov ebp, 146
-    mov rbp, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c59:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
-    mov r8, rbp
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 448]
-    lea r9, [r11*8]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 16320
-    mov dword ptr [r15 + r9 + 15936], 59
-    mov qword ptr [r15 + r9 + 16128], rbp
-    movzx r8d, byte ptr [r15 + r9 + 15872]
-    movsxd rax, dword ptr [r15 + r9 + 16064]
-    lea r8, [r11 + r11*1]
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 15680], al
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 244
-    mov qword ptr [r15 + r9 + 16000], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 147
-    mov dword ptr [r15 + r9 + 15808], 78
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    mov r8d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r9d
-    mov dword ptr [r15 + rbp + 512], eax
-    mov qword ptr [r15 + r9 + 15744], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c60:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r8b
-    mov dword ptr [r15 + 0], 185
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov eax, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov r8d, 156
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 167
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov edi, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r9 + 448], 58
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c61:
-    lea rbp, [r11*4]
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 152
-    and rbp, 448
-    and r8d, dword ptr [r15 + rbp + 960]
-    mov rax, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edi
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    test ebx, 256
+    test ebx, 256960
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r8d, r8d
-    lea r8, [r11 + r11*1]
-    test bl, 192
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + r9 + 320], 201
-    and r9d, dword ptr [r15 + rbp + 1024]
-    test ebx, 1179648
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 256]
-    mov r8, qword ptr [r15 + rbp + 832]
-    movzx ebp, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c62:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 39
-    vmovq qword ptr [r15 + 0], xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, esi
-    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
     movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 53248
     jz 1f
-1:
-    mov ebp, ebp
-    mov ebp, 149
-    mov r9, rbp
-    test ebx, 320
-    jnz 1f
 1:
     mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
@@ -4223,1357 +2721,2656 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    and r9d, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu xmm14, xmmword ptr [r15 + rbp + 128]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    vpcmpeqb xmm14, xmm14, xmm15
+    add rdi, qword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + r9 + 64]
+    mov r9d, edi
+    movsxd r9, dword ptr [r15 + rbp + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c41:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], dil
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 192
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*8]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1536], esi
+    add r9, qword ptr [r15 + rbp + 1792]
+    mov rsi, qword ptr [r15 + rbp + 1600]
+    test ebx, 1600
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1344], esi
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + rbp + 1856]
+    mov edi, esi
+    test ebx, 256
+    jz 1f
+1:
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 1664], ymm14
+    mov edi, 131
+    mov qword ptr [r15 + r9 + 128], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], edi
+    mov dword ptr [r15 + rbp + 1728], edi
+    mov dword ptr [r15 + rbp + 1472], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c42:
+    jmp 1f
+1:
+    mov edi, r9d
+    lea r9, [r11*8]
+    mov rdi, rsi
+    and r9, 448
+    mov dword ptr [r15 + r9 + 896], 212
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1088], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 1216]
+    mov qword ptr [r15 + r9 + 832], rdi
+    lea rbp, [r11 + r11*1]
+    movzx edi, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 320]
+    and edi, dword ptr [r15 + r9 + 960]
+    mov esi, r9d
+    test ebx, 320
+    jnz 1f
+1:
+    mov r8, r11
+    mov rdi, qword ptr [r15 + r9 + 1152]
+    and r8, 1984
+    mov rsi, qword ptr [r15 + r8 + 1344]
+    mov r8d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 384]
+    mov r8d, dword ptr [r15 + r9 + 1024]
+    mov ebp, 168
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c43:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 40
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], dil
+    mov rdi, qword ptr [r15 + 0]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov edi, dword ptr [r15 + rbp + 768]
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 512]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], rcx
+    and edi, dword ptr [r15 + rbp + 576]
+    mov esi, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 448], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, esi
+    mov qword ptr [r15 + rbp + 640], rdi
+    mov qword ptr [r15 + r9 + 256], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c44:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 192
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, 227
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 101
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    xor dword ptr [r15 + 0], ebp
+    lea r8, [r11 + r11*1]
+    test ebx, 576
+    jnz 1f
+1:
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 128]
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 192]
+    lea r9, [r11*4]
+    mov dword ptr [r15 + rbp + 256], r9d
+    test bl, 128
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 64], r9d
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 704], bpl
+    vmovdqu ymmword ptr [r15 + r9 + 640], ymm14
+    mov rbp, qword ptr [r15 + r9 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c45:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 640
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, 37
+    test ebx, 320
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, r9b
+    mov ebp, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], r9
+    mov r9, rbp
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + r9 + 320]
+    add rdi, qword ptr [r15 + rbp + 128]
+    test bl, 128
+    jz 1f
+1:
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 512]
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm14
+    mov dword ptr [r15 + r8 + 448], 65
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c46:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 49024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    and ebp, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    mov qword ptr [r15 + r9 + 320], r8
+    mov qword ptr [r15 + r8 + 448], rbp
+    lea r8, [r11 + r11*1]
+    test bl, 192
+    jnz 1f
+1:
+    movzx ebp, r9b
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 64]
+    add rbp, qword ptr [r15 + r8 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c47:
+    lea rbp, [r11 + r11*1]
+    movzx r8d, bpl
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 25600
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov r9d, 155
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 204
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r8 + 448], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + rbp + 64]
+    mov r8d, esi
+    mov r8, qword ptr [r15 + r9 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c48:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 90
+    movzx r9d, r9b
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov esi, 227
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 248
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    test ebx, 576
+    jz 1f
+1:
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 64]
+    mov edi, 10
+    mov byte ptr [r15 + rbp + 128], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 512], r9b
+    movzx r9d, sil
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c49:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 448], rsi
+    mov dword ptr [r15 + r9 + 512], edi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 55
+    lea r9, [r11*8]
+    mov edi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1216], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, edi
+    mov edi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 207
+    mov edi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + r9 + 832]
+    mov esi, r8d
+    mov dword ptr [r15 + r9 + 960], r9d
+    mov esi, dword ptr [r15 + r9 + 896]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 1152]
+    mov rdi, qword ptr [r15 + r9 + 1024]
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, edi
+    mov rbp, rdi
+    vmovdqu ymmword ptr [r15 + r9 + 1088], ymm14
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c50:
+    and edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jz 1f
+1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    movzx esi, byte ptr [r15 + 0]
+    mov edi, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 130
+    mov byte ptr [r15 + 0], dil
+    movsxd rdi, dword ptr [r15 + 0]
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 256]
+    mov rsi, qword ptr [r15 + r9 + 320]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 512], 152
     and r8, 64
-    and esi, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 128], 109
+    mov dword ptr [r15 + rbp + 448], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov byte ptr [r15 + r9 + 384], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c51:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 640
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 704
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 40
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r9d, 145
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1344
+    jnz 1f
+1:
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 128], r8b
+    mov r9, r9
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    add rsi, qword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + rbp + 256], sil
+    movzx r9d, r9b
+    mov r9, rbp
+    vpaddd xmm14, xmm14, xmm14
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 512], r9b
+    mov r8d, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, bpl
+    mov esi, esi
+    and esi, dword ptr [r15 + r9 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c52:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    movzx esi, byte ptr [r15 + r8 + 768]
+    lea r9, [r11*8]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1152], r9b
+    mov qword ptr [r15 + r9 + 896], r9
+    mov rsi, qword ptr [r15 + r8 + 640]
+    mov qword ptr [r15 + r9 + 1088], rdi
+    test ebx, 320
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 704], sil
+    movzx edi, sil
+    mov rdi, qword ptr [r15 + r9 + 1024]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    movzx esi, sil
+    mov qword ptr [r15 + r8 + 576], r9
+    test bl, 128
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r9 + 960], 224
+    mov rdi, qword ptr [r15 + rbp + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c53:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock add qword ptr [r15 + 0], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov rsi, rsi
+    test bl, 192
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov esi, 30
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 512]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 221056
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], dl
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 128]
+    mov edx, 19
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 64], sil
+    mov dword ptr [r15 + rbp + 448], edx
+    mov dword ptr [r15 + r9 + 192], 43
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c54:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r8, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm14
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    mov dword ptr [r15 + r9 + 512], r9d
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], r9d
+    mov dword ptr [r15 + r9 + 768], r9d
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + r9 + 640]
+    mov esi, r9d
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 576], edi
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r9
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c55:
+    vpmovmskb ebp, xmm14
+    mov ebp, 175
+    mov ebp, 16
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 184
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm13
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rbp
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 384]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    lea r9, [r11*4]
+    mov qword ptr [r15 + r8 + 320], r9
+    vpor xmm14, xmm14, xmm14
+    and r9, 448
+    mov edi, dword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r9 + 896], 44
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 960], edx
+    mov edi, 4
+    mov rdi, qword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, rdi
+    mov dword ptr [r15 + rbp + 320], r8d
+    add r8, qword ptr [r15 + r9 + 1024]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c56:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 128]
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1600], r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 139
+    test bl, 128
+    jz 1f
+1:
+    mov rsi, rbp
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 1408]
+    test ebx, 320
+    jnz 1f
+1:
+    and esi, dword ptr [r15 + r9 + 1472]
+    movsxd rdi, dword ptr [r15 + r9 + 1344]
+    movzx edx, byte ptr [r15 + r9 + 1664]
+    test ebx, 320
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 192
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 1536], 143
+    mov r9d, esi
+    mov r9d, dword ptr [r15 + rbp + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c57:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 384]
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
+    mov rdi, qword ptr [r15 + r9 + 3712]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 3776]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 30
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rdi
+    test ebx, 576
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov edx, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 55
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
+    mov qword ptr [r15 + r9 + 3840], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpor xmm14, xmm14, xmm14
+    mov ebp, r8d
+    vmovdqu xmmword ptr [r15 + r9 + 3648], xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 82
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1152
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 3584]
+    mov qword ptr [r15 + r8 + 64], rbp
+    mov byte ptr [r15 + r9 + 3520], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c58:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 161
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    vpxor xmm14, xmm14, xmm10
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 448
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    lea r8, [r11*4]
+    mov r9, qword ptr [r15 + 0]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], r8d
+    and r9d, dword ptr [r15 + r8 + 704]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 576], r9d
+    mov qword ptr [r15 + r8 + 640], r9
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    test bl, 128
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + r9 + 512], al
+    mov r9, r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c59:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 320
+    jnz 1f
+1:
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    and ebp, dword ptr [r15 + r8 + 704]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 163
+    mov qword ptr [r15 + r8 + 640], r9
+    lea rbp, [r11*8]
+    test bl, 192
+    jz 1f
+1:
+    movzx edi, bpl
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7680], 246
+    mov byte ptr [r15 + rbp + 7872], dl
+    mov edi, dword ptr [r15 + rbp + 7744]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rdi
+    mov byte ptr [r15 + rbp + 7488], dil
+    add qword ptr [r15 + r8 + 576], r9
+    movsxd rdi, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rdi, dword ptr [r15 + rbp + 7616]
+    movzx r9d, byte ptr [r15 + rbp + 7808]
+    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm14
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c60:
+    lea r9, [r11*4]
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7552], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 260928
+    jz 1f
+1:
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], 147
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + r9 + 7616]
+    movsxd r8, dword ptr [r15 + r9 + 7680]
+    add rdi, qword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 640]
+    mov r8d, edi
+    lea r8, [r11 + r11*1]
+    and edi, dword ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 64]
+    mov ebp, dword ptr [r15 + r8 + 128]
+    mov r8d, 155
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7488], 221
+    vpor xmm14, xmm14, xmm14
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c61:
+    lea rbp, [r11*4]
+    and rbp, 192
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + rbp + 576]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rsi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, edx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov rdx, r9
+    mov qword ptr [r15 + 0], r8
+    test ebx, 576
+    jnz 1f
+1:
+    mov eax, edx
+    mov r9d, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 128
+    movzx eax, al
+    mov rax, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 704], rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r9b
+    movzx eax, al
+    mov rax, rax
+    mov qword ptr [r15 + rbp + 640], rax
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], dl
+    movzx eax, byte ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 384], al
+    mov eax, 135
+    mov byte ptr [r15 + rbp + 768], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c62:
+    mov eax, 36
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 71
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test bl, 128
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 0]
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 512], xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
+    movzx edx, r8b
+    test ebx, 1600
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 384], ebp
+    mov dword ptr [r15 + rbp + 448], ebp
+    add rbp, qword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c63:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov esi, esi
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r8d, 131
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r8b
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 512]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 64
-    and esi, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + rbp + 192], eax
+    lea r8, [r11*8]
+    movzx r9d, r8b
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1600], r8
+    mov qword ptr [r15 + r8 + 1664], r8
+    test ebx, 640
+    jz 1f
+1:
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov eax, 252
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 320]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    mov ebp, 126
-    test ebx, 256
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    sete al
+    test ebx, 704
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    add qword ptr [r15 + r8 + 1536], r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    nop
+    xor dword ptr [r15 + r8 + 1344], r9d
+    imul rax, qword ptr [r15 + r8 + 1408]
+    mov dword ptr [r15 + r8 + 1472], eax
+    test ebx, 1408
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rbp, r8
-    mov dword ptr [r15 + r8 + 128], ebp
+    add rax, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r9 + 128], 195
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 15 chunk executions per call
+// block 2: 512 bytes, 2 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 15]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 15
-    mov eax, ebx
-    and eax, 1
-    lea rcx, [rip + .Lc1_b2_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b2_stubs:
-    .p2align 3
+    mov r13d, 16
     jmp .Lc1_b2_c0
-    .p2align 3
-    jmp .Lc1_b2_c1
     .p2align 6
 .Lc1_b2_c0:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, r8b
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
+    lea r9, [r11*4]
+    and r9, 1984
+    movzx ecx, byte ptr [r15 + r9 + 1408]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    jmp 1f
+1:
+    lea rbp, [r10*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    add rax, qword ptr [r15 + rbp + 7552]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 10
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test bl, 18
     jnz 1f
 1:
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 1472]
+    lea r8, [r10 + r10*1]
+    and eax, dword ptr [r15 + rbp + 7616]
+    mov dword ptr [r15 + r9 + 1536], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*4]
-    movzx eax, r9b
-    movzx eax, al
-    mov byte ptr [r15 + r8 + 64], cl
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1600]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 1408]
-    mov dword ptr [r15 + r9 + 1344], 97
-    jmp 1f
-1:
-    test ebx, 1073741824
+    vmovdqu xmmword ptr [r15 + r8 + 320], xmm14
+    mov dword ptr [r15 + r9 + 1344], 201
+    mov r9, qword ptr [r15 + rbp + 7680]
+    test ebx, 64432
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 1536], 42
-    and eax, dword ptr [r15 + r9 + 1472]
-    movzx r9d, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + rbp + 7488], 54
+    mov byte ptr [r15 + r8 + 384], r9b
     jmp 1f
 1:
-    movzx r9d, r9b
-    vmovdqu xmmword ptr [r15 + rbp + 320], xmm0
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    lea r9, [r11 + r11*4]
-    movzx eax, r9b
-    and r9, 8128
-    lea rbp, [r11 + r11*4]
-    and eax, dword ptr [r15 + r9 + 7680]
-    mov dword ptr [r15 + r9 + 7616], 170
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1024], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    add rax, qword ptr [r15 + rbp + 832]
-    test ebx, 36864
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 205
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 122
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1024], r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, al
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 1088], r8d
+    mov rbp, qword ptr [r15 + r9 + 1088]
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 128], ebp
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r8 + 64], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 7488], rax
-    lock xadd qword ptr [r15 + r9 + 7552], rax
-    mov dword ptr [r15 + r9 + 7744], eax
+    mov qword ptr [r15 + r9 + 960], rax
+    mov ecx, 98
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, cl
+    movzx eax, byte ptr [r15 + r9 + 896]
+    mov qword ptr [r15 + r9 + 832], rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 448]
-    add r8, qword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + rbp + 896], r8
+    movzx eax, al
+    mov dword ptr [r15 + r9 + 1152], eax
+    add rax, qword ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 9 chunk executions per call
+// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 9]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 9
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b3_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b3_stubs:
-    .p2align 3
+    mov r13d, 8
     jmp .Lc1_b3_c0
-    .p2align 3
-    jmp .Lc1_b3_c1
-    .p2align 3
-    jmp .Lc1_b3_c2
-    .p2align 3
-    jmp .Lc1_b3_c3
-    .p2align 3
-    jmp .Lc1_b3_c4
-    .p2align 3
-    jmp .Lc1_b3_c5
-    .p2align 3
-    jmp .Lc1_b3_c6
-    .p2align 3
-    jmp .Lc1_b3_c7
     .p2align 6
 .Lc1_b3_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 120
     mov ecx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jz 1f
 1:
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 168
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rax, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 256]
-    mov eax, 15
-    mov eax, 186
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rbp
-    movzx r9d, byte ptr [r15 + r8 + 192]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 448]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 512]
+    test bl, 16
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 249
+    add rax, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov eax, 105
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 59
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 512]
+    and r9, 64
+    inc dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov r8d, 245
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, ebp
+    mov r8, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + rbp + 384], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rbp, [r11 + r11*1]
+    add r8, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
+    test bl, 80
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm14
+    mov r9, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test bl, 40
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    vpcmpeqb xmm0, xmm0, xmm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 139
-    mov r8d, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 228
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 78
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, r9d
-    mov r9d, 144
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, 62
-    mov r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + rbp + 192], cl
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    movzx ecx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
-    add r9, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    and r9d, dword ptr [r15 + r8 + 256]
-    mov dword ptr [r15 + rbp + 64], r9d
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 72
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], eax
-    mov dword ptr [r15 + r9 + 512], r9d
+    mov dword ptr [r15 + r9 + 64], 197
+    mov dword ptr [r15 + r8 + 320], 162
+    and r8d, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
+    vpshufd xmm14, xmm14, 139
+    mov qword ptr [r15 + rbp + 256], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
-    movzx r9d, r9b
-    jmp 1f
-1:
+    mov ebp, r8d
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 118
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 24
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 251
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 254
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    add r8, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 192]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
     test ebx, 1073741824
     jz 1f
+1:
+    jmp 1f
 1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 128]
-    and ecx, dword ptr [r15 + r8 + 256]
-    add rcx, qword ptr [r15 + rbp + 64]
+    add r8, qword ptr [r15 + r9 + 384]
+    mov byte ptr [r15 + r9 + 320], r8b
+    test bl, 16
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r9d, 115
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov dword ptr [r15 + rbp + 768], 34
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, rcx
-    and ebp, dword ptr [r15 + r9 + 192]
-    mov rcx, rbp
+    movsxd r9, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + rbp + 640], 91
+    mov byte ptr [r15 + rbp + 704], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
+    lea r9, [r11 + r11*1]
+    movzx r8d, r8b
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 155
     test ebx, 1073741824
     jz 1f
 1:
+    lea rbp, [r11*4]
+    movzx r8d, bpl
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], r9b
     jmp 1f
 1:
+    test bl, 24
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1408], rbp
-    and ecx, dword ptr [r15 + rbp + 1664]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 1472]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 128]
-    movzx eax, bpl
-    and ecx, dword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 64]
+    mov r8, rbp
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    add rcx, qword ptr [r15 + rbp + 1344]
+    test bl, 16
+    jz 1f
+1:
+    mov ecx, r8d
+    movzx ecx, cl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 254
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 768], 114
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 1600], rax
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rax
-    movsxd rcx, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov rcx, rcx
+    add rcx, qword ptr [r15 + rbp + 704]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 640], r8d
+    mov rcx, qword ptr [r15 + r8 + 128]
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, ecx
+    mov ecx, ecx
     test ebx, 1073741824
     jnz 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    test bl, 24
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r8d, r8d
+    test bl, 16
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov ecx, 80
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 250
+    jmp 1f
 1:
     mov ecx, r9d
-    mov r9d, eax
-    jmp 1f
-1:
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    lea rbp, [r11 + r11*1]
-    test ebx, 16096
-    jnz 1f
-1:
-    lea r8, [r11*4]
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
-    and r8, 192
-    add r9, qword ptr [r15 + r8 + 576]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm0, xmm0, 47
-    mov byte ptr [r15 + r8 + 768], r9b
-    and r9d, dword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ebp
-    mov r9d, eax
-    mov r9d, 69
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 640], r9
-    mov dword ptr [r15 + rbp + 320], r9d
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 192], rcx
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov dword ptr [r15 + r9 + 448], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov r9, r9
-    movzx r9d, r9b
     lea r9, [r11 + r11*1]
-    imul r8, r9
+    lea rbp, [r11*4]
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, cl
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 384], ecx
+    and rbp, 192
+    movsxd rcx, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 576], ecx
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    movzx ecx, cl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    test bl, 16
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 16
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 128]
-    lea rbp, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + r8 + 64]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 384]
-    vpshufd xmm0, xmm0, 246
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], ebp
+    mov ecx, r8d
+    and ecx, dword ptr [r15 + r9 + 320]
+    test bl, 40
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 3520]
+    movzx r9d, cl
+    movzx ecx, byte ptr [r15 + r8 + 3584]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    add rbp, qword ptr [r15 + r9 + 448]
-    jmp 1f
+    mov dword ptr [r15 + r8 + 3456], 149
+    mov dword ptr [r15 + rbp + 704], ecx
+    mov ecx, r9d
+    test ebx, 1073741824
+    jz 1f
 1:
+    movzx ecx, cl
+    mov dword ptr [r15 + rbp + 768], 206
+    .byte 0x0f, 0x1f, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 0], 133
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    mov dword ptr [r15 + 0], 155
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 77
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    mov ecx, 62
+    mov rcx, rcx
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 320], r8d
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    lea rbp, [r11*8]
+    test bl, 144
+    jnz 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 143
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1088], 190
+    mov ecx, 221
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 64]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 256]
-    lea rbp, [r11 + r11*1]
-    test bl, 24
+    and ecx, dword ptr [r15 + rbp + 960]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 200
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 242
-    and r9d, dword ptr [r15 + r8 + 192]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + rbp + 1024]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 448], al
-    lea rdi, [r15 + 67109504]
-    mov ecx, 12
-    rep stosb
+    mov ecx, ecx
+    mov ecx, ebp
+    mov dword ptr [r15 + rbp + 1152], 45
+    mov dword ptr [r15 + r8 + 320], 238
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 1216]
+    mov byte ptr [r15 + rbp + 832], cl
+    and ecx, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 104
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, cl
-    movzx r9d, byte ptr [r15 + 0]
-    vpaddd xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov byte ptr [r15 + 0], bpl
-    movzx r9d, cl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm14, xmm14, 124
     jmp 1f
 1:
-    jmp 1f
+    test bl, 24
+    jnz 1f
+1:
+    mov ecx, ecx
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test bl, 24
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    add rbp, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r8d
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    lea r8, [r11*4]
     and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 448]
-    movzx ecx, dil
+    mov dword ptr [r15 + rbp + 192], 57
+    lea r9, [r11*4]
+    and r8, 4032
+    and ecx, dword ptr [r15 + r8 + 3584]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov edi, 63
-    mov edi, 215
+    and r9, 192
+    and ecx, dword ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + r9 + 704], cl
+    mov dword ptr [r15 + r9 + 640], eax
+    test bl, 16
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 3520], ebp
+    mov rcx, qword ptr [r15 + rbp + 256]
+    add rcx, qword ptr [r15 + r9 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 512], edi
-    mov byte ptr [r15 + r8 + 256], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 3456]
+    mov ebp, 137
+    mov dword ptr [r15 + r8 + 3392], ebp
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 2048 bytes, 8 chunk(s), 13 chunk executions per call
+// block 4: 2048 bytes, 8 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117752]
-    lea rcx, [rbx + 13]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117752], rcx
-    mov r13d, 13
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b4_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b4_stubs:
-    .p2align 3
+    mov r13d, 16
     jmp .Lc1_b4_c0
-    .p2align 3
-    jmp .Lc1_b4_c1
-    .p2align 3
-    jmp .Lc1_b4_c2
-    .p2align 3
-    jmp .Lc1_b4_c3
-    .p2align 3
-    jmp .Lc1_b4_c4
-    .p2align 3
-    jmp .Lc1_b4_c5
-    .p2align 3
-    jmp .Lc1_b4_c6
-    .p2align 3
-    jmp .Lc1_b4_c7
     .p2align 6
 .Lc1_b4_c0:
-    lea rbp, [r11*4]
-    and rbp, 192
-    movzx ecx, byte ptr [r15 + rbp + 640]
-    add rcx, qword ptr [r15 + rbp + 704]
-    imul rcx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 224
-    mov ecx, 157
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 247
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
     and ecx, dword ptr [r15 + 0]
-    movzx eax, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov ebp, 13
+    mov dword ptr [r15 + 0], 65
+    test bl, 72
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 197
     mov ecx, dword ptr [r15 + 0]
-    mov rax, rbp
-    test ebx, 249600
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r8 + 448], 81
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, r8b
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 128]
-    movzx eax, byte ptr [r15 + rbp + 576]
+    mov ecx, 105
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test bl, 80
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r8d, ebp
+    mov qword ptr [r15 + 0], r8
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], cl
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 768], 217
-    mov r8d, ecx
+    and r8, 64
+    lea r9, [r11*4]
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov rax, rcx
+    and r9, 192
+    mov ecx, dword ptr [r15 + r9 + 768]
+    test bl, 72
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r9 + 576]
+    mov qword ptr [r15 + r8 + 448], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 704], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 125
+    mov byte ptr [r15 + r9 + 640], cl
+    mov byte ptr [r15 + rbp + 64], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rax
+    mov ecx, 57
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rcx
-    test ebx, 1073741824
-    jz 1f
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 80
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 576], 129
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 234
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 128]
-    test bl, 72
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 768]
-    mov eax, edi
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + rbp + 704]
-    test bl, 16
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    or qword ptr [r15 + r9 + 384], 18
-    mov byte ptr [r15 + rbp + 640], r9b
+    lea r9, [r11*4]
+    mov dword ptr [r15 + r8 + 384], r9d
+    add rcx, qword ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 64]
+    and r9, 192
+    imul rcx, qword ptr [r15 + r9 + 704]
+    mov rbp, rcx
+    mov dword ptr [r15 + r9 + 576], ebp
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 320], 227
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, cl
+    add rcx, qword ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r9 + 640], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 768]
+    movzx ebp, r9b
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
-    movzx eax, al
-    mov eax, 190
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov rax, r9
     lea rbp, [r11 + r11*1]
-    and r9, 192
-    and eax, dword ptr [r15 + r9 + 704]
-    movsxd r8, dword ptr [r15 + r9 + 576]
-    test bl, 16
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 89
-    mov eax, ecx
-    mov rax, r9
-    mov eax, 148
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 256]
+    jmp 1f
 1:
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 384]
-    jmp 1f
+    mov r9d, dword ptr [r15 + r8 + 384]
+    test ebx, 3024
+    jz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + rbp + 256], rcx
-    mov rcx, rcx
-    jmp 1f
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 156
+    mov r9, rcx
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov dword ptr [r15 + 0], 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov ecx, ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 203
-    movzx ecx, byte ptr [r15 + r9 + 768]
-    mov r8d, 151
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 144
+    jnz 1f
+1:
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 192], 180
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r9 + 64], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    lea r8, [r11 + r11*1]
+    movzx ecx, r9b
+    mov dword ptr [r15 + 0], 253
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 40
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
     add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    or qword ptr [r15 + 0], 114
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 256]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 448]
-    test ebx, 98240
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 512]
-    mov r9, rcx
-    mov dword ptr [r15 + r8 + 128], r9d
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 192]
-    mov ebp, r9d
-    mov rbp, rbp
-    test bl, 16
-    jnz 1f
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 15344
+    jz 1f
 1:
     mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    imul rbp, rbp
-    vpor xmm0, xmm0, xmm0
-    test ebx, 224256
+    jmp 1f
+1:
+    movzx ebp, bpl
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov ecx, ebp
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
+    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
-    mov r9d, 198
-    jmp 1f
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 512], ebp
+    test ebx, 1073741824
+    jnz 1f
 1:
+    add r9, qword ptr [r15 + r8 + 64]
+    mov r8d, 192
+    vmovdqu xmmword ptr [r15 + rbp + 256], xmm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    mov r9d, r9d
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 126
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    movzx ecx, byte ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*8]
+    vpcmpeqb xmm14, xmm14, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 186
-    mov rcx, rax
+    lea r9, [r11 + r11*8]
+    movsxd rcx, dword ptr [r15 + rbp + 128]
     and r9, 1984
-    mov dword ptr [r15 + r9 + 1600], 132
-    test bl, 24
+    mov rax, qword ptr [r15 + r9 + 1536]
+    test ebx, 1073741824
     jz 1f
 1:
+    and ecx, dword ptr [r15 + r8 + 320]
+    movsxd r8, dword ptr [r15 + r9 + 1472]
+    mov eax, 15
+    test bl, 72
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 1728], al
+    mov byte ptr [r15 + r9 + 1664], al
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 79
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 58
-    and ecx, dword ptr [r15 + r9 + 1344]
     movzx eax, r9b
     test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 128], rcx
-    mov qword ptr [r15 + r9 + 1408], rax
-    movsxd rcx, dword ptr [r15 + r9 + 1664]
-    test bl, 16
     jnz 1f
 1:
-    mov ecx, 237
-    mov qword ptr [r15 + r9 + 1536], rax
-    mov rcx, qword ptr [r15 + r9 + 1728]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + r9 + 1408], rax
+    mov dword ptr [r15 + rbp + 64], 80
+    add rax, qword ptr [r15 + r9 + 1792]
+    mov qword ptr [r15 + r9 + 1600], rax
+    test bl, 24
+    jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1472], cl
-    movzx ecx, cl
-    movzx ecx, cl
+    mov dword ptr [r15 + r9 + 1856], 180
+    mov rax, rcx
+    and eax, dword ptr [r15 + r9 + 1344]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    and ecx, dword ptr [r15 + 0]
-    mov rax, rcx
+    lea rbp, [r11 + r11*4]
+    and rbp, 1984
+    movzx eax, byte ptr [r15 + rbp + 1600]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test bl, 40
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, rax
-    jmp 1f
-1:
-    mov rax, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 118
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 192]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 85
+    mov rax, rax
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    and eax, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 56
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    lea r8, [r11 + r11*1]
+    test bl, 80
     jz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 256]
-    add rcx, qword ptr [r15 + r8 + 128]
-    mov r8d, edi
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    vmovq qword ptr [r15 + r8 + 448], xmm14
+    movzx ecx, bpl
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 256], xmm14
+    mov dword ptr [r15 + rbp + 1344], r8d
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    test bl, 72
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1536], al
+    test bl, 16
+    jnz 1f
+1:
+    mov rax, rax
+    mov eax, 161
+    movsxd rax, dword ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 218
-    mov ecx, r8d
-    mov rcx, rax
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 7928
     jnz 1f
 1:
-    mov rcx, rcx
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 16
+    mov rax, rax
+    movzx eax, al
+    vpaddd xmm14, xmm14, xmm14
+    test bl, 48
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 49
-    add rax, qword ptr [r15 + 0]
-    test bl, 16
     jz 1f
 1:
     movsxd rax, dword ptr [r15 + 0]
-    mov ecx, eax
-    add rax, qword ptr [r15 + 0]
-    test bl, 72
-    jz 1f
-1:
-    movzx eax, cl
+    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 207
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov ecx, ecx
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 200
-    mov byte ptr [r15 + r8 + 448], r9b
     test bl, 40
     jz 1f
 1:
-    add rcx, qword ptr [r15 + r9 + 128]
-    mov r9, qword ptr [r15 + rbp + 320]
-    mov r8, rdi
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 72
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    movsxd r9, dword ptr [r15 + r8 + 128]
+    lea r8, [r11*4]
+    lea rbp, [r11 + r11*1]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], eax
+    test bl, 104
+    jnz 1f
+1:
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r8 + 768], r9
+    vmovq xmm14, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 192], r9b
+    movzx eax, byte ptr [r15 + r8 + 576]
+    add rax, qword ptr [r15 + r8 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c7:
-    lea r8, [r11 + r11*4]
-    and r8, 448
-    add r9, qword ptr [r15 + r8 + 896]
-    mov ecx, 239
+    lea rbp, [r11*8]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    movsxd rax, dword ptr [r15 + rbp + 1216]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    imul r9, qword ptr [r15 + r8 + 1088]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + r8 + 960]
-    lea rbp, [r11 + r11*1]
+    mov rax, rax
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r9, rbp
-    and r9d, dword ptr [r15 + r8 + 832]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 320], r8
-    movzx ecx, al
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     test bl, 16
-    jnz 1f
+    jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 1152], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 512], ecx
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 192]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + rbp + 832], r9b
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 512]
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 1024], rcx
+    mov dword ptr [r15 + rbp + 960], 0
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 896], cl
+    mov qword ptr [r15 + r8 + 256], rcx
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 384], eax
-    or qword ptr [r15 + r8 + 1024], 93
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1088], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 6 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 4 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 6]
+    lea rcx, [rbx + 4]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 6
+    mov r13d, 4
     mov eax, ebx
     and eax, 7
     lea rcx, [rip + .Lc1_b5_stubs]
@@ -5599,505 +5396,537 @@ ditto_body_c1:
     jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 227
     jmp 1f
 1:
-    mov r8, rcx
-    vpshufd xmm0, xmm0, 98
-    test bl, 40
+    mov dword ptr [r15 + 0], 99
+    mov rcx, rcx
+    test bl, 96
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 195
+    test ebx, 1073741824
+    jnz 1f
 1:
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 200
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 240
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], al
+    mov eax, eax
     jmp 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ebp
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 384]
-    movzx r9d, cl
-    mov byte ptr [r15 + r8 + 128], al
-    test ebx, 32768
-    jz 1f
+    movzx eax, al
+    test bl, 72
+    jnz 1f
 1:
     lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
     and r9, 64
-    and r8d, dword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 320], r8
-    jmp 1f
-1:
+    and eax, dword ptr [r15 + r9 + 256]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov dword ptr [r15 + rbp + 384], r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    movsxd rbp, dword ptr [r15 + r9 + 192]
+    test bl, 72
+    jz 1f
+1:
+    movzx ebp, al
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 256], r9d
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 448], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
+    lea rbp, [r11 + r11*1]
+    mov r8, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], eax
+    jmp 1f
+1:
+    mov eax, 53
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    test ebx, 6128
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
+    jmp 1f
+1:
+    test bl, 72
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3584], r9b
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 64
+    lea rbp, [r11*4]
+    mov eax, dword ptr [r15 + r8 + 512]
+    jmp 1f
 1:
-    mov eax, 165
-    mov byte ptr [r15 + r9 + 3456], al
-    mov byte ptr [r15 + r9 + 3392], al
-    lea rbp, [r11 + r11*1]
-    add rax, qword ptr [r15 + r9 + 3520]
-    test ebx, 1073741824
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7488], rbp
+    test bl, 16
     jz 1f
 1:
     movzx eax, bpl
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 64], xmm0
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov eax, eax
+    mov byte ptr [r15 + r8 + 448], r8b
+    mov byte ptr [r15 + rbp + 7616], al
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + r9 + 3648]
-    mov rcx, rax
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov eax, dword ptr [r15 + r9 + 3776]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 128], r9d
-    mov qword ptr [r15 + r9 + 3712], rax
+    and eax, dword ptr [r15 + rbp + 7552]
+    add rax, qword ptr [r15 + rbp + 7680]
+    mov rbp, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 40
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 320]
+    mov r8, qword ptr [r15 + 0]
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 99
+    test bl, 152
     jz 1f
 1:
-    movzx eax, al
-    movzx eax, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 42
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rcx
+    mov r8d, 162
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test bl, 32
+    test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    movzx ecx, r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    test ebx, 63984
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov eax, eax
+    test bl, 16
+    jz 1f
+1:
+    mov rax, rax
+    mov dword ptr [r15 + 0], eax
+    mov r9d, 126
+    mov r9d, 253
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    and ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test bl, 40
-    jnz 1f
+    jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 163
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 256], al
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov dword ptr [r15 + rbp + 448], 219
-    movzx r8d, byte ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r9 + 448], r9b
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov dword ptr [r15 + rbp + 384], r9d
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 161
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    test ebx, 212928
+    test bl, 16
     jz 1f
 1:
+    mov r8, r8
+    movzx r8d, r8b
+    mov r8, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], rax
+    lea r9, [r11*4]
     lea rbp, [r11 + r11*1]
     and r9, 192
-    mov rax, qword ptr [r15 + r9 + 768]
-    mov dword ptr [r15 + r9 + 576], 49
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 640], 116
+    and eax, dword ptr [r15 + r9 + 768]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 704], 229
-    movzx r9d, bpl
-    vpaddd xmm0, xmm0, xmm0
-    mov r9d, dword ptr [r15 + r8 + 320]
-    test bl, 24
     jnz 1f
 1:
-    jmp 1f
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + r8 + 7552], al
+    and eax, dword ptr [r15 + r9 + 704]
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
 1:
-    add qword ptr [r15 + rbp + 448], rax
-    mov eax, r9d
+    mov dword ptr [r15 + r8 + 7616], 178
+    mov rax, qword ptr [r15 + r9 + 640]
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    test bl, 16
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + r9 + 576], 70
+    mov byte ptr [r15 + r8 + 7744], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    lea r9, [r11 + r11*8]
-    and r9, 4032
-    mov eax, dword ptr [r15 + r9 + 3776]
-    mov rbp, rax
-    movzx eax, byte ptr [r15 + r9 + 3712]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 3392], 112
-    mov dword ptr [r15 + r9 + 3840], 176
-    movsxd rax, dword ptr [r15 + r9 + 3520]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 3904]
-    mov dword ptr [r15 + r9 + 3584], 157
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    test bl, 56
+    jnz 1f
+1:
+    and rbp, 192
     lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 3456]
+    mov ecx, dword ptr [r15 + rbp + 576]
+    movzx r9d, r9b
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 186
+    mov byte ptr [r15 + r8 + 448], r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     jmp 1f
 1:
-    movzx ecx, r8b
-    mov dword ptr [r15 + rbp + 320], 125
-    test ebx, 1073741824
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    lock or dword ptr [r15 + rbp + 640], 93
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 320]
+    test ebx, 288
     jz 1f
 1:
-    mov ebp, 185
-    vmovdqu ymmword ptr [r15 + r9 + 3648], ymm0
-    mov qword ptr [r15 + r8 + 64], rbp
+    mov rax, rax
+    mov rax, qword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 512], 251
+    test bl, 80
+    jz 1f
+1:
+    vpaddd xmm14, xmm14, xmm14
+    and eax, dword ptr [r15 + r9 + 384]
+    add rax, qword ptr [r15 + rbp + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, r9
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 47
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
 1:
-    imul rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 16
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, ebp
-    test bl, 48
-    jnz 1f
+    mov dword ptr [r15 + 0], 208
+    movsxd r9, dword ptr [r15 + 0]
+    mov eax, eax
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov ebp, ebp
-    mov rbp, rbp
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 228288
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov rax, r9
+    mov eax, eax
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
+    mov ecx, r9d
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 2
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 160
-    and r8d, dword ptr [r15 + rbp + 448]
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
+    vmovq qword ptr [r15 + r9 + 384], xmm14
+    add rcx, qword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rcx, rcx
+    movzx ecx, cl
+    mov ecx, ecx
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm14
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    mov rax, qword ptr [r15 + r9 + 64]
-    movsxd r9, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + rbp + 256], 73
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rbp
+    mov dword ptr [r15 + rbp + 192], 228
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9, rbp
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 106
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 147
-    mov dword ptr [r15 + 0], r9d
-    vpaddd xmm0, xmm0, xmm6
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 96
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
     test bl, 16
     jz 1f
 1:
-    movzx r9d, al
-    imul rax, r9
-    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 40
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 104
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 124
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, ebp
-    and r9, 64
+    mov ebp, r9d
+    movzx ebp, cl
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 448], r8d
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jz 1f
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    test bl, 16
+    jnz 1f
 1:
-    add rax, qword ptr [r15 + r8 + 128]
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 384], 18
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    movzx eax, byte ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 320], rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 448], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], 220
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 147
+    mov qword ptr [r15 + 0], rax
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
 1:
     jmp 1f
 1:
-    mov rax, rax
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm0
-    movzx eax, r9b
-    mov qword ptr [r15 + 0], rax
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 189
     jmp 1f
 1:
-    test ebx, 32768
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
-    mov eax, r8d
-    mov byte ptr [r15 + 0], bpl
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 247
-    test bl, 32
-    jz 1f
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    mov eax, eax
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 72
+    jnz 1f
 1:
     add rax, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 161
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    mov r9d, 234
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 448], ebp
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 128], r8
-    mov ebp, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 64]
+    lea r9, [r11 + r11*1]
+    test bl, 40
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 128], r9b
+    and r9, 64
+    inc dword ptr [r15 + r9 + 320]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add qword ptr [r15 + r9 + 384], rcx
+    mov ecx, 81
+    mov byte ptr [r15 + rbp + 192], cl
     add r11, 64
     inc rbx
     dec r13
@@ -6111,418 +5940,398 @@ ditto_body_c1:
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov rcx, qword ptr [r15 + rbp + 768]
-    mov r8d, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, al
+    mov rcx, rcx
     mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm14
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 121
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    mov rcx, rcx
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 704], al
-    mov eax, dword ptr [r15 + rbp + 640]
-    vpor xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + r8 + 64], al
+    vpor xmm14, xmm14, xmm14
     test bl, 10
-    jnz 1f
+    jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + r9 + 192], al
-    sete r8b
+    jmp 1f
+1:
+    mov ecx, 46
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 122
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], al
+    mov dword ptr [r15 + r8 + 64], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 448], r9b
+    mov dword ptr [r15 + r9 + 256], r8d
+    movzx ebp, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    lea r8, [r11*4]
-    jmp 1f
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*2]
+    and r8, 16320
+    mov qword ptr [r15 + r8 + 15808], rcx
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    add rcx, qword ptr [r15 + rbp + 3776]
+    mov dword ptr [r15 + rbp + 3392], ecx
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 256]
+    test bl, 26
+    jnz 1f
 1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], rbp
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 207
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + r8 + 15744], xmm14
+    mov ecx, ecx
+    add rcx, qword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    movzx ecx, cl
+    mov byte ptr [r15 + r8 + 15680], cl
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + rbp + 3584], rcx
+    mov qword ptr [r15 + rbp + 3648], rbp
+    and ecx, dword ptr [r15 + rbp + 3456]
+    mov byte ptr [r15 + rbp + 3840], bpl
     test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm0
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 192], r9b
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 256], 99
-    movsxd rbp, dword ptr [r15 + r9 + 512]
-    test ebx, 20480
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    mov ebp, 186
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 704], rbp
-    mov byte ptr [r15 + r8 + 768], al
-    vmovdqu ymmword ptr [r15 + r8 + 576], ymm0
+    and ecx, dword ptr [r15 + rbp + 3520]
+    and ecx, dword ptr [r15 + rbp + 3712]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 1024 bytes, 4 chunk(s), 17 chunk executions per call
+// block 7: 1024 bytes, 4 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 17]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 17
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b7_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b7_stubs:
-    .p2align 3
+    mov r13d, 16
     jmp .Lc1_b7_c0
-    .p2align 3
-    jmp .Lc1_b7_c1
-    .p2align 3
-    jmp .Lc1_b7_c2
-    .p2align 3
-    jmp .Lc1_b7_c3
     .p2align 6
 .Lc1_b7_c0:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 143
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    movzx r8d, cl
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
     mov rcx, r8
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8d, r8d, 50
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rax
-    movzx eax, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 66
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    and r9, 64
-    inc dword ptr [r15 + r9 + 320]
-    add rax, qword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r8 + 512], al
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + r9 + 384]
-    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    lea rbp, [r11*4]
+    test bl, 8
+    jz 1f
+1:
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 704], r8b
+    lea r9, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + rbp + 576], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    xor dword ptr [r15 + r9 + 384], r8d
+    mov r8d, 66
+    and r8d, dword ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 640], ecx
+    jmp 1f
+1:
+    inc dword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    jmp 1f
-1:
-    test bl, 8
-    jz 1f
-1:
+    movzx r9d, r8b
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    test bl, 12
-    jz 1f
-1:
-    movzx eax, bpl
-    mov eax, eax
+    mov dword ptr [r15 + 0], 76
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], r9
+    test ebx, 9728
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx r8d, r8b
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
     jmp 1f
 1:
-    movzx eax, cl
-    test ebx, 7932
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1024
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 768]
-    movzx ecx, al
-    mov dword ptr [r15 + rbp + 704], 128
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    vpshufd xmm0, xmm0, 203
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, eax
-    mov dword ptr [r15 + r8 + 64], 69
-    jmp 1f
-1:
-    test bl, 12
-    jnz 1f
-1:
+    mov rcx, qword ptr [r15 + r8 + 64]
+    and ecx, dword ptr [r15 + r8 + 128]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 16320
-    movsxd rax, dword ptr [r15 + r8 + 15680]
-    mov dword ptr [r15 + r8 + 15744], ecx
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 384], rbp
+    mov dword ptr [r15 + r8 + 448], r8d
+    jmp 1f
+1:
+    vpxor xmm14, xmm14, xmm13
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r8d
+    mov rcx, rbp
+    mov rcx, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov byte ptr [r15 + 0], cl
-    mov byte ptr [r15 + 0], cl
+    mov ecx, 170
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 28
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 20
+    movzx r9d, cl
+    mov dword ptr [r15 + 0], 78
+    add r9, qword ptr [r15 + 0]
+    test bl, 12
     jnz 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], rax
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 448], rax
     test bl, 8
-    jz 1f
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    and r9, 64
-    xor dword ptr [r15 + r9 + 64], r8d
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 128]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, al
-    and r8d, dword ptr [r15 + rbp + 512]
-    add rax, qword ptr [r15 + r9 + 128]
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 320]
+    mov ecx, r9d
+    mov qword ptr [r15 + rbp + 384], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    test ebx, 3052
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + r8 + 64]
+    mov r8d, ecx
+    add rcx, qword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
-    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    and r9, 64
+    lea r8, [r11*8]
+    mov dword ptr [r15 + r9 + 384], 210
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 8128
-    mov qword ptr [r15 + r8 + 7552], r8
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 7680], 216
+    lea rbp, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r8 + 7488]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + r8 + 7680]
-    movsxd rcx, dword ptr [r15 + r8 + 7744]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
+    movzx ecx, byte ptr [r15 + r9 + 320]
+    mov r9, rcx
     jmp 1f
 1:
+    or qword ptr [r15 + r8 + 7808], 49
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
+    mov r9d, 172
+    mov r9, qword ptr [r15 + r8 + 7552]
+    mov ecx, r9d
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 384], rax
-    mov dword ptr [r15 + r8 + 7488], 231
-    mov qword ptr [r15 + r8 + 7808], rax
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 7420
-    jz 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + r9 + 192], rax
-    mov eax, dword ptr [r15 + r8 + 7616]
+    mov dword ptr [r15 + r8 + 7616], ebp
+    mov byte ptr [r15 + r8 + 7744], cl
+    mov dword ptr [r15 + rbp + 512], r8d
     add r11, 64
     inc rbx
     dec r13
@@ -6536,54 +6345,54 @@ ditto_body_c1:
     jmp .Lc1_b8_c0
     .p2align 6
 .Lc1_b8_c0:
-    mov qword ptr [r15 + 0], r9
-    mov ecx, 88
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 144
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, al
+    movzx ecx, cl
     jmp 1f
 1:
-    movzx eax, cl
+    movzx ecx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
     mov dword ptr [r15 + 0], ecx
-    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    and r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    vpaddd xmm0, xmm0, xmm0
+    vpaddd xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 143
+    mov r9d, 143
     mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
+    mov r9d, r9d
     test ebx, 7600
     jz 1f
 1:
     jmp 1f
 1:
     .byte 0x0f, 0x1f, 0x40, 0x00
-    mov rcx, rcx
+    mov r9, r9
     test ebx, 6144
     jz 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx ecx, cl
-    movsxd rcx, dword ptr [r15 + 0]
-    mov eax, ecx
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    movzx r9d, r9b
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, r9d
     lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
@@ -6600,19 +6409,19 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ecx, byte ptr [r15 + rbp + 448]
+    movzx eax, byte ptr [r15 + rbp + 448]
     movsxd rbp, dword ptr [r15 + r8 + 3456]
-    movzx r8d, byte ptr [r15 + r9 + 128]
+    movzx ecx, byte ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b8_c0
 .Lc1_b8_done:
-// block 9: 65536 bytes, 256 chunk(s), 10 chunk executions per call
+// block 9: 65536 bytes, 256 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 10]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117792], rcx
-    mov r13d, 10
+    mov r13d, 16
     mov eax, ebx
     and eax, 255
     lea rcx, [rip + .Lc1_b9_stubs]
@@ -7134,2792 +6943,2772 @@ ditto_body_c1:
     jmp .Lc1_b9_c255
     .p2align 6
 .Lc1_b9_c0:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], r8
-    mov dword ptr [r15 + 0], 80
-    movzx eax, bpl
-    mov qword ptr [r15 + 0], rax
+    lea rbp, [r11*8]
+    and rbp, 448
+    lea r8, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + rbp + 1216], xmm14
+    mov rax, r8
+    movzx eax, cl
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 128]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    movzx eax, al
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 1088], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 1024]
+    add rax, qword ptr [r15 + rbp + 1152]
     mov ecx, 202
-    lea r8, [r11 + r11*8]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1280
-    jnz 1f
-1:
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7808]
-    movzx ecx, al
-    movzx eax, byte ptr [r15 + r8 + 8000]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 7488], 234
+    movsxd rcx, dword ptr [r15 + rbp + 960]
     lea r9, [r11 + r11*1]
-    nop
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    add rax, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 7680]
-    jmp 1f
+    movzx eax, cl
+    and r9, 16320
+    mov rcx, qword ptr [r15 + r9 + 15680]
+    mov dword ptr [r15 + rbp + 896], ebp
+    test ebx, 1024
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 7872]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r8 + 7936]
-    movsxd rax, dword ptr [r15 + r8 + 7552]
-    imul rbp, rax
-    test ebx, 7315456
-    jnz 1f
-1:
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 7744]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 7616]
-    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    movzx ecx, al
+    test ebx, 5376
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    mov byte ptr [r15 + rbp + 832], r9b
+    and r8d, dword ptr [r15 + r9 + 15744]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, ebp
-    mov rbp, rax
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    and ebp, dword ptr [r15 + 0]
+    mov r8d, 117
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, al
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vpxor xmm0, xmm0, xmm2
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 2048
-    jz 1f
-1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 64]
-    mov r8d, ecx
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 15
+    movzx r8d, r8b
+    movsxd r8, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    mov dword ptr [r15 + rbp + 128], r9d
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 128], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8, rcx
-    mov r8d, dword ptr [r15 + r9 + 384]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], ecx
+    lea r9, [r11 + r11*1]
+    mov ecx, r9d
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 128]
+    movzx eax, cl
+    add rcx, qword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 384], r9b
+    and ecx, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c2:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r8
+    mov dword ptr [r15 + 0], r9d
+    mov rcx, rcx
+    mov eax, 206
+    mov rcx, rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 69
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 245
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 512
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 640], rbp
+    mov ecx, 129
+    add rcx, qword ptr [r15 + rbp + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 576], rcx
+    jmp 1f
+1:
+    mov ecx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 768], bpl
     lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 192]
+    add rcx, qword ptr [r15 + rbp + 384]
+    test ebx, 5376
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    jmp 1f
-1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov rcx, r8
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea r9, [r11 + r11*1]
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + r9 + 512], bpl
-    mov dword ptr [r15 + rbp + 256], eax
+    mov dword ptr [r15 + rbp + 320], ecx
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c3:
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    and eax, dword ptr [r15 + r8 + 704]
-    movzx ebp, bpl
-    movzx ebp, bpl
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r8, [r11*8]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    and r8, 1984
+    and ecx, dword ptr [r15 + r8 + 1536]
+    mov dword ptr [r15 + r8 + 1408], ecx
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 64]
-    mov rcx, r9
+    add rcx, qword ptr [r15 + rbp + 512]
+    mov eax, 138
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + r8 + 768]
-    mov rcx, rax
-    add rax, qword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 640]
-    movzx r9d, al
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov eax, 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5376
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 128]
-    mov eax, 125
-    mov qword ptr [r15 + r8 + 576], r8
+    mov dword ptr [r15 + r8 + 1600], 7
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov ecx, ecx
+    mov dword ptr [r15 + r8 + 1664], 230
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 128]
+    and ecx, dword ptr [r15 + r8 + 1344]
+    mov rbp, rcx
+    mov ecx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    add rcx, qword ptr [r15 + r8 + 1472]
+    .byte 0x0f, 0x1f, 0x40, 0x00
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c4:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 512]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 161
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
     jmp 1f
 1:
-    mov r8d, 140
-    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 72
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jz 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 105
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 164
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 320], r9
-    test ebx, 4718592
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], ebp
-    mov eax, 21
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 64], rax
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
-    and r9d, dword ptr [r15 + r8 + 448]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 320]
+    lea r9, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 448]
+    mov ecx, 162
+    mov dword ptr [r15 + rbp + 448], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c5:
-    mov r9, rax
-    mov eax, 14
-    mov qword ptr [r15 + 0], rax
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx ecx, r9b
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 211
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 73
-    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 65536
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    vpxor xmm0, xmm0, xmm1
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 28
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r9b
     and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 384], r8b
-    mov rax, r8
+    mov dword ptr [r15 + rbp + 384], eax
+    add r9, qword ptr [r15 + rbp + 320]
+    mov r8d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 124
-    mov rax, r8
-    mov qword ptr [r15 + r9 + 448], rax
-    mov rax, rax
+    mov dword ptr [r15 + r8 + 128], 46
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 64], al
-    mov qword ptr [r15 + rbp + 320], rax
-    mov eax, 190
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    imul eax, r8d, 21
-    mov eax, 112
+    movzx r9d, r8b
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 192]
+    add r9, qword ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c6:
-    lea rbp, [r11*4]
+    lea r8, [r11*8]
+    mov r9d, ebp
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7680], r8
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 768], al
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + rbp + 704], al
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 19
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 19
-    test ebx, 512
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, al
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 576], 174
-    test ebx, 1073741824
+    mov rbp, rcx
+    jmp 1f
+1:
+    nop
+    test ebx, 3584
     jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + rbp + 640]
-    mov qword ptr [r15 + r8 + 320], rax
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], 191
+    mov dword ptr [r15 + rbp + 64], 134
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 7808], ebp
+    and ecx, dword ptr [r15 + r8 + 7616]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 7744], 178
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 7488], cl
+    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm14
+    mov rcx, rcx
+    test ebx, 1571328
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 128]
+    vpaddd xmm14, xmm14, xmm14
+    vmovdqu ymmword ptr [r15 + r8 + 7872], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c7:
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 80
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1024
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, eax
-    mov eax, 125
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov qword ptr [r15 + 0], rax
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1792
+    jz 1f
+1:
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 134
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 191
+    mov ecx, 74
+    mov ecx, 254
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 62
+    movzx ecx, cl
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    movzx eax, r9b
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rax, qword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 65
+    add rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    add rax, qword ptr [r15 + r9 + 384]
+    mov ecx, dword ptr [r15 + r8 + 320]
+    and ecx, dword ptr [r15 + r8 + 384]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov ebp, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c8:
-    lea r8, [r11 + r11*4]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7488]
-    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2621440
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + r8 + 7744]
-    vmovq xmm0, rax
-    lea r9, [r11 + r11*4]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov eax, 110
-    mov dword ptr [r15 + r8 + 7680], eax
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3392], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 3584]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 256], r9d
-    add rbp, qword ptr [r15 + r8 + 7616]
+    mov r8d, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 7552]
-    mov qword ptr [r15 + r9 + 3456], rbp
+    and r8, 192
+    lea rbp, [r11*4]
+    mov rcx, qword ptr [r15 + r8 + 704]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm14
+    and ecx, dword ptr [r15 + rbp + 7680]
+    mov dword ptr [r15 + r8 + 768], 151
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov rcx, qword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 7488], 154
+    mov qword ptr [r15 + r8 + 576], rcx
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm14
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 3648], eax
-    add rbp, qword ptr [r15 + r9 + 3520]
+    movzx r8d, byte ptr [r15 + rbp + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c9:
+    mov dword ptr [r15 + 0], 14
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2621440
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1280
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 30
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 260864
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 64]
+    movzx r9d, byte ptr [r15 + rbp + 448]
+    mov r8d, r9d
+    test ebx, 1280
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r9d, eax
+    and r8, 64
     lea r9, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r8 + 256]
+    movsxd rax, dword ptr [r15 + rbp + 512]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    mov r8d, 142
-    jmp 1f
-1:
-    lea r8, [r11 + r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ecx
-    and r8, 8128
-    mov eax, dword ptr [r15 + r8 + 7552]
-    mov rcx, qword ptr [r15 + r8 + 7616]
-    add rcx, qword ptr [r15 + r8 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 7680], cl
-    mov dword ptr [r15 + rbp + 128], ebp
-    vpshufd xmm0, xmm0, 200
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    and ecx, dword ptr [r15 + r8 + 7744]
+    mov qword ptr [r15 + r9 + 384], r9
+    mov dword ptr [r15 + r8 + 192], r9d
+    mov dword ptr [r15 + r9 + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c10:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 89
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    vpshufd xmm0, xmm0, 164
-    vmovq xmm0, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm0, r9
-    movzx ecx, byte ptr [r15 + 0]
-    movzx r9d, cl
-    mov ecx, 141
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 16384
-    jz 1f
-1:
-    mov r9d, 10
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 181
+    mov eax, 209
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3584
+    jnz 1f
+1:
+    imul rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    .byte 0x66, 0x90
+    and rbp, 8128
+    and eax, dword ptr [r15 + rbp + 7680]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], bpl
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], ecx
-    and ecx, dword ptr [r15 + rbp + 512]
-    movzx ebp, cl
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov eax, 88
+    movsxd rax, dword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], ebp
+    mov rax, rax
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 7808]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + rbp + 7552], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 128]
+    movzx r9d, byte ptr [r15 + rbp + 7744]
+    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c11:
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 243
-    mov r8d, ebp
-    mov r8, r8
+    add r9, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    test ebx, 2055680
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 12800
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1835008
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 29
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    test ebx, 2048
-    jz 1f
-1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 253
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm14, xmm14, 199
     lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    mov r8, r8
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
+    movzx r9d, bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 512]
+    jmp 1f
 1:
     and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov ecx, 195
-    mov dword ptr [r15 + rbp + 64], ecx
+    and eax, dword ptr [r15 + r9 + 192]
+    movzx r8d, byte ptr [r15 + r9 + 256]
+    lea r9, [r11 + r11*1]
     test ebx, 1024
     jnz 1f
 1:
-    mov ebp, 201
-    mov qword ptr [r15 + r8 + 320], rbp
-    add rbp, qword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + rbp + 448], r9b
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 128], xmm14
+    movsxd rax, dword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c12:
-    lea rbp, [r11 + r11*2]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 148
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    movzx eax, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 46
+    mov eax, eax
+    mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovq xmm14, r9
+    mov byte ptr [r15 + 0], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, rax
+    mov eax, 137
+    vpxor xmm14, xmm14, xmm7
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
+    mov dword ptr [r15 + 0], 134
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 384]
-    vpxor xmm0, xmm0, xmm9
-    lea r9, [r11 + r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7616]
-    movsxd rax, dword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + r9 + 7680], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov eax, 158
-    jmp 1f
-1:
-    test ebx, 768
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 7744]
-    mov byte ptr [r15 + rbp + 704], al
-    movzx eax, al
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + r9 + 7552], 239
+    and eax, dword ptr [r15 + r9 + 128]
+    add rax, qword ptr [r15 + r8 + 256]
+    movzx r8d, al
+    test ebx, 2816
+    jz 1f
+1:
     jmp 1f
 1:
+    mov qword ptr [r15 + rbp + 448], r8
+    mov r8d, 125
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c13:
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
+    mov rax, r8
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 128]
+    add rax, qword ptr [r15 + r8 + 256]
+    mov r9d, 209
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, rbp
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + rbp + 512], eax
     test ebx, 1073741824
     jz 1f
 1:
+    add rax, qword ptr [r15 + r8 + 192]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, ecx
-    mov eax, 210
-    mov eax, 179
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rax
-    mov r9, r9
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 26
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1280
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 39
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 9
+    nop
+    add rax, qword ptr [r15 + rbp + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 64], eax
+    .byte 0x66, 0x90
+    jmp 1f
+1:
     test ebx, 512
     jnz 1f
 1:
-    mov r9d, 95
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov eax, r9d
-    test ebx, 1280
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 64], r8
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 384], rax
-    movzx eax, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 192]
-    jmp 1f
-1:
-    movzx r9d, al
+    mov r8d, r8d
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c14:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 512]
-    mov rbp, rax
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11*4]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    movzx r9d, al
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 640], rcx
+    imul rax, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     movzx eax, bpl
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    and eax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 180
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, 119
-    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 576], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    vpcmpeqb xmm0, xmm0, xmm1
-    mov qword ptr [r15 + r8 + 256], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 52
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    mov r9d, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, r8d
-    vpaddd xmm0, xmm0, xmm0
-    mov byte ptr [r15 + rbp + 704], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 768], 230
+    lea r9, [r11 + r11*1]
+    test ebx, 1818112
+    jz 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 256]
+    movzx ecx, byte ptr [r15 + rbp + 576]
+    movzx edx, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov dword ptr [r15 + rbp + 704], edx
+    mov rdx, rdx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r8d, dword ptr [r15 + rbp + 640]
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
+    movzx edx, dl
+    movzx edx, r9b
+    mov dword ptr [r15 + r9 + 192], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c15:
-    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 60
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    movzx edx, dl
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov byte ptr [r15 + 0], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    test ebx, 5376
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r9b
-    jmp 1f
-1:
-    and r9, 192
-    add rbp, qword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + r9 + 768], 38
-    mov eax, ebp
-    test ebx, 512
-    jz 1f
-1:
+    mov edx, r9d
     lea rbp, [r11 + r11*1]
-    mov eax, 39
-    mov eax, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 448]
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 448]
-    test ebx, 2304
-    jz 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 256], rbp
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 512], rax
-    mov dword ptr [r15 + r9 + 704], 191
-    movzx eax, al
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 256]
+    movzx r8d, byte ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 129
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm14
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c16:
-    vpxor xmm0, xmm0, xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb eax, xmm0
-    mov eax, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4608
-    jnz 1f
-1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
+    mov dword ptr [r15 + 0], 173
+    and r8d, dword ptr [r15 + 0]
+    vpxor xmm14, xmm14, xmm3
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7680], bpl
-    mov eax, dword ptr [r15 + rbp + 7488]
-    mov r9d, 173
-    test ebx, 1280
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 7808], 73
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 7744]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r9, rbp
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 448]
     lea r8, [r11 + r11*1]
-    add rax, qword ptr [r15 + rbp + 7552]
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    add rax, qword ptr [r15 + r9 + 256]
+    and edx, dword ptr [r15 + r8 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rcx
+    mov edx, 22
+    mov rdx, qword ptr [r15 + rbp + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    vpmovmskb eax, xmm0
-    mov dword ptr [r15 + r8 + 512], 148
-    mov eax, 90
+    mov byte ptr [r15 + r8 + 256], dl
+    jmp 1f
+1:
+    mov r9d, 151
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c17:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + 0], 250
+    movzx edx, dl
+    mov qword ptr [r15 + 0], rdx
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 2048
     jz 1f
 1:
-    movzx eax, r8b
+    movzx edx, dl
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 3328
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul rdx, rdx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, 221
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 46
+    vpaddd xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov byte ptr [r15 + 0], r9b
+    movzx edx, dl
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 76
-    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    add r9, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 448]
+    mov r9d, 123
+    jmp 1f
 1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov rax, r9
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov edx, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rbp
+    lock add qword ptr [r15 + r9 + 384], r8
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 512], rax
-    mov rax, qword ptr [r15 + r8 + 320]
-    mov r8, qword ptr [r15 + rbp + 192]
+    mov r9, r9
+    add r9, qword ptr [r15 + r8 + 128]
+    add r9, qword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c18:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 123
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm0, xmm0, 225
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    vpmovmskb ebp, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8d, 151
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 77
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    mov dword ptr [r15 + r8 + 320], r8d
+    and r8d, dword ptr [r15 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + rbp + 448], r8b
-    nop
+    mov r8d, 5
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8d, 199
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm14, xmm14, xmm15
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + r9 + 256]
+    and r8, 64
+    lea r9, [r11 + r11*4]
+    movsxd rdx, dword ptr [r15 + r8 + 512]
+    test ebx, 6400
+    jnz 1f
+1:
+    and r9, 8128
+    vmovdqu ymmword ptr [r15 + r9 + 7744], ymm14
+    movsxd rdx, dword ptr [r15 + r9 + 7680]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 7616]
+    mov ebp, dword ptr [r15 + r9 + 7488]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 448], ebp
+    movzx ebp, r8b
+    mov dword ptr [r15 + r9 + 7552], 236
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c19:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 320]
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*8]
+    and rbp, 448
+    movsxd r9, dword ptr [r15 + rbp + 1280]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    lea r9, [r11 + r11*2]
-    mov byte ptr [r15 + rbp + 3520], r9b
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 832], r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3392], 192
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm0
-    and r8d, dword ptr [r15 + r9 + 960]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 3456], 74
-    mov r8d, dword ptr [r15 + rbp + 3712]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 2304
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm0
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + r9 + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8d, dword ptr [r15 + rbp + 3584]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c20:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ebp
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movzx ebp, r8b
-    lea rbp, [r11 + r11*1]
-    test ebx, 1048576
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 65
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 251
     mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r9
-    lea r9, [r11*4]
-    jmp 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], r9b
-    mov dword ptr [r15 + r9 + 640], 236
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + rbp + 256]
-    movzx ebp, byte ptr [r15 + r9 + 768]
-    test ebx, 1048576
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 103
-    jmp 1f
-1:
+    movzx r9d, byte ptr [r15 + rbp + 832]
+    lea r8, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + rbp + 1088]
+    and r8, 64
     mov dword ptr [r15 + r8 + 64], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 91
-    mov ebp, 255
-    and ebp, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    .byte 0x66, 0x90
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c21:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 256]
-    lea r8, [r11 + r11*4]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3584], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r9d, xmm0
-    test ebx, 24576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], r9d
-    mov qword ptr [r15 + r8 + 3648], r9
-    mov r9, r9
-    add r9, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*4]
-    mov rbp, r9
-    and r9, 192
-    movsxd rbp, dword ptr [r15 + r9 + 704]
-    mov qword ptr [r15 + r9 + 640], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    nop
-    mov ebp, dword ptr [r15 + r8 + 3392]
-    mov rax, rbp
-    mov dword ptr [r15 + r9 + 768], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 576]
-    and eax, dword ptr [r15 + r8 + 3520]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c22:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    mov dword ptr [r15 + 0], 120
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9216
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 121
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    lea r8, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7680]
-    movzx r9d, byte ptr [r15 + r8 + 7744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 7488]
-    mov byte ptr [r15 + r8 + 7616], al
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 7872]
-    mov byte ptr [r15 + r8 + 7808], al
-    mov qword ptr [r15 + r8 + 7936], r8
-    mov rax, rax
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 7552], al
-    and eax, dword ptr [r15 + r8 + 8000]
-    movzx r8d, byte ptr [r15 + rbp + 64]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + rbp + 896], 158
+    mov dword ptr [r15 + rbp + 1024], r9d
+    mov dword ptr [r15 + rbp + 1216], 41
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r9 + 384], r8d
-    mov r8d, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c23:
-    movzx r9d, r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov qword ptr [r15 + 0], rax
-    add r8, qword ptr [r15 + 0]
-    test ebx, 2048
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    or qword ptr [r15 + 0], 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 206
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 128], rdx
-    mov dword ptr [r15 + rbp + 384], 0
-    mov r8, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c24:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 48
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 384]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 128]
+    mov r8, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + r9 + 64], r8d
     test ebx, 768
     jz 1f
 1:
     jmp 1f
 1:
-    and r8, 1984
-    add r9, qword ptr [r15 + r8 + 1536]
-    and r9d, dword ptr [r15 + r8 + 1408]
+    and r9d, dword ptr [r15 + rbp + 1152]
+    mov ebp, 73
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c20:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], r9d
-    add r9, qword ptr [r15 + r8 + 1728]
-    mov qword ptr [r15 + r8 + 1600], r9
+    mov ebp, 59
+    jmp 1f
+1:
+    mov ebp, 244
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + r8 + 1472], r9d
-    mov dword ptr [r15 + r8 + 1664], r9d
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 37
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    mov edx, r9d
+    mov r9d, 115
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 256], r9b
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 448]
+    and r8d, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 512], 170
+    jmp 1f
+1:
+    movzx r8d, dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c21:
+    mov r8d, 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8d, 89
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    vpcmpeqb xmm14, xmm14, xmm15
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 24
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq xmm14, r8
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 192], ebp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    test ebx, 512
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    imul edx, r9d, 23
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], eax
+    add qword ptr [r15 + r8 + 256], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 320], r8d
+    add r9, qword ptr [r15 + rbp + 448]
+    mov ebp, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c22:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 228
+    mov dword ptr [r15 + 0], 116
+    test ebx, 6400
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, bpl
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 128], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r8d, 140
+    and rbp, 64
+    inc dword ptr [r15 + rbp + 512]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 704], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 448]
+    mov rbp, r9
+    mov rbp, rbp
+    and ebp, dword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 640], bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c23:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov r8, rbp
+    mov ebp, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm14, xmm14, xmm13
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 213
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 64]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1536
+    jnz 1f
+1:
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 128]
+    mov eax, dword ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 256]
+    test ebx, 4864
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 128], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c24:
+    lea r9, [r11*4]
+    and r9, 192
+    add qword ptr [r15 + r9 + 576], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    movzx eax, r8b
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 2816
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq qword ptr [r15 + r8 + 64], xmm14
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + r9 + 640], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], al
+    mov dword ptr [r15 + r9 + 704], 147
+    and eax, dword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c25:
+    lea rbp, [r11*8]
+    and rbp, 8128
+    mov rax, qword ptr [r15 + rbp + 7488]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov r9, rax
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, r9b
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + rbp + 7552]
+    test ebx, 1703424
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 384]
-    jmp 1f
+    and eax, dword ptr [r15 + r9 + 256]
+    and eax, dword ptr [r15 + rbp + 7808]
+    mov qword ptr [r15 + rbp + 7872], rax
+    test ebx, 512
+    jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 189
+    and eax, dword ptr [r15 + rbp + 7936]
+    mov edx, 232
+    mov rdx, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
+    mov edx, 180
+    mov qword ptr [r15 + r9 + 192], rbp
+    movsxd rdx, dword ptr [r15 + rbp + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmm5
+    and edx, dword ptr [r15 + r8 + 384]
+    mov rax, rdx
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
+    mov qword ptr [r15 + rbp + 7680], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 704], r8b
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], r8b
-    mov rax, qword ptr [r15 + r9 + 320]
-    test ebx, 2304
-    jz 1f
+    mov byte ptr [r15 + rbp + 7616], al
+    jmp 1f
 1:
-    and eax, dword ptr [r15 + r8 + 640]
-    .byte 0x66, 0x90
-    and eax, dword ptr [r15 + r8 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 512], al
-    mov qword ptr [r15 + r8 + 768], rax
-    mov eax, 162
+    mov rax, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c26:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    jmp 1f
-1:
-    mov eax, eax
-    test ebx, 5120
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 98
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 76
+    mov dword ptr [r15 + 0], 152
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 108
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
+    and r9, 192
+    and eax, dword ptr [r15 + r9 + 640]
+    mov byte ptr [r15 + r9 + 704], dl
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 576], bpl
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + r9 + 768]
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 128]
+    add rax, qword ptr [r15 + rbp + 64]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 4
-    lea rbp, [r11*4]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm0
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov dword ptr [r15 + rbp + 384], ebp
+    jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], r9d
-    mov rax, rbp
-    mov dword ptr [r15 + rbp + 576], 97
-    test ebx, 1280
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 640]
-    movzx r9d, byte ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + r8 + 128], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c27:
-    lea r9, [r11*8]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3648], r9d
-    mov qword ptr [r15 + r9 + 3520], rbp
-    mov ebp, 72
+    lea rbp, [r11*8]
+    and rbp, 448
+    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm14
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    jmp 1f
+1:
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 192]
+    test ebx, 768
+    jz 1f
+1:
+    mov eax, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1555968
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 192
-    mov r8, qword ptr [r15 + rbp + 576]
-    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm0
-    mov eax, dword ptr [r15 + r9 + 3584]
+    add rax, qword ptr [r15 + rbp + 832]
+    mov dword ptr [r15 + r9 + 256], 223
+    lea r9, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 768]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    test ebx, 1024
+    and r9, 192
+    mov byte ptr [r15 + r9 + 768], r9b
+    mov qword ptr [r15 + rbp + 896], r9
+    add rax, qword ptr [r15 + rbp + 960]
+    test ebx, 2816
     jz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 640]
-    and eax, dword ptr [r15 + r9 + 3456]
-    mov dword ptr [r15 + r8 + 64], 36
-    add rax, qword ptr [r15 + rbp + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 3392]
     .byte 0x66, 0x90
-    jmp 1f
+    and eax, dword ptr [r15 + r9 + 704]
+    mov qword ptr [r15 + r9 + 576], rax
+    and eax, dword ptr [r15 + rbp + 1152]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov byte ptr [r15 + rbp + 1088], al
+    mov rax, rax
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c28:
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, bpl
-    jmp 1f
-1:
-    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov rax, r9
+    movzx eax, al
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 43
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
+    test ebx, 2047488
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 80
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    mov r9, rax
+    lea r9, [r11 + r11*1]
+    test ebx, 3584
+    jnz 1f
+1:
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 384]
+    lea rbp, [r11 + r11*1]
+    mov edx, 97
+    jmp 1f
+1:
     test ebx, 512
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 192], 208
+    mov eax, 170
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    add rax, qword ptr [r15 + rbp + 128]
-    movzx ebp, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 56
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    movzx r8d, r8b
-    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    add rax, qword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    mov qword ptr [r15 + r8 + 256], r8
+    mov dword ptr [r15 + r8 + 192], r8d
+    add rax, qword ptr [r15 + r8 + 256]
+    mov r8, qword ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c29:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3392], 83
+    and eax, dword ptr [r15 + r8 + 3776]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, 90
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 5
-    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 204
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + rbp + 64], 24
+    mov byte ptr [r15 + r8 + 3456], bpl
+    mov rax, r8
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 448]
+    mov byte ptr [r15 + r8 + 3712], r9b
     and r9, 64
-    mov byte ptr [r15 + r9 + 64], al
+    mov qword ptr [r15 + r9 + 448], r9
+    mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    mov qword ptr [r15 + r9 + 128], rax
-    mov dword ptr [r15 + rbp + 384], ebp
+    mov rax, qword ptr [r15 + r8 + 3584]
+    movsxd rdx, dword ptr [r15 + r8 + 3520]
+    mov esi, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov ebp, 79
+    test ebx, 6400
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 3648]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c30:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov rax, qword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    or qword ptr [r15 + 0], 104
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r8b
-    movzx r8d, bpl
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    lea r8, [r11*4]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ebp
-    and r8, 192
-    mov r9, qword ptr [r15 + r8 + 640]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 768]
-    movsxd r9, dword ptr [r15 + r8 + 704]
-    lea r9, [r11 + r11*1]
-    and eax, dword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + 0], 4
+    mov byte ptr [r15 + 0], al
+    mov rax, rax
     jmp 1f
 1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 384], xmm0
-    mov eax, 122
-    mov qword ptr [r15 + r9 + 320], rax
+    movzx r8d, al
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 576]
-    mov r9d, 181
-    mov r9d, r8d
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], edx
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 256]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 512], r9
+    mov dword ptr [r15 + rbp + 192], edx
+    mov dword ptr [r15 + r9 + 128], 58
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c31:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 448]
-    mov eax, r8d
-    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, 177
+    movzx edx, dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    add r8, qword ptr [r15 + 0]
-    mov rax, r8
-    test ebx, 512
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 2
-    test ebx, 1024
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    vpor xmm0, xmm0, xmm0
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
     jnz 1f
 1:
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
+    and rbp, 192
     lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 320]
+    and edx, dword ptr [r15 + rbp + 768]
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    test ebx, 1073741824
+    mov byte ptr [r15 + r8 + 64], r8b
+    vpmovmskb eax, xmm14
+    test ebx, 1036032
     jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 192], 136
-    mov dword ptr [r15 + rbp + 384], eax
+    mov qword ptr [r15 + rbp + 576], rax
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + rbp + 704]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 320]
+    mov rdx, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm14
+    and eax, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 384], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c32:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
+    mov eax, 186
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    test ebx, 2304
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 218
-    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
+    test ebx, 5632
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    lea r9, [r11*4]
-    mov qword ptr [r15 + rbp + 320], r9
-    mov r8d, 245
-    and r9, 192
-    mov r8d, dword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 768]
+    lea r9, [r11 + r11*4]
     jmp 1f
 1:
-    add r8, qword ptr [r15 + r9 + 576]
     lea r8, [r11 + r11*1]
-    add rax, qword ptr [r15 + r9 + 704]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7744], r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 228
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    movsxd rbp, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7552], 186
+    mov dword ptr [r15 + r9 + 7680], 75
+    test ebx, 4864
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 7488]
+    mov rdx, r8
+    vmovq xmm14, rdx
+    test ebx, 2093568
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 7616]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 128]
+    mov r9d, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    add r9, qword ptr [r15 + rbp + 128]
+    mov edx, 232
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c33:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], r9d
+    mov edx, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 120
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 139
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx eax, bpl
     jmp 1f
 1:
-    movzx r8d, bpl
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    lea r8, [r11*4]
+    mov qword ptr [r15 + rbp + 128], rdx
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + rbp + 64]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 64], bpl
+    test ebx, 6656
+    jz 1f
+1:
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    movzx edx, sil
+    movzx edx, al
+    mov rax, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 192
-    and eax, dword ptr [r15 + r8 + 704]
-    and eax, dword ptr [r15 + r8 + 576]
-    mov r9, rax
-    lea r9, [r11 + r11*1]
-    test ebx, 16384
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 768], 165
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r8b
-    mov rax, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 320], rax
-    add r9, qword ptr [r15 + r8 + 640]
-    mov dword ptr [r15 + rbp + 128], r9d
+    movzx eax, byte ptr [r15 + rbp + 256]
+    mov ebp, 41
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c34:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 320]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    mov rdx, rbp
-    lea r8, [r11 + r11*1]
+    add rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 116
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    test ebx, 1073741824
+    test ebx, 4864
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 64
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov eax, 149
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, bpl
+    mov ebp, 198
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov dword ptr [r15 + rbp + 192], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 128]
     mov r8, rbp
-    mov dword ptr [r15 + r9 + 384], r8d
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 448]
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov edx, 252
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, edx
+    add qword ptr [r15 + r9 + 64], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c35:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    lea r8, [r11 + r11*8]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    and r8, 8128
-    mov rax, qword ptr [r15 + r8 + 7680]
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 256]
-    vmovdqu ymmword ptr [r15 + r8 + 7744], ymm0
-    mov edx, eax
+    mov edx, edx
+    mov rdx, r8
+    mov edx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rdx
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    movsxd r9, dword ptr [r15 + r8 + 7808]
-    add r9, qword ptr [r15 + r8 + 7872]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 8000], r9d
-    mov rdx, qword ptr [r15 + r8 + 7488]
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    test ebx, 512
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 69
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 512]
+    mov rax, r9
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7616], r9d
-    mov dword ptr [r15 + r8 + 7936], r9d
-    mov byte ptr [r15 + r8 + 7552], r9b
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r9 + 128], r8
+    mov dword ptr [r15 + rbp + 320], 219
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c36:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 256]
-    movzx edx, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 153
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 143
-    vpmovmskb edx, xmm0
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov r9, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 2560
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rbp, r8
     lea rbp, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r8 + 448]
-    mov rax, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 384]
+    and r8d, dword ptr [r15 + rbp + 192]
+    lea r9, [r11 + r11*1]
+    vmovdqu xmm14, xmmword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r8d
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmm14, xmmword ptr [r15 + r9 + 320]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, rbp
-    mov dword ptr [r15 + r9 + 192], edx
-    movzx r8d, byte ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movzx r9d, r8b
+    test ebx, 1280
+    jz 1f
+1:
+    mov r9d, 151
+    mov dword ptr [r15 + rbp + 448], r9d
+    mov r9d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c37:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 35
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 179
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovq xmm0, r8
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6027264
-    jz 1f
-1:
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 256], r8d
     lea r9, [r11 + r11*1]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 512]
-    mov eax, 63
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov r8d, r9d
+    movzx r8d, r8b
+    lea r8, [r11 + r11*1]
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 384]
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
-    movzx ebp, byte ptr [r15 + r9 + 320]
+    mov ebp, dword ptr [r15 + r9 + 128]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r8
+    movzx edx, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 384], edx
+    mov dword ptr [r15 + r9 + 64], 237
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c38:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov rbp, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 981760
+    jz 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 206
-    mov rbp, rbp
+    mov dword ptr [r15 + 0], 56
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rbp
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ebp, byte ptr [r15 + 0]
-    test ebx, 505344
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 62
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 64]
-    movzx ebp, r9b
-    lea rbp, [r11 + r11*1]
-    test ebx, 2048
+    mov edx, 166
+    test ebx, 1073741824
     jz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 105
-    mov dword ptr [r15 + r8 + 320], ebp
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 256]
+    lea r9, [r11 + r11*1]
+    mov rax, r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    and edx, dword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + r9 + 384], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 64]
+    mov r9d, 143
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c39:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmm5
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1536], ebp
-    vmovdqu xmm0, xmmword ptr [r15 + rbp + 1472]
-    test ebx, 1280
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 1344]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 512
+    jnz 1f
+1:
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov r9d, 85
+    test ebx, 2304
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov r8, qword ptr [r15 + rbp + 1728]
-    mov eax, r8d
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 122
     and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
     lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r9 + 192]
-    test ebx, 1073741824
+    movzx edx, r8b
+    test ebx, 12800
     jz 1f
 1:
-    add rdx, qword ptr [r15 + r9 + 256]
+    vpmovmskb ebp, xmm14
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov r9d, 250
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 1664]
-    mov dword ptr [r15 + rbp + 1408], r9d
-    test ebx, 1073741824
+    mov dword ptr [r15 + r8 + 384], 214
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    test ebx, 1024
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1600], dl
-    and r9d, dword ptr [r15 + r8 + 64]
-    mov rdx, r9
+    mov dword ptr [r15 + r8 + 320], 124
+    movsxd r8, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r9 + 512], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c40:
-    mov edx, r9d
-    lea r9, [r11*8]
-    vpshufd xmm0, xmm0, 237
-    and r9, 1984
-    and edx, dword ptr [r15 + r9 + 1728]
-    mov r8, qword ptr [r15 + r9 + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov rdx, r8
-    mov rdx, qword ptr [r15 + r9 + 1408]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 128]
-    mov eax, dword ptr [r15 + r9 + 1664]
-    mov dword ptr [r15 + r9 + 1600], 183
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r8
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1472], 221
-    movsxd rdx, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov dword ptr [r15 + 0], 129
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 1344]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and ebp, dword ptr [r15 + r9 + 128]
+    and r8, 192
+    movzx eax, byte ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r9 + 64], eax
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 320]
+    movsxd rbp, dword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 640], ebp
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 704], r9b
+    add r8, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c41:
-    mov r8d, 217
-    mov dword ptr [r15 + 0], 252
+    jmp 1f
+1:
+    mov r8d, 153
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
     mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 251
-    mov dword ptr [r15 + 0], 35
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 184
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
     and r8, 64
-    add rdx, qword ptr [r15 + r8 + 320]
-    mov ebp, 163
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
+    mov dword ptr [r15 + r8 + 256], 146
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 192
+    lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + rbp + 640]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 512]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 704]
+    test ebx, 6400
+    jnz 1f
+1:
+    mov rax, rdx
+    mov dword ptr [r15 + rbp + 576], eax
+    mov dword ptr [r15 + rbp + 768], edx
+    test ebx, 2304
     jz 1f
 1:
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpaddd xmm0, xmm0, xmm0
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], ebp
-    mov edx, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 64], rdx
+    mov qword ptr [r15 + r9 + 448], rax
+    vmovq qword ptr [r15 + r8 + 192], xmm14
+    movzx eax, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c42:
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
+    mov eax, eax
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 2304
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov edx, 11
-    mov edx, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 117
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
+    mov rax, rax
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
-    jz 1f
-1:
-    vpmovmskb edx, xmm0
-    jmp 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, 156
     jmp 1f
 1:
-    test ebx, 7829504
-    jnz 1f
+    jmp 1f
 1:
-    movzx edx, al
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rdx
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dl
-    mov edx, 248
+    mov eax, dword ptr [r15 + 0]
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    lea rbp, [r11 + r11*1]
-    movzx edx, dl
-    mov edx, 115
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
-    test ebx, 768
-    jnz 1f
+    jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    vpshufd xmm0, xmm0, 181
-    mov dword ptr [r15 + r9 + 448], 49
     and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    test ebx, 1048576
-    jnz 1f
+    add rax, qword ptr [r15 + r8 + 320]
+    mov edx, 228
+    test ebx, 1073741824
+    jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    mov r8, r9
-    movsxd r9, dword ptr [r15 + rbp + 384]
+    mov rax, qword ptr [r15 + rbp + 64]
+    mov rdx, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 448], 144
     add r11, 64
     inc rbx
     dec r13
@@ -9927,315 +9716,349 @@ ditto_body_c1:
 .Lc1_b9_c43:
     lea r8, [r11*4]
     and r8, 192
-    and r9d, dword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + r8 + 768], r8b
+    movzx eax, r8b
+    mov rax, qword ptr [r15 + r8 + 640]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1024
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm14, xmm14, xmm14
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 174
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*4]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 512]
+    movzx eax, byte ptr [r15 + 0]
     mov edx, eax
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3584], 157
-    test ebx, 1073741824
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    mov edx, r9d
+    lea rbp, [r11 + r11*1]
+    test ebx, 2304
+    jz 1f
+1:
+    movzx eax, bpl
+    mov rax, rdx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 53
+    test ebx, 512
     jnz 1f
 1:
-    inc dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 64], 139
+    movsxd rax, dword ptr [r15 + r8 + 576]
+    movzx ebp, al
+    mov eax, 161
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    and eax, dword ptr [r15 + r8 + 768]
-    vmovq qword ptr [r15 + rbp + 3520], xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 3392]
-    mov qword ptr [r15 + rbp + 3648], rax
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    mov r9d, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 3456]
-    mov eax, 131
-    mov byte ptr [r15 + r8 + 640], al
+    mov qword ptr [r15 + r8 + 704], r9
+    add qword ptr [r15 + r9 + 384], rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c44:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7616], 102
+    add rax, qword ptr [r15 + rbp + 7680]
+    mov dword ptr [r15 + rbp + 7744], 27
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx edx, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
+    movzx eax, al
+    test ebx, 512
+    jnz 1f
+1:
+    mov eax, 239
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 230
+    jmp 1f
+1:
     test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    vpaddd xmm14, xmm14, xmm14
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 178
-    test ebx, 2304
-    jz 1f
-1:
-    mov r9d, 202
+    mov rax, rax
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
     and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jnz 1f
+    add rax, qword ptr [r15 + r9 + 64]
+    test ebx, 12800
+    jz 1f
 1:
     lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7488], 179
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
     jmp 1f
 1:
-    mov eax, r8d
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    or qword ptr [r15 + r8 + 512], 49
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
+    mov edx, dword ptr [r15 + rbp + 7552]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + r8 + 448]
-    and eax, dword ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r15 + rbp + 384]
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c45:
-    lea r9, [r11 + r11*1]
-    mov rax, r8
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 97
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 88
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r8
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov eax, 242
-    test ebx, 131072
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 6021120
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov edx, 117
+    mov rax, r9
+    movzx eax, al
+    mov eax, 67
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov edx, 217
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], 49
-    mov qword ptr [r15 + rbp + 320], rdx
-    mov rdx, qword ptr [r15 + r8 + 128]
+    movzx edx, dl
+    vpmovmskb edx, xmm14
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 768
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 64]
+    mov eax, 219
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], 235
+    mov dword ptr [r15 + rbp + 128], 68
+    mov dword ptr [r15 + r9 + 128], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c46:
-    lea rbp, [r11 + r11*8]
-    jmp 1f
-1:
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 8000], ymm0
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     mov edx, ebp
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
 1:
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 7744], dl
-    mov byte ptr [r15 + rbp + 7808], dl
-    test ebx, 512
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
     jz 1f
 1:
-    and edx, dword ptr [r15 + rbp + 7552]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    nop
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 7872], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 448]
+    and edx, dword ptr [r15 + r9 + 448]
+    add rdx, qword ptr [r15 + r9 + 512]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 448]
+    mov eax, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 151
-    mov rdx, qword ptr [r15 + r8 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm0
-    mov dword ptr [r15 + rbp + 7488], edx
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 512], r8b
-    imul rdx, qword ptr [r15 + rbp + 7936]
-    mov r8d, ebp
-    mov r8, r8
-    test ebx, 2621440
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + rbp + 7680]
-    jmp 1f
-1:
+    mov r9, qword ptr [r15 + rbp + 384]
+    mov rdx, r8
+    movzx edx, byte ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c47:
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 151
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovq xmm14, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    .byte 0x66, 0x90
+    movzx r8d, dl
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r8d, 2
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
     jmp 1f
 1:
+    mov r8d, 134
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], r8d
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov r8d, 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    vmovq xmm14, r8
+    mov r8d, 250
+    mov dword ptr [r15 + 0], 182
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], 29
-    mov rdx, qword ptr [r15 + r9 + 768]
-    test ebx, 512
-    jnz 1f
-1:
+    mov dword ptr [r15 + r8 + 192], r8d
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 320]
     lea rbp, [r11 + r11*1]
-    mov edx, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 704], rdx
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 640]
-    mov qword ptr [r15 + rbp + 64], rdx
-    mov edx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rdx, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    mov edx, 213
-    mov dword ptr [r15 + r8 + 256], 129
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + rbp + 512]
+    movzx ebp, byte ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c48:
-    jmp 1f
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    and r9, 1984
+    add r8, qword ptr [r15 + r9 + 1728]
+    mov edx, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r8, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -10244,1038 +10067,1010 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*8]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov rdx, qword ptr [r15 + rbp + 7808]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 1344], r8d
+    mov rdx, qword ptr [r15 + r9 + 1600]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], edx
-    and edx, dword ptr [r15 + rbp + 7936]
-    mov dword ptr [r15 + r8 + 320], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov qword ptr [r15 + rbp + 8000], r8
+    movsxd r8, dword ptr [r15 + r9 + 1792]
+    vpor xmm14, xmm14, xmm14
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 7680], edx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 7552]
+    movzx r8d, bpl
     lea r8, [r11 + r11*1]
-    mov r9, qword ptr [r15 + rbp + 7872]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 7616]
+    mov edx, r8d
     and r8, 64
-    mov r9, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 7744], r9d
+    mov qword ptr [r15 + r8 + 320], r8
+    mov edx, r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 64]
-    jmp 1f
+    mov rdx, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r9 + 1408], r9
+    movzx r8d, dl
+    mov byte ptr [r15 + r9 + 1536], r8b
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r8d, r9d
+    mov dword ptr [r15 + rbp + 64], 210
+    add r8, qword ptr [r15 + r9 + 1664]
+    mov qword ptr [r15 + r9 + 1472], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c49:
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov rdx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 243
-    mov dword ptr [r15 + 0], 233
-    movzx edx, r8b
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, bpl
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 216
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, edx
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov edx, edx
+    mov edx, edx
+    vmovq qword ptr [r15 + 0], xmm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    movzx edx, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov edx, 187
-    test ebx, 4184064
-    jz 1f
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
 1:
     and r8, 64
+    add rdx, qword ptr [r15 + r8 + 320]
+    mov r9, r9
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 192], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    movzx edx, byte ptr [r15 + r9 + 256]
     lea rbp, [r11 + r11*1]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + r9 + 384], 15
+    mov byte ptr [r15 + r8 + 384], bpl
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov qword ptr [r15 + r8 + 256], r9
+    and edx, dword ptr [r15 + rbp + 512]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 143
-    mov r9d, r9d
-    vpshufd xmm0, xmm0, 128
+    mov rdx, rbp
+    mov dword ptr [r15 + rbp + 448], 248
+    movsxd rdx, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c50:
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
     mov ebp, edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, 147
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 2048
-    jnz 1f
-1:
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 128]
-    mov edx, ebp
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 232
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 64], r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 320], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c51:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r8, rax
-    test ebx, 1280
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 112
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    movzx r9d, byte ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 64]
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 128], rax
-    movzx edx, byte ptr [r15 + r8 + 512]
-    mov rbp, rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c52:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    and esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 22
-    mov dword ptr [r15 + 0], 245
-    test ebx, 512
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov dword ptr [r15 + r8 + 64], 84
-    mov r8d, 4
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], r8d
-    add r8, qword ptr [r15 + rbp + 320]
-    movzx r9d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c53:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 31
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1280
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 164
-    vpshufd xmm0, xmm0, 45
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 141
-    test ebx, 768
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 0]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 256]
-    mov ebp, 237
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov esi, 247
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 128]
-    movzx edx, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 192]
-    movzx r9d, byte ptr [r15 + rbp + 320]
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c54:
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov r8, rax
-    mov r8d, 250
-    test ebx, 8247296
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm0
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    and esi, dword ptr [r15 + r8 + 64]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 113
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov esi, 66
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, edx
-    and r8d, dword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r9 + 256], 110
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c55:
-    lea r8, [r11*4]
-    mov r9d, r8d
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 640]
-    mov ebp, 239
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 190
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx ebp, r9b
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 448]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], bpl
-    mov dword ptr [r15 + r8 + 704], 236
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 512], rbp
-    movsxd r9, dword ptr [r15 + r8 + 768]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 65
-    mov r9, rbp
-    mov dword ptr [r15 + rbp + 64], 214
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c56:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7552], bpl
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 210
-    mov r8, r8
-    and r8d, dword ptr [r15 + rbp + 7616]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 7808]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 320]
-    movsxd rax, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 7488], r8
-    and r8d, dword ptr [r15 + rbp + 7872]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 7680]
-    mov r9d, dword ptr [r15 + rbp + 7744]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c57:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r8d, 136
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 320], rax
-    mov r8d, 112
-    movzx r8d, r8b
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov dword ptr [r15 + r9 + 128], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c58:
-    mov r9d, r8d
-    mov r9d, r9d
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 2304
     jnz 1f
 1:
-    mov r9, r9
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov ebp, 57
+    jmp 1f
+1:
+    test ebx, 1024
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r9d, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 178
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, 240
-    lea r8, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    movzx ebp, byte ptr [r15 + 0]
+    and r8, 192
+    and ebp, dword ptr [r15 + r8 + 640]
+    jmp 1f
 1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
+    mov qword ptr [r15 + r8 + 576], rbp
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r8 + 448]
-    mov r8d, 136
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    mov qword ptr [r15 + rbp + 192], r9
+    mov qword ptr [r15 + r9 + 256], rax
+    movzx eax, dl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 207
+    movzx eax, byte ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 768]
+    mov qword ptr [r15 + r8 + 704], rax
+    movzx eax, byte ptr [r15 + rbp + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c51:
+    jmp 1f
+1:
+    mov eax, 255
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*4]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 94
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, eax
+    mov rax, qword ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1555968
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 7744], edx
+    mov rax, r9
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 448]
+    test ebx, 1280
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 7616]
+    mov dword ptr [r15 + r8 + 7680], eax
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 320], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 512]
+    mov r9d, 108
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c52:
+    mov qword ptr [r15 + 0], r9
+    movzx r9d, al
+    jmp 1f
+1:
+    vpshufd xmm14, xmm14, 205
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 253
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, 37
+    mov r9d, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    xchg qword ptr [r15 + r9 + 128], rax
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + r9 + 64]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 320], xmm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov eax, 44
     mov rax, qword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
-.Lc1_b9_c59:
-    lea r9, [r11 + r11*1]
-    movzx ebp, r9b
-    mov ebp, ebp
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    movzx ebp, r9b
+.Lc1_b9_c53:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 12800
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 143
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    movzx eax, r9b
     test ebx, 512
     jz 1f
 1:
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 168
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov rdx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 146
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 192
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
-    movzx edx, byte ptr [r15 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
     lea r8, [r11 + r11*1]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov dword ptr [r15 + r9 + 384], 93
+    mov r8d, dword ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c54:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11*4]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 14
+    mov dword ptr [r15 + r8 + 192], 3
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 23
+    vpmovmskb r8d, xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, dl
+    mov byte ptr [r15 + rbp + 128], r8b
+    mov qword ptr [r15 + r9 + 768], r8
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + r9 + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    test ebx, 768
-    jz 1f
-1:
-    mov rdx, r8
-    and edx, dword ptr [r15 + rbp + 640]
+    mov r8d, dword ptr [r15 + r9 + 704]
+    mov ebp, dword ptr [r15 + r9 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c55:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov r9d, ebp
+    and r8, 8128
+    mov r9, qword ptr [r15 + r8 + 7808]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 384]
+    test ebx, 512
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 7744], r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 141
+    mov dword ptr [r15 + r8 + 7680], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r9d
+    mov rax, rax
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7552], ebp
+    movzx eax, byte ptr [r15 + r8 + 7872]
+    jmp 1f
+1:
+    test ebx, 1024
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 7616]
+    mov byte ptr [r15 + r8 + 7488], al
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7936], 223
+    mov dword ptr [r15 + rbp + 320], eax
+    vmovq xmm14, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c56:
+    lea r9, [r11 + r11*1]
+    mov rax, r9
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r8b
+    mov r8, r9
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 82
+    mov byte ptr [r15 + 0], dl
+    test ebx, 974592
+    jnz 1f
+1:
+    mov eax, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    movzx eax, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 704], r8
-    and edx, dword ptr [r15 + r8 + 256]
+    mov eax, eax
+    mov eax, 122
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], r8b
+    test ebx, 2304
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    mov eax, dword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 320]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c57:
+    mov r8d, eax
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 9
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 25
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    mov dword ptr [r15 + 0], 163
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r8d, 136
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 94
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 448]
+    add r9, qword ptr [r15 + r8 + 192]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c58:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    lea r9, [r11*4]
+    mov r8, qword ptr [r15 + rbp + 128]
+    mov eax, eax
+    and r9, 4032
+    add rax, qword ptr [r15 + r9 + 3520]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm14, xmm14, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    test ebx, 2304
+    jz 1f
+1:
+    and r8, 192
+    vmovq qword ptr [r15 + r8 + 576], xmm14
+    add rax, qword ptr [r15 + r8 + 768]
+    mov edx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 3456]
+    and eax, dword ptr [r15 + rbp + 64]
+    vpmovmskb edx, xmm14
+    mov dword ptr [r15 + r8 + 640], 149
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3392], r9
+    mov eax, r8d
+    test ebx, 2304
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + r9 + 3584], rax
+    nop
+    mov r9d, dword ptr [r15 + r8 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c59:
+    mov dword ptr [r15 + 0], 157
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, 1
+    mov r9d, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 197
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, r8b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov eax, 223
+    lea rbp, [r11 + r11*1]
+    mov rax, qword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 320], rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    add r9, qword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c60:
-    mov edx, edx
-    jmp 1f
-1:
-    movzx ebp, dl
-    jmp 1f
-1:
-    test ebx, 1073741824
+    lea rbp, [r11*8]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 1024], rbp
+    lea r9, [r11*4]
+    lea r8, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 1216]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 128]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], r9d
+    test ebx, 2304
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rbp
+    movzx eax, r9b
+    mov qword ptr [r15 + r9 + 704], rbp
     jmp 1f
 1:
-    mov edx, 229
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    lea rbp, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    lea r8, [r11*4]
+    mov eax, dword ptr [r15 + r9 + 576]
+    add rax, qword ptr [r15 + rbp + 1152]
+    mov edx, 218
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 2304
+    jnz 1f
+1:
+    mov eax, edx
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    movzx edx, byte ptr [r15 + r8 + 768]
-    mov r9, qword ptr [r15 + rbp + 320]
-    movzx ebp, byte ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + r8 + 640], rbp
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 896]
+    movzx eax, dl
+    xor dword ptr [r15 + rbp + 960], eax
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r8 + 704], edx
-    mov qword ptr [r15 + rbp + 192], rdx
+    mov dword ptr [r15 + r8 + 64], 143
+    mov byte ptr [r15 + r9 + 640], dl
+    mov qword ptr [r15 + rbp + 1088], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c61:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 239
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, dl
-    movzx edx, bpl
-    mov dword ptr [r15 + 0], edx
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], 134
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 7790592
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    lea rbp, [r11*8]
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 128]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 64]
-    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 192]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 320]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 384]
-    vpxor xmm0, xmm0, xmm11
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 512], r8b
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1152], 253
+    mov qword ptr [r15 + rbp + 1024], rbp
+    movzx edx, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 256], edx
-    mov rdx, rbp
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1280
+    jz 1f
+1:
+    mov edx, 211
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6656
+    jz 1f
+1:
+    and edx, dword ptr [r15 + rbp + 832]
+    mov eax, dword ptr [r15 + rbp + 1088]
+    and edx, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    test ebx, 3584
+    jnz 1f
+1:
+    mov edx, edx
+    add rdx, qword ptr [r15 + rbp + 960]
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 896], ymm14
+    mov dword ptr [r15 + rbp + 1216], eax
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm14
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 127
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, r8b
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c62:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 256]
-    and edx, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov ebp, 103
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    lea r8, [r11 + r11*4]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], 158
+    mov eax, r8d
+    mov byte ptr [r15 + r8 + 3520], al
+    mov rax, rax
     test ebx, 1073741824
     jnz 1f
 1:
+    mov eax, 248
     jmp 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx edx, al
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, dl
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
+    mov eax, r8d
     test ebx, 512
     jz 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm0
-    mov ebp, 244
-    lea rbp, [r11 + r11*1]
-    add rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    test ebx, 512
+    mov dword ptr [r15 + r8 + 3648], r9d
+    mov rax, rax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 450304
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + rbp + 384]
-    movsxd rbp, dword ptr [r15 + r8 + 64]
-    vpcmpeqb xmm0, xmm0, xmm7
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c63:
-    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 3584]
+    movsxd r9, dword ptr [r15 + r8 + 3392]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r8d
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r8 + 64], r8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, 238
-    mov eax, eax
-    test ebx, 2048
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 448], 253
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r9 + 256], 143
+    mov r9d, dword ptr [r15 + r8 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c63:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    test ebx, 2560
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 704]
-    add rax, qword ptr [r15 + rbp + 768]
-    add rax, qword ptr [r15 + rbp + 576]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and eax, dword ptr [r15 + r9 + 512]
-    mov r9, r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    test ebx, 1571328
+    jz 1f
+1:
+    movzx r9d, r9b
+    vpaddd xmm14, xmm14, xmm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 10752
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 112
+    and r8, 64
+    inc dword ptr [r15 + r8 + 320]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov eax, ebp
+    mov rax, rax
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 83
+    test ebx, 6400
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm14
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    movzx r9d, al
+    jmp 1f
+1:
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c64:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
@@ -11283,59 +11078,57 @@ ditto_body_c1:
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 119
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3072
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7616], ebp
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r9d, eax
-    mov rax, r9
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 7808], r9d
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and eax, dword ptr [r15 + r9 + 320]
     jmp 1f
 1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    mov r8d, eax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    mov eax, dword ptr [r15 + rbp + 7552]
+    mov qword ptr [r15 + rbp + 7744], rax
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 512], dl
-    mov ebp, dword ptr [r15 + r9 + 256]
+    mov eax, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 7872], 214
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 64], rbp
+    imul rax, rax
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    movzx r9d, al
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm14
+    mov r8, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm14
     jmp 1f
 1:
     mov r8, rax
@@ -11344,1605 +11137,1592 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c65:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
+    movzx ebp, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 4864
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r8 + 1536]
-    test ebx, 512
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r8 + 1728]
+    mov eax, dword ptr [r15 + 0]
+    movzx edx, al
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 76
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 98
+    mov dword ptr [r15 + rbp + 192], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + r8 + 1344]
-    movzx edx, byte ptr [r15 + r8 + 1664]
-    movzx esi, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 1600]
-    mov rax, rdx
-    movzx edx, byte ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 1408]
-    mov qword ptr [r15 + r8 + 1472], rdx
-    mov rdx, qword ptr [r15 + r9 + 192]
+    and eax, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r8 + 448], 34
+    add rax, qword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c66:
+    lea rbp, [r11*8]
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1472], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2816
     jz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 589824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 71
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    movzx edx, dl
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    add rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    mov edx, 43
+    mov rax, rbp
+    mov eax, 119
+    mov eax, 66
     lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + r9 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 157
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    movsxd rbp, dword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r8 + 64], r8
+    mov eax, r8d
+    mov eax, ebp
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
+    lea r8, [r11 + r11*1]
+    test ebx, 1280
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 1600]
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 448]
+    mov rdx, qword ptr [r15 + r8 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm14
+    mov qword ptr [r15 + rbp + 1728], rax
+    and eax, dword ptr [r15 + rbp + 1536]
+    test ebx, 512
+    jz 1f
+1:
+    mov eax, r8d
+    movsxd rax, dword ptr [r15 + rbp + 1344]
+    add qword ptr [r15 + rbp + 1664], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c67:
-    movzx r8d, dl
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 192
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    mov byte ptr [r15 + 0], dl
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 139
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov edx, r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 156
-    mov edx, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    mov r8d, r9d
+    mov byte ptr [r15 + 0], al
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    test ebx, 10752
+    jz 1f
+1:
+    mov eax, eax
+    mov eax, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r9
-    mov dword ptr [r15 + rbp + 448], r8d
-    mov r8, qword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 1280
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 320]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 192]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx eax, r8b
+    lea rbp, [r11 + r11*1]
+    mov rax, rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    and eax, dword ptr [r15 + r9 + 384]
+    test ebx, 2304
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 256]
+    and eax, dword ptr [r15 + rbp + 448]
+    mov r9d, eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c68:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 64]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], 158
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    mov rdx, rbp
-    test ebx, 1073741824
+    mov qword ptr [r15 + r9 + 192], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jnz 1f
 1:
-    and rbp, 192
-    movzx edx, byte ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 576], 49
-    mov eax, 66
-    mov eax, 223
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    mov r9d, 79
-    movzx r9d, r9b
-    mov byte ptr [r15 + rbp + 704], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jnz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 128]
-    movzx edx, byte ptr [r15 + rbp + 768]
+    lea rbp, [r11*8]
+    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov byte ptr [r15 + rbp + 1280], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    mov eax, eax
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov rdx, qword ptr [r15 + rbp + 896]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 1216], 61
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + rbp + 1088]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov r9, qword ptr [r15 + rbp + 1152]
+    and eax, dword ptr [r15 + rbp + 960]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 832]
+    movzx r9d, byte ptr [r15 + rbp + 1024]
+    mov qword ptr [r15 + r8 + 384], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c69:
-    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    lock add qword ptr [r15 + 0], rax
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     mov qword ptr [r15 + 0], r9
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1536
-    jz 1f
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
 1:
-    movzx edx, dl
+    mov rax, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    mov rax, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    add rax, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rax
+    vpaddd xmm14, xmm14, xmm14
+    mov dword ptr [r15 + 0], eax
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 237
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    test ebx, 3584
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 229
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
     lea rbp, [r11 + r11*1]
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + r9 + 320]
+    mov edx, eax
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 128]
+    test ebx, 768
     jz 1f
 1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 512]
-    and eax, dword ptr [r15 + r9 + 192]
-    mov r9d, 95
-    lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + rbp + 448]
-    test ebx, 1024
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    vmovq qword ptr [r15 + r9 + 64], xmm0
-    mov eax, 163
+    mov dword ptr [r15 + rbp + 64], eax
+    movzx eax, byte ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 512], eax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c70:
-    mov r9, r9
-    mov r9d, 147
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 94
-    test ebx, 2560
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov eax, r9d
-    test ebx, 8288256
-    jnz 1f
-1:
-    mov r9d, 39
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 0]
+    mov eax, edx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    and edx, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 48
+    vmovq xmm14, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 39
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 192]
+    and rbp, 64
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + rbp + 448]
+    mov eax, dword ptr [r15 + rbp + 512]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    add rax, qword ptr [r15 + r9 + 320]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 384], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 219
-    add r9, qword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 512], r9
+    mov dword ptr [r15 + r8 + 256], 110
+    mov dword ptr [r15 + r9 + 448], 248
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c71:
-    mov r9, rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 13
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, r9d
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r9, [r11*4]
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rbp
-    test ebx, 131072
+    test ebx, 2304
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    vmovq xmm0, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
-    add rdx, qword ptr [r15 + rbp + 64]
+    mov rbp, qword ptr [r15 + r9 + 576]
+    mov edx, ebp
     lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    test ebx, 12800
+    jnz 1f
+1:
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r9 + 640], dl
+    add rdx, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     test ebx, 512
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 192]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + rbp + 320], 252
+    movsxd rdx, dword ptr [r15 + rbp + 64]
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm14
+    mov byte ptr [r15 + r9 + 704], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c72:
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
+    vpor xmm14, xmm14, xmm14
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov edx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    vpxor xmm0, xmm0, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
     mov qword ptr [r15 + 0], rdx
+    mov edx, 125
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 114
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rdx
+    mov rdx, rdx
+    mov dword ptr [r15 + 0], 4
+    mov edx, edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    add rdx, qword ptr [r15 + 0]
+    movzx ebp, dl
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm0
-    mov edx, dword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + r9 + 768]
-    mov edx, r8d
+    mov rdx, qword ptr [r15 + r8 + 320]
+    add rdx, qword ptr [r15 + r8 + 384]
+    lea r8, [r11 + r11*1]
+    add qword ptr [r15 + rbp + 128], r8
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    nop
-    mov r8d, dword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dl
-    mov rdx, r8
-    movzx edx, dl
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + r9 + 640], eax
-    mov r8d, 152
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], bpl
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov r8d, 26
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c73:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 40
-    test ebx, 512
-    jz 1f
-1:
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    and edx, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 73
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 14
+    test ebx, 1024
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    imul r8d, eax, 32
+    add r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpxor xmm14, xmm14, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
     jmp 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov r8, rbp
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 128]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rdx, qword ptr [r15 + r8 + 256]
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov dword ptr [r15 + r8 + 384], 4
-    lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm14
+    jmp 1f
 1:
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov esi, edx
-    movzx edx, byte ptr [r15 + r8 + 384]
+    test ebx, 9216
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c74:
-    mov dword ptr [r15 + 0], 69
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8d, 32
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 202
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 128]
-    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + r8 + 64], esi
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r8b
-    mov qword ptr [r15 + rbp + 448], r9
-    mov dword ptr [r15 + r9 + 384], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    lea rbp, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 222
+    lea r8, [r11 + r11*1]
+    vpshufd xmm14, xmm14, 240
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 250
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 960], ymm3
+    and edx, dword ptr [r15 + rbp + 1088]
+    mov rax, qword ptr [r15 + rbp + 832]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 320], 62
+    mov edx, eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, dl
+    add rdx, qword ptr [r15 + rbp + 1024]
+    mov r8, qword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c75:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 320]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
+    mov eax, edx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, eax
+    mov edx, 84
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1600], 96
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 1408]
+    and r9, 192
+    movzx edx, byte ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + rbp + 1536], 100
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 576]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 768], 139
+    movsxd rax, dword ptr [r15 + rbp + 1472]
+    mov byte ptr [r15 + r9 + 640], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov dword ptr [r15 + rbp + 1344], 76
+    mov eax, eax
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8d, 240
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 61
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov rsi, rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r9b
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 512], r9b
-    and esi, dword ptr [r15 + rbp + 192]
-    mov qword ptr [r15 + r8 + 128], rsi
+    add rax, qword ptr [r15 + r8 + 384]
+    mov r8, rbp
+    movzx r8d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c76:
-    lea rbp, [r11*4]
-    and rbp, 192
-    and esi, dword ptr [r15 + rbp + 640]
-    movsxd r8, dword ptr [r15 + 0]
-    vpmovmskb r9d, xmm0
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    mov r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     test ebx, 512
     jz 1f
 1:
-    mov r9d, 71
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 243
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 161
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + r9 + 448]
-    mov r9d, dword ptr [r15 + rbp + 576]
-    vmovdqu ymmword ptr [r15 + rbp + 704], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    and r9d, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    mov r8d, r9d
+    lea rbp, [r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 768]
-    jmp 1f
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 62
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3712]
+    add rax, qword ptr [r15 + rbp + 3584]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + rbp + 3648], xmm14
+    movzx eax, byte ptr [r15 + rbp + 3520]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3392], 151
+    movzx eax, byte ptr [r15 + rbp + 3456]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov r8d, r9d
+    mov r8d, 236
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r8
+    movsxd r8, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 3776], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c77:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
     lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
     and r8, 4032
-    vmovdqu ymmword ptr [r15 + r8 + 3648], ymm0
-    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 3584], al
+    jmp 1f
+1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 119
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 128]
-    test ebx, 512
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 169
-    mov dword ptr [r15 + r9 + 320], esi
-    movzx esi, byte ptr [r15 + r8 + 3392]
-    mov r9d, esi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov dword ptr [r15 + r9 + 512], ebp
+    mov r9d, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], 46
-    movzx r9d, byte ptr [r15 + r8 + 3712]
-    mov dword ptr [r15 + r8 + 3584], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 64]
-    mov rbp, r9
-    movzx r9d, sil
-    test ebx, 2048
-    jnz 1f
+    mov r9d, ebp
+    mov r9, rbp
+    mov dword ptr [r15 + r8 + 3520], edx
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov r9, qword ptr [r15 + r8 + 3520]
+    mov r9, r9
+    mov byte ptr [r15 + r8 + 3840], r9b
+    add r9, qword ptr [r15 + r8 + 3648]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq qword ptr [r15 + rbp + 320], xmm14
+    mov r9d, 78
+    mov r9, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 3712], r9d
+    mov r9d, 235
+    movzx r9d, dl
+    test ebx, 512
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov qword ptr [r15 + r8 + 3776], r9
+    and r9d, dword ptr [r15 + r8 + 3456]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c78:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 34
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov ebp, ebp
-    lea rbp, [r11 + r11*1]
-    mov r9d, 27
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov r9, r9
     lea r9, [r11 + r11*1]
-    test ebx, 7858176
-    jnz 1f
-1:
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], bpl
-    movzx esi, byte ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + r8 + 128], esi
-    and esi, dword ptr [r15 + rbp + 384]
-    test ebx, 1572864
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, r8
-    mov esi, esi
-    mov rsi, rsi
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, 26
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 30
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    test ebx, 512
+    jz 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 64]
+    mov ebp, 62
+    mov ebp, 104
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov r8, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c79:
-    mov rsi, rbp
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    mov r9d, 64
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9d, 157
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
+    lea rbp, [r11*8]
+    and rbp, 16320
+    and r8d, dword ptr [r15 + rbp + 15808]
+    mov dword ptr [r15 + rbp + 16128], 109
+    movzx r9d, byte ptr [r15 + rbp + 15680]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
+    mov edx, 95
+    test ebx, 5376
     jnz 1f
 1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], r9b
-    movzx esi, byte ptr [r15 + rbp + 128]
-    movzx ebp, sil
-    mov byte ptr [r15 + r9 + 512], bpl
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    and edx, dword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 15744]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], ebp
     test ebx, 512
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov esi, 110
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 132
-    add rsi, qword ptr [r15 + rbp + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 448], rax
+    mov eax, eax
+    mov dword ptr [r15 + rbp + 16064], 109
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 15872], 132
+    add rax, qword ptr [r15 + rbp + 16000]
+    mov r9, rax
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    and eax, dword ptr [r15 + rbp + 15936]
+    mov r9d, eax
+    mov dword ptr [r15 + r8 + 64], 217
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c80:
+    mov rax, r9
+    mov r9d, 11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 81
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
     lea rbp, [r11 + r11*1]
-    vmovq xmm0, rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3456], r9b
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 112
-    test ebx, 2560
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 147
+    and eax, dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx esi, sil
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], 41
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
     test ebx, 1073741824
     jz 1f
 1:
+    movzx ebp, byte ptr [r15 + r8 + 256]
+    mov r8, qword ptr [r15 + r9 + 3520]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    movsxd rsi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
     test ebx, 1280
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov esi, r9d
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    test ebx, 1073741824
+    mov qword ptr [r15 + r9 + 3584], r8
+    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm14
+    mov r8d, r8d
+    test ebx, 1792
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 448]
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r9 + 64], r8
+    mov r8d, dword ptr [r15 + r9 + 3712]
+    movzx ebp, r8b
+    mov r8d, ebp
+    test ebx, 2560
+    jz 1f
+1:
+    mov r8d, eax
+    movzx eax, r8b
+    mov qword ptr [r15 + r9 + 3648], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c81:
-    lea r8, [r11 + r11*1]
-    mov r9, r8
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 64]
-    mov esi, 177
-    vpor xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*8]
+    lea r8, [r11 + r11*8]
     lea rbp, [r11 + r11*1]
-    and r9, 1984
-    movsxd rsi, dword ptr [r15 + r9 + 1472]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 134
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov byte ptr [r15 + r9 + 1344], bpl
-    mov byte ptr [r15 + r9 + 1536], sil
-    test ebx, 2304
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    movzx r9d, al
+    add rax, qword ptr [r15 + r8 + 1856]
+    test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r9 + 1728]
-    .byte 0x66, 0x90
+    mov r9d, eax
+    add r9, qword ptr [r15 + r8 + 1792]
+    lea r9, [r11 + r11*1]
+    mov eax, 159
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 448], 202
+    test ebx, 1280
+    jnz 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1472], r9d
+    mov dword ptr [r15 + r8 + 1728], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 1600]
+    mov byte ptr [r15 + r8 + 1664], r9b
+    mov dword ptr [r15 + r8 + 1536], 55
+    mov qword ptr [r15 + rbp + 64], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, al
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r8 + 128]
-    and esi, dword ptr [r15 + r9 + 1664]
-    mov r8, qword ptr [r15 + r9 + 1600]
-    mov dword ptr [r15 + rbp + 384], 61
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, 118
-    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm0
+    vpmovmskb r9d, xmm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c82:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov eax, 107
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 145
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jz 1f
-1:
-    mov esi, 81
-    mov byte ptr [r15 + 0], sil
-    mov rsi, rsi
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    mov r9d, r9d
+    test ebx, 1792
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 128
+    mov r9, r9
+    movsxd rax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rsi
-    lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 256]
-    lea rbp, [r11 + r11*1]
+    movzx r9d, al
+    mov r9, r9
+    mov r9d, 178
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 64
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
     lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 384]
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
-    jmp 1f
+    lea rbp, [r11 + r11*1]
+    test ebx, 6400
+    jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    mov dword ptr [r15 + r9 + 64], 84
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 512], r8
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r9b
-    mov rbp, qword ptr [r15 + r8 + 192]
-    movzx r8d, byte ptr [r15 + r9 + 512]
+    movzx eax, byte ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 448], 87
+    mov ebp, eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 192], rbp
+    mov eax, 160
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c83:
-    mov r8d, 187
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov r8d, r8d
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov rbp, rax
     test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jnz 1f
 1:
-    mov r8d, 178
+    jmp 1f
+1:
+    movzx eax, al
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    test ebx, 2816
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], al
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    test ebx, 2048
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
-    and r8, 192
-    movsxd r9, dword ptr [r15 + r8 + 576]
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], bpl
     lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9, rsi
+    vpor xmm14, xmm14, xmm14
     and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov esi, esi
-    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 192], ebp
+    test ebx, 1280
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    vmovq qword ptr [r15 + rbp + 256], xmm14
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 320]
+    and rbp, 64
+    add rax, qword ptr [r15 + rbp + 448]
+    movzx r9d, al
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 640]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + r8 + 704], rdx
-    test ebx, 1280
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 768], edx
-    and edx, dword ptr [r15 + rbp + 320]
-    mov rsi, qword ptr [r15 + r9 + 320]
+    mov rax, rax
+    add rax, qword ptr [r15 + rbp + 512]
+    mov byte ptr [r15 + r8 + 384], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c84:
-    lea r9, [r11 + r11*4]
-    mov edx, 177
-    and r9, 8128
-    mov rdx, qword ptr [r15 + r9 + 7680]
     jmp 1f
 1:
+    jmp 1f
+1:
+    movzx eax, al
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + rbp + 896]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov edx, 61
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
     jmp 1f
 1:
     test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 82
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 7488], rbp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 320]
-    mov esi, edx
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov r8d, 56
-    mov qword ptr [r15 + r9 + 7616], r8
-    movzx r8d, r8b
-    test ebx, 196096
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 384]
-    vpor xmm0, xmm0, xmm0
-    and r8d, dword ptr [r15 + r9 + 7744]
-    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    vmovdqu xmm14, xmmword ptr [r15 + rbp + 1024]
+    test ebx, 1280
+    jz 1f
 1:
-    mov r8, r8
-    mov dword ptr [r15 + r9 + 7552], 144
+    vmovq xmm14, rax
+    movsxd rax, dword ptr [r15 + r9 + 128]
+    lea r9, [r11 + r11*1]
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 1152]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    mov rax, qword ptr [r15 + rbp + 1088]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 253
-    vpcmpeqb xmm0, xmm0, xmm11
-    movzx r8d, r8b
+    mov dword ptr [r15 + r9 + 512], eax
+    mov byte ptr [r15 + rbp + 832], al
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c85:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 150
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov rsi, qword ptr [r15 + r8 + 7680]
-    test ebx, 1572864
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    vpor xmm14, xmm14, xmm14
+    movzx r9d, r8b
     jmp 1f
 1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 192]
-    mov rdx, qword ptr [r15 + r8 + 7872]
-    test ebx, 512
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 7744], rdx
-    movzx edx, byte ptr [r15 + r8 + 7808]
-    mov dword ptr [r15 + r8 + 7488], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r8 + 7552], dl
-    mov rdx, rdx
-    jmp 1f
+    mov r8d, 41
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 7616], r9d
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    movsxd rdx, dword ptr [r15 + r8 + 7936]
-    test ebx, 1073741824
+    and eax, dword ptr [r15 + r9 + 384]
+    test ebx, 1043968
     jz 1f
 1:
-    mov rdx, rdx
-    add rdx, qword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + rbp + 256], rdx
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], rbp
+    mov dword ptr [r15 + r8 + 512], 75
+    lea r8, [r11 + r11*1]
+    nop
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 512]
+    test ebx, 768
+    jz 1f
+1:
+    .byte 0x66, 0x90
+    movzx eax, byte ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 448], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c86:
-    lea r9, [r11*4]
-    and r9, 192
-    vmovdqu ymmword ptr [r15 + r9 + 704], ymm0
-    vpcmpeqb xmm0, xmm0, xmm12
     jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 243
-    mov rdx, r9
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    movzx ebp, dl
-    add rdx, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    mov rax, qword ptr [r15 + r8 + 640]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm14
+    test ebx, 512
     jnz 1f
 1:
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r9 + 640], edx
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 140
-    mov edx, 70
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov r8, rdx
+    mov dword ptr [r15 + 0], 14
+    mov eax, 113
+    mov dword ptr [r15 + 0], 8
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    vpaddd xmm14, xmm14, xmm14
+    mov eax, 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + rbp + 128], r8b
-    add r8, qword ptr [r15 + r9 + 768]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r9 + 448]
+    mov r9, rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, r9
+    lea r9, [r11 + r11*1]
+    mov rax, r9
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r8 + 768], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 704], r9
+    mov eax, 95
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 576], r9d
+    mov eax, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c87:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    and rbp, 192
-    movsxd rdx, dword ptr [r15 + rbp + 576]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    movzx r9d, r8b
-    mov dword ptr [r15 + rbp + 704], 37
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9, r9
+    movzx eax, byte ptr [r15 + 0]
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r9d, xmm0
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r9d, dword ptr [r15 + 0]
-    .byte 0x66, 0x90
-    movzx edx, r9b
+    mov eax, 51
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r9d, dl
-    movzx r9d, byte ptr [r15 + 0]
-    and r9d, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + rbp + 768], 129
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r8
     test ebx, 1073741824
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov edx, 225
-    mov r8d, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
     and r9, 64
-    mov byte ptr [r15 + r9 + 256], dl
-    movzx edx, r9b
-    test ebx, 1024
+    and eax, dword ptr [r15 + r9 + 256]
+    mov rbp, rax
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r8 + 640], 252
+    mov r9d, eax
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 192], edx
-    mov edx, edx
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm0
+    movzx eax, r9b
+    vpaddd xmm14, xmm14, xmm14
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r8 + 768]
+    add rax, qword ptr [r15 + r9 + 512]
+    mov byte ptr [r15 + r8 + 704], al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c88:
-    lea r8, [r11*4]
-    and r8, 192
     lea r9, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r8 + 768]
+    lea rbp, [r11 + r11*1]
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 448]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
+    movsxd rax, dword ptr [r15 + r9 + 448]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8d, 183
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 118
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 25
-    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
+    lea r8, [r11*8]
+    mov dword ptr [r15 + r9 + 512], 142
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7744], r8d
+    mov r9d, dword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 128], ebp
-    mov edx, dword ptr [r15 + r9 + 512]
-    mov r9d, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov byte ptr [r15 + r8 + 640], r9b
-    mov dword ptr [r15 + r8 + 704], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], 34
-    mov qword ptr [r15 + r8 + 576], r9
+    mov qword ptr [r15 + r8 + 7616], r9
     jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 7488], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 7808], r9
+    vpcmpeqb xmm14, xmm14, xmm7
+    movsxd r9, dword ptr [r15 + r8 + 7680]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 7552]
+    mov r8d, 244
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c89:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 384]
-    mov r8, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    imul r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm0
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 256], r8
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm0
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 448], r8b
+    lea r8, [r11*4]
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], 34
+    mov r9d, 213
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    vpmovmskb r9d, xmm2
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], r9b
+    mov r9, qword ptr [r15 + rbp + 448]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 576], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 448]
+    mov eax, 30
+    movzx eax, byte ptr [r15 + r8 + 704]
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
+    movzx ebp, bpl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
@@ -12951,487 +12731,498 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rbp, rbp
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 3328
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r8d, r8d
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], r9d
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 192]
+    test ebx, 1280
+    jz 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r8
-    test ebx, 512
-    jnz 1f
-1:
-    mov edx, ebp
-    mov byte ptr [r15 + rbp + 384], sil
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 64], 191
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], r8d
+    lea r8, [r11*8]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1664], 76
+    mov eax, dword ptr [r15 + r8 + 1408]
+    mov edx, 110
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 512], edx
-    mov byte ptr [r15 + r9 + 256], dl
+    movzx eax, dl
+    mov byte ptr [r15 + rbp + 128], al
+    mov byte ptr [r15 + r8 + 1536], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
+    and eax, dword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + r8 + 1600], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + r9 + 192]
+    add rax, qword ptr [r15 + r8 + 1728]
+    mov r8, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c91:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*8]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 384]
-    and r8, 8128
-    mov byte ptr [r15 + r8 + 7680], r8b
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + 0], rdx
+    movzx edx, dl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    mov edx, 225
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb edx, xmm14
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 189
+    vmovdqu ymmword ptr [r15 + 0], ymm13
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + r8 + 7616]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r8d
-    mov edx, r9d
-    mov edx, 189
-    test ebx, 768
-    jnz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 448], r8b
-    mov byte ptr [r15 + r8 + 8000], dl
-    mov byte ptr [r15 + r8 + 7552], dl
-    mov edx, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 7872], 32
-    mov qword ptr [r15 + r8 + 7744], rdx
-    mov byte ptr [r15 + r8 + 7488], bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov edx, 163
+    test ebx, 2816
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edx, 57
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmm6
+    and edx, dword ptr [r15 + r8 + 64]
+    mov byte ptr [r15 + r9 + 512], dl
+    lea r8, [r11 + r11*1]
     test ebx, 512
     jnz 1f
 1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 7808]
-    mov byte ptr [r15 + r8 + 7936], dl
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    movzx edx, r8b
+    mov dword ptr [r15 + r8 + 128], 62
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c92:
-    lea r9, [r11 + r11*1]
-    movzx edx, r9b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 58
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    test ebx, 2304
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dl
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    movzx eax, dl
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    movzx eax, r8b
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     and edx, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r8d, eax
+    mov eax, 110
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, 253
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 152
-    lea r8, [r11 + r11*1]
-    mov edx, 85
-    mov rdx, qword ptr [r15 + r9 + 256]
-    test ebx, 2048
-    jnz 1f
+    mov eax, eax
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6400
+    jz 1f
+1:
+    mov rax, rax
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 179
-    mov edx, dword ptr [r15 + r8 + 448]
-    movsxd r8, dword ptr [r15 + rbp + 320]
+    and eax, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    xor dword ptr [r15 + rbp + 384], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    mov dword ptr [r15 + r8 + 128], 52
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 188
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c93:
-    lea r8, [r11 + r11*1]
-    mov ebp, 231
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1344], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov ebp, 244
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov edx, ebp
-    mov edx, dword ptr [r15 + rbp + 1600]
-    mov dword ptr [r15 + rbp + 1856], r8d
+    test ebx, 512
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + rbp + 1472]
-    add rdx, qword ptr [r15 + rbp + 1728]
-    movzx r9d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rbp, qword ptr [r15 + 0]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 1408], rdx
-    jmp 1f
+    mov dword ptr [r15 + r9 + 320], 114
+    lea r8, [r11 + r11*1]
+    test ebx, 4864
+    jnz 1f
 1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov ebp, dword ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 384], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1536], edx
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 1664]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 1792]
-    mov qword ptr [r15 + r8 + 256], rdx
-    add rdx, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], r8d
+    movsxd rbp, dword ptr [r15 + r8 + 512]
+    imul r8d, ebp, 87
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c94:
+    movsxd r8, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 243
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov edx, 96
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, r8
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*2]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], ebp
-    mov rdx, qword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 118
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov rbp, r9
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    lea rbp, [r11 + r11*1]
+    movzx r8d, bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
     and r9, 64
-    lea r8, [r11 + r11*2]
-    mov dword ptr [r15 + r9 + 512], 173
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7552], 19
+    mov dword ptr [r15 + r9 + 512], 194
+    mov qword ptr [r15 + rbp + 256], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 640]
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 7488]
-    mov r9d, dword ptr [r15 + r8 + 7616]
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 384], r9d
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    movzx r9d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c95:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 161
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r9b
+    add r8, qword ptr [r15 + 0]
+    test ebx, 784128
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 105
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r8d, r9d
+    mov dword ptr [r15 + 0], 191
+    mov r8d, 183
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    mov ebp, 48
-    movzx ebp, bpl
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9d, dword ptr [r15 + 0]
-    lea r8, [r11*4]
-    mov rdx, qword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 104
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    movsxd rsi, dword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + r8 + 768], dl
-    mov dword ptr [r15 + r8 + 640], 23
-    mov qword ptr [r15 + r8 + 576], r9
+    mov qword ptr [r15 + 0], r9
+    mov r9, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 256], rbp
-    mov byte ptr [r15 + r9 + 512], dl
-    mov rdx, rdx
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, 144
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    movzx ebp, byte ptr [r15 + r8 + 384]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 320], rbp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    add r9, qword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
+    movzx r9d, al
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c96:
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 192]
-    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r9d, 179
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7616], 36
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 7680], r9
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 768], 28
+    and eax, dword ptr [r15 + r9 + 7552]
+    mov r8d, 44
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 704], r8b
+    add r8, qword ptr [r15 + rbp + 576]
+    add r8, qword ptr [r15 + rbp + 640]
+    movzx ebp, byte ptr [r15 + r9 + 7744]
     lea rbp, [r11 + r11*1]
-    mov r8d, 2
-    test ebx, 1536
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rsi, r8
+    and r8d, dword ptr [r15 + r9 + 7488]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 154
-    mov dword ptr [r15 + 0], 215
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    vpcmpeqb xmm0, xmm0, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm0, xmm0, 136
-    mov r8d, 85
-    mov r8, r8
-    lea r8, [r11 + r11*1]
-    test ebx, 2560
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 320], dl
-    mov rdx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 256], r9d
-    and edx, dword ptr [r15 + rbp + 448]
-    mov qword ptr [r15 + r8 + 384], rdx
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
+    and r8d, dword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c97:
-    mov byte ptr [r15 + 0], dl
+    movzx r8d, r8b
+    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov edx, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    mov dword ptr [r15 + 0], 136
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 72
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    and r8, 448
+    vmovq qword ptr [r15 + r8 + 960], xmm14
+    mov dword ptr [r15 + r8 + 1280], r8d
+    movzx ebp, r8b
+    test ebx, 1536
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx r8d, dl
+    mov dword ptr [r15 + r8 + 896], 186
+    movzx ebp, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 69
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 512]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9d, dword ptr [r15 + r8 + 1088]
+    mov dword ptr [r15 + r8 + 1024], r8d
     and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 192], 134
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 320]
+    movzx eax, byte ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 1152], bpl
+    movzx r9d, al
     jmp 1f
 1:
-    mov esi, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], edx
+    mov dword ptr [r15 + rbp + 128], eax
+    and eax, dword ptr [r15 + r9 + 512]
+    test ebx, 3328
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + rbp + 256], r8
+    mov dword ptr [r15 + r8 + 1216], 114
+    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
     jmp 1f
 1:
     add r11, 64
@@ -13439,262 +13230,269 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c98:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, rsi
-    mov r8d, 206
+    mov rax, rax
+    mov byte ptr [r15 + 0], al
+    mov dword ptr [r15 + 0], 185
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 4864
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
+    mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 38
-    mov r8d, edx
-    mov edx, r8d
-    movzx edx, dl
+    vpshufd xmm14, xmm14, 251
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    and eax, dword ptr [r15 + 0]
+    test ebx, 512
+    jnz 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + 0], r8b
+    and eax, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 384]
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rsi
+    and eax, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    mov r8, rax
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 195
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov rbp, qword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    mov rsi, qword ptr [r15 + r8 + 448]
-    test ebx, 1280
+    test ebx, 1073741824
     jz 1f
 1:
+    add rbp, qword ptr [r15 + r9 + 128]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 320], 34
-    add r8, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 128], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c99:
+    mov qword ptr [r15 + 0], rdx
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 168
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov ebp, 21
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1280
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 0]
+    mov r8d, 189
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    and r9d, dword ptr [r15 + r8 + 7680]
-    lea rbp, [r11*4]
+    mov qword ptr [r15 + 0], rbp
+    movsxd r8, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 7552]
-    and rbp, 192
-    add r9, qword ptr [r15 + rbp + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 10752
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rbp, r9
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 448]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 7488], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 256], 107
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 7616], r9d
-    mov dword ptr [r15 + rbp + 704], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov edx, 33
-    mov dword ptr [r15 + r8 + 7744], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 768]
-    mov qword ptr [r15 + r8 + 7808], rdx
-    mov qword ptr [r15 + r9 + 448], rdx
+    mov dword ptr [r15 + rbp + 512], r9d
+    mov r8, r9
+    movzx r8d, byte ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c100:
-    mov edx, 118
-    mov dword ptr [r15 + 0], edx
-    movzx edx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r9d, 187
-    mov qword ptr [r15 + 0], r9
-    vpmovmskb ebp, xmm0
+    mov dword ptr [r15 + 0], 253
+    mov dword ptr [r15 + 0], 188
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], bpl
+    vpshufd xmm14, xmm14, 94
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8366080
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vpor xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], eax
+    movzx r8d, r9b
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    xor dword ptr [r15 + 0], ebp
     test ebx, 1024
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 256]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
+    movzx ebp, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov r9, rbp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 217
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    mov qword ptr [r15 + r8 + 448], r8
-    jmp 1f
-1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 256], 232
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 512]
+    mov rdx, rax
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 128], bpl
-    movzx r9d, r8b
-    mov r9d, dword ptr [r15 + rbp + 192]
+    and eax, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 192], al
+    mov qword ptr [r15 + r9 + 448], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c101:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 22
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov byte ptr [r15 + 0], al
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r8, r9
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], 244
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1280
+    test ebx, 1073741824
     jnz 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    mov r9d, r8d
-    lea r9, [r11 + r11*1]
-    test ebx, 4608
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    movzx r8d, r8b
-    and r9, 64
+    lea rbp, [r11 + r11*1]
+    vpaddd xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 256]
+    test ebx, 768
+    jnz 1f
+1:
+    movzx edx, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + r9 + 448]
+    test ebx, 768
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 256]
+    add rdx, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 512], ebp
+    movzx edx, r9b
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 192], 97
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 448], rdx
     jmp 1f
 1:
     add r11, 64
@@ -13702,252 +13500,256 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c102:
-    jmp 1f
-1:
+    mov edx, 140
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    imul ebp, r9d, 88
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov rdx, rdx
+    test ebx, 2304
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 149
-    movzx ebp, r9b
-    test ebx, 768
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 512]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    or qword ptr [r15 + r8 + 64], 8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
-    movzx esi, r9b
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 128]
     test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r8b
-    mov dword ptr [r15 + r9 + 320], 214
-    mov ebp, esi
+    mov edx, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov edx, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 448]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], ebp
+    movzx edx, r8b
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov r9d, 27
+    mov r9d, r9d
+    mov dword ptr [r15 + rbp + 320], 40
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
+    movzx r9d, r9b
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c103:
-    mov ebp, ebp
-    mov rbp, qword ptr [r15 + 0]
-    mov esi, esi
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 64], xmm14
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, esi
-    movsxd rsi, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
     jz 1f
 1:
-    mov esi, esi
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 512], r8
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 320]
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    vpor xmm0, xmm0, xmm0
     jmp 1f
 1:
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 37
+    imul rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2816
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 128], ebp
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 384], xmm14
+    and r9d, dword ptr [r15 + rbp + 512]
+    mov ebp, 30
+    test ebx, 5632
+    jnz 1f
+1:
+    mov r9d, 155
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 320], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c104:
-    mov ebp, 121
-    lea rbp, [r11*4]
-    mov r8d, 18
-    and rbp, 192
-    movsxd r8, dword ptr [r15 + rbp + 768]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, dl
+    mov byte ptr [r15 + 0], bpl
+    mov r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 519424
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    test ebx, 768
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    vpor xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 116
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov r8d, 157
-    mov r8d, 89
-    test ebx, 1073741824
+    mov r9, r9
+    test ebx, 2560
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
+    imul r8, rbp
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    mov dword ptr [r15 + rbp + 512], 148
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov rdx, rsi
-    mov dword ptr [r15 + rbp + 576], edx
-    test ebx, 1024
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 256], rdx
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 128]
-    test ebx, 1048576
+    movzx ebp, r8b
+    mov r8, r9
+    mov r8, qword ptr [r15 + r9 + 384]
+    mov ebp, 129
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + rbp + 640]
-    mov r8d, 195
-    add rsi, qword ptr [r15 + rbp + 704]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 240
+    movzx r8d, bpl
+    and r8d, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c105:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 256]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, 194
-    mov esi, 4
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], rsi
-    test ebx, 1073741824
-    jz 1f
+    and r8, 192
+    add r9, qword ptr [r15 + r8 + 576]
+    mov edx, r9d
+    test ebx, 512
+    jnz 1f
 1:
-    mov esi, 106
-    and esi, dword ptr [r15 + r8 + 1344]
+    mov r9d, r8d
     lea r9, [r11 + r11*1]
-    mov rbp, r9
-    mov ebp, 235
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rdx, rbp
+    mov dword ptr [r15 + rbp + 192], edx
     and r9, 64
-    add rsi, qword ptr [r15 + r9 + 320]
-    mov rbp, rsi
-    lea rbp, [r11 + r11*1]
-    movzx edx, bpl
+    movzx edx, byte ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 227
-    xor dword ptr [r15 + r8 + 1472], ebp
-    mov byte ptr [r15 + rbp + 256], bpl
+    mov edx, 242
+    mov dword ptr [r15 + r9 + 384], edx
+    mov edx, dword ptr [r15 + r8 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + r9 + 384], 106
-    mov dword ptr [r15 + r8 + 1536], ebp
+    movsxd rdx, dword ptr [r15 + r8 + 768]
+    mov r9d, dword ptr [r15 + r8 + 640]
     jmp 1f
 1:
     add r11, 64
@@ -13955,2159 +13757,2196 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c106:
-    lea rbp, [r11 + r11*8]
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 3776], rbp
-    mov dword ptr [r15 + rbp + 3584], 229
-    mov r9, qword ptr [r15 + rbp + 3392]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, bpl
-    test ebx, 7796736
-    jz 1f
+    mov edx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 3520], r9d
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 64]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edx, bpl
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, rbp
-    mov rsi, qword ptr [r15 + rbp + 3456]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 92
-    mov dword ptr [r15 + rbp + 3648], r8d
+    mov rbp, rdx
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 234
+    test ebx, 1792
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 8
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    add rsi, qword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 3712], esi
-    mov esi, r9d
-    test ebx, 512
-    jz 1f
+    movzx ebp, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    and edx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 14
+    test ebx, 1073741824
+    jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 3840]
-    and esi, dword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + rbp + 3904], rsi
+    mov dword ptr [r15 + r8 + 320], 89
+    add rdx, qword ptr [r15 + r9 + 128]
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c107:
-    lea r8, [r11*4]
-    mov esi, 57
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], 137
-    mov byte ptr [r15 + r8 + 640], r9b
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 768]
     lea rbp, [r11 + r11*1]
-    mov edx, ebp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
+    mov dword ptr [r15 + rbp + 128], 70
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, rbp
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1792
+    jnz 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 171
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    vpor xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + 0], dl
     movzx edx, dl
-    mov byte ptr [r15 + rbp + 128], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rdx, rdx
-    mov edx, esi
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    test ebx, 1506816
+    jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r9 + 512]
+    mov edx, edx
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 576], 62
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov edx, r9d
+    and edx, dword ptr [r15 + rbp + 64]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 320], r9b
+    mov qword ptr [r15 + r9 + 512], r8
+    mov r9d, 196
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c108:
-    lea rbp, [r11*4]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 768], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm0, xmm0, xmm3
+    mov qword ptr [r15 + 0], rdx
+    mov r9d, 239
+    mov edx, 107
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, ebp
+    add rdx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 239
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 145
-    mov rdx, qword ptr [r15 + rbp + 576]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 110
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    movzx esi, dl
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, esi
-    mov dword ptr [r15 + rbp + 640], 60
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 704], 64
-    test ebx, 450048
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    vpmovmskb r9d, xmm14
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r8 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 235
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 2304
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 256]
-    mov qword ptr [r15 + r9 + 192], rbp
+    add rdx, qword ptr [r15 + r9 + 256]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 60
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 207
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 448]
+    and edx, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdx, rdx
+    add rdx, qword ptr [r15 + r9 + 192]
+    and r9d, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c109:
-    mov qword ptr [r15 + 0], rbp
-    mov r9d, r9d
-    movzx r9d, r9b
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov r9d, 6
+    mov r9d, 81
+    vpmovmskb r9d, xmm14
+    lea r9, [r11 + r11*1]
+    test ebx, 2560
+    jz 1f
+1:
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7552], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
+    mov edx, 132
+    mov edx, 83
+    mov rdx, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq xmm14, rdx
+    mov edx, 170
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 5
-    mov dword ptr [r15 + 0], r9d
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 131
-    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
     test ebx, 768
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
+    mov rdx, rdx
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 64], r8b
+    and r8, 1984
+    mov edx, dword ptr [r15 + r8 + 1408]
+    mov rax, rdx
+    mov edx, 176
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, rbp
+    and edx, dword ptr [r15 + rbp + 128]
+    mov rbp, rdx
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    movzx edx, r9b
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 171
-    mov qword ptr [r15 + r9 + 256], rdx
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    mov dword ptr [r15 + r8 + 512], r9d
-    mov r8, qword ptr [r15 + r9 + 384]
+    movsxd rdx, dword ptr [r15 + r8 + 1344]
+    mov r8, qword ptr [r15 + r9 + 7488]
+    movzx ebp, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c110:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 105
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 2048
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 255
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    movzx r8d, r8b
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    movzx edx, r9b
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
+    lea r9, [r11*8]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7680], r9
+    mov ebp, 90
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 64], bpl
-    mov byte ptr [r15 + r8 + 384], bpl
+    mov r8d, 52
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 33
-    mov r8d, dword ptr [r15 + rbp + 448]
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
+    test ebx, 2304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + r9 + 128]
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 7872]
+    and edx, dword ptr [r15 + r9 + 7808]
+    mov byte ptr [r15 + r9 + 7616], dl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 7936]
     jmp 1f
 1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
+    test ebx, 768
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 7744]
+    movzx edx, byte ptr [r15 + rbp + 512]
+    movsxd rbp, dword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c111:
-    mov r9d, 162
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 93
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r8d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, r9
+    mov r8, r8
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 20
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     jmp 1f
 1:
-    test ebx, 2048
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r9d, 6
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 137
-    mov byte ptr [r15 + 0], r8b
-    movzx r9d, r9b
-    test ebx, 65536
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 256]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9d, 179
-    jmp 1f
-1:
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov edx, r8d
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 320]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
     test ebx, 1073741824
     jz 1f
 1:
     and r9, 64
-    and edx, dword ptr [r15 + r9 + 448]
-    mov dword ptr [r15 + rbp + 384], r8d
-    mov rbp, rsi
+    add rdx, qword ptr [r15 + r9 + 448]
+    mov rax, rdx
+    add rdx, qword ptr [r15 + rbp + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 512], 164
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 192], rbp
+    movzx edx, al
+    add rdx, qword ptr [r15 + r8 + 384]
+    movsxd rax, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c112:
+    movzx edx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rbp, rbp
-    mov ebp, 166
+    movsxd rdx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1043200
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov rdx, r9
+    lea r8, [r11*4]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 384]
+    vpaddd xmm14, xmm14, xmm14
+    test ebx, 3328
+    jnz 1f
+1:
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], r8
     lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1024], r9d
+    mov qword ptr [r15 + r8 + 704], rbp
     and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 128]
-    vmovdqu ymmword ptr [r15 + r9 + 1216], ymm0
+    mov dword ptr [r15 + rbp + 320], 23
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 1152], r8
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + r9 + 832], dl
-    mov qword ptr [r15 + r9 + 1088], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 64]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 896], 182
-    mov byte ptr [r15 + r8 + 384], dl
+    mov edx, dword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, rdx
-    add rdx, qword ptr [r15 + r9 + 960]
+    mov edx, 242
+    add rdx, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r9d
+    movsxd rax, dword ptr [r15 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c113:
-    lea rbp, [r11*4]
-    movzx edx, r9b
-    and rbp, 192
-    or qword ptr [r15 + rbp + 640], 60
-    jmp 1f
-1:
-    mov edx, 9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov edx, r8d
-    mov edx, edx
+    test ebx, 3072
+    jnz 1f
+1:
+    vpor xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1344]
+    mov r9, rax
+    lea r9, [r11*4]
+    mov rax, qword ptr [r15 + rbp + 1408]
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], r9d
+    movzx eax, r9b
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 320]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovq xmm0, rdx
+    mov byte ptr [r15 + rbp + 1472], al
+    mov dword ptr [r15 + r9 + 768], 159
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 235
-    jmp 1f
-1:
-    mov esi, esi
-    test ebx, 1073741824
+    movzx eax, al
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    add rax, qword ptr [r15 + r9 + 640]
+    test ebx, 512
     jz 1f
 1:
+    mov eax, r9d
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 704], sil
-    mov rsi, qword ptr [r15 + r8 + 384]
-    and esi, dword ptr [r15 + rbp + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
-    mov esi, dword ptr [r15 + r9 + 448]
-    vmovdqu ymmword ptr [r15 + rbp + 768], ymm0
+    add rax, qword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c114:
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, rax
+    imul eax, edx, 45
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 135
-    jmp 1f
-1:
-    mov esi, esi
-    test ebx, 512
-    jnz 1f
-1:
-    movzx esi, sil
-    mov r9d, 11
-    lea r9, [r11*8]
-    mov esi, 81
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1792], rbp
-    mov qword ptr [r15 + r9 + 1536], r9
-    mov esi, 7
+    movzx eax, dl
+    mov dword ptr [r15 + 0], 161
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + r9 + 1728], sil
-    add qword ptr [r15 + r9 + 1472], rsi
-    mov esi, 181
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ebp, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 177
+    jmp 1f
+1:
+    movzx ebp, al
     test ebx, 1073741824
     jnz 1f
 1:
+    mov ebp, 110
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dl
     lea rbp, [r11 + r11*1]
-    movzx edx, bpl
+    jmp 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
+    mov dword ptr [r15 + rbp + 384], 241
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 384], 238
-    add r8, qword ptr [r15 + r9 + 1408]
-    mov qword ptr [r15 + r9 + 1600], rsi
-    movzx esi, r8b
-    test ebx, 512
-    jnz 1f
-1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 64], rbp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1664], 185
-    mov r8, r8
-    test ebx, 1280
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 128], r8d
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 1344]
+    mov rdx, qword ptr [r15 + r8 + 128]
+    and edx, dword ptr [r15 + r9 + 384]
+    movsxd r8, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c115:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, r8
+    mov r9d, edx
+    vpor xmm14, xmm14, xmm14
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 245
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*2]
-    lea rbp, [r11 + r11*4]
-    and r8, 448
-    mov r9d, dword ptr [r15 + r8 + 960]
-    movsxd rsi, dword ptr [r15 + r8 + 832]
-    and rbp, 8128
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 7680], r9
-    and edx, dword ptr [r15 + rbp + 7616]
-    test ebx, 1073741824
-    jnz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], 204
-    mov dword ptr [r15 + rbp + 7488], 7
-    jmp 1f
+    mov dword ptr [r15 + r9 + 128], 192
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    test ebx, 2304
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 896]
-    movsxd r8, dword ptr [r15 + rbp + 7552]
-    and r8d, dword ptr [r15 + rbp + 7744]
+    mov byte ptr [r15 + 0], r9b
+    mov r8d, 111
+    mov dword ptr [r15 + 0], 121
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r9 + 192], r8
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    movzx r8d, r8b
+    mov qword ptr [r15 + 0], rax
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 135
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 384], edx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 64], dil
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c116:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 25
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r8d, 239
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
+    mov edx, 253
     movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, r8d
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 4608
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, dl
-    mov edx, r9d
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 576], ymm0
-    mov dword ptr [r15 + r8 + 768], esi
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 704], rsi
-    lea r9, [r11 + r11*1]
-    mov rsi, r8
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 640], rsi
     test ebx, 1024
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 64], esi
-    mov esi, 43
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
+    movzx edx, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 512
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
+    mov edx, 246
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    and r9, 192
+    mov edx, dword ptr [r15 + r9 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov r8, rdx
+    mov r8d, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, al
+    and r8d, dword ptr [r15 + rbp + 128]
+    movsxd rdx, dword ptr [r15 + r9 + 704]
+    test ebx, 768
+    jz 1f
+1:
+    mov r8d, r8d
+    mov byte ptr [r15 + r9 + 768], r8b
+    mov dword ptr [r15 + r9 + 640], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c117:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r8, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, sil
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
+    jmp 1f
 1:
-    add rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, rsi
+    movzx r8d, r8b
     jmp 1f
 1:
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    add r8, qword ptr [r15 + 0]
+    mov edx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    test ebx, 4864
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 6
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov rsi, rsi
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 448]
     jmp 1f
 1:
-    mov rsi, rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + rbp + 512]
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + r8 + 256], r9
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 256], rbp
-    mov rsi, qword ptr [r15 + r9 + 192]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 135
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    mov esi, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r9 + 448], edx
-    mov qword ptr [r15 + rbp + 64], rsi
+    mov r8, qword ptr [r15 + r9 + 128]
+    movsxd rbp, dword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c118:
-    mov r9, rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 147
+    movzx r9d, r9b
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    test ebx, 1048576
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 10
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 29
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
+    mov r9d, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1280
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    vmovq xmm14, r8
+    test ebx, 768
+    jnz 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], rsi
+    mov dword ptr [r15 + r9 + 256], r9d
+    mov r8d, 224
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 640], edx
-    mov rsi, rsi
-    mov dword ptr [r15 + r8 + 512], 57
+    mov qword ptr [r15 + r9 + 192], r8
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 256]
-    movzx r8d, byte ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + rbp + 768], r8
+    mov r9d, r8d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov r9d, 200
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 512], r9d
+    mov qword ptr [r15 + r8 + 128], r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c119:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 223
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 78
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 135
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 64], r8b
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 250
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test ebx, 512
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    jmp 1f
-1:
+    movzx ebp, r9b
     lea rbp, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
     and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
+    mov byte ptr [r15 + rbp + 448], bpl
+    test ebx, 5120
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + rbp + 256]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + r8 + 64], rbp
+    mov dword ptr [r15 + r9 + 64], 239
+    mov r9, qword ptr [r15 + rbp + 512]
+    and ebp, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c120:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 82
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 196
-    lea r8, [r11 + r11*1]
     lea rbp, [r11*4]
+    and rbp, 192
+    movzx r8d, byte ptr [r15 + rbp + 704]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    or qword ptr [r15 + r9 + 192], 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm14, xmm14, xmm14
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 256]
-    and rbp, 192
-    add rsi, qword ptr [r15 + rbp + 704]
-    mov r9d, 94
-    test ebx, 1073741824
+    mov r8, rax
+    mov r8d, 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 768], r9
-    movzx r9d, byte ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + 0], 35
+    and r8d, dword ptr [r15 + r9 + 256]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 576], 154
+    and r8d, dword ptr [r15 + rbp + 640]
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r9b
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 320]
-    mov rsi, rsi
-    mov qword ptr [r15 + r8 + 192], r8
-    test ebx, 2304
     jnz 1f
 1:
-    jmp 1f
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], rbp
+    mov r8, r9
+    movzx r8d, byte ptr [r15 + rbp + 768]
+    test ebx, 1073741824
+    jz 1f
 1:
-    jmp 1f
-1:
-    mov esi, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 64], 151
+    mov r9d, 248
+    movsxd r9, dword ptr [r15 + rbp + 576]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c121:
+    lea r9, [r11*4]
+    and r9, 192
+    and r8d, dword ptr [r15 + r9 + 576]
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
+    add r8, qword ptr [r15 + r9 + 640]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 4032
-    movsxd rsi, dword ptr [r15 + rbp + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 3584], 33
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
-    mov byte ptr [r15 + rbp + 3840], sil
     jmp 1f
 1:
-    test ebx, 8331264
-    jnz 1f
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
 1:
-    mov esi, r9d
-    movzx r8d, bpl
-    mov dword ptr [r15 + rbp + 3648], r8d
+    vmovq xmm14, r8
+    vpcmpeqb xmm14, xmm14, xmm9
+    vpshufd xmm14, xmm14, 69
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov esi, dword ptr [r15 + rbp + 3456]
     and r8, 64
     movzx edx, byte ptr [r15 + r8 + 320]
-    movsxd rax, dword ptr [r15 + rbp + 3712]
-    mov dword ptr [r15 + r8 + 384], 138
-    test ebx, 1073741824
-    jnz 1f
+    movzx eax, bpl
+    and eax, dword ptr [r15 + rbp + 384]
+    mov ebp, 205
+    test ebx, 1792
+    jz 1f
 1:
-    mov r8d, eax
-    mov dword ptr [r15 + r9 + 128], r8d
-    and r8d, dword ptr [r15 + rbp + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov dword ptr [r15 + rbp + 3904], 96
-    movsxd rdx, dword ptr [r15 + rbp + 3776]
+    mov dword ptr [r15 + r8 + 384], 201
+    mov byte ptr [r15 + r9 + 704], bpl
+    movzx eax, byte ptr [r15 + r9 + 768]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c122:
-    lea r8, [r11 + r11*8]
     lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    and r8, 4032
-    and edx, dword ptr [r15 + r8 + 3648]
-    mov byte ptr [r15 + r8 + 3584], dl
+    mov r8, rbp
     and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    test ebx, 2048
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 187
+    test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 512], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    add r8, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, ebp
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
 1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + r8 + 3904]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 3392]
-    mov edx, 157
-    mov qword ptr [r15 + r8 + 3840], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], r8d
-    lea rbp, [r11 + r11*1]
-    mov edx, 36
-    movsxd rdx, dword ptr [r15 + r8 + 3776]
     test ebx, 512
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rax
-    and edx, dword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 3712], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 3520], rdx
-    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 177
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 256]
+    mov byte ptr [r15 + r8 + 512], r8b
+    mov dword ptr [r15 + rbp + 64], 94
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c123:
-    lea rbp, [r11 + r11*8]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1856], dl
-    lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + rbp + 1792]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 512]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 1472], r9
-    mov dword ptr [r15 + rbp + 1728], 12
-    mov dword ptr [r15 + rbp + 1408], 221
-    mov byte ptr [r15 + r8 + 128], dl
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    movsxd rax, dword ptr [r15 + r9 + 1216]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + r9 + 1088]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 896], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 832], r9
+    movzx eax, al
+    mov qword ptr [r15 + r9 + 1024], rax
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    and edx, dword ptr [r15 + rbp + 1536]
-    movzx r8d, dl
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 960], 91
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1600], r8b
-    mov qword ptr [r15 + rbp + 1664], r8
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
+    mov edx, ebp
+    movzx edx, byte ptr [r15 + r9 + 1152]
+    test ebx, 512
+    jz 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmm1
-    mov r8d, 128
-    mov r8, rdx
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 512]
+    movzx edx, byte ptr [r15 + r9 + 1280]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 448], edx
+    mov dword ptr [r15 + r8 + 128], 242
+    test ebx, 4864
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c124:
-    and r8d, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    movzx edx, r8b
-    mov r8d, edx
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm0
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
-    mov dword ptr [r15 + 0], 252
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 448]
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + r8 + 512]
+    lea r8, [r11*8]
     and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + rbp + 256], bpl
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 8128
+    mov edx, dword ptr [r15 + r8 + 7552]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
+    mov rax, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    movzx eax, al
+    mov eax, 238
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 128], r9
-    mov dword ptr [r15 + r9 + 128], 16
-    mov r9d, 243
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + r8 + 7872]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7680], 154
+    and eax, dword ptr [r15 + r8 + 7744]
+    movsxd rdx, dword ptr [r15 + r8 + 7488]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 384], edx
+    and edx, dword ptr [r15 + r8 + 7808]
+    mov dword ptr [r15 + r8 + 7616], 138
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c125:
-    lea r9, [r11*4]
-    mov ebp, ebp
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], 69
+    and edx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, 236
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    vpshufd xmm0, xmm0, 156
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 133
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 8128
-    movzx r8d, byte ptr [r15 + rbp + 7680]
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    lock xadd qword ptr [r15 + 0], rdx
+    test ebx, 5376
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r9 + 576]
-    mov rsi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rdx, qword ptr [r15 + 0]
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 320]
-    mov esi, 192
-    mov byte ptr [r15 + rbp + 7488], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + rbp + 7744]
-    mov dword ptr [r15 + rbp + 7616], ebp
-    mov byte ptr [r15 + rbp + 7552], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 768], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, r8b
+    movzx eax, dl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov edx, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r9 + 704]
-    mov byte ptr [r15 + r8 + 384], r9b
-    movzx r8d, byte ptr [r15 + rbp + 7808]
+    and rbp, 64
+    add qword ptr [r15 + rbp + 128], rbp
+    mov rdx, r8
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 192]
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov r8, rax
+    mov dword ptr [r15 + rbp + 64], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 256], r8b
+    mov rdx, rax
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c126:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov rdx, r8
+    mov byte ptr [r15 + 0], dl
+    test ebx, 2048
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    and edx, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9728
+    jnz 1f
+1:
+    mov edx, 100
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    lea rbp, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 192]
-    and rbp, 1984
-    movzx r9d, byte ptr [r15 + rbp + 1344]
-    mov edx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 126
-    mov dword ptr [r15 + rbp + 1408], r9d
     lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + rbp + 1472]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + r8 + 448], r9d
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 320]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], 157
-    movzx esi, r9b
-    jmp 1f
-1:
+    movsxd rax, dword ptr [r15 + r9 + 64]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, dword ptr [r15 + r9 + 320]
-    and esi, dword ptr [r15 + rbp + 1536]
-    movsxd r9, dword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r9 + 128], r9d
+    add rdx, qword ptr [r15 + r8 + 512]
+    and edx, dword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c127:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 104
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov r9, rsi
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov esi, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    mov esi, r9d
     and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov esi, 23
-    lea r8, [r11 + r11*1]
-    test ebx, 512
+    and r8d, dword ptr [r15 + rbp + 256]
+    mov rdx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 128]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rbp
-    test ebx, 2304
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 151
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r9 + 384]
-    mov byte ptr [r15 + r8 + 64], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 1152], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, r8
+    mov rdx, rdx
+    lock add qword ptr [r15 + r8 + 1024], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 1088], rdx
     jmp 1f
 1:
+    and edx, dword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + rbp + 192]
+    mov r9d, 226
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 896], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edx, dword ptr [r15 + r8 + 960]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov dword ptr [r15 + r9 + 192], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c128:
-    lea rbp, [r11 + r11*8]
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7680], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 512
+    test ebx, 2030080
     jnz 1f
 1:
+    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    add rdx, qword ptr [r15 + r9 + 1088]
+    jmp 1f
+1:
+    test ebx, 1280
+    jz 1f
+1:
+    mov rdx, qword ptr [r15 + r9 + 1216]
+    mov byte ptr [r15 + r9 + 896], dl
+    mov dword ptr [r15 + r9 + 1280], 255
+    mov rax, rdx
+    lea r8, [r11 + r11*1]
+    test ebx, 768
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 512]
+    mov eax, 137
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + r9 + 832], xmm14
+    movzx edx, byte ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r9 + 960], rdx
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + rbp + 8000]
-    lea r9, [r11 + r11*2]
+    jmp 1f
+1:
     and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r8 + 64], 67
+    mov qword ptr [r15 + r8 + 128], r8
+    mov byte ptr [r15 + r9 + 1152], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 1984
-    movzx esi, byte ptr [r15 + r9 + 1472]
-    mov qword ptr [r15 + r9 + 1408], rsi
-    mov rsi, qword ptr [r15 + rbp + 7488]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 7936]
-    jmp 1f
-1:
-    movzx edx, sil
-    test ebx, 7305216
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 1344]
-    mov qword ptr [r15 + r8 + 128], rsi
-    mov rsi, qword ptr [r15 + rbp + 7744]
-    mov qword ptr [r15 + rbp + 7808], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 7616], sil
-    mov qword ptr [r15 + rbp + 7872], rsi
-    mov byte ptr [r15 + rbp + 7552], dl
+    lock xadd qword ptr [r15 + r9 + 1024], r8
+    imul r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c129:
     lea r8, [r11 + r11*1]
-    mov esi, r8d
+    mov eax, r8d
+    lea r9, [r11 + r11*1]
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
+    mov edx, dword ptr [r15 + r8 + 448]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 512
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 100
+    test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock xadd qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     and edx, dword ptr [r15 + 0]
+    mov ebp, 251
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov eax, edx
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 186
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    mov dword ptr [r15 + 0], 104
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm3
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    vmovq qword ptr [r15 + r8 + 128], xmm0
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + rbp + 512]
-    test ebx, 4718592
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 101
-    add rbp, qword ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 512], dl
+    test ebx, 1280
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r9 + 128], edx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c130:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1088], 31
-    mov byte ptr [r15 + rbp + 832], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 69
-    test ebx, 512
-    jz 1f
+    mov edx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, ebp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
     jmp 1f
 1:
-    test ebx, 768
+    vpshufd xmm14, xmm14, 40
+    mov edx, 211
+    test ebx, 2304
     jnz 1f
 1:
-    mov r8d, 36
-    mov eax, 249
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 186
+    mov rdx, qword ptr [r15 + 0]
+    lea rbp, [r11*4]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    and rbp, 192
+    add rdx, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + rbp + 704], 76
+    jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 192]
-    movsxd rsi, dword ptr [r15 + rbp + 1152]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 896]
-    mov dword ptr [r15 + rbp + 1216], r9d
-    mov byte ptr [r15 + r8 + 256], r8b
-    mov dword ptr [r15 + rbp + 1024], r8d
+    mov edx, r8d
+    movzx edx, dl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], ebp
+    test ebx, 1792
+    jnz 1f
+1:
+    imul edx, r8d, 82
+    movzx edx, byte ptr [r15 + r8 + 320]
+    mov r8, rbp
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + rbp + 960]
-    mov qword ptr [r15 + r9 + 320], rsi
-    mov rsi, rsi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 143
+    xor dword ptr [r15 + rbp + 640], edx
+    mov edx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 576], 74
+    mov edx, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c131:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    movzx esi, byte ptr [r15 + 0]
-    mov r9d, 233
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9216
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and r8, 192
+    movzx edx, byte ptr [r15 + r8 + 640]
+    movzx ebp, dl
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov dword ptr [r15 + 0], 184
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 118
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 1
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    movzx esi, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 768], bpl
     lea rbp, [r11 + r11*1]
+    mov rdx, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 448]
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 320]
-    or qword ptr [r15 + r8 + 448], 10
-    test ebx, 1073741824
+    mov qword ptr [r15 + rbp + 384], rbp
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    test ebx, 768
     jnz 1f
 1:
-    movzx r8d, al
-    mov byte ptr [r15 + r9 + 512], r8b
-    or qword ptr [r15 + rbp + 384], 19
+    mov rdx, rdx
+    mov rdx, qword ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + rbp + 320], edx
+    mov edx, dword ptr [r15 + r9 + 320]
+    test ebx, 6400
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 576], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c132:
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpxor xmm0, xmm0, xmm5
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
-    mov dword ptr [r15 + 0], 158
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*8]
+    and edx, dword ptr [r15 + rbp + 448]
+    lea r8, [r11 + r11*1]
+    and r9, 8128
+    add rdx, qword ptr [r15 + r9 + 7488]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
+    add rdx, qword ptr [r15 + r9 + 7808]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 7616], rdx
+    jmp 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmm8
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    lea r9, [r11 + r11*1]
-    lea r8, [r11*4]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm0
+    mov dword ptr [r15 + r9 + 7680], edx
+    vmovdqu xmm14, xmmword ptr [r15 + r9 + 8000]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 320], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r8, qword ptr [r15 + r9 + 7552]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], 24
-    mov qword ptr [r15 + r8 + 704], r8
-    mov dword ptr [r15 + rbp + 128], r8d
-    mov ebp, 145
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + r8 + 768]
-    mov ebp, dword ptr [r15 + r8 + 640]
-    mov r8, qword ptr [r15 + r9 + 512]
+    and edx, dword ptr [r15 + rbp + 512]
+    add rdx, qword ptr [r15 + r9 + 7936]
+    movzx r8d, byte ptr [r15 + r9 + 7872]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c133:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r8b
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    mov ebp, 21
-    test ebx, 4608
-    jz 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], 149
-    mov rbp, rbp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 127
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    movzx r9d, r8b
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 227
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], rax
-    lea r9, [r11 + r11*1]
-    test ebx, 768
+    mov qword ptr [r15 + r8 + 192], r9
+    mov r9d, r8d
+    mov r9d, 225
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 27
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 512]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 256], 44
+    test ebx, 512
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 64]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 320], 32
+    mov edx, r8d
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 512]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 256], ebp
+    mov qword ptr [r15 + r8 + 448], r8
+    add rdx, qword ptr [r15 + r9 + 384]
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 128], 62
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c134:
-    jmp 1f
-1:
+    vpxor xmm14, xmm14, xmm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and edx, dword ptr [r15 + 0]
+    mov r8d, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 14
-    mov rbp, rax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 43
+    and edx, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7616], 65
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    movsxd r9, dword ptr [r15 + rbp + 7680]
+    mov rdx, r8
+    mov rdx, r8
     test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 7552], r9
-    jmp 1f
+    jnz 1f
 1:
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], r8d
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov edx, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + rbp + 7488], r9d
-    mov byte ptr [r15 + rbp + 7872], al
-    test ebx, 1280
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 7808]
-    mov rax, r9
-    lea r9, [r11 + r11*1]
-    movzx edx, sil
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    test ebx, 1073741824
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    add rdx, qword ptr [r15 + r8 + 320]
+    mov rbp, rdx
+    test ebx, 512
     jnz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], 99
-    mov dword ptr [r15 + r8 + 256], 157
-    mov dword ptr [r15 + rbp + 7744], r9d
+    movzx edx, byte ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r9 + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 138
+    mov qword ptr [r15 + r8 + 384], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    mov byte ptr [r15 + r9 + 448], bpl
+    mov qword ptr [r15 + rbp + 64], rbp
+    movzx ebp, r9b
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c135:
+    mov dword ptr [r15 + 0], 142
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 42
-    mov ebp, ebp
-    mov ebp, 82
     test ebx, 1073741824
     jnz 1f
 1:
-    vpxor xmm0, xmm0, xmm7
-    jmp 1f
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1280
+    jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r9d, ebp
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    test ebx, 1572864
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 213
+    add rbp, qword ptr [r15 + 0]
+    mov r9d, 236
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 64]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 128], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 576]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 220
-    movzx eax, r9b
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 704], rax
-    mov eax, 199
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    mov ebp, 87
-    test ebx, 1024
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
+    mov qword ptr [r15 + rbp + 128], r8
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 320], ebp
-    mov ebp, ebp
-    mov ebp, ebp
+    mov rbp, r9
+    add rbp, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 192], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c136:
-    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11*4]
+    and rbp, 192
+    lea r8, [r11*8]
+    or qword ptr [r15 + rbp + 704], 70
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], 239
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    vpshufd xmm14, xmm14, 138
+    test ebx, 1280
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 3584], 158
+    test ebx, 4608
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov ebp, ebp
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    vpor xmm0, xmm0, xmm0
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    and rbp, 64
+    mov dword ptr [r15 + rbp + 768], 3
+    movzx r9d, bpl
     lea r9, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, edx
+    mov edx, 84
     and r9, 64
-    lea r8, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + r9 + 320]
-    jmp 1f
+    mov byte ptr [r15 + r9 + 448], bpl
+    test ebx, 1073741824
+    jz 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 320]
+    mov edx, dword ptr [r15 + rbp + 640]
+    movzx ecx, byte ptr [r15 + rbp + 576]
+    mov rbp, qword ptr [r15 + r9 + 512]
+    mov r9, qword ptr [r15 + r8 + 3648]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rbp
-    mov eax, 94
-    mov qword ptr [r15 + r8 + 384], rax
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 64], eax
-    movsxd rax, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + r8 + 3392], rdx
+    mov edx, dword ptr [r15 + r8 + 3712]
+    add rdx, qword ptr [r15 + r8 + 3520]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c137:
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1280
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + 0], al
+    mov edx, 92
+    mov dword ptr [r15 + 0], edx
+    mov edx, 239
+    test ebx, 2048
+    jz 1f
+1:
+    movzx edx, dl
+    mov rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 8
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov rdx, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, 29
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rdx
+    mov qword ptr [r15 + 0], rbp
+    mov edx, 79
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov eax, ebp
-    jmp 1f
-1:
-    mov eax, 121
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], edx
+    movzx edx, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 512], 29
+    mov edx, r9d
+    and edx, dword ptr [r15 + rbp + 448]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm14
+    mov dword ptr [r15 + r9 + 64], ebp
+    mov eax, ebp
+    test ebx, 512
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 192]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
-    mov r9, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 237
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 256], r8b
-    mov byte ptr [r15 + r8 + 512], r9b
-    vpor xmm0, xmm0, xmm0
+    mov ebp, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c138:
     lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 26
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7872], ebp
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     mov r9, r9
-    mov dword ptr [r15 + rbp + 7680], r9d
-    mov qword ptr [r15 + rbp + 7552], rbp
+    movzx r9d, r9b
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7680], bpl
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r9d, 30
-    mov byte ptr [r15 + rbp + 7616], r9b
-    add r9, qword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
+    mov r9d, 188
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    test ebx, 512
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 7488]
-    mov eax, 131
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7936], 125
-    jmp 1f
-1:
-    xor dword ptr [r15 + r9 + 256], r9d
+    mov rax, qword ptr [r15 + rbp + 7552]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, r8d
-    mov r9d, r8d
-    mov r9d, 65
-    mov byte ptr [r15 + rbp + 7744], r9b
+    and eax, dword ptr [r15 + rbp + 7744]
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    add rax, qword ptr [r15 + rbp + 7808]
+    and edx, dword ptr [r15 + rbp + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm14
+    movzx edx, al
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, 243
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], ecx
     jmp 1f
 1:
-    mov r9d, dword ptr [r15 + rbp + 7808]
+    mov edx, 49
+    test ebx, 512
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 192], rax
+    mov qword ptr [r15 + r8 + 320], rdx
+    mov dword ptr [r15 + rbp + 7488], 244
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c139:
-    mov byte ptr [r15 + 0], r9b
-    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
+    mov r8d, r8d
+    mov r8, r8
+    mov r8d, r8d
     test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 245
-    movzx ebp, dl
-    movzx r9d, bpl
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 13
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1024
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 240
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 384]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 512]
-    mov edx, 246
+    mov qword ptr [r15 + r8 + 448], rax
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r8 + 512]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 320]
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
+    add rax, qword ptr [r15 + r9 + 384]
+    add rax, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 448], eax
-    mov dword ptr [r15 + r8 + 320], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 29
-    mov qword ptr [r15 + r9 + 192], rax
+    add rax, qword ptr [r15 + r8 + 384]
     jmp 1f
 1:
     add r11, 64
@@ -16115,574 +15954,574 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c140:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    mov r9, rax
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov byte ptr [r15 + 0], al
     mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r9
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul eax, eax, 119
-    mov qword ptr [r15 + r9 + 448], rax
-    movzx eax, al
-    lea r9, [r11 + r11*1]
     test ebx, 512
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x00
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov r8d, dword ptr [r15 + rbp + 192]
+    mov r9d, 184
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1047040
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 9216
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    lea r9, [r11*4]
+    movzx eax, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, qword ptr [r15 + r9 + 64]
+    and r9, 192
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 576], r8b
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 768], 40
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rax, dword ptr [r15 + r9 + 704]
+    and rbp, 64
+    vmovdqu xmm14, xmmword ptr [r15 + rbp + 320]
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 512
+    jnz 1f
 1:
+    and eax, dword ptr [r15 + r9 + 640]
+    mov r9, qword ptr [r15 + r8 + 128]
+    mov r8, qword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c141:
-    lea rbp, [r11*8]
-    movzx r9d, bpl
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7680], bpl
-    vpaddd xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, al
-    mov dword ptr [r15 + rbp + 7744], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
     lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + r9 + 320], xmm0
-    test ebx, 7075840
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 192]
-    movzx edx, byte ptr [r15 + rbp + 7808]
-    mov byte ptr [r15 + rbp + 7872], dl
-    test ebx, 1073741824
+    mov rax, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    lea r9, [r11*8]
+    add rax, qword ptr [r15 + rbp + 64]
+    and r9, 1984
+    mov ecx, dword ptr [r15 + r9 + 1344]
+    test ebx, 506624
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 7552], dl
-    mov edx, dword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + rbp + 7616]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    mov ebp, 121
+    test ebx, 512
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 256]
-    movzx edx, byte ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1664], eax
+    mov eax, eax
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 1408], al
+    movzx eax, byte ptr [r15 + r9 + 1536]
+    vmovdqu ymmword ptr [r15 + r9 + 1600], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov r8d, 226
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    movsxd r8, dword ptr [r15 + r9 + 1472]
+    mov r9, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c142:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 163
+    .byte 0x0f, 0x1f, 0x00
+    mov r8d, r9d
+    mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov ebp, r8d
-    test ebx, 1280
+    mov r8, r8
+    mov r8d, r8d
+    mov r8d, 97
+    test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 66
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    and r8d, dword ptr [r15 + 0]
+    mov r9d, 23
+    test ebx, 768
+    jz 1f
 1:
+    imul r8d, r9d, 122
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3072
+    jz 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, r9d
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8d, 123
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 56
+    vpshufd xmm14, xmm14, 124
+    and ebp, dword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov rbp, qword ptr [r15 + r8 + 512]
+    mov r8, rbp
     lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r9, r8
+    test ebx, 768
+    jz 1f
+1:
     and r8, 64
-    mov r9, qword ptr [r15 + r8 + 512]
-    mov rbp, r9
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 448], r9
-    lea r9, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    test ebx, 1536
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov dword ptr [r15 + r9 + 512], r9d
-    movzx r9d, r9b
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r8 + 128], ebp
+    mov rbp, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c143:
-    lea r9, [r11*4]
-    and r9, 192
-    and r8d, dword ptr [r15 + r9 + 576]
-    movzx ebp, r8b
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    mov ebp, r8d
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm0, xmm0, xmm0
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], r8d
+    lea r8, [r11 + r11*1]
+    movzx r9d, byte ptr [r15 + rbp + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 199
+    movzx eax, r8b
+    mov qword ptr [r15 + 0], rax
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 704], ebp
-    mov rdx, qword ptr [r15 + r9 + 768]
-    mov r9d, edx
+    movzx eax, al
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, dl
-    mov dword ptr [r15 + rbp + 320], 21
-    movzx edx, byte ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov eax, 220
+    mov eax, 227
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rax, rax
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rdx
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 128], cl
+    mov byte ptr [r15 + r8 + 512], cl
+    mov r9d, ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c144:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    lea r9, [r11*8]
-    mov edx, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 100
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 448
-    mov edx, dword ptr [r15 + r9 + 1280]
-    mov r8, qword ptr [r15 + r9 + 960]
-    mov byte ptr [r15 + rbp + 64], r8b
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 2816
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 100
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 62
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + r9 + 64], rcx
+    mov ecx, r8d
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    add rbp, qword ptr [r15 + r9 + 1088]
-    test ebx, 1073741824
+    mov rcx, qword ptr [r15 + r8 + 320]
+    test ebx, 4864
     jnz 1f
 1:
-    vpcmpeqb xmm0, xmm0, xmm13
-    mov rbp, qword ptr [r15 + r9 + 1024]
-    add rbp, qword ptr [r15 + r9 + 832]
-    mov rdx, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 448], rdx
-    mov dword ptr [r15 + r9 + 1216], edx
-    mov edx, edx
-    test ebx, 2304
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 896], dl
-    mov qword ptr [r15 + r9 + 1152], rdx
-    jmp 1f
-1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 205
+    mov dword ptr [r15 + r9 + 448], 51
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c145:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb edx, xmm0
-    mov edx, 102
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    movzx r8d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 167
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rdx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*4]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm0
     mov r9, r9
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 117
-    and edx, dword ptr [r15 + rbp + 7488]
-    mov eax, 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jz 1f
+1:
+    mov r9d, 90
+    mov r9d, eax
+    mov r9, rbp
+    test ebx, 512
+    jz 1f
+1:
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 448
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 896], r8b
+    vpcmpeqb xmm14, xmm14, xmm1
+    test ebx, 768
+    jz 1f
+1:
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 320]
+    mov byte ptr [r15 + r9 + 1088], cl
+    mov ecx, 155
+    mov dword ptr [r15 + r9 + 1216], 76
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, r8
-    mov edx, 24
-    mov qword ptr [r15 + r8 + 256], rbp
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
+    mov rcx, qword ptr [r15 + r9 + 1152]
+    mov eax, dword ptr [r15 + r9 + 960]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 384], r9b
+    test ebx, 3328
+    jnz 1f
 1:
-    add rdx, qword ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + r9 + 320], eax
-    add rdx, qword ptr [r15 + rbp + 7552]
+    mov r8, rbp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], r9
+    mov r8, rcx
+    mov r8, qword ptr [r15 + r9 + 832]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r9 + 1024]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 128], cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c146:
-    mov edx, edx
-    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    test ebx, 768
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    test ebx, 512
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 4608
-    jz 1f
+    jmp 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx r9d, al
-    mov dword ptr [r15 + 0], eax
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
+    test ebx, 512
     jnz 1f
 1:
-    mov r9, rdx
-    mov r9d, ebp
+    mov ecx, 220
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov dword ptr [r15 + 0], 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov dword ptr [r15 + 0], 174
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 192
-    and edx, dword ptr [r15 + r9 + 768]
     lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm0
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 64]
+    movzx r9d, cl
+    movsxd rcx, dword ptr [r15 + rbp + 128]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    inc dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
+    inc dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    movsxd rbp, dword ptr [r15 + r9 + 704]
-    mov byte ptr [r15 + r9 + 576], r9b
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 192], bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    movzx r8d, byte ptr [r15 + rbp + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c147:
-    lea rbp, [r11*4]
-    movzx r8d, bpl
-    and rbp, 192
-    movsxd r8, dword ptr [r15 + rbp + 704]
-    mov r9, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1024
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + rbp + 576], r9d
-    mov r9d, dword ptr [r15 + rbp + 640]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov dword ptr [r15 + r8 + 128], 13
-    lea r8, [r11 + r11*1]
-    add r9, qword ptr [r15 + rbp + 768]
     test ebx, 512
+    jz 1f
+1:
+    mov ebp, r8d
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], r8d
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r8d, 46
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 384]
-    mov rbp, rbp
-    and ebp, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 64], 250
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 128]
+    mov rax, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 64], al
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 320], al
+    vpor xmm14, xmm14, xmm14
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c148:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    mov r8d, 116
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, 139
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 219
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    test ebx, 512
+    lea r8, [r11*8]
+    mov ecx, eax
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rax
+    and r8, 16320
+    add rcx, qword ptr [r15 + r8 + 16064]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 255
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 15808], rcx
+    mov rcx, qword ptr [r15 + r8 + 15872]
+    mov dword ptr [r15 + rbp + 256], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    xor dword ptr [r15 + r8 + 15936], eax
+    test ebx, 3328
     jz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    lea r8, [r11 + r11*1]
-    mov r9d, 165
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + rbp + 64]
+    mov rax, r8
+    mov dword ptr [r15 + r8 + 16000], 67
+    mov qword ptr [r15 + r8 + 15744], rax
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 512]
-    add rdx, qword ptr [r15 + r9 + 448]
-    mov r9d, ebp
-    mov dword ptr [r15 + rbp + 256], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + r8 + 64]
+    mov eax, eax
+    movsxd rax, dword ptr [r15 + rbp + 128]
     jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 15680], al
+    mov qword ptr [r15 + r8 + 16128], rbp
     jmp 1f
 1:
     add r11, 64
@@ -16690,638 +16529,660 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c149:
-    lea r9, [r11 + r11*1]
-    mov edx, 27
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 64]
-    mov rbp, rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 67
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    vpaddd xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx edx, dl
-    add qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
     test ebx, 1073741824
     jnz 1f
 1:
+    movsxd rax, dword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 192
-    mov rdx, qword ptr [r15 + rbp + 576]
-    and edx, dword ptr [r15 + r9 + 128]
-    test ebx, 390656
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 640], 76
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], eax
-    mov byte ptr [r15 + rbp + 768], r8b
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, r8
-    movzx edx, byte ptr [r15 + rbp + 704]
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 131
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 320], bpl
+    and rbp, 64
+    add r9, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx eax, r9b
+    mov eax, 157
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 176
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul rax, rbp
+    and eax, dword ptr [r15 + r9 + 192]
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c150:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 384], ebp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    movsxd rdx, dword ptr [r15 + 0]
+    lea r9, [r11*4]
+    and r9, 192
+    and eax, dword ptr [r15 + r9 + 640]
     mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm14
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    nop
+    mov byte ptr [r15 + 0], bpl
+    movsxd rbp, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 38
+    test ebx, 2304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 242
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 704], rbp
+    test ebx, 2304
+    jz 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov rbp, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    mov dword ptr [r15 + 0], edx
-    vmovq xmm0, rdx
-    mov dword ptr [r15 + 0], edx
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 208
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 576], ebp
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 28
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c151:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    jmp 1f
+1:
+    mov rbp, r9
+    movzx ebp, bpl
+    test ebx, 2560
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov rbp, rbp
+    test ebx, 2304
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edx
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jz 1f
+1:
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 384], rax
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    movzx ebp, byte ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 320]
+    mov r8d, r8d
+    mov r8d, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c152:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*8]
+    movzx r9d, r8b
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 128]
+    and r8, 1984
+    movsxd rax, dword ptr [r15 + r8 + 1600]
+    mov ecx, dword ptr [r15 + r8 + 1472]
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1792
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1280
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 197
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 131072
-    jnz 1f
-1:
-    mov edx, 27
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    mov rax, rdx
+    movzx eax, r9b
     jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov dword ptr [r15 + rbp + 448], 183
-    mov edx, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c151:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    movzx eax, al
+    test ebx, 3328
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 28
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + r8 + 1664], ymm14
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov eax, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov edx, 123
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
+    and eax, dword ptr [r15 + r8 + 1408]
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1536], r8d
+    mov rdx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 256]
-    mov eax, dword ptr [r15 + r9 + 192]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 64], ebp
-    mov r9d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm0
-    mov ebp, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c152:
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    mov r9d, 9
-    and rbp, 4032
-    and r9d, dword ptr [r15 + rbp + 3584]
-    test ebx, 6027264
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r9d, 103
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    vmovdqu ymmword ptr [r15 + rbp + 3456], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 3520], r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r8b
-    mov rax, qword ptr [r15 + rbp + 3648]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 179
-    mov dword ptr [r15 + r9 + 256], 32
-    mov r9d, eax
-    movzx eax, byte ptr [r15 + rbp + 3712]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 3392]
-    mov r9, rax
-    add rax, qword ptr [r15 + r8 + 512]
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    movsxd r9, dword ptr [r15 + r8 + 1728]
+    mov qword ptr [r15 + rbp + 64], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c153:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
+    mov r9, rcx
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 179
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 2304
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11*4]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 64]
+    and r9, 192
+    lea r8, [r11 + r11*1]
+    vmovdqu xmm14, xmmword ptr [r15 + r9 + 576]
+    mov rax, qword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
+    mov ebp, 52
+    mov rbp, rbp
+    mov dword ptr [r15 + r9 + 768], 111
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov rax, rax
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 178
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r8d, 138
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov eax, 58
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 192]
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 384]
-    mov qword ptr [r15 + r8 + 256], rax
-    movzx eax, byte ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
+    mov rbp, qword ptr [r15 + r9 + 640]
+    movzx r9d, byte ptr [r15 + r8 + 192]
+    jmp 1f
 1:
-    mov eax, 107
-    mov dword ptr [r15 + rbp + 320], 91
-    mov eax, 30
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c154:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 1280
     jnz 1f
 1:
-    mov eax, r8d
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9, r9
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 122
+    add r9, qword ptr [r15 + 0]
+    mov ebp, 135
+    test ebx, 2560
+    jnz 1f
+1:
+    mov r9d, 152
+    mov dword ptr [r15 + 0], 8
+    imul r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    or qword ptr [r15 + 0], 14
+    jmp 1f
 1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 384]
     lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    jmp 1f
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 19
-    add rax, qword ptr [r15 + rbp + 7616]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm0
-    mov qword ptr [r15 + rbp + 7936], rax
-    mov eax, 80
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 7680]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov byte ptr [r15 + r8 + 64], dl
     and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    add rax, qword ptr [r15 + rbp + 7872]
-    mov qword ptr [r15 + rbp + 7808], r8
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rdx, qword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + rbp + 320], rdx
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 448], r9b
-    mov rax, qword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, bpl
+    mov byte ptr [r15 + r9 + 256], dl
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c155:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 205
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 14
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov rax, qword ptr [r15 + r9 + 576]
-    mov r8, qword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 200
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jz 1f
+    and r9d, dword ptr [r15 + r8 + 384]
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + r9 + 640], 192
-    add rax, qword ptr [r15 + r8 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 384]
     jmp 1f
 1:
-    mov r8d, 237
+    mov r9d, 132
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    mov r9, rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 12800
+    jnz 1f
+1:
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7680], r9d
+    mov dword ptr [r15 + r9 + 7744], ecx
+    jmp 1f
+1:
+    test ebx, 2560
+    jz 1f
+1:
+    imul ecx, r9d, 111
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    .byte 0x66, 0x90
+    xor dword ptr [r15 + r9 + 7552], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r8 + 320], r9d
+    mov byte ptr [r15 + rbp + 256], r9b
+    test ebx, 2304
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 7616], bpl
+    add rbp, qword ptr [r15 + r9 + 7488]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c156:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11*8]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1152], 203
-    mov byte ptr [r15 + rbp + 1088], bpl
-    mov r9d, 244
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 30
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    mov byte ptr [r15 + r8 + 64], r9b
-    mov qword ptr [r15 + rbp + 1216], r9
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, r9
-    mov r9d, r9d
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + rbp + 960]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1024], r9b
+    mov r9d, 198
     lea r9, [r11 + r11*1]
-    test ebx, 1572864
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 832], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 128]
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + r9 + 256], r9
+    lea r8, [r11 + r11*1]
+    test ebx, 12800
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 1280], rax
-    add rax, qword ptr [r15 + rbp + 896]
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    mov ebp, 165
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 192]
+    lock add qword ptr [r15 + r8 + 320], r9
+    mov r8d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c157:
-    mov dword ptr [r15 + 0], 71
-    movzx eax, r9b
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 208
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + 0], 142
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 37
+    test ebx, 1024
+    jz 1f
 1:
     jmp 1f
 1:
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    test ebx, 512
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 248
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r8 + 512], r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 26
+    mov r8d, 245
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 103
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 320], r8
-    test ebx, 2621440
-    jnz 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 192]
-    mov edx, 105
-    mov edx, r9d
-    mov rdx, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 384], rdi
-    movsxd rbp, dword ptr [r15 + r8 + 256]
     jmp 1f
 1:
+    mov r8d, 5
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + rbp + 320]
+    and r8d, dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c158:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r9, r9
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r11*8]
-    movzx edx, r8b
-    and r8, 8128
-    movzx edx, byte ptr [r15 + r8 + 7616]
-    mov r9, rdx
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 133
+    mov byte ptr [r15 + 0], r9b
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 7680], r9d
+    jmp 1f
+1:
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r9 + 512], r9
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7488], 55
-    jmp 1f
-1:
-    mov edx, 4
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 384]
+    mov rbp, rcx
+    lea rbp, [r11 + r11*1]
+    movsxd rdx, dword ptr [r15 + r9 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + r8 + 7744]
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 7808]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 103
+    vmovq xmm14, rbp
+    movzx r9d, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    imul rdx, qword ptr [r15 + r9 + 448]
-    movzx r9d, dl
-    movzx edx, byte ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7552], rax
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    mov r8d, dword ptr [r15 + rbp + 256]
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c159:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -17331,190 +17192,175 @@ ditto_body_c1:
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 34
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 88
-    movzx r9d, bpl
-    movsxd r9, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 219
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, r9d
-    test ebx, 1073741824
+    test ebx, 2304
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov ebp, r9d
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r8, [r11*8]
     and rbp, 64
-    add r9, qword ptr [r15 + rbp + 64]
-    lea r8, [r11 + r11*1]
-    vpaddd xmm0, xmm0, xmm0
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r8 + 448]
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm0
+    and r9d, dword ptr [r15 + rbp + 64]
+    and r8, 4032
+    and r9d, dword ptr [r15 + r8 + 3648]
+    lea r9, [r11*4]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    add rax, qword ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + rbp + 128], rax
+    mov qword ptr [r15 + r8 + 3712], rcx
+    movzx ecx, r9b
+    and r9, 192
+    mov qword ptr [r15 + r9 + 704], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovq xmm14, r9
+    mov rcx, qword ptr [r15 + r9 + 640]
+    add rcx, qword ptr [r15 + r8 + 3584]
+    add rcx, qword ptr [r15 + r8 + 3520]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 3392]
+    movzx edx, byte ptr [r15 + r9 + 576]
+    vmovq xmm14, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + r9 + 768]
+    movzx ecx, dl
+    and ecx, dword ptr [r15 + r8 + 3456]
+    test ebx, 5120
+    jz 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + rbp + 128], 128
+    mov ecx, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c160:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], ebp
-    mov ebp, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 768
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
+    lea r9, [r11*8]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3456], edx
+    mov edx, r9d
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov edx, 38
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r8 + 64], eax
+    mov dword ptr [r15 + rbp + 448], 48
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and eax, dword ptr [r15 + r9 + 320]
-    mov r9d, dword ptr [r15 + rbp + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    test ebx, 515840
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 3712], r8
+    mov dword ptr [r15 + r9 + 3776], 233
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
+    test ebx, 512
+    jnz 1f
+1:
+    movzx edx, r8b
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 192]
+    add r8, qword ptr [r15 + r9 + 3392]
+    and r8d, dword ptr [r15 + r9 + 3584]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
+    mov qword ptr [r15 + r9 + 3648], r8
+    mov dword ptr [r15 + r9 + 3520], 51
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c161:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 169
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    movsxd rax, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 512
-    jz 1f
-1:
-    mov rax, rax
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], 90
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 251
-    vpshufd xmm0, xmm0, 211
-    mov eax, 168
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 15
-    test ebx, 2560
+    mov qword ptr [r15 + 0], r8
+    test ebx, 6400
     jnz 1f
 1:
     jmp 1f
 1:
-    vpor xmm0, xmm0, xmm0
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, r8b
-    mov rax, qword ptr [r15 + r9 + 448]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r9b
-    test ebx, 512
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + r8 + 320]
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + 0], 122
+    and rbp, 192
+    mov r9, qword ptr [r15 + rbp + 640]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 768], r8b
+    lea r9, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + rbp + 576]
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 256], 116
+    movzx r8d, dl
+    mov qword ptr [r15 + r9 + 64], rbp
+    test ebx, 456448
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 704], r8
+    mov r8d, r9d
+    mov r8, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c162:
-    vmovq xmm0, rax
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
@@ -17522,1729 +17368,1710 @@ ditto_body_c1:
     test ebx, 1073741824
     jz 1f
 1:
-    vmovq xmm0, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
+    movzx r9d, dl
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r9, r8
     test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    movzx ebp, al
-    test ebx, 1024
-    jnz 1f
+    mov edx, edx
+    mov edx, 99
+    test ebx, 1073741824
+    jz 1f
 1:
+    mov edx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], 242
     test ebx, 512
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
-    mov r8, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], r8
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 78
     lea r9, [r11 + r11*1]
-    mov eax, r9d
-    jmp 1f
+    test ebx, 2816
+    jnz 1f
 1:
     and r9, 64
-    lea r8, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    add rdx, qword ptr [r15 + r9 + 128]
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 320]
+    movzx ecx, dl
+    mov edx, 227
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 64]
-    mov edx, eax
-    mov byte ptr [r15 + rbp + 384], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
+    mov byte ptr [r15 + r8 + 192], dl
+    inc dword ptr [r15 + rbp + 384]
+    mov rbp, qword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c163:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    mov edx, 255
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    test ebx, 1280
-    jnz 1f
-1:
-    mov edx, r9d
-    lea rbp, [r11 + r11*1]
-    movzx edx, bpl
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    mov byte ptr [r15 + r8 + 256], bpl
-    mov r8d, r9d
+    mov ecx, 222
+    mov dword ptr [r15 + 0], 114
     test ebx, 512
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], 247
-    movzx r8d, byte ptr [r15 + rbp + 448]
-    movzx ebp, r8b
+    mov rcx, rcx
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 128]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 44
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 112
+    test ebx, 1024
+    jnz 1f
+1:
+    mov r9d, r8d
+    mov dword ptr [r15 + rbp + 64], 225
+    and r9d, dword ptr [r15 + r8 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c164:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    mov qword ptr [r15 + 0], rbp
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 782080
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 211
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 203
     test ebx, 2304
     jz 1f
 1:
+    mov r8d, 110
     mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    movzx ecx, byte ptr [r15 + r8 + 960]
+    test ebx, 512
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + r8 + 1216]
+    mov dword ptr [r15 + r8 + 1024], ecx
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    mov rcx, qword ptr [r15 + r8 + 896]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 832]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], rax
-    movzx ebp, bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 320], r8
     lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r8 + 1152]
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 192]
+    mov r9, qword ptr [r15 + rbp + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r9 + 256]
-    mov r9d, 211
-    mov r9, r9
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 320], dl
-    add r9, qword ptr [r15 + r8 + 64]
+    movzx r9d, bpl
+    mov dword ptr [r15 + rbp + 64], 188
+    inc dword ptr [r15 + r8 + 1088]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c165:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    movzx eax, r9b
+    mov r9d, r9d
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], dil
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov ecx, 50
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
 1:
-    mov eax, 174
+    mov rcx, rcx
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    mov r9d, eax
-    mov eax, 196
-    lea rbp, [r11*4]
-    test ebx, 512
-    jnz 1f
+    .byte 0x66, 0x90
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
 1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 576], rbp
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    test ebx, 768
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + rbp + 640], edi
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 704], eax
-    mov qword ptr [r15 + r8 + 192], rax
-    add rax, qword ptr [r15 + r9 + 384]
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 256]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
+    lea r8, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, r8d
+    mov dword ptr [r15 + r8 + 320], 174
+    mov qword ptr [r15 + rbp + 128], rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c166:
-    lea r9, [r11*4]
-    and r9, 192
-    movsxd rax, dword ptr [r15 + r9 + 704]
-    movsxd rbp, dword ptr [r15 + 0]
-    vpaddd xmm0, xmm0, xmm0
-    mov r8, rdi
-    test ebx, 2304
-    jnz 1f
-1:
+    lea rbp, [r11*8]
+    and rbp, 8128
+    movzx ecx, byte ptr [r15 + rbp + 7744]
+    mov r8d, ecx
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm0, xmm0, xmm5
-    test ebx, 131072
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 7680], ecx
+    movzx ecx, byte ptr [r15 + rbp + 7616]
+    mov dword ptr [r15 + rbp + 7872], ecx
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul ecx, r8d, 42
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 139
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    and ecx, dword ptr [r15 + rbp + 7808]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r9 + 640]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov eax, 146
-    mov dword ptr [r15 + r9 + 768], 255
+    vmovdqu xmmword ptr [r15 + r9 + 256], xmm14
+    mov dword ptr [r15 + r8 + 64], r8d
+    movzx r8d, byte ptr [r15 + rbp + 7936]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    jmp 1f
-1:
-    vpor xmm0, xmm0, xmm0
-    movzx eax, r8b
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], dl
-    mov byte ptr [r15 + r9 + 576], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 192], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 512], 226
+    mov r8, r8
+    movsxd r9, dword ptr [r15 + rbp + 7552]
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c167:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 29
-    lea r8, [r11 + r11*1]
-    mov edx, r8d
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], r8d
+    movzx ebp, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 85
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
     test ebx, 768
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2621440
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    and ecx, dword ptr [r15 + r8 + 320]
+    vpaddd xmm14, xmm14, xmm14
+    movzx r8d, bpl
+    test ebx, 512
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 64]
+    movzx r9d, byte ptr [r15 + rbp + 512]
     test ebx, 1073741824
     jz 1f
 1:
+    movsxd rcx, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 192]
-    mov r8, qword ptr [r15 + rbp + 448]
-    mov rbp, r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 576], 126
-    jmp 1f
-1:
-    mov r8d, 22
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], r8b
-    mov dword ptr [r15 + r9 + 704], 30
-    mov r8d, 158
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c168:
-    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 38
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1792
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    movzx ecx, bpl
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 231
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7872]
-    and r9, 192
-    mov qword ptr [r15 + r9 + 704], r9
+    jmp 1f
+1:
+    vmovq xmm14, rbp
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 128]
-    movsxd rdi, dword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov rcx, rbp
+    test ebx, 1792
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + r8 + 320]
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, r8
-    mov qword ptr [r15 + r8 + 7488], rdx
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 7552]
-    mov edi, edx
-    and edx, dword ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
+    add rcx, qword ptr [r15 + rbp + 512]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 7680], bpl
-    vpshufd xmm0, xmm0, 72
-    jmp 1f
-1:
-    test ebx, 4718592
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 7744], bpl
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm0
-    movzx ebp, bpl
-    mov byte ptr [r15 + r8 + 7616], dil
-    test ebx, 1280
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7808], rbp
+    mov byte ptr [r15 + r8 + 256], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c169:
+    lea r8, [r11 + r11*2]
+    lea r9, [r11 + r11*1]
+    and r8, 1984
+    mov ecx, dword ptr [r15 + r8 + 1344]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    nop
-    test ebx, 1024
-    jnz 1f
-1:
-    mov ebp, 111
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
+    test ebx, 2304
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*8]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    lea r9, [r11 + r11*1]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7552]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
+    add rcx, qword ptr [r15 + rbp + 192]
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7616], 232
-    mov dword ptr [r15 + r8 + 7808], 88
-    add rdx, qword ptr [r15 + r9 + 448]
-    vpcmpeqb xmm0, xmm0, xmm8
-    test ebx, 1073741824
+    .byte 0x0f, 0x1f, 0x00
+    movzx ecx, byte ptr [r15 + r8 + 1408]
+    mov rdi, rcx
+    test ebx, 1310208
     jnz 1f
 1:
-    and edx, dword ptr [r15 + r8 + 7872]
-    mov byte ptr [r15 + r8 + 7680], dl
-    mov dword ptr [r15 + r8 + 7744], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    mov r9d, 120
-    mov qword ptr [r15 + rbp + 192], r9
+    mov dword ptr [r15 + r8 + 1472], 255
+    mov ecx, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r9 + 64], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c170:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r9d, xmm0
-    movzx r9d, r9b
-    mov r9d, 80
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], edi
+    movzx ecx, cl
+    mov dword ptr [r15 + 0], 214
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 59
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edx
-    mov r9, r9
-    mov byte ptr [r15 + 0], r9b
+    mov ecx, 41
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r11*4]
+    mov byte ptr [r15 + 0], bpl
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    and rbp, 192
+    mov r9, qword ptr [r15 + rbp + 768]
+    test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 256]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 640], edi
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
     lea r9, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r8 + 512]
-    mov r8d, 109
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
+    mov edi, r9d
+    movsxd rdi, dword ptr [r15 + rbp + 576]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 704], rdi
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 64]
+    test ebx, 102400
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 448], edx
-    mov dword ptr [r15 + rbp + 192], 198
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c171:
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
+    mov r8, rdi
+    lea r8, [r11 + r11*8]
+    mov edi, r8d
+    movzx edi, dil
     lea rbp, [r11 + r11*1]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 576], r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3712], 48
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
+    and edi, dword ptr [r15 + rbp + 512]
+    mov r9d, 97
+    mov dword ptr [r15 + r8 + 3520], r9d
+    test ebx, 6400
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 3776], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r9, qword ptr [r15 + r8 + 3904]
+    mov rdi, rcx
+    add r9, qword ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3392], edi
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    add rdi, qword ptr [r15 + r9 + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    nop
-    jmp 1f
-1:
+    mov dword ptr [r15 + rbp + 448], 224
+    mov dword ptr [r15 + r8 + 3648], 144
+    mov dword ptr [r15 + r8 + 3584], ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, r9d
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov edi, r9d
-    mov edi, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + r9 + 320], 143
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 12
-    mov byte ptr [r15 + r8 + 704], dl
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    inc dword ptr [r15 + r8 + 640]
-    imul edx, edx, 123
-    mov dword ptr [r15 + r8 + 768], 73
+    mov dword ptr [r15 + r9 + 64], edi
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + r8 + 3840]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c172:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r9, [r11*4]
+    mov edi, 124
+    and r9, 192
+    and edi, dword ptr [r15 + r9 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 35
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 320]
-    test ebx, 768
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov edx, 169
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm0
-    vpcmpeqb xmm0, xmm0, xmm15
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm0
-    mov ebp, 51
-    jmp 1f
-1:
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + r9 + 64], 248
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c173:
-    vpmovmskb ebp, xmm0
-    lea rbp, [r11*8]
-    mov r9, rbp
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1472], 172
-    lea r9, [r11 + r11*1]
-    movzx r8d, r8b
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 46
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + rbp + 1344]
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1536], 247
-    mov edx, 49
-    mov edx, dword ptr [r15 + rbp + 1600]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 1408]
-    movsxd rdi, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdi
-    mov qword ptr [r15 + rbp + 1664], rdx
-    and edi, dword ptr [r15 + r8 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c174:
-    mov edx, 163
-    mov rdx, rdx
-    lea r8, [r11 + r11*1]
-    mov edx, 14
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 320]
-    test ebx, 1572864
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 3
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 86
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
-    mov edi, 38
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
     movzx edi, dil
     test ebx, 1073741824
     jz 1f
 1:
-    mov rax, rdi
-    lea r9, [r11 + r11*1]
-    and edi, dword ptr [r15 + rbp + 64]
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    test ebx, 65536
+    mov rdi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 1984
+    vmovq qword ptr [r15 + rbp + 1472], xmm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 768], bpl
+    vpaddd xmm14, xmm14, xmm14
+    and edi, dword ptr [r15 + rbp + 1536]
+    test ebx, 2304
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 640], dil
+    jmp 1f
+1:
+    vpor xmm14, xmm14, xmm14
+    movzx edi, dil
+    test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1408], dil
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 576], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 448], edi
+    add r9, qword ptr [r15 + rbp + 1344]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c173:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 73
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 3072
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 320]
+    mov edi, 162
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 186
+    mov dword ptr [r15 + r8 + 128], 95
     and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 448]
-    movsxd r8, dword ptr [r15 + r9 + 512]
-    mov r9d, 123
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 92
+    jmp 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 384]
+    mov ebp, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c174:
+    lea rbp, [r11*8]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7680], ebp
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 4864
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 7616], bpl
+    lea r9, [r11*4]
+    test ebx, 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 192
+    mov qword ptr [r15 + r9 + 640], rbp
+    mov dword ptr [r15 + rbp + 7808], 152
+    test ebx, 768
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 7744]
+    mov dword ptr [r15 + r9 + 704], ecx
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 384]
+    test ebx, 512
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 7872]
+    mov rdi, rcx
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 7552], edi
+    mov rdi, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r9 + 768], rbp
+    test ebx, 512
+    jnz 1f
+1:
+    mov edi, 136
+    mov qword ptr [r15 + rbp + 7488], rdi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c175:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov byte ptr [r15 + 0], dil
+    vpcmpeqb xmm14, xmm14, xmm15
+    test ebx, 1024
+    jnz 1f
+1:
+    movzx edi, bpl
+    add rdi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
     jmp 1f
 1:
+    test ebx, 5376
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    add rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 255
+    test ebx, 3584
     jnz 1f
 1:
-    lea r9, [r11 + r11*8]
-    mov rbp, r9
-    mov ebp, 21
+    mov dword ptr [r15 + 0], 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    and r9, 8128
-    and r8d, dword ptr [r15 + r9 + 7616]
-    test ebx, 2560
+    test ebx, 1073741824
     jnz 1f
 1:
     and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    add r8, qword ptr [r15 + r9 + 7936]
-    and r8d, dword ptr [r15 + r9 + 7488]
-    mov dword ptr [r15 + r9 + 7872], 192
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 8000], r9
+    lock add qword ptr [r15 + rbp + 256], r8
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    mov qword ptr [r15 + rbp + 128], r8
+    mov rdi, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 192], rdi
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 7680], dil
-    mov qword ptr [r15 + r9 + 7552], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 7744], ebp
-    and ebp, dword ptr [r15 + r9 + 7808]
-    movzx r9d, dl
+    mov dword ptr [r15 + r8 + 384], 179
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 64], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c176:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 320]
-    and r9d, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + 0], 245
+    mov ebp, ebp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5120
+    jz 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov ecx, 61
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, ebp
+    movzx ecx, cl
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 768
+    jz 1f
+1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 4608
+    vpmovmskb ecx, xmm14
+    test ebx, 512
     jz 1f
 1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov rcx, rbp
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 64]
-    mov rdx, qword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 448], r8b
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + rbp + 384], r8d
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 192], r9d
-    jmp 1f
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 512], rbp
+    mov r8d, 119
+    test ebx, 512
+    jz 1f
 1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    movzx r8d, bpl
+    and r8d, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c177:
+    lea rbp, [r11*8]
+    and rbp, 8128
+    movsxd r8, dword ptr [r15 + rbp + 7872]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm0, xmm0, 10
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 40960
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + rbp + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
     jmp 1f
 1:
     jmp 1f
 1:
-    lea r9, [r11*4]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 7744]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 704]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 768]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, bpl
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 640]
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 576], r8
-    test ebx, 768
+    mov qword ptr [r15 + rbp + 7680], r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 24
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 7616]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx ecx, r8b
+    inc dword ptr [r15 + rbp + 7552]
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 384], r9d
-    mov byte ptr [r15 + r8 + 256], r9b
+    mov ecx, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 7808], 64
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c178:
-    lea r8, [r11*4]
-    and r8, 192
-    mov qword ptr [r15 + r8 + 768], r8
-    movzx r9d, r8b
-    add r9, qword ptr [r15 + r8 + 704]
-    movzx ebp, byte ptr [r15 + r8 + 640]
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r9d, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 576], rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 97
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 6
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 137
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm14
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor dword ptr [r15 + rbp + 192], r8d
-    and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 384]
-    mov byte ptr [r15 + r8 + 320], r9b
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov dword ptr [r15 + r9 + 448], edi
+    test ebx, 768
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 128]
+    mov r9d, ecx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    mov r8, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c179:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    mov byte ptr [r15 + 0], r9b
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    lea r8, [r11*4]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov qword ptr [r15 + 0], r8
+    mov rcx, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 32
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 153
+    mov ecx, ecx
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 97
-    and r8, 192
-    mov r9, qword ptr [r15 + r8 + 576]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 150
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 704], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov ecx, 206
     and r9, 64
-    add rdx, qword ptr [r15 + r9 + 448]
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, edx
-    mov dword ptr [r15 + r9 + 512], edx
-    movzx edx, dl
+    jmp 1f
+1:
+    mov ecx, 45
+    mov dword ptr [r15 + r9 + 64], 200
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r15 + r8 + 640]
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    movsxd rbp, dword ptr [r15 + r8 + 768]
+    mov r9, rcx
+    mov dword ptr [r15 + r8 + 64], r8d
+    mov r9, qword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c180:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1664]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
+    mov r9d, 166
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*8]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3392]
+    lea r8, [r11 + r11*1]
+    mov edi, 68
+    add qword ptr [r15 + rbp + 3584], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov edi, 126
+    mov edi, 151
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 3712], ebp
+    mov edi, 59
+    mov rdi, rdi
+    movzx edi, byte ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 3456], r8b
+    mov dword ptr [r15 + r9 + 512], edi
+    movsxd rdi, dword ptr [r15 + rbp + 3648]
+    movzx r8d, byte ptr [r15 + rbp + 3520]
     test ebx, 512
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm0
-    lea r9, [r11 + r11*1]
-    and edx, dword ptr [r15 + rbp + 1536]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 1472]
-    movzx r8d, dl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1600], r8b
-    mov qword ptr [r15 + rbp + 1344], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    and r8d, dword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + rbp + 1408], dl
+    mov r8d, ecx
+    movsxd r8, dword ptr [r15 + rbp + 3776]
+    mov edi, 122
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c181:
-    lea r8, [r11*8]
-    and r8, 448
-    mov dword ptr [r15 + r8 + 1280], r8d
-    mov edx, r8d
-    lea r9, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and edx, dword ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 140
     test ebx, 1073741824
     jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1280
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], rdi
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 194
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
+    jz 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov edx, r9d
-    mov byte ptr [r15 + r8 + 1216], dl
-    mov qword ptr [r15 + r8 + 1024], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 1152], r9b
-    lea rbp, [r11 + r11*1]
-    mov rdx, rax
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], r9d
-    test ebx, 512
-    jz 1f
-1:
-    mov edx, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    movzx eax, bpl
+    mov dword ptr [r15 + r9 + 128], r9d
+    add rdi, qword ptr [r15 + r9 + 64]
+    mov r9, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 832]
-    movzx eax, byte ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + r8 + 896], 183
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, edx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    mov rdx, qword ptr [r15 + r9 + 320]
-    movsxd r9, dword ptr [r15 + r8 + 1088]
+    mov edi, dword ptr [r15 + rbp + 448]
+    mov r9d, 227
+    mov byte ptr [r15 + r8 + 192], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c182:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    test ebx, 2304
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    vpmovmskb edx, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    mov eax, 90
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov rax, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 64]
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    and rbp, 192
-    mov rax, qword ptr [r15 + rbp + 768]
+    add rdi, qword ptr [r15 + r9 + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    test ebx, 2304
     jz 1f
 1:
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 2062848
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    mov byte ptr [r15 + 0], bpl
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], ebp
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm0
-    mov byte ptr [r15 + rbp + 704], r8b
-    mov rdx, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r8 + 64], 155
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + rbp + 576], rbp
+    mov r8, qword ptr [r15 + rbp + 768]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 576], dl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], eax
-    movzx eax, byte ptr [r15 + rbp + 640]
-    movzx r9d, al
+    mov dword ptr [r15 + r9 + 192], r8d
+    movzx r8d, byte ptr [r15 + rbp + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c183:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 248
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    vpxor xmm0, xmm0, xmm4
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm0, xmm0, 144
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm14
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
+    lea r8, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3776], 249
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1024
-    jz 1f
-1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 512]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 240
-    mov rdi, qword ptr [r15 + r8 + 128]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r9
-    movzx r8d, byte ptr [r15 + rbp + 512]
-    mov qword ptr [r15 + r9 + 448], r8
+    mov dword ptr [r15 + r8 + 3456], ebp
+    and rbp, 64
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 256]
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, dil
+    jmp 1f
+1:
+    mov edi, edi
+    and edi, dword ptr [r15 + r8 + 3520]
+    test ebx, 2304
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 192], 128
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 384]
+    mov rdi, qword ptr [r15 + r8 + 3584]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 320], dil
+    mov dword ptr [r15 + r8 + 3648], ecx
+    and edi, dword ptr [r15 + r8 + 3712]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c184:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 57
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 70
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 15
-    mov ebp, 127
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
-    test ebx, 512
+    movzx edi, bpl
+    test ebx, 1024
     jnz 1f
 1:
-    lea rbp, [r11*4]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 64]
-    and rbp, 192
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + rbp + 704], eax
-    mov dword ptr [r15 + rbp + 640], eax
+    add rdi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 10752
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm14, rdi
+    mov dword ptr [r15 + 0], 103
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
     lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 576], al
+    lea r8, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + rbp + 512]
+    and r8, 64
+    xor dword ptr [r15 + r8 + 192], ebp
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
-    test ebx, 1048576
-    jnz 1f
+    mov ecx, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
 1:
     jmp 1f
 1:
+    mov byte ptr [r15 + r9 + 320], cl
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 448], ecx
+    mov dword ptr [r15 + r8 + 256], 83
+    movzx r9d, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c185:
     lea r9, [r11 + r11*1]
+    mov rcx, r9
     and r9, 64
-    add rax, qword ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2621440
-    jnz 1f
-1:
-    mov rax, r9
-    mov eax, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r8, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 78
+    mov dword ptr [r15 + r9 + 384], r8d
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, al
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 219
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r8d, 251
+    mov byte ptr [r15 + 0], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, r8d
-    movzx eax, byte ptr [r15 + r8 + 256]
-    lea r8, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + r9 + 448]
-    test ebx, 512
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rax, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], ebp
-    mov dword ptr [r15 + r8 + 256], 28
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 114
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 512], rbp
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + r9 + 320], ebp
+    and rbp, 192
+    movsxd r9, dword ptr [r15 + rbp + 768]
+    mov r8d, dword ptr [r15 + rbp + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + rbp + 640], r9
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c186:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 66
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov dword ptr [r15 + 0], 134
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 68
-    mov dword ptr [r15 + 0], 172
-    mov dword ptr [r15 + 0], 245
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
     and r9, 64
-    mov byte ptr [r15 + r9 + 128], al
+    mov dword ptr [r15 + r9 + 256], 176
+    mov ebp, r9d
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], 52
+    test ebx, 768
+    jz 1f
+1:
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov byte ptr [r15 + 0], sil
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov esi, 49
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6656
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 209
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    test ebx, 9728
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 192]
-    mov rdx, qword ptr [r15 + r9 + 64]
+    add rsi, qword ptr [r15 + rbp + 64]
+    mov ecx, esi
+    lea r8, [r11 + r11*1]
+    and esi, dword ptr [r15 + r9 + 192]
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov qword ptr [r15 + r8 + 512], r9
+    and esi, dword ptr [r15 + r8 + 320]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 256], al
-    mov rax, rbp
+    mov rsi, rsi
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
+    mov dword ptr [r15 + r8 + 384], esi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c187:
-    lea rbp, [r11 + r11*8]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1728], 18
-    mov byte ptr [r15 + rbp + 1408], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], 160
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, bpl
+    movzx r8d, dil
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1280
+    mov qword ptr [r15 + 0], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    vmovq qword ptr [r15 + 0], xmm14
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm14
+    movzx r8d, r8b
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 80
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    add rax, qword ptr [r15 + rbp + 1664]
-    mov r9d, eax
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + rbp + 1472]
-    lea r9, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + r8 + 448]
-    mov r8, qword ptr [r15 + rbp + 1856]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
-    mov byte ptr [r15 + rbp + 1600], r9b
-    mov qword ptr [r15 + rbp + 1792], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r9d
-    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm0
-    and r8d, dword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
+    lea r9, [r11 + r11*1]
+    test ebx, 1280
+    jz 1f
+1:
+    mov esi, r9d
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], rbp
+    movzx r8d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    mov ebp, r8d
+    movsxd rbp, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c188:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    jmp 1f
-1:
-    test ebx, 1536
-    jz 1f
-1:
-    vpcmpeqb xmm0, xmm0, xmm11
-    jmp 1f
-1:
-    mov r8, rbp
+    mov qword ptr [r15 + 0], r9
+    mov byte ptr [r15 + 0], r9b
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx r9d, r9b
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 200
+    movzx r9d, r9b
+    test ebx, 1280
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov dword ptr [r15 + 0], 166
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, bpl
     lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    mov r8d, ebp
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], 115
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    test ebx, 2560
-    jz 1f
-1:
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    movzx esi, r8b
     lea r8, [r11 + r11*1]
-    jmp 1f
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 320]
+    test ebx, 1024
+    jz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov eax, dword ptr [r15 + r8 + 320]
-    jmp 1f
+    add rsi, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r9 + 256], esi
+    mov qword ptr [r15 + rbp + 384], rsi
+    test ebx, 261376
+    jnz 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 192], r9
-    mov dword ptr [r15 + rbp + 128], ebp
+    mov esi, 74
+    mov esi, esi
+    add rsi, qword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
@@ -19252,279 +19079,258 @@ ditto_body_c1:
 .Lc1_b9_c189:
     lea r8, [r11 + r11*1]
     and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    lea rbp, [r11*8]
-    mov r9d, 94
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1664], 168
+    and esi, dword ptr [r15 + r8 + 448]
+    lea rbp, [r11*4]
+    movzx r9d, bpl
+    and rbp, 192
+    mov r9d, dword ptr [r15 + rbp + 576]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1472], r9b
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 1728], rbp
-    mov edx, 219
+    mov rsi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6656
+    jnz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    movzx r9d, r9b
+    mov r9d, 245
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9d, 2
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1536], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 256], r9d
+    test ebx, 1280
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 704]
+    mov rcx, rsi
+    imul esi, ecx, 40
+    mov dword ptr [r15 + r9 + 192], 141
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + r8 + 256]
-    mov r8d, 14
-    test ebx, 768
-    jz 1f
-1:
-    vpshufd xmm0, xmm0, 101
-    mov r8d, dword ptr [r15 + r9 + 448]
-    jmp 1f
-1:
-    test ebx, 655104
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + rbp + 1600]
-    mov qword ptr [r15 + rbp + 1344], rdx
-    mov dword ptr [r15 + rbp + 1408], r8d
+    mov qword ptr [r15 + r8 + 512], rsi
+    and ecx, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + rbp + 768], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c190:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov rcx, rsi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r8b
-    movzx edx, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov edx, edx
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ecx, 248
     lea r9, [r11 + r11*1]
-    mov rdx, r9
-    lea rbp, [r11 + r11*1]
+    lea rbp, [r11*8]
+    test ebx, 1045248
+    jnz 1f
+1:
+    mov rcx, r9
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7488], 242
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 128]
+    lea r8, [r11*4]
+    and ecx, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + rbp + 7680], 180
+    mov rsi, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + rbp + 64]
-    add rax, qword ptr [r15 + r8 + 256]
-    mov rbp, qword ptr [r15 + r9 + 384]
+    mov qword ptr [r15 + rbp + 7744], rsi
+    movsxd rsi, dword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx esi, byte ptr [r15 + r8 + 768]
+    mov rcx, rsi
+    mov qword ptr [r15 + rbp + 7808], r8
+    test ebx, 260608
+    jnz 1f
+1:
+    mov esi, ecx
+    mov dword ptr [r15 + r9 + 320], 37
+    mov esi, r9d
+    test ebx, 512
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 7552], esi
+    mov byte ptr [r15 + r8 + 576], cl
+    movsxd rsi, dword ptr [r15 + rbp + 7616]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c191:
+    lea r8, [r11*4]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 640], cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
+    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
+    test ebx, 10752
+    jnz 1f
+1:
+    mov rcx, rdi
+    movzx ecx, sil
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 44
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    lea r8, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 448]
-    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    mov dword ptr [r15 + r9 + 256], 212
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, al
-    mov byte ptr [r15 + rbp + 128], r9b
+    movzx ecx, byte ptr [r15 + rbp + 512]
     jmp 1f
 1:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    mov r8, rbp
-    mov r8d, 103
+    movzx ecx, r9b
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 256]
+    movsxd rsi, dword ptr [r15 + r8 + 768]
+    mov rdi, qword ptr [r15 + r8 + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 576], dil
+    mov rdi, qword ptr [r15 + r9 + 192]
+    mov r9, qword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c192:
-    mov r8d, 152
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 197
-    mov dword ptr [r15 + 0], 90
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm0, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r8 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 76
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], eax
-    mov rax, r9
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    add rax, qword ptr [r15 + rbp + 384]
+    and edi, dword ptr [r15 + 0]
+    movzx r9d, dil
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1024
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], ecx
+    mov dword ptr [r15 + 0], 89
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jz 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    vpaddd xmm14, xmm14, xmm14
+    lea r9, [r11 + r11*1]
+    mov ecx, 129
+    test ebx, 1536
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    and ecx, dword ptr [r15 + r9 + 384]
+    mov r9, qword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c193:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1344]
-    and r8, 64
+    mov r9, r9
     lea r9, [r11*4]
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm0
-    and r9, 192
-    mov dword ptr [r15 + r9 + 640], r9d
-    movsxd rdx, dword ptr [r15 + rbp + 1600]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + rbp + 1408]
-    mov eax, dword ptr [r15 + r9 + 768]
-    mov byte ptr [r15 + rbp + 1664], r8b
+    mov rcx, r9
+    and r9, 8128
+    add rcx, qword ptr [r15 + r9 + 7616]
     test ebx, 1073741824
     jnz 1f
 1:
@@ -19532,246 +19338,306 @@ ditto_body_c1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 140
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edx, 212
-    vpaddd xmm0, xmm0, xmm0
-    mov dword ptr [r15 + r9 + 576], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1472], 240
-    mov rdx, qword ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + rbp + 1536], 105
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 64], 229
-    movzx r8d, dl
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], 63
+    and ecx, dword ptr [r15 + rbp + 704]
+    mov byte ptr [r15 + rbp + 640], cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 7488], rbp
+    lea r8, [r11 + r11*1]
+    movzx ecx, cl
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 768]
+    mov ebp, ecx
+    vpor xmm14, xmm14, xmm14
+    test ebx, 768
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 7552], bpl
+    mov ebp, dword ptr [r15 + r8 + 128]
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 7680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c194:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx r9d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    test ebx, 1024
-    jnz 1f
-1:
-    mov edx, 198
-    mov dword ptr [r15 + 0], edx
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    movzx r9d, r8b
+    mov ebp, ecx
+    mov rcx, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 107
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 214
+    lea r8, [r11*4]
+    mov byte ptr [r15 + rbp + 7616], r8b
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], r8d
     lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 7680], r9d
+    mov qword ptr [r15 + rbp + 7488], rbp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], edi
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx ebp, r9b
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    mov dword ptr [r15 + rbp + 7808], 60
+    mov rcx, r8
+    test ebx, 1536
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], eax
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r9 + 128], 63
-    test ebx, 1073741824
+    mov ecx, 104
+    movsxd rcx, dword ptr [r15 + r9 + 128]
+    mov r9d, ecx
+    jmp 1f
+1:
+    test ebx, 1280
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ecx
+    movsxd rcx, dword ptr [r15 + r8 + 768]
+    test ebx, 10752
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], 107
-    mov r8, r9
-    add r9, qword ptr [r15 + rbp + 384]
+    add rcx, qword ptr [r15 + rbp + 7744]
+    mov qword ptr [r15 + r8 + 640], rcx
+    add rcx, qword ptr [r15 + r8 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c195:
+    lea r9, [r11 + r11*8]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], sil
+    and ecx, dword ptr [r15 + r9 + 1728]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
+    test ebx, 512
+    jz 1f
 1:
-    lea r9, [r11 + r11*1]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3520], 207
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rbp, r9
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r9 + 1792], ebp
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 128]
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 1536], 3
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 128], ebp
-    movzx ebp, byte ptr [r15 + r8 + 3776]
-    mov dword ptr [r15 + r8 + 3648], 20
+    movsxd rcx, dword ptr [r15 + r9 + 1472]
+    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm14
+    mov rsi, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 3840], r8
-    mov ebp, ebp
+    mov dword ptr [r15 + r9 + 1664], ebp
+    and esi, dword ptr [r15 + r9 + 1600]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3392], 238
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + r8 + 3584]
-    mov dword ptr [r15 + r8 + 3712], 255
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 3456], r9
-    mov r9d, dword ptr [r15 + rbp + 384]
-    movzx r8d, bpl
+    mov esi, dword ptr [r15 + rbp + 64]
+    add rsi, qword ptr [r15 + r9 + 1856]
+    mov ebp, 160
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c196:
-    add r9, qword ptr [r15 + 0]
+    movzx esi, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov dword ptr [r15 + 0], 37
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    and r9, 192
-    mov byte ptr [r15 + r9 + 704], r9b
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    add rbp, qword ptr [r15 + r9 + 640]
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 320]
-    mov edx, 232
-    mov edx, edx
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 576]
-    mov eax, edx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 3
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rbp
-    mov edx, dword ptr [r15 + r9 + 768]
-    mov byte ptr [r15 + rbp + 256], r8b
-    mov qword ptr [r15 + r8 + 384], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
     jmp 1f
 1:
-    mov edx, 172
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1536
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11*8]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3712]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm14
+    and r9, 192
+    mov qword ptr [r15 + r9 + 576], rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], sil
+    mov qword ptr [r15 + r9 + 640], r8
+    mov rsi, qword ptr [r15 + rbp + 3520]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, r9b
+    mov qword ptr [r15 + r8 + 128], rsi
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 768], r8d
+    mov qword ptr [r15 + rbp + 3392], rsi
+    movzx r8d, sil
+    or qword ptr [r15 + r9 + 704], 36
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov dword ptr [r15 + rbp + 3584], 195
+    mov r8d, dword ptr [r15 + rbp + 3456]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c197:
-    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov rdx, r8
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 320]
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov r9d, 204
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movsxd rsi, dword ptr [r15 + r8 + 384]
+    mov r9d, 181
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    movzx r9d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2079232
+    jnz 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, 108
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 192
+    mov byte ptr [r15 + r9 + 576], sil
+    jmp 1f
+1:
+    mov esi, 136
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    add rsi, qword ptr [r15 + r9 + 640]
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    test ebx, 512
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm14
+    mov byte ptr [r15 + r9 + 704], cl
+    and ecx, dword ptr [r15 + r8 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b9_done
+.Lc1_b9_c198:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov ecx, 123
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
@@ -19779,1419 +19645,1332 @@ ditto_body_c1:
     test ebx, 768
     jz 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov dword ptr [r15 + 0], 159
-    jmp 1f
-1:
-    and r9, 192
-    and edx, dword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 228
-    mov edx, 201
-    jmp 1f
-1:
-    test ebx, 1073741824
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 2560
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 384], dl
-    movzx edx, dl
-    and edx, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r9 + 640], 225
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 768], dl
-    mov qword ptr [r15 + r9 + 576], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c198:
-    mov dword ptr [r15 + 0], 211
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], esi
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 512
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    movzx edx, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], 154
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    test ebx, 768
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 202
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 256]
+    movzx esi, byte ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 199
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 143
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 448], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 128]
-    mov ebp, dword ptr [r15 + r8 + 512]
-    mov qword ptr [r15 + r9 + 320], rax
+    mov rcx, rbp
+    movsxd rbp, dword ptr [r15 + r9 + 192]
+    mov ecx, 107
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c199:
-    movzx edx, dl
+    add qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, ecx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
+    mov r9d, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 234
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1024
+    jz 1f
+1:
+    mov r9d, 174
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    movzx ebp, r9b
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 224
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 320]
     test ebx, 1024
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r9, rax
-    test ebx, 1280
-    jz 1f
-1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    mov rax, qword ptr [r15 + rbp + 256]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 121
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + r9 + 384], r8
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + r9 + 128]
-    lea r9, [r11 + r11*1]
-    mov ebp, 33
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 106
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 512], r9d
-    jmp 1f
-1:
-    mov r9d, 253
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    mov dword ptr [r15 + r8 + 448], r8d
+    and r8d, dword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c200:
-    jmp 1f
-1:
-    mov r9, rbp
-    and r9d, dword ptr [r15 + 0]
-    mov ebp, 2
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r8d
-    mov dword ptr [r15 + 0], 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, r9d
-    mov ebp, ebp
-    mov ebp, 19
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpor xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, 67
     mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    movzx ebp, bpl
+    movsxd rbp, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
-    lea rbp, [r11 + r11*1]
+    movzx ebp, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 384]
-    and r9, 64
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + r9 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm14
     and r8, 64
-    mov qword ptr [r15 + r8 + 384], rbp
-    inc dword ptr [r15 + rbp + 320]
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 320], 29
+    and ebp, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 36
-    mov dword ptr [r15 + r8 + 320], 189
-    mov ebp, r9d
+    mov ebp, 206
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 192]
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c201:
-    vpaddd xmm0, xmm0, xmm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r8d, r8d
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7808], rbp
     jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
 1:
     lea r8, [r11 + r11*1]
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    vpxor xmm14, xmm14, xmm2
+    mov dword ptr [r15 + rbp + 7616], 145
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 7552]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 384]
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 128]
+    mov ecx, r9d
+    mov ecx, dword ptr [r15 + rbp + 8000]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 64]
-    mov r9, rdx
-    mov byte ptr [r15 + r8 + 320], dl
+    mov dword ptr [r15 + rbp + 7936], ecx
+    lea r9, [r11 + r11*1]
+    and ecx, dword ptr [r15 + rbp + 7488]
+    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm14
+    mov qword ptr [r15 + r8 + 448], r9
+    mov byte ptr [r15 + rbp + 7872], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 7744], r9b
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov r9d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c202:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 768
     jnz 1f
 1:
-    jmp 1f
-1:
-    vpshufd xmm0, xmm0, 59
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 175
-    mov dword ptr [r15 + 0], 13
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    xor dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], r9d
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], rbp
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 242
-    test ebx, 1024
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 155
-    mov rdx, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 384], 43
-    test ebx, 512
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, r9
-    and ebp, dword ptr [r15 + r8 + 448]
-    mov r8d, ebp
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, 98
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 320]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 512], r8b
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 64]
+    test ebx, 2816
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 128], 158
+    and ecx, dword ptr [r15 + r9 + 384]
+    test ebx, 512
+    jnz 1f
+1:
+    movzx ecx, cl
+    add rcx, qword ptr [r15 + rbp + 448]
+    movzx r8d, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c203:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov r8d, 42
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 53
-    movzx r8d, r9b
-    mov r9d, 189
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, r8
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 226
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
+    lea r8, [r11*4]
+    lea rbp, [r11 + r11*4]
+    and r8, 448
+    mov byte ptr [r15 + r8 + 960], r8b
+    and rbp, 8128
+    mov qword ptr [r15 + rbp + 7680], rbp
     lea r9, [r11 + r11*1]
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 512]
-    mov edx, edx
     jmp 1f
 1:
     and r9, 64
-    mov edx, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r9 + 64], 11
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 7744]
+    vpshufd xmm14, xmm14, 226
+    mov rsi, qword ptr [r15 + rbp + 7488]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 200
+    add rsi, qword ptr [r15 + r8 + 832]
+    vpaddd xmm14, xmm14, xmm14
+    mov dword ptr [r15 + r9 + 128], esi
+    test ebx, 1280
     jnz 1f
 1:
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], 30
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 64]
-    mov dword ptr [r15 + rbp + 128], r9d
-    test ebx, 512
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 384]
-    movzx r9d, r9b
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 7552], rcx
+    mov ecx, 157
+    add rcx, qword ptr [r15 + r8 + 896]
+    test ebx, 6656
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov ecx, 195
+    and ecx, dword ptr [r15 + rbp + 7616]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov ecx, esi
+    vpcmpeqb xmm14, xmm14, xmm9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1024], ecx
+    mov ecx, 116
+    movzx ecx, cl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c204:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*4]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], r9b
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    mov ebp, 2
-    mov byte ptr [r15 + r9 + 7488], dl
-    test ebx, 1073741824
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 246
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    test ebx, 2560
     jnz 1f
 1:
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 448], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov ebp, 232
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
     test ebx, 768
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + r9 + 7744]
-    and rbp, 192
-    mov rdx, qword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 576], 26
-    mov byte ptr [r15 + rbp + 768], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov edx, 66
-    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 47
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov r8d, 201
-    jmp 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov ecx, 34
+    vmovq qword ptr [r15 + rbp + 256], xmm14
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 68
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 7680]
-    vpmovmskb edx, xmm0
-    mov dword ptr [r15 + r9 + 7616], 178
+    mov ecx, 50
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 64], 15
+    test ebx, 2560
+    jz 1f
+1:
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov ecx, 251
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c205:
-    mov rdx, rdx
-    mov edx, 174
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 203
+    add r8, qword ptr [r15 + 0]
+    mov ecx, esi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul rdx, rdx
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov r8, rcx
+    mov r8d, r8d
     test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 2048
     jnz 1f
-1:
-    mov dword ptr [r15 + 0], 119
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
 1:
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm0
-    mov byte ptr [r15 + rbp + 128], bpl
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
     jz 1f
 1:
+    xor dword ptr [r15 + 0], r8d
+    movzx r8d, cl
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    test ebx, 2304
+    lea r9, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    movzx esi, r9b
+    vpmovmskb esi, xmm14
+    lea rbp, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    vmovdqu xmm14, xmmword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r9 + 128], bpl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 128]
-    mov r8d, 211
-    mov dword ptr [r15 + rbp + 256], 155
+    mov dword ptr [r15 + r8 + 192], ebp
+    jmp 1f
+1:
+    mov r8, rbp
+    vpaddd xmm14, xmm14, xmm14
+    test ebx, 512
+    jz 1f
+1:
+    mov r8, r8
+    and r9d, dword ptr [r15 + rbp + 128]
+    movzx r8d, bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c206:
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r9d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*8]
     test ebx, 1073741824
     jnz 1f
 1:
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 1984
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 1536], bpl
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    add rdx, qword ptr [r15 + r8 + 1664]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r8 + 1600], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 237
     jmp 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r9d, 244
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    test ebx, 1792
     jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 1408], rbp
+    mov ebp, 235
+    vpxor xmm14, xmm14, xmm4
     and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov qword ptr [r15 + r8 + 1856], r9
-    mov dword ptr [r15 + r9 + 320], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 1728], r8b
-    test ebx, 1073741824
+    movzx ebp, byte ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    test ebx, 512
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 1344], r9b
-    movzx r9d, r9b
-    mov qword ptr [r15 + r8 + 1792], r9
-    test ebx, 2048
-    jz 1f
+    and rbp, 64
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 256], r9d
+    movzx ebp, r9b
+    test ebx, 6656
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r8 + 1472], r9
-    jmp 1f
-1:
+    mov ebp, 140
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    mov qword ptr [r15 + r9 + 512], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c207:
-    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, r9
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm14, xmm14, xmm14
+    test ebx, 2304
     jz 1f
 1:
-    mov r9, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 115
+    test ebx, 2560
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
     test ebx, 2304
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 512]
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
+    and r9d, dword ptr [r15 + 0]
+    mov r8d, 161
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 320]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov rdx, qword ptr [r15 + rbp + 384]
-    test ebx, 1280
+    add r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov r8d, 85
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r9d, 83
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov byte ptr [r15 + r9 + 256], al
-    mov byte ptr [r15 + r8 + 448], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + rbp + 128]
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 64], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r9b
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    movzx r9d, byte ptr [r15 + r8 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c208:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    movzx edx, byte ptr [r15 + rbp + 3456]
-    mov r8, rdx
-    mov edx, r8d
-    mov edx, 178
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    imul r9, r9
+    test ebx, 768
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 247
+    mov dword ptr [r15 + 0], 135
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, edx
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
+    imul r9d, r9d, 120
+    lea r9, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and r9, 192
+    and esi, dword ptr [r15 + r9 + 640]
+    mov ebp, esi
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 448]
+    test ebx, 768
+    jnz 1f
+1:
+    mov ebp, ecx
+    imul rbp, rbp
+    and ebp, dword ptr [r15 + r8 + 512]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 768], r9
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + rbp + 3712]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 3584]
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 64]
-    mov eax, edx
-    mov byte ptr [r15 + rbp + 3392], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm0
-    mov dword ptr [r15 + r9 + 128], 236
-    vpmovmskb r9d, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov edx, 68
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 19
-    movsxd rdx, dword ptr [r15 + rbp + 3520]
-    mov dword ptr [r15 + r9 + 512], 233
+    mov dword ptr [r15 + r8 + 320], ebp
+    mov byte ptr [r15 + r9 + 576], bpl
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c209:
-    mov dword ptr [r15 + 0], 159
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    movzx edx, r9b
-    mov dword ptr [r15 + 0], edx
-    test ebx, 2304
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    lea rbp, [r11 + r11*1]
-    and r9, 192
-    movzx eax, byte ptr [r15 + r9 + 640]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    test ebx, 768
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 704], 133
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + r9 + 768]
-    mov rdx, qword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + 0], 97
+    movzx ebp, bpl
     test ebx, 512
     jz 1f
 1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 144
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r8, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
     mov r9, qword ptr [r15 + rbp + 512]
-    movzx edx, bpl
-    mov dword ptr [r15 + r8 + 320], 249
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
+    mov ebp, 26
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r8 + 128], 43
+    mov r8d, 205
+    test ebx, 6400
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    and r8d, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c210:
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, r9
     mov qword ptr [r15 + 0], r9
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    mov r9d, edx
-    mov dword ptr [r15 + 0], 198
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    movzx r9d, dl
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov edx, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    add rdx, qword ptr [r15 + r9 + 384]
-    mov r8d, edx
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    vmovdqu ymmword ptr [r15 + r9 + 320], ymm0
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 186
     test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    mov rbp, rax
-    mov ebp, dword ptr [r15 + r8 + 384]
+    or qword ptr [r15 + 0], 112
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 127
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 448]
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + r8 + 512], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c211:
+    lea r8, [r11*4]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], r8d
+    and ebp, dword ptr [r15 + r8 + 704]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r9, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    mov byte ptr [r15 + 0], al
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1536
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx edx, dl
+    mov esi, 131
+    mov rsi, rsi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 512
     jnz 1f
 1:
-    vpxor xmm0, xmm0, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
     jmp 1f
 1:
+    movzx esi, sil
+    lea rbp, [r11 + r11*4]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    add rdx, qword ptr [r15 + 0]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1472], bpl
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 1536]
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    imul rdx, r9
+    mov qword ptr [r15 + rbp + 1600], r9
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 384], bpl
-    lea r8, [r11 + r11*1]
-    test ebx, 9216
-    jnz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rbp
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov rdx, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 192], 244
+    mov esi, 174
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm14
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
-    mov r8, qword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
+    and esi, dword ptr [r15 + r9 + 256]
+    and esi, dword ptr [r15 + rbp + 1344]
+    and r9d, dword ptr [r15 + rbp + 1408]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c212:
-    lea r8, [r11 + r11*1]
+    mov r9d, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    movzx esi, r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov dword ptr [r15 + 0], 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 224
+    lea r9, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 384], xmm0
+    add rsi, qword ptr [r15 + 0]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, eax
+    mov dword ptr [r15 + rbp + 192], ebp
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r9d, 174
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r8 + 128], esi
+    movzx esi, byte ptr [r15 + rbp + 256]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov r9, r9
+    mov qword ptr [r15 + r9 + 320], rsi
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11*4]
-    mov edx, r9d
-    mov dword ptr [r15 + rbp + 192], edx
-    and r9, 192
-    and edx, dword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 640]
-    mov rbp, rdx
-    movzx edx, byte ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], bpl
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov dword ptr [r15 + r8 + 320], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c213:
-    imul rbp, rdx
-    mov ebp, 4
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov rdx, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov r8, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], 148
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3072
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm0
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 128]
-    test ebx, 2304
+    and esi, dword ptr [r15 + rbp + 192]
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + rbp + 256], 31
+    mov ebp, 229
+    test ebx, 1073741824
     jnz 1f
 1:
-    vmovq xmm0, rdx
-    and r8, 64
-    lea r9, [r11*4]
-    mov edx, dword ptr [r15 + r8 + 512]
-    mov rax, rdx
+    mov dword ptr [r15 + r8 + 320], 29
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 242
+    mov r8d, 49
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpor xmm14, xmm14, xmm14
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 192
-    mov qword ptr [r15 + r9 + 704], r9
-    mov dword ptr [r15 + rbp + 64], r9d
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm0
+    movsxd r8, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov ebp, 177
+    movzx ebp, bpl
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov qword ptr [r15 + r9 + 768], r9
-    mov dword ptr [r15 + r8 + 448], r9d
-    mov r8, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, bpl
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c214:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ebp, r8b
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 520704
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov r9, r8
+    mov dword ptr [r15 + rbp + 320], r8d
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], 223
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 116
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov qword ptr [r15 + r8 + 448], r8
+    test ebx, 512
     jz 1f
 1:
-    mov r8d, 99
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, edx
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    vpaddd xmm0, xmm0, xmm0
+    movzx esi, bpl
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 320]
     lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 512], 36
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    and r8d, dword ptr [r15 + rbp + 384]
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 209
-    mov r8d, 173
-    mov r8, qword ptr [r15 + r9 + 256]
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    mov esi, ebp
+    mov ebp, esi
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    mov ebp, 139
+    mov rbp, rcx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c215:
-    mov r9d, r9d
-    jmp 1f
+    lea rbp, [r11 + r11*1]
+    mov r9, rbp
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 41
+    test ebx, 512
+    jnz 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov esi, 112
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1024
+    test ebx, 3328
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 178
+    mov esi, 94
+    test ebx, 3072
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 202
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 512
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 91
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    movzx r9d, r8b
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 41
+    mov dword ptr [r15 + r8 + 320], 253
     jmp 1f
 1:
-    or qword ptr [r15 + r9 + 320], 68
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 1830400
+    jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 111
-    mov dword ptr [r15 + r9 + 448], r8d
-    mov qword ptr [r15 + r8 + 256], r9
+    and esi, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 128], esi
+    add r9, qword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c216:
-    lea r9, [r11 + r11*1]
+    mov r9d, r8d
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    mov esi, r9d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    test ebx, 6400
+    jz 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    imul r9, r9
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + 0], 172
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + 0], 224
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 155
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edx, bpl
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 384], rbp
-    mov ebp, ebp
+    lea r9, [r11 + r11*1]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 384]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 448]
+    movzx ebp, dil
+    mov rbp, r8
     lea rbp, [r11 + r11*1]
-    add r9, qword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
+    test ebx, 768
     jz 1f
 1:
+    mov rsi, r8
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + rbp + 192], r8d
-    vpaddd xmm0, xmm0, xmm0
+    add rsi, qword ptr [r15 + rbp + 384]
+    mov rdi, rsi
+    test ebx, 512
+    jz 1f
+1:
+    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 320]
+    vmovdqu xmmword ptr [r15 + r9 + 512], xmm14
+    mov qword ptr [r15 + rbp + 320], rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c217:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 7680]
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 7488]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 192]
-    and r8, 1984
-    vmovq qword ptr [r15 + r8 + 1472], xmm0
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 1536], ebp
-    mov r9d, 244
-    add r9, qword ptr [r15 + r8 + 1408]
-    lea r9, [r11 + r11*1]
-    test ebx, 512
+    test ebx, 1024
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + rbp + 7616], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 95
+    test ebx, 768
     jnz 1f
 1:
-    mov edx, 221
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r8b
-    jmp 1f
-1:
+    mov qword ptr [r15 + rbp + 7744], rbp
+    add rdi, qword ptr [r15 + rbp + 7872]
+    mov dword ptr [r15 + r8 + 512], edi
+    lea r8, [r11 + r11*1]
+    imul edi, r8d, 32
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 7552], bpl
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
+    mov byte ptr [r15 + rbp + 7808], r8b
+    test ebx, 1280
     jz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 256]
-    mov ebp, dword ptr [r15 + r8 + 1664]
-    mov rax, qword ptr [r15 + r8 + 1600]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 128], 73
-    mov rbp, rbp
+    movzx edi, r8b
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm14
+    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c218:
-    lea rbp, [r11 + r11*2]
-    and rbp, 1984
-    mov r9, qword ptr [r15 + rbp + 1408]
-    jmp 1f
-1:
-    mov r8d, 18
-    mov rdx, r8
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 226
-    movzx r9d, r8b
+    mov byte ptr [r15 + r8 + 128], r8b
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7872], ebp
+    test ebx, 512
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + rbp + 7936]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r9d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
+    mov rdi, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r9d, edx
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    and r9, 192
-    mov qword ptr [r15 + r9 + 640], r9
-    mov rdx, qword ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + r9 + 576], rdx
+    and edi, dword ptr [r15 + r8 + 64]
+    mov qword ptr [r15 + rbp + 7488], rdi
+    mov dword ptr [r15 + rbp + 7616], 158
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, esi
+    lea r8, [r11 + r11*1]
+    nop
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 128]
+    add rdi, qword ptr [r15 + rbp + 7744]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + rbp + 7680]
+    add rdi, qword ptr [r15 + rbp + 7552]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 1472], dl
-    mov rdx, qword ptr [r15 + r9 + 768]
-    mov r8, rdx
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + r8 + 64], dil
+    and edi, dword ptr [r15 + rbp + 7808]
+    jmp 1f
 1:
-    movzx edx, byte ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + rbp + 1344], 68
-    mov r9d, 35
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c219:
-    lea r9, [r11*8]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1408], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    lea rbp, [r11 + r11*1]
+    and r8, 8128
+    and edi, dword ptr [r15 + r8 + 7488]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
@@ -21200,1141 +20979,1157 @@ ditto_body_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + r9 + 1536]
-    test ebx, 4608
-    jz 1f
-1:
-    and r8, 64
-    vpcmpeqb xmm0, xmm0, xmmword ptr [r15 + r8 + 384]
-    lea rbp, [r11*4]
-    and edx, dword ptr [r15 + r9 + 1344]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 192
-    movzx edx, byte ptr [r15 + rbp + 576]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 640], rdx
-    mov edx, dword ptr [r15 + r9 + 1664]
     test ebx, 768
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 704], edx
-    mov rax, qword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + r9 + 1600], ebp
-    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 320], al
-    mov eax, dword ptr [r15 + r9 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov dword ptr [r15 + rbp + 320], 155
+    test ebx, 512
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 7616], r9
+    movzx ebp, r9b
+    add rbp, qword ptr [r15 + r8 + 7808]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + r8 + 7552]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 448], rbp
+    movsxd rbp, dword ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + r8 + 7744], 228
+    test ebx, 1024
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 7872], 130
+    mov r8d, 195
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c220:
-    lea rbp, [r11 + r11*8]
+    vmovdqu xmmword ptr [r15 + 0], xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8d, 9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 183
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 251
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1664], ebp
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
+    mov rbp, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, bpl
-    mov rax, rax
-    mov dword ptr [r15 + r9 + 448], 248
-    test ebx, 1073741824
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 448], rbp
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 192]
+    test ebx, 512
     jnz 1f
-1:
-    movzx eax, r9b
-    mov rax, qword ptr [r15 + rbp + 1408]
-    mov byte ptr [r15 + r8 + 256], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 1792]
-    add rax, qword ptr [r15 + rbp + 1536]
-    mov qword ptr [r15 + rbp + 1472], rax
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
-    add rax, qword ptr [r15 + rbp + 1856]
-    mov dword ptr [r15 + rbp + 1600], 93
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 256], dil
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 254
+    add rbp, qword ptr [r15 + r8 + 512]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm0, xmm0, xmm10
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    mov qword ptr [r15 + rbp + 1728], rax
-    mov rax, rax
+    mov ebp, 200
+    mov ebp, 6
+    mov byte ptr [r15 + r9 + 448], bpl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c221:
-    lea rbp, [r11*8]
-    vpaddd xmm0, xmm0, xmm0
-    and rbp, 4032
-    add rax, qword ptr [r15 + rbp + 3648]
-    lea r8, [r11 + r11*1]
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 0]
+    vpaddd xmm14, xmm14, xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
+1:
     jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
+    mov rbp, rbp
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 44
+    test ebx, 1024
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r9d, 11
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 121
-    test ebx, 1280
-    jz 1f
-1:
-    mov eax, edx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
+    movsxd r8, dword ptr [r15 + r9 + 192]
+    mov edi, r8d
+    test ebx, 1280
+    jnz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 3520]
-    mov byte ptr [r15 + rbp + 3456], al
-    add rax, qword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 3584], ymm0
-    mov dword ptr [r15 + rbp + 3712], r9d
-    mov dword ptr [r15 + r8 + 256], 184
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 3392], 212
-    movzx eax, r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    jmp 1f
+1:
+    test ebx, 490240
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 128]
+    and edi, dword ptr [r15 + r9 + 256]
+    mov r9, qword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c222:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
     and r9, 64
-    mov eax, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + 0], eax
+    mov qword ptr [r15 + r9 + 320], r9
+    mov byte ptr [r15 + 0], r9b
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx r8d, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov edi, 27
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, dil
+    mov dword ptr [r15 + 0], edi
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
+    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r8d, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    test ebx, 1024
-    jnz 1f
-1:
-    and r8, 64
-    xor dword ptr [r15 + r8 + 128], r8d
-    jmp 1f
-1:
-    and rbp, 192
-    and eax, dword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm0
-    mov dword ptr [r15 + rbp + 576], 49
-    mov dword ptr [r15 + rbp + 640], 154
-    mov eax, ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    add rax, qword ptr [r15 + rbp + 704]
-    mov r8, rax
+    mov edi, r8d
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 192]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 384], bpl
+    movzx r9d, bpl
+    test ebx, 512
+    jnz 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    mov byte ptr [r15 + r8 + 256], bpl
+    mov dword ptr [r15 + rbp + 64], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c223:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 8345600
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 55
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 35
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov ebp, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
     lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 128], rax
     and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 384], 143
+    movsxd r8, dword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + rbp + 256], al
+    test ebx, 1536
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r9, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov r9, qword ptr [r15 + r8 + 3776]
+    mov edi, dword ptr [r15 + r8 + 3712]
+    movzx esi, bpl
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + rbp + 384], r8d
+    mov byte ptr [r15 + r9 + 128], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 3456], r9b
+    mov r9, qword ptr [r15 + r8 + 3584]
+    add r9, qword ptr [r15 + r8 + 3392]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 3520], r9b
+    movsxd r9, dword ptr [r15 + r8 + 3648]
+    mov rdi, qword ptr [r15 + r8 + 3840]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c224:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    and r9, 192
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 640], ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], r8d
+    add r8, qword ptr [r15 + rbp + 448]
+    movzx ebp, r8b
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov rax, rbp
+    movsxd r8, dword ptr [r15 + r9 + 768]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 111
+    mov ebp, 200
     test ebx, 512
-    jnz 1f
+    jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 24
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    lea rbp, [r11*4]
-    test ebx, 65536
-    jnz 1f
-1:
-    mov eax, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], 47
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 256]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 89
-    mov qword ptr [r15 + rbp + 576], rax
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 704], ymm0
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 768]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    .byte 0x66, 0x90
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 54
+    mov esi, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 5376
     jz 1f
 1:
-    mov rax, r8
-    mov byte ptr [r15 + r9 + 448], al
-    add rax, qword ptr [r15 + r8 + 192]
+    add rsi, qword ptr [r15 + r9 + 576]
+    mov ebp, 198
+    mov ebp, 202
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 64]
+    mov edi, dword ptr [r15 + rbp + 128]
+    add rsi, qword ptr [r15 + r9 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c225:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 16
-    mov eax, eax
-    jmp 1f
-1:
-    test ebx, 523008
-    jnz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 512
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 120
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and eax, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    movzx esi, r9b
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 64]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 226
-    test ebx, 131072
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 153
+    test ebx, 4864
     jnz 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], 126
-    movzx r8d, r9b
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    movzx r9d, bpl
+    mov r9d, dword ptr [r15 + rbp + 384]
+    movzx ebp, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8, r9
-    .byte 0x66, 0x90
-    mov r8d, r8d
+    mov r9d, 75
+    mov r9d, 125
+    lea r9, [r11 + r11*1]
+    mov ebp, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r9
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm14
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + r9 + 256]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 512]
-    mov r9d, eax
-    mov dword ptr [r15 + rbp + 128], 27
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 128], bpl
+    mov rbp, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c226:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, r8
-    test ebx, 8304640
-    jz 1f
-1:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 64]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r9d, 4
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    movzx eax, r8b
-    lea r9, [r11 + r11*1]
-    and r8, 448
-    mov rax, qword ptr [r15 + r8 + 1216]
+    lea r9, [r11 + r11*8]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 1984
+    and r8d, dword ptr [r15 + r9 + 1536]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 1792], 146
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 1408]
+    vmovdqu ymmword ptr [r15 + r9 + 1856], ymm14
+    test ebx, 12800
+    jz 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 1344]
+    and r8d, dword ptr [r15 + r9 + 1472]
+    mov esi, dword ptr [r15 + r9 + 1728]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    lea rbp, [r11 + r11*1]
-    mov eax, ebp
-    add rax, qword ptr [r15 + r8 + 960]
-    test ebx, 1073741824
-    jz 1f
+    lea r8, [r11 + r11*1]
+    movzx esi, r8b
+    movzx esi, byte ptr [r15 + r9 + 1664]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 102
+    test ebx, 768
+    jnz 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    mov dword ptr [r15 + rbp + 320], ebp
-    vmovdqu xmmword ptr [r15 + r8 + 896], xmm0
-    jmp 1f
-1:
-    test ebx, 2304
-    jz 1f
-1:
-    mov ebp, 205
-    add rbp, qword ptr [r15 + r8 + 1152]
-    mov eax, 134
-    test ebx, 1073741824
-    jz 1f
-1:
-    add qword ptr [r15 + r8 + 1088], rbp
-    mov rbp, qword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    test ebx, 2304
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r8 + 832]
-    mov r9d, ebp
-    mov byte ptr [r15 + r8 + 1024], r9b
+    mov dword ptr [r15 + r9 + 1600], r8d
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov dword ptr [r15 + rbp + 128], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c227:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*8]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rax
-    jmp 1f
-1:
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3904], 145
-    mov dword ptr [r15 + r9 + 3712], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, dword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8d, 189
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1024
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 3776]
-    mov eax, dword ptr [r15 + r9 + 3648]
-    and ebp, dword ptr [r15 + r9 + 3840]
+    mov dword ptr [r15 + 0], r8d
+    vpshufd xmm14, xmm14, 156
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 3584], bpl
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 230
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 768
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    test ebx, 1024
+    jnz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 253
-    mov dword ptr [r15 + r9 + 3456], 184
-    movzx eax, byte ptr [r15 + r9 + 3520]
-    mov dword ptr [r15 + r9 + 3392], r8d
+    mov r8, qword ptr [r15 + rbp + 256]
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    lea r9, [r11 + r11*1]
+    mov edi, ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9d, 15
-    movsxd r9, dword ptr [r15 + rbp + 320]
+    movzx r8d, sil
+    mov r8, qword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    mov dword ptr [r15 + rbp + 192], 127
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c228:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea r8, [r11*8]
     jmp 1f
 1:
-    test ebx, 1024
+    vpor xmm14, xmm14, xmm14
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], r8d
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 512]
+    test ebx, 768
     jnz 1f
 1:
-    mov r9d, 104
-    mov dword ptr [r15 + 0], 126
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov qword ptr [r15 + 0], r9
-    mov r9, r9
-    mov dword ptr [r15 + 0], 119
+    vmovq qword ptr [r15 + r8 + 3776], xmm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + r9 + 448], rsi
+    movzx r9d, bpl
+    test ebx, 4608
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 187
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
+    test ebx, 3328
     jz 1f
 1:
-    mov eax, 255
-    add rax, qword ptr [r15 + 0]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 512], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + r9 + 448]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
+    and r9, 64
+    and ebp, dword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 3520], r8d
+    mov dword ptr [r15 + r8 + 3712], 157
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 448]
-    mov ebp, r9d
-    mov dword ptr [r15 + r8 + 256], 104
+    mov dword ptr [r15 + r8 + 3584], r9d
+    mov rbp, r9
+    mov byte ptr [r15 + r8 + 3648], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov ebp, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r8 + 3392], rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c229:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*4]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1536], r9b
+    mov r9d, 28
+    movzx r9d, r9b
+    add r9, qword ptr [r15 + rbp + 1408]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 10752
+    jnz 1f
 1:
-    test ebx, 512
-    jz 1f
-1:
-    vpmovmskb r9d, xmm0
-    lea r9, [r11*8]
-    mov r8, rbp
-    mov r8d, 5
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1280], 72
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 151
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2048
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm14
+    or qword ptr [r15 + rbp + 1472], 70
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov esi, ebp
+    and r9, 64
     lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 1024], rbp
+    movzx esi, byte ptr [r15 + r9 + 320]
     and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 192]
-    or qword ptr [r15 + r9 + 1152], 17
+    mov edi, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 1344], 159
     test ebx, 1073741824
     jnz 1f
-1:
-    mov rax, rax
-    jmp 1f
 1:
     jmp 1f
 1:
+    add rsi, qword ptr [r15 + r8 + 256]
+    mov r8, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 64], al
-    mov qword ptr [r15 + r9 + 960], rax
-    mov byte ptr [r15 + r9 + 896], r8b
-    and eax, dword ptr [r15 + r9 + 1088]
-    test ebx, 1073741824
-    jz 1f
+    movzx esi, r8b
+    mov rsi, qword ptr [r15 + r9 + 384]
+    jmp 1f
 1:
-    add rax, qword ptr [r15 + r9 + 1216]
-    mov qword ptr [r15 + r9 + 832], rax
-    movzx eax, al
-    test ebx, 2621440
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 256], 110
-    vpshufd xmm10, xmm0, 215
-    movzx r8d, al
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c230:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov r8d, 111
-    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 1984
+    mov qword ptr [r15 + r8 + 1408], r8
+    test ebx, 768
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
+    lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + r8 + 1664]
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 64]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r8
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul r8, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    vmovq xmm0, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov r9, rbp
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], r9d
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
     test ebx, 512
     jz 1f
 1:
-    mov rax, r8
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r8 + 128], eax
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 448]
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 1536], 247
+    movzx esi, bpl
+    mov ebp, dword ptr [r15 + r9 + 384]
     test ebx, 1073741824
     jnz 1f
 1:
+    movzx ebp, sil
+    mov dword ptr [r15 + r8 + 1472], 98
+    mov ebp, 232
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1728], 181
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 512], rax
-    mov eax, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 1600], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + r8 + 1792]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c231:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 101
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
+    movzx r8d, sil
+    mov r8, r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], al
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6400
+    jz 1f
 1:
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], 41
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, 230
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    vpaddd xmm14, xmm14, xmm14
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm0
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 241
-    movzx ebp, bpl
-    movzx ebp, byte ptr [r15 + 0]
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm2
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov r8d, 19
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 384]
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 448], rbp
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm0
-    test ebx, 6221824
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov byte ptr [r15 + rbp + 512], bpl
+    jmp 1f
+1:
+    test ebx, 10752
     jz 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    add rax, qword ptr [r15 + rbp + 192]
-    mov ebp, dword ptr [r15 + r8 + 64]
+    mov ebp, 62
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c232:
-    lea rbp, [r11*4]
-    movzx eax, r9b
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rax, rbp
-    test ebx, 2560
-    jz 1f
-1:
-    movzx eax, al
+    mov ebp, 117
+    movzx ebp, byte ptr [r15 + 0]
     jmp 1f
 1:
-    mov rax, rax
-    movzx eax, al
-    test ebx, 1073741824
+    mov r8d, ebp
+    test ebx, 768
     jnz 1f
 1:
-    mov r8, rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3328
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 216
+    vpcmpeqb xmm14, xmm14, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
+    mov esi, 67
+    movsxd rsi, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 512], r8b
+    mov esi, r8d
+    test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 256]
-    lea r9, [r11 + r11*1]
-    imul rax, qword ptr [r15 + rbp + 640]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 704], r9b
-    mov rax, qword ptr [r15 + r8 + 192]
-    mov r8d, 73
-    mov r8d, 84
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 768], r8
+    vmovq qword ptr [r15 + r8 + 64], xmm8
     jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 320], rax
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 448]
+    mov rbp, qword ptr [r15 + r8 + 128]
+    test ebx, 512
+    jz 1f
+1:
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r9 + 448], 215
+    mov r9d, 192
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c233:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r9, rdi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 73
+    mov qword ptr [r15 + rbp + 384], rbp
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3328
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    test ebx, 512
+    jz 1f
+1:
+    mov ebp, ebp
     jmp 1f
 1:
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    imul r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     test ebx, 1536
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], 114
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r9
-    lea rbp, [r11*4]
-    test ebx, 1024
-    jnz 1f
+    jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], ebp
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + rbp + 768], r8b
-    mov qword ptr [r15 + rbp + 576], r8
+    add r9, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], ebp
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 192], al
-    mov dword ptr [r15 + r9 + 448], 191
-    movzx r9d, byte ptr [r15 + rbp + 640]
-    test ebx, 1073741824
+    movsxd r9, dword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], esi
+    add rsi, qword ptr [r15 + rbp + 128]
+    test ebx, 512
     jz 1f
 1:
-    mov r9d, r9d
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + r8 + 256]
+    mov esi, dword ptr [r15 + r8 + 448]
+    mov ebp, esi
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c234:
-    lea r9, [r11 + r11*1]
-    mov r8d, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 66
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    and r8d, dword ptr [r15 + 0]
-    mov rbp, r9
-    test ebx, 3072
-    jz 1f
-1:
-    mov r8d, r9d
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    nop
-    mov ebp, r8d
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov eax, 40
     lea rbp, [r11 + r11*1]
-    movzx r8d, dl
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 448]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7488], r8
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 118
-    lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 209
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + r8 + 256]
-    movzx r8d, al
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx esi, sil
+    mov rsi, rsi
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 64]
+    test ebx, 768
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    movzx esi, byte ptr [r15 + r8 + 7552]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 128], r8b
+    mov r9d, dword ptr [r15 + r8 + 7616]
+    mov esi, 223
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + rbp + 512], 157
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c235:
-    lea rbp, [r11*8]
-    mov r8, rdx
-    jmp 1f
+    lea r9, [r11*8]
+    mov esi, r8d
+    and r9, 8128
+    mov byte ptr [r15 + r9 + 7616], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1036032
+    jnz 1f
 1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7744], 234
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r9 + 7936], sil
     jmp 1f
 1:
-    test ebx, 512
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov esi, 63
+    and esi, dword ptr [r15 + r9 + 7744]
+    mov dword ptr [r15 + r9 + 7680], 191
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
+    mov dword ptr [r15 + r9 + 7552], 231
+    lea rbp, [r11 + r11*1]
+    mov esi, ebp
+    mov byte ptr [r15 + r8 + 320], sil
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpshufd xmm14, xmm14, 114
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    mov ebp, dword ptr [r15 + r9 + 7872]
+    mov r8, rbp
+    test ebx, 5632
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 7488], r8d
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 640], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + rbp + 7488], 138
-    mov edx, 252
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 7808]
-    mov edx, dword ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + rbp + 7872], 128
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 576]
-    mov byte ptr [r15 + rbp + 7680], r9b
-    mov qword ptr [r15 + rbp + 7552], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov eax, dword ptr [r15 + r8 + 704]
-    add rax, qword ptr [r15 + r9 + 128]
+    inc dword ptr [r15 + r9 + 7808]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c236:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 207
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rbp
+    movzx ebp, r8b
+    mov r8, rbp
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1048576
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + 0], r8b
     jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, 221
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
+    lea r8, [r11 + r11*1]
+    mov esi, 24
     and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 128]
-    test ebx, 2048
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 8128
-    movsxd rax, dword ptr [r15 + r8 + 7744]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    test ebx, 1280
-    jz 1f
-1:
-    mov eax, edx
-    mov qword ptr [r15 + r8 + 7808], rax
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 7872], 195
-    jmp 1f
-1:
-    movzx eax, al
-    test ebx, 512
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm0
-    movzx eax, byte ptr [r15 + r8 + 7680]
-    mov byte ptr [r15 + rbp + 64], al
+    add rsi, qword ptr [r15 + rbp + 320]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7616], eax
-    movzx edx, byte ptr [r15 + r8 + 7552]
-    mov dword ptr [r15 + r8 + 7488], 130
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    mov r9, qword ptr [r15 + rbp + 384]
+    movzx ebp, r9b
+    test ebx, 982528
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 192]
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
+    vpxor xmm14, xmm14, xmm8
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], esi
+    mov dword ptr [r15 + r8 + 384], 80
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c237:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    add qword ptr [r15 + r8 + 320], r8
-    vmovq xmm0, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], 162
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
@@ -22343,248 +22138,247 @@ ditto_body_c1:
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm14, xmmword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 223
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r8, r8
+    mov qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
     test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], edx
-    movzx edx, r8b
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + r8 + 384], rdx
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 256]
-    movzx eax, byte ptr [r15 + r8 + 192]
-    movzx r8d, al
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 101
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    add rax, qword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov edi, esi
+    add rsi, qword ptr [r15 + r8 + 448]
+    test ebx, 512
+    jz 1f
+1:
+    mov esi, edi
+    mov esi, esi
+    mov esi, esi
+    mov byte ptr [r15 + rbp + 448], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 64], rsi
+    mov esi, 104
+    vmovq xmm14, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c238:
-    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov esi, 227
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1024
-    jz 1f
-1:
-    mov rax, rax
+    mov byte ptr [r15 + 0], sil
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 167
-    mov dword ptr [r15 + 0], 10
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r8d, bpl
+    mov esi, 135
+    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    test ebx, 1280
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
+    movzx esi, sil
+    vpcmpeqb xmm14, xmm14, xmm7
+    mov rsi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    test ebx, 2304
+    jnz 1f
 1:
-    mov eax, 221
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    and r8, 64
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 47
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], rbp
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
-    test ebx, 512
-    jz 1f
+    mov esi, ebp
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov eax, 24
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 64], r8
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 128]
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 192]
     and r9, 64
-    mov rax, qword ptr [r15 + r9 + 512]
-    movzx edx, byte ptr [r15 + r9 + 448]
+    mov rdi, qword ptr [r15 + r9 + 512]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 128]
-    add r9, qword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
+    vmovq qword ptr [r15 + r9 + 448], xmm14
+    mov ebp, dword ptr [r15 + r8 + 256]
+    mov r8d, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c239:
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], r9b
+    lea rbp, [r11*8]
+    mov r8d, 250
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
+    test ebx, 512
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r8, r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov r8d, 61
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov qword ptr [r15 + 0], r9
-    test ebx, 768
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + rbp + 3648]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 448]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], r9d
+    mov r9, r8
+    mov r9d, 33
+    mov qword ptr [r15 + r8 + 512], r9
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
+    movsxd r8, dword ptr [r15 + rbp + 3584]
+    mov rdi, r8
     and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 448], rdx
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    movzx edx, r8b
-    mov byte ptr [r15 + rbp + 512], dl
+    mov qword ptr [r15 + r9 + 64], r9
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 35
-    mov dword ptr [r15 + r8 + 64], r9d
-    mov r8, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3712], r8b
+    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 3520]
+    test ebx, 4864
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 128]
+    mov edi, 76
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 49
-    jmp 1f
-1:
-    jmp 1f
-1:
+    movzx r9d, dil
+    add rdi, qword ptr [r15 + rbp + 3456]
+    mov r9, rdi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c240:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    test ebx, 1280
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, r9b
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r8
+    mov r8d, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
     lea r8, [r11 + r11*1]
-    mov rbp, r8
+    jmp 1f
+1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
+    and edi, dword ptr [r15 + r8 + 128]
+    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 148
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r9d, 234
-    jmp 1f
-1:
-    test ebx, 2048
-    jz 1f
-1:
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 64]
-    and r9d, dword ptr [r15 + rbp + 128]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 193
-    mov byte ptr [r15 + rbp + 768], r9b
-    add r9, qword ptr [r15 + rbp + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 185
-    mov dword ptr [r15 + rbp + 576], r9d
-    mov r9d, 82
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + r9 + 256], dil
+    mov edi, edi
     add r11, 64
     inc rbx
     dec r13
@@ -22592,640 +22386,633 @@ ditto_body_c1:
 .Lc1_b9_c241:
     jmp 1f
 1:
-    movzx r9d, r9b
-    mov r9d, ebp
+    movzx edi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea r9, [r11*8]
-    lea rbp, [r11 + r11*1]
-    and r9, 8128
-    mov r8, qword ptr [r15 + r9 + 7488]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    test ebx, 515072
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edx, 91
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 192]
-    test ebx, 196608
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 7616], rax
-    mov rdx, rdx
-    movsxd rdx, dword ptr [r15 + r9 + 7744]
-    mov dword ptr [r15 + rbp + 64], edx
+    mov r9d, 20
+    mov r9, qword ptr [r15 + 0]
     test ebx, 512
     jz 1f
 1:
-    mov dword ptr [r15 + r9 + 7680], edx
-    jmp 1f
-1:
-    mov edx, edx
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd rdx, dword ptr [r15 + r9 + 7808]
-    and eax, dword ptr [r15 + r8 + 256]
-    add rax, qword ptr [r15 + r9 + 7552]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 64]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    lea rbp, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 320], r9b
+    test ebx, 1280
+    jz 1f
+1:
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + rbp + 512], 251
+    movzx ebp, r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c242:
-    lea rbp, [r11 + r11*2]
-    mov eax, ebp
-    mov eax, 248
-    and rbp, 448
-    mov rax, qword ptr [r15 + rbp + 896]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 960], eax
+    mov r8d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 87
-    movzx eax, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11*8]
+    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, sil
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 216
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    and r8d, dword ptr [r15 + rbp + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + rbp + 640], r8b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
     lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1344], r8d
-    add rax, qword ptr [r15 + r8 + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rsi, qword ptr [r15 + r8 + 64]
     and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    and eax, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 1728], eax
-    test ebx, 2621440
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1472], 86
-    movsxd rax, dword ptr [r15 + r8 + 1600]
-    mov r9d, eax
+    mov byte ptr [r15 + r9 + 256], bpl
+    movzx edi, byte ptr [r15 + r8 + 128]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 1408], 140
-    inc dword ptr [r15 + rbp + 832]
-    mov byte ptr [r15 + r8 + 1664], r9b
+    mov dword ptr [r15 + r9 + 192], edi
+    mov dword ptr [r15 + rbp + 768], 72
+    mov r9d, 81
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c243:
-    lea r9, [r11*8]
+    mov r9d, dword ptr [r15 + 0]
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r9, 4032
-    and eax, dword ptr [r15 + r9 + 3584]
-    mov r8d, eax
-    jmp 1f
+    test ebx, 950016
+    jz 1f
 1:
+    mov r9, qword ptr [r15 + 0]
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 157
+    movsxd r9, dword ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], r9
+    mov rdi, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, 205
     mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 215
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 171
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r9d, edi
     test ebx, 1073741824
     jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
 1:
     lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + r9 + 3456], 117
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    test ebx, 1073741824
+    jz 1f
+1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 125
+    mov byte ptr [r15 + rbp + 448], bpl
+    lea r8, [r11 + r11*1]
+    mov edi, 94
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    mov dword ptr [r15 + r8 + 512], 79
     test ebx, 1073741824
     jz 1f
 1:
-    movzx eax, bpl
-    add rax, qword ptr [r15 + r9 + 3712]
-    mov dword ptr [r15 + r8 + 448], eax
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 384]
-    add r8, qword ptr [r15 + r9 + 3648]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, al
-    mov dword ptr [r15 + r9 + 3520], r8d
-    jmp 1f
-1:
-    mov r8d, eax
-    test ebx, 589824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 3392], r8
-    jmp 1f
-1:
+    movsxd r8, dword ptr [r15 + r9 + 320]
+    movsxd r9, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c244:
-    movzx r8d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r8b
-    test ebx, 8337408
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm14
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 164
+    mov r9d, r9d
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 64]
-    lea rbp, [r11 + r11*1]
-    test ebx, 4608
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], rsi
+    mov r9d, 222
+    test ebx, 1280
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 448], r9b
     lea r9, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r8 + 128]
-    movzx r8d, al
+    mov dword ptr [r15 + rbp + 128], 173
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r9b
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 86
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    movsxd rax, dword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + r9 + 256], r9
+    mov r9d, dword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r8 + 448], r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c245:
+    mov r9, r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul eax, eax, 80
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov rax, rax
-    mov rax, rax
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*4]
-    mov eax, r9d
-    movzx eax, r9b
-    jmp 1f
-1:
-    and r8, 448
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm0
-    test ebx, 1280
+    mov byte ptr [r15 + 0], r9b
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 3584
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r8 + 1024]
-    and eax, dword ptr [r15 + r8 + 960]
-    lea rbp, [r11 + r11*1]
-    mov r9d, ebp
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    imul r9d, r9d, 78
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 384]
-    mov r9, qword ptr [r15 + rbp + 320]
-    lea rbp, [r11 + r11*1]
-    vpor xmm0, xmm0, xmm0
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 236
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + r8 + 896]
-    test ebx, 2088960
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov qword ptr [r15 + 0], r9
+    test ebx, 3328
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    test ebx, 1073741824
     jz 1f
 1:
-    mov r9, rax
-    movzx r9d, r9b
-    and r9d, dword ptr [r15 + rbp + 512]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 64], esi
+    test ebx, 1280
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov rbp, rsi
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c246:
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    mov ebp, r9d
-    mov ebp, ebp
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 33
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, rbp
-    mov r8d, 183
-    test ebx, 1073741824
-    jnz 1f
+    movzx ebp, bpl
+    test ebx, 512
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm0, xmm0, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11*4]
+    mov r8, rbp
+    lea r8, [r11*8]
+    and rbp, 192
+    mov rsi, qword ptr [r15 + rbp + 704]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3456], r8
+    mov dword ptr [r15 + rbp + 576], 91
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx esi, bpl
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 3520], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
+    mov esi, 228
+    mov rsi, qword ptr [r15 + r9 + 384]
+    mov r9d, dword ptr [r15 + r8 + 3648]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11 + r11*1]
-    mov r8d, 156
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov qword ptr [r15 + r9 + 384], rbp
-    test ebx, 3072
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    movzx r9d, r8b
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], al
+    mov qword ptr [r15 + rbp + 768], r9
+    mov dword ptr [r15 + r8 + 3584], 65
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 320], 205
-    mov r8, qword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
+    mov r9d, edi
+    mov dword ptr [r15 + r8 + 3712], 249
+    lock add qword ptr [r15 + rbp + 640], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c247:
+    mov r9, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r9, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    vpmovmskb r8d, xmm0
-    vpaddd xmm0, xmm0, xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    lea r9, [r11 + r11*1]
-    mov ebp, 27
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 128]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1280
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov qword ptr [r15 + rbp + 256], rbp
-    movzx ebp, byte ptr [r15 + r9 + 64]
+    add r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ebp, dword ptr [r15 + r8 + 448]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpshufd xmm0, xmm0, 231
-    mov r9d, r9d
     test ebx, 2048
     jz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 169
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    test ebx, 512
+    jnz 1f
 1:
-    mov r9d, 130
-    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 512]
+    test ebx, 1536
+    jnz 1f
+1:
+    mov esi, r8d
+    movzx esi, sil
+    mov r8d, dword ptr [r15 + r9 + 448]
+    lea r9, [r11 + r11*1]
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r8d, r9d
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    and esi, dword ptr [r15 + r9 + 192]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 320]
+    test ebx, 2304
+    jnz 1f
+1:
+    movzx esi, r8b
+    mov dword ptr [r15 + r8 + 384], ebp
+    mov byte ptr [r15 + r9 + 256], sil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c248:
-    mov dword ptr [r15 + 0], 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 65
-    mov r9d, dword ptr [r15 + 0]
+    mov esi, esi
     jmp 1f
 1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 20
+    jmp 1f
+1:
+    test ebx, 507136
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 512
+    mov esi, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 243
-    lea r8, [r11*4]
-    mov dword ptr [r15 + rbp + 384], r8d
-    test ebx, 512
-    jz 1f
-1:
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r8, 192
-    and ebp, dword ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r8 + 640], ebp
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov edx, 53
-    and rbp, 64
-    vmovq qword ptr [r15 + rbp + 320], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r8b
+    lea r9, [r11 + r11*1]
+    mov edi, esi
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 68
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    add r9, qword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 704], r9d
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r8 + 256], sil
+    movzx esi, byte ptr [r15 + r9 + 256]
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 148
+    jmp 1f
+1:
+    movzx r9d, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c249:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11*4]
+    movzx r9d, r9b
+    mov dword ptr [r15 + 0], 24
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 9728
+    jz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    and r9, 448
-    mov qword ptr [r15 + r9 + 960], r9
-    and rbp, 1984
-    or qword ptr [r15 + rbp + 1664], 47
+    mov qword ptr [r15 + 0], r9
+    test ebx, 768
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 121
-    mov dword ptr [r15 + rbp + 1728], 169
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 194
+    movzx r9d, r9b
+    lea r9, [r11 + r11*1]
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 48
     jmp 1f
+1:
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    test ebx, 6400
+    jz 1f
 1:
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov esi, 127
+    mov byte ptr [r15 + rbp + 64], sil
     and r8, 64
-    mov dword ptr [r15 + r8 + 448], 76
-    mov rdx, qword ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + rbp + 1600], dl
-    test ebx, 1280
+    mov rsi, qword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1344], dl
-    mov dword ptr [r15 + r8 + 512], 67
-    and r8d, dword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 1024]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm0
-    movsxd r8, dword ptr [r15 + r9 + 832]
-    mov ebp, dword ptr [r15 + r9 + 896]
+    mov rsi, qword ptr [r15 + r9 + 320]
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    mov r8d, r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c250:
-    lea rbp, [r11*4]
-    and rbp, 192
-    add r8, qword ptr [r15 + rbp + 576]
-    mov rdx, rdx
+    lea r8, [r11*4]
     lea r9, [r11*8]
-    mov dword ptr [r15 + rbp + 704], 13
-    and r9, 4032
-    movzx edx, byte ptr [r15 + r9 + 3712]
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm10
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7488], 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + r9 + 3520], r9b
-    mov edx, 132
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2560
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rsi
+    test ebx, 5120
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + r8 + 576]
+    and esi, dword ptr [r15 + r8 + 640]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 7616]
+    mov dword ptr [r15 + r9 + 7552], 88
+    mov r8, rsi
+    add r8, qword ptr [r15 + r9 + 7808]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 138
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 256], r8d
+    mov dword ptr [r15 + r8 + 192], r8d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + r9 + 3456], 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 784896
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r9 + 3584], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    mov dword ptr [r15 + rbp + 768], edx
-    mov rdx, rdx
+    mov byte ptr [r15 + r9 + 7744], sil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdx, qword ptr [r15 + r9 + 3392]
-    mov rax, rdx
-    add rdx, qword ptr [r15 + r9 + 3648]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 199
-    mov dword ptr [r15 + r8 + 128], eax
-    mov qword ptr [r15 + rbp + 640], rax
+    mov rsi, qword ptr [r15 + r9 + 7680]
     add r11, 64
     inc rbx
     dec r13
@@ -23233,338 +23020,317 @@ ditto_body_c1:
 .Lc1_b9_c251:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 186
     mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 523776
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r9, [r11*4]
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, 249
-    jmp 1f
-1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 768], 2
+    add rsi, qword ptr [r15 + r9 + 704]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 256], 118
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 57
-    test ebx, 1073741824
+    test ebx, 768
     jz 1f
 1:
-    movzx r8d, r9b
-    add r8, qword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + rbp + 512]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 13
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 221
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 576], 107
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 448], esi
+    mov rsi, qword ptr [r15 + r9 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c252:
-    lea r8, [r11 + r11*1]
-    movzx r9d, r8b
-    lea r9, [r11*4]
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    and r9, 192
-    mov rdx, qword ptr [r15 + r9 + 576]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov dword ptr [r15 + 0], 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 5765120
-    jz 1f
-1:
-    mov ebp, edx
-    mov ebp, 42
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 704], rbp
     lea rbp, [r11 + r11*1]
+    mov rsi, r8
+    movzx esi, sil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 768]
     and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 384]
-    movzx ecx, byte ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 512], rbp
     test ebx, 1073741824
     jnz 1f
 1:
+    add rsi, qword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 12800
+    jz 1f
+1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 640], cl
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 512
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 4
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], r8
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + r8 + 320]
+    and esi, dword ptr [r15 + r8 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 54
+    vpxor xmm10, xmm10, xmm14
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 448], r9b
+    mov ebp, esi
     jmp 1f
 1:
-    jmp 1f
+    test ebx, 1073741824
+    jz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 320]
+    nop
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm10
+    mov r9, rbp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c253:
-    lea rbp, [r11*8]
-    mov ecx, 173
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 512
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1280
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 98
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm10
+    mov ebp, dword ptr [r15 + 0]
+    movzx r9d, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1048576
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov ecx, 176
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 128]
-    vmovdqu xmmword ptr [r15 + r8 + 64], xmm0
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7680], 170
-    mov dword ptr [r15 + rbp + 7552], 85
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7616], r8d
-    mov qword ptr [r15 + rbp + 7744], r8
-    test ebx, 2560
     jz 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 320]
-    mov edx, 41
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 192], r8
     jmp 1f
 1:
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 512]
+    mov rdi, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 384]
-    movzx r8d, byte ptr [r15 + rbp + 7808]
-    vpor xmm0, xmm0, xmm0
+    movzx esi, byte ptr [r15 + r9 + 256]
+    and esi, dword ptr [r15 + rbp + 128]
+    movsxd r9, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c254:
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 175
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    movzx r9d, byte ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 89
-    mov r8, r8
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ecx, edx
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r8d, 211
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
+    and ebp, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    test ebx, 2048
     jnz 1f
 1:
-    lea r8, [r11 + r11*1]
+    mov ebp, ebp
+    mov dword ptr [r15 + 0], 47
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    test ebx, 512
+    jz 1f
+1:
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r8b
-    jmp 1f
-1:
+    movzx esi, bpl
+    lea r8, [r11*4]
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + rbp + 128], ebp
+    and r8, 192
+    movzx esi, byte ptr [r15 + r8 + 640]
+    mov edi, esi
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    mov dword ptr [r15 + r9 + 448], 204
+    mov dword ptr [r15 + r8 + 576], edi
+    mov dword ptr [r15 + r8 + 768], edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + rbp + 64], dil
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 320], ymm0
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 64
-    lea rbp, [r11 + r11*1]
-    mov ecx, 172
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + rbp + 64], ecx
-    mov dword ptr [r15 + r8 + 256], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b9_done
 .Lc1_b9_c255:
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 90
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    test ebx, 2304
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    vpcmpeqb xmm0, xmm0, xmm10
-    vpxor xmm0, xmm0, xmm11
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    movzx edi, dil
     lea rbp, [r11 + r11*1]
+    vpxor xmm10, xmm10, xmm11
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 174
     and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 64]
+    mov rdi, qword ptr [r15 + rbp + 512]
     and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
+    and edi, dword ptr [r15 + r8 + 384]
+    test ebx, 512
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 320]
+    mov r8d, 98
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 448]
-    mov rdx, qword ptr [r15 + rbp + 128]
+    mov edi, 231
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 116
-    mov dword ptr [r15 + r9 + 512], 28
-    add r9, qword ptr [r15 + r8 + 320]
+    lea r8, [r11*4]
+    add rdi, qword ptr [r15 + 0]
+    mov rsi, r9
+    and r8, 192
+    mov qword ptr [r15 + r8 + 640], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 704], r8b
+    mov edi, 22
+    mov edi, edi
+    mov edi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm10
+    mov dword ptr [r15 + r8 + 768], edi
+    mov rdi, qword ptr [r15 + r8 + 576]
     add r11, 64
     inc rbx
     dec r13

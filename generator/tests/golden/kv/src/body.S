@@ -67,541 +67,528 @@ ditto_body_c1:
     jmp .Lc1_b0_c7
     .p2align 6
 .Lc1_b0_c0:
-    movsxd rcx, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 32
-    mov dword ptr [r15 + 0], 9
-    mov rax, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 632
-    jnz 1f
-1:
+    movzx ecx, al
+    add rax, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test bl, 232
+    test bl, 128
     jz 1f
 1:
     movsxd r9, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    vcvtsi2sd xmm11, xmm11, r9d
+    test bl, 48
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     test bl, 152
     jz 1f
 1:
-    vpmovmskb r9d, xmm1
-    xchg rcx, rbp
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov edi, esi
-    test ebx, 3704
-    jz 1f
+    mov r9d, 32
+    movsxd rbp, dword ptr [r15 + 0]
+    mov ecx, 73
+    add rdi, qword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov ebp, 170
-    bswap rdi
-    mov eax, 167
+    add rbp, qword ptr [r15 + 0]
+    vpshufd xmm11, xmm11, 170
+    mov rax, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test bl, 72
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r8, rdx
+    mov dword ptr [r15 + 0], 124
+    test bl, 128
+    jnz 1f
+1:
+    mov esi, r8d
+    mov rcx, rdx
+    lea rbp, [r10 + r10*1]
+    add rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov r9d, dword ptr [r14 + rbp + 256]
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 704]
+    mov rsi, r9
+    movsxd rdx, dword ptr [r15 + r8 + 64]
     test bl, 16
     jz 1f
 1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 181
-    mov rsi, rbp
-    test bl, 232
-    jz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rdx
-    lea r8, [r10 + r10*1]
-    and eax, dword ptr [r15 + 0]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 448]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 128]
-    test ebx, 64928
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 64]
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r9 + 512], 42
-    add rcx, qword ptr [r15 + rbp + 128]
+    movzx edi, byte ptr [r14 + 0]
+    movzx eax, byte ptr [r15 + rbp + 192]
+    movsxd rcx, dword ptr [r15 + r9 + 768]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    xchg r9, r9
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 24
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 104
-    add rbp, qword ptr [r15 + 0]
-    movzx edx, al
-    mov eax, 197
-    test bl, 104
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov esi, eax
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 200
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 16
-    jnz 1f
-1:
-    movzx r9d, al
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rax, r9
-    test bl, 24
-    jnz 1f
-1:
-    lock or dword ptr [r15 + 0], 120
-    bt rax, rsi
-    mov edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov rsi, rbp
-    movsxd rax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    movzx esi, byte ptr [r15 + 0]
     and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 320]
-    lea r8, [r10 + r10*1]
+    add r9, qword ptr [r15 + rbp + 256]
+    and esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovq xmm11, r8
+    test bl, 16
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 336
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r8d, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, r8d
+    test bl, 16
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 207
+    test ebx, 3992
+    jnz 1f
+1:
+    mov r9d, r9d
+    mov ecx, 72
+    mov qword ptr [r15 + 0], rdx
+    movzx r9d, cl
     test bl, 16
     jz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 640]
-    add rdx, qword ptr [r15 + r8 + 576]
-    movsxd r9, dword ptr [r14 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    xor dword ptr [r14 + 0], edi
-    test ebx, 28352
+    mov esi, 111
+    lea r9, [r10 + r10*1]
+    test ebx, 7128
     jnz 1f
 1:
     and r8, 64
-    and edi, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r8 + 512], ecx
-    mov r9, qword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r8 + 384], rbp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 112
+    mov rdx, qword ptr [r15 + rbp + 192]
+    movzx ecx, byte ptr [r15 + r9 + 64]
+    test ebx, 6008
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 28
+    mov qword ptr [r14 + 0], r9
+    movzx ebp, byte ptr [r14 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + 0], r9d
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 72
+    mov byte ptr [r15 + 0], bpl
+    mov r9d, eax
+    mov eax, 111
+    mov edi, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    mov rcx, r9
-    movzx esi, al
-    mov edx, ecx
-    test ebx, 968
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 96
-    movzx eax, dl
-    mov dword ptr [r15 + 0], 168
-    mov eax, eax
-    test bl, 16
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, 176
-    and r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    popcnt r9, rsi
-    movsxd rdi, dword ptr [r15 + 0]
     mov rcx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 3512
+    jz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 84
+    test bl, 16
+    jz 1f
+1:
+    mov r8d, 137
+    mov esi, 217
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    mov esi, 80
-    mov eax, 247
-    test ebx, 336
+    movzx edi, byte ptr [r15 + 0]
+    mov r8, rdx
+    mov edx, edi
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 872
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    vpxor xmm4, xmm4, xmm1
-    mov edi, 71
-    mov byte ptr [r15 + r8 + 448], dil
-    and rbp, 64
+    mov edi, dword ptr [r15 + 0]
+    movzx r8d, dil
+    mov esi, edi
+    test ebx, 3320
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 154
+    imul esi, esi, 29
+    mov ecx, 110
+    movzx esi, bpl
+    test ebx, 32608
+    jz 1f
+1:
     lea r9, [r10 + r10*1]
-    add rdi, qword ptr [r15 + rbp + 384]
-    test bl, 40
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], r8
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + rbp + 64], ebp
     and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    mov edi, 131
-    test ebx, 576
+    mov qword ptr [r14 + r9 + 896], rbp
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    test bl, 40
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 320], r9b
-    imul rdi, rdi
-    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r14 + 0], r8d
+    mov rdi, qword ptr [r15 + r9 + 832]
+    mov esi, dword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 256]
-    mov edi, dword ptr [r14 + 0]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 128]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
+    lea rbp, [r10 + r10*8]
+    and rbp, 8128
+    mov rdx, qword ptr [r15 + rbp + 7488]
+    movzx r8d, al
+    mov rcx, rdx
+    bt rax, r9
+    test bl, 88
     jz 1f
 1:
-    mov r9, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + rbp + 7232], cl
+    mov dword ptr [r15 + rbp + 7104], 55
+    mov dword ptr [r15 + rbp + 7296], r8d
+    test ebx, 320
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 6072
+    jz 1f
+1:
+    movzx r9d, dil
+    mov esi, r9d
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 15344
+    jz 1f
+1:
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    movzx edx, cl
+    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 1408
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 7616]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 384]
+    mov rax, qword ptr [r15 + rbp + 7168]
+    test ebx, 416
+    jz 1f
+1:
+    mov r9d, 151
+    lea r9, [r10 + r10*1]
+    mov qword ptr [r14 + rbp + 7424], r9
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 64]
+    mov esi, dword ptr [r15 + r9 + 128]
     test bl, 16
     jz 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rcx, r9
-    movzx edx, dil
-    test bl, 40
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 227
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test bl, 80
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 233
-    mov rdx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, dl
-    test bl, 40
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    vaddsd xmm4, xmm4, xmm6
-    mov dword ptr [r15 + 0], eax
-    movzx eax, al
-    test bl, 24
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov esi, 165
-    mov eax, r8d
-    and r9, 64
-    mov ecx, dword ptr [r14 + r9 + 448]
-    and edi, dword ptr [r15 + rbp + 192]
-    test ebx, 400
-    jnz 1f
-1:
-    bt rcx, rbp
-    movsxd rdi, dword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + r9 + 512], dil
+    movsxd rdx, dword ptr [r15 + r8 + 320]
+    mov esi, dword ptr [r15 + rbp + 7552]
+    mov edi, dword ptr [r15 + rbp + 7360]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c4:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    lea r8, [r10 + r10*8]
-    movsxd rdi, dword ptr [r14 + rbp + 640]
-    and r8, 8128
-    movsxd rsi, dword ptr [r15 + r8 + 7424]
-    movzx eax, byte ptr [r15 + r8 + 7488]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 856
+    mov qword ptr [r15 + 0], rsi
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    add rsi, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    test bl, 24
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test bl, 16
+    mov rbp, rbp
+    movzx eax, cl
+    mov dword ptr [r15 + 0], ebp
+    test bl, 128
     jz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    sete dil
-    mov edi, dword ptr [r15 + 0]
-    test bl, 216
+    mov rcx, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    add rdi, qword ptr [r15 + 0]
-    add rdi, qword ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 639
+    rep stosb
+    movzx eax, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    test bl, 160
+    jnz 1f
+1:
+    vpshufd xmm7, xmm7, 15
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, 249
     lea r9, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 7296]
-    test ebx, 28592
+    test ebx, 7416
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], 206
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 192]
+    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 64], r9b
-    movzx eax, byte ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + r8 + 7168], 206
-    test ebx, 2032
+    test ebx, 3680
     jz 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 7104]
-    mov rax, qword ptr [r15 + r8 + 7232]
-    vmulsd xmm4, xmm4, xmm4
-    test bl, 56
-    jnz 1f
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 21
+    lea r8, [r10 + r10*1]
+    mov edx, 73
+    mov rcx, qword ptr [r15 + rbp + 320]
+    test ebx, 2024
+    jz 1f
 1:
-    mov dword ptr [r15 + r8 + 7360], r8d
-    mov rdi, qword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + r9 + 128], 179
-    test ebx, 57056
-    jnz 1f
-1:
-    vpshufd xmm1, xmm4, 18
-    mov rsi, qword ptr [r15 + r8 + 7552]
-    mov dword ptr [r14 + 0], 173
+    and r8, 64
+    mov byte ptr [r15 + r8 + 576], al
+    mov ebp, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r14 + r8 + 640], 228
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c5:
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
-    movzx edx, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 146
+    mov rax, rax
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 148
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 440
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 120
+    jz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov eax, ebp
+    movzx r9d, bpl
+    movsxd rdi, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
+    mov qword ptr [r15 + 0], r8
     mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov rsi, r8
-    movzx r9d, r8b
-    test ebx, 1248
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov ecx, ebp
-    mov r8d, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 408
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov esi, edi
-    test bl, 32
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    mov edi, ebp
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    movzx r8d, dl
-    test bl, 40
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 62400
     jz 1f
 1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    mov rdx, qword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 87
+    movsxd rax, dword ptr [r15 + 0]
+    and rbp, 64
+    add qword ptr [r15 + rbp + 64], rbp
     lea r9, [r10 + r10*1]
-    add r8, qword ptr [r15 + rbp + 448]
+    movzx r8d, sil
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 576]
+    test bl, 32
+    jnz 1f
+1:
+    and r8, 64
+    movsxd rsi, dword ptr [r14 + r8 + 448]
+    sete cl
+    mov rdx, qword ptr [r15 + rbp + 128]
+    test bl, 16
+    jnz 1f
+1:
+    mov rbp, rdx
+    vpaddq xmm7, xmm7, xmmword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], ebp
+    vpaddd xmm11, xmm11, xmm7
     test bl, 64
     jnz 1f
 1:
-    and r9, 64
-    or qword ptr [r15 + r9 + 768], 32
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 704], r8b
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 64]
-    test ebx, 1696
-    jz 1f
-1:
-    mov r9, rsi
-    mov rbp, r9
-    mov edx, dword ptr [r15 + r8 + 128]
+    add rdx, qword ptr [r15 + r8 + 512]
+    mov ecx, dword ptr [r15 + r9 + 640]
+    mov r8, rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    mov eax, eax
-    jmp 1f
-1:
+    mov edx, dword ptr [r15 + 0]
     movsxd r9, dword ptr [r15 + 0]
-    mov r8d, 52
-    test bl, 32
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov rax, rcx
-    test ebx, 856
-    jz 1f
-1:
-    vmovdqu xmm1, xmmword ptr [r15 + 0]
-    mov ecx, 228
-    mov rdi, rax
-    test bl, 88
-    jz 1f
-1:
-    add qword ptr [r15 + 0], rcx
-    or qword ptr [r15 + 0], 79
-    movzx ecx, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 3744
+    mov ecx, dword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 3448
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], ecx
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 32
+    mov byte ptr [r15 + 0], al
+    mov ebp, dword ptr [r15 + 0]
+    mov edx, 158
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 896
     jnz 1f
 1:
-    mov rax, rcx
-    movzx edx, dl
-    mov eax, dword ptr [r15 + 0]
-    test bl, 32
+    add rax, qword ptr [r15 + 0]
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    movzx edi, al
+    mov eax, 171
+    test ebx, 424
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    movzx edx, byte ptr [r15 + 0]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov ecx, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 512]
+    mov eax, 158
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov esi, 36
+    test bl, 184
+    jnz 1f
+1:
+    vpaddq xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov rbp, r8
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov r8d, r8d
+    test ebx, 7896
+    jz 1f
+1:
+    vsubsd xmm11, xmm11, xmm7
+    inc dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8d, 21
     test bl, 16
-    jz 1f
-1:
-    movzx edx, r9b
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r14 + 0]
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 448]
-    movzx eax, byte ptr [r15 + rbp + 320]
-    test ebx, 12032
     jnz 1f
 1:
-    mov dword ptr [r15 + r8 + 448], eax
-    mov edx, 213
-    movzx ebp, byte ptr [r15 + r9 + 512]
+    lea r9, [r10 + r10*1]
+    mov rcx, qword ptr [r14 + 0]
+    movzx r8d, byte ptr [r14 + 0]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    mov rax, qword ptr [r15 + r9 + 832]
+    mov rdx, qword ptr [r15 + r9 + 896]
+    lea r9, [r10 + r10*1]
+    test bl, 40
+    jz 1f
+1:
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 576]
+    add r8, qword ptr [r15 + r9 + 640]
+    and edx, dword ptr [r15 + rbp + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    movzx r9d, dl
-    test ebx, 920
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx eax, cl
-    xor dword ptr [r15 + 0], edi
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 72
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    movzx ecx, dil
-    movzx r8d, byte ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov edi, 7
-    mov ebp, edi
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    imul rax, rax
-    mov rdx, qword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], eax
-    test bl, 248
-    jz 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    crc32 rax, rdx
-    lea r8, [r10 + r10*1]
-    mov rdx, r8
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 256]
     lea rbp, [r10 + r10*1]
-    test bl, 40
+    and rbp, 64
+    movzx r9d, byte ptr [r15 + rbp + 448]
+    mov r8, qword ptr [r15 + 0]
+    vpaddd xmm11, xmm11, xmm11
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov edi, 37
-    mov eax, edi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rdx
-    mov rdx, rbp
+    mov dword ptr [r15 + 0], 24
+    mov dword ptr [r15 + 0], edi
+    mov r8, rdx
+    and esi, dword ptr [r15 + 0]
     test bl, 16
     jz 1f
 1:
-    crc32 eax, cl
-    movzx edi, byte ptr [r14 + rbp + 64]
-    mov qword ptr [r15 + r9 + 320], rax
-    jmp 1f
+    mov byte ptr [r15 + 0], sil
+    mov esi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 208
+    jnz 1f
 1:
-    test ebx, 728
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 632
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 192], eax
-    mov ecx, 251
-    mov r8, qword ptr [r14 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    popcnt rcx, rax
+    test bl, 104
+    jz 1f
+1:
+    mov r8d, 76
+    mov r9d, dword ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
+    test bl, 232
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    movzx ecx, byte ptr [r14 + 0]
+    test bl, 16
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
+    or qword ptr [r15 + rbp + 512], 97
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 192]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    test bl, 80
+    jnz 1f
+1:
+    movzx ecx, r9b
+    add qword ptr [r15 + r9 + 128], rdx
+    mov edx, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
@@ -618,28 +605,28 @@ ditto_body_c1:
     movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov ecx, esi
+    movzx ecx, byte ptr [r15 + 0]
+    mov r8d, ecx
     jmp 1f
 1:
-    mov rbp, r10
+    mov r8, r10
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    or qword ptr [r15 + 0], 68
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 704], r9
+    or qword ptr [r15 + 0], 63
+    and r8, 64
+    mov qword ptr [r15 + r8 + 704], rdx
     nop
     test bl, 10
     jz 1f
 1:
     mov rbp, r11
-    movzx ecx, r8b
+    movzx edx, bpl
     and rbp, 448
     mov r8, r10
-    add rcx, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r14 + 0], 159
+    add rsi, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r14 + 0], 135
     and r8, 33554368
     movzx eax, byte ptr [r15 + r8 + 33554432]
     add r11, 64
@@ -656,1172 +643,1202 @@ ditto_body_c1:
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    movsxd r9, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     mov byte ptr [r15 + 0], dil
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    popcnt rax, rsi
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    popcnt r9, r8
     test ebx, 512
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rax
+    mov rdi, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    lock xadd qword ptr [r15 + 0], rcx
     test bl, 16
     jnz 1f
 1:
     add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 208
+    mov dword ptr [r15 + 0], 71
     movsxd rdi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], edx
     test bl, 2
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov eax, eax
+    movsxd rdx, dword ptr [r15 + 0]
+    mov eax, ecx
     mov rsi, qword ptr [r15 + 0]
     test ebx, 1344
     jz 1f
 1:
-    mov ecx, 98
-    mov r8d, 239
-    xchg rdx, rax
-    mov edi, 220
+    mov r9d, 106
+    mov ecx, 13
+    xchg rdi, rax
+    mov r8d, 216
     test ebx, 8030
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    popcnt rax, rbp
-    imul esi, eax, 121
+    and r9d, dword ptr [r15 + 0]
+    popcnt rdi, r8
+    imul esi, r9d, 47
     test bl, 244
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r15 + 0], r9b
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 384]
     lea rbp, [r10 + r10*1]
+    mov byte ptr [r15 + 0], al
+    mov rax, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 384]
+    lea r9, [r10 + r10*1]
     and r8, 64
-    vpaddd ymm4, ymm1, ymmword ptr [r15 + r8 + 192]
+    vpaddd ymm7, ymm7, ymmword ptr [r15 + r8 + 192]
     test ebx, 2035
     jnz 1f
 1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    movsxd rdi, dword ptr [r15 + r8 + 256]
-    vmovq xmm6, rcx
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 128]
+    movsxd rcx, dword ptr [r15 + r8 + 256]
+    vmovq xmm11, rdi
     test bl, 2
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + r9 + 320]
-    mov r9d, dword ptr [r15 + rbp + 64]
-    movzx r8d, dl
+    mov esi, dword ptr [r15 + rbp + 320]
+    mov ecx, dword ptr [r15 + r9 + 64]
+    movzx eax, dil
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
-// block 3: 4096 bytes, 16 chunk(s), 16 chunk executions per call
+// block 3: 4096 bytes, 16 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 16
+    mov r13d, 8
+    mov eax, ebx
+    and eax, 15
+    lea rcx, [rip + .Lc1_b3_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_b3_stubs:
+    .p2align 3
     jmp .Lc1_b3_c0
+    .p2align 3
+    jmp .Lc1_b3_c1
+    .p2align 3
+    jmp .Lc1_b3_c2
+    .p2align 3
+    jmp .Lc1_b3_c3
+    .p2align 3
+    jmp .Lc1_b3_c4
+    .p2align 3
+    jmp .Lc1_b3_c5
+    .p2align 3
+    jmp .Lc1_b3_c6
+    .p2align 3
+    jmp .Lc1_b3_c7
+    .p2align 3
+    jmp .Lc1_b3_c8
+    .p2align 3
+    jmp .Lc1_b3_c9
+    .p2align 3
+    jmp .Lc1_b3_c10
+    .p2align 3
+    jmp .Lc1_b3_c11
+    .p2align 3
+    jmp .Lc1_b3_c12
+    .p2align 3
+    jmp .Lc1_b3_c13
+    .p2align 3
+    jmp .Lc1_b3_c14
+    .p2align 3
+    jmp .Lc1_b3_c15
     .p2align 6
 .Lc1_b3_c0:
-    mov rbp, rcx
-    crc32 rcx, rsi
-    lea r8, [r10 + r10*1]
-    mov rax, r8
-    movzx edi, sil
-    test bl, 32
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 640]
-    movzx edx, dl
-    mov dword ptr [r15 + 0], 96
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1744
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    vpxor xmm1, xmm1, xmm4
-    mov rbp, qword ptr [r15 + 0]
-    test bl, 32
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 120
+    test ebx, 336
     jz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov ebp, 7
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ecx
-    test ebx, 15216
-    jnz 1f
-1:
-    mov ecx, ecx
-    movzx eax, cl
-    mov dword ptr [r15 + 0], 244
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 78
     mov esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ecx, 58
+    movzx edx, byte ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 2032
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, r9d
+    mov r9d, 137
     test bl, 32
     jnz 1f
 1:
-    vpaddq xmm1, xmm1, xmmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov edi, 215
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 256]
-    movzx eax, byte ptr [r15 + r8 + 576]
+    popcnt rdx, rbp
+    or qword ptr [r15 + 0], 21
+    movsxd rbp, dword ptr [r15 + 0]
+    vucomisd xmm11, xmm11
+    test bl, 144
+    jnz 1f
+1:
+    vsubsd xmm11, xmm11, xmm12
+    mov dword ptr [r15 + 0], edi
+    mov ebp, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    test bl, 32
-    jz 1f
+    test ebx, 28640
+    jnz 1f
+1:
+    mov edi, r8d
+    jmp 1f
 1:
     and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 320]
-    mov ecx, dword ptr [r14 + 0]
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov rsi, qword ptr [r15 + rbp + 192]
+    movsxd rcx, dword ptr [r15 + r8 + 320]
+    mov rdx, r8
+    test ebx, 1632
+    jnz 1f
+1:
+    mov qword ptr [r14 + 0], r9
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r8 + 384], r9d
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 640]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 832], esi
+    mov r9, qword ptr [r15 + rbp + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    mov r8d, dword ptr [r14 + rbp + 256]
-    jmp 1f
+    movzx r8d, byte ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 8080
+    jz 1f
 1:
-    movzx eax, al
-    mov edi, dword ptr [r15 + rbp + 192]
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    vmovdqu xmm11, xmmword ptr [r15 + 0]
+    mov eax, edi
     test bl, 32
-    jz 1f
-1:
-    movzx r9d, dl
-    mov edx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 162
-    test ebx, 7088
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 73
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    test bl, 64
     jnz 1f
 1:
-    popcnt rcx, rsi
-    mov rcx, qword ptr [r15 + 0]
-    vpcmpeqb xmm1, xmm1, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 832
+    movsxd rdi, dword ptr [r15 + 0]
+    mov ecx, ecx
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    movzx esi, bpl
-    movzx r9d, dil
-    test ebx, 800
-    jz 1f
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1840
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1264
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movsxd r9, dword ptr [r14 + 0]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], r9
-    or esi, 1
-    xor edx, edx
-    div esi
-    test ebx, 7792
-    jz 1f
-1:
+    lea r9, [r10 + r10*1]
+    mov edx, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov r9, qword ptr [r15 + rbp + 512]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 199
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 832], dil
-    movzx ecx, byte ptr [r15 + r8 + 896]
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    and rbp, 64
+    and edi, dword ptr [r15 + rbp + 384]
+    movzx esi, sil
+    mov qword ptr [r14 + 0], rsi
+    test bl, 32
+    jnz 1f
+1:
+    movzx esi, r9b
+    movzx ecx, sil
+    movsxd rax, dword ptr [r15 + r8 + 448]
+    test ebx, 336
+    jnz 1f
+1:
+    mov r8d, ecx
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    mov ecx, 23
+    mov dword ptr [r15 + r9 + 512], 204
+    test bl, 32
+    jnz 1f
+1:
+    mov r9, rcx
+    mov ebp, 223
+    mov edi, 253
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c2:
+    lea r8, [r10 + r10*1]
     lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov byte ptr [r14 + r8 + 832], dl
     and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], 86
-    movsxd rdi, dword ptr [r15 + 0]
-    test bl, 64
+    movzx edx, byte ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + 0], eax
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 608
+    add rdi, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r9, rdi
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 256
+    jnz 1f
+1:
+    movzx edi, bpl
+    movzx esi, byte ptr [r15 + 0]
+    mov edx, edx
+    mov rcx, r8
+    test bl, 64
     jz 1f
 1:
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 48
+    and ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    sete al
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 1824
     jnz 1f
 1:
-    popcnt rdi, rbp
-    mov r9d, 96
-    mov qword ptr [r15 + 0], rbp
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 640
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, eax
+    mov dword ptr [r15 + 0], 122
+    movzx esi, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    mov ecx, 54
-    movzx eax, bpl
-    mov dword ptr [r15 + 0], ecx
+    mov eax, esi
+    mov rax, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov edx, r8d
     test bl, 64
     jnz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    sete r9b
-    mov qword ptr [r15 + rbp + 768], rsi
-    test ebx, 1248
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    mov edx, dword ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    test bl, 64
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 32
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    vpor xmm6, xmm6, xmm6
-    mov eax, dword ptr [r15 + rbp + 448]
+    and ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + r8 + 896]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 768]
+    test bl, 32
+    jz 1f
+1:
+    and edi, dword ptr [r15 + rbp + 384]
+    mov rbp, qword ptr [r15 + r9 + 704]
+    movsxd r8, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c3:
-    mov esi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    bt r9, r8
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 3952
-    jz 1f
-1:
-    vmovq xmm4, r8
-    mov rcx, qword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 11248
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
     movzx edx, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], rax
+    mov r9, rax
+    mov ecx, ecx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8, rsi
     test bl, 32
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rax
-    mov rsi, r9
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 50
-    test ebx, 640
+    and esi, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    bswap rdi
+    movzx edx, sil
+    test bl, 32
     jz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movzx eax, cl
-    test bl, 128
+    mov r9d, edx
+    vpxor xmm11, xmm11, xmm7
+    movzx ebp, bpl
+    mov esi, 75
+    test bl, 64
     jz 1f
 1:
+    movzx esi, byte ptr [r15 + 0]
+    vpmovmskb edx, xmm11
+    mov byte ptr [r15 + 0], r8b
+    mov edx, r9d
+    test ebx, 6096
+    jz 1f
+1:
+    movzx r8d, dl
+    xor dword ptr [r15 + 0], ecx
     movsxd rcx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    mov dword ptr [r14 + 0], ebp
-    lea rbp, [r10 + r10*1]
-    test ebx, 800
-    jz 1f
-1:
-    mov r9, qword ptr [r14 + 0]
-    and rbp, 64
-    lea r8, [r10 + r10*1]
-    mov esi, dword ptr [r15 + rbp + 896]
-    mov edi, esi
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    test bl, 112
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov rax, r8
-    lea r9, [r10 + r10*1]
+    vucomisd xmm7, xmm11
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    add rax, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    test ebx, 880
+    jz 1f
+1:
+    mov r9d, ebp
+    mov esi, r9d
+    and rbp, 64
+    mov edx, dword ptr [r14 + rbp + 320]
+    lea r8, [r10 + r10*1]
+    mov r9d, eax
+    test ebx, 63968
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 384], dil
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    mov rdi, qword ptr [r15 + r8 + 640]
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    movsxd rdx, dword ptr [r14 + 0]
+    test ebx, 6896
+    jnz 1f
+1:
     jmp 1f
 1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
-    mov edi, 160
-    test bl, 224
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 320]
-    mov byte ptr [r15 + r8 + 256], dil
-    movzx r9d, byte ptr [r15 + rbp + 832]
+    mov eax, 3
+    movzx ecx, byte ptr [r15 + rbp + 512]
+    mov ebp, dword ptr [r15 + r8 + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c4:
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    crc32 eax, bpl
-    movzx edi, bpl
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 32
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    test bl, 112
     jz 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    sete bpl
+    mov byte ptr [r15 + 0], dl
     mov rsi, qword ptr [r15 + 0]
-    test bl, 128
+    mov rdx, rsi
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 14720
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movzx eax, r9b
-    mov r9d, dword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    or edi, 1
-    xor edx, edx
-    div edi
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, ebp
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 848
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    and r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    test bl, 160
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    mov edi, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    movsxd rax, dword ptr [r14 + r8 + 384]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 256]
-    mov byte ptr [r14 + 0], cl
+    movsxd rcx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
     test ebx, 256
     jz 1f
 1:
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 64]
-    mov esi, dword ptr [r15 + r8 + 320]
-    and r8d, dword ptr [r15 + rbp + 192]
+    add rdi, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 80
+    jz 1f
+1:
+    mov rdx, rsi
+    mov qword ptr [r15 + 0], rsi
+    lea rbp, [r10 + r10*1]
+    movzx edi, bpl
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 320]
+    mov esi, r8d
+    mov r9, r8
+    test ebx, 16080
+    jz 1f
+1:
+    sete sil
+    mov r8d, 162
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + rbp + 384]
+    mov edi, 106
+    test ebx, 880
+    jz 1f
+1:
+    and r9, 64
+    xchg qword ptr [r15 + r9 + 640], rdx
+    mov ebp, 202
+    xor dword ptr [r14 + 0], ebp
+    mov byte ptr [r14 + 0], bpl
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
+    movzx edi, byte ptr [r15 + r9 + 576]
+    movzx r9d, byte ptr [r15 + r8 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c5:
-    mov dword ptr [r15 + 0], 124
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 223
-    movzx ecx, dl
-    movzx edi, cl
-    mov byte ptr [r15 + 0], bpl
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov ebp, 176
-    mov rsi, rbp
-    mov dword ptr [r15 + 0], 59
-    test bl, 128
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 672
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rcx, rax
-    mov esi, ebp
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 944
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], rdi
-    vpaddd xmm6, xmm6, xmm6
-    test ebx, 3824
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx ebp, byte ptr [r14 + r8 + 448]
+    mov rsi, qword ptr [r15 + 0]
+    mov rax, rsi
     jmp 1f
 1:
-    movsxd r8, dword ptr [r14 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    test bl, 64
+    jnz 1f
+1:
+    mov esi, 49
+    mov qword ptr [r15 + 0], rsi
+    mov qword ptr [r15 + 0], rsi
+    movsxd r8, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    mov esi, ebp
+    mov qword ptr [r15 + 0], rsi
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, ebp
+    test ebx, 4016
+    jz 1f
+1:
+    bswap r8
+    mov r9d, dword ptr [r15 + 0]
+    sete r9b
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 128
+    and r8, 64
+    vmovdqu xmm11, xmmword ptr [r14 + r8 + 768]
+    movzx r9d, dil
+    mov rdi, r8
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 832]
-    test bl, 112
+    test bl, 160
     jz 1f
 1:
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 640]
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    popcnt rax, rax
-    movzx ebp, byte ptr [r15 + r9 + 896]
+    mov byte ptr [r15 + rbp + 448], cl
+    mov qword ptr [r15 + rbp + 512], rbp
+    vucomisd xmm7, xmm11
+    movzx ecx, byte ptr [r14 + 0]
+    test ebx, 688
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx ebp, al
+    mov rdx, r9
+    and r9, 64
+    vpcmpeqb xmm11, xmm11, xmmword ptr [r15 + r9 + 640]
+    mov esi, dword ptr [r15 + r9 + 576]
+    test ebx, 14192
+    jz 1f
+1:
+    mov eax, esi
+    movsxd rdi, dword ptr [r15 + r8 + 704]
+    movzx r8d, dl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c6:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    test bl, 64
+    movzx ecx, byte ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    add rdx, qword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 800
     jnz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    vpcmpeqb xmm6, xmm6, xmm4
-    cmovne rcx, rcx
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 384
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 103
+    movzx esi, dl
+    test bl, 32
     jnz 1f
 1:
-    and edx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 5952
-    jnz 1f
-1:
-    mov rdx, rsi
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], edx
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    movzx eax, al
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 688
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    mov esi, 184
-    lea r8, [r10 + r10*1]
-    test ebx, 416
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 144
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 256]
-    mov rdx, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r14 + 0], 89
-    vpmovmskb edi, xmm15
-    lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
+    movzx edi, byte ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 163
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], r9d
-    mov rax, qword ptr [r15 + r9 + 448]
-    movzx r8d, al
+    mov rdx, rax
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    vpaddq xmm12, xmm12, xmmword ptr [r15 + 0]
+    test ebx, 304
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov ebp, 184
+    mov eax, 107
+    test bl, 112
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 640]
+    test ebx, 1024
+    jz 1f
+1:
+    popcnt rsi, r8
+    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r8 + 576]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 832]
+    movsxd rdi, dword ptr [r14 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    mov eax, 182
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 128]
+    mov edx, dword ptr [r15 + r9 + 896]
+    test ebx, 736
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 64]
+    movzx ebp, r9b
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c7:
-    lea rbp, [r10 + r10*1]
-    mov r9, rbp
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 832]
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 240
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov edi, 70
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 304
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov r9, rax
-    test bl, 32
+    mov edi, 23
+    mov ecx, r9d
+    mov dword ptr [r15 + 0], 79
+    mov r9d, eax
+    test bl, 144
     jnz 1f
 1:
     movsxd rax, dword ptr [r15 + 0]
-    vpaddq xmm15, xmm15, xmmword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov ecx, ebp
-    test bl, 64
+    mov ebp, ebp
+    mov esi, ebp
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 96
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, 101
+    test bl, 32
     jz 1f
 1:
+    mov eax, r8d
+    mov dword ptr [r15 + 0], r8d
+    mov r8, qword ptr [r15 + 0]
     mov r9, qword ptr [r15 + 0]
-    mov edx, 44
-    popcnt rdi, rsi
-    test ebx, 6896
-    jnz 1f
-1:
-    movzx ecx, dil
-    bswap rdx
-    mov rdi, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 1264
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 896]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    test ebx, 1712
+    test ebx, 256
     jz 1f
 1:
+    mov qword ptr [r15 + 0], r9
+    mov ecx, dword ptr [r15 + 0]
+    mov esi, 194
+    mov rdx, qword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    movzx ecx, r9b
-    movzx eax, byte ptr [r14 + 0]
-    mov qword ptr [r15 + r8 + 256], rax
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rcx
-    test ebx, 1248
+    lea r8, [r10 + r10*1]
+    test bl, 32
     jz 1f
 1:
-    mov rdi, r9
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    mov rdx, rdi
+    and rbp, 64
+    movsxd r9, dword ptr [r14 + rbp + 320]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 256]
+    movzx edx, byte ptr [r15 + rbp + 384]
+    test ebx, 14832
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 192], rdi
+    lea rbp, [r10 + r10*1]
+    mov edx, 214
+    vcvtsi2sd xmm12, xmm12, edx
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 576]
+    test ebx, 128384
+    jnz 1f
+1:
+    or edi, 1
+    xor edx, edx
+    div edi
+    mov rsi, rcx
+    mov r9d, 172
+    mov dword ptr [r14 + 0], r8d
+    test ebx, 5056
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 640]
+    sete r8b
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c8:
-    lock or dword ptr [r15 + 0], 51
-    mov qword ptr [r15 + 0], rcx
-    and r9d, dword ptr [r15 + 0]
-    mov edi, esi
-    test bl, 80
+    movzx ebp, cl
+    movzx edx, byte ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 173
+    test ebx, 256
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
-    mov esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    bswap rcx
-    test bl, 64
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, 149
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 304
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    sete bpl
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    add rax, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1024
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + 0]
-    mov edi, 56
-    movzx eax, r9b
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 256]
-    test ebx, 320
-    jz 1f
-1:
-    mov esi, r9d
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r14 + 0]
-    and r9, 64
-    lea rbp, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + r9 + 448]
+    movzx esi, byte ptr [r15 + 0]
+    cmovne rcx, rcx
+    movsxd rdi, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 91
     test bl, 32
     jnz 1f
 1:
-    bswap rcx
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 448]
-    mov rdi, rdi
-    mov esi, 252
-    test ebx, 2032
+    mov r9d, edi
+    inc dword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r8, rdi
+    mov esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 64192
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 512]
-    movsxd rcx, dword ptr [r14 + r8 + 192]
-    mov qword ptr [r15 + rbp + 512], rdi
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, 71
+    jmp 1f
+1:
+    test ebx, 8144
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 56
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    test bl, 80
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    imul edx, edx, 71
+    lea r8, [r10 + r10*1]
+    and esi, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 384]
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 256]
+    test ebx, 928
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 320]
+    mov dword ptr [r14 + 0], 58
+    mov dword ptr [r14 + 0], 205
+    movsxd rcx, dword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
+    test ebx, 15216
+    jz 1f
+1:
+    mov rdi, rcx
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 64]
+    add r9, qword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c9:
-    movzx r8d, r9b
-    mov edx, 218
-    mov r9, r8
-    mov byte ptr [r15 + 0], al
-    test ebx, 912
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    cmovne rsi, rsi
-    cmovne rsi, rsi
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 3712
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    test bl, 64
     jz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    mov ebp, 114
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 144
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test bl, 240
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    imul ebp, edi, 80
-    test ebx, 64416
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + 0]
-    vpaddd xmm6, xmm6, xmm15
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], eax
-    lea rbp, [r10 + r10*1]
+    mov eax, dword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 113
     test bl, 128
     jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    mov byte ptr [r14 + 0], sil
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 640]
-    mov byte ptr [r15 + rbp + 576], dl
-    lea r8, [r10 + r10*1]
+    movzx r9d, sil
+    vpmovmskb esi, xmm12
+    mov dword ptr [r15 + 0], 154
+    mov edx, 227
     test bl, 32
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    bt rdi, rcx
+    test ebx, 336
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1024
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r9 + 320]
+    xor dword ptr [r15 + 0], edi
+    mov r9d, 234
+    mov rax, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test ebx, 912
+    jnz 1f
+1:
+    add rdi, qword ptr [r14 + 0]
+    mov rsi, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
     and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    add qword ptr [r14 + r8 + 64], rax
+    inc dword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 448]
+    test ebx, 256
+    jnz 1f
+1:
+    mov edx, 124
+    movsxd rsi, dword ptr [r15 + r8 + 192]
+    add rdi, qword ptr [r15 + r9 + 512]
+    mov r8d, dword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c10:
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    or qword ptr [r15 + r9 + 128], 60
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    mov rax, qword ptr [r15 + 0]
-    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
-    test ebx, 288
+    mov ecx, edx
+    vpor xmm12, xmm12, xmm0
+    mov rbp, rcx
+    mov rdx, qword ptr [r15 + 0]
+    test bl, 48
     jnz 1f
 1:
-    bswap r8
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test bl, 32
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    movzx esi, cl
-    mov edi, edi
-    test ebx, 6128
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    test bl, 32
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test bl, 32
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 211
-    mov qword ptr [r15 + 0], rdx
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    test ebx, 16176
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 140
-    movzx ecx, byte ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r9d, 170
+    movzx eax, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], ebp
-    mov dword ptr [r15 + rbp + 256], 174
-    mov edx, r8d
-    test ebx, 288
+    xor dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov eax, edi
+    test ebx, 1456
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 32
     jz 1f
 1:
-    mov eax, dword ptr [r14 + 0]
-    mov ebp, dword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 512], r9b
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    lea rbp, [r10*8]
+    mov rdi, rbp
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 1472], edx
+    test bl, 176
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov esi, dword ptr [r14 + rbp + 1920]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    mov rax, qword ptr [r15 + rbp + 1856]
+    test bl, 32
+    jnz 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 1728]
+    mov edx, dword ptr [r15 + rbp + 1536]
+    mov ecx, dword ptr [r15 + r9 + 256]
+    test bl, 32
+    jz 1f
+1:
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + rbp + 1792]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    test bl, 80
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1600], ebp
+    mov byte ptr [r15 + r8 + 128], cl
+    movsxd rsi, dword ptr [r15 + rbp + 1664]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c11:
-    mov r9, r9
-    lea r8, [r10 + r10*1]
-    vpcmpeqb xmm4, xmm4, xmm6
-    mov r9, r8
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 640]
-    test bl, 32
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov rcx, rdx
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov rdx, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov rbp, rax
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1152
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 304
-    jz 1f
-1:
-    mov rdi, r8
+    lea r8, [r10 + r10*8]
+    and r8, 4032
+    add rcx, qword ptr [r15 + r8 + 3264]
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, 89
     add rcx, qword ptr [r15 + 0]
-    mov rax, rdi
-    test ebx, 12208
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9, r8
-    test ebx, 256
-    jz 1f
-1:
-    or qword ptr [r14 + 0], 60
     jmp 1f
 1:
-    mov rdx, rbp
-    test ebx, 256
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
-    mov ecx, edi
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 64]
-    movsxd rsi, dword ptr [r15 + r8 + 576]
     test bl, 32
     jz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and eax, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    xor dword ptr [r14 + r8 + 448], r8d
-    movzx ebp, byte ptr [r15 + r8 + 512]
+    vpaddd xmm12, xmm12, xmm11
+    or qword ptr [r15 + 0], 50
+    mov byte ptr [r15 + 0], bpl
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 3456]
+    mov rdx, qword ptr [r14 + 0]
+    mov dword ptr [r14 + r8 + 3008], eax
+    mov rax, rdx
+    lea rbp, [r10 + r10*1]
+    test bl, 32
+    jnz 1f
+1:
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r8 + 3136], ebp
+    mov eax, dword ptr [r15 + r8 + 3328]
+    movzx edi, byte ptr [r15 + r8 + 3200]
+    mov rcx, rcx
+    test bl, 32
+    jz 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 3072]
+    xchg rcx, r9
+    mov edx, 122
+    lea r9, [r10 + r10*1]
+    mov ecx, r8d
+    test ebx, 1248
+    jz 1f
+1:
+    bswap rsi
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 256]
+    add rax, qword ptr [r15 + r8 + 3392]
+    vaddsd xmm7, xmm7, xmm7
+    test ebx, 3824
+    jz 1f
+1:
+    mov eax, dword ptr [r15 + r8 + 3520]
+    movzx r8d, byte ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + rbp + 704], r8d
+    mov edi, 15
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c12:
-    mov rsi, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1264
-    jnz 1f
-1:
-    mov r9d, 184
-    mov esi, r9d
-    mov r9, rdi
-    mov eax, r9d
-    test ebx, 256
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    test ebx, 304
-    jz 1f
-1:
-    vpmovmskb r8d, xmm4
-    movsxd rbp, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1712
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov ecx, 116
-    add rdx, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 256
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov edx, r9d
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 128]
-    lea r8, [r10 + r10*1]
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 512]
-    test bl, 128
+    lea r8, [r10 + r10*8]
+    mov esi, dword ptr [r15 + rbp + 64]
+    and r8, 960
+    mov dword ptr [r15 + r8 + 2176], edx
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 5104
     jz 1f
 1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 640]
-    mov byte ptr [r15 + r8 + 576], al
-    mov edi, 45
-    mov eax, r9d
+    mov rdx, qword ptr [r15 + 0]
+    mov r9, rbp
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 192
+    jz 1f
+1:
+    mov edi, 217
+    mov dword ptr [r15 + 0], 121
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    imul eax, r9d, 40
     test bl, 64
     jz 1f
 1:
-    movzx r8d, byte ptr [r14 + 0]
-    crc32 rdx, rdx
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    movzx esi, byte ptr [r15 + r9 + 64]
-    test ebx, 2816
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 320]
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    sete r9b
+    test bl, 144
+    jz 1f
+1:
+    movzx r9d, byte ptr [r14 + r8 + 2240]
+    mov byte ptr [r15 + r8 + 1984], r9b
+    vpcmpeqb xmm12, xmm12, xmm7
+    mov dword ptr [r15 + rbp + 128], 197
+    test ebx, 288
     jnz 1f
 1:
-    movzx ebp, bpl
-    imul rbp, rbp
+    mov rbp, qword ptr [r15 + r8 + 2304]
     jmp 1f
 1:
-    mov rbp, rbp
+    movsxd rax, dword ptr [r15 + r8 + 2368]
+    test bl, 240
+    jnz 1f
+1:
+    mov rcx, rax
+    mov dword ptr [r15 + r8 + 2112], 19
+    mov r9d, r9d
+    mov eax, ecx
+    test bl, 32
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 2432], bpl
+    mov ebp, dword ptr [r15 + r8 + 2048]
+    movzx edi, byte ptr [r15 + r8 + 2496]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c13:
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 6976
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    xor dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 34
-    test ebx, 400
-    jz 1f
-1:
-    vpmovmskb esi, xmm4
-    mov rcx, rsi
-    lea r9, [r10*8]
-    movzx esi, byte ptr [r14 + 0]
-    and r9, 448
-    movsxd rdi, dword ptr [r15 + r9 + 1600]
-    test bl, 128
-    jnz 1f
-1:
-    mov r8, rdi
-    mov rdx, r8
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r9 + 1536]
-    test ebx, 400
-    jnz 1f
-1:
-    mov ecx, 242
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
     and r8, 64
-    mov edx, dword ptr [r15 + r8 + 384]
-    mov rdi, qword ptr [r15 + r9 + 1728]
-    test ebx, 1600
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + r9 + 1792]
-    movzx ecx, dil
-    mov esi, dword ptr [r14 + r8 + 320]
+    mov byte ptr [r15 + r8 + 384], bpl
+    movzx edi, byte ptr [r15 + 0]
+    movzx ebp, dl
+    movzx esi, bpl
     test ebx, 256
     jnz 1f
 1:
-    movzx eax, byte ptr [r15 + r9 + 1856]
-    movzx edx, byte ptr [r15 + r9 + 1664]
-    mov rcx, qword ptr [r15 + r9 + 1472]
-    movzx esi, byte ptr [r15 + r9 + 1920]
-    test ebx, 688
+    movzx eax, byte ptr [r15 + 0]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 643
+    rep stosb
+    mov edx, edx
+    test bl, 128
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 192], cl
-    mov eax, esi
-    bt rbp, rbp
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1392
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 32
+    jnz 1f
+1:
+    movzx ebp, r8b
+    mov rbp, rbp
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 226
+    test ebx, 4048
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edx
+    mov esi, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 400
+    jnz 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    movsxd rdx, dword ptr [r15 + r9 + 768]
+    mov rdi, rdx
+    test ebx, 64320
+    jnz 1f
+1:
+    and r8, 64
+    add rbp, qword ptr [r14 + r8 + 128]
+    movzx esi, byte ptr [r15 + r9 + 704]
+    mov r9, rsi
+    test ebx, 640
+    jz 1f
+1:
+    mov rdx, rax
+    mov ecx, dword ptr [r14 + 0]
+    mov dword ptr [r15 + r8 + 64], 4
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c14:
-    mov rbp, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    xchg rdi, rbp
-    test ebx, 16272
-    jz 1f
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test bl, 128
+    jnz 1f
 1:
-    add rdx, qword ptr [r15 + 0]
-    movzx eax, cl
-    and esi, dword ptr [r15 + 0]
-    mov ebp, 160
-    test bl, 32
-    jz 1f
+    imul rcx, rdx
+    movsxd r8, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov ebp, 132
+    test bl, 128
+    jnz 1f
 1:
+    mov esi, 177
     jmp 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test bl, 64
+    mov dword ptr [r15 + 0], 76
+    test ebx, 1024
     jz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test bl, 32
-    jnz 1f
-1:
-    vpcmpeqb xmm4, xmm4, xmmword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov edi, 165
-    add rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 1264
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 768], r8
-    and edx, dword ptr [r14 + 0]
-    movzx edi, dl
-    mov esi, esi
-    test ebx, 688
+    mov edi, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx r9d, r9b
+    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1712
     jz 1f
 1:
-    mov esi, r9d
+    mov dword ptr [r15 + 0], esi
+    movzx esi, dl
+    mov edi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    test bl, 176
+    jz 1f
+1:
+    mov edx, 140
     lea rbp, [r10 + r10*1]
-    movzx eax, byte ptr [r14 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
     and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    movzx edi, byte ptr [r15 + r8 + 704]
-    lea r9, [r10 + r10*1]
-    test ebx, 6848
+    movzx r9d, byte ptr [r15 + rbp + 896]
+    mov rax, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    movzx edi, byte ptr [r14 + 0]
+    mov esi, dword ptr [r15 + rbp + 832]
+    test bl, 32
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 64]
+    movzx edx, byte ptr [r15 + r8 + 128]
+    mov eax, 161
+    test bl, 64
     jnz 1f
 1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    movzx edi, byte ptr [r15 + r9 + 256]
-    mov edx, dword ptr [r15 + rbp + 64]
+    mov ecx, 127
+    mov r8, rcx
+    mov esi, dword ptr [r15 + rbp + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c15:
-    mov rax, qword ptr [r15 + 0]
-    crc32 r8, rsi
-    movzx r8d, byte ptr [r15 + 0]
-    mov esi, ebp
-    test ebx, 736
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    mov rcx, rcx
-    test ebx, 4016
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
-    mov ebp, eax
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1744
-    jz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    mov rdx, rsi
-    mov ecx, dword ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 912
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r10 + r10*1]
-    mov dword ptr [r15 + 0], 209
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    add rsi, qword ptr [r15 + r9 + 256]
+    movzx ecx, byte ptr [r14 + 0]
     and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 896], edi
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, 195
     test bl, 32
     jz 1f
 1:
-    mov dword ptr [r14 + 0], 194
-    mov esi, edx
-    lea r8, [r10 + r10*1]
-    movsxd rsi, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    test ebx, 6896
+    mov qword ptr [r15 + 0], rdi
+    mov rsi, qword ptr [r15 + 0]
+    mov eax, 131
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 3680
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
+    mov ecx, 137
+    test ebx, 448
     jz 1f
 1:
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 640]
-    mov ebp, dword ptr [r15 + r8 + 576]
-    movzx ecx, byte ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + 0], r9
+    imul rax, r9
+    mov rax, rax
+    add rdx, qword ptr [r15 + 0]
+    test ebx, 7888
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, edx
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 187
+    test ebx, 7888
+    jnz 1f
+1:
+    mov edx, 79
+    mov esi, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    xchg r8, rcx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 576], 146
+    mov rdx, rcx
+    test ebx, 1648
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + r9 + 640]
+    mov eax, 243
+    mov r9d, ebp
+    mov r8d, ebp
+    lea r9, [r10 + r10*1]
+    test ebx, 129664
+    jnz 1f
+1:
+    and r9, 64
+    inc dword ptr [r15 + r9 + 512]
+    movzx esi, byte ptr [r15 + rbp + 832]
+    movsxd rdi, dword ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -1835,827 +1852,817 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    lea r9, [r10*8]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r9, 448
-    movsxd r8, dword ptr [r15 + r9 + 1472]
-    mov rax, r9
-    and rbp, 64
+    lea rbp, [r10*8]
     lea r8, [r10 + r10*1]
-    mov rdx, qword ptr [r15 + rbp + 320]
+    and rbp, 448
+    movzx r9d, byte ptr [r14 + rbp + 1792]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 320]
+    movzx esi, sil
+    add rsi, qword ptr [r15 + rbp + 1536]
     test bl, 64
     jnz 1f
 1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 512]
-    movzx ecx, byte ptr [r14 + r9 + 1792]
-    sete cl
-    mov edx, ecx
+    mov rax, rdx
+    sete sil
+    movzx edi, byte ptr [r15 + rbp + 1920]
+    mov qword ptr [r15 + rbp + 1664], r8
     test ebx, 832
     jnz 1f
 1:
-    movzx esi, sil
-    mov edi, dword ptr [r15 + r9 + 1920]
-    movzx ecx, byte ptr [r15 + r9 + 1728]
-    movzx esi, byte ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx edi, r9b
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 512]
+    mov rsi, rcx
     test ebx, 14832
     jnz 1f
 1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    movzx ebp, bpl
-    vmaxsd xmm15, xmm15, xmm6
+    movzx eax, bpl
+    vmaxsd xmm7, xmm7, xmm12
+    movsxd rdi, dword ptr [r15 + rbp + 1472]
     test ebx, 256
     jz 1f
 1:
-    popcnt rax, rbp
-    mov rdi, r9
+    mov ecx, 122
+    popcnt rax, rcx
+    movzx esi, byte ptr [r15 + r8 + 384]
+    mov r8, rsi
+    test ebx, 11760
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx edi, byte ptr [r15 + rbp + 1856]
+    movzx eax, byte ptr [r15 + rbp + 1728]
+    mov edx, eax
+    test ebx, 3516
+    jz 1f
+1:
     jmp 1f
 1:
-    mov ebp, 150
-    test ebx, 2940
-    jz 1f
+    mov rax, rdx
+    and esi, dword ptr [r15 + rbp + 1600]
+    mov rdi, rbp
+    test ebx, 1936
+    jnz 1f
 1:
-    mov rbp, rbp
-    mov rdx, rbp
-    vmaxsd xmm15, xmm15, xmm15
-    movzx eax, byte ptr [r15 + r9 + 1856]
-    test ebx, 14064
-    jz 1f
+    movzx ebp, bpl
+    movzx edx, byte ptr [r15 + r9 + 448]
+    jmp 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + r9 + 1536]
-    and ebp, dword ptr [r15 + r9 + 1600]
-    mov qword ptr [r15 + r9 + 1664], r9
-    test bl, 232
-    jz 1f
-1:
-    mov rdx, rbp
-    movzx eax, dl
-    movzx ecx, byte ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov dword ptr [r15 + 0], 35
+    mov edi, r9d
+    movsxd rbp, dword ptr [r14 + 0]
+    mov r9, qword ptr [r14 + 0]
     movzx esi, byte ptr [r15 + 0]
+    test bl, 8
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov r8d, esi
+    mov qword ptr [r15 + 0], rdi
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    test bl, 8
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov edx, 67
+    movsxd rcx, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
     jmp 1f
 1:
-    movzx edi, r9b
-    test ebx, 4044
+    movzx eax, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test ebx, 3772
     jnz 1f
 1:
-    mov r9d, r9d
-    mov dword ptr [r15 + 0], edi
-    mov r8, r9
-    mov esi, dword ptr [r15 + 0]
-    test bl, 156
-    jz 1f
+    and ecx, dword ptr [r15 + 0]
+    mov esi, ecx
+    mov edi, esi
+    mov byte ptr [r15 + 0], dil
+    test bl, 32
+    jnz 1f
 1:
-    lea rbp, [r10 + r10*8]
-    mov edi, dword ptr [r15 + 0]
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
-    and rbp, 4032
-    mov r9, qword ptr [r15 + rbp + 3520]
-    test ebx, 256
-    jz 1f
-1:
-    add rdi, qword ptr [r14 + rbp + 3200]
-    movzx esi, byte ptr [r15 + rbp + 3136]
-    mov eax, edi
-    mov rax, rcx
-    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + 0], 184
+    movzx r9d, byte ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    movsxd r8, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    test bl, 32
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], dl
+    test bl, 60
     jz 1f
 1:
-    mov rcx, r9
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 128]
     and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    mov rsi, qword ptr [r15 + rbp + 3264]
-    test ebx, 15216
+    lea r8, [r10 + r10*1]
+    mov edx, dword ptr [r15 + r9 + 512]
+    movzx edi, byte ptr [r15 + r9 + 448]
+    movzx esi, dl
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 192]
+    test bl, 8
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r8 + 64]
-    movsxd r8, dword ptr [r15 + rbp + 3456]
-    movzx edi, byte ptr [r15 + r9 + 384]
-    test bl, 32
-    jnz 1f
-1:
-    popcnt r9, rbp
-    mov r9d, 13
-    mov rax, qword ptr [r15 + rbp + 3072]
-    movsxd rsi, dword ptr [r15 + rbp + 3328]
-    test ebx, 304
-    jz 1f
-1:
-    movzx r8d, bpl
-    movzx ecx, byte ptr [r15 + rbp + 3008]
-    movsxd r9, dword ptr [r15 + rbp + 3392]
+    movzx edx, byte ptr [r15 + r8 + 256]
+    movzx r8d, byte ptr [r15 + rbp + 64]
+    mov eax, r8d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
     lea rbp, [r10 + r10*8]
-    movzx eax, dl
-    lea r8, [r10 + r10*1]
-    and rbp, 960
-    movsxd rdx, dword ptr [r15 + rbp + 2432]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 832]
-    movzx esi, byte ptr [r15 + rbp + 2176]
-    test bl, 64
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 2368]
-    mov byte ptr [r15 + rbp + 2496], cl
-    movzx edx, r9b
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx eax, byte ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov esi, 24
-    test ebx, 16288
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
+    and rbp, 4032
+    movsxd rcx, dword ptr [r15 + rbp + 3456]
+    mov r8d, dword ptr [r15 + rbp + 3136]
     lea r9, [r10 + r10*1]
-    mov edi, ecx
+    movsxd rsi, dword ptr [r14 + rbp + 3520]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 448]
+    and edx, dword ptr [r15 + r9 + 832]
     test bl, 8
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 2112]
-    mov rdx, rax
-    movzx eax, byte ptr [r15 + rbp + 2048]
-    mov ecx, ebp
-    test ebx, 1276
-    jz 1f
-1:
-    and edi, dword ptr [r14 + 0]
-    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 512]
-    movzx r9d, dil
+    movzx edx, dl
+    mov dword ptr [r15 + 0], 239
+    mov edx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + rbp + 1984], bpl
-    movzx edi, byte ptr [r15 + rbp + 2240]
-    jmp 1f
+    mov eax, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 2304]
+    mov r8, qword ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 896]
+    mov byte ptr [r15 + rbp + 3072], r8b
+    lea r9, [r10 + r10*1]
     test bl, 8
     jz 1f
 1:
-    mov ebp, esi
-    or eax, 1
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 448]
+    mov r8, qword ptr [r15 + rbp + 3392]
+    mov esi, r8d
+    test ebx, 304
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 3200], ecx
+    crc32 eax, sil
+    movzx edi, byte ptr [r15 + r9 + 512]
+    mov rax, qword ptr [r15 + rbp + 3264]
+    test bl, 228
+    jnz 1f
+1:
+    mov edx, edi
+    movzx edx, bpl
+    xchg rdx, rdi
+    test bl, 208
+    jz 1f
+1:
+    or r9d, 1
     xor edx, edx
-    div eax
-    mov byte ptr [r14 + r8 + 896], r8b
+    div r9d
+    movzx ecx, byte ptr [r15 + rbp + 3328]
+    movsxd rsi, dword ptr [r15 + rbp + 3008]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    movzx edx, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    movzx ecx, r8b
-    test bl, 44
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test bl, 116
-    jz 1f
-1:
-    mov rsi, r8
-    mov edi, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 56
-    jnz 1f
-1:
-    mov eax, eax
-    mov edx, dword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    movzx ecx, r8b
-    test ebx, 1404
-    jnz 1f
-1:
-    mov r8, rcx
-    movsxd rbp, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 8
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
+    mov r8d, 77
+    mov ebp, r8d
     movzx eax, byte ptr [r15 + 0]
-    vmovdqu xmm6, xmmword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 14288
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 156
+    jnz 1f
+1:
+    mov rdx, rdi
+    mov dword ptr [r15 + 0], 152
+    movzx r9d, byte ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, 166
+    movsxd rdi, dword ptr [r15 + 0]
+    vpxor xmm7, xmm7, xmm12
+    test ebx, 304
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov eax, r8d
+    mov r8d, dword ptr [r15 + 0]
+    test ebx, 1696
+    jz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov esi, ebp
-    mov byte ptr [r15 + 0], dl
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    test ebx, 3956
-    jnz 1f
-1:
-    mov qword ptr [r14 + 0], rdx
-    lea r8, [r10 + r10*1]
-    movzx edx, byte ptr [r14 + 0]
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 896]
-    test ebx, 344
-    jnz 1f
-1:
-    mov eax, ecx
-    mov byte ptr [r15 + r8 + 832], al
-    movzx ecx, al
     lea r9, [r10 + r10*1]
-    test bl, 8
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 448]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 640]
+    lea r8, [r10 + r10*1]
+    mov rcx, qword ptr [r14 + 0]
+    and r8, 64
+    mov dword ptr [r14 + r8 + 128], eax
+    test bl, 200
     jz 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], rsi
-    mov ecx, dword ptr [r15 + rbp + 64]
-    add rsi, qword ptr [r15 + r9 + 384]
+    mov eax, 219
+    movzx edx, dl
+    mov edi, dword ptr [r15 + r8 + 64]
+    mov ecx, 49
+    test ebx, 3452
+    jnz 1f
+1:
+    mov dword ptr [r15 + rbp + 576], edi
+    mov r8, rcx
+    mov dword ptr [r15 + r9 + 512], esi
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 8 chunk executions per call
+// block 5: 2048 bytes, 8 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 8]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 8
+    mov r13d, 16
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ebp, dil
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 6104
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    movzx esi, byte ptr [r15 + 0]
-    test bl, 16
+    mov byte ptr [r15 + 0], cl
+    movzx edi, cl
+    movzx eax, byte ptr [r15 + 0]
+    mov rdi, rdi
+    test ebx, 64192
     jz 1f
 1:
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, eax
-    test bl, 16
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov esi, r9d
+    movzx edx, al
     mov rbp, qword ptr [r15 + 0]
-    test bl, 128
+    mov rsi, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test ebx, 344
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 16
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rdi
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 920
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rdi, rdi
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 15840
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 32
+    mov edi, 216
+    mov ecx, dword ptr [r15 + 0]
+    mov rbp, rdx
+    test ebx, 6904
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], dl
-    lea rdi, [r15 + 67109504]
-    mov ecx, 639
-    rep stosb
-    mov rbp, rcx
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test bl, 24
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov edx, ebp
+    mov ecx, edi
+    mov r9d, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    mov rax, rax
-    and r8, 64
-    vmovdqu xmm15, xmmword ptr [r15 + r8 + 128]
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 192]
-    test bl, 32
-    jnz 1f
-1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 896]
-    mov rdx, rdx
-    mov edi, edi
-    test ebx, 28384
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    movzx r8d, byte ptr [r14 + 0]
+    test bl, 88
     jnz 1f
 1:
-    mov rax, qword ptr [r15 + r8 + 64]
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    mov r8, qword ptr [r15 + rbp + 832]
+    lea r9, [r10 + r10*1]
+    movsxd rdi, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 448]
+    mov edx, dword ptr [r15 + r9 + 512]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 192]
+    test bl, 112
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 256]
+    movzx ecx, sil
+    and r9d, dword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
-    mov eax, 68
-    mov esi, 28
-    sete r9b
-    movzx ecx, byte ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx edx, r9b
-    mov byte ptr [r15 + 0], bpl
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 4008
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9, rbp
+    mov ebp, dword ptr [r15 + 0]
     mov r8, qword ptr [r15 + 0]
-    mov rsi, r8
+    mov eax, 158
+    movzx eax, dil
+    test ebx, 2432
+    jnz 1f
+1:
+    mov ecx, 172
+    movzx edx, dil
+    movzx eax, byte ptr [r15 + 0]
+    and esi, dword ptr [r15 + 0]
     test ebx, 416
     jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 173
-    movzx esi, byte ptr [r15 + 0]
-    sete bpl
-    test bl, 16
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    vmulsd xmm4, xmm4, xmm13
-    movzx edx, byte ptr [r15 + 0]
-    mov esi, 26
-    test ebx, 7128
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 640], r8
-    mov r9, r8
-    test bl, 128
+    movzx edi, dil
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 728
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx ecx, cl
-    movzx ecx, byte ptr [r15 + r8 + 576]
-    and rbp, 64
-    movsxd rdi, dword ptr [r15 + rbp + 512]
-    mov rdx, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    test bl, 200
+    mov rax, qword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    crc32 rdi, rbp
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 3992
     jnz 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 149
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    sete bpl
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r14 + 0]
+    mov r9, qword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 128
+    jnz 1f
+1:
+    mov eax, 93
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + rbp + 640]
+    test ebx, 336
+    jnz 1f
+1:
+    mov edx, eax
+    and r9, 64
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r9 + 704]
+    mov qword ptr [r15 + r8 + 128], rsi
+    mov rcx, qword ptr [r15 + r9 + 768]
+    test bl, 72
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 576]
     jmp 1f
 1:
-    and r8, 64
-    movsxd rcx, dword ptr [r14 + r8 + 896]
-    movsxd rax, dword ptr [r15 + r8 + 832]
-    mov dword ptr [r15 + rbp + 448], 162
+    mov edx, 238
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c2:
-    mov rbp, rsi
-    mov rsi, rbp
-    mov qword ptr [r14 + 0], r9
-    or eax, 1
-    xor edx, edx
-    div eax
+    mov rdi, rcx
+    mov ebp, 219
+    movzx esi, byte ptr [r14 + 0]
+    mov rcx, r8
     test bl, 16
     jz 1f
 1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r8, rdi
-    mov dword ptr [r15 + 0], 144
-    mov dword ptr [r15 + 0], r9d
-    test bl, 64
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov edx, ecx
-    test bl, 128
-    jnz 1f
-1:
-    vpaddd xmm13, xmm13, xmm3
-    popcnt rbp, rdx
-    mov dword ptr [r15 + 0], 242
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 112
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test bl, 16
-    jz 1f
-1:
+    movzx edx, sil
+    mov r9, qword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 832]
-    mov rcx, rcx
-    test bl, 184
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, rcx
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + r8 + 896]
+    mov r8, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 640]
-    mov ecx, 8
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 512]
-    movzx eax, byte ptr [r15 + r8 + 448]
-    test bl, 104
+    mov dword ptr [r15 + 0], 171
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, rcx
+    test ebx, 3560
     jz 1f
 1:
-    mov edx, 130
-    movzx edi, bpl
-    mov qword ptr [r15 + rbp + 576], rdx
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov edx, 219
+    popcnt rcx, rcx
+    test ebx, 3960
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rcx
+    add rdx, qword ptr [r15 + 0]
+    test bl, 64
+    jz 1f
+1:
+    mov ebp, 14
+    vpmovmskb ecx, xmm7
+    mov dword ptr [r15 + 0], ebp
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 200
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 181
+    and edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    lea r8, [r10 + r10*1]
+    test bl, 16
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    and r8, 64
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 640], eax
+    movsxd rcx, dword ptr [r15 + r9 + 384]
+    test ebx, 400
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 576]
+    cmovne rsi, r9
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 128]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c3:
-    lea rbp, [r10 + r10*1]
-    sete r9b
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 512]
-    mov dword ptr [r15 + 0], edx
-    mov r8, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov eax, esi
-    test ebx, 6072
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov esi, dword ptr [r15 + 0]
-    mov eax, 107
-    test ebx, 336
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test ebx, 29664
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    add rcx, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test bl, 16
+    mov r9, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], ecx
+    test bl, 64
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rdx
-    mov r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 16
+    lea r8, [r10 + r10*8]
+    lea rbp, [r10 + r10*1]
+    movzx ecx, bpl
+    and r8, 8128
+    vmovdqu xmm5, xmmword ptr [r15 + r8 + 7616]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 832]
+    test bl, 40
     jz 1f
 1:
-    mov eax, ebp
-    cmovne rsi, rax
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + r8 + 7168]
+    movzx eax, dl
+    mov r9d, eax
+    mov qword ptr [r15 + r8 + 7232], rax
+    test ebx, 920
+    jz 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 7424]
+    movsxd rdx, dword ptr [r15 + r8 + 7552]
+    movzx esi, dl
+    add rdx, qword ptr [r14 + r8 + 7104]
+    test ebx, 512
+    jz 1f
+1:
+    mov rdx, rcx
+    mov rdi, rdx
+    movsxd rcx, dword ptr [r15 + r8 + 7488]
+    lea r9, [r10 + r10*1]
     test bl, 64
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + 0]
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 384]
     and r9, 64
-    mov qword ptr [r15 + r9 + 640], r9
-    test ebx, 28576
-    jz 1f
+    mov rsi, qword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + r8 + 7360], r8
+    movsxd rdx, dword ptr [r14 + 0]
+    add rdi, qword ptr [r15 + rbp + 896]
+    test bl, 64
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r14 + 0]
-    movsxd rdx, dword ptr [r15 + r9 + 576]
-    add rdx, qword ptr [r15 + r8 + 320]
-    mov edi, 122
-    test ebx, 824
-    jz 1f
-1:
-    mov dword ptr [r14 + rbp + 448], 212
-    popcnt rsi, rdi
-    mov ecx, esi
+    mov ebp, dword ptr [r15 + r8 + 7296]
+    mov rax, qword ptr [r15 + r9 + 576]
+    cmovne r8, r8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c4:
-    mov dword ptr [r15 + 0], ecx
-    mov ebp, dword ptr [r15 + 0]
-    or r8d, 1
-    xor edx, edx
-    div r8d
-    xchg r9, r9
+    crc32 r9, rbp
+    mov dword ptr [r15 + 0], r9d
+    mov esi, r9d
+    jmp 1f
+1:
     test bl, 112
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    movzx edx, dil
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    movzx ebp, r9b
-    movzx r8d, byte ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    test bl, 32
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, 232
-    vmovq xmm4, rax
-    movzx eax, cl
-    test ebx, 936
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov eax, 221
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 336
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rdx, qword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    bt rcx, rdx
-    mov dword ptr [r15 + 0], edi
+    mov rbp, qword ptr [r15 + 0]
+    mov ecx, 75
+    add rdi, qword ptr [r15 + 0]
+    vmovq xmm7, rdx
     test bl, 64
     jnz 1f
 1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 128]
+    sete dl
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    test bl, 128
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test bl, 120
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 3800
+    jz 1f
+1:
+    movzx r9d, r8b
+    mov esi, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 6008
+    jz 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    movsxd rsi, dword ptr [r15 + r8 + 64]
-    and rbp, 64
-    mov edi, dword ptr [r14 + rbp + 576]
-    vaddsd xmm13, xmm13, xmm3
     lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], r8b
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 128]
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 320]
     test bl, 16
     jz 1f
 1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 512]
-    imul esi, ecx, 99
-    mov rdx, qword ptr [r15 + r8 + 448]
-    mov eax, dword ptr [r15 + rbp + 640]
-    test bl, 16
-    jnz 1f
+    mov dword ptr [r15 + r8 + 64], 189
+    mov r8d, r9d
+    mov edx, 100
+    mov ecx, dword ptr [r15 + rbp + 384]
+    lea rbp, [r10 + r10*1]
+    test ebx, 376
+    jz 1f
 1:
-    mov r9, qword ptr [r14 + 0]
-    mov ebp, edi
-    jmp 1f
-1:
+    and rbp, 64
+    add rsi, qword ptr [r14 + rbp + 512]
+    movzx eax, byte ptr [r15 + rbp + 448]
+    mov r8, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c5:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 640], r8
-    add rdi, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    mov edi, ecx
-    mov rsi, qword ptr [r15 + 0]
-    mov ecx, eax
-    mov qword ptr [r15 + 0], rsi
-    test bl, 16
-    jnz 1f
-1:
-    movzx eax, bpl
-    mov rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 121
+    mov eax, dword ptr [r15 + 0]
+    mov rdi, rax
+    mov ecx, r9d
+    movzx edx, byte ptr [r15 + 0]
     test bl, 64
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dl
+    popcnt r9, rdx
     movzx ecx, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 672
+    mov dword ptr [r15 + 0], ecx
+    mov qword ptr [r15 + 0], rcx
+    test bl, 200
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov esi, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r9
+    mov edi, dword ptr [r15 + 0]
+    mov r9d, esi
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    vpxor xmm7, xmm7, xmm10
     jmp 1f
 1:
-    test bl, 32
+    mov edx, r8d
+    test bl, 248
     jnz 1f
 1:
-    mov rdi, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 64
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], rcx
+    movsxd rbp, dword ptr [r15 + 0]
+    test bl, 128
     jnz 1f
 1:
+    movzx ecx, byte ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    mov edx, 222
-    mov rcx, r9
-    mov eax, dword ptr [r15 + 0]
+    test ebx, 344
+    jnz 1f
+1:
+    jmp 1f
+1:
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 192]
-    test bl, 16
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 256], edi
-    mov rbp, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    movzx edi, byte ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + r8 + 576]
-    test bl, 32
+    movzx eax, byte ptr [r15 + r9 + 576]
+    movzx ecx, dl
+    mov edx, dword ptr [r15 + r9 + 640]
+    test bl, 104
     jz 1f
 1:
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + 0], ebp
+    and rbp, 64
+    mov edx, dword ptr [r15 + rbp + 128]
+    sete dl
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 384]
-    vpshufd xmm4, xmm6, 69
-    mov qword ptr [r15 + r9 + 320], rdx
+    movzx edi, byte ptr [r15 + r9 + 576]
+    test bl, 16
+    jz 1f
+1:
+    movzx edx, r9b
+    mov esi, 32
+    mov byte ptr [r15 + r9 + 640], sil
+    mov r8, qword ptr [r15 + rbp + 64]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c6:
-    mov edx, 84
-    mov edx, dword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     movzx ecx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 103
+    test ebx, 968
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movsxd r9, dword ptr [r15 + 0]
+    mov edi, 229
+    test bl, 16
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, 45
+    mov eax, r8d
+    mov dword ptr [r15 + 0], 17
+    test ebx, 360
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test ebx, 3896
+    jnz 1f
+1:
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rcx, rax
+    add rcx, qword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    inc dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 16
+    jz 1f
+1:
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    mov eax, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    movsxd rcx, dword ptr [r14 + r9 + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 111
+    movsxd rdi, dword ptr [r15 + rbp + 320]
     test bl, 32
     jz 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, r9
-    movzx edi, byte ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 424
-    jnz 1f
-1:
-    mov r9d, 242
-    mov r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    test bl, 200
+    mov ebp, dword ptr [r15 + r9 + 512]
+    vpaddq xmm7, xmm7, xmmword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], esi
+    test bl, 88
     jz 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 76
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, edx
-    test ebx, 336
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    vaddsd xmm13, xmm13, xmm13
-    mov dword ptr [r15 + 0], 114
-    test bl, 16
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    add rbp, qword ptr [r14 + 0]
-    lea r8, [r10 + r10*1]
-    movsxd rcx, dword ptr [r14 + 0]
-    mov r9d, 213
-    test ebx, 5880
-    jz 1f
-1:
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 576]
-    mov rax, rdi
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 304
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 448]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 128]
-    movzx esi, bpl
-    mov byte ptr [r15 + r8 + 640], dil
-    test bl, 16
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 512]
-    movzx edi, byte ptr [r15 + rbp + 64]
-    vcvtsi2sd xmm13, xmm13, ecx
+    mov esi, 112
+    mov dword ptr [r15 + r8 + 512], edx
+    imul rdi, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c7:
-    mov edi, ecx
-    mov rdi, rax
-    vmovdqu xmm13, xmmword ptr [r15 + 0]
-    mov ecx, edi
-    test ebx, 3928
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov eax, 188
-    mov r8, qword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 217
-    mov rdi, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 81
-    test ebx, 672
-    jnz 1f
-1:
-    cmovne r8, r9
-    mov rax, qword ptr [r15 + 0]
-    mov esi, esi
-    test ebx, 288
-    jnz 1f
-1:
-    movzx edi, al
-    mov ebp, dword ptr [r15 + 0]
-    movzx ecx, cl
-    mov qword ptr [r14 + 0], rbp
-    test ebx, 824
-    jz 1f
-1:
+    movzx edx, dil
     lea r8, [r10 + r10*1]
-    movsxd rbp, dword ptr [r14 + 0]
+    cmovne r9, r8
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], bpl
-    lea r9, [r10 + r10*1]
+    mov ecx, dword ptr [r15 + r8 + 128]
+    mov r9d, r8d
+    test bl, 32
+    jz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov ebp, 145
+    add r9, qword ptr [r15 + 0]
+    test ebx, 872
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 640]
-    test ebx, 1728
+    lea rbp, [r10 + r10*8]
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 960
+    add rcx, qword ptr [r15 + rbp + 2240]
+    test ebx, 304
     jz 1f
 1:
-    mov ebp, esi
-    lea rbp, [r10 + r10*1]
-    mov rdi, rbp
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 896]
-    mov edi, edx
+    mov edx, dword ptr [r15 + rbp + 1984]
+    movzx ecx, byte ptr [r15 + rbp + 2304]
+    jmp 1f
+1:
+    test bl, 32
+    jz 1f
+1:
+    or eax, 1
+    xor edx, edx
+    div eax
+    movzx esi, byte ptr [r15 + rbp + 2112]
+    mov dword ptr [r15 + rbp + 2176], 187
+    test bl, 200
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 64], esi
+    and edi, dword ptr [r15 + rbp + 2048]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + rbp + 2496], 238
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 640]
+    test bl, 16
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 2432]
+    movzx ecx, cl
+    mov rdx, rcx
     test bl, 64
-    jz 1f
+    jnz 1f
 1:
-    movzx esi, byte ptr [r15 + rbp + 832]
-    movzx edi, byte ptr [r15 + r9 + 576]
-    movsxd rcx, dword ptr [r15 + r8 + 320]
+    mov rcx, qword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r15 + r8 + 576]
+    mov qword ptr [r15 + rbp + 2368], rcx
     add r10, r11
     inc rbx
     dec r13
@@ -2671,9 +2678,9 @@ ditto_body_c1:
 .Lc1_b6_c0:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 640]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edx, r9b
+    mov r8d, dword ptr [r15 + rbp + 640]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx r9d, al
     movsxd rcx, dword ptr [r15 + 0]
     test ebx, 976
     jnz 1f
@@ -2681,144 +2688,151 @@ ditto_body_c1:
     lea rdi, [r15 + 67109504]
     mov ecx, 643
     rep stosb
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, cl
-    mov edi, 234
+    mov edx, dword ptr [r15 + 0]
+    movzx esi, dl
+    mov r9d, 127
     test bl, 32
     jz 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    mov esi, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov r8d, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 16
     jnz 1f
 1:
-    mov rdx, rsi
-    mov ecx, dword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
+    mov rsi, rax
+    mov eax, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     test bl, 182
     jnz 1f
 1:
-    movsxd r9, dword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx eax, al
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, dl
     test bl, 58
     jnz 1f
 1:
-    movzx esi, bpl
-    sete r8b
-    movzx eax, byte ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
+    movzx edx, r9b
+    sete cl
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     test ebx, 256
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov byte ptr [r14 + 0], r9b
-    mov edx, r9d
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 128]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r14 + 0], r8b
+    mov edx, ebp
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
     test bl, 4
     jnz 1f
 1:
-    mov qword ptr [r14 + rbp + 576], rcx
-    lea rbp, [r10 + r10*1]
-    mov ecx, ebp
-    movzx edi, cl
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
+    mov qword ptr [r14 + rbp + 576], rdi
+    lea r9, [r10 + r10*1]
+    mov edi, r9d
+    movzx ebp, bpl
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
     test ebx, 1660
     jz 1f
 1:
-    mov edx, 169
-    movsxd rsi, dword ptr [r14 + r9 + 64]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + rbp + 192]
+    mov esi, 58
+    movsxd rbp, dword ptr [r14 + r8 + 64]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 192]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
-    mov r9, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    vpaddq xmm13, xmm13, xmmword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
     test bl, 168
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
     movsxd rcx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     test bl, 4
     jnz 1f
 1:
-    movzx edx, r9b
+    movzx ebp, bpl
     not qword ptr [r15 + 0]
-    mov rsi, rdx
-    movzx r9d, byte ptr [r15 + 0]
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 816
     jnz 1f
 1:
-    and edi, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov rsi, rdx
+    mov ebp, dword ptr [r15 + 0]
+    mov r9, rbp
     test ebx, 256
     jz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    imul rdx, rcx
-    vmovq xmm4, rdx
-    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    imul rbp, r9
+    vmovq xmm10, rbp
+    and r9d, dword ptr [r15 + 0]
     test ebx, 764
     jnz 1f
 1:
-    movzx ecx, byte ptr [r15 + 0]
     movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r14 + 0], 59
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r14 + 0], 97
     test ebx, 862
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    movzx edx, bpl
-    mov dword ptr [r14 + 0], ebp
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 384]
-    and r9, 64
     lea r8, [r10 + r10*1]
-    movzx eax, byte ptr [r15 + r9 + 192]
+    movzx eax, r8b
+    mov dword ptr [r14 + 0], edx
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    lea r9, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + rbp + 192]
     test bl, 4
     jz 1f
 1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 896]
-    mov edi, dword ptr [r15 + r9 + 256]
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    movzx r9d, byte ptr [r15 + r8 + 832]
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 896]
+    mov edi, dword ptr [r15 + rbp + 256]
+    movzx eax, byte ptr [r15 + r8 + 320]
+    movzx ebp, byte ptr [r15 + r9 + 832]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117776]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 67117776], rcx
     mov r13d, 1
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rbp, r10
-    and rbp, 64
-    mov r8, r10
-    mov rax, qword ptr [r15 + rbp + 448]
-    mov r9, rax
-    mov rbp, r10
-    mov rax, rdx
+    lea r8, [r10 + r10*1]
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 320]
-    and rbp, 448
-    vmovdqu xmm4, xmmword ptr [r15 + rbp + 1472]
+    mov r9d, dword ptr [r15 + r8 + 64]
+    mov rbp, r10
+    mov ecx, 93
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 192]
+    test bl, 4
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 128], eax
+    mov edi, ecx
     add r10, r11
+    inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
@@ -2868,1059 +2882,1069 @@ ditto_body_c1:
     jmp .Lc1_b8_c15
     .p2align 6
 .Lc1_b8_c0:
-    mov rdx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dl
-    mov rdi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 216
-    movsxd r9, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 7808
-    jnz 1f
-1:
-    vmovq xmm13, rdx
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r15 + 0], rax
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], esi
-    vpor xmm13, xmm13, xmm13
-    test ebx, 752
-    jnz 1f
-1:
-    movzx edi, sil
-    mov rax, rsi
     lea rbp, [r10*8]
-    mov rsi, rbp
-    test bl, 112
-    jz 1f
-1:
     and rbp, 448
-    mov dword ptr [r15 + rbp + 1536], 111
-    mov r9d, dword ptr [r15 + rbp + 1792]
-    mov rsi, qword ptr [r15 + rbp + 1856]
+    mov dword ptr [r14 + rbp + 1856], 64
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov eax, edi
+    mov rsi, rdi
+    test ebx, 256
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 169
+    test ebx, 2048
+    jnz 1f
+1:
+    xchg rsi, rsi
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 67
+    mov esi, r9d
+    test ebx, 48512
+    jnz 1f
+1:
+    cmovne rdx, rdx
+    lea r8, [r10 + r10*1]
+    and edi, dword ptr [r15 + 0]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 512]
     lea r9, [r10 + r10*1]
-    add qword ptr [r15 + rbp + 1920], rsi
-    test ebx, 7648
+    movzx ecx, byte ptr [r15 + rbp + 1920]
+    test bl, 64
     jz 1f
 1:
-    mov rsi, rcx
+    sete dil
     and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 640]
-    inc dword ptr [r14 + 0]
-    movsxd rdi, dword ptr [r15 + rbp + 1728]
-    test ebx, 14064
-    jnz 1f
+    movsxd rcx, dword ptr [r15 + r9 + 832]
+    add rdi, qword ptr [r15 + rbp + 1472]
+    movsxd rax, dword ptr [r14 + r8 + 448]
+    test ebx, 512
+    jz 1f
 1:
-    mov qword ptr [r15 + r9 + 576], rdi
-    mov edx, dword ptr [r15 + rbp + 1600]
-    movsxd rdi, dword ptr [r15 + rbp + 1472]
-    jmp 1f
+    mov qword ptr [r15 + rbp + 1664], rax
+    movzx esi, byte ptr [r15 + r9 + 896]
+    and edi, dword ptr [r15 + rbp + 1792]
+    movsxd rdx, dword ptr [r15 + rbp + 1728]
+    test bl, 32
+    jz 1f
 1:
-    test ebx, 14720
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 128], dil
-    mov eax, dword ptr [r15 + rbp + 1664]
-    mov esi, eax
+    sete r8b
+    mov r9, rax
+    mov eax, dword ptr [r15 + rbp + 1536]
+    mov ecx, dword ptr [r15 + rbp + 1600]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c1:
-    add rdx, qword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test bl, 32
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx ebp, sil
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 320
     jz 1f
 1:
-    mov ebp, ecx
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], bpl
-    movzx esi, dil
-    test bl, 64
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movzx edi, byte ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 32
+    lock xadd qword ptr [r15 + 0], rsi
+    mov rdx, qword ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
+    lea r8, [r10 + r10*8]
+    test ebx, 640
     jnz 1f
 1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 144
-    jnz 1f
-1:
-    imul ebp, ecx, 33
-    imul rax, rbp
-    mov edi, r9d
-    test bl, 64
-    jnz 1f
-1:
-    jmp 1f
-1:
+    lea rdi, [r15 + 67109504]
+    lea rsi, [r15 + 67113600]
+    mov ecx, 641
+    rep movsb
     mov byte ptr [r15 + 0], dil
-    mov esi, 171
-    movsxd rdx, dword ptr [r15 + 0]
+    and r8, 960
+    movsxd rax, dword ptr [r14 + r8 + 2112]
     test bl, 32
     jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, dword ptr [r15 + 0]
-    imul r8, r8
-    jmp 1f
-1:
-    test bl, 32
-    jz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov r9, rbp
-    mov dword ptr [r15 + 0], ecx
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    test ebx, 704
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
     lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 576]
+    and rbp, 64
+    add qword ptr [r15 + rbp + 640], r9
+    mov ecx, dword ptr [r15 + r8 + 2240]
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 384]
-    mov ecx, dword ptr [r15 + r9 + 320]
-    movsxd r9, dword ptr [r15 + rbp + 64]
+    and edx, dword ptr [r15 + r9 + 64]
     test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 2048], eax
+    and esi, dword ptr [r15 + r9 + 128]
+    bswap rcx
+    test bl, 32
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], esi
+    movsxd rdi, dword ptr [r15 + r8 + 2304]
+    movsxd rdx, dword ptr [r15 + r8 + 1984]
+    test bl, 64
     jnz 1f
 1:
-    mov ebp, dword ptr [r14 + 0]
-    mov eax, eax
-    mov r9d, dword ptr [r15 + r8 + 640]
+    vcvtsi2sd xmm2, xmm2, eax
+    movsxd rcx, dword ptr [r15 + r8 + 2176]
+    movzx eax, byte ptr [r15 + r8 + 2368]
+    test bl, 32
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 2496], rax
+    vpcmpeqb xmm10, xmm10, xmmword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r8 + 2432], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c2:
-    movzx edx, byte ptr [r15 + 0]
-    mov esi, dword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 14816
-    jz 1f
+    lea r8, [r10 + r10*1]
+    jmp 1f
 1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov esi, r8d
+    and r8, 64
+    mov ebp, dword ptr [r15 + r8 + 896]
+    mov rdi, qword ptr [r15 + 0]
     mov edx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test bl, 48
+    test bl, 64
     jz 1f
 1:
-    and esi, dword ptr [r15 + 0]
-    mov ebp, esi
-    mov dword ptr [r15 + 0], 106
-    test bl, 128
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov rcx, rbp
-    mov edi, 224
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 14832
+    mov edi, edx
+    movzx r9d, byte ptr [r15 + 0]
+    mov eax, esi
+    mov rdx, rax
+    test ebx, 14720
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], r9b
-    mov byte ptr [r15 + 0], al
-    mov edx, 118
-    movzx eax, byte ptr [r15 + 0]
-    test bl, 80
+    movsxd rcx, dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 32
+    mov esi, ecx
+    movsxd rdi, dword ptr [r15 + 0]
+    test ebx, 6000
     jz 1f
 1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov ebp, eax
+    vsubsd xmm7, xmm7, xmm10
+    mov dword ptr [r15 + 0], 38
     and r9d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    movzx eax, bpl
-    mov rdx, qword ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    test ebx, 57280
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 640], ebp
-    movsxd rsi, dword ptr [r15 + rbp + 576]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    movsxd rdi, dword ptr [r14 + r9 + 192]
-    test ebx, 7296
+    movzx r9d, byte ptr [r15 + 0]
+    cmovne rdi, r8
+    mov ebp, eax
+    movzx eax, byte ptr [r15 + 0]
+    test bl, 32
     jnz 1f
 1:
-    mov rdx, qword ptr [r15 + r8 + 320]
-    mov eax, dword ptr [r14 + 0]
-    mov dword ptr [r15 + r9 + 256], 203
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 144
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r14 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    movzx edx, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], r8b
+    mov esi, r8d
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 64]
+    test bl, 64
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + rbp + 192], dil
+    mov rcx, qword ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c3:
-    mov dword ptr [r15 + 0], edx
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov r9d, 42
-    test bl, 64
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov rcx, r8
-    test ebx, 12144
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    movzx edi, r8b
-    mov r8, qword ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 3968
-    jz 1f
-1:
-    mov esi, 15
-    and eax, dword ptr [r15 + 0]
-    imul r9d, r9d, 78
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 7040
-    jz 1f
-1:
-    mov edi, ecx
-    movsxd r9, dword ptr [r15 + 0]
-    vaddsd xmm13, xmm13, xmm13
-    test bl, 144
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 89
-    mov r9d, dword ptr [r15 + 0]
-    mov rbp, rdx
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r8, rdi
+    add rbp, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and esi, dword ptr [r15 + 0]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    vmaxsd xmm10, xmm10, xmm7
+    mov ebp, dword ptr [r15 + 0]
+    test bl, 32
+    jz 1f
+1:
+    cmovne rdx, rbp
+    movzx esi, byte ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    inc dword ptr [r15 + 0]
+    test ebx, 720
+    jnz 1f
+1:
+    mov eax, eax
+    mov dword ptr [r15 + 0], 113
+    mov ecx, 234
+    mov r8d, dword ptr [r15 + 0]
+    test bl, 48
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    cmovne rcx, rdi
+    vpor xmm2, xmm2, xmm5
+    test bl, 128
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + 0], esi
+    test ebx, 912
+    jnz 1f
+1:
+    and rbp, 64
+    lock or dword ptr [r15 + rbp + 448], 74
     jmp 1f
 1:
-    mov qword ptr [r15 + r8 + 320], rax
-    test ebx, 368
-    jz 1f
+    lea r9, [r10 + r10*1]
+    jmp 1f
 1:
     lea r8, [r10 + r10*1]
-    movzx ebp, byte ptr [r14 + 0]
-    mov rdi, qword ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rdx, dword ptr [r14 + r8 + 256]
     and r9, 64
-    mov byte ptr [r15 + r9 + 576], cl
+    mov byte ptr [r15 + r9 + 64], r8b
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, 203
-    mov qword ptr [r15 + r9 + 640], rax
-    and edi, dword ptr [r15 + r8 + 192]
+    mov edi, dword ptr [r14 + 0]
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r9 + 128], sil
+    mov ecx, edx
+    test ebx, 12000
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 512]
+    movzx edx, cl
+    movsxd rax, dword ptr [r15 + r8 + 256]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c4:
-    add rcx, qword ptr [r15 + 0]
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 641
-    rep movsb
-    jmp 1f
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1600
+    jz 1f
 1:
-    mov qword ptr [r15 + 0], rax
+    movzx eax, byte ptr [r15 + 0]
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 14048
+    jnz 1f
+1:
+    bswap rsi
+    mov rdx, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov rax, rdx
     test bl, 64
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 155
-    mov eax, dword ptr [r15 + 0]
-    movzx ebp, al
+    add qword ptr [r15 + 0], rax
+    mov edx, dword ptr [r15 + 0]
+    mov r9d, edx
+    movzx eax, byte ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
+    mov edx, dword ptr [r15 + 0]
+    mov r8, rax
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
     mov rax, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    mov esi, 218
-    test ebx, 400
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 80
     jnz 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], sil
-    mov r9d, r8d
-    mov ecx, r9d
-    lea rbp, [r10 + r10*1]
-    test ebx, 15216
-    jz 1f
-1:
-    mov esi, edi
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 192]
-    movzx edi, dl
-    mov eax, eax
-    test ebx, 6896
-    jnz 1f
-1:
-    movzx ecx, cl
-    mov rsi, r9
-    mov edi, dword ptr [r14 + 0]
-    test ebx, 3744
-    jz 1f
-1:
+    mov ebp, dword ptr [r15 + r8 + 64]
+    movzx ecx, r8b
     lea r9, [r10 + r10*1]
-    mov rcx, r8
-    mov eax, r8d
+    mov eax, 203
     and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 320]
-    movzx esi, dl
-    test ebx, 352
+    movsxd rdi, dword ptr [r15 + r9 + 768]
+    test ebx, 288
     jz 1f
 1:
-    mov edx, dword ptr [r15 + rbp + 256]
-    bt rbp, rbp
-    sete sil
-    test bl, 48
-    jnz 1f
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r14 + 0]
+    movzx edx, byte ptr [r14 + 0]
+    mov qword ptr [r14 + r9 + 704], rsi
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 512]
+    test bl, 32
+    jz 1f
 1:
-    movsxd rbp, dword ptr [r15 + r9 + 384]
-    mov rsi, qword ptr [r15 + r8 + 448]
-    mov rdi, r8
+    mov esi, 52
+    add rcx, qword ptr [r15 + r8 + 128]
+    mov r8, qword ptr [r15 + rbp + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c5:
-    mov r8d, ebp
-    mov byte ptr [r15 + 0], r8b
-    xchg rbp, rdi
-    mov r9d, dword ptr [r15 + 0]
+    movzx edi, r8b
+    movzx ebp, byte ptr [r14 + 0]
+    mov eax, 226
+    lea r9, [r10 + r10*1]
+    movzx r8d, byte ptr [r14 + 0]
+    test ebx, 8080
+    jnz 1f
+1:
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 640]
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
     test bl, 32
     jnz 1f
 1:
-    mov byte ptr [r15 + 0], cl
-    mov ecx, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx esi, dl
-    movzx edx, al
-    test bl, 64
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, 229
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
+    vpaddq xmm10, xmm10, xmmword ptr [r15 + 0]
+    mov r8, rbp
+    mov esi, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     test bl, 48
     jz 1f
 1:
-    mov r9d, r8d
-    mov byte ptr [r15 + 0], r9b
-    imul r8, r9
-    mov dword ptr [r15 + 0], 208
-    test bl, 128
+    movzx ebp, byte ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    movzx edi, dil
+    test bl, 64
     jnz 1f
 1:
-    vpmovmskb r9d, xmm13
-    mov dword ptr [r15 + 0], r9d
-    mov r8d, 119
-    test ebx, 5632
+    mov dword ptr [r15 + 0], 138
+    mov rdi, qword ptr [r15 + 0]
+    vpcmpeqb xmm2, xmm2, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    test bl, 32
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    add qword ptr [r15 + 0], rdx
+    and edi, dword ptr [r15 + 0]
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 832
+    jnz 1f
+1:
     mov edx, dword ptr [r15 + 0]
+    vmulsd xmm10, xmm10, xmm7
+    lea rbp, [r10 + r10*1]
+    mov qword ptr [r15 + 0], rbp
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
     and rbp, 64
-    vpcmpeqb xmm13, xmm13, xmmword ptr [r15 + rbp + 256]
-    lea r9, [r10 + r10*1]
-    vpxor xmm4, xmm4, xmm13
-    test bl, 32
-    jz 1f
-1:
+    mov qword ptr [r15 + rbp + 64], r9
     lea r8, [r10 + r10*1]
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 512]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    mov eax, dword ptr [r14 + 0]
-    add rcx, qword ptr [r15 + r9 + 448]
+    mov ecx, dword ptr [r15 + r9 + 576]
+    mov edx, dword ptr [r15 + rbp + 128]
     test bl, 32
-    jz 1f
+    jnz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + r8 + 448], dl
-    mov rax, r9
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 384]
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    movzx esi, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c6:
-    mov rsi, rdx
-    mov dword ptr [r15 + 0], 19
-    mov dword ptr [r15 + 0], 23
-    add rdi, qword ptr [r15 + 0]
-    test bl, 96
+    vmovdqu xmm7, xmmword ptr [r15 + 0]
+    mov eax, 139
+    mov dword ptr [r15 + 0], 154
+    jmp 1f
+1:
+    test ebx, 512
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], edi
-    mov edi, edi
-    cmovne rdx, rdi
-    movsxd r8, dword ptr [r15 + 0]
-    test bl, 64
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    test bl, 144
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    vpxor xmm13, xmm13, xmm7
-    mov edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test bl, 64
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov ecx, esi
-    test bl, 160
-    jz 1f
-1:
-    mov ebp, r8d
-    add r8, qword ptr [r15 + 0]
-    imul eax, eax, 76
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 7408
-    jz 1f
-1:
-    vpshufd xmm7, xmm13, 219
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
     movzx edi, byte ptr [r15 + 0]
-    test ebx, 288
-    jz 1f
+    mov rdx, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    test bl, 144
+    jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    lea r9, [r10 + r10*1]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 896]
-    mov rcx, qword ptr [r14 + 0]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 128]
+    mov r8, rcx
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx esi, bpl
+    mov dword ptr [r15 + 0], 212
     test bl, 32
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov ecx, dword ptr [r15 + r9 + 64]
-    mov rbp, qword ptr [r14 + r8 + 832]
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movzx edx, byte ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 7296
+    jz 1f
+1:
+    vpxor xmm9, xmm9, xmm1
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    mov dword ptr [r14 + 0], 79
+    movzx ebp, r9b
+    test bl, 32
+    jnz 1f
+1:
+    vpshufd xmm8, xmm2, 4
+    mov rdx, rbp
+    movzx ecx, byte ptr [r15 + r9 + 256]
+    mov eax, edx
+    test ebx, 14048
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    mov rsi, rdi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], edi
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 64], 73
+    mov rdi, rbp
+    test bl, 64
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 58
+    vucomisd xmm15, xmm14
+    mov qword ptr [r15 + rbp + 448], rdx
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c7:
-    mov dword ptr [r15 + 0], 231
-    cmovne r9, rcx
-    mov rdi, qword ptr [r15 + 0]
-    mov r8d, 242
-    test ebx, 10224
-    jz 1f
-1:
-    mov rdx, rdi
-    mov edx, r8d
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    test ebx, 752
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    vmovdqu xmm4, xmmword ptr [r15 + 0]
-    test ebx, 3776
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 123
-    mov r9d, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], esi
-    test bl, 160
-    jz 1f
-1:
     mov rdx, qword ptr [r15 + 0]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rsi
-    movzx r8d, byte ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov rax, qword ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], r9d
-    test ebx, 1408
+    mov dword ptr [r15 + 0], 240
+    popcnt rsi, rdx
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 944
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    and edi, dword ptr [r14 + r9 + 256]
-    mov ecx, 52
-    and r8, 64
-    lea rbp, [r10 + r10*1]
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    add r9, qword ptr [r15 + r8 + 64]
-    test ebx, 129664
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, 49
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 288
     jz 1f
 1:
+    mov byte ptr [r15 + 0], al
+    mov rcx, qword ptr [r15 + 0]
+    mov rsi, rcx
+    test ebx, 2880
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov eax, dword ptr [r15 + 0]
+    test bl, 64
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test bl, 176
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx esi, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test bl, 128
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 64]
+    lea rbp, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r9 + 128]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 160
-    mov qword ptr [r14 + 0], rsi
-    movsxd rax, dword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + rbp + 320]
+    mov ecx, dword ptr [r14 + rbp + 832]
+    test bl, 128
+    jnz 1f
+1:
+    add r9, qword ptr [r14 + 0]
+    cmovne r8, r9
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r14 + 0]
+    mov edx, r9d
+    test ebx, 944
+    jz 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    movzx edi, byte ptr [r15 + r9 + 512]
+    movzx esi, byte ptr [r15 + rbp + 896]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c8:
-    lea rbp, [r10 + r10*8]
-    lea r8, [r10*8]
-    and rbp, 960
-    mov edx, dword ptr [r15 + rbp + 2112]
-    and r8, 448
-    mov ecx, dword ptr [r15 + r8 + 1600]
-    mov qword ptr [r15 + r8 + 1536], rcx
-    mov rcx, qword ptr [r15 + rbp + 2176]
-    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + 0], r9d
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
     test bl, 32
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + rbp + 1984]
-    mov rdx, qword ptr [r15 + r8 + 1856]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], edi
-    movzx esi, byte ptr [r15 + rbp + 2048]
-    test ebx, 1440
+    mov dword ptr [r15 + 0], ebp
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    test bl, 64
     jz 1f
 1:
-    add rdi, qword ptr [r15 + r8 + 1472]
-    mov ecx, ebp
-    mov esi, dword ptr [r15 + r8 + 1920]
-    test bl, 64
+    add rbp, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 3264
     jnz 1f
 1:
-    movzx edi, byte ptr [r15 + rbp + 2432]
-    mov byte ptr [r15 + rbp + 2304], dil
-    mov qword ptr [r15 + rbp + 2368], r8
-    mov edi, 176
-    test ebx, 62944
-    jz 1f
-1:
-    mov eax, edi
-    crc32 rdx, rdx
-    movsxd rdi, dword ptr [r15 + rbp + 2496]
-    test bl, 32
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 1728]
-    mov eax, dword ptr [r15 + rbp + 2240]
-    mov ebp, 155
+    mov rsi, rax
     jmp 1f
 1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, ecx
+    test ebx, 3952
+    jz 1f
+1:
+    sete sil
+    mov ecx, 101
+    and eax, dword ptr [r15 + 0]
+    movsxd rsi, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov ebp, 230
+    mov dword ptr [r15 + 0], 97
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test ebx, 1600
+    jz 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx eax, byte ptr [r15 + 0]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], al
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 832]
+    movsxd rdi, dword ptr [r15 + r9 + 896]
     test bl, 32
     jz 1f
 1:
-    and ebp, dword ptr [r15 + r9 + 128]
-    vpaddq xmm4, xmm4, xmmword ptr [r14 + r8 + 1792]
-    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + r8 + 1664]
+    movsxd rdx, dword ptr [r15 + r8 + 192]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    movsxd rdi, dword ptr [r15 + rbp + 384]
+    test bl, 128
+    jnz 1f
+1:
+    mov r8, rcx
+    mov dword ptr [r14 + 0], 152
+    bt r8, rsi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c9:
-    mov r8, rbp
-    bswap rbp
-    lea r9, [r10 + r10*1]
-    mov rdi, rdi
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    test bl, 80
+    mov ecx, r8d
+    movzx edx, byte ptr [r15 + 0]
+    mov edi, 210
+    mov rax, qword ptr [r15 + 0]
+    test ebx, 1936
     jz 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov rcx, qword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
+    mov esi, 194
+    mov byte ptr [r15 + 0], sil
+    vmovq xmm9, r9
+    test bl, 128
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    lea r8, [r10 + r10*8]
+    mov dword ptr [r15 + 0], 173
+    and rbp, 64
+    mov esi, dword ptr [r14 + rbp + 128]
+    and r8, 960
+    movzx edx, byte ptr [r15 + r8 + 2112]
+    test bl, 144
+    jnz 1f
+1:
+    mov r9, qword ptr [r14 + 0]
+    lea r9, [r10 + r10*1]
+    movsxd rax, dword ptr [r15 + r8 + 2432]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 640], rax
+    cmovne rcx, rcx
     test bl, 32
     jz 1f
 1:
-    mov byte ptr [r15 + 0], sil
-    mov eax, 127
-    mov rsi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 7744
+    mov rax, qword ptr [r15 + r8 + 2368]
+    mov rcx, qword ptr [r15 + rbp + 64]
+    movsxd rbp, dword ptr [r15 + r8 + 2176]
+    test bl, 80
     jnz 1f
 1:
-    movzx eax, dl
-    lea r8, [r10*8]
-    mov edx, 95
-    and r8, 448
-    lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + r8 + 1472], r9b
-    test ebx, 336
+    and edi, dword ptr [r15 + r8 + 2304]
+    mov qword ptr [r15 + r8 + 2048], rdi
+    mov ebp, dword ptr [r15 + r8 + 2240]
+    mov edx, dword ptr [r15 + r9 + 576]
+    test bl, 48
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 1920]
-    and rbp, 64
-    mov eax, dword ptr [r14 + rbp + 576]
-    xchg rdi, rdi
-    mov dword ptr [r15 + rbp + 640], 15
-    test bl, 64
-    jz 1f
+    mov byte ptr [r15 + r8 + 2496], sil
+    jmp 1f
 1:
-    and eax, dword ptr [r15 + r8 + 1600]
-    mov byte ptr [r14 + 0], al
-    mov rcx, qword ptr [r15 + r8 + 1792]
-    test ebx, 800
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1856], r9d
-    mov eax, ecx
-    mov qword ptr [r15 + r8 + 1664], rax
-    mov esi, 210
-    test ebx, 1952
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 1536]
-    mov dword ptr [r15 + r9 + 384], 253
-    or qword ptr [r15 + r8 + 1728], 79
+    movzx r9d, byte ptr [r15 + r8 + 1984]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c10:
-    mov byte ptr [r15 + 0], dl
-    mov qword ptr [r15 + 0], r9
-    mov r9, r9
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, 10
-    mov r8, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    test bl, 144
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1792
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov ecx, 124
-    mov qword ptr [r15 + 0], rax
-    movzx edx, byte ptr [r15 + 0]
-    test ebx, 672
-    jnz 1f
-1:
+    mov rdx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     mov eax, dword ptr [r15 + 0]
-    movzx esi, dil
-    mov dword ptr [r15 + 0], edi
+    test ebx, 2048
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], eax
+    add rdx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 7632
+    test ebx, 14256
     jnz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    jmp 1f
+    mov r8d, edx
+    mov qword ptr [r15 + 0], r8
+    movzx ecx, byte ptr [r15 + 0]
+    cmovne rdi, rcx
+    test ebx, 108544
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 43
+    mov r9, rdi
+    xchg rbp, rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 432
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov byte ptr [r15 + 0], dl
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 238
+    mov esi, edi
+    mov edi, dword ptr [r15 + 0]
+    test ebx, 1696
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 128]
-    test bl, 64
-    jnz 1f
-1:
+    movzx r9d, bpl
+    movsxd rcx, dword ptr [r15 + 0]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 512], dil
-    lea r8, [r10 + r10*1]
-    mov edi, dword ptr [r15 + rbp + 448]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], 183
-    mov dword ptr [r15 + r8 + 256], 124
-    test ebx, 256
+    mov r9d, dword ptr [r15 + rbp + 448]
+    test ebx, 16176
     jnz 1f
 1:
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    mov r9, rsi
-    mov rax, qword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 201
+    mov rdx, qword ptr [r14 + rbp + 512]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 192]
+    and edi, dword ptr [r15 + rbp + 256]
+    test bl, 112
+    jz 1f
+1:
+    or qword ptr [r14 + 0], 109
+    vpor xmm9, xmm9, xmm12
+    mov dword ptr [r15 + r8 + 64], ecx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c11:
-    lea rbp, [r10*8]
-    and rbp, 448
-    mov ecx, dword ptr [r15 + rbp + 1536]
-    mov dword ptr [r15 + rbp + 1792], 69
-    mov dword ptr [r15 + 0], 145
-    mov r8d, ebp
-    test ebx, 40928
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    mov edx, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    popcnt rax, rax
-    test ebx, 432
+    mov eax, edi
+    movzx edx, al
+    mov ecx, 48
+    mov dword ptr [r15 + 0], 185
+    test ebx, 608
     jnz 1f
 1:
-    mov rax, rax
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
+    mov ebp, 105
+    movsxd rsi, dword ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test bl, 64
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov edi, r8d
+    movzx r8d, byte ptr [r15 + 0]
+    test ebx, 1728
     jnz 1f
 1:
-    mov edi, dword ptr [r15 + 0]
-    movzx edx, byte ptr [r15 + 0]
-    mov ecx, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    test ebx, 512
+    mov r8d, dword ptr [r15 + 0]
+    mov r9, rdx
+    mov esi, dword ptr [r15 + 0]
+    cmovne rdx, r9
+    test ebx, 1392
     jz 1f
+1:
+    vpcmpeqb xmm9, xmm9, xmmword ptr [r15 + 0]
+    sete sil
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 144
+    jz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    test bl, 64
+    jz 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 896], rax
+    add rbp, qword ptr [r15 + r8 + 832]
+    test bl, 144
+    jnz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    movzx edi, r9b
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    lea r8, [r10 + r10*1]
+    mov edi, dword ptr [r14 + rbp + 320]
+    movzx eax, r8b
+    test bl, 128
+    jnz 1f
 1:
     and r8, 64
-    add rcx, qword ptr [r15 + r8 + 256]
-    movzx esi, byte ptr [r15 + rbp + 1856]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], ebp
-    mov edx, r9d
-    test bl, 32
-    jnz 1f
-1:
-    mov edi, edx
-    mov rcx, rdi
-    movzx eax, byte ptr [r15 + rbp + 1664]
-    test ebx, 2560
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 1472]
-    mov esi, dword ptr [r15 + r8 + 192]
-    mov r8d, 16
-    mov r8, qword ptr [r14 + rbp + 1920]
-    test bl, 32
-    jnz 1f
-1:
-    inc dword ptr [r15 + rbp + 1728]
-    mov edx, dword ptr [r15 + rbp + 1600]
-    xchg qword ptr [r15 + r9 + 64], r9
+    mov dword ptr [r15 + r8 + 576], 202
+    mov byte ptr [r15 + r8 + 640], sil
+    mov rdx, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c12:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    lea r9, [r10 + r10*1]
+    lea r9, [r10 + r10*8]
+    movzx esi, r9b
+    and r9, 960
+    and ebp, dword ptr [r15 + r9 + 2112]
+    add rcx, qword ptr [r15 + 0]
+    sete dil
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    test ebx, 63200
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    add qword ptr [r15 + 0], r8
+    mov rdx, rbp
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 288
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 480
+    jz 1f
+1:
+    mov r8d, ebp
+    movzx esi, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + r9 + 2048]
+    mov edi, ebp
+    test bl, 160
+    jnz 1f
+1:
     lea r8, [r10 + r10*1]
-    or qword ptr [r15 + rbp + 128], 32
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 640]
+    movzx eax, byte ptr [r14 + r9 + 2432]
     and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 896]
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 14720
+    mov rdx, qword ptr [r15 + r8 + 256]
+    mov ebp, dword ptr [r15 + r8 + 192]
+    mov rcx, qword ptr [r15 + r9 + 2496]
+    lea r8, [r10 + r10*1]
+    test ebx, 9216
     jz 1f
 1:
-    mov rsi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    mov edi, esi
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1024
+    jmp 1f
+1:
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 2304], r9d
+    movsxd rbp, dword ptr [r15 + r9 + 2240]
+    test ebx, 14832
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rdx
-    mov edx, edx
-    sete cl
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 608
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov rdi, r9
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1936
-    jnz 1f
-1:
-    mov rdx, rdi
-    vmovq xmm7, rbp
-    movzx eax, byte ptr [r15 + 0]
-    movsxd rdx, dword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    mov rax, qword ptr [r15 + 0]
-    movzx ecx, r8b
-    mov rsi, qword ptr [r15 + 0]
-    test bl, 32
-    jz 1f
-1:
-    movzx eax, r9b
-    or qword ptr [r15 + r9 + 576], 89
-    movzx r9d, al
-    or qword ptr [r15 + rbp + 64], 21
-    test bl, 64
-    jz 1f
-1:
-    mov esi, dword ptr [r14 + r8 + 832]
-    movzx ebp, byte ptr [r14 + 0]
-    mov rdx, r8
+    movzx edi, byte ptr [r15 + r9 + 2176]
+    movzx eax, byte ptr [r14 + r9 + 1984]
+    mov dword ptr [r15 + r8 + 384], eax
+    mov dword ptr [r15 + r9 + 2368], 210
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c13:
-    movzx ecx, r8b
-    lea r8, [r10 + r10*8]
-    movzx esi, dil
-    and r8, 8128
-    movzx edi, byte ptr [r15 + r8 + 7488]
-    test ebx, 56288
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 640]
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 256]
+    movzx eax, byte ptr [r15 + 0]
+    mov esi, esi
+    test bl, 32
+    jnz 1f
+1:
+    movzx esi, sil
+    add rdx, qword ptr [r15 + 0]
+    movzx ecx, cl
+    mov rsi, rcx
+    test bl, 64
     jz 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, dil
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 129280
+    mov rdx, qword ptr [r15 + 0]
+    bt r8, rdi
+    mov edi, 29
+    test ebx, 13056
     jnz 1f
 1:
-    movzx edi, bpl
-    mov rdi, qword ptr [r15 + r8 + 7168]
-    crc32 edx, bpl
-    test ebx, 14832
-    jnz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    mov ecx, 643
-    rep stosb
-    lea rbp, [r10 + r10*1]
-    mov eax, dword ptr [r15 + r8 + 7232]
-    movzx edi, al
+    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, r9b
+    mov rsi, qword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
     test bl, 64
     jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], r9d
-    mov dword ptr [r15 + r8 + 7616], ebp
-    movzx esi, byte ptr [r15 + r8 + 7296]
-    test ebx, 256
+    or qword ptr [r15 + 0], 112
+    movsxd rdi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r8, rdi
+    test ebx, 576
     jnz 1f
 1:
-    lea r9, [r10 + r10*1]
-    mov eax, dword ptr [r15 + rbp + 512]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 223
-    mov rbp, qword ptr [r15 + r8 + 7104]
-    test bl, 32
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], rdi
+    test ebx, 63328
     jnz 1f
 1:
-    mov rsi, rbp
-    mov rsi, qword ptr [r15 + r8 + 7360]
-    and esi, dword ptr [r14 + r9 + 64]
-    test bl, 32
+    vpcmpeqb xmm7, xmm7, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 173
+    mov eax, r8d
+    movzx r8d, byte ptr [r15 + 0]
+    test bl, 112
     jz 1f
 1:
-    mov ecx, 234
-    movzx edx, byte ptr [r15 + r8 + 7552]
-    mov rdi, qword ptr [r15 + r8 + 7424]
+    lea r8, [r10 + r10*1]
+    movzx edi, r8b
+    bt rbp, r8
+    and r8, 64
+    mov dword ptr [r14 + r8 + 64], r8d
+    mov rdx, qword ptr [r15 + r9 + 192]
+    test ebx, 54272
+    jz 1f
+1:
+    mov byte ptr [r15 + r8 + 128], bpl
+    or qword ptr [r14 + 0], 49
+    movsxd r9, dword ptr [r15 + rbp + 576]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c14:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 181
-    mov dword ptr [r15 + 0], r9d
-    mov ebp, eax
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx r9d, bpl
-    mov qword ptr [r15 + 0], rsi
-    mov eax, 185
-    test ebx, 1536
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    bswap rcx
-    movzx esi, byte ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    test bl, 224
+    mov qword ptr [r15 + 0], rbp
+    test ebx, 7024
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdx, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    test bl, 64
     jnz 1f
 1:
-    vpmovmskb r8d, xmm7
-    movsxd rbp, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    mov rdi, qword ptr [r15 + 0]
+    bswap rax
+    mov ecx, dword ptr [r15 + 0]
+    cmovne r9, rcx
+    movsxd rsi, dword ptr [r15 + 0]
+    test ebx, 400
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 138
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 32224
+    jnz 1f
+1:
+    movzx ebp, bpl
+    movzx edx, bpl
+    mov ecx, dword ptr [r15 + 0]
     test bl, 144
     jnz 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 233
-    movsxd r9, dword ptr [r15 + 0]
-    vpcmpeqb xmm13, xmm13, xmm7
-    test bl, 32
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rdx, rdx
-    cmovne rdx, rdi
-    test ebx, 1984
+    and r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 7856
     jnz 1f
 1:
-    and rbp, 64
+    mov esi, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    movzx edx, sil
     lea r8, [r10 + r10*1]
-    mov rax, qword ptr [r15 + rbp + 896]
-    mov r9, rdi
-    mov rdi, qword ptr [r15 + rbp + 832]
+    lea rbp, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
     and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    test bl, 144
+    mov edi, dword ptr [r15 + r8 + 64]
+    test ebx, 928
+    jnz 1f
+1:
+    and r9, 64
+    vpaddq xmm7, xmm7, xmmword ptr [r15 + r9 + 384]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 128]
+    mov qword ptr [r14 + r8 + 128], rbp
+    mov dword ptr [r15 + rbp + 64], esi
+    test ebx, 1344
     jz 1f
 1:
-    lea r9, [r10 + r10*1]
-    vmovdqu xmm7, xmmword ptr [r14 + 0]
-    and r9, 64
-    movsxd rsi, dword ptr [r14 + r9 + 640]
-    mov dword ptr [r15 + r9 + 576], esi
-    movsxd rdi, dword ptr [r15 + r8 + 320]
+    mov r8, qword ptr [r14 + 0]
+    mov qword ptr [r14 + 0], r8
+    and edx, dword ptr [r15 + r9 + 320]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b8_done
 .Lc1_b8_c15:
-    mov r8d, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    add rdx, qword ptr [r15 + 0]
-    test bl, 128
-    jnz 1f
-1:
-    popcnt rsi, rax
-    movsxd rax, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 2880
-    jz 1f
-1:
-    mov edi, 156
-    mov dword ptr [r15 + 0], 137
-    jmp 1f
-1:
-    test bl, 64
-    jz 1f
-1:
-    mov ecx, 164
-    mov edx, r9d
-    mov dword ptr [r15 + 0], r9d
-    mov rdx, qword ptr [r15 + 0]
-    test bl, 96
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, sil
-    cmovne r9, rdx
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 13056
-    jnz 1f
-1:
-    mov edi, 232
-    vmovdqu xmm7, xmmword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    test bl, 48
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r14 + 0]
-    movzx ecx, byte ptr [r14 + 0]
-    mov edx, esi
-    lea r9, [r10 + r10*1]
-    test bl, 64
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    lea rbp, [r10 + r10*1]
     lea r8, [r10 + r10*1]
-    mov eax, 163
-    and rbp, 64
-    movzx edi, byte ptr [r15 + rbp + 128]
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 640]
-    test ebx, 5632
+    mov dword ptr [r15 + r8 + 384], 248
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], r8d
+    mov esi, dword ptr [r14 + 0]
+    test bl, 64
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + rbp + 64]
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    movzx ebp, byte ptr [r15 + r8 + 576]
+    mov r9, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    test ebx, 2432
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov ebp, 177
+    jmp 1f
+1:
+    mov rcx, rbp
+    mov edx, dword ptr [r15 + 0]
+    test bl, 32
+    jnz 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 416
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 238
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 288
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    movzx eax, bpl
+    mov rcx, qword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    test ebx, 864
+    jz 1f
+1:
+    lea rbp, [r10 + r10*1]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 256]
+    mov esi, 216
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 128]
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    test ebx, 5888
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 192]
+    movsxd r9, dword ptr [r15 + rbp + 64]
+    mov rbp, r9
     add r10, r11
     inc rbx
     dec r13

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# How a clone's simulated L1i miss rate responds to the tuner's code-size knob
+# (instruction_working_set.size_scale): regenerates the committed clone of TARGET at each scale
+# (seed 1, its committed knobs otherwise, skeleton subtracted) and measures all of them side by side
+# with `ditto compare --sim` (cachegrind at 2,000 req/s, runs of 15,000 and 30,000 requests: with
+# `compare`'s default 1,000 and 2,000 the L1i misses per request are a few and their run-to-run
+# difference can come out negative). A smooth response is what lets
+# `ditto tune` close in on the original's rate; a cliff between neighbouring scales is what stops it.
+# Usage: validation/bench/code-size-sweep.sh [TARGET [SCALE...]]   (default: memcached 1 1.05 1.09 1.14 1.19 1.3)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+target=${1:-memcached}
+shift || true
+scales=("$@")
+[ ${#scales[@]} -gt 0 ] || scales=(1 1.05 1.09 1.14 1.19 1.3)
+[ -f "profiles/$target.json" ] || { echo "code-size-sweep: no profiles/$target.json" >&2; exit 1; }
+cargo build --quiet --release -p ditto-cli
+ditto=target/release/ditto
+out=out/bench
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+skeleton=()
+[ -f "profiles/skeletons/$target.json" ] && skeleton=(--skeleton "profiles/skeletons/$target.json")
+specs=()
+for s in "${scales[@]}"; do
+  sed "/^\[instruction_working_set\]/,/^\[/ s/^size_scale = .*/size_scale = $s/" "clones/$target/knobs.toml" >"$work/knobs-$s.toml"
+  "$ditto" generate "profiles/$target.json" -o "$work/clone-$s" --seed 1 --knobs "$work/knobs-$s.toml" "${skeleton[@]}" >/dev/null 2>&1
+  sed -i "s/^name = .*/name = \"x${s/./_}\"/" "$work/clone-$s/target.toml"
+  specs+=(--target "$work/clone-$s/target.toml")
+done
+"$ditto" compare "${specs[@]}" --sim --sim-rate 2000 --sim-requests 15000 --json "$out/code-size-sweep-$target.json" >"$work/compare.txt"
+python3 - "$out/code-size-sweep-$target.json" "${scales[@]}" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+scales = sys.argv[2:]
+keys = ["l1i_miss_rate", "l1d_miss_rate", "branch_mispredict_rate", "instructions_per_request"]
+print(f"{'code size':>10}" + "".join(f"{k:>26}" for k in keys))
+for scale, t in zip(scales, report["targets"]):
+    rates = (t.get("sim") or {}).get("rates") or {}
+    cells = [rates.get(k) for k in keys]
+    print(f"{'x' + scale:>10}" + "".join(f"{'-' if v is None else format(v, '.6g'):>26}" for v in cells))
+PY
