@@ -14,7 +14,8 @@ make -s -C "$clone" >/dev/null
 work=$(mktemp -d)
 trap 'kill "$vp" 2>/dev/null || true; rm -rf "$work"' EXIT
 port=$((22000 + RANDOM % 1000))
-valgrind --tool=cachegrind --cache-sim=no --branch-sim=yes --cachegrind-out-file="$work/cg.out" \
+# One output file per process (%p): a prefork clone's workers are forked children of its master.
+valgrind --tool=cachegrind --cache-sim=no --branch-sim=yes --cachegrind-out-file="$work/cg.out.%p" \
   "$clone/clone" --port "$port" >"$work/clone.log" 2>&1 &
 vp=$!
 sleep 3
@@ -22,6 +23,8 @@ target/release/ditto load --target "$clone/target.toml" --addr "127.0.0.1:$port"
   --duration 8 --warm >"$work/load.log" 2>&1
 kill -INT "$vp"
 wait "$vp" || true
+sleep 1
+cg_merge -o "$work/cg.out" "$work"/cg.out.*
 cg_annotate --show=Ir,Bc,Bcm,Bi,Bim "$work/cg.out" "$clone/src/body.S" >"$work/ann.txt" 2>/dev/null
 python3 - "$work/ann.txt" "ditto_body_$cluster" <<'PY'
 import re, sys
