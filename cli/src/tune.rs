@@ -40,6 +40,11 @@ pub struct TuneArgs {
     /// instructions_per_request, l1i_miss_rate, l1d_miss_rate, branch_mispredict_rate, plus ipc with perf).
     #[arg(long, value_delimiter = ',')]
     pub metrics: Vec<String>,
+    /// Runs of the original: the reference is their mean, and a metric whose runs spread by more than
+    /// --tolerance is matched within that spread (simulated L1d and L1i can move by tens of percent
+    /// between runs).
+    #[arg(long, default_value_t = 2)]
+    pub original_runs: usize,
     /// Load level of the original's spec to tune at.
     #[arg(long, default_value = "medium")]
     pub level: String,
@@ -74,6 +79,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         } else {
             args.metrics.iter().map(|m| m.trim().to_string()).collect()
         },
+        original_runs: args.original_runs,
     };
     settings.check()?;
     let history = TuneHistory {
@@ -87,6 +93,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
         max_iterations: settings.max_iterations,
         tuned_metrics: settings.tuned_metrics.clone(),
         original: None,
+        original_runs: Vec::new(),
+        tolerances: Default::default(),
         iterations: Vec::new(),
         converged: false,
         best_iteration: None,

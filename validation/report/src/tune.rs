@@ -252,7 +252,15 @@ pub struct TuneHistory {
     pub tolerance: f64,
     pub max_iterations: usize,
     pub tuned_metrics: Vec<String>,
+    /// The reference: the first run with the tuned metrics' means over `original_runs`.
     pub original: Option<CounterFigures>,
+    /// Every run of the original.
+    #[serde(default)]
+    pub original_runs: Vec<CounterFigures>,
+    /// Each tuned metric's tolerance: the run's, or the original's own spread between its runs
+    /// ((max − min) / mean) where that is larger.
+    #[serde(default)]
+    pub tolerances: BTreeMap<String, f64>,
     pub iterations: Vec<Iteration>,
     pub converged: bool,
     /// The iteration with the fewest tuned metrics outside the tolerance, then the smallest mean error
@@ -324,11 +332,23 @@ pub fn within(
 /// error. By the largest error alone, one metric on a cliff decides: memcached's L1i was 100 % under
 /// at the untuned iteration and 114 % over at one that had instructions, L1d and branches within 8 %,
 /// and the untuned one was kept.
-fn rank(it: &Iteration, original: &CounterFigures, settings: &TuneSettings) -> (usize, f64) {
+fn rank(
+    it: &Iteration,
+    original: &CounterFigures,
+    settings: &TuneSettings,
+    tolerances: &BTreeMap<String, f64>,
+) -> (usize, f64) {
     let outside = settings
         .tuned_metrics
         .iter()
-        .filter(|k| !within(k, original, &it.figures, settings.tolerance))
+        .filter(|k| {
+            !within(
+                k,
+                original,
+                &it.figures,
+                tolerance_of(k, settings, tolerances),
+            )
+        })
         .count();
     let errors: Vec<f64> = settings
         .tuned_metrics
@@ -337,6 +357,69 @@ fn rank(it: &Iteration, original: &CounterFigures, settings: &TuneSettings) -> (
         .collect();
     let mean = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
     (outside, mean)
+}
+
+/// A metric's tolerance in this run (`TuneHistory::tolerances`).
+fn tolerance_of(key: &str, settings: &TuneSettings, tolerances: &BTreeMap<String, f64>) -> f64 {
+    tolerances
+        .get(key)
+        .copied()
+        .unwrap_or(settings.tolerance)
+        .max(settings.tolerance)
+}
+
+/// Sets a figure by metric key (the inverse of `figure`).
+fn set_figure(f: &mut CounterFigures, key: &str, value: Option<f64>) {
+    match key {
+        "instructions_per_request" => f.instructions_per_request = value,
+        "ipc" => f.ipc = value,
+        "branch_mispredict_rate" => f.branch_mispredict_rate = value,
+        "l1i_miss_rate" => f.l1i_miss_rate = value,
+        "l1d_miss_rate" => f.l1d_miss_rate = value,
+        "l2_miss_rate" => f.l2_miss_rate = value,
+        "llc_miss_rate" => f.llc_miss_rate = value,
+        "itlb_misses_per_request" => f.itlb_misses_per_request = value,
+        _ => {}
+    }
+}
+
+/// Metric keys `figure` and `set_figure` know.
+const FIGURE_KEYS: [&str; 8] = [
+    "instructions_per_request",
+    "ipc",
+    "branch_mispredict_rate",
+    "l1i_miss_rate",
+    "l1d_miss_rate",
+    "l2_miss_rate",
+    "llc_miss_rate",
+    "itlb_misses_per_request",
+];
+
+/// The reference of several runs of the original: the first run with every metric of `FIGURE_KEYS`
+/// replaced by its mean over the runs that measured it; and each tuned metric's spread,
+/// (max − min) / mean. memcached's simulated L1d was 0.0137 in one run and 0.0349–0.0387 in others of
+/// the same command, far more than a 10 % tolerance: with one run as the reference the tuner chased
+/// that noise.
+pub fn reference_of(
+    runs: &[CounterFigures],
+    tuned: &[String],
+) -> (CounterFigures, BTreeMap<String, f64>) {
+    let mut reference = runs.first().cloned().unwrap_or_default();
+    let mut spread = BTreeMap::new();
+    for key in FIGURE_KEYS {
+        let values: Vec<f64> = runs.iter().filter_map(|r| figure(r, key)).collect();
+        if values.is_empty() {
+            continue;
+        }
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        set_figure(&mut reference, key, Some(mean));
+        if values.len() > 1 && mean > 0.0 && tuned.iter().any(|t| t == key) {
+            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            spread.insert(key.to_string(), (hi - lo) / mean);
+        }
+    }
+    (reference, spread)
 }
 
 /// The elasticity of `driver` in `knob` from the last two iterations at different knob values.
@@ -643,6 +726,9 @@ pub struct TuneSettings {
     pub tolerance: f64,
     pub max_iterations: usize,
     pub tuned_metrics: Vec<String>,
+    /// Runs of the original: the reference is their mean, and a metric whose runs spread more than
+    /// `tolerance` is matched within that spread.
+    pub original_runs: usize,
 }
 
 impl TuneSettings {
@@ -655,6 +741,11 @@ impl TuneSettings {
         if self.max_iterations == 0 {
             return Err(ValidateError::Settings(
                 "--max-iterations must be at least 1".into(),
+            ));
+        }
+        if self.original_runs == 0 {
+            return Err(ValidateError::Settings(
+                "--original-runs must be at least 1".into(),
             ));
         }
         for m in &self.tuned_metrics {
@@ -694,9 +785,41 @@ pub fn tune(
     history.tolerance = settings.tolerance;
     history.max_iterations = settings.max_iterations;
     history.tuned_metrics = settings.tuned_metrics.clone();
-    status("measuring the original");
-    let original = backend.measure_original(status)?;
+    let mut runs = Vec::with_capacity(settings.original_runs);
+    for n in 1..=settings.original_runs {
+        status(&if settings.original_runs > 1 {
+            format!(
+                "measuring the original (run {n}/{})",
+                settings.original_runs
+            )
+        } else {
+            "measuring the original".to_string()
+        });
+        runs.push(backend.measure_original(status)?);
+    }
+    let (original, spread) = reference_of(&runs, &settings.tuned_metrics);
+    for (k, v) in &spread {
+        if *v > settings.tolerance {
+            status(&format!(
+                "the original's {k} spreads {:.1}% between its runs: matched within that",
+                100.0 * v
+            ));
+        }
+    }
+    history.tolerances = settings
+        .tuned_metrics
+        .iter()
+        .map(|k| {
+            let t = spread
+                .get(k)
+                .copied()
+                .unwrap_or(0.0)
+                .max(settings.tolerance);
+            (k.clone(), t)
+        })
+        .collect();
     history.original = Some(original.clone());
+    history.original_runs = runs;
     backend.save(&history)?;
     let mut knobs = initial;
     history.stop_reason = format!("reached the iteration cap ({})", settings.max_iterations);
@@ -725,10 +848,14 @@ pub fn tune(
             .map(|e| e.unwrap_or(f64::INFINITY))
             .reduce(f64::max)
             .filter(|e| e.is_finite());
-        let within_tolerance = settings
-            .tuned_metrics
-            .iter()
-            .all(|k| within(k, &original, &figures, settings.tolerance));
+        let within_tolerance = settings.tuned_metrics.iter().all(|k| {
+            within(
+                k,
+                &original,
+                &figures,
+                tolerance_of(k, settings, &history.tolerances),
+            )
+        });
         history.iterations.push(Iteration {
             iteration: i,
             knobs: knobs.clone(),
@@ -793,7 +920,10 @@ pub fn tune(
         .iterations
         .iter()
         .min_by(|a, b| {
-            let (ra, rb) = (rank(a, &original, settings), rank(b, &original, settings));
+            let (ra, rb) = (
+                rank(a, &original, settings, &history.tolerances),
+                rank(b, &original, settings, &history.tolerances),
+            );
             ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1))
         })
         .map(|it| (it.iteration, it.knobs.clone()));
@@ -895,6 +1025,8 @@ mod tests {
             max_iterations: 0,
             tuned_metrics: vec![],
             original: None,
+            original_runs: vec![],
+            tolerances: BTreeMap::new(),
             iterations: vec![],
             converged: false,
             best_iteration: None,
@@ -915,6 +1047,7 @@ mod tests {
             tolerance: 0.05,
             max_iterations: 10,
             tuned_metrics: default_tuned_metrics(false),
+            original_runs: 1,
         };
         let h = tune(
             &settings,
@@ -990,15 +1123,58 @@ mod tests {
             tolerance: 0.1,
             max_iterations: 5,
             tuned_metrics: default_tuned_metrics(false),
+            original_runs: 1,
         };
+        let none = BTreeMap::new();
         let (a, b) = (
-            rank(&untuned, &original, &settings),
-            rank(&tuned, &original, &settings),
+            rank(&untuned, &original, &settings, &none),
+            rank(&tuned, &original, &settings, &none),
         );
         assert_eq!((a.0, b.0), (4, 1), "{a:?} {b:?}");
         assert!(b < a);
         // By the largest error alone the untuned one would win: 1.00 against 1.15.
         assert!(untuned.errors["l1i_miss_rate"] < tuned.errors["l1i_miss_rate"]);
+    }
+
+    #[test]
+    fn the_reference_is_the_mean_of_the_originals_runs_and_a_noisy_metric_is_matched_within_its_spread(
+    ) {
+        let run = |l1d| CounterFigures {
+            instructions_per_request: Some(5000.0),
+            l1d_miss_rate: Some(l1d),
+            ..CounterFigures::default()
+        };
+        let tuned = vec![
+            "instructions_per_request".to_string(),
+            "l1d_miss_rate".to_string(),
+        ];
+        // memcached's L1d in two runs of the same command.
+        let (reference, spread) = reference_of(&[run(0.0137), run(0.0387)], &tuned);
+        assert!((reference.l1d_miss_rate.expect("mean") - 0.0262).abs() < 1e-12);
+        assert_eq!(reference.instructions_per_request, Some(5000.0));
+        assert!((spread["l1d_miss_rate"] - 0.025 / 0.0262).abs() < 1e-9);
+        assert_eq!(spread["instructions_per_request"], 0.0);
+        // A clone 30 % off the mean is within the original's own 95 % spread, not within 10 %.
+        let settings = TuneSettings {
+            tolerance: 0.1,
+            max_iterations: 1,
+            tuned_metrics: tuned,
+            original_runs: 2,
+        };
+        let clone = run(0.0262 * 1.3);
+        assert!(!within(
+            "l1d_miss_rate",
+            &reference,
+            &clone,
+            settings.tolerance
+        ));
+        let t = tolerance_of("l1d_miss_rate", &settings, &spread);
+        assert!(within("l1d_miss_rate", &reference, &clone, t));
+        // Never below the run's tolerance.
+        assert_eq!(
+            tolerance_of("instructions_per_request", &settings, &spread),
+            0.1
+        );
     }
 
     #[test]
@@ -1226,6 +1402,7 @@ mod tests {
             tolerance: 0.1,
             max_iterations: 3,
             tuned_metrics: vec!["latency_p99_us".into()],
+            original_runs: 1,
         };
         assert!(bad
             .check()
@@ -1236,6 +1413,7 @@ mod tests {
             tolerance: 0.0,
             max_iterations: 3,
             tuned_metrics: vec![],
+            original_runs: 1,
         };
         assert!(zero.check().is_err());
     }

@@ -213,6 +213,8 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
         tolerance: 1e-6,
         max_iterations: 2,
         tuned_metrics: default_tuned_metrics(false),
+        // Two runs: the reference is their mean and each metric's tolerance is recorded.
+        original_runs: 2,
     };
     let history = TuneHistory {
         schema: HISTORY_SCHEMA.into(),
@@ -225,6 +227,8 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
         max_iterations: 0,
         tuned_metrics: vec![],
         original: None,
+        original_runs: vec![],
+        tolerances: Default::default(),
         iterations: vec![],
         converged: false,
         best_iteration: None,
@@ -250,6 +254,9 @@ fn tune_regenerates_the_clone_and_records_every_iteration() {
     );
     assert_eq!(h.iterations.len(), 2, "stopped: {}", h.stop_reason);
     assert!(!h.converged && h.complete);
+    assert_eq!(h.original_runs.len(), 2, "both runs of the original kept");
+    assert_eq!(h.tolerances.len(), h.tuned_metrics.len());
+    assert!(h.tolerances.values().all(|t| *t >= 1e-6));
     let first = &h.iterations[0];
     assert_eq!(first.knobs, initial);
     assert!(
