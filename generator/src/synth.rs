@@ -327,6 +327,16 @@ fn loop_exit_rate(j: u64, x: u64, ring: u64, aligned: bool) -> f64 {
     }
 }
 
+/// What `balance_rings` needs of one ring: its block, the chunk executions per call it wants (not
+/// yet aligned), its chunks and the instructions one execution runs.
+#[derive(Debug, Clone, Copy)]
+struct RingWant {
+    block: usize,
+    want: f64,
+    ring: u64,
+    per_run: f64,
+}
+
 /// Aligns every ring's chunk executions per call (`aligned_runs`) before the chunks are composed,
 /// from the planned counts and the estimated instructions per chunk (`balance_rings`), and hands the
 /// balance to the single-chunk block with the most instructions, whose loop count can take it.
@@ -350,11 +360,13 @@ fn align_windows(
                 .then(b.0.cmp(&a.0))
         })
         .map(|(i, _)| i)?;
-    let rings: Vec<(usize, f64, u64, f64)> = (0..blocks.len())
+    let rings: Vec<RingWant> = (0..blocks.len())
         .filter(|&i| ring_of(blocks[i].bytes) > 1)
-        .map(|i| {
-            let b = &blocks[i];
-            (i, b.planned_x as f64, ring_of(b.bytes), per_run(b))
+        .map(|i| RingWant {
+            block: i,
+            want: blocks[i].planned_x as f64,
+            ring: ring_of(blocks[i].bytes),
+            per_run: per_run(&blocks[i]),
         })
         .collect();
     let (chosen, owed) = balance_rings(&rings);
@@ -373,14 +385,19 @@ fn align_windows(
 /// Once the chunks are composed: each ring's aligned count is chosen again from the count its real
 /// instructions per chunk ask for (the estimate from bytes / mean length can be far off: a
 /// dependency-chain program's chunks held 36 % fewer instructions than estimated, and its clone ran
-/// 36 % too many), and the absorber's loop count takes the balance.
+/// 36 % too many), and the absorber's loop count takes the balance. That count is provisional:
+/// `synthesize` sets it again once the prologue is rendered and the call's fixed code is known.
 fn settle_windows(blocks: &mut [Block], absorber: usize) {
-    let rings: Vec<(usize, f64, u64, f64)> = (0..blocks.len())
+    let rings: Vec<RingWant> = (0..blocks.len())
         .filter(|&i| blocks[i].chunks.len() > 1)
         .map(|i| {
-            let b = &blocks[i];
-            let per_run = mean_chunk_instrs(b).max(1.0);
-            (i, b.dyn_target / per_run, b.chunks.len() as u64, per_run)
+            let per_run = mean_chunk_instrs(&blocks[i]).max(1.0);
+            RingWant {
+                block: i,
+                want: blocks[i].dyn_target / per_run,
+                ring: blocks[i].ring(),
+                per_run,
+            }
         })
         .collect();
     let (chosen, owed) = balance_rings(&rings);
@@ -392,18 +409,17 @@ fn settle_windows(blocks: &mut [Block], absorber: usize) {
     b.x = (((b.dyn_target + owed) / per_run).round() as u64).clamp(1, (1 << 31) - 1);
 }
 
-/// Rounds each ring's wanted count (block index, count, ring, instructions per run) to one of its two
-/// nearest aligned counts, whichever keeps the instructions removed so far (the returned balance,
+/// Rounds each ring's wanted count to one of its two nearest aligned counts, whichever keeps the instructions removed so far (the returned balance,
 /// negative when added) nearest zero, up on a tie so a swept block keeps its reach. The rings with the
 /// largest rounding step go first and the small ones even out what they leave: in block order,
 /// nginx's 64-chunk ring (55 runs to 64) came last and left 677 instructions per call that its
 /// loop could not give up, so nothing was aligned.
-fn balance_rings(rings: &[(usize, f64, u64, f64)]) -> (Vec<(usize, u64)>, f64) {
+fn balance_rings(rings: &[RingWant]) -> (Vec<(usize, u64)>, f64) {
     let candidates: Vec<[u64; 2]> = rings
         .iter()
-        .map(|&(_, want, ring, _)| aligned_runs(want.round().max(1.0) as u64, ring))
+        .map(|r| aligned_runs(r.want.round().max(1.0) as u64, r.ring))
         .collect();
-    let gap = |k: usize| (candidates[k][1] - candidates[k][0]) as f64 * rings[k].3;
+    let gap = |k: usize| (candidates[k][1] - candidates[k][0]) as f64 * rings[k].per_run;
     let mut order: Vec<usize> = (0..rings.len()).collect();
     order.sort_by(|&a, &b| {
         gap(b)
@@ -414,7 +430,12 @@ fn balance_rings(rings: &[(usize, f64, u64, f64)]) -> (Vec<(usize, u64)>, f64) {
     let mut owed = 0.0f64;
     let mut chosen = Vec::with_capacity(rings.len());
     for k in order {
-        let (i, want, _, per_run) = rings[k];
+        let RingWant {
+            block,
+            want,
+            per_run,
+            ..
+        } = rings[k];
         let owed_with = |x: u64| owed + (want - x as f64) * per_run;
         let [lo, hi] = candidates[k];
         let x = if owed_with(lo).abs() < owed_with(hi).abs() {
@@ -423,7 +444,7 @@ fn balance_rings(rings: &[(usize, f64, u64, f64)]) -> (Vec<(usize, u64)>, f64) {
             hi
         };
         owed = owed_with(x);
-        chosen.push((i, x));
+        chosen.push((block, x));
     }
     (chosen, owed)
 }
@@ -494,10 +515,9 @@ impl Composer<'_> {
         self.plan.data_classes[k].size <= LINE
     }
 
-    /// Composes one chunk of `target_bytes` executed `w` times per call, in a block of `ring` chunks
-    /// run `x` chunk executions per visit.
-    /// run `x` chunk executions per visit, whose loop branch exits at `exit_rate` of its executions.
-    fn chunk(&mut self, target_bytes: u64, w: f64, exit_rate: f64, ring: u64) -> Chunk {
+    /// Composes one chunk of `target_bytes` executed `w` times per call, in a block of `ring` chunks,
+    /// whose loop branch exits at `loop_rate` of its executions (`loop_exit_rate`).
+    fn chunk(&mut self, target_bytes: u64, w: f64, loop_rate: f64, ring: u64) -> Chunk {
         let mut c = Chunk {
             items: Vec::new(),
             groups: Vec::new(),
@@ -507,9 +527,8 @@ impl Composer<'_> {
         // Loop control: dec r13; jz/jnz (the rP/rQ/rbx updates are added once the chunk is known).
         self.account((Class::Alu, Opnd::Reg), w);
         self.account((Class::Branch, Opnd::Reg), w);
-        // Minority rate `exit_rate`, two direction changes per exit; a rate of 0 is a branch that
+        // Minority rate `loop_rate`, two direction changes per exit; a rate of 0 is a branch that
         // keeps one direction, bin "never".
-        let loop_rate = exit_rate;
         self.taken.add(rate_bin(loop_rate), w);
         self.transition.add(rate_bin((2.0 * loop_rate).min(0.5)), w);
         self.cond_weight += w;
@@ -1654,11 +1673,11 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             let rate = loop_exit_rate(j, x, ring, aligned);
             chunks.push(comp.chunk(chunk_bytes, w, rate, ring));
         }
-        let mean_instrs = chunks.iter().map(|c| c.instrs).sum::<u64>() as f64 / ring as f64;
         let b = &mut blocks[bi];
-        // Rings and the absorber are settled below once every chunk is known.
-        b.x = ((b.dyn_target / mean_instrs.max(1.0)).round() as u64).clamp(1, (1 << 31) - 1);
         b.chunks = chunks;
+        // Rings and the absorber are settled below once every chunk is known.
+        b.x =
+            ((b.dyn_target / mean_chunk_instrs(b).max(1.0)).round() as u64).clamp(1, (1 << 31) - 1);
     }
     if let Some(k) = absorber {
         settle_windows(&mut blocks, k);
@@ -2106,7 +2125,7 @@ mod tests {
     fn the_largest_rounding_steps_go_first_and_small_rings_even_them_out() {
         // nginx's rings (runs wanted, chunks), 68 instructions per run: in block order the 64-chunk
         // ring (55 → 64) came last and left 9 runs owed; largest steps first, the rest make up for it.
-        let rings: Vec<(usize, f64, u64, f64)> = [
+        let rings: Vec<RingWant> = [
             (11.0, 2),
             (13.0, 4),
             (11.0, 8),
@@ -2118,13 +2137,18 @@ mod tests {
         ]
         .iter()
         .enumerate()
-        .map(|(i, &(want, ring))| (i, want, ring, 68.0))
+        .map(|(block, &(want, ring))| RingWant {
+            block,
+            want,
+            ring,
+            per_run: 68.0,
+        })
         .collect();
         let (chosen, owed) = balance_rings(&rings);
         assert!(owed.abs() <= 68.0, "owed {owed}: {chosen:?}");
         let x = |i: usize| chosen.iter().find(|c| c.0 == i).map(|c| c.1);
         assert_eq!(x(6), Some(64));
-        for (i, &(_, _, ring, _)) in rings.iter().enumerate() {
+        for (i, &RingWant { ring, .. }) in rings.iter().enumerate() {
             let v = x(i).expect("every ring chosen");
             assert!(
                 v % ring == 0 || (v.is_power_of_two() && ring % v == 0),

@@ -12,7 +12,8 @@ command -v valgrind >/dev/null || { echo "branch-kinds: valgrind is missing; run
 cargo build --quiet --release -p ditto-cli
 make -s -C "$clone" >/dev/null
 work=$(mktemp -d)
-trap 'kill "$vp" 2>/dev/null || true; rm -rf "$work"' EXIT
+vp=
+trap '[ -n "$vp" ] && kill "$vp" 2>/dev/null; rm -rf "$work"' EXIT
 port=$((22000 + RANDOM % 1000))
 # One output file per process (%p): a prefork clone's workers are forked children of its master.
 valgrind --tool=cachegrind --cache-sim=no --branch-sim=yes --cachegrind-out-file="$work/cg.out.%p" \

@@ -359,7 +359,8 @@ fn rank(
     (outside, mean)
 }
 
-/// A metric's tolerance in this run (`TuneHistory::tolerances`).
+/// A metric's tolerance in this run: the run's, or `spread`'s for it where that is larger (`spread`:
+/// the original's own spread, or the `TuneHistory::tolerances` made from it).
 fn tolerance_of(key: &str, settings: &TuneSettings, tolerances: &BTreeMap<String, f64>) -> f64 {
     tolerances
         .get(key)
@@ -809,14 +810,7 @@ pub fn tune(
     history.tolerances = settings
         .tuned_metrics
         .iter()
-        .map(|k| {
-            let t = spread
-                .get(k)
-                .copied()
-                .unwrap_or(0.0)
-                .max(settings.tolerance);
-            (k.clone(), t)
-        })
+        .map(|k| (k.clone(), tolerance_of(k, settings, &spread)))
         .collect();
     history.original = Some(original.clone());
     history.original_runs = runs;
