@@ -335,23 +335,14 @@ pub fn within(
 fn rank(
     it: &Iteration,
     original: &CounterFigures,
-    settings: &TuneSettings,
-    tolerances: &BTreeMap<String, f64>,
+    tuned: &[String],
+    tolerances: &Tolerances,
 ) -> (usize, f64) {
-    let outside = settings
-        .tuned_metrics
+    let outside = tuned
         .iter()
-        .filter(|k| {
-            !within(
-                k,
-                original,
-                &it.figures,
-                tolerance_of(k, settings, tolerances),
-            )
-        })
+        .filter(|k| !within(k, original, &it.figures, tolerances.of(k)))
         .count();
-    let errors: Vec<f64> = settings
-        .tuned_metrics
+    let errors: Vec<f64> = tuned
         .iter()
         .map(|k| it.errors.get(k).copied().flatten().unwrap_or(f64::INFINITY))
         .collect();
@@ -359,14 +350,34 @@ fn rank(
     (outside, mean)
 }
 
-/// A metric's tolerance in this run: the run's, or `spread`'s for it where that is larger (`spread`:
-/// the original's own spread, or the `TuneHistory::tolerances` made from it).
-fn tolerance_of(key: &str, settings: &TuneSettings, tolerances: &BTreeMap<String, f64>) -> f64 {
-    tolerances
-        .get(key)
-        .copied()
-        .unwrap_or(settings.tolerance)
-        .max(settings.tolerance)
+/// Each metric's tolerance in a run: the run's `--tolerance`, widened for a metric to the original's
+/// own spread between its runs where that is larger. One value serves every decision of the run:
+/// whether it converged, which iteration is best, and which knob group is held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tolerances {
+    /// The run's tolerance (`--tolerance`).
+    pub base: f64,
+    /// Per metric: the original's spread ((max − min) / mean), or the tolerance made from it.
+    pub widened: BTreeMap<String, f64>,
+}
+
+impl Tolerances {
+    /// The same tolerance for every metric.
+    pub fn uniform(base: f64) -> Self {
+        Tolerances {
+            base,
+            widened: BTreeMap::new(),
+        }
+    }
+
+    /// `key`'s tolerance: the base, or its widened value where that is larger.
+    pub fn of(&self, key: &str) -> f64 {
+        self.widened
+            .get(key)
+            .copied()
+            .unwrap_or(self.base)
+            .max(self.base)
+    }
 }
 
 /// Sets a figure by metric key (the inverse of `figure`).
@@ -551,7 +562,7 @@ pub fn adjust(
     history: &[Iteration],
     original: &CounterFigures,
     tuned: &[String],
-    tolerance: f64,
+    tolerances: &Tolerances,
 ) -> (Knobs, Vec<Adjustment>) {
     let Some(current) = history.last() else {
         return (Knobs::default(), Vec::new());
@@ -580,7 +591,13 @@ pub fn adjust(
                 (Some(o), Some(c)) => {
                     let measured = Measured { from, o, c };
                     next_value(
-                        g, history, original, current, tolerance, measured, iws_factor,
+                        g,
+                        history,
+                        original,
+                        current,
+                        tolerances.of(g.driver),
+                        measured,
+                        iws_factor,
                     )
                 }
                 _ => Err(format!(
@@ -807,10 +824,14 @@ pub fn tune(
             ));
         }
     }
+    let tolerances = Tolerances {
+        base: settings.tolerance,
+        widened: spread,
+    };
     history.tolerances = settings
         .tuned_metrics
         .iter()
-        .map(|k| (k.clone(), tolerance_of(k, settings, &spread)))
+        .map(|k| (k.clone(), tolerances.of(k)))
         .collect();
     history.original = Some(original.clone());
     history.original_runs = runs;
@@ -842,14 +863,10 @@ pub fn tune(
             .map(|e| e.unwrap_or(f64::INFINITY))
             .reduce(f64::max)
             .filter(|e| e.is_finite());
-        let within_tolerance = settings.tuned_metrics.iter().all(|k| {
-            within(
-                k,
-                &original,
-                &figures,
-                tolerance_of(k, settings, &history.tolerances),
-            )
-        });
+        let within_tolerance = settings
+            .tuned_metrics
+            .iter()
+            .all(|k| within(k, &original, &figures, tolerances.of(k)));
         history.iterations.push(Iteration {
             iteration: i,
             knobs: knobs.clone(),
@@ -885,7 +902,7 @@ pub fn tune(
                 &history.iterations,
                 &original,
                 &settings.tuned_metrics,
-                settings.tolerance,
+                &tolerances,
             );
             let moved = adjustments.iter().any(|a| a.to != a.from);
             if let Some(last) = history.iterations.last_mut() {
@@ -915,8 +932,8 @@ pub fn tune(
         .iter()
         .min_by(|a, b| {
             let (ra, rb) = (
-                rank(a, &original, settings, &history.tolerances),
-                rank(b, &original, settings, &history.tolerances),
+                rank(a, &original, &settings.tuned_metrics, &tolerances),
+                rank(b, &original, &settings.tuned_metrics, &tolerances),
             );
             ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1))
         })
@@ -1113,16 +1130,11 @@ mod tests {
         let untuned = iteration(1, figures(4000.0, 0.0, 0.016, 0.032));
         // A tuned one: L1i 114 % over, the other three within 10 %.
         let tuned = iteration(4, figures(5440.0, 0.00157, 0.0281, 0.0300));
-        let settings = TuneSettings {
-            tolerance: 0.1,
-            max_iterations: 5,
-            tuned_metrics: default_tuned_metrics(false),
-            original_runs: 1,
-        };
-        let none = BTreeMap::new();
+        let tuned_metrics = default_tuned_metrics(false);
+        let tolerances = Tolerances::uniform(0.1);
         let (a, b) = (
-            rank(&untuned, &original, &settings, &none),
-            rank(&tuned, &original, &settings, &none),
+            rank(&untuned, &original, &tuned_metrics, &tolerances),
+            rank(&tuned, &original, &tuned_metrics, &tolerances),
         );
         assert_eq!((a.0, b.0), (4, 1), "{a:?} {b:?}");
         assert!(b < a);
@@ -1162,13 +1174,18 @@ mod tests {
             &clone,
             settings.tolerance
         ));
-        let t = tolerance_of("l1d_miss_rate", &settings, &spread);
-        assert!(within("l1d_miss_rate", &reference, &clone, t));
+        let tolerances = Tolerances {
+            base: settings.tolerance,
+            widened: spread,
+        };
+        assert!(within(
+            "l1d_miss_rate",
+            &reference,
+            &clone,
+            tolerances.of("l1d_miss_rate")
+        ));
         // Never below the run's tolerance.
-        assert_eq!(
-            tolerance_of("instructions_per_request", &settings, &spread),
-            0.1
-        );
+        assert_eq!(tolerances.of("instructions_per_request"), 0.1);
     }
 
     #[test]
@@ -1197,7 +1214,7 @@ mod tests {
             elapsed_s: 0.0,
         };
         let tuned = default_tuned_metrics(false);
-        let (k, adj) = adjust(&[it], &original, &tuned, 0.1);
+        let (k, adj) = adjust(&[it], &original, &tuned, &Tolerances::uniform(0.1));
         assert!((k.instructions.per_request_scale - 2.0).abs() < 1e-12);
         // 4× asked for, clamped to the maximum step.
         assert!((k.instruction_working_set.size_scale - 4.0).abs() < 1e-12);
@@ -1218,6 +1235,48 @@ mod tests {
             .expect("ipc group listed");
         assert!(ipc.reason.contains("not tuned"), "{}", ipc.reason);
         k.validate().expect("adjusted knobs are valid");
+    }
+
+    #[test]
+    fn a_group_within_the_originals_own_spread_is_held() {
+        let original = CounterFigures {
+            l1d_miss_rate: Some(0.0262),
+            ..CounterFigures::default()
+        };
+        let it = Iteration {
+            iteration: 1,
+            knobs: Knobs::default(),
+            figures: CounterFigures {
+                l1d_miss_rate: Some(0.0262 * 1.3),
+                ..CounterFigures::default()
+            },
+            errors: BTreeMap::new(),
+            max_error: None,
+            within_tolerance: false,
+            adjustments: vec![],
+            elapsed_s: 0.0,
+        };
+        let tuned = ["l1d_miss_rate".to_string()];
+        // 30 % off: outside a plain 10 %, so the data-size knob moves.
+        let (k, _) = adjust(
+            std::slice::from_ref(&it),
+            &original,
+            &tuned,
+            &Tolerances::uniform(0.1),
+        );
+        assert!(k.data_working_set.size_scale < 1.0);
+        // The original itself spread 95 % between its runs: the same clone is within that.
+        let widened = Tolerances {
+            base: 0.1,
+            widened: BTreeMap::from([("l1d_miss_rate".to_string(), 0.95)]),
+        };
+        let (k, adj) = adjust(&[it], &original, &tuned, &widened);
+        assert_eq!(k.data_working_set.size_scale, 1.0);
+        let d = adj
+            .iter()
+            .find(|a| a.driver == "l1d_miss_rate")
+            .expect("data group listed");
+        assert!(d.reason.contains("within tolerance"), "{}", d.reason);
     }
 
     /// An iteration with default knobs but one, and the given figures.
@@ -1254,7 +1313,12 @@ mod tests {
             ..CounterFigures::default()
         };
         let tuned = ["l1i_miss_rate".to_string()];
-        let (k, adj) = adjust(&[mk(1, 1.0, 0.0)], &original, &tuned, 0.1);
+        let (k, adj) = adjust(
+            &[mk(1, 1.0, 0.0)],
+            &original,
+            &tuned,
+            &Tolerances::uniform(0.1),
+        );
         assert_eq!(k.instruction_working_set.size_scale, PROBE_STEP);
         let a = adj
             .iter()
@@ -1263,12 +1327,12 @@ mod tests {
         assert!(a.reason.contains("probe"), "{}", a.reason);
         // Still flat after one probe: another probe, not a secant step through two floor values.
         let h = [mk(1, 1.0, 0.0000004), mk(2, 2.0, 0.0000009)];
-        let (k, _) = adjust(&h, &original, &tuned, 0.1);
+        let (k, _) = adjust(&h, &original, &tuned, &Tolerances::uniform(0.1));
         assert_eq!(k.instruction_working_set.size_scale, 2.0 * PROBE_STEP);
         // Off the floor (above a tenth of the original): the secant takes over, and its steep
         // elasticity gives a step smaller than the ratio's.
         let h = [mk(1, 1.0, 0.0000009), mk(2, 2.0, 0.0002)];
-        let (k, adj) = adjust(&h, &original, &tuned, 0.1);
+        let (k, adj) = adjust(&h, &original, &tuned, &Tolerances::uniform(0.1));
         let step = k.instruction_working_set.size_scale / 2.0;
         assert!(step > 1.0 && step < 0.0009 / 0.0002, "{step}");
         let a = adj
@@ -1278,7 +1342,7 @@ mod tests {
         assert!(a.reason.contains("secant"), "{}", a.reason);
         // Once the original is bracketed the interpolation decides, whatever the last rate was.
         let h = [mk(1, 1.0, 0.00001), mk(2, 4.0, 0.015), mk(3, 1.5, 0.00001)];
-        let (_, adj) = adjust(&h, &original, &tuned, 0.1);
+        let (_, adj) = adjust(&h, &original, &tuned, &Tolerances::uniform(0.1));
         let a = adj
             .iter()
             .find(|a| a.knob == "instruction_working_set.size_scale")
@@ -1308,7 +1372,12 @@ mod tests {
             l1i_miss_rate: Some(0.00092),
             ..CounterFigures::default()
         };
-        let (next, adj) = adjust(&h, &original, &["l1i_miss_rate".to_string()], 0.1);
+        let (next, adj) = adjust(
+            &h,
+            &original,
+            &["l1i_miss_rate".to_string()],
+            &Tolerances::uniform(0.1),
+        );
         assert!((next.instruction_working_set.size_scale - k).abs() < 1e-12);
         let a = adj
             .iter()
@@ -1356,7 +1425,12 @@ mod tests {
             l1d_miss_rate: Some(0.0238),
             ..CounterFigures::default()
         };
-        let (k, adj) = adjust(&h, &original, &["l1d_miss_rate".to_string()], 0.1);
+        let (k, adj) = adjust(
+            &h,
+            &original,
+            &["l1d_miss_rate".to_string()],
+            &Tolerances::uniform(0.1),
+        );
         assert!((k.data_working_set.size_scale - (0.0063f64 * 0.025).sqrt()).abs() < 1e-12);
         let a = adj
             .iter()
