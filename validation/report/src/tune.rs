@@ -41,16 +41,41 @@ use crate::ValidateError;
 
 pub const HISTORY_SCHEMA: &str = "ditto-tune-history/1";
 
-/// The CPU metrics a history records errors for.
-pub const CPU_METRICS: &[&str] = &[
-    "instructions_per_request",
-    "ipc",
-    "branch_mispredict_rate",
-    "l1i_miss_rate",
-    "l1d_miss_rate",
-    "l2_miss_rate",
-    "llc_miss_rate",
-];
+/// Declares the CPU metrics once, by key and `CounterFigures` field: the list, the getter and the
+/// setter cannot disagree.
+macro_rules! cpu_metrics {
+    ($($key:literal => $field:ident),* $(,)?) => {
+        /// The CPU metrics: those a history records errors for and `--metrics` may tune.
+        pub const CPU_METRICS: &[&str] = &[$($key),*];
+
+        /// A figure by metric key.
+        pub fn figure(f: &CounterFigures, key: &str) -> Option<f64> {
+            match key {
+                $($key => f.$field,)*
+                _ => None,
+            }
+        }
+
+        /// Sets a figure by metric key (the inverse of `figure`).
+        fn set_figure(f: &mut CounterFigures, key: &str, value: Option<f64>) {
+            match key {
+                $($key => f.$field = value,)*
+                _ => {}
+            }
+        }
+    };
+}
+
+cpu_metrics! {
+    "instructions_per_request" => instructions_per_request,
+    "ipc" => ipc,
+    "branch_mispredict_rate" => branch_mispredict_rate,
+    "l1i_miss_rate" => l1i_miss_rate,
+    "l1d_miss_rate" => l1d_miss_rate,
+    "l2_miss_rate" => l2_miss_rate,
+    "llc_miss_rate" => llc_miss_rate,
+    "itlb_misses_per_request" => itlb_misses_per_request,
+}
 
 /// The metrics tuned by default: those a knob group drives under the backend.
 pub fn default_tuned_metrics(perf: bool) -> Vec<String> {
@@ -290,21 +315,6 @@ pub trait TuneBackend {
     fn save(&mut self, history: &TuneHistory) -> Result<(), ValidateError>;
 }
 
-/// A figure by metric key.
-pub fn figure(f: &CounterFigures, key: &str) -> Option<f64> {
-    match key {
-        "instructions_per_request" => f.instructions_per_request,
-        "ipc" => f.ipc,
-        "branch_mispredict_rate" => f.branch_mispredict_rate,
-        "l1i_miss_rate" => f.l1i_miss_rate,
-        "l1d_miss_rate" => f.l1d_miss_rate,
-        "l2_miss_rate" => f.l2_miss_rate,
-        "llc_miss_rate" => f.llc_miss_rate,
-        "itlb_misses_per_request" => f.itlb_misses_per_request,
-        _ => None,
-    }
-}
-
 fn row(key: &str, original: &CounterFigures, clone: &CounterFigures) -> Option<MetricRow> {
     let def = metrics::metric(key)?;
     Some(MetricRow::new(
@@ -380,34 +390,7 @@ impl Tolerances {
     }
 }
 
-/// Sets a figure by metric key (the inverse of `figure`).
-fn set_figure(f: &mut CounterFigures, key: &str, value: Option<f64>) {
-    match key {
-        "instructions_per_request" => f.instructions_per_request = value,
-        "ipc" => f.ipc = value,
-        "branch_mispredict_rate" => f.branch_mispredict_rate = value,
-        "l1i_miss_rate" => f.l1i_miss_rate = value,
-        "l1d_miss_rate" => f.l1d_miss_rate = value,
-        "l2_miss_rate" => f.l2_miss_rate = value,
-        "llc_miss_rate" => f.llc_miss_rate = value,
-        "itlb_misses_per_request" => f.itlb_misses_per_request = value,
-        _ => {}
-    }
-}
-
-/// Metric keys `figure` and `set_figure` know.
-const FIGURE_KEYS: [&str; 8] = [
-    "instructions_per_request",
-    "ipc",
-    "branch_mispredict_rate",
-    "l1i_miss_rate",
-    "l1d_miss_rate",
-    "l2_miss_rate",
-    "llc_miss_rate",
-    "itlb_misses_per_request",
-];
-
-/// The reference of several runs of the original: the first run with every metric of `FIGURE_KEYS`
+/// The reference of several runs of the original: the first run with every metric of `CPU_METRICS`
 /// replaced by its mean over the runs that measured it; and each tuned metric's spread,
 /// (max − min) / mean. memcached's simulated L1d was 0.0137 in one run and 0.0349–0.0387 in others of
 /// the same command, far more than a 10 % tolerance: with one run as the reference the tuner chased
@@ -418,7 +401,7 @@ pub fn reference_of(
 ) -> (CounterFigures, BTreeMap<String, f64>) {
     let mut reference = runs.first().cloned().unwrap_or_default();
     let mut spread = BTreeMap::new();
-    for key in FIGURE_KEYS {
+    for &key in CPU_METRICS {
         let values: Vec<f64> = runs.iter().filter_map(|r| figure(r, key)).collect();
         if values.is_empty() {
             continue;
