@@ -472,6 +472,9 @@ pub fn target_toml(name: &str, skel: &Skeleton, p: &Profile) -> Option<String> {
             let bytes = (p.network.bytes_in_per_request - 4.0).round().max(0.0) as u64;
             format!("protocol = \"length-prefixed\"\nrequest_bytes = {bytes}\n")
         }
+        // The clone answers every unary call alike, so ditto's gRPC client (the Pix ledger's API)
+        // drives it whatever the original's service was.
+        "DITTO_FRAME_GRPC" => "protocol = \"pix-grpc\"\n".to_string(),
         _ => return None,
     };
     let rate = p
@@ -527,12 +530,17 @@ fn http_path(bytes_in_per_request: f64, port: u16) -> String {
 }
 
 pub fn load_md(has_target: bool, skel: &Skeleton) -> String {
-    let lp = if skel.framing == "DITTO_FRAME_LENGTH_PREFIXED" {
-        "\n\nThe clone frames messages as a `u32` big-endian length and a payload, both ways (the \
-         original's gRPC over HTTP/2 is not reproduced byte for byte; message sizes are), so it is loaded \
-         with the `length-prefixed` workload, not the original's."
-    } else {
-        ""
+    let lp = match skel.framing {
+        "DITTO_FRAME_LENGTH_PREFIXED" => {
+            "\n\nThe clone frames messages as a `u32` big-endian length and a payload, both ways, \
+             so it is loaded with the `length-prefixed` workload."
+        }
+        "DITTO_FRAME_GRPC" => {
+            "\n\nThe clone answers unary gRPC calls over HTTP/2 (no TLS), every method alike, with a \
+             message of the profiled size that decodes as any response type's defaults. Any gRPC \
+             client drives it; `target.toml` uses ditto's Pix ledger client."
+        }
+        _ => "",
     };
     if has_target {
         format!(

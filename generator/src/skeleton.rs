@@ -185,8 +185,10 @@ pub fn skeleton(p: &Profile) -> Skeleton {
     let framing = match net.framing {
         Framing::Line => "DITTO_FRAME_MEMCACHED_TEXT",
         Framing::Http1 => "DITTO_FRAME_HTTP1",
-        // gRPC runs over HTTP/2; clones speak a length-prefixed protocol of the same message sizes.
-        Framing::LengthPrefixed | Framing::Http2 => "DITTO_FRAME_LENGTH_PREFIXED",
+        // HTTP/2 is gRPC's transport: the clone answers unary calls over HTTP/2 (runtime
+        // framing.c), so the original's own gRPC client drives it, client-side cost included.
+        Framing::Http2 => "DITTO_FRAME_GRPC",
+        Framing::LengthPrefixed => "DITTO_FRAME_LENGTH_PREFIXED",
         Framing::Unknown => {
             warnings.push(
                 "network.framing is unknown; the clone uses length-prefixed framing".to_string(),
@@ -629,6 +631,11 @@ fn bins_mean(b: &Bins) -> Option<f64> {
     })
 }
 
+/// HTTP/2 bytes around a gRPC message in the runtime's response after a connection's first: HEADERS
+/// (9 + 2, both fields named from the client's HPACK table), the DATA frame's 9 and the message's
+/// 5-byte prefix, trailers (9 + 1). `grpc_respond` in the runtime's framing.c.
+const GRPC_RESPONSE_FRAMING: f64 = 35.0;
+
 /// Bytes a request sends, from the profile: all of them, and the part sendfile carries.
 struct Sent {
     bytes_out: f64,
@@ -699,6 +706,11 @@ fn calibrate_payload(
             };
             (response.clone(), per_response - header, detail)
         }
+        "DITTO_FRAME_GRPC" => (
+            response.clone(),
+            per_response - GRPC_RESPONSE_FRAMING,
+            format!(" of gRPC message ({GRPC_RESPONSE_FRAMING:.0} bytes of HTTP/2 framing per response)"),
+        ),
         _ => (response.clone(), per_response - 4.0, String::new()),
     };
     let target = target.max(1.0);
@@ -865,9 +877,9 @@ mod tests {
     }
 
     #[test]
-    fn pix_is_length_prefixed() {
+    fn pix_speaks_grpc_over_http2() {
         let s = skeleton(&example("pix-baseline"));
-        assert_eq!(s.framing, "DITTO_FRAME_LENGTH_PREFIXED");
+        assert_eq!(s.framing, "DITTO_FRAME_GRPC");
         assert_eq!(s.net_model, "DITTO_NET_EPOLL_DISPATCH");
         let ops: Vec<&str> = s.extras.iter().map(|e| e.op).collect();
         assert!(ops.contains(&"DITTO_OP_MPROTECT"), "{ops:?}");
@@ -891,6 +903,16 @@ mod tests {
         .expect("calibrated");
         let mean = bins_mean(&b).expect("mean");
         assert!((mean + 4.0 - 72.0).abs() < 1.0, "{b:?}: mean {mean}");
+        // gRPC: 35 bytes of HTTP/2 framing per response (Pix: 72.8 bytes out per request).
+        let (b, _) = calibrate_payload(
+            &vec![(64, 128, 10)],
+            "DITTO_FRAME_GRPC",
+            &Bins::new(),
+            sent(72.8, 0.0),
+        )
+        .expect("calibrated");
+        let mean = bins_mean(&b).expect("mean");
+        assert!((mean + 35.0 - 72.8).abs() < 1.0, "{b:?}: mean {mean}");
         // memcached: 90% value responses of 4 KiB in a log2 bin, 10% "STORED\r\n"; 30-byte keys.
         let bytes_out = 0.9 * (4096.0 + 18.0 + 30.0 + 4.0) + 0.1 * 8.0;
         let (b, _) = calibrate_payload(

@@ -63,6 +63,15 @@ static const struct valid valid[] = {
      DITTO_REQ_HTTP, 51, 0, DITTO_REQF_CLOSE | DITTO_REQF_HEAD},
     {DITTO_FRAME_LENGTH_PREFIXED, "\0\0\0\x05", 4, DITTO_REQ_LP, 4, 5, 0},
     {DITTO_FRAME_LENGTH_PREFIXED, "\0\0\0\0", 4, DITTO_REQ_LP, 4, 0, 0},
+    /* HTTP/2: the preface, control frames, and the frame that ends a stream (the call). */
+    {DITTO_FRAME_GRPC, LIT("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), DITTO_REQ_H2_CONTROL, 24, 0, 0},
+    {DITTO_FRAME_GRPC, LIT("\0\0\0\x04\0\0\0\0\0"), DITTO_REQ_H2_CONTROL, 9, 0, 0},
+    {DITTO_FRAME_GRPC, LIT("\0\0\x01\x01\x04\0\0\0\x01\x88"), DITTO_REQ_H2_CONTROL, 10, 0, 0},
+    {DITTO_FRAME_GRPC, LIT("\0\0\x05\0\x01\0\0\0\x01\0\0\0\0\0"), DITTO_REQ_GRPC, 14, 0, 0},
+    {DITTO_FRAME_GRPC, LIT("\0\0\0\x01\x05\0\0\0\x03"), DITTO_REQ_GRPC, 9, 0, 0},
+    {DITTO_FRAME_GRPC, LIT("\0\0\x05\0\0\0\0\0\x01\0\0\0\0\0"), DITTO_REQ_H2_CONTROL, 14, 0, 0},
+    {DITTO_FRAME_GRPC, LIT("\0\0\x08\x07\0\0\0\0\0\0\0\0\0\0\0\0\0"), DITTO_REQ_H2_CONTROL, 17, 0,
+     DITTO_REQF_CLOSE},
 };
 
 static void test_valid(void)
@@ -106,6 +115,8 @@ static const struct invalid invalid[] = {
     {DITTO_FRAME_HTTP1, LIT("GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), 1},
     {DITTO_FRAME_HTTP1, LIT("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), 1},
     {DITTO_FRAME_LENGTH_PREFIXED, "\x7f\xff\xff\xff", 4, 1},
+    {DITTO_FRAME_GRPC, LIT("PRI * HTTP/1.1\r\n"), 1},
+    {DITTO_FRAME_GRPC, LIT("\0\x40\x01\0\0\0\0\0\x01"), 1}, /* 16,385 bytes: over the limit */
 };
 
 static void test_invalid(void)
@@ -136,7 +147,7 @@ static void test_random(void)
     static const char *pieces[] = {"get ", "set ", "cas ", "k ", "0 ", "5 ", "noreply", "\r\n",
                                    "\n", " ", "GET ", "/ ", "HTTP/1.1", "HTTP/1.0", "\r\n\r\n",
                                    "Content-Length: ", "7", "Connection: close", ":", "\0\0\0\x02",
-                                   "\xff", "delete ", "version", "9999999999"};
+                                   "\xff", "delete ", "version", "9999999999", "PRI * HTTP/2.0"};
     uint64_t rng = 12345;
     uint8_t buf[400];
     for (int iter = 0; iter < 200000; iter++) {
@@ -153,7 +164,7 @@ static void test_random(void)
             for (size_t k = 0; k < pl && len < target; k++)
                 buf[len++] = (uint8_t)p[k];
         }
-        for (int f = 0; f <= DITTO_FRAME_LENGTH_PREFIXED; f++) {
+        for (int f = 0; f <= DITTO_FRAME_GRPC; f++) {
             struct ditto_req req;
             int r = parse((enum ditto_framing)f, (const char *)buf, len, &req);
             CHECK(r >= -1 && r <= 1, "random: result %d", r);

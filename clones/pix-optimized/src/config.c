@@ -16,8 +16,8 @@ void ditto_body_c1(struct ditto_body_ctx *ctx);
 void ditto_body_init_c1(struct ditto_body_ctx *ctx);
 
 /* Response payload bytes per request. */
-static const uint64_t response_lo[] = {UINT64_C(6), UINT64_C(13), UINT64_C(25), UINT64_C(50)};
-static const uint64_t response_hi[] = {UINT64_C(13), UINT64_C(25), UINT64_C(50), UINT64_C(101)};
+static const uint64_t response_lo[] = {UINT64_C(3), UINT64_C(7), UINT64_C(14), UINT64_C(28)};
+static const uint64_t response_hi[] = {UINT64_C(7), UINT64_C(14), UINT64_C(28), UINT64_C(56)};
 static const uint64_t response_cum[] = {UINT64_C(18), UINT64_C(27), UINT64_C(3319), UINT64_C(19958)};
 
 /* extra 0: mprotect (0.0322 per request) */
@@ -43,7 +43,7 @@ const struct ditto_config ditto_clone_config = {
     .abi = DITTO_RUNTIME_ABI,
     .clone_name = "pix-optimized",
     .net_model = DITTO_NET_EPOLL_DISPATCH,
-    .framing = DITTO_FRAME_LENGTH_PREFIXED,
+    .framing = DITTO_FRAME_GRPC,
     .default_port = 21052,
     .processes = 1,
     .backlog = 128,

@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use ditto_load::{
     run, Arrival, HttpWorkload, LengthPrefixedWorkload, LoadConfig, LoadReport, MemcachedWorkload,
-    Workload,
+    PixWorkload, Workload,
 };
 
-const FRAMINGS: [&str; 3] = ["mc", "http", "lp"];
+const FRAMINGS: [&str; 4] = ["mc", "http", "lp", "grpc"];
 
 fn runtime_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime")
@@ -202,6 +202,11 @@ fn workload(framing: &str) -> Workload {
             request_bytes: 100,
             response_bytes: None,
         }),
+        // The Pix ledger's own gRPC client (tonic over HTTP/2): the clone answers every call.
+        "grpc" => Workload::PixGrpc(PixWorkload {
+            accounts: 100,
+            ..PixWorkload::default()
+        }),
         other => panic!("unknown framing {other}"),
     }
 }
@@ -350,6 +355,7 @@ fn valgrind_memcheck_finds_no_errors() {
         ("epoll_dispatch", "mc"),
         ("thread_per_conn", "http"),
         ("prefork", "lp"),
+        ("epoll_dispatch", "grpc"),
     ] {
         let _turn = common::one_at_a_time();
         let what = format!("clone-{model}-{framing} under valgrind");
@@ -389,6 +395,7 @@ fn asan_and_ubsan_find_no_errors() {
         ("thread_per_conn", "lp"),
         ("poll", "http"),
         ("prefork", "mc"),
+        ("epoll_single", "grpc"),
     ] {
         let _turn = common::one_at_a_time();
         let what = format!("asan clone-{model}-{framing}");

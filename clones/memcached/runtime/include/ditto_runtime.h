@@ -30,7 +30,8 @@ enum ditto_net_model {
 enum ditto_framing {
     DITTO_FRAME_MEMCACHED_TEXT = 0, /* line-delimited memcached text protocol: get/set */
     DITTO_FRAME_HTTP1 = 1,          /* HTTP/1.1 keep-alive, GET/POST with Content-Length */
-    DITTO_FRAME_LENGTH_PREFIXED = 2 /* u32 big-endian length + payload, both directions */
+    DITTO_FRAME_LENGTH_PREFIXED = 2, /* u32 big-endian length + payload, both directions */
+    DITTO_FRAME_GRPC = 3             /* unary gRPC over HTTP/2 (prior knowledge, no TLS) */
 };
 
 /* Which system call moves request and response bytes (the profile's per-request syscall names). */

@@ -193,6 +193,8 @@ struct ditto_conn {
     uint8_t *arena;       /* response heads, built per request */
     size_t arena_len, arena_cap;
     int close_after;      /* close once the output has drained */
+    int h2_indexed;       /* HTTP/2: the response headers are in the client's HPACK table */
+    uint64_t h2_unacked;  /* HTTP/2: request DATA bytes received since the last WINDOW_UPDATE */
     int want_write;       /* output is blocked until the socket is writable */
     struct ditto_conn *prev, *next; /* the owning loop's list */
     size_t slot;          /* the owning loop's index (poll model) */
@@ -228,6 +230,8 @@ enum ditto_req_kind {
     DITTO_REQ_MC_QUIT,
     DITTO_REQ_HTTP,
     DITTO_REQ_LP,
+    DITTO_REQ_GRPC,       /* an HTTP/2 frame that ends a request stream: a unary gRPC call */
+    DITTO_REQ_H2_CONTROL, /* any other HTTP/2 frame, or the preface: answered, not served */
     DITTO_REQ_ERROR,      /* a malformed request: reply `error_reply`, maybe close */
 };
 
@@ -243,7 +247,13 @@ struct ditto_req {
     uint64_t body_len;    /* bytes after the head that belong to the request */
     size_t args_off, args_len; /* memcached get: the keys, within the head */
     const char *error_reply;
+    /* HTTP/2: the frame's type (DITTO_H2_PREFACE for the connection preface), flags, stream and
+     * payload length. The whole frame is the head. */
+    uint8_t h2_type, h2_flags;
+    uint32_t h2_stream, h2_len;
 };
+
+#define DITTO_H2_PREFACE 0xffu
 
 /* Returns 1 when a request head is complete (req filled), 0 when more bytes are needed,
  * -1 for a malformed request (req->kind == DITTO_REQ_ERROR). */

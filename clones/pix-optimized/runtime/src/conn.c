@@ -160,6 +160,11 @@ static int handle(struct ditto_conn *c, struct ditto_worker *w, const struct dit
         c->close_after = 1;
         return 0;
     }
+    if (req->kind == DITTO_REQ_H2_CONTROL) {
+        if (req->flags & DITTO_REQF_CLOSE)
+            c->close_after = 1;
+        return ditto_frame_respond(c, w, req, head, NULL);
+    }
     struct ditto_plan plan;
     ditto_worker_serve(w, ditto_frame_can_carry(req), &plan);
     for (uint32_t i = 0; i < plan.corks; i++)

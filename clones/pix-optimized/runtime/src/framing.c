@@ -304,6 +304,65 @@ static int lp_parse(const uint8_t *buf, size_t len, struct ditto_req *req)
     return 1;
 }
 
+/* ---- unary gRPC over HTTP/2 ----
+ *
+ * Frame by frame, with no stream state: the frame that ends a stream (DATA or HEADERS with
+ * END_STREAM) is the request, whatever call it is; every other frame is control (settings, pings,
+ * window updates, the request's HEADERS). Header blocks are never decoded: every call gets the
+ * same answer. A gRPC client (ditto load's pix-grpc) then drives the clone exactly as it drives
+ * the original, HTTP/2 and HPACK included, so client-side cost is the same on both sides. */
+
+#define H2_FRAME_HEAD 9u
+#define H2_MAX_FRAME 16384u /* SETTINGS_MAX_FRAME_SIZE's default; the clone never raises it */
+#define H2_DATA 0u
+#define H2_HEADERS 1u
+#define H2_SETTINGS 4u
+#define H2_PING 6u
+#define H2_GOAWAY 7u
+#define H2_WINDOW_UPDATE 8u
+#define H2_END_STREAM 0x1u
+#define H2_ACK 0x1u
+#define H2_END_HEADERS 0x4u
+/* Request DATA bytes after which the connection's receive window is topped up again. */
+#define H2_WINDOW_TOPUP (1u << 30)
+
+static const char H2_PREFACE_BYTES[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+static int grpc_parse(const uint8_t *buf, size_t len, struct ditto_req *req)
+{
+    /* Only the preface starts with 'P': as a frame length, 0x50.... is far above H2_MAX_FRAME. */
+    if (buf[0] == 'P') {
+        size_t n = sizeof H2_PREFACE_BYTES - 1;
+        if (memcmp(buf, H2_PREFACE_BYTES, len < n ? len : n) != 0)
+            return fail(req, len, NULL, 1);
+        if (len < n)
+            return 0;
+        req->kind = DITTO_REQ_H2_CONTROL;
+        req->h2_type = DITTO_H2_PREFACE;
+        req->head_len = n;
+        return 1;
+    }
+    if (len < H2_FRAME_HEAD)
+        return 0;
+    uint32_t n = (uint32_t)buf[0] << 16 | (uint32_t)buf[1] << 8 | buf[2];
+    if (n > H2_MAX_FRAME)
+        return fail(req, len, NULL, 1); /* a peer breaking the frame size limit: close */
+    if (len < H2_FRAME_HEAD + n)
+        return 0;
+    req->h2_type = buf[3];
+    req->h2_flags = buf[4];
+    req->h2_stream = ((uint32_t)buf[5] & 0x7fu) << 24 | (uint32_t)buf[6] << 16 |
+                     (uint32_t)buf[7] << 8 | buf[8];
+    req->h2_len = n;
+    req->head_len = H2_FRAME_HEAD + n;
+    int ends_stream = (req->h2_type == H2_DATA || req->h2_type == H2_HEADERS) &&
+                      (req->h2_flags & H2_END_STREAM) && req->h2_stream != 0;
+    req->kind = ends_stream ? DITTO_REQ_GRPC : DITTO_REQ_H2_CONTROL;
+    if (req->h2_type == H2_GOAWAY)
+        req->flags |= DITTO_REQF_CLOSE;
+    return 1;
+}
+
 int ditto_frame_parse(enum ditto_framing framing, const uint8_t *buf, size_t len,
                       struct ditto_req *req)
 {
@@ -317,6 +376,8 @@ int ditto_frame_parse(enum ditto_framing framing, const uint8_t *buf, size_t len
         return http_parse(buf, len, req);
     case DITTO_FRAME_LENGTH_PREFIXED:
         return lp_parse(buf, len, req);
+    case DITTO_FRAME_GRPC:
+        return grpc_parse(buf, len, req);
     }
     return fail(req, len, NULL, 1);
 }
@@ -455,6 +516,170 @@ static int mc_respond_get(struct ditto_conn *c, struct ditto_worker *w, const st
     return 0;
 }
 
+static void h2_head(uint8_t *out, uint32_t len, uint8_t type, uint8_t flags, uint32_t stream)
+{
+    out[0] = (uint8_t)(len >> 16);
+    out[1] = (uint8_t)(len >> 8);
+    out[2] = (uint8_t)len;
+    out[3] = type;
+    out[4] = flags;
+    out[5] = (uint8_t)(stream >> 24 & 0x7fu);
+    out[6] = (uint8_t)(stream >> 16);
+    out[7] = (uint8_t)(stream >> 8);
+    out[8] = (uint8_t)stream;
+}
+
+static int h2_push_frame(struct ditto_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
+                         const void *payload, uint32_t len)
+{
+    uint8_t f[H2_FRAME_HEAD + 16];
+    if (len > sizeof f - H2_FRAME_HEAD)
+        return -1;
+    h2_head(f, len, type, flags, stream);
+    if (len > 0)
+        memcpy(f + H2_FRAME_HEAD, payload, len);
+    return ditto_conn_push_arena(c, (const char *)f, H2_FRAME_HEAD + len);
+}
+
+/* Counts request DATA against the connection's receive window and tops it up by what was used
+ * once that passes H2_WINDOW_TOPUP (the preface's update opened it to the maximum): so a
+ * window update is one frame per gigabyte, not one per request. */
+static int h2_count_data(struct ditto_conn *c, uint32_t len)
+{
+    c->h2_unacked += len;
+    if (c->h2_unacked < H2_WINDOW_TOPUP)
+        return 0;
+    uint32_t inc = (uint32_t)c->h2_unacked;
+    uint8_t p[4] = {(uint8_t)(inc >> 24), (uint8_t)(inc >> 16), (uint8_t)(inc >> 8), (uint8_t)inc};
+    c->h2_unacked = 0;
+    return h2_push_frame(c, H2_WINDOW_UPDATE, 0, 0, p, 4);
+}
+
+static int h2_control(struct ditto_conn *c, const struct ditto_req *req, const uint8_t *head)
+{
+    switch (req->h2_type) {
+    case DITTO_H2_PREFACE: {
+        /* Our (empty: all defaults) settings, and the connection window opened to 2^31 - 1. */
+        uint32_t inc = 0x7fffffffu - 65535u;
+        uint8_t p[4] = {(uint8_t)(inc >> 24), (uint8_t)(inc >> 16), (uint8_t)(inc >> 8),
+                        (uint8_t)inc};
+        if (h2_push_frame(c, H2_SETTINGS, 0, 0, NULL, 0) != 0)
+            return -1;
+        return h2_push_frame(c, H2_WINDOW_UPDATE, 0, 0, p, 4);
+    }
+    case H2_SETTINGS:
+        return (req->h2_flags & H2_ACK) ? 0 : h2_push_frame(c, H2_SETTINGS, H2_ACK, 0, NULL, 0);
+    case H2_PING:
+        if ((req->h2_flags & H2_ACK) || req->h2_len != 8)
+            return 0;
+        return h2_push_frame(c, H2_PING, H2_ACK, 0, head + H2_FRAME_HEAD, 8);
+    case H2_DATA:
+        return h2_count_data(c, req->h2_len);
+    default:
+        return 0;
+    }
+}
+
+static unsigned varint_len(uint64_t v)
+{
+    unsigned n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* The response to one call: HEADERS (:status 200, content-type application/grpc), one DATA frame
+ * with a gRPC message of `message` bytes, trailers (grpc-status 0). The message is a protobuf of
+ * unknown fields only (numbers 14 and 15, which no message of the original's API needs to have),
+ * so any response type decodes it, as its defaults. The first response on a connection puts the
+ * two header fields in the client's HPACK table; later ones name them by index, as a server's
+ * encoder does: 35 bytes of framing per response after the first. */
+static int grpc_respond(struct ditto_conn *c, struct ditto_worker *w, const struct ditto_req *req,
+                        const struct ditto_plan *plan)
+{
+    static const uint8_t first_headers[] = {0x88, 0x5f, 0x10, 'a', 'p', 'p', 'l', 'i', 'c', 'a',
+                                            't',  'i',  'o',  'n', '/', 'g', 'r', 'p', 'c'};
+    static const uint8_t first_trailers[] = {0x40, 0x0b, 'g', 'r', 'p', 'c', '-', 's', 't',
+                                             'a',  't',  'u', 's', 0x01, '0'};
+    /* Dynamic table after the first response: 62 grpc-status: 0, 63 content-type. */
+    static const uint8_t next_headers[] = {0x88, 0xbf};
+    static const uint8_t next_trailers[] = {0xbe};
+    if (req->h2_type == H2_DATA && h2_count_data(c, req->h2_len) != 0)
+        return -1;
+    uint32_t stream = req->h2_stream;
+    int first = !c->h2_indexed;
+    c->h2_indexed = 1;
+    uint8_t f[H2_FRAME_HEAD + sizeof first_headers];
+    const uint8_t *hb = first ? first_headers : next_headers;
+    uint32_t hn = first ? (uint32_t)sizeof first_headers : (uint32_t)sizeof next_headers;
+    h2_head(f, hn, H2_HEADERS, H2_END_HEADERS, stream);
+    memcpy(f + H2_FRAME_HEAD, hb, hn);
+    if (ditto_conn_push_arena(c, (const char *)f, H2_FRAME_HEAD + hn) != 0)
+        return -1;
+    /* The message: [field 14 = 0] when no single field of the exact size exists, then field 15
+     * with `pad` bytes of the pattern. Below 2 bytes the message is empty. */
+    uint64_t message = plan->payload > H2_MAX_FRAME - 5 ? H2_MAX_FRAME - 5 : plan->payload;
+    uint8_t m[H2_FRAME_HEAD + 5 + 2 + 1 + 3];
+    uint8_t *p = m + H2_FRAME_HEAD + 5;
+    uint64_t pad = 0;
+    if (message >= 2) {
+        uint64_t rest = message;
+        int found = 0;
+        for (int zero_field = 0; zero_field < 2 && !found; zero_field++) {
+            if (zero_field)
+                rest = message - 2;
+            for (unsigned vl = 1; vl <= 3 && !found; vl++) {
+                if (rest < 1 + vl)
+                    break;
+                uint64_t l = rest - 1 - vl;
+                if (varint_len(l) == vl) {
+                    if (zero_field) {
+                        *p++ = 14u << 3;
+                        *p++ = 0;
+                    }
+                    *p++ = 15u << 3 | 2u;
+                    p = put_varint(p, l);
+                    pad = l;
+                    found = 1;
+                }
+            }
+        }
+        if (!found)
+            message = 0;
+    } else {
+        message = 0;
+    }
+    if (message == 0) {
+        p = m + H2_FRAME_HEAD + 5;
+        pad = 0;
+    }
+    uint32_t mlen = (uint32_t)(p - (m + H2_FRAME_HEAD + 5)) + (uint32_t)pad;
+    h2_head(m, 5 + mlen, H2_DATA, 0, stream);
+    m[H2_FRAME_HEAD] = 0; /* not compressed */
+    m[H2_FRAME_HEAD + 1] = (uint8_t)(mlen >> 24);
+    m[H2_FRAME_HEAD + 2] = (uint8_t)(mlen >> 16);
+    m[H2_FRAME_HEAD + 3] = (uint8_t)(mlen >> 8);
+    m[H2_FRAME_HEAD + 4] = (uint8_t)mlen;
+    if (ditto_conn_push_arena(c, (const char *)m, (size_t)(p - m)) != 0 ||
+        (pad > 0 && ditto_conn_push_ptr(c, w->rt->pattern, pad) != 0))
+        return -1;
+    const uint8_t *tb = first ? first_trailers : next_trailers;
+    uint32_t tn = first ? (uint32_t)sizeof first_trailers : (uint32_t)sizeof next_trailers;
+    return h2_push_frame(c, H2_HEADERS, H2_END_HEADERS | H2_END_STREAM, stream, tb, tn);
+}
+
 int ditto_frame_respond(struct ditto_conn *c, struct ditto_worker *w, const struct ditto_req *req,
                         const uint8_t *head, const struct ditto_plan *plan)
 {
@@ -497,6 +722,10 @@ int ditto_frame_respond(struct ditto_conn *c, struct ditto_worker *w, const stru
             return -1;
         return push_files(c, plan);
     }
+    case DITTO_REQ_GRPC:
+        return grpc_respond(c, w, req, plan);
+    case DITTO_REQ_H2_CONTROL:
+        return h2_control(c, req, head);
     case DITTO_REQ_MC_QUIT:
     case DITTO_REQ_ERROR:
         return 0;

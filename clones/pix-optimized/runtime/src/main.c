@@ -54,7 +54,7 @@ static const char *check_config(const struct ditto_config *cfg, char *buf, size_
 {
     if ((unsigned)cfg->net_model > DITTO_NET_PREFORK)
         return "net_model is not a known enum ditto_net_model value";
-    if ((unsigned)cfg->framing > DITTO_FRAME_LENGTH_PREFIXED)
+    if ((unsigned)cfg->framing > DITTO_FRAME_GRPC)
         return "framing is not a known enum ditto_framing value";
     if (cfg->recv_call != DITTO_IO_READ && cfg->recv_call != DITTO_IO_RECVFROM &&
         cfg->recv_call != DITTO_IO_RECVMSG)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Tunes a copy of each committed clone against its original and validates the tuned copy: the
+# reproducible source of the per-target error tables in docs/validation.md. For each TARGET: copies
+# clones/TARGET to out/bench/tuned/TARGET, runs `ditto tune` (--max-iterations 5, two runs of the
+# original), then `ditto validate` at low and medium load without the saturation search, writing
+# out/bench/tuned/TARGET-validate/{report.json,index.html}. Prints one summary line per target.
+# Each target takes 15-30 minutes on a 2-vCPU machine (the simulated counters run under cachegrind).
+# Usage: validation/bench/tune-validate.sh [TARGET...]   (default: memcached nginx pix-baseline pix-optimized)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(memcached nginx pix-baseline pix-optimized)
+cargo build --quiet --release -p ditto-cli
+cargo build --quiet --profile pix -p pix-ledger
+ditto=target/release/ditto
+out=out/bench/tuned
+mkdir -p "$out"
+for t in "${targets[@]}"; do
+  [ -d "clones/$t" ] || { echo "tune-validate: no clones/$t" >&2; exit 1; }
+  rm -rf "${out:?}/$t" "$out/$t-validate"
+  cp -r "clones/$t" "$out/$t"
+  start=$(date +%s)
+  "$ditto" tune "$out/$t" --target "targets/$t.toml" --max-iterations "${TUNE_ITERATIONS:-5}"
+  tuned=$(date +%s)
+  "$ditto" validate --target "targets/$t.toml" --clone "$out/$t" --levels low,medium --no-saturation \
+    --out "$out/$t-validate"
+  echo "tune-validate: $t tuned in $((tuned - start)) s, validated in $(($(date +%s) - tuned)) s;" \
+    "history $out/$t/tune-history.json, dashboard $out/$t-validate/index.html"
+done
