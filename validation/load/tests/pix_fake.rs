@@ -27,12 +27,16 @@ struct State {
     creates: u64,
     deposits: u64,
     transfers: u64,
+    /// Deposits and transfers naming account 0 (proto3: the field left out).
+    zero_account_ids: u64,
 }
 
 #[derive(Clone, Default)]
 struct FakeLedger {
     state: Arc<Mutex<State>>,
     refuse_creates: bool,
+    /// Answer CreateAccount with account id 0, as a ditto clone answers every call with defaults.
+    zero_ids: bool,
 }
 
 impl FakeLedger {
@@ -63,7 +67,7 @@ impl Ledger for FakeLedger {
         s.balances.insert(id, 0);
         s.by_key.insert(r.pix_key.clone(), id);
         Ok(Response::new(pb::Account {
-            account_id: id,
+            account_id: if self.zero_ids { 0 } else { id },
             pix_key: r.pix_key,
             balance_cents: 0,
         }))
@@ -76,6 +80,9 @@ impl Ledger for FakeLedger {
         let r = request.into_inner();
         let mut s = self.state.lock().unwrap();
         Self::note_key(&mut s, r.idempotency_key);
+        if r.account_id == 0 {
+            s.zero_account_ids += 1;
+        }
         if r.amount_cents <= 0 {
             return Err(Status::invalid_argument("amount"));
         }
@@ -106,6 +113,9 @@ impl Ledger for FakeLedger {
         let r = request.into_inner();
         let mut s = self.state.lock().unwrap();
         Self::note_key(&mut s, r.idempotency_key);
+        if r.from_account_id == 0 {
+            s.zero_account_ids += 1;
+        }
         s.transfers += 1;
         let to = *s
             .by_key
@@ -259,4 +269,25 @@ fn pix_server_absent_is_a_prepare_error_naming_the_address() {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let err = run(&config(addr, PixWorkload::default()), &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains(&addr.to_string()), "{err}");
+}
+
+#[test]
+fn a_server_answering_account_id_0_gets_stand_in_ids_from_1() {
+    let ledger = FakeLedger {
+        zero_ids: true,
+        ..FakeLedger::default()
+    };
+    let addr = serve(ledger.clone());
+    let workload = PixWorkload {
+        accounts: 50,
+        ..PixWorkload::default()
+    };
+    let report = run(&config(addr, workload), &mut |_| {}).unwrap();
+    let summary = report.to_summary();
+    let s = ledger.state.lock().unwrap();
+    assert!(s.deposits >= 50 && s.transfers > 100, "{summary}");
+    // Every deposit and transfer names a real-looking account (1..=created), never 0.
+    assert_eq!(s.zero_account_ids, 0, "{summary}");
+    // (The fake's own ids and the stand-ins need not agree, so a payer may be its payee here.)
+    assert_eq!(report.requests_completed, report.requests_sent, "{summary}");
 }

@@ -52,6 +52,9 @@ pub struct PixProtocol {
     /// Every connection, including population workers and reconnections, takes a distinct
     /// generation number so that its keys never repeat another's.
     generations: AtomicU64,
+    /// Account ids handed out when a server answers CreateAccount with id 0 (see
+    /// `PixConnection::create_account`), shared by every connection as a ledger's counter is.
+    stand_in_ids: Arc<AtomicU64>,
 }
 
 impl PixProtocol {
@@ -67,6 +70,7 @@ impl PixProtocol {
             population: Arc::new(Vec::new()),
             run_id: fresh_run_id(),
             generations: AtomicU64::new(0),
+            stand_in_ids: Arc::new(AtomicU64::new(0)),
         };
         let population = protocol.create_population(cfg, progress)?;
         protocol.population = Arc::new(population);
@@ -160,6 +164,7 @@ impl PixProtocol {
             self.workload.clone(),
             self.population.clone(),
             KeyMaker::new(self.run_id, generation),
+            self.stand_in_ids.clone(),
         )
     }
 
@@ -273,6 +278,7 @@ pub struct PixConnection {
     population: Arc<Vec<PixAccount>>,
     own: Vec<PixAccount>,
     keys: KeyMaker,
+    stand_in_ids: Arc<AtomicU64>,
     open: bool,
 }
 
@@ -283,6 +289,7 @@ impl PixConnection {
         workload: PixWorkload,
         population: Arc<Vec<PixAccount>>,
         keys: KeyMaker,
+        stand_in_ids: Arc<AtomicU64>,
     ) -> Result<PixConnection, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -302,6 +309,7 @@ impl PixConnection {
             population,
             own: Vec::new(),
             keys,
+            stand_in_ids,
             open: true,
         })
     }
@@ -340,7 +348,15 @@ impl PixConnection {
             c.create_account(request).await
         })?;
         Ok(PixAccount {
-            id: account.account_id,
+            // The ledger numbers accounts from 1. A server answering 0 (a ditto clone answers
+            // every call with the response type's defaults) gets ids from a shared counter, as the
+            // ledger would have given: with id 0, proto3 leaves the field out of every later
+            // deposit and transfer, and requests came out 3 bytes short.
+            id: if account.account_id == 0 {
+                self.stand_in_ids.fetch_add(1, Ordering::Relaxed) + 1
+            } else {
+                account.account_id
+            },
             // Trust our key if the server leaves the field empty.
             pix_key: if account.pix_key.is_empty() {
                 pix_key
