@@ -1226,19 +1226,14 @@ mod tests {
             l1d_miss_rate: Some(0.0262),
             ..CounterFigures::default()
         };
-        let it = Iteration {
-            iteration: 1,
-            knobs: Knobs::default(),
-            figures: CounterFigures {
+        let it = iteration_with(
+            1,
+            (Knob::DataWorkingSet, 1.0),
+            CounterFigures {
                 l1d_miss_rate: Some(0.0262 * 1.3),
                 ..CounterFigures::default()
             },
-            errors: BTreeMap::new(),
-            max_error: None,
-            within_tolerance: false,
-            adjustments: vec![],
-            elapsed_s: 0.0,
-        };
+        );
         let tuned = ["l1d_miss_rate".to_string()];
         // 30 % off: outside a plain 10 %, so the data-size knob moves.
         let (k, _) = adjust(
