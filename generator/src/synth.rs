@@ -409,8 +409,9 @@ fn settle_windows(blocks: &mut [Block], absorber: usize) {
     b.x = (((b.dyn_target + owed) / per_run).round() as u64).clamp(1, (1 << 31) - 1);
 }
 
-/// Rounds each ring's wanted count to one of its two nearest aligned counts, whichever keeps the instructions removed so far (the returned balance,
-/// negative when added) nearest zero, up on a tie so a swept block keeps its reach. The rings with the
+/// Rounds each ring's wanted count to one of its two nearest aligned counts, whichever keeps the
+/// instructions removed so far (the returned balance, negative when added) nearest zero, up on a tie
+/// so a swept block keeps its reach. The rings with the
 /// largest rounding step go first and the small ones even out what they leave: in block order,
 /// nginx's 64-chunk ring (55 runs to 64) came last and left 677 instructions per call that its
 /// loop could not give up, so nothing was aligned.
