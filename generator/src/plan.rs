@@ -60,7 +60,15 @@ pub struct BodyPlan {
     pub rep_mean: f64,
     /// Conditional branches per dynamic instruction.
     pub cond_branch_ratio: f64,
+    /// Static conditional branches the profile saw in this cluster (`branches.static_count`), which
+    /// the body's pattern branches are concentrated to approach (`synth::branch_densities`); 0 when
+    /// unknown.
+    pub static_branches: u64,
     pub taken_bins: Vec<f64>,
+    /// Per taken-rate bin, the share of its executions whose branch is taken more often than not
+    /// (the profile's `branches.majority_taken`, moved with the bins); `None` when the profile does
+    /// not record it, and then each branch's direction is a coin toss.
+    pub majority_taken_bins: Option<Vec<f64>>,
     pub transition_bins: Vec<f64>,
     pub blocks: Vec<BlockPlan>,
     pub data_classes: Vec<DataClass>,
@@ -974,6 +982,32 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     };
     // Rates × s move log2 bins by −log2 s (bin i holds rates near 2^−(i+1)); distances × s by +log2 s.
     let b = &knobs.branches;
+    // The majority shares move with their bins: shift the majority-taken weight the same way and
+    // divide.
+    let majority_taken_bins = input
+        .body
+        .and_then(|body| body.branches.majority_taken.as_ref())
+        .filter(|m| m.len() == taken.len())
+        .map(|m| {
+            let weights: Vec<f64> = taken
+                .iter()
+                .zip(m)
+                .map(|(w, q)| w * q.clamp(0.0, 1.0))
+                .collect();
+            let moved = shift_bins(&weights, -b.taken_rate_scale.log2());
+            let all = shift_bins(&taken, -b.taken_rate_scale.log2());
+            moved
+                .iter()
+                .zip(&all)
+                .map(|(m, a)| {
+                    if *a > 0.0 {
+                        (m / a).clamp(0.0, 1.0)
+                    } else {
+                        0.0
+                    }
+                })
+                .collect()
+        });
     let taken = shift_bins(&taken, -b.taken_rate_scale.log2());
     let transition = shift_bins(&transition, -b.transition_rate_scale.log2());
     let ds = knobs.dependencies.distance_scale.log2();
@@ -1042,7 +1076,9 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
         mix,
         rep_mean,
         cond_branch_ratio,
+        static_branches: input.body.map_or(0, |b| b.branches.static_count),
         taken_bins: taken,
+        majority_taken_bins,
         transition_bins: transition,
         blocks,
         data_classes: classes,

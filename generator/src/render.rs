@@ -455,6 +455,14 @@ pub fn body_md(cluster: &str, st: &Stats, priv_bytes: u64, shared_bytes: u64) ->
     ] {
         let _ = writeln!(out, "- {n}: `{}` / `{}`", bins_row(&v.0), bins_row(&v.1));
     }
+    if let Some((target, generated)) = st.majority_taken {
+        let _ = writeln!(
+            out,
+            "- branches taken more often than not: {} / {} of executions",
+            pct(target),
+            pct(generated)
+        );
+    }
     out.push('\n');
     out
 }

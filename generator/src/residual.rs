@@ -331,6 +331,7 @@ mod tests {
                 static_count: 10,
                 transition_rate: taken.clone(),
                 taken_rate: taken,
+                majority_taken: None,
             },
             instruction_working_set: curve(&[(64, 0.9), (128, 1.0)]),
             data_working_set: curve(d),

@@ -67,6 +67,7 @@ fn random_body(rng: &mut Rng) -> ClusterBody {
             static_count: 100,
             taken_rate: bins(rng),
             transition_rate: bins(rng),
+            majority_taken: Some(bins(rng)),
         },
         instruction_working_set: curve(rng, 17),
         data_working_set: curve(rng, 22),

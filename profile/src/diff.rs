@@ -145,6 +145,12 @@ pub fn body_diff(original: &ClusterBody, clone: &ClusterBody) -> Vec<FieldDiff> 
         &original.branches.transition_rate,
         &clone.branches.transition_rate,
     );
+    if let (Some(a), Some(b)) = (
+        original.branches.majority_taken_share(),
+        clone.branches.majority_taken_share(),
+    ) {
+        out.push(points("majority_taken".into(), a, b, HISTOGRAM_TOL));
+    }
     curve(
         &mut out,
         "instruction_hit",
@@ -308,6 +314,25 @@ mod tests {
             }
         }
         s
+    }
+
+    #[test]
+    fn majority_taken_is_compared_in_points_only_when_both_sides_record_it() {
+        let mut a = body(1000.0, 0.5, 0.9);
+        let mut b = a.clone();
+        let field = |a: &ClusterBody, b: &ClusterBody| {
+            body_diff(a, b)
+                .into_iter()
+                .find(|f| f.field == "majority_taken")
+        };
+        a.branches.majority_taken = Some(vec![0.2, 0.6]);
+        assert!(field(&a, &b).is_none(), "the clone did not record it");
+        // Bins weighted by the taken-rate shares: 0.5 × 0.2 + 0.5 × 0.6 = 0.4 against 0.5.
+        b.branches.majority_taken = Some(vec![0.5, 0.5]);
+        let f = field(&a, &b).expect("compared");
+        assert!((f.original - 0.4).abs() < 1e-12 && (f.clone - 0.5).abs() < 1e-12);
+        assert_eq!(f.kind, ErrorKind::Points);
+        assert!((f.error - 10.0).abs() < 1e-9 && !f.within());
     }
 
     #[test]

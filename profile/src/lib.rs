@@ -241,6 +241,10 @@ impl Profile {
                     ("dependencies.raw", &b.dependencies.raw),
                     ("dependencies.war", &b.dependencies.war),
                     ("dependencies.waw", &b.dependencies.waw),
+                    (
+                        "branches.majority_taken",
+                        b.branches.majority_taken.as_ref().unwrap_or(&Vec::new()),
+                    ),
                 ] {
                     if !v.is_empty() && v.len() != 11 {
                         return Err((
@@ -248,6 +252,13 @@ impl Profile {
                             format!("has {} bins, not 11", v.len()),
                         ));
                     }
+                }
+                let majority = b.branches.majority_taken.as_deref().unwrap_or_default();
+                if let Some(bad) = majority.iter().find(|q| !(0.0..=1.0).contains(*q)) {
+                    return Err((
+                        format!("body.clusters[{i}].branches.majority_taken"),
+                        format!("holds {bad}, not a share between 0 and 1"),
+                    ));
                 }
             }
         }

@@ -165,6 +165,35 @@ fn a_malformed_field_is_named() {
 }
 
 #[test]
+fn a_majority_taken_of_the_wrong_shape_is_named() {
+    // A recorded profile (nginx, profiled by `scripts/profile-examples.sh nginx`).
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/nginx.json");
+    let text = std::fs::read_to_string(&path).expect("committed nginx profile");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let recorded = Profile::from_json(&text, "nginx.json").expect("loads");
+    let b = &recorded.body.as_ref().expect("body").clusters[0].branches;
+    let share = b.majority_taken_share().expect("recorded");
+    assert!(share > 0.0 && share < 1.0, "{share}");
+    for (bins, says) in [
+        (serde_json::json!([0.5, 0.5, 0.5]), "has 3 bins, not 11"),
+        (
+            serde_json::json!([0.0, 0.0, 0.0, 0.0, 1.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+            "holds 1.5",
+        ),
+    ] {
+        let mut v = value.clone();
+        v["body"]["clusters"][0]["branches"]["majority_taken"] = bins;
+        let err = Profile::from_json(&v.to_string(), "bad.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("body.clusters[0].branches.majority_taken") && err.contains(says),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn a_dangling_cluster_reference_is_named() {
     let mut p = sample();
     p.syscalls.clusters[0].cluster = "c9".into();

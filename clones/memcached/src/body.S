@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c0: 175633 instructions per call, 12 blocks
+// ---- cluster c0: 175671 instructions per call, 12 blocks
     .text
     .globl ditto_body_c0
     .type ditto_body_c0, @function
@@ -24,9 +24,9 @@ ditto_body_c0:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 6452800]
-    mov r10, qword ptr [r15 + 6452808]
-    mov r12, qword ptr [r15 + 6452816]
+    mov r11, qword ptr [r15 + 2258752]
+    mov r10, qword ptr [r15 + 2258760]
+    mov r12, qword ptr [r15 + 2258768]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -53,36 +53,39 @@ ditto_body_c0:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452824]
+    mov rbx, qword ptr [r15 + 2258776]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 6452824], rcx
+    mov qword ptr [r15 + 2258776], rcx
     mov r13d, 1
     jmp .Lc0_b0_c0
     .p2align 6
 .Lc0_b0_c0:
-    mov rbp, r11
     jmp 1f
 1:
-    mov byte ptr [r14 + 0], cl
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 192], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r10
     jmp 1f
 1:
-    add r11, 64
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r14 + 0], dil
+    and r8, 64
+    mov byte ptr [r14 + r8 + 192], cl
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b0_c0
 .Lc0_b0_done:
-// block 1: 64 bytes, 1 chunk(s), 2776 chunk executions per call
-    mov r13d, 2776
+// block 1: 64 bytes, 1 chunk(s), 2814 chunk executions per call
+    mov r13d, 2814
     jmp .Lc0_b1_c0
     .p2align 6
 .Lc0_b1_c0:
@@ -91,19 +94,19 @@ ditto_body_c0:
 1:
     mov r8, r10
     and rbp, 8128
-    movsxd rcx, dword ptr [r15 + rbp + 6304704]
+    movsxd rcx, dword ptr [r15 + rbp + 2110656]
     and r8, 64
-    mov qword ptr [r15 + r8 + 576], rdi
-    movzx ebp, r8b
-    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + r8 + 576], rcx
+    movzx r8d, bpl
+    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     add r11, 64
     add r10, r11
     dec r13
     jnz .Lc0_b1_c0
 .Lc0_b1_done:
-// block 2: 64 bytes, 1 chunk(s), 1871 chunk executions per call
-    mov r13d, 1871
+// block 2: 64 bytes, 1 chunk(s), 1899 chunk executions per call
+    mov r13d, 1899
     jmp .Lc0_b2_c0
     .p2align 6
 .Lc0_b2_c0:
@@ -111,22 +114,22 @@ ditto_body_c0:
     mov r8, r11
     and rbp, 64
     mov r9, r11
-    mov byte ptr [r15 + rbp + 64], dl
+    mov byte ptr [r15 + rbp + 64], al
     and r9, 448
     movsxd rbp, dword ptr [r15 + r9 + 1088]
     and r8, 64
-    mov byte ptr [r14 + r8 + 192], cl
-    mov r9d, 145
+    mov byte ptr [r14 + r8 + 192], dil
+    mov edi, 70
     add r11, 64
     add r10, r11
     dec r13
     jnz .Lc0_b2_c0
 .Lc0_b2_done:
-// block 3: 64 bytes, 1 chunk(s), 752 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452848]
-    lea rcx, [rbx + 752]
-    mov qword ptr [r15 + 6452848], rcx
-    mov r13d, 752
+// block 3: 64 bytes, 1 chunk(s), 739 chunk executions per call
+    mov rbx, qword ptr [r15 + 2258800]
+    lea rcx, [rbx + 739]
+    mov qword ptr [r15 + 2258800], rcx
+    mov r13d, 739
     jmp .Lc0_b3_c0
     .p2align 6
 .Lc0_b3_c0:
@@ -134,72 +137,73 @@ ditto_body_c0:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
     mov r8, r11
-    add rcx, qword ptr [r15 + rbp + 1600]
+    add qword ptr [r15 + rbp + 1600], r9
     test ebx, 22016
-    jz 1f
+    jnz 1f
 1:
     and r8, 1984
-    lock or dword ptr [r15 + r8 + 3648], 61
-    movzx edi, dil
+    lock or dword ptr [r15 + r8 + 3648], 1
+    movzx edi, cl
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b3_c0
 .Lc0_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 1216 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452856]
-    lea rcx, [rbx + 1216]
-    mov qword ptr [r15 + 6452856], rcx
-    mov r13d, 1216
+// block 4: 64 bytes, 1 chunk(s), 1093 chunk executions per call
+    mov rbx, qword ptr [r15 + 2258808]
+    lea rcx, [rbx + 1093]
+    mov qword ptr [r15 + 2258808], rcx
+    mov r13d, 1093
     jmp .Lc0_b4_c0
     .p2align 6
 .Lc0_b4_c0:
-    mov r8, r11
+    mov r8, r10
     and r8, 64
-    movdqu xmm2, xmmword ptr [r15 + r8 + 448]
-    mov rbp, r11
+    movdqu xmm6, xmmword ptr [r15 + r8 + 448]
+    mov r8, r11
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 704], 197
+    and r8, 64
+    mov dword ptr [r15 + r8 + 704], 92
     add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b4_c0
 .Lc0_b4_done:
 // block 5: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452864]
+    mov rbx, qword ptr [r15 + 2258816]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 6452864], rcx
+    mov qword ptr [r15 + 2258816], rcx
     mov r13d, 1
     jmp .Lc0_b5_c0
     .p2align 6
 .Lc0_b5_c0:
-    mov rbp, r11
-    mov r8, r11
-    and rbp, 192
-    and ecx, dword ptr [r14 + rbp + 832]
-    and r8, 64
-    and ebp, dword ptr [r14 + r8 + 192]
-    mov dword ptr [r14 + 0], edi
+    mov r8, r10
+    mov rbp, r10
+    and r8, 192
+    and ecx, dword ptr [r14 + r8 + 832]
+    and rbp, 64
+    and ecx, dword ptr [r14 + rbp + 192]
+    mov dword ptr [r14 + 0], r9d
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rax
-    mov qword ptr [r14 + 0], rdi
+    mov rsi, rcx
+    mov qword ptr [r14 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    add r11, 64
+    add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b5_c0
 .Lc0_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 1624 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452872]
-    lea rcx, [rbx + 1624]
-    mov qword ptr [r15 + 6452872], rcx
-    mov r13d, 1624
+// block 6: 64 bytes, 1 chunk(s), 1644 chunk executions per call
+    mov rbx, qword ptr [r15 + 2258824]
+    lea rcx, [rbx + 1644]
+    mov qword ptr [r15 + 2258824], rcx
+    mov r13d, 1644
     jmp .Lc0_b6_c0
     .p2align 6
 .Lc0_b6_c0:
@@ -209,9 +213,9 @@ ditto_body_c0:
     jmp 1f
 1:
     test ebx, 4096
-    jnz 1f
+    jz 1f
 1:
-    mov rcx, rsi
+    mov rax, rcx
     jmp 1f
 1:
     mov rbp, r11
@@ -227,22 +231,22 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b6_c0
 .Lc0_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 823 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452880]
-    lea rcx, [rbx + 823]
-    mov qword ptr [r15 + 6452880], rcx
-    mov r13d, 823
+// block 7: 64 bytes, 1 chunk(s), 824 chunk executions per call
+    mov rbx, qword ptr [r15 + 2258832]
+    lea rcx, [rbx + 824]
+    mov qword ptr [r15 + 2258832], rcx
+    mov r13d, 824
     jmp .Lc0_b7_c0
     .p2align 6
 .Lc0_b7_c0:
     mov rbp, r10
     and rbp, 64
-    mov byte ptr [r15 + rbp + 320], cl
+    mov byte ptr [r15 + rbp + 320], bpl
     jmp 1f
 1:
     mov rbp, r11
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 1984
@@ -253,11 +257,11 @@ ditto_body_c0:
     dec r13
     jnz .Lc0_b7_c0
 .Lc0_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 807 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452888]
-    lea rcx, [rbx + 807]
-    mov qword ptr [r15 + 6452888], rcx
-    mov r13d, 807
+// block 8: 64 bytes, 1 chunk(s), 770 chunk executions per call
+    mov rbx, qword ptr [r15 + 2258840]
+    lea rcx, [rbx + 770]
+    mov qword ptr [r15 + 2258840], rcx
+    mov r13d, 770
     jmp .Lc0_b8_c0
     .p2align 6
 .Lc0_b8_c0:
@@ -265,35 +269,35 @@ ditto_body_c0:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
     and rbp, 64
-    mov dword ptr [r14 + rbp + 448], ebp
+    mov dword ptr [r14 + rbp + 448], ecx
     and r8, 64
     inc dword ptr [r15 + r8 + 192]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov ecx, ecx
+    mov ebp, ebp
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, ecx
-    mov rsi, r8
+    mov ecx, r9d
+    mov rbp, rdx
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc0_b8_c0
 .Lc0_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 870 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452896]
-    lea rcx, [rbx + 870]
-    mov qword ptr [r15 + 6452896], rcx
-    mov r13d, 870
+// block 9: 64 bytes, 1 chunk(s), 880 chunk executions per call
+    mov rbx, qword ptr [r15 + 2258848]
+    lea rcx, [rbx + 880]
+    mov qword ptr [r15 + 2258848], rcx
+    mov r13d, 880
     jmp .Lc0_b9_c0
     .p2align 6
 .Lc0_b9_c0:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rsi
+    mov rcx, r8
     mov rbp, r10
     test ebx, 1073741824
     jz 1f
@@ -302,18 +306,18 @@ ditto_body_c0:
     and rbp, 192
     mov byte ptr [r15 + rbp + 832], bpl
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 100
+    mov dword ptr [r15 + r8 + 64], 221
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b9_c0
 .Lc0_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 82 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452904]
-    lea rcx, [rbx + 82]
-    mov qword ptr [r15 + 6452904], rcx
-    mov r13d, 82
+// block 10: 64 bytes, 1 chunk(s), 81 chunk executions per call
+    mov rbx, qword ptr [r15 + 2258856]
+    lea rcx, [rbx + 81]
+    mov qword ptr [r15 + 2258856], rcx
+    mov r13d, 81
     jmp .Lc0_b10_c0
     .p2align 6
 .Lc0_b10_c0:
@@ -324,12 +328,12 @@ ditto_body_c0:
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, r11
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     add rcx, qword ptr [r14 + 0]
     and rbp, 64
-    mov byte ptr [r14 + rbp + 704], r8b
+    mov byte ptr [r14 + rbp + 704], bpl
     add r11, 64
     add r10, r11
     inc rbx
@@ -337,9 +341,9 @@ ditto_body_c0:
     jnz .Lc0_b10_c0
 .Lc0_b10_done:
 // block 11: 64 bytes, 1 chunk(s), 708 chunk executions per call
-    mov rbx, qword ptr [r15 + 6452912]
+    mov rbx, qword ptr [r15 + 2258864]
     lea rcx, [rbx + 708]
-    mov qword ptr [r15 + 6452912], rcx
+    mov qword ptr [r15 + 2258864], rcx
     mov r13d, 708
     jmp .Lc0_b11_c0
     .p2align 6
@@ -352,22 +356,22 @@ ditto_body_c0:
     mov r9, r11
     mov rcx, qword ptr [r15 + rbp + 9792]
     and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
+    mov byte ptr [r15 + r9 + 192], sil
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    mov qword ptr [r15 + r8 + 64], rsi
-    mov r8d, 166
+    mov qword ptr [r15 + r8 + 64], r8
+    mov r8d, 220
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc0_b11_c0
 .Lc0_b11_done:
-    mov qword ptr [r15 + 6452800], r11
-    mov qword ptr [r15 + 6452808], r10
-    mov qword ptr [r15 + 6452816], r12
+    mov qword ptr [r15 + 2258752], r11
+    mov qword ptr [r15 + 2258760], r10
+    mov qword ptr [r15 + 2258768], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -385,29 +389,29 @@ ditto_body_c0:
 ditto_body_init_c0:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 6452824], rax
+    mov qword ptr [r8 + 2258776], rax
     movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 6452832], rax
+    mov qword ptr [r8 + 2258784], rax
     movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 6452840], rax
+    mov qword ptr [r8 + 2258792], rax
     movabs rax, 0xdaa66d2c7ddf743f
-    mov qword ptr [r8 + 6452848], rax
+    mov qword ptr [r8 + 2258800], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 6452856], rax
+    mov qword ptr [r8 + 2258808], rax
     movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 6452864], rax
+    mov qword ptr [r8 + 2258816], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 6452872], rax
+    mov qword ptr [r8 + 2258824], rax
     movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 6452880], rax
+    mov qword ptr [r8 + 2258832], rax
     movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 6452888], rax
+    mov qword ptr [r8 + 2258840], rax
     movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 6452896], rax
+    mov qword ptr [r8 + 2258848], rax
     movabs rax, 0x2e2ac13ef8e8d8d2
-    mov qword ptr [r8 + 6452904], rax
+    mov qword ptr [r8 + 2258856], rax
     movabs rax, 0xcc623af8783354e7
-    mov qword ptr [r8 + 6452912], rax
+    mov qword ptr [r8 + 2258864], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -423,7 +427,7 @@ ditto_body_init_c0:
     ret
     .size ditto_body_init_c0, .-ditto_body_init_c0
 
-// ---- cluster c1: 1797 instructions per call, 8 blocks
+// ---- cluster c1: 1794 instructions per call, 8 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -443,9 +447,9 @@ ditto_body_c1:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 11836736]
-    mov r10, qword ptr [r15 + 11836744]
-    mov r12, qword ptr [r15 + 11836752]
+    mov r11, qword ptr [r15 + 7675200]
+    mov r10, qword ptr [r15 + 7675208]
+    mov r12, qword ptr [r15 + 7675216]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -457,612 +461,627 @@ ditto_body_c1:
     xor r9d, r9d
     vzeroall
 // block 0: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836760]
+    mov rbx, qword ptr [r15 + 7675224]
     lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 11836760], rcx
+    mov qword ptr [r15 + 7675224], rcx
     mov r13d, 8
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 1024]
-    mov dword ptr [r15 + 0], r8d
-    add rdi, qword ptr [r15 + 0]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    and ebp, dword ptr [r15 + 0]
-    mov ecx, edx
-    mov qword ptr [r15 + 0], rax
-    mov dword ptr [r15 + 0], 178
-    test ebx, 1073741824
-    jnz 1f
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 376
+    jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 688
+    mov ecx, 139
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 320
     jnz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, 146
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 27
-    and ecx, dword ptr [r14 + 0]
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov rdx, rcx
-    and rbp, 960
-    or qword ptr [r14 + rbp + 1728], 64
+    mov rcx, rdi
+    jmp 1f
+1:
+    test ebx, 856
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movzx edi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, rbp
-    mov eax, ecx
-    movzx ecx, r8b
-    mov ecx, 7
+    mov r9d, esi
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 160
+    jnz 1f
+1:
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 576]
+    movzx ecx, r9b
+    lea rbp, [r10 + r10*1]
+    mov rax, rcx
+    test ebx, 124928
+    jz 1f
+1:
+    and rbp, 64
+    lea r8, [r10 + r10*1]
+    add rcx, qword ptr [r14 + rbp + 192]
+    movzx esi, byte ptr [r15 + rbp + 256]
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 64]
+    mov ebp, eax
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + rbp + 1792], rcx
-    movzx ecx, r9b
+    mov eax, 32
     jmp 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 960]
-    lea rbp, [r10 + r10*1]
-    test bl, 192
+    mov byte ptr [r15 + r9 + 640], al
+    test ebx, 184320
     jnz 1f
 1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 448]
-    and r9d, dword ptr [r15 + rbp + 512]
+    movzx eax, dl
+    mov ecx, dword ptr [r15 + r8 + 128]
+    movzx eax, cl
     jmp 1f
 1:
-    mov ebp, 190
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdi, qword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c1:
+    mov edi, 137
+    add rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    mov edx, 62
+    and ebp, dword ptr [r15 + 0]
+    mov rdx, r9
+    test ebx, 408
+    jnz 1f
+1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], 243
+    jmp 1f
+1:
     add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 73
-    movzx esi, r8b
-    mov esi, 164
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 110592
-    jz 1f
-1:
-    mov ebp, 231
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    xor dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov rsi, rdi
-    movzx esi, al
+    mov rbp, r8
+    mov rbp, qword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, r8
+    mov r8, rdx
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + 0]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, edx
+    xor dword ptr [r15 + 0], r8d
+    mov r8, r8
     lea rbp, [r10 + r10*1]
-    lea r9, [r10 + r10*1]
-    jmp 1f
-1:
     lea r8, [r10 + r10*1]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 256]
     and rbp, 64
-    vmovdqu ymm7, ymmword ptr [r14 + rbp + 192]
+    mov qword ptr [r15 + rbp + 192], rbp
+    test ebx, 118784
+    jnz 1f
+1:
     and r8, 64
-    mov eax, dword ptr [r15 + r8 + 576]
+    mov rdx, qword ptr [r15 + r8 + 704]
+    mov byte ptr [r14 + rbp + 256], dl
+    movzx esi, byte ptr [r15 + r8 + 768]
+    movzx eax, byte ptr [r14 + 0]
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jz 1f
 1:
-    and eax, dword ptr [r15 + rbp + 256]
-    mov rbp, rdi
-    mov byte ptr [r14 + 0], bpl
-    add rax, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], r8
+    mov r8d, dword ptr [r15 + rbp + 384]
+    jmp 1f
 1:
-    mov edi, dword ptr [r15 + r8 + 640]
-    vmovdqu ymm6, ymmword ptr [r15 + r9 + 192]
-    movzx r8d, dl
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c2:
     lea r8, [r10 + r10*1]
-    mov rsi, r8
+    jmp 1f
+1:
     and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 576], ymm3
-    mov rbp, qword ptr [r15 + r8 + 640]
-    movzx r8d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov ebp, r8d
-    and r8, 64
-    add rbp, qword ptr [r14 + r8 + 384]
-    test ebx, 968
-    jnz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov rdx, rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 360
-    jz 1f
-1:
-    jmp 1f
-1:
+    vpaddd ymm12, ymm4, ymmword ptr [r15 + r8 + 576]
     mov r12, qword ptr [r15 + r12 + 56]
     mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 17
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 36
+    test ebx, 1073741824
     jz 1f
 1:
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
+    movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, al
-    mov rbp, rbp
-    and eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r9d, ebp
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ecx
-    movsxd rax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 7936
-    jz 1f
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov ebp, 36
+    and ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    mov ecx, ebp
+    vpxor ymm8, ymm6, ymm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    test ebx, 848
+    jnz 1f
 1:
+    mov r9d, ebp
     and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + rbp + 192]
-    mov rbp, qword ptr [r15 + r8 + 320]
-    mov r8d, 255
-    test ebx, 1073741824
-    jnz 1f
+    movsxd r9, dword ptr [r15 + rbp + 1152]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r9d, 28
-    mov ebp, 110
+    test ebx, 1073741824
+    jz 1f
+1:
+    or qword ptr [r15 + rbp + 1088], 34
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 640]
+    movzx r8d, bpl
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r14 + r9 + 256], r9
+    mov r8, qword ptr [r14 + 0]
+    mov dword ptr [r15 + r9 + 192], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c3:
-    lea r8, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    and rbp, 64
-    vmovdqu ymm3, ymmword ptr [r15 + rbp + 128]
-    mov byte ptr [r14 + 0], bpl
-    and edi, dword ptr [r14 + 0]
-    test ebx, 488
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    and edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 67
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], r9
+    mov r8, r8
     jmp 1f
 1:
     mov r9d, dword ptr [r15 + 0]
-    movzx edi, r9b
-    jmp 1f
-1:
+    mov r8, r9
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov r9, rdi
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
+    add r8, qword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 488
     jz 1f
 1:
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx ecx, dil
-    mov rdi, r9
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 194
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
+    test bl, 160
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9, rcx
+    or qword ptr [r15 + 0], 55
+    mov ecx, 169
+    test ebx, 408
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 312
-    jz 1f
-1:
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 64]
-    mov ebp, 83
-    test ebx, 1073741824
+    test ebx, 848
     jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 512], r9b
-    mov rbp, rbp
-    and edi, dword ptr [r14 + r9 + 320]
-    jmp 1f
-1:
-    test bl, 232
-    jnz 1f
-1:
-    movzx edi, dil
-    jmp 1f
-1:
-    mov edi, 55
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b0_done
-.Lc1_b0_c4:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, rdi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov rbp, rsi
-    test ebx, 243200
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, sil
     mov qword ptr [r15 + 0], rdi
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    and r9, 64
+    add rdi, qword ptr [r14 + r9 + 320]
+    movzx ecx, r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, rsi
-    mov qword ptr [r15 + 0], rbp
-    mov qword ptr [r15 + 0], r9
-    mov ebp, 119
-    test ebx, 186368
-    jnz 1f
-1:
-    mov ebp, 88
-    and ebp, dword ptr [r15 + 0]
-    movzx edi, bpl
-    movzx esi, dil
-    lea rbp, [r10 + r10*1]
+    mov rcx, qword ptr [r15 + r9 + 384]
+    lea r8, [r10 + r10*1]
+    movzx r9d, r8b
+    and r8, 64
     lea r9, [r10 + r10*1]
+    add qword ptr [r15 + r8 + 128], r9
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
     and r9, 64
-    vmovdqu ymm3, ymmword ptr [r15 + r9 + 256]
-    movzx edi, dl
-    movsxd rdi, dword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    mov rdi, qword ptr [r15 + rbp + 128]
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 576]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 344
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + r9 + 640]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    add rdi, qword ptr [r15 + r9 + 320]
+    mov byte ptr [r15 + r8 + 64], bpl
+    mov r8d, dword ptr [r15 + r9 + 384]
     and ebp, dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
-.Lc1_b0_c5:
+.Lc1_b0_c4:
     lea rbp, [r10 + r10*1]
     and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 192]
-    and r9d, dword ptr [r15 + 0]
-    movzx edi, r9b
-    mov r9, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r8d, dword ptr [r15 + rbp + 640]
     jmp 1f
 1:
-    mov r9, r9
-    mov r9, r9
-    jmp 1f
-1:
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 936
+    jz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    movzx ecx, sil
+    mov ecx, edi
+    mov ecx, r8d
+    test ebx, 632
+    jz 1f
+1:
+    movzx r9d, cl
+    movsxd r9, dword ptr [r15 + 0]
+    mov ecx, ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 120
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    imul rcx, rcx
     movzx r9d, byte ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    movzx edi, r8b
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    movzx edx, byte ptr [r15 + 0]
-    mov rdi, rdx
-    test bl, 184
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    add qword ptr [r15 + 0], r9
-    lea r9, [r10 + r10*1]
-    .byte 0x66, 0x90
-    and r9, 4032
-    lea r8, [r10 + r10*1]
-    mov dword ptr [r14 + r9 + 2752], r8d
-    test ebx, 1073741824
-    jz 1f
 1:
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 1088]
+    lea r9, [r10 + r10*1]
+    mov byte ptr [r15 + r8 + 256], cl
+    and r9, 64
+    vmovdqu ymm8, ymmword ptr [r14 + r9 + 320]
+    mov byte ptr [r15 + rbp + 576], sil
+    mov rcx, r9
+    test ebx, 360
+    jz 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
     jmp 1f
 1:
-    mov edx, 235
-    add rdx, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + r8 + 192]
+    mov r8, rcx
+    movzx edx, byte ptr [r14 + 0]
+    mov r8d, dword ptr [r15 + r9 + 384]
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b0_done
+.Lc1_b0_c5:
+    mov r8d, 141
+    mov r8d, r8d
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx edx, dl
+    test ebx, 239616
+    jz 1f
+1:
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
+    mov edx, dword ptr [r15 + 0]
+    and edx, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r14 + 0], al
-    inc dword ptr [r15 + r8 + 1152]
+    and eax, dword ptr [r15 + 0]
+    mov rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    jmp 1f
-1:
-    test ebx, 219136
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    movsxd rbp, dword ptr [r15 + r9 + 2816]
-    mov edx, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov byte ptr [r15 + 0], sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    add qword ptr [r15 + 0], r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], edx
+    movzx esi, r8b
+    mov rsi, rsi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    add rsi, qword ptr [r14 + r8 + 512]
+    and r9, 64
+    lea rbp, [r10 + r10*1]
+    movzx r8d, byte ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + rbp + 384], rdi
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r14 + 0], edi
+    mov ebp, 140
+    jmp 1f
+1:
+    mov rbp, rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 128], ebp
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c6:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    mov edx, edx
-    lea r9, [r10 + r10*1]
-    movzx edx, r9b
-    test bl, 216
-    jz 1f
-1:
-    and r9, 64
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + 0], 22
+    mov rbp, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    movzx edx, r9b
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    add qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    or qword ptr [r15 + 0], 74
-    test ebx, 824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov dword ptr [r15 + 0], 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov rbp, rdi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 96
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rdx, rcx
-    mov edx, 70
-    movzx edx, dl
+    movzx ebp, bpl
+    movsxd rdi, dword ptr [r15 + 0]
+    imul rdi, rdi
+    add rdi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    movzx edi, dil
     jmp 1f
 1:
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov ecx, edx
-    mov qword ptr [r15 + 0], r8
-    movzx eax, byte ptr [r15 + rbp + 256]
-    test ebx, 848
+    mov rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movzx ebp, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov rbp, r10
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4194240
+    and edi, dword ptr [r15 + rbp + 3472064]
+    test bl, 192
     jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov qword ptr [r15 + r9 + 640], rsi
-    mov edx, ebp
+    lea r8, [r10 + r10*1]
+    mov rdi, rcx
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 320]
-    movzx ecx, byte ptr [r14 + rbp + 384]
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    and r8, 64
+    add rcx, qword ptr [r14 + r8 + 384]
+    mov edi, ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, edi
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    mov edi, ecx
+    movzx ecx, dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 192]
+    mov edi, ecx
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b0_done
 .Lc1_b0_c7:
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 896]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 704]
-    or qword ptr [r15 + 0], 42
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    jmp 1f
 1:
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rdi
+    test ebx, 12032
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, byte ptr [r15 + 0]
     mov qword ptr [r15 + 0], rbp
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 217088
+    test ebx, 624
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 6
-    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    test ebx, 872
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 59
+    imul edi, edi, 26
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    test bl, 232
+    jnz 1f
+1:
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov ecx, 78
-    mov rcx, qword ptr [r15 + 0]
-    mov edx, 24
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov qword ptr [r15 + 0], rdi
     lea r8, [r10 + r10*1]
-    add rax, qword ptr [r14 + rbp + 832]
-    mov ebp, 116
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    and edi, dword ptr [r15 + 0]
     and r8, 64
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + r8 + 256]
+    or qword ptr [r14 + r8 + 448], 76
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 249
+    lea r9, [r10 + r10*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r14 + r9 + 384], r9b
     test ebx, 1073741824
     jz 1f
 1:
-    movzx ebp, r8b
+    mov rdx, r9
+    vmovdqu ymm8, ymmword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r8 + 512], dl
+    add rdx, qword ptr [r15 + r9 + 320]
+    test ebx, 120832
+    jz 1f
+1:
+    mov r9d, 141
     jmp 1f
 1:
-    mov ebp, ebp
-    mov ebp, dword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    and ebp, dword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + r9 + 768], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    movzx ebp, bpl
+    mov r9d, r8d
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
 // block 1: 128 bytes, 1 chunk(s), 17 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836768]
+    mov rbx, qword ptr [r15 + 7675232]
     lea rcx, [rbx + 17]
-    mov qword ptr [r15 + 11836768], rcx
+    mov qword ptr [r15 + 7675232], rcx
     mov r13d, 17
     jmp .Lc1_b1_c0
     .p2align 6
@@ -1070,32 +1089,32 @@ ditto_body_c1:
     jmp 1f
 1:
     imul rcx, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    xor ecx, ebp
-    mov dword ptr [r15 + 0], esi
-    mov rbp, r10
+    xor ecx, r8d
+    mov dword ptr [r15 + 0], ecx
+    mov r8, r10
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add qword ptr [r15 + rbp + 832], rbp
-    mov rbp, r11
+    and r8, 64
+    add qword ptr [r15 + r8 + 832], rdx
+    mov r9, r11
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
     mov r8, r10
-    and rbp, 64
-    lock add qword ptr [r15 + rbp + 448], rbp
-    mov rbp, rcx
+    and r9, 64
+    lock add qword ptr [r15 + r9 + 448], rcx
+    mov r9, r9
     and r8, 64
-    add rbp, qword ptr [r14 + r8 + 64]
-    imul r8d, ebp, 44
+    add rcx, qword ptr [r14 + r8 + 64]
+    imul r9d, ecx, 24
     add r11, 64
     add r10, r11
     inc rbx
@@ -1103,185 +1122,175 @@ ditto_body_c1:
     jnz .Lc1_b1_c0
 .Lc1_b1_done:
 // block 2: 1024 bytes, 4 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836776]
+    mov rbx, qword ptr [r15 + 7675240]
     lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 11836776], rcx
+    mov qword ptr [r15 + 7675240], rcx
     mov r13d, 4
     jmp .Lc1_b2_c0
     .p2align 6
 .Lc1_b2_c0:
-    add rcx, qword ptr [r15 + 0]
-    mov ebp, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r9d, dword ptr [r15 + 0]
     mov ecx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 288
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov rbp, rcx
-    mov ecx, 162
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov ebp, ecx
-    movsxd rcx, dword ptr [r15 + 0]
-    movzx r8d, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 85
-    mov ecx, esi
-    movsxd r8, dword ptr [r15 + 0]
-    vmovdqu ymm3, ymmword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movzx r8d, byte ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 64]
-    test ebx, 1632
+    mov rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 117760
     jz 1f
 1:
-    movzx ebp, r8b
-    movzx ebp, byte ptr [r14 + 0]
     mov rcx, rcx
-    movzx ecx, cl
-    lea r9, [r10 + r10*1]
-    test ebx, 372
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    movzx r8d, cl
+    test bl, 204
     jnz 1f
 1:
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 960]
-    movzx ebp, r8b
-    movsxd rbp, dword ptr [r15 + r9 + 1024]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 240
     mov r9, r8
+    test ebx, 73728
+    jnz 1f
+1:
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, 138
+    lea r8, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    and r8, 64
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r15 + r8 + 192], 234
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r15 + r8 + 128], 143
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 256], ebp
-    movsxd r9, dword ptr [r15 + rbp + 192]
+    add rcx, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r14 + 0], 149
+    mov r9d, r8d
+    movzx r9d, r9b
+    lea r9, [r10 + r10*1]
+    test ebx, 108544
+    jnz 1f
+1:
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1216], r8d
+    movzx ecx, r9b
+    mov qword ptr [r15 + r8 + 256], rcx
+    vpaddd ymm8, ymm4, ymmword ptr [r15 + r9 + 1280]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c1:
-    mov ebp, 14
     jmp 1f
 1:
+    mov ecx, ecx
+    mov ecx, 60
+    mov rax, rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm4
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, bpl
+    mov eax, esi
+    mov eax, eax
+    test bl, 172
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rax, r8
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    popcnt r9, r8
+    vmovdqu ymm4, ymmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    mov ebp, dword ptr [r15 + r8 + 384]
-    mov edx, 146
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 187
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    test ebx, 93184
-    jnz 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov r9d, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r9, [r10 + r10*1]
+    mov dword ptr [r14 + r8 + 192], 65
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
     lea rbp, [r10 + r10*1]
-    jmp 1f
+    mov ecx, edx
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 2752], bpl
+    test ebx, 128448
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
+    add rax, qword ptr [r15 + r8 + 256]
+    mov r8, r9
+    mov byte ptr [r15 + r9 + 384], r8b
+    mov qword ptr [r14 + rbp + 2816], r8
     test ebx, 1073741824
     jz 1f
 1:
-    add r9, qword ptr [r15 + r8 + 320]
-    vpaddd ymm3, ymm3, ymmword ptr [r14 + 0]
-    add r9, qword ptr [r14 + 0]
-    mov r8d, dword ptr [r15 + rbp + 384]
-    lea rbp, [r10 + r10*1]
-    test ebx, 123904
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], esi
-    mov byte ptr [r15 + rbp + 256], bpl
+    mov ebp, 239
     jmp 1f
 1:
+    movzx r9d, bpl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c2:
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 239
     jmp 1f
 1:
-    and edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*1]
+    movzx ebp, dl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 64]
+    mov eax, 181
+    mov rax, rax
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov edi, esi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, dil
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
+    mov ebp, esi
     jmp 1f
 1:
     jmp 1f
@@ -1289,140 +1298,140 @@ ditto_body_c1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, sil
+    mov dword ptr [r15 + 0], 182
     test ebx, 1073741824
     jnz 1f
 1:
+    mov byte ptr [r15 + 0], dil
     jmp 1f
 1:
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    movzx eax, r8b
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 97728
+    movzx eax, al
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
+    mov eax, 244
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], al
+    mov eax, 92
+    test ebx, 1073741824
+    jz 1f
+1:
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1280], dil
-    jmp 1f
-1:
+    mov eax, ebp
+    mov eax, dword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
     lea r8, [r10 + r10*1]
+    mov rdi, r8
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    lea r9, [r10 + r10*1]
-    and edi, dword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + r8 + 704], r8d
     jmp 1f
 1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    test ebx, 48128
-    jz 1f
+    and eax, dword ptr [r15 + r9 + 128]
+    movzx edi, sil
+    test bl, 156
+    jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 1216], r8d
-    mov r9, rsi
-    mov dword ptr [r14 + r8 + 640], 120
-    mov r9d, r9d
-    test bl, 160
-    jz 1f
-1:
-    movzx r9d, bpl
-    mov r9, qword ptr [r14 + 0]
-    mov edi, r8d
-    movzx edi, al
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    add rax, qword ptr [r14 + rbp + 192]
+    inc dword ptr [r14 + 0]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b2_done
 .Lc1_b2_c3:
-    movzx eax, dil
-    mov eax, ebp
-    movzx eax, r9b
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 116736
-    jz 1f
-1:
-    movzx eax, r9b
-    and edi, dword ptr [r15 + 0]
-    movzx eax, dil
-    mov r9, rax
+    mov eax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
     test ebx, 1073741824
     jz 1f
 1:
-    or qword ptr [r15 + 0], 62
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, 76
+    jmp 1f
+1:
+    movzx r8d, r8b
+    test ebx, 428
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, sil
+    mov r8, rdi
     test ebx, 1073741824
     jnz 1f
 1:
+    add qword ptr [r15 + 0], rsi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov rax, rcx
+    mov r8d, r8d
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, 205
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 48
-    jz 1f
+    movzx r8d, r8b
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
     jmp 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    test bl, 228
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], 70
     lea r9, [r10 + r10*1]
-    and edi, dword ptr [r15 + 0]
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 320]
     lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
+    movzx ecx, bpl
+    and r9, 64
+    mov r8d, dword ptr [r14 + r9 + 256]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 192], ymm3
-    mov qword ptr [r14 + 0], rbp
+    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm4
+    lea r8, [r10 + r10*1]
     jmp 1f
 1:
-    mov rdi, rbp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 640], r8d
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    lea r8, [r10 + r10*1]
-    test ebx, 360
-    jnz 1f
-1:
-    movzx r9d, r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 128
-    mov r9d, dword ptr [r15 + r8 + 64]
+    and ecx, dword ptr [r15 + r8 + 576]
+    .byte 0x66, 0x90
+    mov qword ptr [r15 + r9 + 192], rax
+    and ecx, dword ptr [r15 + rbp + 960]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b2_c0
 .Lc1_b2_done:
 // block 3: 512 bytes, 2 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836784]
+    mov rbx, qword ptr [r15 + 7675248]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11836784], rcx
+    mov qword ptr [r15 + 7675248], rcx
     mov r13d, 1
     mov eax, ebx
     and eax, 1
@@ -1439,467 +1448,315 @@ ditto_body_c1:
 .Lc1_b3_c0:
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
+    mov r8, rcx
     jmp 1f
 1:
-    add rcx, qword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test bl, 206
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    movzx eax, r8b
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 53
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], 35
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 208
+    test ebx, 3392
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, dl
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, cl
+    mov byte ptr [r15 + 0], al
+    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, sil
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12288
-    jz 1f
-1:
+    mov eax, edi
+    mov eax, 44
+    movzx eax, dil
     jmp 1f
 1:
     lea r8, [r10 + r10*1]
-    and rbp, 64
-    lea r9, [r10 + r10*1]
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 256]
-    and r8, 64
-    mov qword ptr [r14 + r8 + 576], r8
-    test bl, 48
-    jz 1f
-1:
-    mov ecx, r8d
-    jmp 1f
-1:
-    mov ecx, ebp
-    and eax, dword ptr [r15 + rbp + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    inc dword ptr [r14 + 0]
-    mov eax, dword ptr [r15 + r8 + 640]
-    imul r8, rax
-    and r8d, dword ptr [r15 + r9 + 192]
+    movzx eax, byte ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    mov dword ptr [r14 + r8 + 512], ebp
+    mov ecx, ebp
+    test bl, 24
+    jnz 1f
+1:
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + rbp + 64], rcx
+    lock xadd qword ptr [r15 + r8 + 448], rcx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b3_done
 .Lc1_b3_c1:
-    mov eax, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], 204
+    mov ebp, esi
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8d, eax
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    movzx r8d, r8b
-    jmp 1f
-1:
-    test bl, 114
-    jz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    movzx edx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 39936
-    jz 1f
-1:
-    vpermq ymm3, ymm0, 186
-    and r8d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rax
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r8d, 220
     movsxd rsi, dword ptr [r15 + 0]
-    lea r8, [r10 + r10*1]
-    test ebx, 46592
+    movzx edi, sil
+    mov rbp, rdi
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, 214
+    mov edi, 68
+    add r9, qword ptr [r15 + 0]
     jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea rbp, [r10 + r10*1]
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    lea r8, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r9 + 768]
     and rbp, 64
-    add rdi, qword ptr [r15 + rbp + 128]
-    lea r9, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 128], rax
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    imul edx, edx, 79
+    or qword ptr [r14 + r8 + 192], 14
+    lea rdi, [r15 + 7667008]
+    mov ecx, 68
+    rep stosb
     test ebx, 1073741824
     jnz 1f
 1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], edx
-    movzx edi, byte ptr [r15 + r9 + 192]
-    mov edx, edx
-    mov byte ptr [r15 + r8 + 448], dl
-    test ebx, 61952
+    mov edi, 123
+    mov rdi, qword ptr [r15 + rbp + 64]
+    mov rbp, rdi
+    movsxd rbp, dword ptr [r15 + r9 + 704]
+    test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    movzx edx, byte ptr [r14 + rbp + 64]
-    jmp 1f
-1:
+    movsxd r9, dword ptr [r14 + 0]
+    mov edi, r9d
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b3_c0
 .Lc1_b3_done:
-// block 4: 1024 bytes, 4 chunk(s), 2 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836792]
+// block 4: 512 bytes, 2 chunk(s), 2 chunk executions per call
+    mov rbx, qword ptr [r15 + 7675256]
     lea rcx, [rbx + 2]
-    mov qword ptr [r15 + 11836792], rcx
+    mov qword ptr [r15 + 7675256], rcx
     mov r13d, 2
-    mov eax, ebx
-    and eax, 3
-    lea rcx, [rip + .Lc1_b4_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b4_stubs:
-    .p2align 3
     jmp .Lc1_b4_c0
-    .p2align 3
-    jmp .Lc1_b4_c1
-    .p2align 3
-    jmp .Lc1_b4_c2
-    .p2align 3
-    jmp .Lc1_b4_c3
     .p2align 6
 .Lc1_b4_c0:
-    lea rbp, [r10 + r10*1]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 1088]
-    and ecx, dword ptr [r15 + rbp + 1152]
+    mov rcx, rsi
+    mov rsi, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    test bl, 48
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 180
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    add rsi, qword ptr [r15 + 0]
+    test bl, 118
     jz 1f
 1:
-    mov rbp, rcx
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov rcx, rbp
+    mov esi, r8d
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    movzx esi, bpl
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 144
+    mov dword ptr [r15 + 0], edx
     test ebx, 1073741824
     jnz 1f
 1:
     and esi, dword ptr [r15 + 0]
-    mov ebp, esi
-    mov ebp, 161
+    mov edx, dword ptr [r15 + 0]
+    mov r8, rbp
+    lea rbp, [r10 + r10*1]
+    movzx r8d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov esi, r8d
-    and r8d, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r8d, 189
+    mov rsi, rbp
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 320], ebp
     lea r8, [r10 + r10*1]
+    movzx edx, al
+    movzx edx, al
     test ebx, 1073741824
     jnz 1f
 1:
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, byte ptr [r15 + r8 + 256]
-    lea r8, [r10 + r10*1]
-    test bl, 60
+    mov edx, dword ptr [r15 + r8 + 960]
+    mov rsi, rax
+    lea r9, [r10 + r10*1]
+    mov rsi, qword ptr [r15 + r8 + 1024]
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 64]
+    test ebx, 36864
     jnz 1f
 1:
-    and r8, 64
-    add rcx, qword ptr [r14 + r8 + 512]
-    movsxd r9, dword ptr [r14 + 0]
-    mov rsi, qword ptr [r15 + r8 + 448]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r14 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 128], 89
+    movsxd r9, dword ptr [r15 + rbp + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
+    movzx r9d, bpl
+    mov dword ptr [r15 + 0], 5
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    popcnt r9, r9
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
+    movzx r9d, sil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
     mov byte ptr [r15 + 0], r9b
-    mov r8, rsi
-    mov r8d, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov r8d, edx
-    mov esi, dword ptr [r15 + 0]
-    lea rdi, [r15 + 11828544]
-    lea rsi, [r15 + 11832640]
-    mov ecx, 68
-    rep movsb
-    test bl, 204
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rsi, dword ptr [r15 + 0]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test bl, 80
-    jnz 1f
-1:
-    lea r8, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    xor dword ptr [r15 + r8 + 128], edi
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    vmovdqu ymm3, ymmword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edi, 246
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r10 + r10*1]
-    lock or dword ptr [r15 + r8 + 64], 106
-    and r9, 64
-    mov dword ptr [r15 + r9 + 768], eax
-    inc dword ptr [r14 + rbp + 384]
-    mov r8, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 704]
-    mov r9d, 71
-    mov ebp, 147
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c2:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    and rbp, 64
-    mov rax, qword ptr [r14 + rbp + 256]
-    mov qword ptr [r15 + 0], rdx
-    movzx r9d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
-    imul rax, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 92
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 220
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    add rax, qword ptr [r15 + 0]
-    movzx edx, al
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, edx
-    mov qword ptr [r14 + 0], rax
-    mov rax, rax
-    movzx edx, r9b
-    lea r9, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r10 + r10*1]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 320]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 1024]
-    mov byte ptr [r15 + rbp + 192], dl
-    mov edi, 122
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, 175
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 384], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 960]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    imul r8d, esi, 16
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b4_done
-.Lc1_b4_c3:
-    mov r8d, dword ptr [r15 + 0]
-    imul rdx, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, dil
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    lea r8, [r10 + r10*1]
-    mov edi, edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    mov edi, edx
-    mov dword ptr [r15 + r8 + 448], 219
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r14 + 0]
-    lea r9, [r10 + r10*1]
-    lea rbp, [r10 + r10*1]
-    mov dword ptr [r14 + 0], ebp
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 192]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rdi
-    test bl, 188
-    jz 1f
-1:
-    movzx edx, bpl
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
 1:
     mov r9, r9
-    mov r9d, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    mov rbp, r10
+    movsxd rdi, dword ptr [r14 + 0]
+    test bl, 102
+    jnz 1f
+1:
+    lea r9, [r10 + r10*1]
+    and rbp, 1048512
+    mov edi, dword ptr [r15 + rbp + 2423488]
+    mov rbp, rdi
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    lea r8, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, r8d
+    and r8, 64
+    movzx ebp, byte ptr [r15 + r8 + 256]
+    mov rdi, rdx
+    add rdi, qword ptr [r14 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 192]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r10, r11
@@ -1908,121 +1765,123 @@ ditto_body_c1:
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
 // block 5: 256 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836800]
+    mov rbx, qword ptr [r15 + 7675264]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11836800], rcx
+    mov qword ptr [r15 + 7675264], rcx
     mov r13d, 1
     jmp .Lc1_b5_c0
     .p2align 6
 .Lc1_b5_c0:
+    jmp 1f
+1:
+    movzx ecx, cl
     mov rcx, rcx
-    lea rdi, [r15 + 11828544]
-    mov ecx, 69
-    rep stosb
-    mov eax, dword ptr [r15 + 0]
-    mov rcx, rax
+    movsxd rcx, dword ptr [r15 + 0]
     test bl, 59
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    vmovdqu xmm3, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dil
     test bl, 15
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], eax
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov edx, edi
     jmp 1f
 1:
-    movsxd rbp, dword ptr [r15 + 0]
     test bl, 29
-    jz 1f
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    vmovdqu ymmword ptr [r15 + 0], ymm1
     jmp 1f
 1:
-    movzx ebp, bpl
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1264
     jz 1f
 1:
+    movzx edx, al
+    mov dword ptr [r15 + 0], edx
+    lea rdi, [r15 + 7667008]
+    mov ecx, 69
+    rep stosb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
     jmp 1f
 1:
     lea rbp, [r10 + r10*1]
-    mov byte ptr [r15 + 0], al
-    mov rax, rdi
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov rcx, rbp
     and rbp, 64
-    mov byte ptr [r15 + rbp + 1152], cl
     lea r8, [r10 + r10*1]
-    mov ecx, 113
+    movzx ecx, byte ptr [r15 + rbp + 576]
     and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
     lea r9, [r10 + r10*1]
-    mov ecx, eax
-    movzx ecx, cl
-    mov eax, edi
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 640]
+    movsxd rdi, dword ptr [r15 + r8 + 384]
     test ebx, 12032
-    jnz 1f
-1:
-    vpaddd ymm3, ymm12, ymmword ptr [r15 + rbp + 1088]
-    mov rax, rax
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r8
-    movzx eax, byte ptr [r15 + r9 + 576]
-    movsxd r9, dword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    and r9, 64
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + r9 + 1088]
+    mov rdi, r9
+    mov edi, edx
+    mov edi, 223
+    test ebx, 1073741824
+    jnz 1f
 1:
-    jmp 1f
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov rdx, rdi
+    mov rdx, rdx
+    test ebx, 30976
+    jz 1f
 1:
-    add r9, qword ptr [r14 + 0]
+    movzx edx, byte ptr [r15 + rbp + 640]
+    mov byte ptr [r15 + r9 + 1152], dl
+    mov ebp, dword ptr [r15 + r8 + 320]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
 // block 6: 64 bytes, 1 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836808]
+    mov rbx, qword ptr [r15 + 7675272]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 11836808], rcx
+    mov qword ptr [r15 + 7675272], rcx
     mov r13d, 1
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
     movzx ecx, cl
-    mov r9, r10
     mov rbp, r10
     mov r8, r10
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 960], rsi
+    mov r9, r10
+    and r8, 64
+    mov qword ptr [r15 + r8 + 960], r8
     test ebx, 7680
     jnz 1f
 1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], eax
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
+    mov dword ptr [r15 + r9 + 192], eax
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
 // block 7: 4096 bytes, 16 chunk(s), 4 chunk executions per call
-    mov rbx, qword ptr [r15 + 11836816]
+    mov rbx, qword ptr [r15 + 7675280]
     lea rcx, [rbx + 4]
-    mov qword ptr [r15 + 11836816], rcx
+    mov qword ptr [r15 + 7675280], rcx
     mov r13d, 4
     mov eax, ebx
     and eax, 15
@@ -2065,798 +1924,800 @@ ditto_body_c1:
     jmp .Lc1_b7_c15
     .p2align 6
 .Lc1_b7_c0:
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, cl
-    jmp 1f
-1:
-    mov ecx, 164
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 240
-    jz 1f
-1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 219
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 104
-    mov edx, 157
-    or qword ptr [r15 + 0], 21
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov ecx, ecx
+    jmp 1f
+1:
+    lea rbp, [r10*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2784
     jz 1f
 1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov rdx, rbp
-    test ebx, 1073741824
+    and rbp, 448
+    mov ecx, dword ptr [r15 + rbp + 1664]
+    jmp 1f
+1:
+    lea r9, [r10 + r10*2]
+    mov eax, 49
+    and r9, 4032
+    and eax, dword ptr [r14 + r9 + 2880]
+    test ebx, 1824
     jnz 1f
 1:
-    mov rax, rsi
-    mov rax, qword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
     lea r8, [r10 + r10*1]
-    imul ecx, esi, 68
-    test ebx, 1073741824
-    jz 1f
-1:
+    and eax, dword ptr [r15 + rbp + 1536]
     and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    lea r9, [r10 + r10*1]
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 448]
-    mov rsi, qword ptr [r15 + rbp + 512]
-    and r9, 64
-    add qword ptr [r15 + r9 + 704], r9
+    and eax, dword ptr [r15 + r8 + 768]
+    mov ecx, eax
     test bl, 192
-    jz 1f
-1:
-    movzx ebp, r9b
-    mov rsi, rbp
-    add rbp, qword ptr [r14 + 0]
-    movzx esi, byte ptr [r15 + r8 + 320]
-    test ebx, 624
     jnz 1f
 1:
+    mov rax, qword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + r9 + 2752], rax
+    mov rax, rsi
+    or qword ptr [r15 + r8 + 704], 16
+    test ebx, 976
+    jz 1f
+1:
+    mov qword ptr [r15 + rbp + 1600], rax
+    mov qword ptr [r15 + rbp + 1280], rax
+    and ecx, dword ptr [r14 + rbp + 1216]
+    movsxd rax, dword ptr [r15 + rbp + 1472]
+    test ebx, 912
+    jnz 1f
+1:
+    mov ecx, edi
+    movzx ecx, byte ptr [r15 + rbp + 1408]
     jmp 1f
 1:
-    add rdx, qword ptr [r15 + r9 + 768]
-    mov r9, rdi
+    mov dword ptr [r15 + r9 + 2816], 73
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    lock or dword ptr [r15 + r9 + 320], 64
-    add rdx, qword ptr [r15 + 0]
-    mov esi, 199
-    movzx esi, sil
-    mov esi, 179
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movzx eax, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rax
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1488
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    vmovdqu ymm3, ymmword ptr [r15 + 0]
-    mov esi, edx
-    jmp 1f
-1:
-    test ebx, 624
-    jnz 1f
-1:
-    movzx edx, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 116
-    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jz 1f
 1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 63
+    mov dword ptr [r15 + 0], edi
+    mov rax, rax
     jmp 1f
 1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov edx, ecx
     jmp 1f
 1:
-    lea rbp, [r10 + r10*1]
-    mov edi, dword ptr [r15 + 0]
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 768]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, ebp
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, eax
+    add rax, qword ptr [r15 + 0]
+    vpaddd ymm8, ymm8, ymmword ptr [r15 + 0]
+    movzx ecx, byte ptr [r14 + 0]
     lea r8, [r10 + r10*1]
-    and edx, dword ptr [r14 + r9 + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov ecx, 121
+    lea rbp, [r10 + r10*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx edx, byte ptr [r14 + 0]
-    mov rcx, rdx
-    mov r9, qword ptr [r15 + rbp + 704]
-    and edx, dword ptr [r15 + r8 + 64]
+    mov byte ptr [r14 + 0], bpl
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 832]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 1088]
+    lea r9, [r10 + r10*1]
+    add rax, qword ptr [r15 + r8 + 896]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock or dword ptr [r15 + rbp + 1152], 92
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 256]
+    movzx r9d, sil
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c2:
-    mov byte ptr [r15 + 0], cl
-    mov dword ptr [r15 + 0], 75
-    lock add qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    xor dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    imul rcx, r9
-    or qword ptr [r15 + 0], 68
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1648
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r9d, ebp
+    mov ebp, r9d
     add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
+    jmp 1f
+1:
     and ecx, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r8d, 248
-    mov ebp, edi
-    test ebx, 1073741824
-    jz 1f
+    mov ebp, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    test ebx, 1632
+    jnz 1f
 1:
-    mov dword ptr [r15 + 0], 84
+    mov rbp, rbp
+    mov ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ebp, ebp
+    add rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov ebp, ecx
+    .byte 0x66, 0x90
+    mov byte ptr [r15 + 0], dil
     lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rsi
-    test ebx, 1073741824
+    test ebx, 464
     jnz 1f
 1:
+    mov byte ptr [r15 + 0], bpl
     lea r9, [r10 + r10*1]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 64]
-    add rcx, qword ptr [r15 + rbp + 128]
+    and rbp, 64
+    vpaddd ymm8, ymm1, ymmword ptr [r15 + rbp + 128]
+    movzx ecx, bpl
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm3
-    mov dword ptr [r14 + r8 + 128], esi
+    lea r8, [r10 + r10*1]
+    and edx, dword ptr [r14 + r9 + 384]
+    test ebx, 624
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 704]
+    mov ecx, 163
+    add rdx, qword ptr [r15 + r9 + 320]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, byte ptr [r15 + r9 + 192]
-    inc dword ptr [r14 + 0]
-    mov rsi, r8
+    add r9, qword ptr [r15 + rbp + 64]
+    imul r9, r9
+    mov rbp, r9
+    mov byte ptr [r14 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov rbp, rbp
+    inc dword ptr [r15 + r8 + 768]
+    movzx ebp, al
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c3:
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ecx, 36
+    mov r12, qword ptr [r15 + r12 + 56]
+    lock or dword ptr [r15 + 0], 37
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, r9d
     lea rbp, [r10 + r10*1]
-    mov r8d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
     and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 128]
-    lock add qword ptr [r15 + rbp + 64], rdi
-    jmp 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx ebp, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*2]
+    mov ecx, r8d
+    mov rcx, rcx
+    and r8, 262080
+    and ecx, dword ptr [r15 + r8 + 2161344]
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, bpl
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
-    test ebx, 576
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov esi, ebp
-    mov rbp, rax
-    test bl, 240
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov ebp, 116
-    mov byte ptr [r15 + 0], bpl
     jmp 1f
 1:
-    test ebx, 1440
-    jnz 1f
-1:
-    lea rbp, [r10 + r10*1]
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 87
-    mov dword ptr [r14 + 0], 171
-    mov r8d, 30
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 512]
+    movzx edx, byte ptr [r15 + r8 + 2161408]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rsi, r8
-    mov qword ptr [r14 + 0], rdi
-    mov r8d, esi
-    jmp 1f
-1:
+    movsxd rcx, dword ptr [r14 + 0]
+    movzx edx, cl
+    mov rcx, qword ptr [r14 + r9 + 448]
     test ebx, 1073741824
     jnz 1f
 1:
-    lea r8, [r10 + r10*1]
-    mov qword ptr [r14 + rbp + 320], r8
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 192]
+    mov rcx, rcx
+    movzx ecx, cl
     jmp 1f
 1:
-    jmp 1f
+    mov dword ptr [r15 + r8 + 2161472], 171
+    test ebx, 432
+    jnz 1f
 1:
-    test ebx, 23296
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 256], cl
-    mov r8d, ebp
-    mov r8d, r8d
+    mov rcx, rcx
+    vpaddd ymm1, ymm8, ymmword ptr [r15 + rbp + 256]
+    mov ecx, esi
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c4:
-    and edx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov edx, 74
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    lea r9, [r10 + r10*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, ecx
+    xor dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r9, 64
-    lea rbp, [r10*8]
-    imul r8, qword ptr [r15 + r9 + 320]
-    movsxd rdx, dword ptr [r15 + r9 + 384]
-    and rbp, 448
-    add r8, qword ptr [r15 + rbp + 1664]
-    jmp 1f
-1:
-    test ebx, 496
-    jz 1f
-1:
-    jmp 1f
-1:
-    add qword ptr [r14 + rbp + 1408], rdx
-    lea r9, [r10 + r10*1]
-    mov r8, qword ptr [r15 + rbp + 1600]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    mov edx, 16
-    jmp 1f
-1:
-    mov edx, 222
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 55
-    add rdx, qword ptr [r15 + rbp + 1344]
-    movzx r8d, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + r9 + 512], r9
-    mov edx, r9d
-    movsxd r9, dword ptr [r15 + rbp + 1280]
     mov r8, r8
+    imul edx, r9d, 88
+    movsxd r8, dword ptr [r15 + 0]
+    mov edi, 48
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 26
+    add r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, qword ptr [r15 + rbp + 1216]
-    and r8d, dword ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + rbp + 1536], r8b
+    mov r8, qword ptr [r15 + 0]
+    mov esi, eax
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r10 + r10*1]
+    mov byte ptr [r15 + 0], bpl
+    lea r9, [r10 + r10*1]
+    and r8, 64
+    movsxd rsi, dword ptr [r15 + r8 + 384]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 448]
+    and esi, dword ptr [r14 + 0]
+    mov rbp, qword ptr [r14 + 0]
+    add qword ptr [r15 + r9 + 512], rbp
+    lea rbp, [r10 + r10*1]
+    test ebx, 1744
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 181
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 320]
+    xor dword ptr [r15 + rbp + 256], r9d
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c5:
-    lea r8, [r10 + r10*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 768], r8d
-    movzx ebp, r8b
-    jmp 1f
-1:
-    mov eax, 35
-    test ebx, 432
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 45
-    movzx ebp, bpl
-    or qword ptr [r15 + 0], 20
-    test ebx, 864
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymm3, ymmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r10 + r10*1]
-    mov rax, qword ptr [r14 + 0]
-    mov qword ptr [r15 + r8 + 704], rdx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 202
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    movzx ecx, bpl
-    lea r8, [r10 + r10*1]
-    mov rcx, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 228
+    movzx edi, bpl
+    lock or dword ptr [r15 + 0], 46
+    test ebx, 1073741824
+    jz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ecx
-    jmp 1f
-1:
-    movzx edx, al
-    mov edx, 232
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 181
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx eax, dl
-    mov qword ptr [r14 + r8 + 448], rsi
-    mov rax, rax
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r9d, eax
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
+    movzx edx, dl
+    mov edx, 197
+    and r9, 64
+    imul rdx, qword ptr [r14 + r9 + 512]
+    test ebx, 624
+    jnz 1f
+1:
+    mov edx, edx
+    mov edx, edx
+    mov rdi, rdx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r10 + r10*1]
+    movzx edx, r8b
+    mov rdi, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 384]
+    mov qword ptr [r15 + r8 + 320], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    add rsi, qword ptr [r14 + 0]
+    mov r8, rax
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c6:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 704], ebp
-    movzx eax, dil
+    mov byte ptr [r15 + 0], r8b
+    movzx esi, byte ptr [r15 + 0]
+    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 55
+    xchg qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx esi, sil
+    imul rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, esi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rsi, r8
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    test bl, 192
+    jnz 1f
+1:
+    and eax, dword ptr [r15 + 0]
     lea r8, [r10 + r10*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], al
-    movzx eax, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 63
-    jmp 1f
-1:
-    mov rax, rax
-    mov eax, 174
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    xchg qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 10240
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    mov eax, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
     lea r9, [r10 + r10*1]
-    movsxd rax, dword ptr [r15 + rbp + 768]
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 1088]
     jmp 1f
 1:
-    test ebx, 912
+    movzx esi, cl
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 128]
+    and r8, 64
+    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r15 + r8 + 256]
+    test ebx, 1073741824
     jz 1f
 1:
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 576]
+    mov eax, 3
+    and eax, dword ptr [r14 + 0]
+    mov dword ptr [r14 + 0], eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 9
+    mov dword ptr [r15 + r8 + 192], eax
+    or qword ptr [r15 + rbp + 640], 12
     jmp 1f
 1:
-    mov byte ptr [r14 + 0], r8b
-    vmovdqu ymmword ptr [r14 + r8 + 192], ymm3
-    mov dword ptr [r15 + r9 + 1152], 7
+    test ebx, 928
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx eax, cl
+    mov eax, 200
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c7:
-    mov r9d, ebp
-    mov r9d, edi
-    movzx ebp, r9b
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 464
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 15616
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    movzx ebp, byte ptr [r15 + 0]
-    add qword ptr [r15 + 0], r9
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r10 + r10*1]
-    mov edx, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jnz 1f
-1:
     lea rbp, [r10 + r10*1]
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 576]
     and rbp, 64
-    and edx, dword ptr [r14 + rbp + 256]
-    mov eax, edx
-    lea r8, [r10 + r10*1]
+    mov qword ptr [r15 + rbp + 128], rcx
+    movzx eax, bpl
+    jmp 1f
+1:
+    movzx eax, al
+    lea r9, [r10 + r10*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 960]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1936
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov dword ptr [r15 + 0], ebp
+    mov rax, rax
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 92
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rax
+    add qword ptr [r15 + 0], rax
+    nop
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 704], 32
-    add rdx, qword ptr [r15 + rbp + 192]
-    add rdx, qword ptr [r15 + r8 + 768]
-    movsxd r8, dword ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + 0], rcx
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 1024], rax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx eax, al
+    lea r9, [r10 + r10*1]
+    movzx eax, cl
+    mov eax, dword ptr [r14 + 0]
+    and r9, 64
+    inc dword ptr [r14 + r9 + 1152]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 103
+    mov ecx, 212
+    mov ecx, dword ptr [r15 + r9 + 1088]
+    mov r9, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    imul r8d, r9d, 77
-    movzx edx, byte ptr [r14 + 0]
+    movsxd r9, dword ptr [r15 + rbp + 64]
+    mov ecx, r9d
+    movzx r9d, cl
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c8:
-    mov rdx, rdx
+    movzx r9d, cl
     jmp 1f
 1:
-    vpaddd ymm3, ymm3, ymmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
+    test ebx, 912
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    imul edx, eax, 104
-    add rdx, qword ptr [r15 + 0]
-    nop
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov ecx, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    add qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1872
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    movzx esi, dl
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
     jz 1f
 1:
+    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    movzx r8d, dl
-    jmp 1f
-1:
+    mov rcx, rcx
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], ecx
+    lea r9, [r10 + r10*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 97
-    mov rdx, qword ptr [r15 + 0]
-    movzx r8d, r9b
-    test ebx, 1073741824
+    lea rbp, [r10 + r10*1]
+    movsxd rcx, dword ptr [r15 + 0]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    test ebx, 1840
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 768]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r14 + 0], ymm3
-    movzx edx, byte ptr [r14 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1264
+    jz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], ecx
     lea r8, [r10 + r10*1]
+    movzx ecx, byte ptr [r15 + r9 + 64]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
+    movzx r9d, r8b
     and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 1152]
-    and rbp, 64
-    and r9d, dword ptr [r14 + rbp + 448]
-    movzx edx, r9b
-    test ebx, 928
-    jnz 1f
-1:
-    vmovdqu ymm3, ymmword ptr [r15 + rbp + 512]
-    lea rbp, [r10 + r10*1]
-    add qword ptr [r15 + r8 + 1088], rbp
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r8, qword ptr [r15 + rbp + 704]
-    jmp 1f
-1:
-    mov ebp, edi
+    imul rsi, qword ptr [r15 + r8 + 512]
+    and esi, dword ptr [r15 + r8 + 448]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c9:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, r8d
-    imul rdi, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov ebp, ebp
-    mov edi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov rbp, rcx
-    mov ebp, ebp
-    lock add qword ptr [r15 + 0], rbp
-    test ebx, 1264
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    mov rsi, qword ptr [r15 + 0]
-    mov edi, 79
-    and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and esi, dword ptr [r15 + 0]
     jmp 1f
 1:
     lea r8, [r10 + r10*1]
+    test ebx, 928
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 128], r8d
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 384]
-    test ebx, 624
-    jz 1f
+    mov r9d, dword ptr [r15 + r8 + 448]
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    test ebx, 11776
+    jnz 1f
 1:
+    lea r9, [r10 + r10*1]
+    movzx r8d, dl
     jmp 1f
 1:
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    xor dword ptr [r15 + r8 + 320], ebp
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 512]
+    and r9, 64
+    lea r8, [r10 + r10*8]
+    mov dword ptr [r14 + r9 + 320], 197
+    mov esi, r8d
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd r8, dword ptr [r14 + 0]
+    and r8, 960
+    and esi, dword ptr [r15 + r8 + 1920]
+    mov byte ptr [r15 + r8 + 2112], sil
+    movzx esi, sil
+    inc dword ptr [r15 + r8 + 2048]
+    test ebx, 29952
+    jz 1f
+1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r8b
+    mov esi, r8d
+    mov ecx, dword ptr [r15 + r8 + 1728]
+    mov byte ptr [r15 + r8 + 1792], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r14 + r8 + 1984]
+    vmovdqu ymm8, ymmword ptr [r15 + r8 + 2176]
+    add rcx, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 2240], 76
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    imul rcx, qword ptr [r15 + r8 + 1856]
+    mov r9d, 25
+    mov r9, r9
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c10:
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, 164
+    mov ecx, r9d
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 139
+    jmp 1f
+1:
+    test ebx, 1872
+    jz 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymm8, ymmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
+    movzx ecx, bpl
+    mov ecx, ecx
+    movzx ecx, bpl
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    mov ecx, 91
+    imul ecx, ecx, 104
     test ebx, 1073741824
     jnz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], dil
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    imul r8, qword ptr [r15 + 0]
-    mov edi, r8d
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
-    lea rbp, [r10 + r10*1]
-    mov r8d, 226
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r14 + rbp + 320], ebp
-    mov edi, ebp
-    mov dword ptr [r15 + rbp + 384], 29
-    lea rbp, [r10 + r10*1]
-    lea r8, [r10 + r10*1]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r14 + 0]
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 1024]
-    mov r9, rax
+    vmovdqu ymm8, ymmword ptr [r15 + 0]
+    lea r9, [r10 + r10*1]
     jmp 1f
 1:
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 768]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 960], r9
-    imul r9d, ecx, 118
-    movzx esi, byte ptr [r15 + rbp + 256]
+    lea rbp, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + 0]
+    imul ecx, esi, 67
+    mov esi, 177
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r9 + 704]
+    lea r9, [r10 + r10*1]
+    movsxd rsi, dword ptr [r14 + rbp + 576]
+    mov rbp, rsi
+    test ebx, 816
+    jnz 1f
+1:
+    and r9, 64
+    lock add qword ptr [r15 + r9 + 512], r9
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 448]
     add r10, r11
     inc rbx
     dec r13
@@ -2864,383 +2725,364 @@ ditto_body_c1:
 .Lc1_b7_c11:
     lea r9, [r10 + r10*1]
     and r9, 64
-    add rcx, qword ptr [r15 + r9 + 192]
-    movzx ebp, cl
-    mov rcx, qword ptr [r15 + 0]
-    mov r8, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 130
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 624
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + r9 + 448]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    imul eax, edi, 121
-    mov eax, 166
-    lea rbp, [r10 + r10*1]
-    jmp 1f
-1:
-    test ebx, 432
-    jz 1f
-1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov ecx, 229
-    mov ecx, ecx
+    mov ebp, eax
+    mov dword ptr [r14 + 0], ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    movsxd rax, dword ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    lea rbp, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    and rbp, 64
-    mov eax, dword ptr [r15 + rbp + 128]
-    add rax, qword ptr [r14 + 0]
-    test ebx, 1648
-    jnz 1f
-1:
-    movzx esi, al
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 136
-    test ebx, 720
-    jz 1f
-1:
-    add rax, qword ptr [r14 + 0]
+    movsxd rax, dword ptr [r15 + 0]
     mov ecx, eax
-    mov ecx, 47
-    add rcx, qword ptr [r14 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    or qword ptr [r15 + 0], 82
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    test bl, 240
+    jnz 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov esi, 21
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    .byte 0x66, 0x90
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    test ebx, 624
+    jnz 1f
+1:
+    movzx esi, sil
+    add rsi, qword ptr [r15 + r9 + 512]
+    mov r9d, esi
+    lea r9, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    jmp 1f
+1:
+    test ebx, 624
+    jnz 1f
+1:
+    and r9, 64
+    add rsi, qword ptr [r15 + r9 + 576]
+    and rbp, 64
+    vmovdqu ymmword ptr [r14 + rbp + 384], ymm8
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov ebp, edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    xchg qword ptr [r15 + r9 + 640], rbp
+    mov esi, ebp
+    mov r9, rdx
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c12:
-    lea rbp, [r10 + r10*1]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 320]
-    mov rax, rcx
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 752
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    add rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, esi
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
 1:
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm3
-    mov dword ptr [r15 + 0], 36
-    jmp 1f
-1:
+    mov dword ptr [r15 + 0], r9d
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9d, 218
+    mov dword ptr [r15 + 0], edx
+    add qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, r9d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    test ebx, 320
+    jnz 1f
+1:
+    movzx eax, al
+    vmovdqu ymm8, ymmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    lea rdi, [r15 + 7667008]
+    lea rsi, [r15 + 7671104]
+    mov ecx, 68
+    rep movsb
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rdi
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    lea rbp, [r10 + r10*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r14 + rbp + 256], 236
+    lea r8, [r10 + r10*1]
+    movzx edx, r8b
+    and r8, 64
+    mov rdx, qword ptr [r15 + r8 + 512]
     test ebx, 1872
     jz 1f
 1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    test ebx, 30576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r10 + r10*1]
-    imul eax, edx, 76
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 256]
+    mov edx, edx
     mov rdx, rdx
-    lea r8, [r10 + r10*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 142
-    jmp 1f
-1:
-    and r8, 64
-    inc dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
+    mov edx, 33
+    movzx edx, dl
     test ebx, 1073741824
     jnz 1f
 1:
-    mov edx, 89
-    inc dword ptr [r15 + rbp + 384]
-    mov ebp, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 640
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], esi
-    mov qword ptr [r15 + r8 + 128], rdx
-    mov rdi, rdx
+    mov rdx, qword ptr [r15 + rbp + 192]
+    mov rax, qword ptr [r15 + r8 + 448]
+    add rdx, qword ptr [r15 + r9 + 384]
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c13:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rsi
+    mov edx, 166
+    add rsi, qword ptr [r15 + 0]
+    test ebx, 253696
+    jz 1f
+1:
     jmp 1f
 1:
-    mov edx, 155
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    test ebx, 320
-    jnz 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 141
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    movzx r8d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov ebp, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], ecx
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov edx, esi
+    mov esi, 47
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, 90
-    mov r8, rdx
+    mov esi, edx
+    mov rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov dword ptr [r15 + 0], edx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lock xadd qword ptr [r15 + 0], rdx
+    and edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov edx, 128
+    test ebx, 720
+    jnz 1f
+1:
     lea rbp, [r10 + r10*1]
-    or qword ptr [r15 + 0], 41
-    test ebx, 848
-    jz 1f
-1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 320]
     lea r8, [r10 + r10*1]
-    add rdx, qword ptr [r14 + 0]
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 960]
-    lock or dword ptr [r15 + rbp + 320], 94
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r10 + r10*1]
+    mov rdx, qword ptr [r14 + rbp + 384]
     jmp 1f
 1:
-    and rbp, 64
-    mov rdx, qword ptr [r14 + rbp + 64]
-    vmovdqu ymm3, ymmword ptr [r15 + r8 + 1024]
-    test ebx, 1073741824
+    lea rbp, [r10 + r10*1]
+    test ebx, 1744
     jz 1f
 1:
-    mov r8d, edx
-    movzx r8d, r8b
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm3
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 768]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 704], 104
+    mov dword ptr [r14 + 0], 107
+    test ebx, 1696
+    jnz 1f
+1:
+    jmp 1f
+1:
+    imul rsi, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c14:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    movsxd rdx, dword ptr [r15 + 0]
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    xor dword ptr [r15 + 0], esi
+    mov rsi, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, dl
-    jmp 1f
-1:
-    mov edx, edx
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    imul rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov eax, 207
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    lea rbp, [r10 + r10*1]
+    mov ebp, 191
+    imul rbp, rbp
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 152
     jmp 1f
 1:
-    mov edx, dword ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
+1:
+    mov ebp, 211
+    add r9, qword ptr [r15 + 0]
+    lea rbp, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 432
+    jnz 1f
 1:
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 1088]
-    lea r8, [r10 + r10*1]
+    lea r9, [r10 + r10*1]
+    mov edi, dword ptr [r15 + rbp + 1152]
+    and r9, 64
+    imul rdi, qword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    imul esi, edi, 76
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 8128
-    and edx, dword ptr [r14 + r8 + 15104]
-    vmovdqu ymm3, ymmword ptr [r14 + 0]
-    mov dword ptr [r15 + rbp + 1152], esi
-    movzx ebp, r8b
-    test ebx, 1152
+    mov edi, 2
+    and edi, dword ptr [r14 + 0]
+    lea r8, [r10 + r10*1]
+    mov dword ptr [r15 + r9 + 640], 233
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 256]
+    test ebx, 576
     jnz 1f
 1:
-    vmovdqu ymm3, ymmword ptr [r15 + r9 + 64]
-    movzx ebp, cl
+    mov qword ptr [r14 + r8 + 192], rcx
     jmp 1f
 1:
-    mov dword ptr [r14 + r8 + 15040], 179
+    vmovdqu ymmword ptr [r15 + rbp + 1088], ymm8
     add r10, r11
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c15:
-    mov r8d, 37
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 71
-    test ebx, 1872
-    jz 1f
+    imul r8, rcx
+    mov r8d, 90
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
 1:
-    add r9, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    movzx ebp, r8b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r9, r8
-    mov r8d, r9d
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
     jmp 1f
+1:
+    test ebx, 816
+    jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    imul r9, rax
+    mov esi, r8d
     jmp 1f
 1:
     test ebx, 1073741824
     jz 1f
 1:
-    lock add qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
+    add qword ptr [r15 + 0], rsi
     mov qword ptr [r15 + 0], rsi
-    mov r9d, dword ptr [r15 + 0]
-    lea rbp, [r10 + r10*1]
-    test ebx, 912
+    movzx esi, sil
+    mov edx, dword ptr [r15 + 0]
+    test ebx, 880
     jz 1f
+1:
+    mov r8, rsi
+    mov r8, qword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovdqu ymm8, ymmword ptr [r15 + 0]
+    lea r8, [r10 + r10*1]
+    lea rbp, [r10 + r10*1]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 768]
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
     lea r9, [r10 + r10*1]
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 64], r8d
+    movzx esi, byte ptr [r14 + r8 + 704]
+    mov r8d, edi
+    mov rdi, r8
     and r9, 64
-    mov r8, qword ptr [r15 + r9 + 704]
-    and r8d, dword ptr [r14 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
+    add rdi, qword ptr [r15 + r9 + 896]
+    test ebx, 464
     jnz 1f
 1:
-    mov byte ptr [r14 + 0], sil
-    lea r8, [r10 + r10*1]
-    mov byte ptr [r15 + r9 + 768], bpl
-    and r8, 64
-    mov byte ptr [r15 + r8 + 640], r8b
-    mov r9d, 21
-    test ebx, 1456
-    jz 1f
+    jmp 1f
 1:
-    mov r9d, r9d
-    mov esi, dword ptr [r15 + r8 + 576]
-    and esi, dword ptr [r15 + rbp + 128]
+    mov edi, 155
+    mov qword ptr [r14 + 0], rdi
+    mov edi, dword ptr [r15 + rbp + 256]
+    test ebx, 576
+    jnz 1f
+1:
+    and edi, dword ptr [r15 + r9 + 832]
+    mov r9d, 9
+    jmp 1f
+1:
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc1_b7_c0
 .Lc1_b7_done:
-    mov qword ptr [r15 + 11836736], r11
-    mov qword ptr [r15 + 11836744], r10
-    mov qword ptr [r15 + 11836752], r12
+    mov qword ptr [r15 + 7675200], r11
+    mov qword ptr [r15 + 7675208], r10
+    mov qword ptr [r15 + 7675216], r12
     ldmxcsr dword ptr [rsp]
     vzeroupper
     add rsp, 8
@@ -3259,21 +3101,21 @@ ditto_body_c1:
 ditto_body_init_c1:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 11836760], rax
+    mov qword ptr [r8 + 7675224], rax
     movabs rax, 0x9e3779b97f4a7c15
-    mov qword ptr [r8 + 11836768], rax
+    mov qword ptr [r8 + 7675232], rax
     movabs rax, 0x3c6ef372fe94f828
-    mov qword ptr [r8 + 11836776], rax
+    mov qword ptr [r8 + 7675240], rax
     movabs rax, 0xdaa66d2c7ddf743e
-    mov qword ptr [r8 + 11836784], rax
+    mov qword ptr [r8 + 7675248], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 11836792], rax
+    mov qword ptr [r8 + 7675256], rax
     movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 11836800], rax
+    mov qword ptr [r8 + 7675264], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 11836808], rax
+    mov qword ptr [r8 + 7675272], rax
     movabs rax, 0x538454127b096490
-    mov qword ptr [r8 + 11836816], rax
+    mov qword ptr [r8 + 7675280], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5
@@ -3289,7 +3131,7 @@ ditto_body_init_c1:
     ret
     .size ditto_body_init_c1, .-ditto_body_init_c1
 
-// ---- cluster c2: 7558 instructions per call, 11 blocks
+// ---- cluster c2: 8026 instructions per call, 11 blocks
     .text
     .globl ditto_body_c2
     .type ditto_body_c2, @function
@@ -3309,9 +3151,9 @@ ditto_body_c2:
     or eax, 0x8040
     mov dword ptr [rsp + 4], eax
     ldmxcsr dword ptr [rsp + 4]
-    mov r11, qword ptr [r15 + 16016832]
-    mov r10, qword ptr [r15 + 16016840]
-    mov r12, qword ptr [r15 + 16016848]
+    mov r11, qword ptr [r15 + 11838912]
+    mov r10, qword ptr [r15 + 11838920]
+    mov r12, qword ptr [r15 + 11838928]
     and r12, 0
     xor eax, eax
     xor ecx, ecx
@@ -3338,470 +3180,471 @@ ditto_body_c2:
     pxor xmm14, xmm14
     pxor xmm15, xmm15
 // block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov rbx, qword ptr [r15 + 11838936]
+    lea rcx, [rbx + 1]
+    mov qword ptr [r15 + 11838936], rcx
     mov r13d, 1
     jmp .Lc2_b0_c0
     .p2align 6
 .Lc2_b0_c0:
-    mov rbp, r11
-    mov rax, rax
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ecx, 205
+    movzx ecx, bpl
     and rbp, 64
-    pcmpeqb xmm13, xmmword ptr [r15 + rbp + 704]
-    ucomisd xmm9, xmm11
-    mov rbp, r11
-    movzx eax, al
-    and rbp, 64
-    mulsd xmm9, qword ptr [r15 + rbp + 192]
+    mov ecx, dword ptr [r15 + rbp + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 202
+    mov byte ptr [r15 + rbp + 128], bpl
+    movzx ecx, al
+    mov ebp, 133
     add r11, 64
+    inc rbx
     dec r13
     jnz .Lc2_b0_c0
 .Lc2_b0_done:
 // block 1: 1024 bytes, 4 chunk(s), 20 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016864]
+    mov rbx, qword ptr [r15 + 11838944]
     lea rcx, [rbx + 20]
-    mov qword ptr [r15 + 16016864], rcx
+    mov qword ptr [r15 + 11838944], rcx
     mov r13d, 20
     jmp .Lc2_b1_c0
     .p2align 6
 .Lc2_b1_c0:
-    mov dword ptr [r15 + 0], ecx
-    ucomisd xmm13, xmm1
-    mov eax, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    pshufd xmm13, xmm9, 109
-    test ebx, 1248
-    jnz 1f
-1:
-    jmp 1f
-1:
-    imul r9, rcx
-    paddq xmm13, xmmword ptr [r15 + 0]
-    mov eax, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov byte ptr [r15 + 0], al
-    lea r9, [r10 + r10*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 320]
-    .byte 0x66, 0x90
-    and rbp, 64
-    movq qword ptr [r14 + rbp + 640], xmm13
-    test ebx, 384
-    jnz 1f
-1:
-    movdqu xmm13, xmmword ptr [r14 + 0]
-    jmp 1f
-1:
     lea r8, [r10 + r10*1]
-    movsxd rax, dword ptr [r14 + 0]
-    por xmm1, xmm4
+    jmp 1f
+1:
+    mov dword ptr [r14 + 0], ecx
+    mov dword ptr [r14 + 0], r8d
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 128], r8b
+    test ebx, 16384
+    jz 1f
+1:
+    and rbp, 64
+    movdqu xmmword ptr [r15 + rbp + 704], xmm2
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 4032
-    and eax, dword ptr [r15 + r8 + 4928]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 4992], r9d
-    mov r8, rax
+    movzx eax, cl
+    pcmpeqb xmm2, xmm7
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    movdqu xmmword ptr [r15 + rbp + 576], xmm13
-    mov byte ptr [r15 + r9 + 384], r8b
+    lock add qword ptr [r15 + 0], r8
+    mov byte ptr [r15 + 0], al
+    .byte 0x66, 0x90
+    movdqu xmm2, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10*4]
+    add rcx, qword ptr [r15 + rbp + 768]
+    test ebx, 384
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r9, 192
+    and ecx, dword ptr [r15 + r9 + 2176]
+    mov ebp, ecx
+    por xmm2, xmm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rcx, r9
+    movsxd rcx, dword ptr [r14 + r8 + 64]
+    mov dword ptr [r14 + r9 + 2240], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 2112]
+    mov ebp, ecx
+    mov rbp, qword ptr [r15 + r9 + 2304]
     add r11, 64
     add r10, r11
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x66, 0x90
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8, r8
-    pxor xmm13, xmm1
-    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov eax, r8d
+    test ebx, 88064
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 108
+    or qword ptr [r15 + 0], 111
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    add rcx, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov eax, dword ptr [r15 + 0]
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 512]
     lea r9, [r11 + r11*1]
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 896], 223
     jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
 1:
     and r9, 64
-    add rax, qword ptr [r14 + r9 + 256]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 204
+    mov qword ptr [r15 + r9 + 128], r9
+    mov ecx, 198
+    test ebx, 110336
     jz 1f
 1:
+    lock add qword ptr [r15 + rbp + 1024], rcx
+    movzx ecx, cl
+    .byte 0x66, 0x90
+    lea r8, [r11 + r11*1]
+    add rcx, qword ptr [r15 + rbp + 960]
+    test ebx, 30720
+    jnz 1f
+1:
     and r8, 64
-    add rax, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r8 + 128], dl
+    movq xmm2, r8
     jmp 1f
 1:
-    mov ecx, eax
+    movsxd rcx, dword ptr [r14 + rbp + 832]
+    test ebx, 480
+    jnz 1f
+1:
+    pcmpeqb xmm2, xmmword ptr [r15 + r9 + 64]
+    mov dword ptr [r14 + rbp + 1216], ecx
+    mov dword ptr [r14 + rbp + 1152], ecx
     mov qword ptr [r15 + r8 + 64], rcx
     test ebx, 1073741824
     jz 1f
 1:
-    and ecx, dword ptr [r14 + 0]
-    movsd xmm13, qword ptr [r14 + 0]
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ecx
-    mov ecx, 20
-    movdqu xmm13, xmmword ptr [r15 + r9 + 192]
+    movzx ecx, byte ptr [r15 + rbp + 1088]
+    mov ebp, ecx
+    mov edx, 129
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c2:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 151
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov ecx, 201
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 53248
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 155
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
-    movzx ecx, byte ptr [r15 + 0]
-    xor dword ptr [r15 + 0], ecx
-    movsxd rcx, dword ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rcx
+    mov rdx, rdi
+    mov qword ptr [r15 + 0], rdi
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
     and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov edx, 21
+    add rax, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, dword ptr [r15 + 0]
-    mov rsi, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
+    mov rdx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r14 + 0]
     and rbp, 64
-    and esi, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    pmovmskb ecx, xmm13
-    mulsd xmm13, qword ptr [r14 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movdqu xmm13, xmmword ptr [r15 + rbp + 192]
-    movzx ecx, cl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r14 + rbp + 512]
     lea r8, [r11 + r11*1]
-    cvtsi2sd xmm13, r8d
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 640]
-    and rbp, 64
-    or qword ptr [r15 + rbp + 448], 106
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    or qword ptr [r15 + r8 + 576], 61
-    mov rcx, qword ptr [r14 + rbp + 512]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mulsd xmm2, qword ptr [r15 + r8 + 256]
+    or qword ptr [r15 + rbp + 448], 62
+    and r9, 64
+    imul rbp, qword ptr [r15 + r9 + 320]
+    mov ecx, 50
+    test ebx, 1073741824
+    jnz 1f
+1:
     jmp 1f
 1:
+    add rbp, qword ptr [r15 + r9 + 384]
+    pmovmskb r9d, xmm2
+    jmp 1f
+1:
+    test ebx, 79872
+    jnz 1f
+1:
+    pcmpeqb xmm2, xmmword ptr [r14 + r8 + 192]
+    mov rbp, rbp
+    mov ebp, ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b1_done
 .Lc2_b1_c3:
+    lea rbp, [r11 + r11*1]
+    maxsd xmm2, xmm2
+    and rbp, 64
+    paddq xmm2, xmmword ptr [r15 + rbp + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    ucomisd xmm2, xmm2
+    and r8d, dword ptr [r15 + 0]
+    movzx r9d, r8b
+    movzx r9d, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    addsd xmm13, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    inc dword ptr [r15 + 0]
-    imul r8d, edi, 94
-    test ebx, 1073741824
-    jnz 1f
-1:
-    addsd xmm13, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    add qword ptr [r14 + 0], r9
-    test ebx, 1248
     jz 1f
 1:
     lea r9, [r11 + r11*1]
-    movzx ecx, byte ptr [r14 + 0]
-    mov r8d, 40
+    lea r8, [r11 + r11*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1472], r8d
+    cvtsi2sd xmm2, r8d
     and r9, 64
-    movsd xmm13, qword ptr [r15 + r9 + 640]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], dl
-    jmp 1f
-1:
-    mov ecx, 254
-    lea rbp, [r11 + r11*1]
+    mov edi, dword ptr [r15 + r9 + 64]
+    pcmpeqb xmm2, xmm14
     test ebx, 1073741824
     jnz 1f
 1:
-    and rbp, 64
-    addsd xmm13, qword ptr [r14 + rbp + 448]
-    and ecx, dword ptr [r15 + rbp + 512]
-    add rcx, qword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jz 1f
+    movzx edi, dil
+    jmp 1f
 1:
-    paddq xmm13, xmmword ptr [r14 + r8 + 128]
-    movzx ecx, cl
-    mov ecx, 76
+    jmp 1f
+1:
+    addsd xmm2, qword ptr [r15 + r8 + 1408]
+    test ebx, 704
+    jnz 1f
+1:
+    add rdi, qword ptr [r14 + 0]
+    add rdi, qword ptr [r14 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    inc dword ptr [r15 + r9 + 128]
+    mov edi, edi
+    imul rdi, qword ptr [r14 + r8 + 1344]
+    addsd xmm2, qword ptr [r15 + rbp + 384]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b1_c0
 .Lc2_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 28 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016872]
-    lea rcx, [rbx + 28]
-    mov qword ptr [r15 + 16016872], rcx
-    mov r13d, 28
+// block 2: 512 bytes, 2 chunk(s), 32 chunk executions per call
+    mov rbx, qword ptr [r15 + 11838952]
+    lea rcx, [rbx + 32]
+    mov qword ptr [r15 + 11838952], rcx
+    mov r13d, 32
     jmp .Lc2_b2_c0
     .p2align 6
 .Lc2_b2_c0:
-    lea rbp, [r11*4]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1024], bpl
-    mov byte ptr [r15 + 0], bpl
-    mov r8, qword ptr [r15 + 0]
-    movq xmm13, r8
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    pshufd xmm13, xmm13, 183
-    mov dword ptr [r15 + 0], 217
-    movsxd r8, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    movdqu xmm2, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    imul r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 170
-    mov qword ptr [r15 + 0], r8
-    test ebx, 46976
-    jz 1f
+    and ecx, dword ptr [r15 + 0]
+    movsd xmm2, qword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    test ebx, 12288
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
+    mov edi, edi
+    mov edi, edi
+    paddq xmm2, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx r8d, byte ptr [r14 + 0]
-    and r8d, dword ptr [r14 + 0]
-    mov ecx, 234
-    mov ecx, 117
+    cvtsi2sd xmm2, esi
+    mov dword ptr [r15 + 0], edi
+    movq qword ptr [r15 + 0], xmm2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 50
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 104
+    and edi, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r14 + 0]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r14 + 0], 93
+    and rbp, 64
+    mov r8, r11
+    mov r9, qword ptr [r15 + rbp + 704]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 4928], r8d
+    movzx r9d, r8b
+    mulsd xmm2, qword ptr [r15 + rbp + 768]
     lea r9, [r11 + r11*1]
-    test ebx, 20480
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 192
-    movdqu xmmword ptr [r15 + r9 + 2176], xmm13
-    and r8, 64
-    paddq xmm13, xmmword ptr [r15 + r8 + 192]
-    mov dword ptr [r14 + rbp + 832], ecx
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov rcx, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov qword ptr [r14 + r9 + 128], r9
+    movzx ebp, byte ptr [r15 + r9 + 64]
     jmp 1f
 1:
-    movsd qword ptr [r14 + r9 + 2112], xmm13
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, ecx
-    mov byte ptr [r15 + rbp + 896], r9b
-    mov qword ptr [r15 + rbp + 960], r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b2_done
 .Lc2_b2_c1:
-    lea r9, [r10 + r10*1]
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + 0], r8b
-    pmovmskb r8d, xmm13
-    lock add qword ptr [r15 + 0], r8
-    test ebx, 8192
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r8d
-    mov byte ptr [r15 + 0], r9b
-    or qword ptr [r15 + 0], 68
-    addsd xmm13, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    paddq xmm2, xmmword ptr [r15 + 0]
+    paddq xmm2, xmmword ptr [r15 + 0]
     movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
-    mov r8d, edi
-    addsd xmm13, xmm13
-    test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, eax
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
     mov qword ptr [r15 + 0], r8
-    imul r8d, r8d, 68
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    add rbp, qword ptr [r15 + 0]
-    and r8, 64
-    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 256]
-    mov ecx, edi
-    mov dword ptr [r14 + 0], 129
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, qword ptr [r14 + 0]
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r14 + 0], rbp
-    mov rcx, qword ptr [r14 + r8 + 192]
+    addsd xmm2, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9d, ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], 71
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 640]
+    mov rdi, qword ptr [r15 + r8 + 576]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r10
     and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 576]
-    mov dword ptr [r15 + r9 + 64], esi
-    add r8, qword ptr [r15 + rbp + 640]
+    movsd qword ptr [r15 + rbp + 256], xmm2
+    movzx r8d, bpl
+    and r9, 448
+    mov r8d, dword ptr [r15 + r9 + 2368]
+    mov r9, qword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], r9d
+    movzx r9d, byte ptr [r14 + 0]
+    mov r8, qword ptr [r15 + rbp + 192]
     add r11, 64
     add r10, r11
     inc rbx
@@ -3809,9 +3652,9 @@ ditto_body_c2:
     jnz .Lc2_b2_c0
 .Lc2_b2_done:
 // block 3: 1024 bytes, 4 chunk(s), 1 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016880]
+    mov rbx, qword ptr [r15 + 11838960]
     lea rcx, [rbx + 1]
-    mov qword ptr [r15 + 16016880], rcx
+    mov qword ptr [r15 + 11838960], rcx
     mov r13d, 1
     mov eax, ebx
     and eax, 3
@@ -3830,348 +3673,378 @@ ditto_body_c2:
     jmp .Lc2_b3_c3
     .p2align 6
 .Lc2_b3_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 205
+    mov edi, 142
+    mov ecx, 34
+    mov ecx, 53
+    mov ecx, edx
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 48
-    jnz 1f
-1:
-    imul rcx, rcx
-    mov ecx, 186
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r11
+    mov rcx, qword ptr [r15 + 0]
+    movzx eax, cl
+    and eax, dword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 320], ebp
-    lea rbp, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov ecx, 81
-    and rbp, 64
-    paddq xmm13, xmmword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    subsd xmm2, xmm2
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, 250
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], eax
     test ebx, 1073741824
     jz 1f
 1:
-    pmovmskb ecx, xmm13
-    jmp 1f
-1:
-    mov ecx, 165
-    test ebx, 1073741824
+    mov eax, dword ptr [r15 + 0]
+    movzx ecx, al
+    movsxd rax, dword ptr [r15 + 0]
+    test ebx, 73728
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + rbp + 64]
     jmp 1f
 1:
+    addsd xmm2, qword ptr [r15 + 0]
+    movzx eax, dl
+    movzx eax, byte ptr [r15 + 0]
+    test ebx, 55296
+    jnz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    xchg qword ptr [r15 + 0], rax
+    mov ebp, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    test ebx, 24576
+    jnz 1f
+1:
+    and r8, 64
+    lock or dword ptr [r15 + r8 + 128], 84
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     and rbp, 64
-    paddq xmm13, xmmword ptr [r15 + rbp + 512]
-    test bl, 36
+    movsxd rax, dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + rbp + 384], al
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], 58
-    paddd xmm13, xmm13
-    jmp 1f
-1:
+    lea rbp, [r11 + r11*1]
+    mov eax, dword ptr [r15 + r8 + 64]
+    and rbp, 64
+    movdqu xmm2, xmmword ptr [r15 + rbp + 448]
+    pcmpeqb xmm2, xmmword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rdi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, 98
-    and rbp, 4032
-    mov qword ptr [r15 + rbp + 9280], rbp
-    jmp 1f
-1:
-    test ebx, 640
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 9088], dil
-    mulsd xmm13, xmm13
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r14 + rbp + 9024]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    and edi, dword ptr [r14 + rbp + 9344]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, edi
-    lea r9, [r11 + r11*1]
-    mov rdi, r9
-    and r9, 64
-    paddq xmm13, xmmword ptr [r15 + r9 + 512]
-    add rdi, qword ptr [r15 + rbp + 9216]
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 320]
+    movsxd r8, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r14 + rbp + 9152], edi
-    add rdi, qword ptr [r15 + r9 + 448]
-    movsd xmm13, qword ptr [r15 + r8 + 320]
+    and r8d, dword ptr [r15 + 0]
+    lock add qword ptr [r15 + 0], r8
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov rcx, r8
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    test ebx, 1344
+    jnz 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 18
+    and r9, 64
+    add qword ptr [r15 + r9 + 256], r9
+    mov ecx, eax
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 704], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, rdi
+    mov byte ptr [r15 + rbp + 384], dl
+    imul rdi, qword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    paddd xmm2, xmm2
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 192]
+    test ebx, 102400
+    jnz 1f
+1:
+    movzx edi, dil
+    movzx edi, dil
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c2:
-    lea r9, [r11*8]
-    and r9, 448
-    and edi, dword ptr [r15 + r9 + 1024]
+    movzx ecx, dil
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov byte ptr [r15 + 0], cl
+    inc dword ptr [r15 + 0]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
 1:
-    test ebx, 40960
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    and ecx, dword ptr [r15 + 0]
+    test ebx, 122112
     jz 1f
 1:
-    mov edi, 10
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 68
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    paddq xmm2, xmmword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 181
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, r8
+    movsxd rcx, dword ptr [r14 + 0]
+    mov rdi, qword ptr [r14 + 0]
+    lea rbp, [r11 + r11*1]
+    movzx edx, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r14 + 0], 47
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    lea r9, [r11 + r11*1]
+    mov ecx, 83
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 256]
     test ebx, 73728
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r14 + r9 + 192], r9
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 24576
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov rdi, rbp
-    and rbp, 64
-    add rdi, qword ptr [r14 + rbp + 256]
-    lea r8, [r11 + r11*1]
-    imul rdi, r8
-    test bl, 80
-    jz 1f
-1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 64]
-    add rcx, qword ptr [r15 + r9 + 832]
-    imul rcx, qword ptr [r15 + r9 + 1152]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + r8 + 128], 17
-    addsd xmm13, qword ptr [r15 + r9 + 896]
-    jmp 1f
-1:
-    mov r8d, 69
-    test ebx, 1073741824
-    jnz 1f
-1:
-    pcmpeqb xmm13, xmmword ptr [r15 + rbp + 192]
-    mov qword ptr [r14 + r9 + 1088], r8
-    inc dword ptr [r14 + r9 + 960]
+    and r9d, dword ptr [r15 + r8 + 64]
+    mov ecx, dword ptr [r15 + rbp + 128]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc2_b3_done
 .Lc2_b3_c3:
-    lea r8, [r11 + r11*1]
-    por xmm13, xmm13
-    and r8, 64
-    xor dword ptr [r15 + r8 + 320], r8d
-    and ecx, dword ptr [r15 + r8 + 384]
-    movzx edi, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 40960
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsd xmm13, qword ptr [r15 + 0]
+    movdqu xmm2, xmmword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r8d, 188
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
+    pshufd xmm2, xmm2, 146
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 33
-    mov dword ptr [r15 + 0], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx ecx, dil
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 64]
-    pshufd xmm13, xmm14, 216
-    mov edi, ecx
-    test ebx, 1073741824
+    add r9, qword ptr [r15 + 0]
+    paddq xmm2, xmmword ptr [r15 + 0]
+    movzx ebp, r9b
+    mov ebp, dword ptr [r15 + 0]
+    test ebx, 116736
     jnz 1f
 1:
+    add r9, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 24576
+    jnz 1f
+1:
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 128], r8d
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 320]
-    and ecx, dword ptr [r14 + 0]
-    mov r8, rcx
-    test ebx, 59392
-    jz 1f
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and ecx, dword ptr [r14 + 0]
-    mov dword ptr [r14 + 0], ecx
-    mov byte ptr [r15 + rbp + 384], cl
+    and rbp, 64
+    lock add qword ptr [r15 + rbp + 256], rsi
+    and r8, 64
+    mov qword ptr [r14 + r8 + 512], r8
+    mov r9d, dword ptr [r14 + 0]
+    movsxd rsi, dword ptr [r14 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    add r9, qword ptr [r14 + 0]
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r14 + r8 + 448]
+    test bl, 80
+    jnz 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 320]
+    mov esi, dword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + r9 + 384], sil
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b3_c0
 .Lc2_b3_done:
-// block 4: 64 bytes, 1 chunk(s), 32 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016888]
-    lea rcx, [rbx + 32]
-    mov qword ptr [r15 + 16016888], rcx
-    mov r13d, 32
+// block 4: 64 bytes, 1 chunk(s), 33 chunk executions per call
+    mov rbx, qword ptr [r15 + 11838968]
+    lea rcx, [rbx + 33]
+    mov qword ptr [r15 + 11838968], rcx
+    mov r13d, 33
     jmp .Lc2_b4_c0
     .p2align 6
 .Lc2_b4_c0:
-    mov byte ptr [r14 + 0], cl
-    mov rcx, qword ptr [r15 + 0]
-    mov ebp, ecx
-    mov rbp, r11
-    mov r8, r10
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + 0]
-    and r8, 8388544
-    mov dword ptr [r15 + r8 + 7619392], r8d
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 704]
-    add r11, 64
+    mov r8, r10
+    or ecx, 1
+    xor edx, edx
+    div ecx
+    and eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 448
+    and eax, dword ptr [r15 + r8 + 832]
     add r10, r11
     inc rbx
     dec r13
     jnz .Lc2_b4_c0
 .Lc2_b4_done:
-// block 5: 64 bytes, 1 chunk(s), 89 chunk executions per call
-    mov r13d, 89
+// block 5: 64 bytes, 1 chunk(s), 97 chunk executions per call
+    mov r13d, 97
     jmp .Lc2_b5_c0
     .p2align 6
 .Lc2_b5_c0:
     mov r8, r11
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
+    mov qword ptr [r15 + r8 + 448], rsi
+    mov rbp, r11
     mov r8, r11
-    mov r9, r11
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    or qword ptr [r15 + r9 + 320], 56
+    and r8, 64
+    or qword ptr [r15 + r8 + 320], 106
     jmp 1f
 1:
-    and r8, 64
-    lock or dword ptr [r15 + r8 + 64], 65
+    and rbp, 64
+    lock or dword ptr [r15 + rbp + 64], 43
     add r11, 64
     dec r13
     jnz .Lc2_b5_c0
 .Lc2_b5_done:
-// block 6: 64 bytes, 1 chunk(s), 32 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016904]
-    lea rcx, [rbx + 32]
-    mov qword ptr [r15 + 16016904], rcx
-    mov r13d, 32
+// block 6: 64 bytes, 1 chunk(s), 35 chunk executions per call
+    mov rbx, qword ptr [r15 + 11838984]
+    lea rcx, [rbx + 35]
+    mov qword ptr [r15 + 11838984], rcx
+    mov r13d, 35
     jmp .Lc2_b6_c0
     .p2align 6
 .Lc2_b6_c0:
+    mov rbp, r11
+    and rbp, 64
+    mov byte ptr [r14 + rbp + 192], al
+    mov rbp, r8
     mov r8, r11
+    mov ebp, ecx
+    and r8, 8388544
+    mov dword ptr [r15 + r8 + 3441472], r8d
+    test bl, 57
+    jnz 1f
+1:
     jmp 1f
 1:
-    movzx ecx, r9b
-    and r8, 1984
-    addsd xmm13, qword ptr [r15 + r8 + 2880]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    or r8d, 1
-    xor edx, edx
-    div r8d
+    mov r8d, r8d
+    and ecx, dword ptr [r15 + 0]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b6_c0
 .Lc2_b6_done:
-// block 7: 64 bytes, 1 chunk(s), 46 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016912]
-    lea rcx, [rbx + 46]
-    mov qword ptr [r15 + 16016912], rcx
-    mov r13d, 46
+// block 7: 64 bytes, 1 chunk(s), 47 chunk executions per call
+    mov rbx, qword ptr [r15 + 11838992]
+    lea rcx, [rbx + 47]
+    mov qword ptr [r15 + 11838992], rcx
+    mov r13d, 47
     jmp .Lc2_b7_c0
     .p2align 6
 .Lc2_b7_c0:
-    pxor xmm13, xmm11
+    pxor xmm2, xmm14
     movzx ecx, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r8, r11
@@ -4180,63 +4053,63 @@ ditto_body_c2:
 1:
     movzx ecx, byte ptr [r15 + 0]
     and r8, 64
-    mov dword ptr [r15 + r8 + 192], 146
-    mov r8d, 120
+    mov dword ptr [r15 + r8 + 192], 120
+    mov r8d, 156
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b7_c0
 .Lc2_b7_done:
-// block 8: 64 bytes, 1 chunk(s), 29 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016920]
-    lea rcx, [rbx + 29]
-    mov qword ptr [r15 + 16016920], rcx
-    mov r13d, 29
+// block 8: 64 bytes, 1 chunk(s), 31 chunk executions per call
+    mov rbx, qword ptr [r15 + 11839000]
+    lea rcx, [rbx + 31]
+    mov qword ptr [r15 + 11839000], rcx
+    mov r13d, 31
     jmp .Lc2_b8_c0
     .p2align 6
 .Lc2_b8_c0:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 10240
-    jz 1f
-1:
-    mov eax, r8d
     mov r8, r11
     jmp 1f
 1:
-    mov ecx, 240
+    mov rbp, r11
+    mov ecx, dword ptr [r15 + 0]
+    and r8, 1984
+    mov esi, dword ptr [r14 + r8 + 2880]
     test ebx, 1073741824
     jz 1f
 1:
-    and r8, 192
-    movzx ecx, byte ptr [r14 + r8 + 1856]
-    mov r8d, eax
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], r9
+    imul r8, r9
+    jmp 1f
+1:
+    pcmpeqb xmm2, xmm8
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc2_b8_c0
 .Lc2_b8_done:
-// block 9: 64 bytes, 1 chunk(s), 30 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016928]
-    lea rcx, [rbx + 30]
-    mov qword ptr [r15 + 16016928], rcx
-    mov r13d, 30
+// block 9: 64 bytes, 1 chunk(s), 29 chunk executions per call
+    mov rbx, qword ptr [r15 + 11839008]
+    lea rcx, [rbx + 29]
+    mov qword ptr [r15 + 11839008], rcx
+    mov r13d, 29
     jmp .Lc2_b9_c0
     .p2align 6
 .Lc2_b9_c0:
-    mov r8, r11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 192]
-    mov r8, r11
-    mov eax, 240
+    mov rbp, r11
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 1856], 196
+    pmovmskb ebp, xmm2
+    mov rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    and r8, 64
-    pcmpeqb xmm13, xmmword ptr [r15 + r8 + 64]
+    mov rbp, r11
+    addsd xmm2, qword ptr [r14 + 0]
+    and rbp, 16320
+    add rcx, qword ptr [r15 + rbp + 2114368]
     jmp 1f
 1:
     add r11, 64
@@ -4244,20 +4117,20 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b9_c0
 .Lc2_b9_done:
-// block 10: 64 bytes, 1 chunk(s), 42 chunk executions per call
-    mov rbx, qword ptr [r15 + 16016936]
-    lea rcx, [rbx + 42]
-    mov qword ptr [r15 + 16016936], rcx
-    mov r13d, 42
+// block 10: 64 bytes, 1 chunk(s), 43 chunk executions per call
+    mov rbx, qword ptr [r15 + 11839016]
+    lea rcx, [rbx + 43]
+    mov qword ptr [r15 + 11839016], rcx
+    mov r13d, 43
     jmp .Lc2_b10_c0
     .p2align 6
 .Lc2_b10_c0:
-    mov r8, r10
-    mov rbp, r11
-    and r8, 64
-    add rcx, qword ptr [r14 + r8 + 576]
-    and rbp, 448
-    addsd xmm13, qword ptr [r14 + rbp + 1344]
+    mov rbp, r10
+    mov r8, r11
+    and rbp, 64
+    add rcx, qword ptr [r14 + rbp + 576]
+    and r8, 448
+    addsd xmm2, qword ptr [r14 + r8 + 1344]
     jmp 1f
 1:
     test ebx, 1073741824
@@ -4273,9 +4146,9 @@ ditto_body_c2:
     dec r13
     jnz .Lc2_b10_c0
 .Lc2_b10_done:
-    mov qword ptr [r15 + 16016832], r11
-    mov qword ptr [r15 + 16016840], r10
-    mov qword ptr [r15 + 16016848], r12
+    mov qword ptr [r15 + 11838912], r11
+    mov qword ptr [r15 + 11838920], r10
+    mov qword ptr [r15 + 11838928], r12
     ldmxcsr dword ptr [rsp]
     add rsp, 8
     pop r15
@@ -4293,27 +4166,27 @@ ditto_body_c2:
 ditto_body_init_c2:
     mov r8, qword ptr [rdi]
     movabs rax, 0x0
-    mov qword ptr [r8 + 16016856], rax
+    mov qword ptr [r8 + 11838936], rax
     movabs rax, 0x9e3779b97f4a7c14
-    mov qword ptr [r8 + 16016864], rax
+    mov qword ptr [r8 + 11838944], rax
     movabs rax, 0x3c6ef372fe94f82a
-    mov qword ptr [r8 + 16016872], rax
+    mov qword ptr [r8 + 11838952], rax
     movabs rax, 0xdaa66d2c7ddf743c
-    mov qword ptr [r8 + 16016880], rax
+    mov qword ptr [r8 + 11838960], rax
     movabs rax, 0x78dde6e5fd29f054
-    mov qword ptr [r8 + 16016888], rax
+    mov qword ptr [r8 + 11838968], rax
     movabs rax, 0x1715609f7c746c69
-    mov qword ptr [r8 + 16016896], rax
+    mov qword ptr [r8 + 11838976], rax
     movabs rax, 0xb54cda58fbbee87e
-    mov qword ptr [r8 + 16016904], rax
+    mov qword ptr [r8 + 11838984], rax
     movabs rax, 0x538454127b096493
-    mov qword ptr [r8 + 16016912], rax
+    mov qword ptr [r8 + 11838992], rax
     movabs rax, 0xf1bbcdcbfa53e0a8
-    mov qword ptr [r8 + 16016920], rax
+    mov qword ptr [r8 + 11839000], rax
     movabs rax, 0x8ff34785799e5cbd
-    mov qword ptr [r8 + 16016928], rax
+    mov qword ptr [r8 + 11839008], rax
     movabs rax, 0x2e2ac13ef8e8d8d2
-    mov qword ptr [r8 + 16016936], rax
+    mov qword ptr [r8 + 11839016], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5

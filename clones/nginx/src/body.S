@@ -4,7 +4,7 @@
  * inside the thread's private buffer, the shared buffer, the ctx argument or the stack frame. */
     .intel_syntax noprefix
 
-// ---- cluster c1: 9325 instructions per call, 10 blocks
+// ---- cluster c1: 9325 instructions per call, 11 blocks
     .text
     .globl ditto_body_c1
     .type ditto_body_c1, @function
@@ -37,822 +37,1246 @@ ditto_body_c1:
     xor r8d, r8d
     xor r9d, r9d
     vzeroall
-// block 0: 128 bytes, 1 chunk(s), 42 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117720]
-    lea rcx, [rbx + 42]
-    mov qword ptr [r15 + 67117720], rcx
-    mov r13d, 42
+// block 0: 64 bytes, 1 chunk(s), 1 chunk executions per call
+    mov r13d, 1
     jmp .Lc1_b0_c0
     .p2align 6
 .Lc1_b0_c0:
-    vmovdqu ymmword ptr [r15 + 0], ymm0
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, eax
-    mov rbp, r11
-    jmp 1f
-1:
-    mov r8, r11
-    test ebx, 4096
-    jnz 1f
-1:
-    and rbp, 64
     mov r9, r11
-    add rax, qword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], rdi
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 448]
+    mov r9, r11
+    mov rbp, r11
+    movzx eax, al
+    mov rax, r8
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rdx
     and r9, 192
-    mov dword ptr [r15 + r9 + 576], 28
+    mov byte ptr [r15 + r9 + 576], r9b
     add r11, 64
-    inc rbx
     dec r13
     jnz .Lc1_b0_c0
 .Lc1_b0_done:
-// block 1: 16384 bytes, 64 chunk(s), 64 chunk executions per call
+// block 1: 65536 bytes, 256 chunk(s), 16 chunk executions per call
     mov rbx, qword ptr [r15 + 67117728]
-    lea rcx, [rbx + 64]
+    lea rcx, [rbx + 16]
     mov qword ptr [r15 + 67117728], rcx
-    mov r13d, 64
+    mov r13d, 16
+    mov eax, ebx
+    and eax, 255
+    lea rcx, [rip + .Lc1_b1_stubs]
+    lea rcx, [rcx + rax*8]
+    jmp rcx
+    .p2align 3
+.Lc1_b1_stubs:
+    .p2align 3
     jmp .Lc1_b1_c0
+    .p2align 3
+    jmp .Lc1_b1_c1
+    .p2align 3
+    jmp .Lc1_b1_c2
+    .p2align 3
+    jmp .Lc1_b1_c3
+    .p2align 3
+    jmp .Lc1_b1_c4
+    .p2align 3
+    jmp .Lc1_b1_c5
+    .p2align 3
+    jmp .Lc1_b1_c6
+    .p2align 3
+    jmp .Lc1_b1_c7
+    .p2align 3
+    jmp .Lc1_b1_c8
+    .p2align 3
+    jmp .Lc1_b1_c9
+    .p2align 3
+    jmp .Lc1_b1_c10
+    .p2align 3
+    jmp .Lc1_b1_c11
+    .p2align 3
+    jmp .Lc1_b1_c12
+    .p2align 3
+    jmp .Lc1_b1_c13
+    .p2align 3
+    jmp .Lc1_b1_c14
+    .p2align 3
+    jmp .Lc1_b1_c15
+    .p2align 3
+    jmp .Lc1_b1_c16
+    .p2align 3
+    jmp .Lc1_b1_c17
+    .p2align 3
+    jmp .Lc1_b1_c18
+    .p2align 3
+    jmp .Lc1_b1_c19
+    .p2align 3
+    jmp .Lc1_b1_c20
+    .p2align 3
+    jmp .Lc1_b1_c21
+    .p2align 3
+    jmp .Lc1_b1_c22
+    .p2align 3
+    jmp .Lc1_b1_c23
+    .p2align 3
+    jmp .Lc1_b1_c24
+    .p2align 3
+    jmp .Lc1_b1_c25
+    .p2align 3
+    jmp .Lc1_b1_c26
+    .p2align 3
+    jmp .Lc1_b1_c27
+    .p2align 3
+    jmp .Lc1_b1_c28
+    .p2align 3
+    jmp .Lc1_b1_c29
+    .p2align 3
+    jmp .Lc1_b1_c30
+    .p2align 3
+    jmp .Lc1_b1_c31
+    .p2align 3
+    jmp .Lc1_b1_c32
+    .p2align 3
+    jmp .Lc1_b1_c33
+    .p2align 3
+    jmp .Lc1_b1_c34
+    .p2align 3
+    jmp .Lc1_b1_c35
+    .p2align 3
+    jmp .Lc1_b1_c36
+    .p2align 3
+    jmp .Lc1_b1_c37
+    .p2align 3
+    jmp .Lc1_b1_c38
+    .p2align 3
+    jmp .Lc1_b1_c39
+    .p2align 3
+    jmp .Lc1_b1_c40
+    .p2align 3
+    jmp .Lc1_b1_c41
+    .p2align 3
+    jmp .Lc1_b1_c42
+    .p2align 3
+    jmp .Lc1_b1_c43
+    .p2align 3
+    jmp .Lc1_b1_c44
+    .p2align 3
+    jmp .Lc1_b1_c45
+    .p2align 3
+    jmp .Lc1_b1_c46
+    .p2align 3
+    jmp .Lc1_b1_c47
+    .p2align 3
+    jmp .Lc1_b1_c48
+    .p2align 3
+    jmp .Lc1_b1_c49
+    .p2align 3
+    jmp .Lc1_b1_c50
+    .p2align 3
+    jmp .Lc1_b1_c51
+    .p2align 3
+    jmp .Lc1_b1_c52
+    .p2align 3
+    jmp .Lc1_b1_c53
+    .p2align 3
+    jmp .Lc1_b1_c54
+    .p2align 3
+    jmp .Lc1_b1_c55
+    .p2align 3
+    jmp .Lc1_b1_c56
+    .p2align 3
+    jmp .Lc1_b1_c57
+    .p2align 3
+    jmp .Lc1_b1_c58
+    .p2align 3
+    jmp .Lc1_b1_c59
+    .p2align 3
+    jmp .Lc1_b1_c60
+    .p2align 3
+    jmp .Lc1_b1_c61
+    .p2align 3
+    jmp .Lc1_b1_c62
+    .p2align 3
+    jmp .Lc1_b1_c63
+    .p2align 3
+    jmp .Lc1_b1_c64
+    .p2align 3
+    jmp .Lc1_b1_c65
+    .p2align 3
+    jmp .Lc1_b1_c66
+    .p2align 3
+    jmp .Lc1_b1_c67
+    .p2align 3
+    jmp .Lc1_b1_c68
+    .p2align 3
+    jmp .Lc1_b1_c69
+    .p2align 3
+    jmp .Lc1_b1_c70
+    .p2align 3
+    jmp .Lc1_b1_c71
+    .p2align 3
+    jmp .Lc1_b1_c72
+    .p2align 3
+    jmp .Lc1_b1_c73
+    .p2align 3
+    jmp .Lc1_b1_c74
+    .p2align 3
+    jmp .Lc1_b1_c75
+    .p2align 3
+    jmp .Lc1_b1_c76
+    .p2align 3
+    jmp .Lc1_b1_c77
+    .p2align 3
+    jmp .Lc1_b1_c78
+    .p2align 3
+    jmp .Lc1_b1_c79
+    .p2align 3
+    jmp .Lc1_b1_c80
+    .p2align 3
+    jmp .Lc1_b1_c81
+    .p2align 3
+    jmp .Lc1_b1_c82
+    .p2align 3
+    jmp .Lc1_b1_c83
+    .p2align 3
+    jmp .Lc1_b1_c84
+    .p2align 3
+    jmp .Lc1_b1_c85
+    .p2align 3
+    jmp .Lc1_b1_c86
+    .p2align 3
+    jmp .Lc1_b1_c87
+    .p2align 3
+    jmp .Lc1_b1_c88
+    .p2align 3
+    jmp .Lc1_b1_c89
+    .p2align 3
+    jmp .Lc1_b1_c90
+    .p2align 3
+    jmp .Lc1_b1_c91
+    .p2align 3
+    jmp .Lc1_b1_c92
+    .p2align 3
+    jmp .Lc1_b1_c93
+    .p2align 3
+    jmp .Lc1_b1_c94
+    .p2align 3
+    jmp .Lc1_b1_c95
+    .p2align 3
+    jmp .Lc1_b1_c96
+    .p2align 3
+    jmp .Lc1_b1_c97
+    .p2align 3
+    jmp .Lc1_b1_c98
+    .p2align 3
+    jmp .Lc1_b1_c99
+    .p2align 3
+    jmp .Lc1_b1_c100
+    .p2align 3
+    jmp .Lc1_b1_c101
+    .p2align 3
+    jmp .Lc1_b1_c102
+    .p2align 3
+    jmp .Lc1_b1_c103
+    .p2align 3
+    jmp .Lc1_b1_c104
+    .p2align 3
+    jmp .Lc1_b1_c105
+    .p2align 3
+    jmp .Lc1_b1_c106
+    .p2align 3
+    jmp .Lc1_b1_c107
+    .p2align 3
+    jmp .Lc1_b1_c108
+    .p2align 3
+    jmp .Lc1_b1_c109
+    .p2align 3
+    jmp .Lc1_b1_c110
+    .p2align 3
+    jmp .Lc1_b1_c111
+    .p2align 3
+    jmp .Lc1_b1_c112
+    .p2align 3
+    jmp .Lc1_b1_c113
+    .p2align 3
+    jmp .Lc1_b1_c114
+    .p2align 3
+    jmp .Lc1_b1_c115
+    .p2align 3
+    jmp .Lc1_b1_c116
+    .p2align 3
+    jmp .Lc1_b1_c117
+    .p2align 3
+    jmp .Lc1_b1_c118
+    .p2align 3
+    jmp .Lc1_b1_c119
+    .p2align 3
+    jmp .Lc1_b1_c120
+    .p2align 3
+    jmp .Lc1_b1_c121
+    .p2align 3
+    jmp .Lc1_b1_c122
+    .p2align 3
+    jmp .Lc1_b1_c123
+    .p2align 3
+    jmp .Lc1_b1_c124
+    .p2align 3
+    jmp .Lc1_b1_c125
+    .p2align 3
+    jmp .Lc1_b1_c126
+    .p2align 3
+    jmp .Lc1_b1_c127
+    .p2align 3
+    jmp .Lc1_b1_c128
+    .p2align 3
+    jmp .Lc1_b1_c129
+    .p2align 3
+    jmp .Lc1_b1_c130
+    .p2align 3
+    jmp .Lc1_b1_c131
+    .p2align 3
+    jmp .Lc1_b1_c132
+    .p2align 3
+    jmp .Lc1_b1_c133
+    .p2align 3
+    jmp .Lc1_b1_c134
+    .p2align 3
+    jmp .Lc1_b1_c135
+    .p2align 3
+    jmp .Lc1_b1_c136
+    .p2align 3
+    jmp .Lc1_b1_c137
+    .p2align 3
+    jmp .Lc1_b1_c138
+    .p2align 3
+    jmp .Lc1_b1_c139
+    .p2align 3
+    jmp .Lc1_b1_c140
+    .p2align 3
+    jmp .Lc1_b1_c141
+    .p2align 3
+    jmp .Lc1_b1_c142
+    .p2align 3
+    jmp .Lc1_b1_c143
+    .p2align 3
+    jmp .Lc1_b1_c144
+    .p2align 3
+    jmp .Lc1_b1_c145
+    .p2align 3
+    jmp .Lc1_b1_c146
+    .p2align 3
+    jmp .Lc1_b1_c147
+    .p2align 3
+    jmp .Lc1_b1_c148
+    .p2align 3
+    jmp .Lc1_b1_c149
+    .p2align 3
+    jmp .Lc1_b1_c150
+    .p2align 3
+    jmp .Lc1_b1_c151
+    .p2align 3
+    jmp .Lc1_b1_c152
+    .p2align 3
+    jmp .Lc1_b1_c153
+    .p2align 3
+    jmp .Lc1_b1_c154
+    .p2align 3
+    jmp .Lc1_b1_c155
+    .p2align 3
+    jmp .Lc1_b1_c156
+    .p2align 3
+    jmp .Lc1_b1_c157
+    .p2align 3
+    jmp .Lc1_b1_c158
+    .p2align 3
+    jmp .Lc1_b1_c159
+    .p2align 3
+    jmp .Lc1_b1_c160
+    .p2align 3
+    jmp .Lc1_b1_c161
+    .p2align 3
+    jmp .Lc1_b1_c162
+    .p2align 3
+    jmp .Lc1_b1_c163
+    .p2align 3
+    jmp .Lc1_b1_c164
+    .p2align 3
+    jmp .Lc1_b1_c165
+    .p2align 3
+    jmp .Lc1_b1_c166
+    .p2align 3
+    jmp .Lc1_b1_c167
+    .p2align 3
+    jmp .Lc1_b1_c168
+    .p2align 3
+    jmp .Lc1_b1_c169
+    .p2align 3
+    jmp .Lc1_b1_c170
+    .p2align 3
+    jmp .Lc1_b1_c171
+    .p2align 3
+    jmp .Lc1_b1_c172
+    .p2align 3
+    jmp .Lc1_b1_c173
+    .p2align 3
+    jmp .Lc1_b1_c174
+    .p2align 3
+    jmp .Lc1_b1_c175
+    .p2align 3
+    jmp .Lc1_b1_c176
+    .p2align 3
+    jmp .Lc1_b1_c177
+    .p2align 3
+    jmp .Lc1_b1_c178
+    .p2align 3
+    jmp .Lc1_b1_c179
+    .p2align 3
+    jmp .Lc1_b1_c180
+    .p2align 3
+    jmp .Lc1_b1_c181
+    .p2align 3
+    jmp .Lc1_b1_c182
+    .p2align 3
+    jmp .Lc1_b1_c183
+    .p2align 3
+    jmp .Lc1_b1_c184
+    .p2align 3
+    jmp .Lc1_b1_c185
+    .p2align 3
+    jmp .Lc1_b1_c186
+    .p2align 3
+    jmp .Lc1_b1_c187
+    .p2align 3
+    jmp .Lc1_b1_c188
+    .p2align 3
+    jmp .Lc1_b1_c189
+    .p2align 3
+    jmp .Lc1_b1_c190
+    .p2align 3
+    jmp .Lc1_b1_c191
+    .p2align 3
+    jmp .Lc1_b1_c192
+    .p2align 3
+    jmp .Lc1_b1_c193
+    .p2align 3
+    jmp .Lc1_b1_c194
+    .p2align 3
+    jmp .Lc1_b1_c195
+    .p2align 3
+    jmp .Lc1_b1_c196
+    .p2align 3
+    jmp .Lc1_b1_c197
+    .p2align 3
+    jmp .Lc1_b1_c198
+    .p2align 3
+    jmp .Lc1_b1_c199
+    .p2align 3
+    jmp .Lc1_b1_c200
+    .p2align 3
+    jmp .Lc1_b1_c201
+    .p2align 3
+    jmp .Lc1_b1_c202
+    .p2align 3
+    jmp .Lc1_b1_c203
+    .p2align 3
+    jmp .Lc1_b1_c204
+    .p2align 3
+    jmp .Lc1_b1_c205
+    .p2align 3
+    jmp .Lc1_b1_c206
+    .p2align 3
+    jmp .Lc1_b1_c207
+    .p2align 3
+    jmp .Lc1_b1_c208
+    .p2align 3
+    jmp .Lc1_b1_c209
+    .p2align 3
+    jmp .Lc1_b1_c210
+    .p2align 3
+    jmp .Lc1_b1_c211
+    .p2align 3
+    jmp .Lc1_b1_c212
+    .p2align 3
+    jmp .Lc1_b1_c213
+    .p2align 3
+    jmp .Lc1_b1_c214
+    .p2align 3
+    jmp .Lc1_b1_c215
+    .p2align 3
+    jmp .Lc1_b1_c216
+    .p2align 3
+    jmp .Lc1_b1_c217
+    .p2align 3
+    jmp .Lc1_b1_c218
+    .p2align 3
+    jmp .Lc1_b1_c219
+    .p2align 3
+    jmp .Lc1_b1_c220
+    .p2align 3
+    jmp .Lc1_b1_c221
+    .p2align 3
+    jmp .Lc1_b1_c222
+    .p2align 3
+    jmp .Lc1_b1_c223
+    .p2align 3
+    jmp .Lc1_b1_c224
+    .p2align 3
+    jmp .Lc1_b1_c225
+    .p2align 3
+    jmp .Lc1_b1_c226
+    .p2align 3
+    jmp .Lc1_b1_c227
+    .p2align 3
+    jmp .Lc1_b1_c228
+    .p2align 3
+    jmp .Lc1_b1_c229
+    .p2align 3
+    jmp .Lc1_b1_c230
+    .p2align 3
+    jmp .Lc1_b1_c231
+    .p2align 3
+    jmp .Lc1_b1_c232
+    .p2align 3
+    jmp .Lc1_b1_c233
+    .p2align 3
+    jmp .Lc1_b1_c234
+    .p2align 3
+    jmp .Lc1_b1_c235
+    .p2align 3
+    jmp .Lc1_b1_c236
+    .p2align 3
+    jmp .Lc1_b1_c237
+    .p2align 3
+    jmp .Lc1_b1_c238
+    .p2align 3
+    jmp .Lc1_b1_c239
+    .p2align 3
+    jmp .Lc1_b1_c240
+    .p2align 3
+    jmp .Lc1_b1_c241
+    .p2align 3
+    jmp .Lc1_b1_c242
+    .p2align 3
+    jmp .Lc1_b1_c243
+    .p2align 3
+    jmp .Lc1_b1_c244
+    .p2align 3
+    jmp .Lc1_b1_c245
+    .p2align 3
+    jmp .Lc1_b1_c246
+    .p2align 3
+    jmp .Lc1_b1_c247
+    .p2align 3
+    jmp .Lc1_b1_c248
+    .p2align 3
+    jmp .Lc1_b1_c249
+    .p2align 3
+    jmp .Lc1_b1_c250
+    .p2align 3
+    jmp .Lc1_b1_c251
+    .p2align 3
+    jmp .Lc1_b1_c252
+    .p2align 3
+    jmp .Lc1_b1_c253
+    .p2align 3
+    jmp .Lc1_b1_c254
+    .p2align 3
+    jmp .Lc1_b1_c255
     .p2align 6
 .Lc1_b1_c0:
-    and r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
+    lea r8, [r11*8]
+    and r8, 8128
+    vmovdqu ymmword ptr [r15 + r8 + 7680], ymm15
+    and ecx, dword ptr [r15 + r8 + 7616]
+    mov r9, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
+    mov rdx, rbp
     jmp 1f
 1:
+    mov rdx, rsi
     jmp 1f
 1:
-    test ebx, 576
-    jnz 1f
-1:
+    mov rdx, rax
     mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 95
-    test ebx, 320
-    jnz 1f
-1:
+    movzx edx, sil
+    mov rcx, rcx
     jmp 1f
 1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    add rcx, qword ptr [r15 + rbp + 768]
+    and r9, 64
+    mov eax, dword ptr [r15 + r9 + 64]
+    movzx esi, dl
+    mov rdi, qword ptr [r15 + r8 + 7872]
+    mov dword ptr [r15 + r8 + 7744], 181
+    add rdx, qword ptr [r15 + r9 + 128]
+    mov rsi, r8
+    mov qword ptr [r15 + rbp + 704], r8
     jmp 1f
 1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 64]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    movzx r9d, byte ptr [r15 + r8 + 7488]
+    jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 128], r9b
-    and rbp, 64
-    vmovdqu xmmword ptr [r15 + rbp + 384], xmm7
-    movsxd r9, dword ptr [r15 + rbp + 320]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    movsxd rsi, dword ptr [r15 + r8 + 7936]
+    add r9, qword ptr [r15 + r8 + 7552]
+    mov byte ptr [r15 + rbp + 640], sil
+    mov qword ptr [r15 + r8 + 7808], r8
+    movzx esi, r8b
+    movsxd rsi, dword ptr [r15 + rbp + 576]
+    jmp 1f
 1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], dil
-    mov byte ptr [r15 + r8 + 256], al
     mov r8d, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c1:
-    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 213
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1216
-    jz 1f
-1:
-    movzx r8d, cl
-    mov eax, ebp
-    mov dword ptr [r15 + 0], 62
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 251
-    lea rbp, [r11*4]
-    test ebx, 576
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    inc dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r9, rdx
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edx, dl
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 384]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], 73
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 768], bpl
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + r8 + 448], rdx
+    jmp 1f
 1:
-    mov ecx, dword ptr [r15 + r8 + 448]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    movzx r8d, byte ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    mov edx, esi
+    jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 576], ebp
-    mov dword ptr [r15 + rbp + 640], r8d
-    mov byte ptr [r15 + rbp + 704], cl
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + r8 + 512]
+    mov r8d, 41
+    lea r8, [r11 + r11*1]
+    and edx, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 192], r9d
+    mov qword ptr [r15 + r8 + 256], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c2:
-    mov ecx, dword ptr [r15 + 0]
-    mov ebp, 211
-    and ecx, dword ptr [r15 + 0]
-    mov r8d, 172
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpmovmskb r8d, xmm14
-    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    mov dword ptr [r15 + 0], r8d
+    vmovq qword ptr [r15 + 0], xmm0
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm1
+    movzx r8d, r9b
+    mov r8, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm15
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    movzx r9d, byte ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
     jmp 1f
 1:
-    mov r8d, 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9216
-    jz 1f
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    mov eax, 110
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
-1:
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 448]
+    mov ecx, 104
+    movsxd rax, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov ecx, ebp
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 128], r9
-    test ebx, 256
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 512], r9d
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    add qword ptr [r15 + rbp + 320], r9
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 64]
-    mov r8d, ecx
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + r9 + 128], 147
+    jmp 1f
 1:
     jmp 1f
 1:
-    and r8d, dword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + rbp + 64], r8
+    mov rbp, qword ptr [r15 + r9 + 64]
+    lea r9, [r11 + r11*1]
+    movzx edx, dil
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov byte ptr [r15 + r9 + 512], dil
+    movzx ebp, r9b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    and rbp, 1984
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm1
+    mov r9, qword ptr [r15 + rbp + 1664]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov edi, ebp
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 512]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov edx, 9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 162
-    movzx r8d, sil
-    movzx r8d, r8b
-    test bl, 128
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 9
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rdi, rdx
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*4]
-    test bl, 128
-    jz 1f
+    jmp 1f
 1:
-    and r8, 16320
-    movsxd rbp, dword ptr [r15 + r8 + 15808]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 239
     lea r9, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 15872]
-    jmp 1f
-1:
+    movzx edi, dl
+    mov edx, 127
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rdx, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + rbp + 1472], edi
+    mov byte ptr [r15 + rbp + 1856], r9b
+    mov rdi, rdx
+    movzx edi, byte ptr [r15 + rbp + 1536]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + rbp + 1792]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 15936], 152
-    mov esi, 170
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, r8
-    mov dword ptr [r15 + r8 + 15680], esi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 15744]
-    mov dword ptr [r15 + rbp + 512], 34
-    movsxd rdx, dword ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm3
+    mov byte ptr [r15 + rbp + 1600], r8b
+    movzx eax, byte ptr [r15 + rbp + 1408]
+    add rdx, qword ptr [r15 + rbp + 1728]
+    and r8d, dword ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c4:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], r8d
     jmp 1f
 1:
-    mov esi, 176
-    movzx esi, bpl
-    mov byte ptr [r15 + 0], sil
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov r8d, 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 96
+    mov dword ptr [r15 + 0], 186
+    movzx edi, bpl
+    and edi, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm14, r9
+    movzx edi, dil
+    mov dword ptr [r15 + 0], 206
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    movzx esi, sil
-    jmp 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov esi, dword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd r9, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r8, [r11*4]
     jmp 1f
 1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    or qword ptr [r15 + r8 + 448], 29
-    mov esi, 78
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 512]
+    jmp 1f
 1:
-    mov esi, r9d
-    mov qword ptr [r15 + r9 + 320], rdx
-    movzx esi, byte ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r8 + 512], sil
+    and r8, 192
+    mov byte ptr [r15 + r8 + 768], dl
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 448]
+    add rdi, qword ptr [r15 + r8 + 704]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 235
+    mov dword ptr [r15 + r8 + 576], ecx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 238
+    and eax, dword ptr [r15 + r8 + 640]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c5:
-    lea rbp, [r11 + r11*8]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1472], edx
+    movzx eax, dl
+    vmovdqu xmmword ptr [r15 + 0], xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    nop
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, bpl
     jmp 1f
 1:
-    test bl, 192
-    jz 1f
-1:
+    mov rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rdx
-    movsxd r9, dword ptr [r15 + rbp + 1728]
-    mov dword ptr [r15 + rbp + 1600], 44
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r9, qword ptr [r15 + r8 + 192]
-    mov byte ptr [r15 + rbp + 1664], r9b
+    mov ecx, 115
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 1408], r9b
+    mov rcx, rdx
+    mov edx, dword ptr [r15 + 0]
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov dword ptr [r15 + rbp + 1792], 74
-    test ebx, 1073741824
-    jz 1f
+    lea r8, [r11*8]
+    mov byte ptr [r15 + r9 + 320], al
+    jmp 1f
+1:
+    and r8, 448
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r8 + 896]
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 256], xmm10
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov byte ptr [r15 + r8 + 1216], r9b
+    mov dword ptr [r15 + rbp + 192], esi
+    add rax, qword ptr [r15 + r8 + 960]
+    mov qword ptr [r15 + r8 + 1280], rax
+    movsxd rax, dword ptr [r15 + r8 + 1024]
+    and eax, dword ptr [r15 + r8 + 1088]
+    mov rcx, rdi
+    mov qword ptr [r15 + r8 + 1152], rax
+    and eax, dword ptr [r15 + r8 + 832]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 1536]
-    mov qword ptr [r15 + rbp + 1344], r9
-    test ebx, 256
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1856], 138
-    movzx edx, byte ptr [r15 + r9 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c6:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov eax, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, cl
-    mov r8d, 161
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 832
-    jnz 1f
-1:
-    movzx r8d, r8b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, al
+    mov r9d, 240
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, sil
+    test ebx, 3328
     jz 1f
 1:
-    mov dword ptr [r15 + 0], 145
-    mov r8d, dword ptr [r15 + 0]
-    mov rcx, r8
-    test bl, 192
-    jnz 1f
+    jmp 1f
 1:
-    mov ecx, 69
     mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ecx
+    mov byte ptr [r15 + 0], al
+    add rdx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
+    mov ecx, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 384]
     lea r8, [r11 + r11*1]
-    test ebx, 576
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
     and r8, 64
-    and ecx, dword ptr [r15 + r8 + 384]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rcx
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
-    and ecx, dword ptr [r15 + r8 + 320]
+    add rdx, qword ptr [r15 + r8 + 512]
+    mov qword ptr [r15 + rbp + 320], r8
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    mov esi, 9
+    jmp 1f
 1:
-    add rcx, qword ptr [r15 + r9 + 512]
-    mov r9d, dword ptr [r15 + rbp + 256]
-    mov ebp, 95
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + rbp + 256], dil
+    jmp 1f
+1:
+    vmovq xmm3, rdi
+    and ebp, dword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c7:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ebp, edx
-    test ebx, 256
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    mov dword ptr [r15 + 0], 31
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    mov r8d, 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm3
+    mov rdx, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov edx, ebp
-    movzx r8d, r8b
-    add qword ptr [r15 + 0], r8
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
+    mov dword ptr [r15 + 0], 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edx
+    add rdi, qword ptr [r15 + 0]
+    mov edx, 2
+    mov dword ptr [r15 + 0], 140
+    mov qword ptr [r15 + 0], r9
+    mov edx, 70
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov r8d, 169
+    add rdi, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + r8 + 448], al
+    lea r8, [r11 + r11*1]
+    jmp 1f
 1:
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 512]
     jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 512], 240
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 192]
-    mov rsi, qword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], cl
-    and edx, dword ptr [r15 + rbp + 256]
-    add rdx, qword ptr [r15 + r8 + 320]
+    add rbp, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r8 + 448], r9d
+    mov r8d, r8d
+    and edi, dword ptr [r15 + r9 + 192]
+    movzx r8d, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c8:
+    vpxor xmm3, xmm3, xmm5
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ecx
+    add r8, qword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 83
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdx
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    and esi, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, bpl
+    vpshufd xmm6, xmm3, 37
     jmp 1f
 1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], ebp
-    mov dword ptr [r15 + rbp + 768], 154
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov eax, 152
+    mov eax, 184
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, dil
+    movzx edi, byte ptr [r15 + 0]
+    vpor xmm3, xmm3, xmm11
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 1
+    mov rdx, rbp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov ecx, 152
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    mov esi, 4
-    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 64], bpl
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + r8 + 512], ebp
+    lea r9, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + rbp + 128]
+    jmp 1f
 1:
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], edi
-    mov esi, 159
-    movsxd rdi, dword ptr [r15 + rbp + 704]
-    add rdi, qword ptr [r15 + rbp + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vmovdqu xmmword ptr [r15 + r9 + 256], xmm3
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 320], 147
-    and edi, dword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r8 + 448], r9
+    add r8, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c9:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    test ebx, 256
-    jz 1f
-1:
-    mov edi, 219
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    mov edi, 96
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, edi
-    mov esi, eax
-    mov edi, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], ebp
-    test bl, 192
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    vpor xmm14, xmm14, xmm14
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 212
-    movzx esi, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r8, [r11*4]
+    and r8, 192
     lea r9, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r8 + 640]
     jmp 1f
 1:
     and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r8 + 512], 46
-    test ebx, 1073741824
-    jnz 1f
+    add rsi, qword ptr [r15 + r9 + 128]
+    jmp 1f
 1:
-    mov r8d, 36
-    mov qword ptr [r15 + rbp + 384], r8
-    mov dword ptr [r15 + r9 + 256], 194
-    test bl, 128
+    mov qword ptr [r15 + r8 + 768], rcx
+    mov ecx, 21
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
+    mov ebp, 106
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 768
     jz 1f
 1:
-    movzx r8d, r8b
-    vpcmpeqb xmm14, xmm14, xmm10
-    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], r8d
+    vpaddd xmm3, xmm3, xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    mov ecx, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + r8 + 704]
+    mov esi, 4
+    lea rbp, [r11 + r11*1]
+    .byte 0x66, 0x90
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 320], xmm3
+    mov byte ptr [r15 + rbp + 384], bpl
+    add rbp, qword ptr [r15 + r9 + 64]
+    add r9, qword ptr [r15 + r8 + 576]
+    mov esi, 7
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c10:
-    mov r8d, ecx
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 0]
+    movzx eax, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
     jmp 1f
 1:
+    movzx esi, sil
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    mov r9d, 149
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 125
     movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 116
-    jmp 1f
-1:
-    test bl, 192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 1
-    mov dword ptr [r15 + 0], 195
-    lea rbp, [r11 + r11*1]
+    mov r9d, eax
     lea r9, [r11 + r11*1]
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 68
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 448]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], r8
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 512], 9
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 256]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 128], 152
-    and r8d, dword ptr [r15 + rbp + 256]
-    and ebp, dword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 159
+    mov ecx, dword ptr [r15 + r9 + 448]
+    movzx r9d, cl
+    movzx r9d, byte ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov ebp, 31
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 192]
+    movzx ebp, dl
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c11:
-    lea rbp, [r11*4]
-    lea r8, [r11 + r11*1]
-    mov r9d, 3
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3520], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r8b
-    mov r9d, 118
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, rcx
     lea r9, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
     and r9, 64
-    and ecx, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r9 + 384], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 136
+    mov dword ptr [r15 + 0], 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rcx, dword ptr [r15 + rbp + 3456]
-    mov edi, 4
-    mov dword ptr [r15 + rbp + 3584], 107
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 0]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    test ebx, 320
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 64], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r9 + 320]
     jmp 1f
 1:
+    mov rax, rcx
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    mov r9d, r9d
+    lea r9, [r11 + r11*1]
+    mov rdx, r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r8d
+    mov byte ptr [r15 + r9 + 128], r9b
+    jmp 1f
+1:
+    mov r9, rbp
+    movzx r9d, r9b
+    add r8, qword ptr [r15 + rbp + 256]
     jmp 1f
 1:
     add r11, 64
@@ -860,266 +1284,231 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c12:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, cl
+    mov qword ptr [r15 + 0], rsi
+    mov esi, 12
+    mov edx, 99
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1344
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1344
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    bswap r9
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
     jmp 1f
 1:
-    and r9, 64
-    movzx ecx, byte ptr [r15 + r9 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    vpor xmm3, xmm3, xmm3
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 208
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 153
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r9, [r11 + r11*1]
+    mov rdx, r9
+    mov edi, dword ptr [r15 + 0]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 512]
     and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + r9 + 320], r8
+    mov dword ptr [r15 + rbp + 384], 24
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    test ebx, 320
-    jnz 1f
+    mov rax, rcx
+    jmp 1f
 1:
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 128]
-    add r9, qword ptr [r15 + rbp + 64]
-    movzx ecx, byte ptr [r15 + r8 + 64]
+    add rcx, qword ptr [r15 + r8 + 256]
+    mov rax, rdi
+    vpcmpeqb xmm3, xmm3, xmm6
+    mov byte ptr [r15 + r8 + 192], sil
+    mov byte ptr [r15 + r9 + 448], al
+    movzx edi, al
+    mov edi, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 320], dil
+    movzx edi, dil
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c13:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 217
+    mov byte ptr [r15 + 0], al
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + 0]
+    movsxd rax, dword ptr [r15 + 0]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 320
     jz 1f
 1:
-    and r8d, dword ptr [r15 + 0]
-    mov rcx, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, 113
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov edi, r8d
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
+    add qword ptr [r15 + 0], rdi
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov qword ptr [r15 + 0], rdi
-    movsxd r8, dword ptr [r15 + 0]
+    mov rdi, rsi
+    lea rbp, [r11*4]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], 237
     and r8, 64
-    mov edi, dword ptr [r15 + r8 + 384]
-    add rdi, qword ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + r9 + 448], bpl
-    mov dword ptr [r15 + rbp + 64], edi
-    test bl, 128
-    jz 1f
-1:
+    mov byte ptr [r15 + r8 + 512], al
+    and rbp, 192
+    and edi, dword ptr [r15 + rbp + 640]
+    lea r9, [r11 + r11*1]
     jmp 1f
 1:
-    movzx edi, cl
-    jmp 1f
-1:
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 576], ebp
+    mov esi, 52
+    mov dword ptr [r15 + r8 + 448], 49
+    mov dword ptr [r15 + r9 + 448], edx
+    mov edx, edx
+    mov byte ptr [r15 + rbp + 768], dil
+    mov dword ptr [r15 + rbp + 704], 255
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c14:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dl
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
-1:
+    mov edx, edi
     jmp 1f
 1:
-    mov r8d, ecx
+    mov edi, 43
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*4]
-    lea rbp, [r11 + r11*1]
-    test ebx, 384
-    jnz 1f
-1:
-    mov ecx, 46
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], dil
+    mov ebp, edi
+    vmovq qword ptr [r15 + 0], xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], edx
+    mov ecx, ebp
+    lea r8, [r11 + r11*1]
+    mov ecx, eax
+    mov dword ptr [r15 + 0], 0
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
     lea r9, [r11*4]
-    test ebx, 1073741824
-    jz 1f
+    mov rdx, rdi
+    jmp 1f
 1:
-    and edi, dword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 3648], edi
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], r9d
-    test ebx, 1600
-    jnz 1f
+    and r9, 192
+    lea rbp, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 512]
+    movzx esi, byte ptr [r15 + r9 + 704]
+    mov byte ptr [r15 + r9 + 640], dil
+    vpaddd xmm3, xmm3, xmm3
+    mov byte ptr [r15 + rbp + 448], dil
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], 65
-    mov dword ptr [r15 + r8 + 3520], 93
-    movzx edi, byte ptr [r15 + r9 + 7616]
-    test ebx, 1073741824
-    jnz 1f
+    and ebp, dword ptr [r15 + r9 + 768]
+    mov dword ptr [r15 + r8 + 320], ebp
+    jmp 1f
 1:
-    movzx edi, byte ptr [r15 + r8 + 3584]
-    mov dword ptr [r15 + r9 + 7680], 207
-    add rdi, qword ptr [r15 + r9 + 7552]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c15:
-    mov edi, 128
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    movzx edi, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    mov rdi, qword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov edi, edi
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*8]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, r8d
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3840], 204
+    and r9d, dword ptr [r15 + rbp + 3456]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    lea rbp, [r11 + r11*1]
-    mov rdi, r8
+    mov dword ptr [r15 + r8 + 448], 185
+    and r9d, dword ptr [r15 + rbp + 3648]
+    mov edi, edi
+    vmovq qword ptr [r15 + rbp + 3520], xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 704
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    and rbp, 64
     lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 64], ecx
-    and edi, dword ptr [r15 + rbp + 128]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 256], r9d
-    movsxd rcx, dword ptr [r15 + r8 + 448]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    and edi, dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + rbp + 3776], rsi
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + rbp + 3392]
+    jmp 1f
+1:
+    mov r9d, 48
+    mov dword ptr [r15 + rbp + 3904], 130
+    mov byte ptr [r15 + r8 + 512], r9b
+    movzx r9d, dl
+    mov qword ptr [r15 + rbp + 3712], r9
+    mov byte ptr [r15 + rbp + 3584], dil
     jmp 1f
 1:
     add r11, 64
@@ -1127,256 +1516,263 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c16:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    add qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jz 1f
-1:
-    lea rdi, [r15 + 67109504]
-    lea rsi, [r15 + 67113600]
-    mov ecx, 12
-    rep movsb
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    and ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 512], esi
+    lea r9, [r11 + r11*1]
+    mov esi, 62
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 256]
     jmp 1f
 1:
-    test bl, 128
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov esi, 122
-    mov rsi, rsi
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + rbp + 256], xmm14
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and esi, dword ptr [r15 + rbp + 192]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    mov ebp, r8d
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    xor dword ptr [r15 + r8 + 512], ebp
-    movzx ebp, r9b
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, qword ptr [r15 + 0]
+    mov rdi, rsi
+    and esi, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + r9 + 192], rsi
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*4]
+    mov esi, ebp
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 768], rbp
+    mov byte ptr [r15 + rbp + 704], r8b
+    vpcmpeqb xmm3, xmm3, xmmword ptr [r15 + r9 + 512]
+    mov r9d, ebp
+    mov r9d, dword ptr [r15 + rbp + 640]
+    movzx r8d, cl
+    mov dword ptr [r15 + rbp + 576], r8d
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c17:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 512]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 92
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
     mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov rax, qword ptr [r15 + 0]
+    mov r9d, 223
+    mov dword ptr [r15 + 0], 154
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
-    mov esi, edx
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r9d, r9d
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov byte ptr [r15 + 0], r9b
+    mov qword ptr [r15 + 0], r9
+    test ebx, 1280
     jz 1f
 1:
-    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r8 + 448], rsi
+    mov ecx, 202
+    mov rcx, rcx
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
     lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, edi
+    mov eax, 217
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    mov edi, dword ptr [r15 + r8 + 384]
+    and ecx, dword ptr [r15 + r8 + 256]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    add rcx, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm3
+    mov ebp, eax
+    mov dword ptr [r15 + r9 + 448], 5
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c18:
-    lea r8, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov ecx, esi
     jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    add rdi, qword ptr [r15 + r8 + 256]
-    and edi, dword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
 1:
     jmp 1f
 1:
-    mov edi, esi
+    mov dword ptr [r15 + 0], 212
+    mov dword ptr [r15 + 0], ebp
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
+    movzx ebp, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    vpmovmskb ebp, xmm3
+    jmp 1f
 1:
-    vpcmpeqb xmm14, xmm14, xmm12
-    mov byte ptr [r15 + 0], sil
-    mov rsi, rdi
-    test ebx, 245184
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 235
-    mov dword ptr [r15 + 0], 8
+    mov dword ptr [r15 + 0], 109
+    mov byte ptr [r15 + 0], cl
+    movzx ebp, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rsi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    mov ecx, r9d
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 236
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
+    jmp 1f
+1:
+    mov ecx, ecx
     lea rbp, [r11 + r11*1]
-    test ebx, 576
-    jz 1f
+    jmp 1f
 1:
+    mov dword ptr [r15 + 0], ebp
     and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 128]
-    add rsi, qword ptr [r15 + r8 + 320]
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
+    mov dword ptr [r15 + rbp + 512], 69
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], rcx
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    movzx ecx, byte ptr [r15 + r9 + 256]
+    mov ebp, ecx
+    mov dword ptr [r15 + r8 + 64], 118
+    mov r9d, ebp
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c19:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov r9, rbp
     and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov rsi, rcx
-    movzx esi, sil
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov ecx, dword ptr [r15 + rbp + 128]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 56
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 192
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r8, [r11*8]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3520], r8d
-    test ebx, 1073741824
+    mov byte ptr [r15 + 0], r9b
+    mov r9, rcx
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 768
     jz 1f
 1:
-    mov dword ptr [r15 + r8 + 3648], esi
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], 43
+    movzx ecx, r9b
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 242
     jmp 1f
 1:
-    vpxor xmm14, xmm14, xmm13
-    test bl, 128
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 3584], r8b
-    mov rsi, qword ptr [r15 + r8 + 3456]
+    mov dword ptr [r15 + 0], 137
     jmp 1f
 1:
-    lea r9, [r11*4]
-    mov rcx, qword ptr [r15 + r8 + 3776]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 64], r8
-    and r9, 192
-    movsxd rcx, dword ptr [r15 + r9 + 576]
-    mov esi, 218
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 704], rsi
-    movsxd rdi, dword ptr [r15 + r8 + 3712]
-    mov dword ptr [r15 + r9 + 768], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 5
+    movzx ecx, cl
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], ebp
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 177
     jmp 1f
 1:
-    test bl, 128
-    jnz 1f
+    jmp 1f
 1:
-    mov rsi, rdi
-    movsxd rsi, dword ptr [r15 + r8 + 3392]
-    mov qword ptr [r15 + r9 + 640], rsi
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 384], cl
+    mov ebp, 61
     add r11, 64
     inc rbx
     dec r13
@@ -1384,68 +1780,53 @@ ditto_body_c1:
 .Lc1_b1_c20:
     lea rbp, [r11 + r11*1]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 236
-    imul esi, r8d, 110
+    mov byte ptr [r15 + rbp + 320], r9b
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 94
     jmp 1f
 1:
-    add qword ptr [r15 + rbp + 512], r9
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, esi
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov r8d, 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov rsi, rsi
-    test ebx, 1073741824
-    jnz 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    and ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov dword ptr [r15 + 0], 93
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 147
+    mov r8d, 85
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu xmmword ptr [r15 + 0], xmm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 0]
+    mov r8d, 210
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    and r8, 64
     lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
+    mov rcx, qword ptr [r15 + r8 + 320]
     and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 159
-    mov rsi, rsi
-    movzx esi, sil
-    mov dword ptr [r15 + rbp + 192], 237
-    test ebx, 320
-    jz 1f
-1:
-    mov rsi, rsi
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 384], r9
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov esi, dword ptr [r15 + r8 + 384]
+    add r8, qword ptr [r15 + rbp + 384]
+    and r8d, dword ptr [r15 + r9 + 448]
     jmp 1f
 1:
     add r11, 64
@@ -1453,1157 +1834,1015 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c21:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    mov r8d, 210
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1344
-    jz 1f
-1:
-    mov r9d, 161
-    mov r9d, 235
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 384]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov esi, r8d
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r9
-    movzx r8d, byte ptr [r15 + r9 + 320]
-    lea r9, [r11 + r11*1]
-    mov esi, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 256]
-    mov r8, rbp
-    movzx r8d, sil
-    test bl, 128
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
+    mov r8d, 34
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 190
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov esi, 113
+    mov dword ptr [r15 + 0], 193
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    vmovq qword ptr [r15 + 0], xmm3
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    movsxd rcx, dword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + r8 + 448], 205
+    and r8d, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 320], 101
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c22:
-    lea rbp, [r11 + r11*8]
-    lea r8, [r11 + r11*1]
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    mov r9d, ebp
-    mov dword ptr [r15 + rbp + 7936], 194
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 7808]
-    mov esi, 8
-    mov dword ptr [r15 + rbp + 7680], esi
-    add r9, qword ptr [r15 + rbp + 7616]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 201
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, r9d
-    mov dword ptr [r15 + 0], 51
-    mov r9d, 137
-    test bl, 128
-    jnz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov ebp, r9d
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 512]
-    mov qword ptr [r15 + rbp + 8000], rsi
-    test bl, 128
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 64], rbp
-    mov esi, 34
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 448], esi
-    test ebx, 256
-    jz 1f
-1:
-    and esi, dword ptr [r15 + rbp + 7872]
-    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov r9d, r9d
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 168
+    lea r9, [r11*4]
+    lea r8, [r11*8]
+    add rcx, qword ptr [r15 + rbp + 64]
+    and r8, 8128
+    mov ebp, dword ptr [r15 + r8 + 7488]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], 55
+    vmovq qword ptr [r15 + r8 + 7744], xmm3
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + r8 + 7552]
+    mov rsi, qword ptr [r15 + r9 + 640]
+    vmovq qword ptr [r15 + r8 + 7616], xmm3
+    mov rax, rsi
+    mov dword ptr [r15 + r8 + 7872], 210
+    movzx eax, byte ptr [r15 + r8 + 7680]
+    mov dword ptr [r15 + r8 + 7808], eax
+    mov eax, r9d
+    movzx eax, byte ptr [r15 + r9 + 576]
+    jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 7552], 86
-    mov esi, ecx
-    mov edi, esi
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + r8 + 7936]
+    mov r8, qword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c23:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 384]
-    vpcmpeqb xmm14, xmm14, xmm9
-    mov r9d, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rsi, dword ptr [r15 + 0]
-    mov r9, rsi
-    test ebx, 576
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 147
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, esi
-    mov dword ptr [r15 + 0], 129
+    lea rbp, [r11*8]
+    and rbp, 4032
+    and r8d, dword ptr [r15 + rbp + 3456]
     lea r9, [r11*4]
-    mov dword ptr [r15 + rbp + 320], r8d
-    and r9, 192
-    add rsi, qword ptr [r15 + r9 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 704], 54
-    lea rbp, [r11 + r11*1]
     jmp 1f
 1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    test ebx, 1073741824
-    jz 1f
+    and r9, 192
+    mov rsi, qword ptr [r15 + r9 + 768]
+    jmp 1f
 1:
-    mov qword ptr [r15 + r9 + 640], rbp
-    movzx esi, byte ptr [r15 + r9 + 576]
-    mov dword ptr [r15 + rbp + 64], 62
+    movzx eax, dl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 704]
+    jmp 1f
+1:
+    vmovq xmm3, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 210
+    mov rax, rbp
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 166
+    mov dword ptr [r15 + rbp + 3392], 125
+    mov byte ptr [r15 + rbp + 3584], r8b
+    mov dword ptr [r15 + r9 + 640], r8d
+    add rax, qword ptr [r15 + rbp + 3712]
+    mov qword ptr [r15 + r9 + 576], rax
+    mov rdi, rax
+    mov rax, qword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + r8 + 128], eax
+    inc dword ptr [r15 + rbp + 3648]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c24:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    vpaddq xmm3, xmm3, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
     jmp 1f
 1:
-    mov rbp, rsi
+    mov rdi, rdi
+    mov dword ptr [r15 + 0], 199
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], 139
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 84
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
+    mov rax, rdi
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    mov qword ptr [r15 + 0], rdi
     jmp 1f
 1:
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    mov dword ptr [r15 + 0], eax
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + rbp + 64]
+    and edi, dword ptr [r15 + 0]
     and r8, 64
-    imul rsi, qword ptr [r15 + r8 + 256]
-    movzx ebp, byte ptr [r15 + r8 + 192]
-    test bl, 128
-    jz 1f
+    and edi, dword ptr [r15 + r8 + 192]
+    jmp 1f
 1:
-    vpxor xmm14, xmm14, xmm2
-    mov byte ptr [r15 + r9 + 384], r9b
-    movzx esi, dil
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov eax, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 256], 108
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 320], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 320], 4
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c25:
-    mov dword ptr [r15 + 0], 218
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rbp
-    movsxd rbp, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
+    lea rbp, [r11*8]
+    mov r9d, 129
+    and rbp, 448
+    movsxd rcx, dword ptr [r15 + rbp + 1216]
     jmp 1f
 1:
+    and r9d, dword ptr [r15 + rbp + 1088]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1600
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx r8d, bpl
-    test ebx, 576
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r8d
-    mov dword ptr [r15 + 0], ebp
-    lea rbp, [r11 + r11*1]
+    movzx edi, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 256]
-    mov esi, 222
-    mov byte ptr [r15 + rbp + 192], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov byte ptr [r15 + 0], dil
+    mov dword ptr [r15 + rbp + 832], 32
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 49
-    jmp 1f
-1:
+    mov byte ptr [r15 + rbp + 896], r8b
+    mov dword ptr [r15 + rbp + 960], 172
     and r8, 64
-    mov qword ptr [r15 + r8 + 448], rsi
-    vmovq qword ptr [r15 + rbp + 320], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov edi, dword ptr [r15 + r8 + 128]
     jmp 1f
 1:
-    mov ebp, dword ptr [r15 + r8 + 512]
-    imul r8d, edi, 84
+    movzx ecx, dil
+    vpaddd xmm3, xmm3, xmm3
+    vmovdqu xmmword ptr [r15 + rbp + 1280], xmm3
+    movzx edi, cl
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 1152], sil
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r9
+    movzx ecx, bpl
+    movzx ecx, cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1024], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 192], ecx
+    and r9d, dword ptr [r15 + r8 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c26:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 96
-    add r8, qword ptr [r15 + 0]
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 44
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, ebp
     jmp 1f
 1:
-    mov ebp, 159
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*1]
-    mov r9d, 135
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jnz 1f
+    lea rbp, [r11 + r11*8]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3776], edx
+    mov edx, ebp
+    lea r8, [r11 + r11*1]
+    mov rdx, r8
+    mov byte ptr [r15 + rbp + 3456], dl
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], dil
+    movzx eax, byte ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + rbp + 3584], r9d
+    vmovdqu ymmword ptr [r15 + rbp + 3712], ymm3
+    jmp 1f
+1:
+    jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 68
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 229
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 448]
+    movzx r9d, byte ptr [r15 + rbp + 3392]
+    and edi, dword ptr [r15 + r8 + 512]
+    movzx r8d, byte ptr [r15 + rbp + 3840]
+    jmp 1f
 1:
-    movsxd rsi, dword ptr [r15 + rbp + 320]
-    mov qword ptr [r15 + r8 + 320], rsi
-    mov dword ptr [r15 + r9 + 256], esi
+    mov byte ptr [r15 + rbp + 3904], r8b
+    movsxd r8, dword ptr [r15 + rbp + 3520]
+    mov rcx, qword ptr [r15 + rbp + 3648]
+    mov rbp, rcx
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c27:
-    mov esi, 216
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 4
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11*4]
-    test bl, 128
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpxor xmm3, xmm3, xmm15
     and rbp, 192
-    mov r8d, dword ptr [r15 + rbp + 640]
-    mov r9d, esi
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    movzx esi, r9b
+    vmovdqu ymmword ptr [r15 + rbp + 640], ymm3
+    vpaddd xmm3, xmm3, xmm3
+    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, cl
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov rsi, rcx
-    mov esi, 103
     lea r8, [r11 + r11*1]
-    test ebx, 1152
-    jz 1f
-1:
+    mov rdi, r8
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 256], 63
-    mov byte ptr [r15 + rbp + 768], r8b
-    mov byte ptr [r15 + r9 + 512], r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + r8 + 448], r8
+    mov rdi, r8
+    lea r9, [r11 + r11*1]
+    movsxd rdi, dword ptr [r15 + rbp + 704]
+    add rdi, qword ptr [r15 + r8 + 512]
+    vmovq qword ptr [r15 + rbp + 768], xmm3
+    and r9, 64
+    movsxd r8, dword ptr [r15 + r9 + 384]
+    movzx eax, r8b
+    mov qword ptr [r15 + r9 + 320], rdi
+    jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + rbp + 576]
-    and esi, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 192], esi
+    jmp 1f
+1:
+    vmovq xmm6, rcx
+    mov dword ptr [r15 + rbp + 576], ecx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c28:
-    lea r9, [r11 + r11*1]
-    mov esi, 236
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 91
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx esi, byte ptr [r15 + r8 + 832]
-    mov rbp, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 1152], ymm14
-    mov rbp, qword ptr [r15 + r8 + 960]
-    mov dword ptr [r15 + r9 + 64], 10
-    movzx r9d, bpl
-    lea r9, [r11 + r11*1]
-    test ebx, 704
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 1216], sil
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
+    lea r8, [r11 + r11*8]
+    and r8, 4032
+    vmovdqu xmmword ptr [r15 + r8 + 3584], xmm6
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 896]
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 152
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 192]
-    mov r9d, 21
-    test ebx, 1216
-    jz 1f
+    jmp 1f
 1:
-    add qword ptr [r15 + r8 + 1024], rsi
-    mov rsi, r9
-    and esi, dword ptr [r15 + r8 + 1088]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 86
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + r8 + 3904], r9b
+    mov rdi, r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 183
+    movzx ecx, byte ptr [r15 + r8 + 3840]
+    mov rdi, qword ptr [r15 + r8 + 3392]
+    mov rbp, qword ptr [r15 + r8 + 3648]
+    lea rbp, [r11 + r11*1]
+    mov rdx, rbp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + r8 + 3456]
+    movzx eax, dl
+    mov edx, dword ptr [r15 + r8 + 3776]
+    mov qword ptr [r15 + r9 + 128], r8
+    mov byte ptr [r15 + r8 + 3520], dl
+    mov esi, 35
+    mov dword ptr [r15 + r8 + 3712], esi
+    add rsi, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c29:
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], r8b
-    and r9d, dword ptr [r15 + rbp + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + 0]
+    mov r9d, 24
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
     jmp 1f
 1:
     jmp 1f
 1:
-    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], 200
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    vmovq qword ptr [r15 + 0], xmm6
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
+    inc dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm3
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 64]
+    mov r9d, edi
     mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r9b
-    movzx r9d, r8b
-    mov r8, rbp
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r9, [r11 + r11*1]
+    mov ecx, 16
+    xor dword ptr [r15 + r8 + 128], ecx
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    mov ecx, r9d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
     jmp 1f
 1:
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 384]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 640], r8d
-    add rbp, qword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r8 + 576]
-    mov qword ptr [r15 + r8 + 704], rbp
-    add rbp, qword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 128], rcx
+    movzx r8d, byte ptr [r15 + r9 + 192]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c30:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 178
-    and ebp, dword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 47
     and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test bl, 192
-    jz 1f
-1:
-    mov ebp, 99
-    mov qword ptr [r15 + 0], rsi
-    movzx ebp, byte ptr [r15 + 0]
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, r9d
-    mov r9d, edi
-    vmovq qword ptr [r15 + 0], xmm14
+    movzx r8d, cl
+    mov ecx, dword ptr [r15 + 0]
+    mov rdi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r9
     test ebx, 1073741824
     jz 1f
 1:
+    mov ecx, ecx
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm14, xmm14, xmm1
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test bl, 192
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 128]
-    mov edi, 87
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rbp
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], r9
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 128
-    test ebx, 225216
-    jnz 1f
-1:
+    movzx ecx, byte ptr [r15 + 0]
     and r8, 64
-    mov byte ptr [r15 + r8 + 384], r8b
-    mov qword ptr [r15 + r9 + 256], r8
-    and r9d, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r8 + 192], 188
+    lea r9, [r11*4]
+    mov dword ptr [r15 + r8 + 256], r9d
+    and r9, 192
+    mov r8d, dword ptr [r15 + r9 + 576]
+    and edi, dword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + r9 + 768], edi
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + rbp + 64], dil
+    movzx edx, cl
+    mov byte ptr [r15 + r9 + 640], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c31:
-    lea rbp, [r11*8]
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
-    movzx r9d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 448
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 576
-    jnz 1f
-1:
+    vmovq qword ptr [r15 + 0], xmm6
+    movsxd rdx, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], edx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movzx edx, byte ptr [r15 + 0]
+    jmp 1f
 1:
-    and r9d, dword ptr [r15 + rbp + 3648]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 170
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    xor dword ptr [r15 + 0], ebp
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 3520]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + rbp + 512], r8d
     lea r9, [r11 + r11*1]
-    mov rdi, r9
-    vmovdqu ymmword ptr [r15 + rbp + 3712], ymm14
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    vmovdqu xmmword ptr [r15 + rbp + 448], xmm3
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rbp, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 64], 36
+    mov r8d, ebp
     jmp 1f
 1:
-    movzx esi, sil
-    movzx esi, r8b
-    test ebx, 1073741824
-    jnz 1f
+    mov ebp, dword ptr [r15 + r9 + 320]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 448], 221
-    and r8d, dword ptr [r15 + r9 + 384]
-    mov rsi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, esi
-    mov rsi, qword ptr [r15 + rbp + 3584]
-    mov dword ptr [r15 + rbp + 3456], r9d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c32:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 241
-    mov esi, r8d
-    movzx esi, byte ptr [r15 + r8 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    lea rbp, [r11 + r11*8]
+    jmp 1f
 1:
-    mov r8, rsi
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3456]
+    mov dword ptr [r15 + rbp + 3648], r8d
+    and r8d, dword ptr [r15 + rbp + 3392]
+    mov r9d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r8d
+    movzx r9d, bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    test ebx, 256
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov qword ptr [r15 + r8 + 3392], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 3456], r8b
-    mov esi, 223
-    mov rbp, r9
-    mov esi, dword ptr [r15 + r8 + 3584]
-    lea rbp, [r11 + r11*1]
-    test bl, 128
-    jz 1f
-1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r8 + 3520], rsi
-    mov byte ptr [r15 + r8 + 3648], sil
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov esi, 88
-    mov rsi, qword ptr [r15 + r8 + 3712]
     mov r9, r9
-    mov dword ptr [r15 + rbp + 192], r9d
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, 187
+    lea r9, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 193
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 172
+    jmp 1f
 1:
-    mov r9d, 70
-    mov byte ptr [r15 + r8 + 3776], r9b
-    movzx r9d, r9b
+    and r8, 64
+    movsxd rdi, dword ptr [r15 + r8 + 448]
+    mov byte ptr [r15 + rbp + 3904], r9b
+    add rdi, qword ptr [r15 + rbp + 3840]
+    mov dword ptr [r15 + rbp + 3584], edi
+    mov edi, dword ptr [r15 + rbp + 3712]
+    mov dword ptr [r15 + rbp + 3520], edi
+    mov dword ptr [r15 + rbp + 3776], edi
+    movzx ebp, dil
+    mov byte ptr [r15 + r9 + 448], bpl
+    mov dword ptr [r15 + r8 + 512], 41
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c33:
-    mov dword ptr [r15 + 0], esi
-    mov rsi, r9
-    movsxd rsi, dword ptr [r15 + 0]
-    movzx r9d, sil
-    test ebx, 1344
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 576
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov r9d, 10
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea rbp, [r11 + r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 640], ebp
-    lea r9, [r11 + r11*1]
-    test ebx, 576
-    jnz 1f
+    jmp 1f
 1:
-    and r9, 64
-    movzx edi, byte ptr [r15 + r9 + 128]
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3840], 235
     lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 704], r8b
+    jmp 1f
+1:
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, esi
+    mov byte ptr [r15 + r8 + 64], r8b
     jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 64], dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 768]
-    mov r9d, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + rbp + 3392], r8d
+    mov rdi, rdi
+    movzx edi, byte ptr [r15 + rbp + 3648]
+    mov r9d, dword ptr [r15 + rbp + 3904]
     jmp 1f
 1:
-    test ebx, 126400
-    jnz 1f
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 3456]
+    and r9, 64
+    movzx edx, byte ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 3584], edx
+    add rdx, qword ptr [r15 + rbp + 3520]
+    jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + rbp + 576], ymm14
-    mov ebp, 201
-    mov ebp, 76
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 448], dl
+    movsxd rdx, dword ptr [r15 + rbp + 3776]
+    mov qword ptr [r15 + r8 + 128], rdx
+    mov eax, edx
+    mov dword ptr [r15 + rbp + 3712], 95
+    jmp 1f
+1:
+    mov rdx, rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c34:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov edx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    and r9, 448
+    mov rdi, qword ptr [r15 + r9 + 1152]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r9 + 896]
+    mov dword ptr [r15 + r9 + 1280], eax
+    lea rbp, [r11 + r11*1]
+    mov edx, r9d
+    mov rax, rdx
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 150
+    movzx eax, bpl
+    mov eax, eax
+    mov rdx, r9
+    movzx eax, byte ptr [r15 + rbp + 384]
+    add rax, qword ptr [r15 + r9 + 1216]
+    mov qword ptr [r15 + r9 + 1024], rax
     jmp 1f
 1:
-    test bl, 128
-    jz 1f
-1:
-    lea rbp, [r11*8]
-    mov edi, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    vmovdqu xmmword ptr [r15 + rbp + 1472], xmm14
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rdi, dword ptr [r15 + r8 + 128]
-    add rdi, qword ptr [r15 + rbp + 1664]
-    mov esi, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r9 + 960], edi
+    mov rbp, rax
+    movzx ebp, byte ptr [r15 + r9 + 832]
+    mov rax, qword ptr [r15 + r9 + 1088]
+    mov edx, eax
     lea r9, [r11 + r11*1]
-    mov esi, edx
-    jmp 1f
-1:
+    mov rdx, r9
     and r9, 64
-    mov dword ptr [r15 + r9 + 256], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 192]
-    mov r9, qword ptr [r15 + rbp + 1344]
-    and esi, dword ptr [r15 + rbp + 1536]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 64], r9b
-    mov qword ptr [r15 + rbp + 1408], rbp
-    movzx r9d, byte ptr [r15 + rbp + 1600]
+    movzx edi, byte ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r9 + 192], 83
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c35:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    lea r9, [r11 + r11*1]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 149
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 200
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 320]
     lea rbp, [r11 + r11*1]
-    and esi, dword ptr [r15 + r9 + 704]
-    mov r8d, 102
-    lea r8, [r11*8]
+    movzx edi, bpl
     and rbp, 64
-    and esi, dword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jnz 1f
+    mov qword ptr [r15 + rbp + 512], rbp
+    jmp 1f
 1:
-    and r8, 1984
-    movsxd rdi, dword ptr [r15 + r8 + 1664]
-    mov dword ptr [r15 + r8 + 1472], edi
-    and edi, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, edi
-    mov dword ptr [r15 + r9 + 640], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], edi
-    movzx edi, byte ptr [r15 + r8 + 1728]
-    mov qword ptr [r15 + r9 + 768], rdi
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 0
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edi, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + r8 + 1536], rdi
-    mov edi, dword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r8 + 1344], edi
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + rbp + 448]
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 256]
+    mov rdx, qword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 384], dl
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c36:
-    lea rbp, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 0]
+    mov r8, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], ebp
-    mov edi, 40
-    mov edi, r9d
-    test ebx, 1152
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 174
-    test ebx, 1073741824
-    jnz 1f
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov edi, edi
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    vmovq qword ptr [r15 + 0], xmm6
+    mov edx, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + 0]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
+    mov byte ptr [r15 + 0], r9b
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    and r8d, dword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
     lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 192], r9b
+    mov dword ptr [r15 + 0], edx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 128]
-    test ebx, 576
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 512], 76
-    test ebx, 256
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 64]
-    movzx r9d, r8b
+    and r8d, dword ptr [r15 + r9 + 320]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*4]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rbp
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], 46
+    mov qword ptr [r15 + r9 + 384], r8
+    movzx r9d, r9b
+    and r9d, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r8 + 768], 123
+    mov qword ptr [r15 + r8 + 576], rdx
+    movzx ebp, byte ptr [r15 + r8 + 704]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c37:
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    and ebp, dword ptr [r15 + 0]
+    mov r8d, 194
+    mov r9d, 27
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 188
+    and ebp, dword ptr [r15 + 0]
+    mov r8d, eax
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    test bl, 128
-    jz 1f
-1:
-    mov r9, r9
+    movzx r8d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov edi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r8, [r11 + r11*1]
+    add rbp, qword ptr [r15 + 0]
     lea r9, [r11 + r11*1]
-    mov edi, 184
+    mov qword ptr [r15 + 0], r8
     and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    mov rdi, qword ptr [r15 + r9 + 256]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov r8d, esi
-    test ebx, 704
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], esi
-    mov byte ptr [r15 + rbp + 320], r8b
-    mov r9d, esi
-    lea r9, [r11 + r11*1]
-    test ebx, 256
-    jz 1f
-1:
+    mov edx, 51
     jmp 1f
 1:
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 512]
-    mov ebp, dword ptr [r15 + r9 + 448]
+    movzx edx, dl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 114
+    mov rdx, rbp
+    mov edx, 242
+    mov edx, 144
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov dword ptr [r15 + r9 + 448], 176
+    mov edx, 211
+    movsxd r9, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 64], r9
+    mov rdx, rdx
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c38:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 197
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx esi, byte ptr [r15 + 0]
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
-1:
-    mov r9d, 64
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, r9d
-    mov r9d, 163
-    test ebx, 576
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 192], 36
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], bpl
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r8 + 320], 189
-    mov r8d, 171
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    mov rdx, qword ptr [r15 + 0]
+    mov r9, rdx
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov ebp, r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    vpcmpeqb xmm6, xmm6, xmm5
+    mov dword ptr [r15 + 0], 119
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], dl
+    mov edx, edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 202
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov rbp, rdi
-    movzx ebp, byte ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rdx, r9
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rbp, dword ptr [r15 + r9 + 448]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov edx, dword ptr [r15 + r9 + 512]
+    lea r9, [r11 + r11*1]
+    mov edi, 212
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm6
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    vpshufd xmm6, xmm6, 29
+    mov rdi, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
     jmp 1f
 1:
     add r11, 64
@@ -2611,2235 +2850,13142 @@ ditto_body_c1:
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c39:
-    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm14
-    mov ebp, edi
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov edx, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov dword ptr [r15 + 0], 59
+    jmp 1f
+1:
+    test ebx, 512
     jz 1f
 1:
+    vpaddd xmm6, xmm6, xmm6
     jmp 1f
 1:
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r9d, 4
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov ebp, 187
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
+    movsxd r9, dword ptr [r15 + 0]
     jmp 1f
 1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 128
-    jnz 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], r8d
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 256], xmm14
-    mov edi, 6
-    jmp 1f
-1:
     lea r9, [r11 + r11*1]
-    test ebx, 320
-    jnz 1f
-1:
-    mov edi, r9d
-    mov edi, edi
+    and rbp, 64
+    and edx, dword ptr [r15 + rbp + 448]
+    lea r8, [r11 + r11*1]
+    mov edi, 219
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 64]
     and r9, 64
-    and edi, dword ptr [r15 + r9 + 512]
-    add rdi, qword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 384], 2
-    movsxd rdi, dword ptr [r15 + r8 + 192]
+    mov dword ptr [r15 + r9 + 384], r9d
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 128]
+    movzx r8d, al
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov byte ptr [r15 + r9 + 320], r8b
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c40:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 193
+    movzx eax, sil
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r8, [r11 + r11*1]
+    mov eax, r8d
+    mov rax, rax
+    mov eax, 200
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dil
+    mov r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 256960
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
+    mov edi, dword ptr [r15 + 0]
+    vpmovmskb edx, xmm6
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     movzx r9d, byte ptr [r15 + 0]
-    test ebx, 53248
-    jz 1f
+    mov dword ptr [r15 + 0], 198
+    mov ebp, 77
+    jmp 1f
 1:
-    mov rbp, r9
+    movzx ebp, cl
+    mov qword ptr [r15 + 0], rdi
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 206
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + rbp + 128], rbp
     lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    vpcmpeqb xmm14, xmm14, xmm15
-    add rdi, qword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edi, dword ptr [r15 + r9 + 64]
-    mov r9d, edi
-    movsxd r9, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r9 + 192], 152
+    mov dword ptr [r15 + r8 + 384], edi
+    add rdi, qword ptr [r15 + r9 + 256]
+    mov r9, qword ptr [r15 + rbp + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c41:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], dil
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    lea r9, [r11 + r11*8]
+    and r9, 1984
+    movzx edi, byte ptr [r15 + r9 + 1664]
+    jmp 1f
 1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    test bl, 192
-    jnz 1f
+    mov ebp, 215
+    jmp 1f
+1:
+    mov ebp, r9d
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea rbp, [r11 + r11*8]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1536], esi
-    add r9, qword ptr [r15 + rbp + 1792]
-    mov rsi, qword ptr [r15 + rbp + 1600]
-    test ebx, 1600
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 192]
+    jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1344], esi
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + rbp + 1856]
-    mov edi, esi
-    test ebx, 256
-    jz 1f
+    jmp 1f
 1:
-    and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    vmovdqu ymmword ptr [r15 + rbp + 1664], ymm14
-    mov edi, 131
-    mov qword ptr [r15 + r9 + 128], rdi
+    mov dword ptr [r15 + r9 + 1536], ebp
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 1408], edi
-    mov dword ptr [r15 + rbp + 1728], edi
-    mov dword ptr [r15 + rbp + 1472], r9d
+    movzx edi, al
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 1728]
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 256], al
+    mov rax, rax
+    movzx eax, byte ptr [r15 + r9 + 1408]
+    mov dword ptr [r15 + r9 + 1344], eax
+    and edi, dword ptr [r15 + r9 + 1472]
+    jmp 1f
+1:
+    mov rax, rdi
+    mov dword ptr [r15 + r9 + 1600], 35
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 1856], ymm6
+    mov qword ptr [r15 + r9 + 1792], rdx
+    add rdi, qword ptr [r15 + r8 + 448]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c42:
+    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 237
+    mov qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 7
+    movzx r8d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 162
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 4
     jmp 1f
 1:
-    mov edi, r9d
-    lea r9, [r11*8]
-    mov rdi, rsi
-    and r9, 448
-    mov dword ptr [r15 + r9 + 896], 212
-    test ebx, 1073741824
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1088], 230
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
+1:
+    mov edi, 162
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 41
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
-    jnz 1f
+    mov dword ptr [r15 + 0], edi
+    mov edi, edi
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 39
+    jmp 1f
 1:
-    mov rdi, qword ptr [r15 + r9 + 1216]
-    mov qword ptr [r15 + r9 + 832], rdi
     lea rbp, [r11 + r11*1]
-    movzx edi, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 192]
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov edi, dword ptr [r15 + rbp + 320]
-    and edi, dword ptr [r15 + r9 + 960]
-    mov esi, r9d
-    test ebx, 320
-    jnz 1f
-1:
-    mov r8, r11
-    mov rdi, qword ptr [r15 + r9 + 1152]
-    and r8, 1984
-    mov rsi, qword ptr [r15 + r8 + 1344]
-    mov r8d, esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + rbp + 384]
-    mov r8d, dword ptr [r15 + r9 + 1024]
-    mov ebp, 168
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov byte ptr [r15 + r8 + 256], bpl
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 43
+    mov qword ptr [r15 + rbp + 256], r9
+    add rbp, qword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c43:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     jmp 1f
 1:
-    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    lea r9, [r11 + r11*8]
     jmp 1f
 1:
-    and edi, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
+    and r9, 4032
+    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm6
+    mov dword ptr [r15 + r9 + 3392], r9d
+    and ebp, dword ptr [r15 + r9 + 3776]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    inc dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 40
-    mov qword ptr [r15 + 0], rdi
-    mov byte ptr [r15 + 0], dil
-    mov rdi, qword ptr [r15 + 0]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + r9 + 3840]
+    and ebp, dword ptr [r15 + r9 + 3520]
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov edi, dword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r9 + 3456], 203
+    jmp 1f
+1:
     and r8, 64
-    mov esi, dword ptr [r15 + r8 + 512]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    mov rdi, qword ptr [r15 + r8 + 64]
+    mov eax, 222
+    mov dword ptr [r15 + r9 + 3648], eax
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rcx
-    and edi, dword ptr [r15 + rbp + 576]
-    mov esi, dword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 448], r8d
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov edi, esi
-    mov qword ptr [r15 + rbp + 640], rdi
-    mov qword ptr [r15 + r9 + 256], rdi
+    mov dword ptr [r15 + r9 + 3584], ebp
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    and r8d, dword ptr [r15 + r9 + 3904]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 256]
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c44:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 192
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, 227
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 101
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    xor dword ptr [r15 + 0], ebp
     lea r8, [r11 + r11*1]
-    test ebx, 576
-    jnz 1f
-1:
+    mov rbp, rax
+    mov r9d, 94
     and r8, 64
-    add rdi, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r8 + 128], 0
+    lea rbp, [r11 + r11*1]
+    mov r9d, 140
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 192]
-    lea r9, [r11*4]
-    mov dword ptr [r15 + rbp + 256], r9d
-    test bl, 128
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 64], r9d
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], r8d
+    and r9d, dword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    movzx r9d, al
+    lea r9, [r11 + r11*8]
+    movzx edi, r9b
+    vpmovmskb edi, xmm6
+    and r9, 4032
+    and eax, dword ptr [r15 + r9 + 3584]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov byte ptr [r15 + r9 + 704], bpl
-    vmovdqu ymmword ptr [r15 + r9 + 640], ymm14
-    mov rbp, qword ptr [r15 + r9 + 576]
+    movsxd rax, dword ptr [r15 + r9 + 3456]
+    add rax, qword ptr [r15 + r9 + 3648]
+    jmp 1f
+1:
+    mov rdi, rax
+    mov qword ptr [r15 + r8 + 64], rdi
+    inc dword ptr [r15 + r9 + 3520]
+    jmp 1f
+1:
+    mov rdi, rdx
+    mov dword ptr [r15 + r9 + 3840], 119
+    mov qword ptr [r15 + r9 + 3712], rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 3392], rdx
+    mov dword ptr [r15 + r9 + 3776], edi
+    mov rax, rdi
+    or qword ptr [r15 + r9 + 3904], 40
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c45:
+    lea r9, [r11 + r11*8]
+    vpaddd xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    and r9, 1984
+    movsxd rax, dword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, ebp
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 640
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], ebp
     jmp 1f
 1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r9d, 37
-    test ebx, 320
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, r9b
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + 0], bpl
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r9
-    mov r9, rbp
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov byte ptr [r15 + r9 + 1856], bpl
+    movzx edi, byte ptr [r15 + rbp + 320]
+    mov rbp, rdi
+    mov ebp, 188
+    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
+    add rdi, qword ptr [r15 + r9 + 1472]
     jmp 1f
 1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], edx
+    mov byte ptr [r15 + rbp + 128], bpl
+    vmovq xmm6, rax
     jmp 1f
 1:
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + r9 + 320]
-    add rdi, qword ptr [r15 + rbp + 128]
-    test bl, 128
-    jz 1f
+    mov qword ptr [r15 + r9 + 1536], rdi
+    mov ebp, ebp
+    mov rbp, rdi
+    add rbp, qword ptr [r15 + r9 + 1728]
+    jmp 1f
 1:
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 512]
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm14
-    mov dword ptr [r15 + r8 + 448], 65
+    mov qword ptr [r15 + r9 + 1792], rbp
+    mov rbp, qword ptr [r15 + r9 + 1600]
+    mov dword ptr [r15 + r9 + 1408], 78
+    and ebp, dword ptr [r15 + r9 + 1664]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c46:
+    mov dword ptr [r15 + 0], 234
+    jmp 1f
+1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 49024
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 80
+    and ebp, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movzx edi, dl
+    jmp 1f
 1:
-    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, byte ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmm8
+    vpmovmskb edi, xmm6
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r9
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r8, r9
+    add rbp, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
+    mov edi, ebp
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
+    lea rbp, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], eax
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 128]
     and r9, 64
-    and ebp, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov qword ptr [r15 + r9 + 320], r8
-    mov qword ptr [r15 + r8 + 448], rbp
-    lea r8, [r11 + r11*1]
-    test bl, 192
-    jnz 1f
-1:
-    movzx ebp, r9b
-    and r8, 64
-    mov rbp, qword ptr [r15 + r8 + 64]
-    add rbp, qword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + r9 + 256], r9
+    add rax, qword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + r8 + 64], al
+    mov byte ptr [r15 + r9 + 192], al
+    mov r8d, 34
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c47:
+    lea r8, [r11*8]
+    mov eax, 212
+    mov eax, eax
+    and r8, 448
     lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1088], 138
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
+    and eax, dword ptr [r15 + rbp + 64]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 25600
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r9d, xmm6
+    mov rdi, r9
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 6400
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r8d
-    mov r9d, 155
-    test ebx, 1073741824
-    jz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 204
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 97
+    mov qword ptr [r15 + r8 + 1152], r9
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r8 + 1024], dil
+    and edi, dword ptr [r15 + rbp + 128]
+    mov byte ptr [r15 + r8 + 832], dil
     and r9, 64
-    movsxd rsi, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r8 + 448], ebp
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rdi, dword ptr [r15 + r9 + 512]
+    mov rbp, qword ptr [r15 + r8 + 1280]
+    mov rax, rbp
+    mov qword ptr [r15 + r9 + 448], rdx
+    add rbp, qword ptr [r15 + r8 + 896]
+    add rbp, qword ptr [r15 + r8 + 960]
+    movzx r9d, byte ptr [r15 + r8 + 1216]
+    jmp 1f
 1:
-    and esi, dword ptr [r15 + rbp + 64]
-    mov r8d, esi
-    mov r8, qword ptr [r15 + r9 + 256]
+    mov edx, 210
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c48:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 256]
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r9, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 90
-    movzx r9d, r9b
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov esi, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov esi, 227
-    test ebx, 1073741824
-    jz 1f
+    vpaddd xmm6, xmm6, xmm6
+    movzx ebp, dl
+    mov ebp, ebp
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edx
+    mov ebp, 130
+    jmp 1f
 1:
+    mov ebp, 148
     mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
+    lea r9, [r11*8]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 248
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 448]
     lea rbp, [r11 + r11*1]
-    test ebx, 576
-    jz 1f
-1:
+    mov edx, 68
+    and r9, 1984
+    movsxd rdx, dword ptr [r15 + r9 + 1664]
     and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 64]
-    mov edi, 10
-    mov byte ptr [r15 + rbp + 128], dil
-    test ebx, 1073741824
-    jz 1f
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 384], 0
+    and r8, 64
+    and edx, dword ptr [r15 + r8 + 192]
+    and edx, dword ptr [r15 + r9 + 1536]
+    mov dword ptr [r15 + r9 + 1472], 116
+    mov dword ptr [r15 + r8 + 256], 143
+    movsxd r8, dword ptr [r15 + r9 + 1408]
+    mov rdi, qword ptr [r15 + rbp + 320]
+    mov ebp, 57
+    jmp 1f
 1:
-    mov byte ptr [r15 + r9 + 512], r9b
-    movzx r9d, sil
-    movsxd r9, dword ptr [r15 + r8 + 192]
+    and ebp, dword ptr [r15 + r9 + 1344]
+    mov eax, 58
+    mov esi, dword ptr [r15 + r9 + 1600]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c49:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 448], rsi
-    mov dword ptr [r15 + r9 + 512], edi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 55
-    lea r9, [r11*8]
-    mov edi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 448
-    mov dword ptr [r15 + r9 + 1216], esi
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
     jmp 1f
 1:
-    test bl, 128
-    jz 1f
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
 1:
-    mov edi, edi
-    mov edi, r9d
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
+    mov eax, 143
     mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 207
-    mov edi, edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edi, dword ptr [r15 + r9 + 832]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 78
     mov esi, r8d
-    mov dword ptr [r15 + r9 + 960], r9d
-    mov esi, dword ptr [r15 + r9 + 896]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    add rsi, qword ptr [r15 + r9 + 1152]
-    mov rdi, qword ptr [r15 + r9 + 1024]
-    movzx r8d, byte ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jnz 1f
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
 1:
-    mov edi, edi
-    mov rbp, rdi
-    vmovdqu ymmword ptr [r15 + r9 + 1088], ymm14
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 37
+    mov esi, 98
+    movzx esi, sil
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], eax
+    and esi, dword ptr [r15 + r8 + 448]
+    and esi, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + r9 + 64]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c50:
-    and edi, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], sil
-    mov esi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 320
-    jz 1f
-1:
-    movzx esi, sil
+    mov esi, 219
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    movzx esi, byte ptr [r15 + 0]
-    mov edi, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 130
-    mov byte ptr [r15 + 0], dil
-    movsxd rdi, dword ptr [r15 + 0]
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    lea rbp, [r11 + r11*2]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7936], edi
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 832], esi
+    mov esi, ebp
+    mov rdi, rsi
+    vmovq qword ptr [r15 + r8 + 7744], xmm6
+    and r9d, dword ptr [r15 + r8 + 7680]
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
+    mov edi, r9d
+    mov dword ptr [r15 + r8 + 7872], edi
+    add rdi, qword ptr [r15 + r8 + 7488]
     and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 320]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], 152
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 109
-    mov dword ptr [r15 + rbp + 448], ecx
-    test ebx, 1073741824
-    jz 1f
+    mov esi, dword ptr [r15 + r9 + 512]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov byte ptr [r15 + r9 + 384], dil
+    mov qword ptr [r15 + r8 + 7616], r9
+    jmp 1f
+1:
+    mov eax, 239
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 7808]
+    and eax, dword ptr [r15 + r8 + 7552]
+    movsxd r8, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + rbp + 960], edi
+    movsxd r9, dword ptr [r15 + rbp + 896]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c51:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
+    mov eax, 219
     jmp 1f
 1:
-    test ebx, 640
-    jnz 1f
+    add r8, qword ptr [r15 + 0]
+    mov eax, 201
+    jmp 1f
 1:
-    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 704
-    jz 1f
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    movzx r9d, dl
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 40
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
 1:
-    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r9d, 145
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1344
-    jnz 1f
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 0], al
+    jmp 1f
 1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 128], r8b
-    mov r9, r9
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov r9, rbp
-    vpaddd xmm14, xmm14, xmm14
+    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
     lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 512], r9b
-    mov r8d, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + 0], 222
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov dword ptr [r15 + r9 + 320], esi
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + r9 + 256], 93
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    movzx esi, bpl
-    mov esi, esi
-    and esi, dword ptr [r15 + r9 + 384]
+    mov esi, ebp
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    mov r9d, dword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + rbp + 448], al
+    jmp 1f
+1:
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c52:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*4]
+    mov r9d, ebp
+    mov dword ptr [r15 + 0], 45
+    mov r9d, r8d
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 768]
-    lea r9, [r11*8]
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r8, r9
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, 216
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 89
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov ebp, 73
+    test ebx, 2304
     jz 1f
 1:
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1152], r9b
-    mov qword ptr [r15 + r9 + 896], r9
-    mov rsi, qword ptr [r15 + r8 + 640]
-    mov qword ptr [r15 + r9 + 1088], rdi
-    test ebx, 320
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 704], sil
-    movzx edi, sil
-    mov rdi, qword ptr [r15 + r9 + 1024]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 122
+    jmp 1f
 1:
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 192], 106
+    lea r9, [r11*4]
     jmp 1f
 1:
-    movzx esi, sil
-    mov qword ptr [r15 + r8 + 576], r9
-    test bl, 128
-    jz 1f
+    and r9, 192
+    mov rax, qword ptr [r15 + r9 + 704]
+    jmp 1f
 1:
-    add rsi, qword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + r9 + 960], 224
-    mov rdi, qword ptr [r15 + rbp + 128]
+    mov rsi, rax
+    mov esi, esi
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 768], rsi
+    mov qword ptr [r15 + rbp + 256], rsi
+    mov rax, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 576], eax
+    mov esi, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c53:
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock add qword ptr [r15 + 0], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + 0], rsi
     jmp 1f
 1:
-    mov rsi, rsi
-    test bl, 192
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jnz 1f
-1:
-    movzx esi, byte ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
-    mov dword ptr [r15 + 0], esi
-    mov esi, 30
+    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + rbp + 128], 157
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3648], sil
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    test ebx, 221056
-    jz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], dl
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 128]
-    mov edx, 19
-    test bl, 128
-    jz 1f
+    and esi, dword ptr [r15 + r8 + 320]
+    jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 64], sil
-    mov dword ptr [r15 + rbp + 448], edx
-    mov dword ptr [r15 + r9 + 192], 43
+    jmp 1f
+1:
+    nop
+    jmp 1f
+1:
+    movzx edx, r8b
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    vpaddd xmm6, xmm6, xmm6
+    movzx edx, byte ptr [r15 + r9 + 3520]
+    add qword ptr [r15 + r9 + 3584], rdx
+    movzx ebp, byte ptr [r15 + r9 + 3776]
+    mov dword ptr [r15 + r9 + 3456], 6
+    mov dword ptr [r15 + r9 + 3840], 33
+    movzx edx, byte ptr [r15 + r9 + 3712]
+    mov rdi, qword ptr [r15 + r9 + 3392]
+    movzx r9d, byte ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c54:
+    lea rbp, [r11 + r11*8]
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7680], 35
     jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
+    movzx edx, byte ptr [r15 + rbp + 7808]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov r8d, 107
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r8d, dword ptr [r15 + rbp + 7744]
     lea r9, [r11 + r11*1]
-    mov r8, qword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm14
+    mov esi, dword ptr [r15 + rbp + 7872]
     and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    mov dword ptr [r15 + r9 + 512], r9d
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    mov dword ptr [r15 + r9 + 768], r9d
-    movzx r8d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + r9 + 640]
-    mov esi, r9d
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 576], edi
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r9
-    movsxd r8, dword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov byte ptr [r15 + r9 + 384], r9b
+    mov byte ptr [r15 + rbp + 7616], r9b
+    and r8d, dword ptr [r15 + rbp + 8000]
+    lea r8, [r11 + r11*1]
+    add rsi, qword ptr [r15 + r9 + 320]
+    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm6
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov dword ptr [r15 + r8 + 64], 6
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov dword ptr [r15 + rbp + 7552], r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
 .Lc1_b1_c55:
-    vpmovmskb ebp, xmm14
-    mov ebp, 175
-    mov ebp, 16
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov dword ptr [r15 + 0], esi
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    mov esi, esi
+    jmp 1f
+1:
+    movzx esi, al
+    movzx esi, byte ptr [r15 + 0]
+    mov r8d, 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 190
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 512
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 184
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmm13
-    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, qword ptr [r15 + 0]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rbp
-    and rbp, 64
-    and edi, dword ptr [r15 + rbp + 384]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
     lea r9, [r11*4]
-    mov qword ptr [r15 + r8 + 320], r9
-    vpor xmm14, xmm14, xmm14
-    and r9, 448
-    mov edi, dword ptr [r15 + r9 + 832]
-    mov dword ptr [r15 + r9 + 896], 44
-    test ebx, 1073741824
-    jz 1f
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 960], edx
-    mov edi, 4
-    mov rdi, qword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jz 1f
+    and r9, 192
+    and r8d, dword ptr [r15 + r9 + 768]
+    jmp 1f
 1:
-    mov r8, rdi
-    mov dword ptr [r15 + rbp + 320], r8d
-    add r8, qword ptr [r15 + r9 + 1024]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c56:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, edi
-    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
+    mov dword ptr [r15 + rbp + 320], 245
+    mov qword ptr [r15 + r9 + 576], r9
+    mov dword ptr [r15 + rbp + 384], r9d
     and r8, 64
-    add rdi, qword ptr [r15 + r8 + 128]
-    and r9, 1984
-    mov qword ptr [r15 + r9 + 1600], r9
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 139
-    test bl, 128
-    jz 1f
-1:
-    mov rsi, rbp
+    add rbp, qword ptr [r15 + r8 + 384]
+    mov rsi, r9
+    mov byte ptr [r15 + r8 + 320], sil
+    mov rsi, qword ptr [r15 + r9 + 640]
+    mov r8d, esi
     jmp 1f
-1:
-    mov rdi, qword ptr [r15 + r9 + 1408]
-    test ebx, 320
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + r9 + 1472]
-    movsxd rdi, dword ptr [r15 + r9 + 1344]
-    movzx edx, byte ptr [r15 + r9 + 1664]
-    test ebx, 320
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test bl, 192
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 1536], 143
-    mov r9d, esi
-    mov r9d, dword ptr [r15 + rbp + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c57:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 384]
-    and r9, 4032
-    vmovdqu ymmword ptr [r15 + r9 + 3392], ymm14
-    mov rdi, qword ptr [r15 + r9 + 3712]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 3776]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 3456], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, 30
-    test bl, 128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8, rdi
-    test ebx, 576
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov edx, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 55
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
-    mov qword ptr [r15 + r9 + 3840], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    mov ebp, r8d
-    vmovdqu xmmword ptr [r15 + r9 + 3648], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 82
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1152
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + r9 + 3584]
-    mov qword ptr [r15 + r8 + 64], rbp
-    mov byte ptr [r15 + r9 + 3520], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c58:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
 1:
     movzx r8d, r8b
-    mov dword ptr [r15 + 0], r8d
-    mov r8d, 161
-    test bl, 128
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    vpxor xmm14, xmm14, xmm10
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 448
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea r8, [r11*4]
-    mov r9, qword ptr [r15 + 0]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], r8d
-    and r9d, dword ptr [r15 + r8 + 704]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 576], r9d
-    mov qword ptr [r15 + r8 + 640], r9
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    test bl, 128
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 192]
-    mov byte ptr [r15 + r9 + 512], al
+    add r8, qword ptr [r15 + r9 + 704]
     mov r9, r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c59:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+.Lc1_b1_c56:
+    movzx r9d, byte ptr [r15 + 0]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 320
-    jnz 1f
-1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    and ebp, dword ptr [r15 + r8 + 704]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 163
-    mov qword ptr [r15 + r8 + 640], r9
-    lea rbp, [r11*8]
-    test bl, 192
-    jz 1f
-1:
-    movzx edi, bpl
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7680], 246
-    mov byte ptr [r15 + rbp + 7872], dl
-    mov edi, dword ptr [r15 + rbp + 7744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 768], rdi
-    mov byte ptr [r15 + rbp + 7488], dil
-    add qword ptr [r15 + r8 + 576], r9
-    movsxd rdi, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdi, dword ptr [r15 + rbp + 7616]
-    movzx r9d, byte ptr [r15 + rbp + 7808]
-    vmovdqu ymmword ptr [r15 + rbp + 7552], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c60:
-    lea r9, [r11*4]
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7552], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rdi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 260928
-    jz 1f
-1:
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], 147
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + r9 + 7616]
-    movsxd r8, dword ptr [r15 + r9 + 7680]
-    add rdi, qword ptr [r15 + rbp + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, byte ptr [r15 + rbp + 640]
-    mov r8d, edi
-    lea r8, [r11 + r11*1]
-    and edi, dword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movzx edi, byte ptr [r15 + r8 + 64]
-    mov ebp, dword ptr [r15 + r8 + 128]
-    mov r8d, 155
-    test bl, 128
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7488], 221
-    vpor xmm14, xmm14, xmm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c61:
-    lea rbp, [r11*4]
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    movsxd rdi, dword ptr [r15 + rbp + 576]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edx
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov rdx, r9
-    mov qword ptr [r15 + 0], r8
-    test ebx, 576
-    jnz 1f
-1:
-    mov eax, edx
-    mov r9d, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 128
-    movzx eax, al
-    mov rax, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 704], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r9b
-    movzx eax, al
-    mov rax, rax
-    mov qword ptr [r15 + rbp + 640], rax
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], dl
-    movzx eax, byte ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 384], al
-    mov eax, 135
-    mov byte ptr [r15 + rbp + 768], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b1_done
-.Lc1_b1_c62:
-    mov eax, 36
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 71
-    test ebx, 256
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 125
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    mov dword ptr [r15 + 0], 21
+    mov r8d, 126
+    jmp 1f
 1:
-    movzx eax, al
-    mov eax, eax
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + 0], 99
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 181
+    mov r8, r8
+    jmp 1f
 1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 67
+    jmp 1f
 1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test bl, 128
-    jz 1f
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
 1:
     jmp 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov edx, edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov r8d, dword ptr [r15 + 0]
+    mov edx, r8d
     and rbp, 64
-    vmovq qword ptr [r15 + rbp + 512], xmm14
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + rbp + 128], eax
+    lea r8, [r11 + r11*1]
+    mov esi, r8d
+    mov eax, esi
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    lea r9, [r11 + r11*1]
+    jmp 1f
 1:
     and r9, 64
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + r9 + 320]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
-    movzx edx, r8b
-    test ebx, 1600
-    jz 1f
+    mov dword ptr [r15 + r9 + 512], 144
+    jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 384], ebp
-    mov dword ptr [r15 + rbp + 448], ebp
-    add rbp, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 64], r9
+    mov byte ptr [r15 + r9 + 448], r9b
+    mov dword ptr [r15 + r8 + 320], 58
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b1_done
-.Lc1_b1_c63:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], eax
-    lea r8, [r11*8]
-    movzx r9d, r8b
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1600], r8
-    mov qword ptr [r15 + r8 + 1664], r8
-    test ebx, 640
-    jz 1f
-1:
-    movzx eax, r8b
+.Lc1_b1_c57:
+    mov r8d, r9d
+    and r8d, dword ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov eax, 252
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9d, 99
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    sete al
-    test ebx, 704
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    add qword ptr [r15 + r8 + 1536], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    nop
-    xor dword ptr [r15 + r8 + 1344], r9d
-    imul rax, qword ptr [r15 + r8 + 1408]
-    mov dword ptr [r15 + r8 + 1472], eax
-    test ebx, 1408
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 128], 195
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc1_b1_c0
-.Lc1_b1_done:
-// block 2: 512 bytes, 2 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117736]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117736], rcx
-    mov r13d, 16
-    jmp .Lc1_b2_c0
-    .p2align 6
-.Lc1_b2_c0:
-    lea r9, [r11*4]
-    and r9, 1984
-    movzx ecx, byte ptr [r15 + r9 + 1408]
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    lea rbp, [r10*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 8128
-    add rax, qword ptr [r15 + rbp + 7552]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 10
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 18
-    jnz 1f
-1:
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 1472]
-    lea r8, [r10 + r10*1]
-    and eax, dword ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + r9 + 1536], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 320], xmm14
-    mov dword ptr [r15 + r9 + 1344], 201
-    mov r9, qword ptr [r15 + rbp + 7680]
-    test ebx, 64432
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7488], 54
-    mov byte ptr [r15 + r8 + 384], r9b
-    jmp 1f
-1:
-    add r11, 64
-    add r10, r11
-    inc rbx
-    dec r13
-    jz .Lc1_b2_done
-.Lc1_b2_c1:
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 205
+    movzx ebp, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    and r9, 448
-    mov byte ptr [r15 + r9 + 1024], r9b
-    test ebx, 1073741824
+    test ebx, 5632
     jz 1f
 1:
-    lea r8, [r11 + r11*1]
-    mov rbp, qword ptr [r15 + r9 + 1088]
-    and r8, 64
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], ebp
+    movzx r9d, byte ptr [r15 + 0]
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 128], ebp
+    mov r8d, 208
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r8 + 64], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 960], rax
-    mov ecx, 98
+    add r9, qword ptr [r15 + rbp + 384]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov edi, 115
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 384]
+    mov eax, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 128], xmm6
+    mov dword ptr [r15 + r8 + 64], r8d
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, cl
-    movzx eax, byte ptr [r15 + r9 + 896]
-    mov qword ptr [r15 + r9 + 832], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    mov dword ptr [r15 + r9 + 1152], eax
-    add rax, qword ptr [r15 + rbp + 256]
+    mov r8d, r8d
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + rbp + 320]
     add r11, 64
     inc rbx
     dec r13
-    jnz .Lc1_b2_c0
-.Lc1_b2_done:
-// block 3: 2048 bytes, 8 chunk(s), 8 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117744]
-    lea rcx, [rbx + 8]
-    mov qword ptr [r15 + 67117744], rcx
-    mov r13d, 8
-    jmp .Lc1_b3_c0
-    .p2align 6
-.Lc1_b3_c0:
-    mov ecx, 120
+    jz .Lc1_b1_done
+.Lc1_b1_c58:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    movzx r8d, bpl
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8d, 196
+    movzx r8d, r8b
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov dword ptr [r15 + r8 + 896], r8d
+    lea r9, [r11 + r11*1]
+    and ebp, dword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + r8 + 1280], 39
+    add rbp, qword ptr [r15 + r8 + 1152]
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 384], xmm6
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 1088]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 1216], bpl
+    mov edi, ebp
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 128]
+    movsxd rsi, dword ptr [r15 + r8 + 832]
+    mov edx, 106
+    mov edx, dword ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + r9 + 320], rdx
+    mov byte ptr [r15 + r8 + 1024], dl
+    mov r9d, edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c59:
+    lea r9, [r11 + r11*1]
+    movzx edx, r9b
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], r9
+    mov edx, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 81
+    mov dword ptr [r15 + 0], 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    mov dword ptr [r15 + 0], edx
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 60
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 2304
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    mov r8d, ebp
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov ebp, dword ptr [r15 + 0]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    add rdi, qword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 448], edi
+    vmovq xmm6, rdi
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    jmp 1f
+1:
+    mov edi, 230
+    add rdi, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c60:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r8
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 73
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    and ebp, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    add rdi, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + rbp + 256], dil
+    add rdi, qword ptr [r15 + r8 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c61:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 94
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    movzx ebp, byte ptr [r15 + 0]
+    add qword ptr [r15 + 0], rdi
+    mov dword ptr [r15 + 0], 42
+    mov rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r9d, 71
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    movzx edx, dil
+    mov rdx, rdx
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 63
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 512]
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 704], rbp
+    and edx, dword ptr [r15 + rbp + 640]
+    mov dword ptr [r15 + r8 + 128], edx
+    mov edx, edx
+    mov dword ptr [r15 + r9 + 448], 97
+    mov edx, 45
+    add rdx, qword ptr [r15 + rbp + 768]
+    mov qword ptr [r15 + rbp + 576], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c62:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov rdx, qword ptr [r15 + rbp + 64]
+    mov r9, rsi
+    movzx r9d, byte ptr [r15 + 0]
+    mov r8d, 245
+    mov r8d, 204
+    mov r8d, 108
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 320]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov dword ptr [r15 + r8 + 448], r8d
+    movsxd r8, dword ptr [r15 + rbp + 128]
+    and r8d, dword ptr [r15 + r9 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c63:
+    mov dword ptr [r15 + 0], 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 145
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 35
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 14
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r8d
+    mov byte ptr [r15 + 0], r8b
+    mov esi, r8d
+    lea r9, [r11*4]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 209
+    movzx edx, r8b
+    and r9, 192
+    mov byte ptr [r15 + r9 + 576], r9b
+    add rdx, qword ptr [r15 + r8 + 64]
+    mov r8, qword ptr [r15 + r9 + 768]
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 704], 227
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + r9 + 640]
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 192]
+    vmovdqu ymmword ptr [r15 + r8 + 256], ymm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c64:
+    lea r8, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1600], xmm6
+    mov dword ptr [r15 + r8 + 1536], 173
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 163
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdx, rdx
+    mov edx, edx
+    mov rdx, qword ptr [r15 + r8 + 1664]
+    and edx, dword ptr [r15 + r8 + 1728]
+    mov qword ptr [r15 + r9 + 128], rdx
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1792], 202
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 51
+    mov rdx, r9
+    mov rdx, qword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r8 + 1408], 199
+    mov dword ptr [r15 + r8 + 1472], r8d
+    add r9, qword ptr [r15 + r8 + 1344]
+    mov qword ptr [r15 + r8 + 1856], rsi
+    jmp 1f
+1:
+    vpaddd xmm6, xmm6, xmm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c65:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    lea r9, [r11 + r11*1]
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 192]
+    lea r8, [r11 + r11*8]
+    mov esi, r9d
+    test ebx, 1280
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 256], rsi
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3456], 175
+    mov byte ptr [r15 + r8 + 3584], r8b
+    mov esi, dword ptr [r15 + r8 + 3776]
+    add rsi, qword ptr [r15 + r8 + 3904]
+    vmovdqu xmmword ptr [r15 + r8 + 3648], xmm6
+    movzx r9d, byte ptr [r15 + r8 + 3520]
+    mov edx, dword ptr [r15 + r8 + 3840]
+    lea rbp, [r11 + r11*1]
+    mov edi, r8d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r8 + 3712], ymm6
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov dword ptr [r15 + r8 + 3392], 6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c66:
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    and rbp, 192
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm6
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    mov esi, 118
+    mov esi, dword ptr [r15 + 0]
+    mov rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 100
+    mov rdi, rdx
+    mov rdx, rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 139
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 139
+    mov edx, dword ptr [r15 + 0]
+    movzx eax, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    mov dword ptr [r15 + 0], 26
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    and eax, dword ptr [r15 + rbp + 640]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    mov edi, edx
+    mov qword ptr [r15 + r9 + 128], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + r8 + 256]
+    mov rdx, qword ptr [r15 + rbp + 576]
+    mov dword ptr [r15 + rbp + 768], edx
+    mov r8d, 148
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c67:
+    lea r8, [r11*4]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 576], dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11*8]
+    mov dword ptr [r15 + r8 + 640], r9d
+    and r9, 448
+    movzx edx, byte ptr [r15 + r9 + 960]
+    mov dword ptr [r15 + r9 + 1024], edx
+    mov rdx, qword ptr [r15 + r9 + 832]
+    mov dword ptr [r15 + r9 + 896], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 1088], 203
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 704], rdx
+    mov rdx, rdx
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx edx, bpl
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 384]
+    movzx eax, byte ptr [r15 + r9 + 1152]
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 1216]
+    mov dword ptr [r15 + rbp + 320], 218
+    mov byte ptr [r15 + r8 + 768], dl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c68:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 29
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 57
+    movzx edx, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 206
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm6, xmm6, 48
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rbp
+    lea r9, [r11 + r11*1]
+    mov r8d, dword ptr [r15 + 0]
+    mov edi, ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rdx
+    lea rbp, [r11 + r11*1]
+    movzx edx, bpl
+    movzx edx, dl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 204
+    movsxd rdx, dword ptr [r15 + r9 + 320]
+    lea r9, [r11 + r11*1]
+    mov eax, edi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 448]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    movsxd rbp, dword ptr [r15 + r9 + 384]
+    mov r9d, 218
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c69:
+    lea rbp, [r11 + r11*1]
+    mov r9d, ebp
+    lea r8, [r11 + r11*8]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 384]
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7872], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + r8 + 7936]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], bpl
+    mov edx, dword ptr [r15 + r8 + 7552]
+    mov qword ptr [r15 + r8 + 7744], rdx
+    mov edx, dword ptr [r15 + r8 + 8000]
+    mov rax, rdi
+    mov edi, dword ptr [r15 + r8 + 7616]
+    movsxd rsi, dword ptr [r15 + r8 + 7808]
+    movsxd rcx, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + r8 + 7680]
+    movzx r8d, r9b
+    mov r8d, r8d
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c70:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, dil
+    mov r8, r8
+    mov r8, rdi
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7808], 20
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 7744], r8
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 7680], r9d
+    mov rbp, r9
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], dil
+    mov qword ptr [r15 + r8 + 7872], r9
+    mov ebp, dword ptr [r15 + r8 + 7616]
+    mov qword ptr [r15 + r8 + 7552], rbp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm6
+    movzx r9d, byte ptr [r15 + r8 + 7936]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 128], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 64], 193
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 8000], rbp
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 7488]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c71:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], 20
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov ebp, 173
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 512
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r8d, 60
+    mov r8, r8
+    mov dword ptr [r15 + 0], ebp
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    mov rdi, rbp
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + rbp + 192], 226
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 128], 178
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 64], ebp
+    and rbp, 64
+    vmovq qword ptr [r15 + rbp + 64], xmm6
+    mov r8, qword ptr [r15 + rbp + 128]
+    mov edx, 70
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c72:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r8d, dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 243
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    mov r8, rbp
+    mov r8, qword ptr [r15 + 0]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 128]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 576], r9
+    mov edi, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edi, r8b
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 94
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 768], r8d
+    vmovdqu xmm14, xmmword ptr [r15 + r8 + 448]
+    movzx r8d, r9b
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 704]
+    vmovdqu xmmword ptr [r15 + r9 + 640], xmm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c73:
+    vmovq xmm6, r8
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 187
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1280
+    jz 1f
+1:
+    mov rbp, rdx
+    mov edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 217
+    mov dword ptr [r15 + 0], 2
+    mov dword ptr [r15 + 0], 34
+    mov rbp, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 91
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 448]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 128], rbp
+    add rdx, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r8 + 64], rdx
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 448]
+    add rdx, qword ptr [r15 + rbp + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c74:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8, 4032
+    add rdx, qword ptr [r15 + r8 + 3840]
+    mov byte ptr [r15 + r8 + 3776], dl
+    mov rdx, rdx
+    lea r9, [r11 + r11*1]
+    add qword ptr [r15 + r8 + 3520], r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3712], r9d
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r8 + 3392]
+    mov rax, rdi
+    movzx edi, byte ptr [r15 + r8 + 3456]
+    movzx esi, byte ptr [r15 + r9 + 64]
+    mov r9d, 178
+    movsxd r9, dword ptr [r15 + r8 + 3904]
+    mov ecx, dword ptr [r15 + r8 + 3584]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 128], r9b
+    mov qword ptr [r15 + r8 + 3648], rcx
+    mov r8d, edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c75:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov rdx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    mov edi, eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    test ebx, 81664
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, cl
     mov ecx, ecx
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    inc dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r8 + 448]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov r8d, 18
+    movzx r8d, byte ptr [r15 + r9 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c76:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r8, r8
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 384]
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rcx, dword ptr [r15 + rbp + 1600]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1408], rbp
+    mov esi, 65
+    movzx eax, r9b
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + rbp + 1664]
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 1536]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    mov edi, r9d
+    mov dword ptr [r15 + r9 + 448], 126
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + rbp + 1856]
+    mov qword ptr [r15 + rbp + 1472], rcx
+    mov qword ptr [r15 + rbp + 1792], r9
+    mov r9d, 234
+    mov rdi, qword ptr [r15 + rbp + 1344]
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov byte ptr [r15 + rbp + 1728], sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c77:
+    vpcmpeqb xmm6, xmm6, xmm14
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 118
+    mov r9, r9
+    mov byte ptr [r15 + 0], r9b
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm6, xmm6, xmm14
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 102
+    mov rsi, rcx
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    vmovq qword ptr [r15 + rbp + 640], xmm6
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    mov eax, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 90
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 384], rbp
+    mov esi, 240
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 512], sil
+    movsxd rsi, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + rbp + 576], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c78:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    movzx esi, r9b
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov r9d, r9d
+    mov rsi, r9
+    mov dword ptr [r15 + 0], esi
+    mov eax, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 239
+    mov r9d, 41
+    test ebx, 1280
+    jz 1f
+1:
+    movzx r9d, sil
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + 0]
+    and r9, 64
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + r9 + 320], 162
+    jmp 1f
+1:
+    and rbp, 192
+    movzx ecx, byte ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 384], rcx
+    mov rcx, rcx
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 704]
+    lea r8, [r11 + r11*1]
+    mov eax, 249
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    vmovdqu xmmword ptr [r15 + r8 + 128], xmm6
+    mov dword ptr [r15 + rbp + 576], 73
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c79:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    vmovq xmm6, rax
+    mov qword ptr [r15 + 0], rax
+    mov r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 172
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    jmp 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 128], 228
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 236
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    mov dword ptr [r15 + rbp + 320], ebp
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r9 + 384]
+    movzx ebp, bpl
+    and r9d, dword ptr [r15 + r8 + 64]
+    movzx r8d, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c80:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    movzx r8d, bpl
+    movzx r8d, r8b
+    mov r9, r9
+    and rbp, 4032
+    mov r8, qword ptr [r15 + rbp + 3712]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov r8d, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + rbp + 3776], r8
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + rbp + 3520], xmm6
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + rbp + 3456]
+    mov rax, rbp
+    add rax, qword ptr [r15 + rbp + 3904]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + rbp + 3840], ecx
+    mov qword ptr [r15 + rbp + 3648], r9
+    mov byte ptr [r15 + rbp + 3584], cl
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + r9 + 256], xmm6
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 256]
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c81:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
+    mov r9d, eax
+    add r9, qword ptr [r15 + 0]
+    mov rax, qword ptr [r15 + 0]
+    movzx ecx, al
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 203
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov rcx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx eax, cl
+    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], 58
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    add rsi, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 448], r9
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm6
+    movzx ebp, r9b
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 128], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c82:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    and rbp, 448
+    lea r9, [r11*8]
+    mov dword ptr [r15 + rbp + 832], esi
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1344], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 1728]
+    mov dword ptr [r15 + rbp + 1088], 147
+    mov eax, 229
+    mov dword ptr [r15 + r9 + 1536], eax
+    add rax, qword ptr [r15 + rbp + 896]
+    mov byte ptr [r15 + r9 + 1664], al
+    mov dword ptr [r15 + rbp + 1024], 104
+    movzx eax, byte ptr [r15 + r9 + 1408]
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 1472]
+    movzx ecx, byte ptr [r15 + rbp + 1152]
+    mov edx, 169
+    imul rax, qword ptr [r15 + rbp + 960]
+    mov dword ptr [r15 + r8 + 320], esi
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 1600], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c83:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11*8]
+    movzx eax, bpl
+    and rbp, 448
+    add rax, qword ptr [r15 + rbp + 832]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    vpshufd xmm6, xmm6, 127
+    movzx r8d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r8
+    jmp 1f
+1:
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 384], xmm6
+    movzx eax, r8b
+    mov dword ptr [r15 + r9 + 128], eax
+    movsxd rax, dword ptr [r15 + rbp + 960]
+    and eax, dword ptr [r15 + rbp + 1024]
+    add rax, qword ptr [r15 + r8 + 320]
+    movzx r8d, byte ptr [r15 + rbp + 1280]
+    mov r9, r8
+    mov qword ptr [r15 + rbp + 1216], r9
+    mov r9d, r9d
+    and r9d, dword ptr [r15 + rbp + 896]
+    mov qword ptr [r15 + rbp + 1152], r9
+    mov dword ptr [r15 + rbp + 1088], 240
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c84:
+    lea r9, [r11 + r11*8]
+    and r9, 4032
+    mov byte ptr [r15 + r9 + 3584], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov esi, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 3648], 34
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 3904]
+    movzx esi, r8b
+    movzx r8d, sil
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 3392], 122
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 205
+    vpor xmm6, xmm6, xmm6
+    mov dword ptr [r15 + r8 + 384], r9d
+    mov dword ptr [r15 + r9 + 3840], 113
+    mov r8d, r8d
+    mov r8d, 86
+    mov qword ptr [r15 + r9 + 3456], r8
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 3776]
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + r9 + 3712], 147
+    jmp 1f
+1:
+    movzx ebp, r8b
+    vmovq xmm6, rbp
+    mov dword ptr [r15 + r8 + 192], 62
+    mov byte ptr [r15 + r9 + 3520], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c85:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovq xmm6, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov r8d, 182
+    vpmovmskb r8d, xmm6
+    jmp 1f
+1:
+    mov eax, 2
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r8d, eax
+    mov r8, r8
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 320]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 64]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r9 + 128], 178
+    mov r9d, dword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c86:
+    mov r8, r9
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    mov esi, dword ptr [r15 + r8 + 832]
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + r8 + 1152]
+    mov r9d, 114
+    jmp 1f
+1:
+    mov eax, 105
+    mov r9, rbp
+    mov dword ptr [r15 + r8 + 1280], r8d
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 896], esi
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 102
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 256], r9
+    mov esi, eax
+    movzx esi, sil
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov rsi, rsi
+    mov dword ptr [r15 + r8 + 1088], esi
+    mov byte ptr [r15 + r8 + 1216], bpl
+    and esi, dword ptr [r15 + r8 + 1024]
+    vmovdqu ymmword ptr [r15 + r8 + 960], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + r9 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c87:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    vpxor xmm6, xmm6, xmm9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 193
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r9, qword ptr [r15 + 0]
+    movzx r8d, r9b
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 256], r8b
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 384]
+    mov rcx, rax
+    lea r9, [r11*4]
+    mov eax, r9d
+    jmp 1f
+1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], r9d
+    movzx eax, byte ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm6
+    movzx ebp, al
+    mov byte ptr [r15 + r8 + 320], bpl
+    movzx ebp, bpl
+    mov qword ptr [r15 + r9 + 768], rbp
+    mov dword ptr [r15 + r9 + 576], 190
+    movzx ebp, bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c88:
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 152
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov eax, 167
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov eax, eax
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 576], 134
+    mov eax, edx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 127
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    movzx edx, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 448], 80
+    vpxor xmm6, xmm6, xmm8
+    mov rbp, rax
+    or qword ptr [r15 + r8 + 640], 41
+    add rbp, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 768], 230
+    mov qword ptr [r15 + r8 + 704], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c89:
+    mov rax, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 46
+    jmp 1f
+1:
+    mov rax, rax
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov byte ptr [r15 + 0], al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 27
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov eax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 168
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 16
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 249
-    add rax, qword ptr [r15 + 0]
-    test bl, 32
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov eax, 105
     lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 59
+    lea rbp, [r11*4]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
+    mov dword ptr [r15 + r8 + 192], r8d
+    and rbp, 192
     lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 512]
+    mov rdx, qword ptr [r15 + rbp + 768]
     and r9, 64
-    inc dword ptr [r15 + r9 + 128]
+    add rdx, qword ptr [r15 + r9 + 64]
+    mov dword ptr [r15 + r8 + 256], edx
+    mov edx, 154
+    mov edx, 29
+    mov dword ptr [r15 + rbp + 576], edx
     jmp 1f
 1:
-    mov r8d, 245
+    mov rdx, qword ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + rbp + 640], rdx
+    add rdx, qword ptr [r15 + r9 + 128]
+    mov r8, rdx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c90:
+    movzx edx, dl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 4
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
+    add rcx, qword ptr [r15 + 0]
+    and r9, 192
+    lea r8, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r9 + 576]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r9 + 640], cl
+    mov qword ptr [r15 + r9 + 768], r9
+    mov qword ptr [r15 + rbp + 192], rcx
+    mov dword ptr [r15 + r9 + 704], ecx
+    vpcmpeqb xmm6, xmm6, xmm1
+    jmp 1f
+1:
+    mov r8, rcx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c91:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, 126
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    lea r8, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], r8d
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 448]
+    mov dword ptr [r15 + r8 + 8000], 253
     test ebx, 1073741824
     jz 1f
 1:
+    mov rcx, qword ptr [r15 + r8 + 7808]
+    mov qword ptr [r15 + r8 + 7872], rcx
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov qword ptr [r15 + r8 + 7552], r8
+    and ecx, dword ptr [r15 + r8 + 7936]
+    lea r9, [r11 + r11*1]
+    mov eax, 175
+    mov rax, qword ptr [r15 + r8 + 7744]
+    mov esi, 145
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 384]
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov ebp, dword ptr [r15 + r8 + 7616]
+    mov dword ptr [r15 + r8 + 7680], 68
+    mov qword ptr [r15 + r9 + 320], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c92:
+    lea rbp, [r11*8]
+    and rbp, 8128
+    mov r9, qword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 7808]
+    mov r8d, ecx
+    movzx ecx, byte ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    movzx edx, r8b
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], rcx
+    mov rcx, r8
+    mov dword ptr [r15 + rbp + 7680], 37
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 640], 248
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm6
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 128], 138
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7616], 82
+    mov r9d, 249
+    movzx r9d, byte ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c93:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r9b
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 26
+    mov ebp, ebp
+    mov ebp, 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    movzx ebp, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
     mov r8d, ebp
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 203
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 320]
+    mov rcx, qword ptr [r15 + rbp + 448]
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 384]
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 320], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c94:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 448
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 1088], rax
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 209
+    movsxd rax, dword ptr [r15 + r8 + 1216]
+    jmp 1f
+1:
+    vpxor xmm6, xmm6, xmm12
+    jmp 1f
+1:
+    vpaddd xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx edx, byte ptr [r15 + r8 + 832]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r8
+    vpmovmskb ecx, xmm6
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 128], cl
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + r8 + 1280]
+    mov r9d, 152
+    mov dword ptr [r15 + r8 + 896], edx
+    mov edx, dword ptr [r15 + rbp + 448]
+    mov r9d, dword ptr [r15 + r8 + 960]
+    movzx ebp, r9b
+    mov r9d, 13
+    movzx r9d, r9b
+    mov r9, qword ptr [r15 + r8 + 1024]
+    add rdx, qword ptr [r15 + r8 + 1152]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c95:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 71
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, 134
+    jmp 1f
+1:
+    mov ebp, ebp
+    mov rbp, rbp
+    vmovq qword ptr [r15 + 0], xmm6
+    mov ebp, 35
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 101
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 202
+    mov qword ptr [r15 + 0], r8
+    lea r8, [r11 + r11*1]
+    mov eax, 159
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], rbp
+    mov eax, r8d
+    mov eax, 161
+    movzx ebp, al
+    mov rax, rbp
+    vpmovmskb ebp, xmm6
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 128]
+    mov rsi, qword ptr [r15 + r8 + 512]
+    mov r8, rsi
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + rbp + 64], r8d
+    mov dword ptr [r15 + r9 + 256], 130
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c96:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], 145
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, dword ptr [r15 + 0]
+    mov r8, rbp
+    movsxd r8, dword ptr [r15 + 0]
+    mov esi, esi
+    movzx esi, byte ptr [r15 + 0]
+    movzx eax, cl
+    mov dword ptr [r15 + 0], eax
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 110
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + rbp + 192], xmm6
+    mov byte ptr [r15 + r9 + 512], al
+    movzx r8d, al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c97:
+    lea r8, [r11*4]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], r8
+    mov eax, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    vmovq xmm6, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    lea rbp, [r11 + r11*4]
+    mov byte ptr [r15 + r8 + 768], bpl
+    jmp 1f
+1:
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7680], 223
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + rbp + 7744]
+    movzx esi, byte ptr [r15 + rbp + 7616]
+    and r9, 64
+    mov edx, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 63
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    mov r9, rcx
+    mov rcx, qword ptr [r15 + rbp + 7488]
+    add rcx, qword ptr [r15 + r8 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c98:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 221
+    jmp 1f
+1:
+    mov ebp, ebp
+    vpmovmskb ebp, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 105
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 128]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    mov dword ptr [r15 + r9 + 64], 106
+    and rbp, 64
+    add rdx, qword ptr [r15 + rbp + 320]
+    mov r9d, edx
+    and edx, dword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c99:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    movzx r9d, r9b
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 255
+    mov qword ptr [r15 + 0], rbp
+    mov r9d, 170
+    mov r9d, edx
+    mov byte ptr [r15 + 0], dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    and r9d, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    movzx edx, bpl
+    and rbp, 64
+    lea r8, [r11*4]
+    mov dword ptr [r15 + rbp + 384], 192
+    and r8, 192
+    mov rdx, qword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov eax, 242
+    jmp 1f
+1:
+    movzx eax, al
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    mov dword ptr [r15 + r8 + 704], 185
+    movzx eax, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 640], eax
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 576], al
+    mov dword ptr [r15 + rbp + 320], r9d
+    mov dword ptr [r15 + r9 + 64], eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c100:
+    lea r9, [r11*4]
+    and r9, 192
+    and eax, dword ptr [r15 + r9 + 640]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 89
+    mov r8d, 143
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rax, qword ptr [r15 + 0]
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and eax, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 104
+    mov qword ptr [r15 + r9 + 704], rbp
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 576]
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    mov byte ptr [r15 + r9 + 768], al
+    mov rax, qword ptr [r15 + r8 + 256]
+    jmp 1f
+1:
+    vpaddd xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 320], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c101:
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    mov eax, 102
+    jmp 1f
+1:
+    and rbp, 1984
+    movsxd rax, dword ptr [r15 + rbp + 1472]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + r8 + 128], r9d
+    mov r8, r9
+    and r8d, dword ptr [r15 + rbp + 1792]
+    mov byte ptr [r15 + rbp + 1600], bpl
+    jmp 1f
+1:
+    mov r9d, r8d
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 1856], r8d
+    mov eax, r8d
+    and r8, 64
+    mov eax, dword ptr [r15 + r8 + 320]
+    mov edx, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1664], 200
+    and r8d, dword ptr [r15 + rbp + 1408]
+    mov dword ptr [r15 + rbp + 1536], 54
+    mov dword ptr [r15 + rbp + 1728], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c102:
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 7
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 195
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, bpl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 192], rbp
+    jmp 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    mov edx, 16
+    lea r9, [r11 + r11*1]
+    mov rdx, rbp
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 256]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r9 + 320], 19
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 128], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c103:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 40
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 220
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    mov rbp, rdx
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    add rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], bpl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    add rdx, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov qword ptr [r15 + rbp + 320], r9
+    mov byte ptr [r15 + r8 + 192], dl
+    mov r8d, r9d
+    mov dword ptr [r15 + r9 + 128], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c104:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    mov dword ptr [r15 + 0], 216
+    mov r8d, 145
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov qword ptr [r15 + 0], r9
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r9d, 76
+    mov r9d, 209
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 512]
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm6
+    and r8, 64
+    movzx eax, byte ptr [r15 + r8 + 64]
+    vmovdqu ymmword ptr [r15 + r8 + 128], ymm6
+    movsxd r9, dword ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c105:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 56
+    jmp 1f
+1:
+    mov r9d, 246
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov dword ptr [r15 + 0], 95
+    and r8d, dword ptr [r15 + 0]
+    mov edx, 136
+    movzx edx, dl
+    add rbp, qword ptr [r15 + 0]
+    mov rdx, rbp
+    mov dword ptr [r15 + 0], 96
+    mov ebp, 160
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    and ebp, dword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov r9, r8
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 234
+    jmp 1f
+1:
+    mov r9d, 146
+    mov r9, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 147
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 448]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    movsxd rcx, dword ptr [r15 + r9 + 512]
+    movzx r9d, byte ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 384], 121
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c106:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    add rbp, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 896], rbp
+    jmp 1f
+1:
+    and r9, 64
+    mov rdx, qword ptr [r15 + r9 + 256]
+    mov rax, qword ptr [r15 + rbp + 1152]
+    mov dword ptr [r15 + r9 + 192], 38
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 832], 161
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm6
+    mov dword ptr [r15 + rbp + 1024], r9d
+    mov r8, r9
+    jmp 1f
+1:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 83
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1216], r8b
+    mov r9, r8
+    mov r9d, 16
+    mov qword ptr [r15 + rbp + 960], r8
+    mov r8d, dword ptr [r15 + rbp + 1280]
+    mov r9d, r8d
+    mov r8d, dword ptr [r15 + rbp + 1088]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c107:
+    lea r8, [r11*4]
+    and r8, 192
+    vmovq qword ptr [r15 + r8 + 768], xmm6
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11*8]
+    mov rdx, r8
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1664], 249
+    movsxd rdx, dword ptr [r15 + r8 + 704]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1600], r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 4
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1536], 203
+    movzx ecx, r9b
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    mov r9d, ecx
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm6
+    movsxd rcx, dword ptr [r15 + rbp + 1472]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 640], 188
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 1344], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c108:
+    vpxor xmm6, xmm6, xmm7
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 31
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov dword ptr [r15 + 0], 248
+    mov r8d, r8d
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 174
+    mov dword ptr [r15 + 0], 163
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    and r9, 64
+    imul r8, qword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    lea r8, [r11*4]
+    and eax, dword ptr [r15 + rbp + 192]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 768], 207
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 576], al
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + r8 + 640], ymm6
+    jmp 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmm5
+    mov qword ptr [r15 + rbp + 256], rax
+    mov eax, 155
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 704], 141
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c109:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm6, xmm6, 93
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx eax, al
+    movzx r8d, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, eax
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
+    mov eax, 13
+    mov dword ptr [r15 + 0], eax
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    and eax, dword ptr [r15 + 0]
+    mov r8, rax
+    and eax, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    mov r9d, r8d
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 64], 198
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    mov edx, 162
+    mov rdx, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r8 + 128], 181
+    mov ebp, edx
+    movzx r8d, r8b
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov r9, r8
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c110:
+    lea r8, [r11*8]
+    mov r9d, r8d
+    mov edx, r9d
+    and r8, 4032
+    vmovdqu ymmword ptr [r15 + r8 + 3712], ymm6
+    jmp 1f
+1:
+    movzx eax, dl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], 212
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 3456]
+    jmp 1f
+1:
+    movzx eax, cl
+    jmp 1f
+1:
+    and edx, dword ptr [r15 + r8 + 3648]
+    mov dword ptr [r15 + r9 + 704], 40
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r8 + 3392], bpl
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov dword ptr [r15 + rbp + 512], 131
+    mov ebp, 188
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    mov eax, 35
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3584], rax
+    mov byte ptr [r15 + r9 + 576], al
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + r8 + 3520]
+    mov dword ptr [r15 + r8 + 3776], 171
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c111:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1856], 29
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    mov byte ptr [r15 + rbp + 1344], r8b
+    mov byte ptr [r15 + rbp + 1472], r8b
+    and r8, 192
+    and eax, dword ptr [r15 + r8 + 576]
+    mov r9, qword ptr [r15 + rbp + 1600]
+    mov rdx, qword ptr [r15 + rbp + 1536]
+    mov ecx, 247
+    lea r9, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 640], rcx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 24
+    mov qword ptr [r15 + r8 + 768], r9
+    add rax, qword ptr [r15 + r8 + 704]
+    mov r8d, edi
+    mov edi, r8d
+    movzx ecx, byte ptr [r15 + rbp + 1664]
+    jmp 1f
+1:
+    movzx r8d, cl
+    movzx ecx, byte ptr [r15 + rbp + 1728]
+    mov qword ptr [r15 + r9 + 384], rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1792], 64
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c112:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov ecx, 50
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    movzx eax, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    mov dword ptr [r15 + 0], 73
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    imul r9, qword ptr [r15 + 0]
+    mov edi, 161
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 109
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 384], dil
+    mov edx, ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rdi
+    mov rdx, qword ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + rbp + 320], edx
+    mov byte ptr [r15 + r9 + 128], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c113:
+    movzx edx, dl
+    lea rbp, [r11*8]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov rdx, qword ptr [r15 + rbp + 3584]
+    and r8, 448
+    mov r9d, dword ptr [r15 + r8 + 832]
+    mov rdi, qword ptr [r15 + rbp + 3520]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpmovmskb ecx, xmm6
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm6, xmmword ptr [r15 + rbp + 3456]
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    and r9, 64
+    movsxd rax, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov esi, eax
+    mov eax, esi
+    mov esi, eax
+    movzx esi, sil
+    add rsi, qword ptr [r15 + rbp + 3648]
+    mov rax, rsi
+    mov qword ptr [r15 + rbp + 3392], rax
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1024], 196
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, rax
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm6
+    mov rsi, qword ptr [r15 + r8 + 896]
+    and r9d, dword ptr [r15 + rbp + 3712]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c114:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 76
+    jmp 1f
+1:
+    mov r9d, 106
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, rdx
+    vpor xmm6, xmm6, xmm6
+    vpor xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    test ebx, 768
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 192
+    movzx edx, byte ptr [r15 + r9 + 576]
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 448]
+    lea r8, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r9 + 640]
+    mov rcx, rdi
+    jmp 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 64]
+    mov ecx, edi
+    mov dword ptr [r15 + r8 + 128], ecx
+    jmp 1f
+1:
+    movzx edi, cl
+    mov ecx, edi
+    mov rdi, rdx
+    movzx edx, dl
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 768]
+    add rdx, qword ptr [r15 + rbp + 512]
+    mov dword ptr [r15 + r9 + 704], 238
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c115:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    vpor xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, ecx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], bpl
+    mov byte ptr [r15 + r9 + 64], r9b
+    lea r9, [r11*4]
+    movzx ebp, r9b
+    and r9, 192
+    lea rbp, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + r9 + 576]
+    .byte 0x66, 0x90
+    mov dword ptr [r15 + r9 + 704], 240
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm6
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 384], rax
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c116:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpshufd xmm6, xmm6, 147
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 768
+    jnz 1f
+1:
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 231
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 320], r9
+    jmp 1f
+1:
+    movzx ebp, bpl
+    movzx edi, bpl
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r8 + 512], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c117:
+    lea rbp, [r11*8]
+    and rbp, 1984
+    mov r9d, dword ptr [r15 + rbp + 1408]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 192
+    mov byte ptr [r15 + r8 + 640], r8b
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    vmovdqu ymmword ptr [r15 + rbp + 1344], ymm6
+    jmp 1f
+1:
+    and r9, 64
+    mov rax, qword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + rbp + 1472], rax
+    movsxd rax, dword ptr [r15 + rbp + 1600]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 66
+    mov eax, 160
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov rax, rax
+    jmp 1f
+1:
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 576]
+    movzx esi, dil
+    mov byte ptr [r15 + r8 + 768], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1536], edi
+    mov qword ptr [r15 + r9 + 448], rsi
+    movzx edi, byte ptr [r15 + rbp + 1664]
+    jmp 1f
+1:
+    movzx r9d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c118:
+    lea r9, [r11*4]
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], r9d
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 85
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 5
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    lea rbp, [r11 + r11*8]
+    mov qword ptr [r15 + r8 + 448], rbp
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3392], 72
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 3584]
+    movsxd rcx, dword ptr [r15 + rbp + 3648]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 3840]
+    mov qword ptr [r15 + rbp + 3776], rax
+    mov dword ptr [r15 + r9 + 576], eax
+    movzx eax, al
+    mov qword ptr [r15 + r9 + 768], rax
+    mov byte ptr [r15 + rbp + 3520], al
+    mov dword ptr [r15 + rbp + 3712], eax
+    movzx eax, byte ptr [r15 + r9 + 640]
+    mov r9, rax
+    mov qword ptr [r15 + rbp + 3904], r9
+    mov dword ptr [r15 + rbp + 3456], r9d
+    mov eax, dword ptr [r15 + r8 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c119:
+    jmp 1f
+1:
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov rax, r9
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov dword ptr [r15 + 0], 200
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 151
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 129
+    lea r9, [r11*4]
+    movsxd rax, dword ptr [r15 + 0]
+    movzx ebp, al
+    and r9, 192
+    mov dword ptr [r15 + r9 + 704], r9d
+    mov eax, dword ptr [r15 + r9 + 768]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    nop
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 104
+    mov esi, 251
+    mov byte ptr [r15 + rbp + 384], sil
+    add rsi, qword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r9 + 576], 117
+    and esi, dword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c120:
+    mov dword ptr [r15 + 0], 164
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 252
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, 66
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    movzx ebp, r8b
+    mov r9d, 67
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movzx r9d, bpl
+    mov r9d, 209
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    xor dword ptr [r15 + 0], ecx
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 64]
+    mov ecx, r8d
+    mov qword ptr [r15 + rbp + 128], rcx
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    movzx ebp, byte ptr [r15 + r9 + 64]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    mov rcx, r8
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    imul rcx, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c121:
+    lea rbp, [r11*8]
+    and rbp, 4032
+    inc dword ptr [r15 + rbp + 3584]
+    mov qword ptr [r15 + rbp + 3776], rbp
+    movsxd rcx, dword ptr [r15 + rbp + 3840]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ecx
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm6
+    mov rcx, rbp
+    imul rcx, qword ptr [r15 + rbp + 3520]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 11008
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov rcx, r9
+    mov ecx, ecx
+    mov dword ptr [r15 + r9 + 128], 168
+    mov qword ptr [r15 + rbp + 3456], r8
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    jmp 1f
+1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 3712]
+    mov dword ptr [r15 + rbp + 3648], 156
+    jmp 1f
+1:
+    mov ebp, 249
+    mov dword ptr [r15 + r9 + 448], 214
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c122:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    lea r9, [r11 + r11*8]
+    lea r8, [r11 + r11*1]
+    mov ecx, r8d
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 384]
+    and r9, 8128
+    mov dword ptr [r15 + r9 + 7872], r9d
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 2
+    vpaddd xmm6, xmm6, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7616], r9d
+    mov qword ptr [r15 + r9 + 7488], rax
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 7936], 40
+    mov dword ptr [r15 + r9 + 7552], 1
+    movzx ebp, byte ptr [r15 + r9 + 7808]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm6
+    mov qword ptr [r15 + r8 + 320], rbp
+    mov r8d, dword ptr [r15 + r9 + 7744]
+    mov qword ptr [r15 + r9 + 8000], r8
+    mov r8d, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c123:
+    mov dword ptr [r15 + 0], 38
+    mov rax, r8
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 56
+    mov byte ptr [r15 + 0], al
+    movzx ebp, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 41
+    mov dword ptr [r15 + 0], r8d
+    mov rax, rax
+    mov rax, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    mov rbp, rbp
+    mov rbp, rbp
+    lea rbp, [r11*4]
+    movsxd r8, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 0]
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 320]
+    and rbp, 192
+    add rax, qword ptr [r15 + rbp + 768]
+    mov esi, 233
+    mov rsi, rdx
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    mov esi, 246
+    mov edx, dword ptr [r15 + r9 + 384]
+    mov r9, qword ptr [r15 + r8 + 256]
+    mov byte ptr [r15 + rbp + 640], cl
+    mov dword ptr [r15 + rbp + 704], 197
+    mov qword ptr [r15 + rbp + 576], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c124:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r9, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    movzx r9d, byte ptr [r15 + 0]
+    mov ebp, 63
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 144
+    add r9, qword ptr [r15 + 0]
+    mov edx, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 147
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov edx, 33
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    movzx edx, cl
+    mov edx, 240
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 207
+    mov edx, ebp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    and edx, dword ptr [r15 + rbp + 64]
+    mov ebp, dword ptr [r15 + r9 + 64]
+    lea r9, [r11 + r11*1]
+    mov edi, r9d
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    and edx, dword ptr [r15 + r9 + 320]
+    mov rcx, rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c125:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 228
+    movsxd rdx, dword ptr [r15 + 0]
+    movzx r9d, dl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, 153
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx eax, byte ptr [r15 + rbp + 256]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 138
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    movsxd rdi, dword ptr [r15 + r9 + 448]
+    mov byte ptr [r15 + r8 + 320], dil
+    mov rdi, rdi
+    mov r9d, dword ptr [r15 + rbp + 192]
+    mov edi, r9d
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c126:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    and edi, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], dil
+    mov byte ptr [r15 + 0], sil
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    movzx edi, byte ptr [r15 + 0]
+    mov esi, 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 9984
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm6, xmm6, 190
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 256], rbp
+    and rbp, 64
+    movzx r8d, byte ptr [r15 + rbp + 448]
+    add r8, qword ptr [r15 + r9 + 320]
+    mov r9d, dword ptr [r15 + rbp + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c127:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 141
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
+    lea rbp, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    and rbp, 4032
+    movzx esi, byte ptr [r15 + rbp + 3584]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    movzx edx, r9b
+    mov rdx, qword ptr [r15 + r9 + 64]
+    movsxd r9, dword ptr [r15 + rbp + 3392]
+    mov qword ptr [r15 + r8 + 64], r9
+    and r9d, dword ptr [r15 + rbp + 3520]
+    movzx r8d, r9b
+    mov dword ptr [r15 + rbp + 3712], r8d
+    mov byte ptr [r15 + rbp + 3840], r8b
+    mov byte ptr [r15 + rbp + 3456], r8b
+    vmovdqu ymmword ptr [r15 + rbp + 3776], ymm6
+    vmovq qword ptr [r15 + rbp + 3648], xmm6
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3904], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c128:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 512], r8b
+    lea rbp, [r11 + r11*8]
+    movzx r9d, bpl
+    and rbp, 1984
+    mov qword ptr [r15 + rbp + 1344], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movzx esi, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 320]
+    movzx edi, byte ptr [r15 + rbp + 1728]
+    mov byte ptr [r15 + rbp + 1600], bpl
+    movsxd rcx, dword ptr [r15 + rbp + 1536]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + rbp + 1408]
+    mov rax, rdx
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1472], eax
+    mov dword ptr [r15 + rbp + 1664], 93
+    add rax, qword ptr [r15 + rbp + 1856]
+    mov edx, r9d
+    mov dword ptr [r15 + r9 + 384], edx
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 448], edx
+    mov dword ptr [r15 + rbp + 1792], 64
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c129:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    mov rdx, rsi
+    mov rsi, rdx
+    mov eax, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 240
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 58
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    movzx esi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    movzx esi, byte ptr [r15 + rbp + 192]
+    and r9, 64
+    lea r8, [r11*4]
+    and esi, dword ptr [r15 + r9 + 448]
+    and r8, 192
+    add rsi, qword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 768], 122
+    and esi, dword ptr [r15 + rbp + 256]
+    mov qword ptr [r15 + r9 + 512], rbp
+    jmp 1f
+1:
+    mov r9d, 59
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r8 + 576]
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm6
+    mov r9d, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c130:
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], 9
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 143
+    mov dword ptr [r15 + 0], 172
+    mov esi, esi
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rsi
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, r9
+    mov dword ptr [r15 + 0], 111
+    mov rsi, rsi
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], rsi
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 192]
+    add rcx, qword ptr [r15 + rbp + 128]
+    mov rbp, qword ptr [r15 + r9 + 320]
+    mov r9d, 81
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + r8 + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c131:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*4]
+    and r9, 64
     mov r8, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    and rbp, 192
+    mov ecx, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 247
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r8
+    mov dword ptr [r15 + 0], 42
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 2304
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 320]
+    movzx edx, byte ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r9 + 128], 136
+    mov r9d, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    movzx edi, r9b
+    mov byte ptr [r15 + r8 + 384], dil
+    mov qword ptr [r15 + rbp + 576], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c132:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov dword ptr [r15 + 0], 163
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov edi, 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    and ecx, dword ptr [r15 + 0]
+    movzx edi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r8, rdi
+    mov r8, r8
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    lea r8, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 192]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 194
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    mov rsi, r9
+    mov byte ptr [r15 + r8 + 256], dl
+    mov dword ptr [r15 + r9 + 320], 98
+    mov r9d, esi
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + rbp + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c133:
+    mov r9, r9
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov r9, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    mov dword ptr [r15 + r9 + 3392], r9d
+    mov qword ptr [r15 + r9 + 3584], r9
+    movsxd rsi, dword ptr [r15 + r9 + 3776]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r9 + 3648]
+    lea r8, [r11 + r11*2]
+    mov dword ptr [r15 + r9 + 3520], 121
+    lea rbp, [r11 + r11*1]
+    and r8, 1984
+    mov dword ptr [r15 + r8 + 1408], 193
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 3712]
+    mov qword ptr [r15 + r9 + 3456], rdx
+    movsxd rdx, dword ptr [r15 + r8 + 1472]
+    mov dword ptr [r15 + rbp + 128], 97
+    movzx ebp, dl
+    mov dword ptr [r15 + r8 + 1344], ebp
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c134:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    mov r9d, 240
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 144
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 8128
+    mov qword ptr [r15 + r9 + 7616], r9
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 7552]
+    lea r8, [r11 + r11*1]
+    mov rdx, qword ptr [r15 + r9 + 7488]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + r8 + 448]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm6
+    jmp 1f
+1:
+    mov rax, r9
+    test ebx, 5120
+    jnz 1f
+1:
+    movsxd rdx, dword ptr [r15 + r9 + 7744]
+    mov rsi, qword ptr [r15 + rbp + 384]
+    mov ebp, esi
+    movzx ebp, byte ptr [r15 + r9 + 7808]
+    vmovdqu ymmword ptr [r15 + r9 + 7680], ymm6
+    mov r9d, 5
+    vpor xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 512], 107
+    mov r9d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    jmp 1f
+1:
+    movzx r8d, r9b
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c135:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r9d, 226
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, 90
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 48
+    xor dword ptr [r15 + 0], r9d
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], r9d
+    and rbp, 192
+    mov rsi, qword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], ecx
+    mov rdi, qword ptr [r15 + rbp + 640]
+    and edi, dword ptr [r15 + rbp + 576]
+    mov ecx, 152
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov qword ptr [r15 + r9 + 320], rcx
+    mov byte ptr [r15 + r8 + 192], cl
+    mov r9d, r9d
+    movzx r9d, byte ptr [r15 + rbp + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c136:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov dword ptr [r15 + 0], 60
+    mov r9d, 247
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov edi, 77
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    lea rbp, [r11*4]
+    movzx edi, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], ebp
+    mov r9, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 640], 117
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov edi, r9d
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 768], edi
+    jmp 1f
+1:
+    movzx edi, byte ptr [r15 + r9 + 384]
+    vmovdqu ymmword ptr [r15 + rbp + 576], ymm6
+    jmp 1f
+1:
+    mov r9d, 231
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 448]
+    movsxd r8, dword ptr [r15 + r9 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c137:
+    mov r9d, r9d
+    mov r9d, 156
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 73
+    movzx r9d, byte ptr [r15 + 0]
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    mov rdi, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov esi, edi
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 384]
+    lea r9, [r11 + r11*1]
+    mov esi, 215
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    imul rsi, qword ptr [r15 + r8 + 320]
+    mov ecx, 66
+    mov r8d, ecx
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 640]
+    mov r8d, 168
+    and r8d, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r9 + 256]
+    mov r9, qword ptr [r15 + rbp + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c138:
+    lea r8, [r11*8]
+    and r8, 1984
+    movsxd r9, dword ptr [r15 + r8 + 1472]
+    vmovdqu ymmword ptr [r15 + r8 + 1728], ymm6
+    mov ecx, 100
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rax
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    and ecx, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    inc dword ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + rbp + 320], 177
+    mov dword ptr [r15 + r9 + 384], 3
+    mov r9d, 83
+    mov byte ptr [r15 + r8 + 1664], r9b
+    jmp 1f
+1:
+    mov rbp, r9
+    mov r9d, 89
+    mov dword ptr [r15 + r8 + 1536], ecx
+    mov dword ptr [r15 + r8 + 1792], 135
+    movzx r9d, dil
+    vmovdqu ymmword ptr [r15 + r8 + 1408], ymm6
+    add r9, qword ptr [r15 + r8 + 1344]
+    and r9d, dword ptr [r15 + r8 + 1600]
+    mov rcx, r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c139:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpxor xmm6, xmm6, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov rsi, rcx
+    movzx esi, byte ptr [r15 + 0]
+    mov rcx, rsi
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 4608
+    jz 1f
+1:
+    vpxor xmm6, xmm6, xmm0
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov r8d, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    and r8, 64
+    mov esi, dword ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 128], r9
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    and rbp, 64
+    and r8d, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 512], r8
+    and r8d, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c140:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    movzx esi, bpl
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 34
+    mov qword ptr [r15 + 0], rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 50
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    add rcx, qword ptr [r15 + 0]
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 256], r9
+    mov dword ptr [r15 + r8 + 448], 153
+    mov byte ptr [r15 + r9 + 192], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c141:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    mov esi, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rsi
+    jmp 1f
+1:
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    movzx esi, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 4032
+    lea rbp, [r11*8]
+    mov byte ptr [r15 + r9 + 3456], dil
+    movzx esi, bpl
+    jmp 1f
+1:
+    and rbp, 8128
+    lea r8, [r11 + r11*1]
+    mov esi, dword ptr [r15 + rbp + 7680]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    movsxd rdi, dword ptr [r15 + rbp + 7808]
+    mov byte ptr [r15 + rbp + 7616], r9b
+    mov rcx, qword ptr [r15 + r9 + 3648]
+    and edi, dword ptr [r15 + r9 + 3520]
+    mov byte ptr [r15 + rbp + 7552], dil
+    mov qword ptr [r15 + rbp + 7744], rdi
+    movzx edi, byte ptr [r15 + rbp + 7488]
+    mov eax, dword ptr [r15 + rbp + 7872]
+    mov rbp, qword ptr [r15 + r8 + 384]
+    mov r8d, ebp
+    vmovdqu ymmword ptr [r15 + r9 + 3712], ymm6
+    vmovdqu ymmword ptr [r15 + r9 + 3584], ymm6
+    mov qword ptr [r15 + r9 + 3392], rbp
+    mov r9d, 119
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c142:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    movzx ebp, byte ptr [r15 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 22
+    movzx r8d, bpl
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 75
+    mov ebp, 76
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov esi, 250
+    mov dword ptr [r15 + 0], esi
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 192
+    mov qword ptr [r15 + rbp + 704], rdi
+    mov edi, 234
+    lea r8, [r11 + r11*1]
+    add rdi, qword ptr [r15 + rbp + 640]
+    add rdi, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r9 + 256], edi
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r8 + 512], rdi
+    jmp 1f
+1:
+    movzx edi, dil
+    and edi, dword ptr [r15 + rbp + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c143:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov edi, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r11*8]
+    mov qword ptr [r15 + rbp + 128], r8
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3648], r8
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 3776], r8b
+    mov dword ptr [r15 + r8 + 3840], r8d
+    jmp 1f
+1:
+    mov edi, 2
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r9, [r11*4]
+    vmovdqu xmmword ptr [r15 + r8 + 3456], xmm6
+    jmp 1f
+1:
+    mov edi, r9d
+    and r9, 192
+    and edi, dword ptr [r15 + r9 + 704]
+    mov qword ptr [r15 + r8 + 3712], rdi
+    movzx edi, byte ptr [r15 + r8 + 3520]
+    movzx ecx, byte ptr [r15 + r8 + 3392]
+    mov rsi, rcx
+    mov dword ptr [r15 + rbp + 64], 253
+    mov ebp, esi
+    movzx ecx, byte ptr [r15 + r9 + 576]
+    add rsi, qword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    xor dword ptr [r15 + r8 + 3584], r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 640], 145
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c144:
+    mov dword ptr [r15 + 0], ebp
+    mov ebp, eax
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov ebp, ecx
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 61
+    lea rbp, [r11 + r11*1]
+    mov rdi, rbp
+    jmp 1f
+1:
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 64], r8b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 173
+    lea r9, [r11 + r11*1]
+    mov edi, dword ptr [r15 + r8 + 512]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    add r8, qword ptr [r15 + rbp + 128]
+    mov ebp, esi
+    mov qword ptr [r15 + r9 + 320], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c145:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov rbp, r9
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov byte ptr [r15 + 0], r9b
+    mov ebp, ebp
+    add rbp, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 76
+    test ebx, 512
+    jz 1f
+1:
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    lea rbp, [r11 + r11*1]
+    mov r8d, ebp
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r9d
+    mov r9d, r8d
+    lea r9, [r11 + r11*1]
+    mov edi, dword ptr [r15 + rbp + 320]
+    movsxd rbp, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + r9 + 128]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c146:
+    lea rbp, [r11 + r11*8]
+    lea r8, [r11 + r11*1]
+    and rbp, 4032
+    mov qword ptr [r15 + rbp + 3456], rbp
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov dword ptr [r15 + rbp + 3840], 106
+    movzx r9d, r8b
+    movsxd rdi, dword ptr [r15 + rbp + 3520]
+    movzx r9d, byte ptr [r15 + rbp + 3584]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rcx
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3776], r9d
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + rbp + 3904], rcx
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 256], rax
+    mov r9, rcx
+    movsxd rcx, dword ptr [r15 + rbp + 3712]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 3648], cl
+    and ecx, dword ptr [r15 + rbp + 3392]
+    mov dword ptr [r15 + r8 + 320], 116
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c147:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm6
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 235
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    test ebx, 3584
+    jz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    vmovq qword ptr [r15 + 0], xmm6
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    vpaddd xmm6, xmm6, xmm6
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 128], bpl
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 162
+    mov byte ptr [r15 + rbp + 320], bpl
+    lea rbp, [r11 + r11*1]
+    vmovq xmm6, rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], bpl
+    add rcx, qword ptr [r15 + r9 + 64]
+    movzx r9d, r8b
+    jmp 1f
+1:
+    add qword ptr [r15 + rbp + 512], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c148:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    movzx r9d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    mov r9, r9
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*4]
+    mov r8d, ebp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], esi
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 768], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, sil
+    mov esi, dword ptr [r15 + rbp + 640]
+    lea r8, [r11 + r11*1]
+    mov rdi, r8
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 128]
+    mov byte ptr [r15 + r9 + 512], dil
+    movsxd rdi, dword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 64], edi
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 576], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c149:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 64]
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, r9d
+    mov edi, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    and edi, dword ptr [r15 + r8 + 128]
+    movzx r8d, r8b
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], r9d
+    and edi, dword ptr [r15 + r9 + 576]
+    mov r8d, ecx
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 704]
+    mov r8d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 768], 233
+    vpxor xmm6, xmm6, xmm4
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    mov r9d, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c150:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rbp, r9
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 128], dil
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 64], r8d
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], rdi
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ebp
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 224
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm6, xmm6, xmm0
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    movzx ecx, dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm6
+    mov ecx, 221
+    mov qword ptr [r15 + r8 + 128], rsi
+    mov ecx, 184
+    mov ecx, ecx
+    mov byte ptr [r15 + rbp + 384], cl
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c151:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 2816
+    jz 1f
+1:
+    and rbp, 8128
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    mov r8d, ecx
+    lea r8, [r11*4]
+    mov edi, r8d
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7744], r9b
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], r8
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm6
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 256]
+    movzx esi, byte ptr [r15 + rbp + 7808]
+    mov rax, qword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + rbp + 7616], rax
+    movsxd rax, dword ptr [r15 + rbp + 7488]
+    nop
+    mov r9d, ebp
+    and r9d, dword ptr [r15 + r8 + 576]
+    and esi, dword ptr [r15 + rbp + 7680]
+    movzx ebp, byte ptr [r15 + r8 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c152:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    add rsi, qword ptr [r15 + 0]
+    mov r9d, 32
+    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, r9
+    mov rsi, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    movzx esi, r9b
+    mov dword ptr [r15 + 0], 239
+    and r9, 192
+    mov qword ptr [r15 + r9 + 768], r9
+    mov rsi, qword ptr [r15 + r9 + 640]
+    movzx ecx, sil
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov esi, dword ptr [r15 + r9 + 704]
+    movzx edi, sil
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    vmovq qword ptr [r15 + rbp + 448], xmm6
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 256]
+    mov dword ptr [r15 + rbp + 512], 108
+    mov qword ptr [r15 + r8 + 192], rdi
+    movzx r8d, byte ptr [r15 + r9 + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c153:
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 117
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 12
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], eax
+    movsxd rax, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 67
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and eax, dword ptr [r15 + 0]
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 256]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    add rax, qword ptr [r15 + r8 + 192]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov r8, rbp
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + r9 + 128]
+    movsxd r9, dword ptr [r15 + rbp + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c154:
+    mov rbp, r9
+    movzx r9d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    and r9, 1984
+    mov byte ptr [r15 + r9 + 1600], r9b
+    mov r8d, dword ptr [r15 + r9 + 1344]
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov dword ptr [r15 + r9 + 1664], 111
+    add r8, qword ptr [r15 + r9 + 1792]
+    mov byte ptr [r15 + r9 + 1536], r8b
+    test ebx, 1024
+    jz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + r9 + 1728], xmm6
+    mov byte ptr [r15 + r9 + 1472], r8b
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8d, 187
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 1408]
+    mov r9d, 241
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, 192
+    mov dword ptr [r15 + r8 + 192], 73
+    mov r8d, r9d
+    jmp 1f
+1:
     mov qword ptr [r15 + rbp + 384], r8
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c1:
-    add r8, qword ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    add r9, qword ptr [r15 + 0]
+    jz .Lc1_b1_done
+.Lc1_b1_c155:
+    lea r8, [r11*8]
+    mov r9d, r8d
+    and r8, 8128
+    movsxd r9, dword ptr [r15 + r8 + 7488]
+    vmovdqu ymmword ptr [r15 + r8 + 7616], ymm6
     jmp 1f
 1:
-    test bl, 80
-    jnz 1f
+    movzx ebp, r8b
+    jmp 1f
 1:
-    vmovq qword ptr [r15 + 0], xmm14
-    mov r9, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test bl, 40
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    lea r9, [r11 + r11*1]
     and rbp, 64
-    mov byte ptr [r15 + rbp + 192], cl
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    movzx ecx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rsi, dword ptr [r15 + rbp + 448]
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], 197
-    mov dword ptr [r15 + r8 + 320], 162
-    and r8d, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + r9 + 384], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    mov eax, r8d
-    vpshufd xmm14, xmm14, 139
-    mov qword ptr [r15 + rbp + 256], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    jmp 1f
+1:
+    mov eax, 252
+    mov byte ptr [r15 + rbp + 512], al
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r8 + 7744]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 7872], eax
+    movsxd rax, dword ptr [r15 + r9 + 320]
+    mov rbp, qword ptr [r15 + r8 + 7552]
+    movzx r9d, byte ptr [r15 + r8 + 7808]
+    or qword ptr [r15 + r8 + 7680], 33
+    mov r8, r9
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c2:
-    mov ebp, r8d
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
+    jz .Lc1_b1_done
+.Lc1_b1_c156:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], 172
+    jmp 1f
 1:
+    movsxd rax, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 251
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
+    mov r8d, 17
+    mov dword ptr [r15 + 0], 55
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
+    and r8d, dword ptr [r15 + 0]
     add r8, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], bpl
-    test ebx, 1073741824
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 10752
     jz 1f
 1:
+    mov dword ptr [r15 + 0], 34
+    mov r8d, r8d
+    mov r8d, ebp
     jmp 1f
 1:
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 384]
-    mov byte ptr [r15 + r9 + 320], r8b
-    test bl, 16
-    jz 1f
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, sil
     lea r8, [r11 + r11*1]
-    mov r9d, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r8b
+    movsxd rsi, dword ptr [r15 + 0]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov dword ptr [r15 + rbp + 768], 34
-    test ebx, 1073741824
-    jnz 1f
+    mov dword ptr [r15 + r8 + 384], eax
+    mov rax, r8
+    and eax, dword ptr [r15 + rbp + 192]
+    jmp 1f
 1:
-    movsxd r9, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + rbp + 640], 91
-    mov byte ptr [r15 + rbp + 704], r9b
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + r8 + 320]
+    mov r8d, esi
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 128], rsi
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c3:
-    lea r9, [r11 + r11*1]
-    movzx r8d, r8b
-    and r9, 64
-    mov r8d, dword ptr [r15 + r9 + 320]
+    jz .Lc1_b1_done
+.Lc1_b1_c157:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
     jmp 1f
 1:
-    mov ebp, 155
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11*4]
-    movzx r8d, bpl
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 576], r9b
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r9
     jmp 1f
 1:
-    test bl, 24
-    jz 1f
+    mov dword ptr [r15 + 0], r8d
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov qword ptr [r15 + 0], r8
-    movzx r8d, r8b
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    mov r8d, 51
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, 239
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov rbp, r8
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add qword ptr [r15 + 0], r8
+    mov esi, dword ptr [r15 + 0]
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 320], r9d
+    mov dword ptr [r15 + r8 + 384], 65
+    jmp 1f
+1:
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 256], bpl
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 64]
+    mov rax, rsi
+    and ebp, dword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 192], 240
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c158:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 72
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rbp
+    and r8d, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx esi, bpl
+    mov byte ptr [r15 + 0], sil
+    mov ebp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov ebp, 77
+    test ebx, 9216
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov byte ptr [r15 + 0], bpl
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 75
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    movzx esi, sil
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    jmp 1f
+1:
+    mov r8d, 166
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 512], r8
+    mov r8, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 384], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c159:
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, 154
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov rax, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rsi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov rdi, rsi
+    mov esi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 41
+    mov dword ptr [r15 + 0], 149
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, eax
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
     jmp 1f
 1:
     lea r8, [r11 + r11*1]
-    test bl, 16
-    jz 1f
-1:
-    mov ecx, r8d
-    movzx ecx, cl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 254
+    mov qword ptr [r15 + r8 + 64], r8
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 448]
+    add rdi, qword ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r9 + 512], edi
+    mov dword ptr [r15 + r8 + 128], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c160:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, edi
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx edi, dil
+    jmp 1f
+1:
+    lea r9, [r11*8]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r8d
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 768], 114
+    and r9, 4032
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r9 + 3584]
+    or qword ptr [r15 + r9 + 3648], 75
+    add rdi, qword ptr [r15 + rbp + 768]
+    mov esi, 241
+    mov byte ptr [r15 + rbp + 704], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, bpl
+    vmovdqu ymmword ptr [r15 + r9 + 3520], ymm6
+    mov esi, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 640], rsi
+    mov esi, 194
+    mov dword ptr [r15 + r9 + 3712], 215
+    mov byte ptr [r15 + r9 + 3392], sil
+    mov rsi, qword ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c161:
+    mov esi, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, byte ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + 0]
+    mov r9d, esi
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov esi, 113
+    movzx esi, r9b
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm6
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    and esi, dword ptr [r15 + rbp + 256]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    mov ebp, r8d
+    mov qword ptr [r15 + r9 + 576], rbp
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 128]
+    movzx r8d, byte ptr [r15 + r9 + 640]
+    mov qword ptr [r15 + r9 + 768], rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c162:
+    jmp 1f
+1:
+    movzx esi, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov rsi, qword ptr [r15 + rbp + 7936]
+    mov r8, rsi
+    movzx r8d, byte ptr [r15 + rbp + 7488]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    inc dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7616], 120
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov rsi, qword ptr [r15 + r8 + 448]
+    mov edi, esi
+    mov dword ptr [r15 + rbp + 7744], 174
+    mov dword ptr [r15 + rbp + 7872], 189
+    mov dword ptr [r15 + rbp + 7808], 136
+    mov dword ptr [r15 + rbp + 7552], 107
+    movzx esi, byte ptr [r15 + r8 + 512]
+    mov r8, rsi
+    mov esi, r8d
+    movsxd rsi, dword ptr [r15 + rbp + 7680]
+    add rdi, qword ptr [r15 + r9 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c163:
+    mov r8, rbp
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r8, r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm6, xmm6, xmm10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 64]
+    lea r8, [r11 + r11*1]
+    movzx eax, r8b
+    mov byte ptr [r15 + r9 + 128], al
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov eax, 37
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 512], bpl
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c164:
+    lea r8, [r11 + r11*1]
+    mov r9d, 140
+    jmp 1f
+1:
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 320]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r9d
+    mov dword ptr [r15 + 0], 94
+    mov qword ptr [r15 + 0], rsi
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpaddd xmm6, xmm6, xmm6
+    mov eax, r9d
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 112
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    movzx eax, al
+    mov eax, eax
+    mov qword ptr [r15 + 0], rax
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + r8 + 384]
+    and rbp, 192
+    lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + rbp + 768], sil
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], r9d
+    and esi, dword ptr [r15 + rbp + 640]
+    mov r9d, r9d
+    jmp 1f
+1:
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + r8 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c165:
+    jmp 1f
+1:
+    mov r8d, r9d
+    movzx r9d, r8b
+    mov dword ptr [r15 + 0], 61
+    movzx r8d, r9b
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 5
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    add r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 98
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 223
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 5120
+    jnz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    lea r8, [r11 + r11*1]
+    movzx edi, r8b
+    lea rbp, [r11 + r11*1]
+    movzx edi, r9b
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], r9d
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 192]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 384], rax
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], dil
+    mov rbp, qword ptr [r15 + r8 + 256]
+    movzx r8d, bpl
+    mov qword ptr [r15 + r9 + 64], r8
+    jmp 1f
+1:
+    mov eax, r8d
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c166:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm6
+    lea r9, [r11*8]
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm6
+    jmp 1f
+1:
+    and r9, 448
+    vmovdqu ymmword ptr [r15 + r9 + 1280], ymm6
+    mov byte ptr [r15 + r9 + 1088], r9b
+    movzx eax, byte ptr [r15 + r9 + 1216]
+    jmp 1f
+1:
+    mov rdi, rax
+    add rax, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    mov rbp, qword ptr [r15 + r9 + 1024]
+    movzx edi, byte ptr [r15 + r9 + 832]
+    mov esi, dword ptr [r15 + r9 + 1152]
+    mov rdx, rsi
+    mov rsi, qword ptr [r15 + r9 + 960]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 896], rax
+    mov eax, 89
+    mov rax, rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c167:
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 214
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 98
+    lea rbp, [r11 + r11*8]
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7552], 229
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + rbp + 7808]
+    and eax, dword ptr [r15 + rbp + 8000]
+    mov qword ptr [r15 + rbp + 7616], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 6
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 64]
+    mov edx, eax
+    mov dword ptr [r15 + rbp + 7488], edx
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 42
+    movsxd rdx, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7744], edx
+    mov byte ptr [r15 + rbp + 7872], dl
+    vmovdqu ymmword ptr [r15 + rbp + 7936], ymm6
+    jmp 1f
+1:
+    vpshufd xmm6, xmm6, 4
+    mov r9d, dword ptr [r15 + rbp + 7680]
+    mov edx, r9d
+    mov dword ptr [r15 + r8 + 128], edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c168:
+    mov dword ptr [r15 + 0], 30
+    mov edx, 219
+    mov dword ptr [r15 + 0], 205
+    mov qword ptr [r15 + 0], rdx
+    mov edx, edx
+    mov edx, r9d
+    mov edx, 101
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    add rdx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 191
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov edx, edx
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov byte ptr [r15 + 0], dl
+    mov dword ptr [r15 + 0], 181
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dl
+    lea r9, [r11 + r11*1]
+    mov ebp, 164
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
+    movzx eax, bpl
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov rax, qword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + rbp + 256], al
+    and r8, 64
+    movsxd rbp, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 448], ebp
+    mov dword ptr [r15 + r8 + 320], ebp
+    mov rbp, rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c169:
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    movzx eax, bpl
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    movzx edx, byte ptr [r15 + r8 + 256]
+    lea rbp, [r11 + r11*1]
+    vpmovmskb edi, xmm6
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    and r9, 64
+    add rdi, qword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + r9 + 128], rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 192], dil
+    and r9d, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c170:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpaddd xmm6, xmm6, xmm6
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 137
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 31
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    mov eax, 84
+    mov eax, eax
+    and eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    movzx ebp, r9b
+    mov qword ptr [r15 + 0], rbp
+    and r9, 64
+    mov qword ptr [r15 + r9 + 192], r9
+    lea rbp, [r11 + r11*1]
+    movzx r8d, bpl
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 155
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 512]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 256], ebp
+    mov r9d, ebp
+    mov byte ptr [r15 + r8 + 448], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c171:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 69
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    add rbp, qword ptr [r15 + 0]
+    movzx r9d, bpl
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 249
+    jmp 1f
+1:
+    mov ebp, 15
+    mov byte ptr [r15 + 0], bpl
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    movzx r9d, r9b
+    and r9d, dword ptr [r15 + 0]
+    mov ebp, r9d
+    mov r9d, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ebp, r9b
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 150
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 256], r8b
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm6
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    vpshufd xmm6, xmm6, 162
+    movzx edi, byte ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 173
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c172:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 320], rbp
+    mov dword ptr [r15 + 0], 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 226
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 88
+    mov r8, r8
+    and r8d, dword ptr [r15 + 0]
+    movsxd rdi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, 51
+    mov r9, r9
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    movzx r9d, bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    or qword ptr [r15 + 0], 15
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov edx, 40
+    mov dword ptr [r15 + rbp + 384], edx
+    mov qword ptr [r15 + r9 + 64], rdx
+    mov edx, ebp
+    add r9, qword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c173:
+    lea r9, [r11*8]
+    movzx eax, r9b
+    jmp 1f
+1:
+    and r9, 4032
+    movsxd rdx, dword ptr [r15 + r9 + 3456]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + r9 + 3776]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 3648], 2
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 18
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 64]
+    and r8, 64
+    movsxd rax, dword ptr [r15 + r8 + 384]
+    mov rsi, rax
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 3712], sil
+    movzx esi, byte ptr [r15 + r8 + 320]
+    movsxd rax, dword ptr [r15 + r9 + 3584]
+    jmp 1f
+1:
+    mov r8, rax
+    add r8, qword ptr [r15 + r9 + 3840]
+    mov eax, dword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 3392], edx
+    mov qword ptr [r15 + r9 + 3520], rax
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c174:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 176
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + 0]
+    movzx r8d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 134
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdx, r8
+    imul rdx, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 448]
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    mov rdi, rsi
+    movzx edi, sil
+    and rbp, 192
+    and edi, dword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], r9
+    vmovdqu ymmword ptr [r15 + r9 + 128], ymm6
+    mov esi, ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 576]
+    mov byte ptr [r15 + r8 + 512], sil
+    and esi, dword ptr [r15 + rbp + 640]
+    jmp 1f
+1:
+    mov r8d, r9d
+    mov dword ptr [r15 + rbp + 704], 152
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c175:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    imul r8, qword ptr [r15 + 0]
+    mov rsi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 211
+    mov dword ptr [r15 + 0], 250
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 22
+    movzx r8d, sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 185
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 94
+    mov esi, dword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*4]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    and r9, 192
+    mov byte ptr [r15 + r9 + 704], dil
+    mov qword ptr [r15 + r9 + 768], r9
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    mov edi, dword ptr [r15 + r9 + 640]
+    jmp 1f
+1:
+    mov rdx, r8
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 512], r8
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 254
+    and ebp, dword ptr [r15 + r9 + 576]
+    and ebp, dword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c176:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb ebp, xmm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    lea rbp, [r11 + r11*1]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov r8d, ebp
+    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    movzx edx, r8b
+    jmp 1f
+1:
+    and r8, 8128
+    mov qword ptr [r15 + r8 + 7808], r8
+    lea r9, [r11 + r11*1]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + r8 + 7488]
+    jmp 1f
+1:
+    and r9, 64
+    and edx, dword ptr [r15 + r9 + 448]
+    mov dword ptr [r15 + r8 + 8000], 74
+    test ebx, 768
+    jnz 1f
+1:
+    mov rdx, qword ptr [r15 + r8 + 7744]
+    mov rdi, rdx
+    vpcmpeqb xmm6, xmm6, xmm0
+    mov rdx, r8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, 148
+    mov qword ptr [r15 + r8 + 7936], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 7680], rax
+    movzx edx, byte ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + r9 + 512], rdi
+    mov byte ptr [r15 + r8 + 7872], dl
+    mov byte ptr [r15 + r8 + 7616], dl
+    mov dword ptr [r15 + r8 + 7552], edx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c177:
+    movzx edx, dl
+    movsxd rdx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, edi
+    mov r9d, 113
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    movzx edi, r9b
+    mov eax, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 248
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and edi, dword ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*1]
+    mov eax, ebp
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov eax, 124
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    mov dword ptr [r15 + rbp + 320], r8d
+    jmp 1f
+1:
+    movzx ebp, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 512], 176
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c178:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r8b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 110
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 36
+    mov r8d, ebp
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 704], 33
+    mov r8d, ebp
+    lea r8, [r11 + r11*1]
+    mov r9d, 181
+    mov r9d, 244
+    and r8, 64
+    lea r9, [r11 + r11*1]
+    and eax, dword ptr [r15 + r8 + 128]
+    and eax, dword ptr [r15 + rbp + 768]
+    and r9, 64
+    add rax, qword ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + rbp + 640], eax
+    mov qword ptr [r15 + rbp + 576], rax
+    mov eax, 20
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r9 + 448], rax
+    movzx eax, r8b
+    mov byte ptr [r15 + r8 + 64], al
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c179:
+    lea r9, [r11*8]
+    and r9, 448
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r9 + 1280]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 174
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    mov edi, dword ptr [r15 + r9 + 1088]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm6, xmm6, xmm11
+    mov byte ptr [r15 + r9 + 1152], dl
+    movsxd rsi, dword ptr [r15 + r9 + 896]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rdx, dword ptr [r15 + rbp + 512]
+    mov ecx, dword ptr [r15 + r9 + 1024]
+    vmovdqu ymmword ptr [r15 + r9 + 832], ymm6
+    mov rbp, qword ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + r9 + 960], r9
+    and ebp, dword ptr [r15 + r8 + 768]
+    movsxd rdx, dword ptr [r15 + r9 + 1216]
+    mov qword ptr [r15 + r8 + 640], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c180:
+    lea rbp, [r11*8]
+    and rbp, 1984
+    movzx edx, byte ptr [r15 + rbp + 1536]
+    mov r8d, 159
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, 168
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, r8d
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1408], r8d
+    jmp 1f
+1:
+    mov eax, r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, eax
+    mov r9, r9
+    movzx eax, byte ptr [r15 + rbp + 1472]
+    jmp 1f
+1:
+    mov r9, rax
+    mov byte ptr [r15 + rbp + 1728], r9b
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 64]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movzx eax, r8b
+    mov qword ptr [r15 + rbp + 1600], rax
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 74
+    movzx eax, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov r8, rax
+    movzx r8d, r8b
+    mov dword ptr [r15 + rbp + 1664], 1
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 1344], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c181:
+    lea r8, [r11 + r11*8]
+    and r8, 8128
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 7872], r9
+    jmp 1f
+1:
+    vmovq xmm6, rax
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 192]
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov rdi, rbp
+    mov ebp, dword ptr [r15 + r8 + 7808]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + r8 + 7680]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 384]
+    mov esi, 218
+    mov qword ptr [r15 + r8 + 7552], rsi
+    mov dword ptr [r15 + r8 + 7744], 191
+    add rsi, qword ptr [r15 + r8 + 7936]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 8000], sil
+    mov dword ptr [r15 + r8 + 7616], 141
+    mov qword ptr [r15 + r9 + 320], rsi
+    mov r9d, 213
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c182:
+    lea r9, [r11*4]
+    and r9, 192
+    mov byte ptr [r15 + r9 + 704], r9b
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and rbp, 64
+    add rsi, qword ptr [r15 + rbp + 128]
+    movzx eax, sil
+    mov eax, 152
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, 160
+    movsxd rax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    mov r8d, esi
+    movzx esi, byte ptr [r15 + 0]
+    movzx edx, sil
+    mov dword ptr [r15 + 0], 196
+    mov esi, edx
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    add rdx, qword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 384], xmm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 320], sil
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + r9 + 640]
+    mov rsi, r8
+    add rsi, qword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + rbp + 64], esi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c183:
+    lea r8, [r11*4]
+    mov esi, r8d
+    and r8, 192
+    mov esi, dword ptr [r15 + r8 + 704]
+    mov byte ptr [r15 + 0], sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, dl
+    mov rsi, rsi
+    movzx esi, sil
+    mov rsi, rsi
+    jmp 1f
+1:
+    movzx esi, sil
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    mov rsi, rsi
+    mov dword ptr [r15 + 0], esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, 27
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, 26
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, bpl
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm6
+    mov edx, 184
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + r8 + 576]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r8 + 768]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov dword ptr [r15 + rbp + 448], r9d
+    mov dword ptr [r15 + r9 + 64], ebp
+    add r9, qword ptr [r15 + r8 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c184:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9d, ebp
+    mov dword ptr [r15 + 0], 11
+    movzx r9d, bpl
+    mov dword ptr [r15 + 0], 106
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], 122
+    jmp 1f
+1:
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov r9, r9
+    mov rsi, r9
+    mov esi, 184
+    movzx r9d, sil
+    mov dword ptr [r15 + 0], 33
+    vpor xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 128]
+    and esi, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 78
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 256]
+    mov rbp, qword ptr [r15 + r9 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c185:
+    jmp 1f
+1:
+    mov ebp, 182
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, r8d
+    vpmovmskb ebp, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edx, edx
+    mov rcx, rdx
+    mov qword ptr [r15 + 0], rcx
+    mov ecx, 42
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    mov ecx, dword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
+    mov ecx, 214
+    jmp 1f
+1:
+    mov ecx, 156
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov ecx, esi
+    and r8, 64
+    mov qword ptr [r15 + r8 + 256], r8
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], 113
+    mov qword ptr [r15 + r9 + 512], rbp
+    movzx r9d, byte ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + rbp + 512], r8b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c186:
+    mov r9d, 146
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm6
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r9d, 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + 0]
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov edx, dword ptr [r15 + 0]
+    mov rcx, rdx
+    mov byte ptr [r15 + 0], cl
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 256], 230
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 192], r8
+    and r9, 64
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 256], 234
+    jmp 1f
+1:
+    mov edx, ecx
     jmp 1f
 1:
     jmp 1f
 1:
     movsxd rcx, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    add rcx, qword ptr [r15 + rbp + 704]
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 640], r8d
-    mov rcx, qword ptr [r15 + r8 + 128]
-    movzx r8d, cl
+    mov dword ptr [r15 + rbp + 192], 38
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c4:
+    jz .Lc1_b1_done
+.Lc1_b1_c187:
+    mov dword ptr [r15 + 0], 72
+    mov ecx, 97
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, rcx
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], ecx
-    add rcx, qword ptr [r15 + 0]
-    test bl, 24
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov r8d, r8d
-    test bl, 16
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], cl
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
+    and rbp, 64
+    lea r8, [r11 + r11*8]
+    mov byte ptr [r15 + rbp + 256], r8b
+    and r8, 4032
+    mov dword ptr [r15 + r8 + 3840], r8d
+    mov ecx, 66
+    mov dword ptr [r15 + r8 + 3904], 119
+    movzx ecx, byte ptr [r15 + rbp + 192]
     test ebx, 1073741824
     jz 1f
 1:
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], r8d
-    mov ecx, 80
+    mov byte ptr [r15 + r8 + 3584], bpl
+    movsxd rcx, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
     and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 256]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 250
+    mov dword ptr [r15 + rbp + 320], ebp
+    and ecx, dword ptr [r15 + r8 + 3520]
+    mov edx, 226
+    movzx edx, dl
+    xor dword ptr [r15 + rbp + 384], edx
     jmp 1f
 1:
-    mov ecx, r9d
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
+    mov rdx, qword ptr [r15 + r8 + 3776]
+    jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 192], rcx
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov dword ptr [r15 + r9 + 448], ecx
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r8 + 3712]
+    mov r9d, dword ptr [r15 + r8 + 3648]
+    mov esi, 227
+    mov dword ptr [r15 + r8 + 3456], esi
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c5:
+    jz .Lc1_b1_done
+.Lc1_b1_c188:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
     lea r9, [r11 + r11*1]
-    lea rbp, [r11*4]
+    mov rsi, qword ptr [r15 + rbp + 256]
     and r9, 64
-    mov dword ptr [r15 + r9 + 384], ecx
-    and rbp, 192
-    movsxd rcx, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 576], ecx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, eax
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r9 + 64], r9d
     lea r8, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 192
+    mov qword ptr [r15 + r8 + 704], rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edx, r8d
+    movzx edx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 243
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], ebp
-    mov ecx, r8d
-    and ecx, dword ptr [r15 + r9 + 320]
-    test bl, 40
-    jnz 1f
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, qword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 3520]
-    movzx r9d, cl
-    movzx ecx, byte ptr [r15 + r8 + 3584]
-    test ebx, 1073741824
-    jz 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3456], 149
-    mov dword ptr [r15 + rbp + 704], ecx
-    mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
+    jmp 1f
 1:
-    movzx ecx, cl
-    mov dword ptr [r15 + rbp + 768], 206
-    .byte 0x0f, 0x1f, 0x00
+    jmp 1f
+1:
+    mov edi, 151
+    mov dword ptr [r15 + 0], edi
+    mov rdi, rdi
+    add rdi, qword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 768], 156
+    mov qword ptr [r15 + r9 + 128], rax
+    mov dword ptr [r15 + r8 + 640], edi
+    mov rdi, rdi
+    add rdi, qword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    movzx eax, dil
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c6:
+    jz .Lc1_b1_done
+.Lc1_b1_c189:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rax
+    lea rbp, [r11 + r11*8]
+    jmp 1f
+1:
+    mov eax, ebp
+    and ecx, dword ptr [r15 + 0]
+    and rbp, 1984
+    mov byte ptr [r15 + rbp + 1664], bpl
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rax, r8
+    and r8, 64
+    mov byte ptr [r15 + r8 + 384], r8b
+    mov dword ptr [r15 + rbp + 1408], 137
+    test ebx, 3584
+    jz 1f
+1:
+    mov byte ptr [r15 + rbp + 1792], cl
+    mov dword ptr [r15 + rbp + 1344], ecx
+    mov byte ptr [r15 + rbp + 1600], cl
+    mov dword ptr [r15 + r8 + 320], 207
+    mov r8, r8
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1472], 211
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1728], r8d
+    mov byte ptr [r15 + rbp + 1856], al
+    mov r8, qword ptr [r15 + rbp + 1536]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rax, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rax, qword ptr [r15 + rbp + 256]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c190:
+    vpxor xmm6, xmm6, xmm12
+    mov rax, rdx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov eax, ebp
+    and ebp, dword ptr [r15 + 0]
+    mov eax, 50
+    mov qword ptr [r15 + 0], rax
+    mov dword ptr [r15 + 0], 249
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 244
+    mov qword ptr [r15 + 0], rbp
+    vpmovmskb eax, xmm6
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, qword ptr [r15 + 0]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
     lea r9, [r11 + r11*1]
-    mov ecx, 62
-    mov rcx, rcx
+    vmovdqu xmmword ptr [r15 + rbp + 384], xmm6
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], sil
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 128]
+    mov dword ptr [r15 + rbp + 320], 87
+    mov dword ptr [r15 + r8 + 256], esi
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c191:
+    movzx esi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    jmp 1f
+1:
+    mov esi, 151
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    test ebx, 3072
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rsi
+    vmovq xmm6, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov ecx, 104
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 512]
     and r9, 64
     lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], r8d
+    mov byte ptr [r15 + r9 + 64], r8b
+    vpxor xmm6, xmm6, xmm14
+    mov eax, 31
     and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r8 + 192], 209
+    mov rax, qword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + rbp + 448], rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and eax, dword ptr [r15 + r9 + 128]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c192:
+    lea r8, [r11 + r11*8]
+    and r8, 4032
+    movzx eax, byte ptr [r15 + r8 + 3904]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ebp, al
+    mov eax, 3
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov rsi, r9
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 64], r9b
+    mov esi, dword ptr [r15 + r8 + 3776]
+    mov byte ptr [r15 + r9 + 128], sil
+    and rbp, 64
+    mov esi, dword ptr [r15 + rbp + 192]
+    mov byte ptr [r15 + r8 + 3712], sil
+    movsxd rsi, dword ptr [r15 + rbp + 256]
+    vmovdqu ymmword ptr [r15 + r8 + 3648], ymm6
+    mov qword ptr [r15 + r8 + 3840], rsi
+    mov byte ptr [r15 + r8 + 3456], al
+    mov esi, r9d
+    imul rsi, qword ptr [r15 + r8 + 3520]
+    mov qword ptr [r15 + r8 + 3584], rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3392], rsi
+    mov rsi, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c193:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 512]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 221
+    mov r8, rsi
+    and eax, dword ptr [r15 + 0]
+    mov rcx, rax
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rax, rcx
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 97536
+    jz 1f
+1:
+    mov esi, esi
+    mov dword ptr [r15 + 0], 97
+    movzx esi, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, sil
+    mov esi, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 159
+    xor dword ptr [r15 + 0], esi
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    and esi, dword ptr [r15 + r8 + 64]
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm6
+    and r9, 64
+    add rsi, qword ptr [r15 + r9 + 192]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 256], sil
+    mov dword ptr [r15 + r8 + 128], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c194:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    jmp 1f
+1:
+    mov rsi, rsi
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    lea r8, [r11*8]
+    add rsi, qword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    and r8, 448
+    mov rcx, qword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + r8 + 896], 228
+    and ecx, dword ptr [r15 + r8 + 1024]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 10
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 320]
+    vpxor xmm6, xmm6, xmm14
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 1152]
+    mov qword ptr [r15 + r8 + 1088], rbp
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 832], r9
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + r8 + 1216]
+    mov rdx, qword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r8 + 1280], dl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c195:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov rdx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 188
+    mov edx, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3520], 222
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], 67
+    mov edx, dword ptr [r15 + rbp + 3904]
+    vmovdqu ymmword ptr [r15 + rbp + 3840], ymm6
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 256], 154
+    mov dword ptr [r15 + rbp + 3392], 22
+    and r8, 64
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + r8 + 64]
+    movzx r9d, byte ptr [r15 + rbp + 3712]
+    movzx esi, r9b
+    mov dword ptr [r15 + rbp + 3584], 27
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 3456], esi
+    mov dword ptr [r15 + r8 + 128], esi
+    mov dword ptr [r15 + rbp + 3648], 30
+    mov eax, dword ptr [r15 + rbp + 3776]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c196:
+    mov r8, rax
+    mov r8d, 10
+    mov r8, rcx
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 53
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, byte ptr [r15 + 0]
+    mov eax, 158
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rax, dword ptr [r15 + 0]
+    movzx esi, al
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx eax, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 190
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rax, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rax, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 384]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov rsi, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 128], sil
+    mov dword ptr [r15 + rbp + 320], r9d
+    mov esi, dword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c197:
+    lea rbp, [r11 + r11*8]
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1536], 189
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, bpl
+    mov r9d, 177
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 26
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], 80
+    lea r9, [r11 + r11*1]
+    and esi, dword ptr [r15 + rbp + 1856]
+    mov ecx, 98
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    and esi, dword ptr [r15 + rbp + 1600]
+    mov rcx, qword ptr [r15 + r9 + 64]
+    vpxor xmm6, xmm6, xmm1
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + rbp + 1792]
+    and esi, dword ptr [r15 + r8 + 448]
+    mov r8d, dword ptr [r15 + rbp + 1344]
+    mov qword ptr [r15 + rbp + 1472], r8
+    mov dword ptr [r15 + rbp + 1728], r8d
+    imul r8, qword ptr [r15 + rbp + 1664]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r8
+    mov r9, qword ptr [r15 + rbp + 1408]
+    mov ebp, 186
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c198:
+    lea rbp, [r11 + r11*1]
+    movzx esi, bpl
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 64], ymm6
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    vpcmpeqb xmm6, xmm6, xmmword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, sil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, r9b
+    mov dword ptr [r15 + 0], 255
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov esi, r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 448]
+    movzx ecx, r8b
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    add rsi, qword ptr [r15 + rbp + 128]
+    mov dword ptr [r15 + r9 + 512], esi
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 320]
+    mov r9, rsi
+    mov byte ptr [r15 + r8 + 384], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c199:
+    jmp 1f
+1:
+    mov esi, esi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], esi
+    mov rsi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, sil
+    mov rsi, rsi
+    test ebx, 1280
+    jnz 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11*4]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 33
+    vpmovmskb esi, xmm6
+    and rbp, 192
+    add r9, qword ptr [r15 + rbp + 576]
+    mov qword ptr [r15 + r8 + 384], r9
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 640], r9
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + r9 + 256], 72
+    mov qword ptr [r15 + rbp + 704], rsi
+    mov r9, r8
+    mov r8d, dword ptr [r15 + rbp + 768]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c200:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov ebp, 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    and r8, 4032
     lea rbp, [r11*8]
-    test bl, 144
-    jnz 1f
+    mov rsi, qword ptr [r15 + r8 + 3520]
+    jmp 1f
 1:
+    mov qword ptr [r15 + r8 + 3584], rsi
     and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 143
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 1152], 68
+    and r9, 64
+    movzx esi, byte ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 3648], 152
+    mov byte ptr [r15 + rbp + 832], sil
+    mov byte ptr [r15 + r8 + 3456], sil
+    mov esi, dword ptr [r15 + r8 + 3712]
+    add rsi, qword ptr [r15 + rbp + 896]
     jmp 1f
 1:
-    mov dword ptr [r15 + rbp + 1088], 190
-    mov ecx, 221
-    test ebx, 1073741824
+    mov dword ptr [r15 + rbp + 960], esi
+    mov byte ptr [r15 + r9 + 448], sil
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 1088], 77
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + rbp + 1024]
+    jmp 1f
+1:
+    mov ebp, 84
+    add rbp, qword ptr [r15 + r8 + 3392]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c201:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ebp, 115
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ebp, 223
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, sil
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 768
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 960]
+    mov rsi, qword ptr [r15 + 0]
+    mov ebp, 112
+    jmp 1f
+1:
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 448]
+    mov edi, 57
+    vmovdqu xmmword ptr [r15 + r9 + 64], xmm6
+    mov r9d, edi
+    vpaddq xmm6, xmm6, xmmword ptr [r15 + rbp + 192]
+    mov edi, r9d
+    mov rdi, qword ptr [r15 + r8 + 512]
+    vpmovmskb r9d, xmm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c202:
+    movsxd r9, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    add qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r8
+    mov edi, edi
+    and edi, dword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9d, edi
+    mov dword ptr [r15 + 0], 135
+    movzx edi, r9b
+    movzx edi, cl
+    mov rdi, rdi
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 200
+    lea rbp, [r11 + r11*1]
+    movzx edi, bpl
+    jmp 1f
+1:
+    mov ecx, esi
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 128]
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + r8 + 64]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    mov qword ptr [r15 + r9 + 448], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c203:
+    movzx r8d, r8b
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    and r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r8, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2304
     jz 1f
 1:
-    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
+    and r8d, dword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, 10
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
+    mov edi, r8d
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    lea rbp, [r11 + r11*1]
+    mov edi, 53
+    mov qword ptr [r15 + r8 + 512], rcx
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 256]
+    lea r8, [r11 + r11*1]
+    mov ecx, esi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], r8d
+    jmp 1f
+1:
+    mov ecx, 128
+    imul rcx, qword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + rbp + 192], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c204:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 34
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r8d, 184
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    add r8, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ebp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rsi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpcmpeqb xmm6, xmm6, xmm2
+    jmp 1f
+1:
+    movzx edi, dil
+    vpcmpeqb xmm6, xmm6, xmm12
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    and rbp, 64
+    add rdi, qword ptr [r15 + rbp + 384]
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 192], esi
+    and edi, dword ptr [r15 + rbp + 320]
+    vmovdqu ymmword ptr [r15 + r9 + 256], ymm6
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r8
+    mov r9d, dword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c205:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 168
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov esi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 3
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 9
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
+    add r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov ebp, 5
+    vmovdqu xmm6, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 72
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 384], r8d
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 512], xmm6
+    movzx ebp, byte ptr [r15 + r8 + 448]
+    mov qword ptr [r15 + r9 + 192], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c206:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    lea rbp, [r11*8]
+    lea r8, [r11*4]
+    mov esi, r8d
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7744], ebp
+    and r8, 448
+    vmovdqu ymmword ptr [r15 + r8 + 896], ymm6
+    add rsi, qword ptr [r15 + r8 + 832]
+    jmp 1f
+1:
+    mov ecx, 1
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 226
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpshufd xmm6, xmm6, 112
     movzx ecx, cl
     mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rcx, dword ptr [r15 + rbp + 1024]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    vpaddd xmm6, xmm6, xmm6
+    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + rbp + 7808], rcx
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7680], cl
+    and ecx, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + rbp + 7872], ecx
+    mov dword ptr [r15 + r9 + 384], 138
+    mov ecx, dword ptr [r15 + r8 + 960]
+    mov dword ptr [r15 + rbp + 7488], 102
+    mov dword ptr [r15 + rbp + 7616], 67
+    mov ebp, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 1024]
+    movzx ecx, sil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c207:
+    mov ecx, 198
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 134
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov rcx, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    or qword ptr [r15 + 0], 112
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
     mov ecx, ebp
-    mov dword ptr [r15 + rbp + 1152], 45
-    mov dword ptr [r15 + r8 + 320], 238
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov rcx, qword ptr [r15 + rbp + 1216]
-    mov byte ptr [r15 + rbp + 832], cl
+    lea rbp, [r11*4]
+    mov ecx, 89
+    and rbp, 192
+    add rcx, qword ptr [r15 + rbp + 768]
+    inc dword ptr [r15 + rbp + 704]
+    and ecx, dword ptr [r15 + rbp + 640]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    mov r9, rsi
+    jmp 1f
+1:
+    movzx esi, r9b
+    movzx esi, sil
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    xor dword ptr [r15 + r8 + 128], edi
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 576], rdi
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 320], r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rdi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c208:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 384]
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov edi, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx edi, r8b
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    movzx edi, dil
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov rdi, r9
+    and r8, 64
+    add rdi, qword ptr [r15 + r8 + 256]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 8
+    movzx esi, r9b
+    mov esi, r8d
+    movzx esi, byte ptr [r15 + r9 + 320]
+    mov dword ptr [r15 + r8 + 192], 228
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm6
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c209:
+    lea r8, [r11 + r11*8]
+    and r8, 4032
+    mov qword ptr [r15 + r8 + 3904], r8
+    jmp 1f
+1:
+    movsxd r9, dword ptr [r15 + r8 + 3776]
+    add r9, qword ptr [r15 + r8 + 3840]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov edi, 138
+    mov edi, edi
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], r8
+    mov rdi, qword ptr [r15 + rbp + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 155
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + r8 + 3584]
+    mov byte ptr [r15 + r8 + 3648], r9b
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 3712], 51
+    mov qword ptr [r15 + r8 + 3456], rbp
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 128]
+    mov edi, dword ptr [r15 + r8 + 3520]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + rbp + 64]
+    and ebp, dword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c210:
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    mov r8d, r8d
+    mov edi, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 202
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r9d, 52
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, r9d
+    mov r9, r9
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, rcx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, r8
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    jmp 1f
+1:
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    add rcx, qword ptr [r15 + r9 + 128]
+    movzx esi, cl
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    movsxd rcx, dword ptr [r15 + r8 + 448]
+    mov dword ptr [r15 + rbp + 448], ecx
+    mov dword ptr [r15 + r9 + 64], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c211:
+    lea rbp, [r11 + r11*8]
+    and rbp, 4032
+    and ecx, dword ptr [r15 + rbp + 3712]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov esi, 74
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 111
+    and esi, dword ptr [r15 + rbp + 3840]
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    mov rsi, qword ptr [r15 + rbp + 3520]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    mov dword ptr [r15 + r8 + 512], r8d
+    mov r8d, dword ptr [r15 + rbp + 3648]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 64], rdi
+    mov byte ptr [r15 + r9 + 128], r9b
+    mov qword ptr [r15 + rbp + 3904], rsi
+    mov dword ptr [r15 + rbp + 3584], 195
+    mov r9d, dword ptr [r15 + rbp + 3456]
+    mov qword ptr [r15 + rbp + 3392], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + rbp + 3776]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c212:
+    jmp 1f
+1:
+    vpxor xmm6, xmm6, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    jmp 1f
+1:
+    mov r8, r9
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    and r8d, dword ptr [r15 + 0]
+    mov r9d, 182
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 186
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, r9
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov ebp, ebp
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 142
+    lea r8, [r11*4]
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 320]
+    and r8, 192
+    and esi, dword ptr [r15 + r8 + 704]
+    add rsi, qword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + r8 + 768], 151
+    add rsi, qword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 576], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 448], sil
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c213:
+    lea r8, [r11*4]
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    mov qword ptr [r15 + r8 + 576], r8
+    movzx esi, r8b
+    and r9, 64
+    mov rcx, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx esi, cl
+    mov rcx, r9
+    mov ecx, r8d
+    mov dword ptr [r15 + 0], 52
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rbp, rcx
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 150
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov ebp, 69
+    mov qword ptr [r15 + 0], rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 384]
+    movzx edi, byte ptr [r15 + r8 + 704]
+    mov rsi, qword ptr [r15 + r8 + 640]
+    and edi, dword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + rbp + 320], rdi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 768], rdi
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c214:
+    and edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rsi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
+    movzx edi, dil
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 14
+    vmovdqu ymmword ptr [r15 + 0], ymm6
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov edi, 208
+    mov edi, r9d
+    mov edi, 103
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 64
+    mov qword ptr [r15 + 0], rdi
+    mov edi, r9d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rdi, rbp
+    mov dword ptr [r15 + 0], ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], 7
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 128], 5
+    and r8, 64
+    and ebp, dword ptr [r15 + r8 + 512]
+    lea r9, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 448], rdi
+    and r9, 64
+    mov byte ptr [r15 + r9 + 256], r9b
+    add rdi, qword ptr [r15 + r9 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c215:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, r9b
+    mov dword ptr [r15 + 0], 12
+    movsxd r9, dword ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], ebp
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov ebp, 158
+    mov dword ptr [r15 + 0], 236
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], 249
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    add r9, qword ptr [r15 + rbp + 64]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 256], rbp
+    mov rdi, qword ptr [r15 + r8 + 192]
+    mov r8d, 194
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    movzx r8d, bpl
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + rbp + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c216:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    vmovdqu xmmword ptr [r15 + 0], xmm6
+    and r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vpshufd xmm6, xmm6, 111
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edi, bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov esi, 43
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + r9 + 384], r8
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rsi, dword ptr [r15 + rbp + 128]
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + r8 + 448], cl
+    add rdi, qword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 320], dil
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c217:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movsxd rcx, dword ptr [r15 + rbp + 320]
+    movzx edi, cl
+    lea r8, [r11 + r11*8]
+    jmp 1f
+1:
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7680], r8d
+    mov rcx, qword ptr [r15 + r8 + 8000]
+    mov r9d, esi
+    movzx r9d, byte ptr [r15 + r8 + 7744]
+    mov byte ptr [r15 + r8 + 7872], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, esi
+    movsxd rcx, dword ptr [r15 + r8 + 7808]
+    lea r9, [r11 + r11*1]
+    mov esi, r9d
+    jmp 1f
+1:
+    and r9, 64
+    mov esi, dword ptr [r15 + r9 + 64]
+    mov byte ptr [r15 + r9 + 128], sil
+    mov dword ptr [r15 + r8 + 7552], 95
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 7936], 16
+    mov qword ptr [r15 + r8 + 7488], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + rbp + 384]
+    mov dword ptr [r15 + r8 + 7616], 129
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c218:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 77
+    movzx r9d, sil
+    inc dword ptr [r15 + 0]
+    mov r9d, 162
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r9d, r9d
+    mov r9d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    and r9, 64
+    add qword ptr [r15 + r9 + 320], r9
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    and esi, dword ptr [r15 + rbp + 64]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    add rsi, qword ptr [r15 + r8 + 512]
+    movzx ecx, r9b
+    mov qword ptr [r15 + rbp + 128], rcx
+    vmovdqu xmm6, xmmword ptr [r15 + r8 + 448]
     and ecx, dword ptr [r15 + r9 + 384]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b3_done
-.Lc1_b3_c7:
+    jz .Lc1_b1_done
+.Lc1_b1_c219:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 54
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm14, xmm14, 124
     jmp 1f
 1:
-    test bl, 24
-    jnz 1f
+    jmp 1f
 1:
-    mov ecx, ecx
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     lea rbp, [r11 + r11*1]
-    test bl, 24
+    mov ecx, 93
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + rbp + 64]
+    movzx ebp, bpl
+    lea rbp, [r11*8]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    jmp 1f
+1:
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7744], bpl
+    test ebx, 512
     jz 1f
 1:
+    movsxd rcx, dword ptr [r15 + rbp + 7808]
+    mov r9d, 71
+    mov r9d, 174
+    mov qword ptr [r15 + rbp + 7680], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + rbp + 7616]
+    mov dword ptr [r15 + rbp + 7936], r9d
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm6
+    xor dword ptr [r15 + rbp + 7872], r9d
+    mov r9d, r9d
+    vpmovmskb r9d, xmm6
+    mov r9d, dword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + r8 + 448], xmm6
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c220:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r9, r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 26
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq xmm8, r9
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*8]
+    and r9, 64
+    mov qword ptr [r15 + r9 + 320], r9
+    and rbp, 8128
+    mov r8, qword ptr [r15 + rbp + 8000]
+    jmp 1f
+1:
+    mov ecx, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7872], ecx
+    mov dword ptr [r15 + rbp + 7936], 7
+    mov qword ptr [r15 + rbp + 7616], rcx
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 7552]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rsi, qword ptr [r15 + r9 + 384]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 448], 15
+    mov r9, qword ptr [r15 + rbp + 7680]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + rbp + 7808]
+    mov qword ptr [r15 + rbp + 7488], r9
+    movzx r9d, byte ptr [r15 + r8 + 512]
+    mov byte ptr [r15 + rbp + 7744], sil
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c221:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov esi, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 67
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rsi, dword ptr [r15 + 0]
+    mov r8, rsi
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rsi
+    mov rbp, rbp
+    mov rsi, rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov dword ptr [r15 + 0], esi
+    mov rsi, rdi
+    mov rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx ecx, bpl
+    mov rbp, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov edi, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    and ecx, dword ptr [r15 + rbp + 384]
+    and r9, 64
+    vmovdqu xmmword ptr [r15 + r9 + 448], xmm8
+    movsxd rdx, dword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + r9 + 512], edx
+    movzx edx, byte ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c222:
+    lea rbp, [r11*4]
+    lea r8, [r11 + r11*1]
+    and rbp, 192
+    vmovdqu ymmword ptr [r15 + rbp + 704], ymm8
+    and r8, 64
+    add rcx, qword ptr [r15 + r8 + 128]
+    vmovq qword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 85
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx edx, dl
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dl
+    and edx, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov ecx, edx
+    mov edx, ecx
+    mov qword ptr [r15 + 0], rdx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov edx, edx
+    mov edx, edx
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, byte ptr [r15 + 0]
+    and edx, dword ptr [r15 + rbp + 640]
+    movzx ecx, dl
+    jmp 1f
+1:
+    mov edx, ecx
+    movzx edx, byte ptr [r15 + rbp + 768]
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 64], r9d
+    jmp 1f
+1:
+    and r9, 64
+    imul rdx, qword ptr [r15 + r9 + 256]
+    vmovq qword ptr [r15 + r9 + 192], xmm8
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 576], edx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c223:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], r9d
+    movzx r9d, dl
+    mov rbp, qword ptr [r15 + 0]
+    mov r9, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], 187
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov byte ptr [r15 + 0], dl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r9d, bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov edx, dword ptr [r15 + 0]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], r9d
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 23
+    lea r8, [r11 + r11*1]
+    movzx ecx, r8b
+    mov ecx, 166
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 256]
+    and ecx, dword ptr [r15 + r8 + 192]
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 512]
+    mov qword ptr [r15 + r9 + 320], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c224:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    vpaddd xmm8, xmm8, xmm8
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r8 + 512]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ecx
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 192]
+    mov byte ptr [r15 + rbp + 384], cl
+    mov dword ptr [r15 + r9 + 256], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c225:
+    lea r9, [r11 + r11*1]
+    mov ecx, 220
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov ecx, 203
+    mov rcx, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx r8d, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 55
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm8
+    mov qword ptr [r15 + 0], rbp
+    movzx ebp, dl
+    movsxd rbp, dword ptr [r15 + 0]
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 114
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    movzx edx, bpl
+    mov rdx, rdx
+    mov edx, edx
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 144
+    mov rdx, r8
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 192], bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 448], ecx
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c226:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 131
+    jmp 1f
+1:
+    add rdx, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdx, qword ptr [r15 + 0]
+    mov ecx, 4
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdx
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 320]
+    and r8, 64
+    lea r9, [r11*4]
+    movzx edx, byte ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 192
+    mov dword ptr [r15 + r9 + 576], 169
+    mov rsi, r9
+    .byte 0x66, 0x90
+    mov esi, esi
+    jmp 1f
+1:
+    and esi, dword ptr [r15 + r9 + 640]
+    movzx edi, sil
+    mov byte ptr [r15 + r9 + 768], dl
+    mov dword ptr [r15 + r9 + 704], r9d
+    mov rsi, rbp
+    movzx esi, byte ptr [r15 + r8 + 64]
+    vmovdqu xmmword ptr [r15 + rbp + 384], xmm8
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c227:
+    mov rbp, r11
+    lea r8, [r11*8]
+    and rbp, 448
+    mov qword ptr [r15 + rbp + 832], rbp
+    and r8, 4032
+    mov ebp, dword ptr [r15 + r8 + 3520]
+    vmovq xmm8, rbp
+    lea rbp, [r11 + r11*1]
+    movzx esi, byte ptr [r15 + r8 + 3840]
+    mov edi, esi
+    mov dword ptr [r15 + r8 + 3456], 46
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, edx
+    mov edx, 12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 448], esi
+    movzx esi, byte ptr [r15 + r8 + 3776]
+    mov ebp, 14
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3584], ebp
+    add rdi, qword ptr [r15 + r8 + 3392]
+    jmp 1f
+1:
+    mov ebp, edi
+    movzx ebp, bpl
+    movzx ebp, bpl
+    mov ebp, 176
+    movzx ebp, byte ptr [r15 + r8 + 3712]
+    mov rdx, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add qword ptr [r15 + r8 + 3648], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c228:
+    mov ecx, 8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, 70
+    add rdx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    mov esi, 106
+    mov qword ptr [r15 + 0], rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov esi, esi
+    jmp 1f
+1:
+    add rsi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 3840
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov rsi, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov edx, dword ptr [r15 + r8 + 64]
+    lea rbp, [r11 + r11*1]
+    movzx ecx, bpl
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], bpl
+    and r9, 64
+    add rdx, qword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 128], 209
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
+    movsxd rbp, dword ptr [r15 + r9 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c229:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov ecx, 61
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11*4]
     and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 57
-    lea r9, [r11*4]
-    and r8, 4032
-    and ecx, dword ptr [r15 + r8 + 3584]
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
+    and r8, 192
+    add rcx, qword ptr [r15 + r8 + 768]
+    mov dword ptr [r15 + r8 + 704], ecx
+    mov dword ptr [r15 + rbp + 256], edi
+    jmp 1f
+1:
+    movzx ecx, cl
+    mov ecx, 155
+    movsxd rcx, dword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + r8 + 640]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], sil
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c230:
+    mov byte ptr [r15 + 0], bpl
+    mov dword ptr [r15 + 0], r8d
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov ebp, r8d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    vpcmpeqb xmm8, xmm8, xmm9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 111
     test ebx, 1073741824
     jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 196
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 320]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], 106
+    mov byte ptr [r15 + r9 + 320], r9b
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    mov r8d, r9d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    xor dword ptr [r15 + rbp + 384], r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c231:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov ecx, 100
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    and ecx, dword ptr [r15 + r8 + 768]
+    mov r9, rcx
+    and rbp, 8128
+    mov dword ptr [r15 + rbp + 7872], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 576], cl
+    movzx r9d, bpl
+    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm8
+    and r9d, dword ptr [r15 + rbp + 7552]
+    mov dword ptr [r15 + r8 + 640], 11
+    .byte 0x0f, 0x1f, 0x00
+    mov rcx, qword ptr [r15 + rbp + 7744]
+    movsxd rdi, dword ptr [r15 + r8 + 704]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 7936]
+    lea r8, [r11 + r11*1]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    and ecx, dword ptr [r15 + rbp + 7808]
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 128]
+    mov edx, esi
+    mov dword ptr [r15 + rbp + 7488], 52
+    mov byte ptr [r15 + r8 + 64], dl
+    mov dword ptr [r15 + rbp + 7616], edx
+    mov r8d, edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c232:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    mov rsi, rbp
+    mov rsi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r8b
+    mov dword ptr [r15 + 0], 100
+    jmp 1f
+1:
+    mov r8d, 135
+    jmp 1f
+1:
+    vpaddd xmm8, xmm8, xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 59
+    mov r8, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, r8d
+    mov r8d, ecx
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r9d
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 67
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 384], 188
+    jmp 1f
+1:
+    movzx r9d, r9b
+    vmovdqu xmmword ptr [r15 + r8 + 192], xmm8
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 448], 152
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c233:
+    movzx r9d, r8b
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    movzx r9d, r9b
+    mov byte ptr [r15 + 0], cl
+    mov qword ptr [r15 + 0], r9
+    vmovq xmm8, r9
+    movsxd r9, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov rax, rcx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 2816
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov r8d, r9d
+    mov r9d, 116
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    and eax, dword ptr [r15 + r9 + 128]
+    mov byte ptr [r15 + r9 + 64], al
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    and eax, dword ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 384], ymm8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c234:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov edi, edi
+    mov r9d, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 205
+    mov edi, 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 121
+    lea r9, [r11*4]
+    jmp 1f
 1:
     and r9, 192
-    and ecx, dword ptr [r15 + r9 + 576]
-    mov byte ptr [r15 + r9 + 704], cl
-    mov dword ptr [r15 + r9 + 640], eax
-    test bl, 16
-    jnz 1f
+    mov edi, dword ptr [r15 + r9 + 768]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 3520], ebp
-    mov rcx, qword ptr [r15 + rbp + 256]
-    add rcx, qword ptr [r15 + r9 + 768]
+    mov eax, edi
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    vpxor xmm8, xmm8, xmm1
+    mov rdi, rbp
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    jmp 1f
+1:
+    movzx r8d, cl
+    lea r8, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    mov rbp, qword ptr [r15 + r9 + 640]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], eax
+    movzx eax, byte ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov r8d, eax
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + r9 + 576]
+    mov byte ptr [r15 + r9 + 704], r8b
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c235:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    mov rax, qword ptr [r15 + 0]
+    mov r8d, r8d
+    nop
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 220
+    mov ebp, 156
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    mov byte ptr [r15 + rbp + 7552], al
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 7808]
+    mov byte ptr [r15 + rbp + 7744], al
+    mov eax, dword ptr [r15 + rbp + 7616]
+    lea r8, [r11 + r11*1]
+    mov r9d, dword ptr [r15 + rbp + 7872]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    lea r9, [r11 + r11*1]
+    vmovq qword ptr [r15 + rbp + 8000], xmm8
+    mov dword ptr [r15 + r8 + 128], r9d
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 320]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7488], r8
+    mov r8d, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7680], 235
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 7936], 85
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c236:
+    lea r8, [r11 + r11*8]
+    and r8, 1984
+    mov rbp, qword ptr [r15 + r8 + 1408]
+    mov qword ptr [r15 + r8 + 1664], rbp
+    vmovdqu xmmword ptr [r15 + r8 + 1856], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 156
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov ebp, 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    mov rbp, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 1792], esi
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov esi, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1344], esi
+    jmp 1f
+1:
+    mov esi, esi
+    movzx esi, dil
+    lea rbp, [r11 + r11*1]
+    mov esi, 162
+    movsxd rsi, dword ptr [r15 + r8 + 1600]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 115
+    mov edi, dword ptr [r15 + r8 + 1728]
+    movzx r9d, dil
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 1472], r9
+    mov edi, edi
+    movsxd r9, dword ptr [r15 + r8 + 1536]
+    movzx edi, byte ptr [r15 + rbp + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c237:
+    mov ebp, r9d
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 512], bpl
+    mov dword ptr [r15 + rbp + 448], 199
+    mov dword ptr [r15 + 0], 254
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, dword ptr [r15 + 0]
+    mov r9d, 254
+    mov r9d, esi
+    mov byte ptr [r15 + 0], r9b
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 209
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 238
+    jmp 1f
+1:
+    vmovq qword ptr [r15 + 0], xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 256], 114
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    movzx esi, byte ptr [r15 + r8 + 64]
+    mov rdi, qword ptr [r15 + r8 + 128]
+    mov dword ptr [r15 + r9 + 192], edi
+    jmp 1f
+1:
+    movzx edi, sil
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c238:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 75
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 55
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
+    mov esi, 238
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx esi, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov eax, 166
+    mov rax, r9
+    mov r9d, 255
+    mov qword ptr [r15 + rbp + 128], r9
+    lea r9, [r11 + r11*1]
+    vmovq xmm8, r9
+    and r9, 64
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r9 + 512]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 448]
+    lock add qword ptr [r15 + r8 + 320], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c239:
     jmp 1f
 1:
     jmp 1f
 1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    movzx ebp, byte ptr [r15 + 0]
+    mov r8d, 209
+    mov rsi, r8
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov esi, r8d
+    add rsi, qword ptr [r15 + 0]
+    mov r8, rsi
+    mov dword ptr [r15 + 0], r8d
+    mov qword ptr [r15 + 0], r8
+    mov dword ptr [r15 + 0], 106
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 4608
+    jz 1f
+1:
+    and r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, r8d
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r8d, esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    mov r9, r8
+    mov r9d, r9d
+    mov r9, rsi
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], r9d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 512], rdi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 448], r9
+    movsxd r9, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c240:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov r9, qword ptr [r15 + rbp + 320]
+    mov r8d, 73
+    mov r8, r8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    movzx esi, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rdi, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov dword ptr [r15 + 0], 220
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rsi
+    mov r8d, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 39
+    mov r8d, 27
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + 0], r8b
+    movsxd rdi, dword ptr [r15 + rbp + 384]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + r8 + 448]
+    mov eax, ecx
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    mov dword ptr [r15 + rbp + 64], 34
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c241:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov r8d, dword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm8
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 209
+    and r8d, dword ptr [r15 + 0]
+    movzx ecx, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and ecx, dword ptr [r15 + 0]
     jmp 1f
 1:
     test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, cl
+    mov rcx, rcx
+    mov rcx, rcx
+    mov dword ptr [r15 + 0], ecx
+    jmp 1f
+1:
+    mov ecx, esi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 512]
+    lea r9, [r11 + r11*1]
+    mov rsi, r9
+    add rsi, qword ptr [r15 + r8 + 448]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], r9b
+    mov r8d, dword ptr [r15 + rbp + 64]
+    movzx ebp, byte ptr [r15 + r9 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c242:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r9d, 175
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    xor dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r9d, 95
+    imul r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rbp, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm8, xmm8, xmm11
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    lea r9, [r11*4]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], 55
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], 212
+    mov rsi, r9
+    mov esi, dword ptr [r15 + r9 + 576]
+    mov edi, esi
+    add rsi, qword ptr [r15 + r8 + 128]
+    add rsi, qword ptr [r15 + r9 + 704]
+    mov r8d, esi
+    add r8, qword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    mov esi, dword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c243:
+    mov qword ptr [r15 + 0], rsi
+    mov r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    add rdi, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov esi, dword ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    and rbp, 64
+    imul rsi, qword ptr [r15 + rbp + 384]
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 576], dil
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], dil
+    mov rdi, r9
+    movzx edi, sil
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + r8 + 768]
+    and esi, dword ptr [r15 + r8 + 640]
+    mov rcx, rsi
+    mov esi, dword ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + rbp + 320], rsi
+    mov qword ptr [r15 + r9 + 512], rsi
+    mov esi, 228
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r9, rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c244:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    movsxd rsi, dword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 241
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r8d
+    mov byte ptr [r15 + 0], r8b
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    nop
+    jmp 1f
+1:
+    mov rdi, r8
+    mov byte ptr [r15 + 0], dil
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], esi
+    mov edi, r8d
+    movzx esi, dil
+    mov edi, 43
+    mov r8d, dword ptr [r15 + 0]
+    mov esi, 202
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rsi, rsi
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], 246
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 208
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + 0], edi
+    mov rdi, qword ptr [r15 + 0]
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 128], ymm8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov rsi, r8
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 64], esi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 512], r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 192], 12
+    add rsi, qword ptr [r15 + r8 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c245:
+    movsxd rax, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rsi, qword ptr [r15 + 0]
+    movzx r8d, sil
+    mov r8, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r8, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    mov r8d, 107
+    mov byte ptr [r15 + 0], sil
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov r8d, r8d
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 0]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    and rbp, 64
+    mov rsi, qword ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    mov edi, 210
+    mov qword ptr [r15 + r8 + 448], rdi
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 512]
+    movzx r8d, dil
+    mov dword ptr [r15 + rbp + 384], 55
+    movzx edi, byte ptr [r15 + r9 + 448]
+    mov r9d, 133
+    mov r9, r9
+    movzx r9d, r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c246:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9d, 235
+    mov r9, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rcx
+    mov dword ptr [r15 + 0], r9d
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov eax, r9d
+    lea rbp, [r11*4]
+    mov dword ptr [r15 + 0], 24
+    and rbp, 192
+    and eax, dword ptr [r15 + rbp + 768]
+    and r9, 64
+    mov edi, dword ptr [r15 + r9 + 256]
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + rbp + 640], r8
+    mov rsi, qword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov r9, qword ptr [r15 + r8 + 448]
+    mov rcx, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 512], ecx
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + rbp + 576]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c247:
+    mov qword ptr [r15 + 0], rcx
+    mov rcx, rcx
+    mov r9, rbp
+    mov byte ptr [r15 + 0], r9b
+    and r9d, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    vpor xmm8, xmm8, xmm8
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 68
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, cl
+    and r9d, dword ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov rbp, rbp
+    mov ebp, 121
+    test ebx, 5120
     jnz 1f
 1:
-    add rcx, qword ptr [r15 + r8 + 3456]
-    mov ebp, 137
-    mov dword ptr [r15 + r8 + 3392], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    add rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    lea r8, [r11 + r11*1]
+    and r9, 192
+    mov qword ptr [r15 + r9 + 768], r9
+    jmp 1f
+1:
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 320]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + rbp + 256], 151
+    mov dword ptr [r15 + r9 + 576], ecx
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    mov dword ptr [r15 + r9 + 704], 251
+    mov qword ptr [r15 + r9 + 640], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c248:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov r9d, r9d
+    mov rcx, r8
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 176
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    imul rcx, qword ptr [r15 + r8 + 384]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 192], dl
+    lea r9, [r11 + r11*1]
+    xchg qword ptr [r15 + r8 + 320], rcx
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 128]
+    add rcx, qword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r9 + 64], 24
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c249:
+    mov edi, 201
+    add rdi, qword ptr [r15 + 0]
+    mov rcx, rdi
+    mov ecx, 254
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 253
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    test ebx, 9728
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov edi, 30
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11*4]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 448]
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 320]
+    and r8, 192
+    mov dword ptr [r15 + r8 + 640], r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, ecx
+    vpcmpeqb xmm8, xmm8, xmm3
+    mov byte ptr [r15 + rbp + 512], dil
+    add rdi, qword ptr [r15 + r8 + 576]
+    and edi, dword ptr [r15 + r9 + 384]
+    mov dword ptr [r15 + r8 + 768], edi
+    mov byte ptr [r15 + r8 + 704], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c250:
+    lea r8, [r11 + r11*8]
+    and r8, 4032
+    mov edi, dword ptr [r15 + r8 + 3392]
+    vpor xmm8, xmm8, xmm9
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rdi, dword ptr [r15 + r8 + 3648]
+    movzx r9d, byte ptr [r15 + r8 + 3584]
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 448]
+    add rdi, qword ptr [r15 + r8 + 3712]
+    mov qword ptr [r15 + r8 + 3904], rdi
+    lea r9, [r11 + r11*1]
+    mov edi, 244
+    and r9, 64
+    movsxd rdi, dword ptr [r15 + r9 + 320]
+    mov rax, rdi
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + rbp + 512]
+    mov ebp, 12
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 3456], esi
+    mov ebp, edi
+    mov dword ptr [r15 + r8 + 3840], ebp
+    mov qword ptr [r15 + r9 + 384], rcx
+    movzx ebp, bpl
+    mov qword ptr [r15 + r8 + 3776], rax
+    mov rdi, rax
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 3520], rsi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c251:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r9, qword ptr [r15 + 0]
+    vpxor xmm8, xmm8, xmm12
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 237
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 20
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 512
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    movzx r9d, byte ptr [r15 + 0]
+    lea r8, [r11*4]
+    mov rcx, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 192
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    mov edi, ecx
+    mov byte ptr [r15 + rbp + 512], dl
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    jmp 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 768]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 128]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 576]
+    mov edx, 104
+    jmp 1f
+1:
+    mov edx, 42
+    mov dword ptr [r15 + r8 + 640], 30
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c252:
+    lea rbp, [r11 + r11*1]
+    mov ecx, ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], ebp
+    mov rcx, rbp
+    lea r8, [r11*4]
+    movzx ecx, r8b
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ecx, dword ptr [r15 + 0]
+    movzx edx, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    mov edx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov edi, ecx
+    mov qword ptr [r15 + 0], rdi
+    mov edi, edi
+    mov rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rdi
+    mov ecx, 35
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov ecx, dword ptr [r15 + r8 + 640]
+    lea r9, [r11 + r11*1]
+    and edi, dword ptr [r15 + r8 + 576]
+    mov eax, dword ptr [r15 + rbp + 448]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 384]
+    jmp 1f
+1:
+    mov rsi, qword ptr [r15 + r8 + 704]
+    mov r8, rsi
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + r9 + 320], ymm8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c253:
+    lea rbp, [r11 + r11*1]
+    mov rsi, rbp
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 64], bpl
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    mov r9d, 166
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1024
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, r9
+    mov r9d, 238
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    and esi, dword ptr [r15 + r9 + 256]
+    mov r8d, edx
+    jmp 1f
+1:
+    movzx r8d, sil
+    vmovdqu ymmword ptr [r15 + r9 + 192], ymm8
+    movzx r9d, r8b
+    jmp 1f
+1:
+    .byte 0x66, 0x90
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r8d, 103
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 245
+    mov qword ptr [r15 + rbp + 128], rsi
+    add r8, qword ptr [r15 + r9 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c254:
+    lea r8, [r11*4]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 192
+    vmovdqu ymmword ptr [r15 + r8 + 768], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 74
+    mov esi, r8d
+    movzx esi, byte ptr [r15 + 0]
+    mov r9, rsi
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and esi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 150
+    mov ebp, ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 93
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 704], r9d
+    mov r9d, esi
+    and rbp, 64
+    movzx edx, byte ptr [r15 + rbp + 320]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], rbp
+    and edx, dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    mov r9d, dword ptr [r15 + rbp + 384]
+    movsxd rbp, dword ptr [r15 + r8 + 576]
+    movsxd rdi, dword ptr [r15 + r8 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b1_done
+.Lc1_b1_c255:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdx, rax
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdx
+    jmp 1f
+1:
+    mov rdx, qword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, r9
+    mov ebp, 172
+    mov esi, 59
+    mov ebp, r8d
+    test ebx, 512
+    jz 1f
+1:
+    mov r9d, 169
+    jmp 1f
+1:
+    mov r9d, 240
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movzx edx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov ebp, 245
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 128], xmm8
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm8
+    movzx esi, bpl
+    lea r9, [r11 + r11*1]
+    movsxd rsi, dword ptr [r15 + rbp + 448]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 31
+    vmovq qword ptr [r15 + r9 + 384], xmm8
+    and ebp, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b1_c0
+.Lc1_b1_done:
+// block 2: 256 bytes, 1 chunk(s), 12 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117736]
+    lea rcx, [rbx + 12]
+    mov qword ptr [r15 + 67117736], rcx
+    mov r13d, 12
+    jmp .Lc1_b2_c0
+    .p2align 6
+.Lc1_b2_c0:
+    xor dword ptr [r15 + 0], ecx
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vpmovmskb ecx, xmm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 144
+    test ebx, 1280
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
+    test bl, 5
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1774
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 22
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 512], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 448], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov rbp, qword ptr [r15 + r8 + 128]
+    lea r9, [r11 + r11*1]
+    test bl, 2
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 320], cl
+    test bl, 2
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 384], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b2_c0
+.Lc1_b2_done:
+// block 3: 512 bytes, 2 chunk(s), 14 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117744]
+    lea rcx, [rbx + 14]
+    mov qword ptr [r15 + 67117744], rcx
+    mov r13d, 14
+    jmp .Lc1_b3_c0
+    .p2align 6
+.Lc1_b3_c0:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r10 + r10*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*2]
+    and r9, 64
+    mov ecx, dword ptr [r15 + r9 + 384]
+    test bl, 4
+    jz 1f
+1:
+    and rbp, 4032
+    mov byte ptr [r15 + rbp + 3520], bpl
+    movzx ecx, bpl
+    and ecx, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 3456], cl
+    mov qword ptr [r15 + rbp + 3392], rcx
+    test bl, 10
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    movzx r9d, bpl
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 320], ymm8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rcx
+    mov ecx, 97
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + rbp + 384]
+    mov ecx, 219
+    add r11, 64
+    add r10, r11
+    inc rbx
+    dec r13
+    jz .Lc1_b3_done
+.Lc1_b3_c1:
+    mov r9, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 4
+    jz 1f
+1:
+    mov ebp, 47
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 56800
+    jz 1f
+1:
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    mov eax, 162
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    mov ebp, ebp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r8, 1984
+    mov ebp, dword ptr [r15 + r8 + 1536]
+    mov byte ptr [r15 + r8 + 1408], al
+    lea r9, [r11 + r11*2]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, r9d
+    and r9, 8128
+    lea rbp, [r11 + r11*1]
+    mov byte ptr [r15 + r9 + 7488], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + rbp + 128], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + r9 + 7616]
+    movzx eax, byte ptr [r15 + r9 + 7552]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + r8 + 1344]
+    mov r9, qword ptr [r15 + r8 + 1472]
     add r11, 64
     inc rbx
     dec r13
@@ -4853,18489 +15999,5721 @@ ditto_body_c1:
     jmp .Lc1_b4_c0
     .p2align 6
 .Lc1_b4_c0:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 13
-    mov dword ptr [r15 + 0], 65
-    test bl, 72
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 197
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 105
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test bl, 80
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r8d, ebp
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 128], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    lea r9, [r11*4]
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    mov rax, rcx
-    and r9, 192
-    mov ecx, dword ptr [r15 + r9 + 768]
-    test bl, 72
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 576]
-    mov qword ptr [r15 + r8 + 448], rcx
+    lea rbp, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    and rbp, 16320
+    mov dword ptr [r15 + rbp + 15872], ebp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], ecx
     jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 704], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rcx, qword ptr [r15 + 0]
+    movzx r8d, cl
+    jmp 1f
+1:
     test ebx, 1073741824
     jz 1f
 1:
-    mov ecx, 125
-    mov byte ptr [r15 + r9 + 640], cl
-    mov byte ptr [r15 + rbp + 64], cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 15936]
+    mov dword ptr [r15 + rbp + 15808], ecx
+    mov byte ptr [r15 + rbp + 16064], cl
+    movsxd rcx, dword ptr [r15 + rbp + 16128]
+    movsxd r8, dword ptr [r15 + r9 + 128]
+    test bl, 48
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 15744], al
+    movzx ecx, bpl
+    mov dword ptr [r15 + rbp + 16000], ecx
+    and ecx, dword ptr [r15 + rbp + 16192]
+    lea r8, [r11 + r11*1]
+    movzx r9d, r8b
+    and r8, 64
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 256]
+    mov qword ptr [r15 + r8 + 192], r8
+    mov r9d, dword ptr [r15 + rbp + 15680]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 57
-    test ebx, 1073741824
-    jnz 1f
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    mov r9, rcx
+    jmp 1f
 1:
+    movzx ecx, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    mov rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov rcx, rcx
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ecx, cl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 31
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    and ecx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx r9d, r8b
+    mov qword ptr [r15 + 0], r9
     test ebx, 1073741824
     jnz 1f
 1:
+    mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    test bl, 80
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 234
-    and r8, 64
+    movzx ecx, byte ptr [r15 + 0]
     lea r9, [r11*4]
-    mov dword ptr [r15 + r8 + 384], r9d
-    add rcx, qword ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 192
-    imul rcx, qword ptr [r15 + r9 + 704]
-    mov rbp, rcx
-    mov dword ptr [r15 + r9 + 576], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, cl
-    add rcx, qword ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + r9 + 640], cl
+    and ecx, dword ptr [r15 + r9 + 576]
+    mov dword ptr [r15 + r9 + 640], 49
+    lea rbp, [r11 + r11*1]
+    and ecx, dword ptr [r15 + r9 + 704]
     test ebx, 1073741824
     jnz 1f
 1:
-    and ecx, dword ptr [r15 + r9 + 768]
-    movzx ebp, r9b
-    mov ebp, ebp
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r8 + 384], ecx
+    movzx ecx, cl
+    movzx ecx, cl
+    mov qword ptr [r15 + r9 + 768], rcx
+    mov byte ptr [r15 + rbp + 128], cl
+    jmp 1f
+1:
+    mov ecx, r8d
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c2:
+    .byte 0x0f, 0x1f, 0x00
+    mov dword ptr [r15 + 0], 236
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    mov r9d, 76
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r9d, dword ptr [r15 + 0]
+    mov rcx, r8
+    mov dword ptr [r15 + 0], r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r9d, r8d
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9, qword ptr [r15 + 0]
+    mov r8, r9
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    test bl, 168
+    jz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    vpaddd xmm8, xmm8, xmm8
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
     jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 384]
-    test ebx, 3024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 156
-    mov r9, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r8b
-    mov ecx, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, dword ptr [r15 + 0]
-    test bl, 144
-    jnz 1f
-1:
-    mov ecx, ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
     lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r8 + 320]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ecx
+    mov ecx, ecx
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 192], 180
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r9 + 64], rcx
+    mov dword ptr [r15 + r9 + 512], r9d
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    mov r9, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    mov ebp, r9d
+    mov r9d, ebp
+    mov qword ptr [r15 + r8 + 64], rcx
+    mov r9, r9
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c3:
-    movzx ecx, r9b
-    mov dword ptr [r15 + 0], 253
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 15344
-    jz 1f
-1:
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    mov rbp, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
     lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov r9d, ebp
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 192], 14
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 32
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 72
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], r9
+    mov r9d, 165
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 189
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + rbp + 256], rbp
+    lea rbp, [r11 + r11*1]
+    jmp 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 192], bpl
-    mov ecx, ebp
-    lea r9, [r11 + r11*1]
+    and r9d, dword ptr [r15 + rbp + 384]
+    mov r8, r8
+    jmp 1f
+1:
     lea r8, [r11 + r11*1]
-    mov ecx, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 448]
+    movzx ecx, bpl
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 512], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + r8 + 64]
-    mov r8d, 192
-    vmovdqu xmmword ptr [r15 + rbp + 256], xmm14
+    and ecx, dword ptr [r15 + r8 + 384]
+    mov rax, qword ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + rbp + 320], rax
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c4:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movzx r9d, byte ptr [r15 + r8 + 384]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov ebp, 126
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, al
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    mov ebp, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vpcmpeqb xmm14, xmm14, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r9, [r11 + r11*8]
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    and r9, 1984
-    mov rax, qword ptr [r15 + r9 + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + r8 + 320]
-    movsxd r8, dword ptr [r15 + r9 + 1472]
-    mov eax, 15
-    test bl, 72
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 1728], al
-    mov byte ptr [r15 + r9 + 1664], al
     jmp 1f
 1:
-    movzx eax, r9b
-    test ebx, 1073741824
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], ebp
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    mov eax, r8d
+    and r8, 8128
+    and eax, dword ptr [r15 + r8 + 7680]
+    test bl, 16
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm8, xmm8, xmm10
+    mov dword ptr [r15 + r8 + 7616], 212
+    add rax, qword ptr [r15 + r8 + 7872]
+    movzx ecx, byte ptr [r15 + r8 + 7552]
+    mov r9, qword ptr [r15 + rbp + 704]
+    mov dword ptr [r15 + r8 + 7744], r9d
+    mov r9d, r9d
+    test bl, 16
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 1408], rax
-    mov dword ptr [r15 + rbp + 64], 80
-    add rax, qword ptr [r15 + r9 + 1792]
-    mov qword ptr [r15 + r9 + 1600], rax
-    test bl, 24
-    jnz 1f
+    add r9, qword ptr [r15 + rbp + 640]
+    jmp 1f
 1:
-    mov dword ptr [r15 + r9 + 1856], 180
-    mov rax, rcx
-    and eax, dword ptr [r15 + r9 + 1344]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    mov dword ptr [r15 + r8 + 7488], 240
+    mov dword ptr [r15 + rbp + 768], 7
+    mov byte ptr [r15 + r9 + 64], r9b
+    and r9d, dword ptr [r15 + r8 + 7808]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c5:
-    lea rbp, [r11 + r11*4]
-    and rbp, 1984
-    movzx eax, byte ptr [r15 + rbp + 1600]
+    mov r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8d, 69
+    mov qword ptr [r15 + 0], r8
+    mov qword ptr [r15 + 0], r8
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    test ebx, 1073741824
+    jz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    or qword ptr [r15 + 0], 58
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rax, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    mov r9d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r8d, 70
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 56
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 32
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    lea r8, [r11 + r11*1]
-    test bl, 80
+    test bl, 40
     jz 1f
 1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 512]
-    vmovq qword ptr [r15 + r8 + 448], xmm14
-    movzx ecx, bpl
+    mov dword ptr [r15 + 0], 136
+    vmovdqu ymmword ptr [r15 + 0], ymm8
     lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 1472]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    lea r9, [r11 + r11*1]
     and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 256], xmm14
-    mov dword ptr [r15 + rbp + 1344], r8d
-    movsxd rax, dword ptr [r15 + r8 + 192]
-    test bl, 72
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1536], al
+    mov eax, dword ptr [r15 + r8 + 256]
+    and r9, 64
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 190
     test bl, 16
-    jnz 1f
+    jz 1f
 1:
-    mov rax, rax
-    mov eax, 161
-    movsxd rax, dword ptr [r15 + rbp + 1408]
+    mov byte ptr [r15 + r9 + 512], r8b
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 192], 134
+    mov qword ptr [r15 + rbp + 320], r9
+    jmp 1f
+1:
+    mov r9d, 223
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c6:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    test ebx, 7928
-    jnz 1f
+    jmp 1f
 1:
-    mov rax, rax
-    movzx eax, al
-    vpaddd xmm14, xmm14, xmm14
-    test bl, 48
-    jz 1f
-1:
+    lea r9, [r11 + r11*1]
+    vpxor xmm8, xmm8, xmm6
+    and r9, 64
+    add r8, qword ptr [r15 + r9 + 320]
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
+    mov ebp, eax
+    vmovdqu xmmword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov rax, rbp
     test ebx, 1073741824
     jz 1f
 1:
-    movsxd rax, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 40
-    jz 1f
+    add rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
+    mov r8d, 163
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 193
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, r8d
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 72
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    movsxd r9, dword ptr [r15 + r8 + 128]
-    lea r8, [r11*4]
     lea rbp, [r11 + r11*1]
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], eax
-    test bl, 104
-    jnz 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rax, rbp
     and rbp, 64
-    add rax, qword ptr [r15 + rbp + 256]
-    mov qword ptr [r15 + r8 + 768], r9
-    vmovq xmm14, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 192], r9b
-    movzx eax, byte ptr [r15 + r8 + 576]
-    add rax, qword ptr [r15 + r8 + 640]
+    mov dword ptr [r15 + rbp + 256], ebp
+    and r8, 64
+    and eax, dword ptr [r15 + r8 + 128]
+    and eax, dword ptr [r15 + rbp + 192]
+    movzx ebp, al
+    mov qword ptr [r15 + r9 + 384], rcx
+    mov dword ptr [r15 + r8 + 64], ebp
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b4_done
 .Lc1_b4_c7:
-    lea rbp, [r11*8]
     jmp 1f
 1:
-    jmp 1f
-1:
-    and rbp, 448
-    movsxd rax, dword ptr [r15 + rbp + 1216]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 183
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r8
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    test bl, 16
-    jz 1f
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 1152], eax
+    mov dword ptr [r15 + 0], 167
+    test bl, 72
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 52
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 7
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and ebp, dword ptr [r15 + 0]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    movzx eax, al
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 239
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    and r8d, dword ptr [r15 + 0]
+    mov ecx, 9
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 128]
+    lea r9, [r11 + r11*1]
     lea r8, [r11 + r11*1]
-    jmp 1f
+    test bl, 40
+    jnz 1f
 1:
     and r8, 64
-    mov rax, qword ptr [r15 + r8 + 192]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 832], r9b
+    add rcx, qword ptr [r15 + r8 + 320]
     and r9, 64
-    and eax, dword ptr [r15 + r9 + 512]
-    mov ecx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 1024], rcx
-    mov dword ptr [r15 + rbp + 960], 0
-    movzx ecx, byte ptr [r15 + r9 + 448]
-    test bl, 32
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 896], cl
-    mov qword ptr [r15 + r8 + 256], rcx
+    and ecx, dword ptr [r15 + r9 + 64]
+    mov qword ptr [r15 + rbp + 64], rcx
+    mov ecx, ebp
     jmp 1f
 1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 1088], ecx
-    jmp 1f
-1:
-    jmp 1f
-1:
+    and ecx, dword ptr [r15 + r8 + 384]
+    and ecx, dword ptr [r15 + r9 + 128]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b4_c0
 .Lc1_b4_done:
-// block 5: 2048 bytes, 8 chunk(s), 4 chunk executions per call
+// block 5: 512 bytes, 2 chunk(s), 2 chunk executions per call
     mov rbx, qword ptr [r15 + 67117760]
-    lea rcx, [rbx + 4]
+    lea rcx, [rbx + 2]
     mov qword ptr [r15 + 67117760], rcx
-    mov r13d, 4
-    mov eax, ebx
-    and eax, 7
-    lea rcx, [rip + .Lc1_b5_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b5_stubs:
-    .p2align 3
+    mov r13d, 2
     jmp .Lc1_b5_c0
-    .p2align 3
-    jmp .Lc1_b5_c1
-    .p2align 3
-    jmp .Lc1_b5_c2
-    .p2align 3
-    jmp .Lc1_b5_c3
-    .p2align 3
-    jmp .Lc1_b5_c4
-    .p2align 3
-    jmp .Lc1_b5_c5
-    .p2align 3
-    jmp .Lc1_b5_c6
-    .p2align 3
-    jmp .Lc1_b5_c7
     .p2align 6
 .Lc1_b5_c0:
-    mov dword ptr [r15 + 0], 227
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, cl
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx eax, cl
+    movzx ecx, r8b
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov dword ptr [r15 + 0], 99
-    mov rcx, rcx
-    test bl, 96
+    mov ecx, 21
+    mov byte ptr [r15 + 0], cl
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rax
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
+    vpshufd xmm8, xmm14, 21
     mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    bt rcx, rcx
+    mov ecx, 81
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
     add rcx, qword ptr [r15 + 0]
-    test bl, 16
-    jz 1f
-1:
-    jmp 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 195
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    movzx eax, byte ptr [r15 + 0]
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, rcx
     add rax, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 200
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    movzx eax, al
-    test bl, 72
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, eax
+    mov dword ptr [r15 + 0], ecx
     lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
+    test bl, 4
+    jz 1f
 1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
     and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rbp
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 384], r9d
+    mov dword ptr [r15 + rbp + 448], 69
+    lea r9, [r11 + r11*1]
     and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    test bl, 72
-    jz 1f
-1:
-    movzx ebp, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 448], ebp
+    mov byte ptr [r15 + r8 + 384], r8b
+    vmovq qword ptr [r15 + r8 + 320], xmm8
+    imul r8, qword ptr [r15 + rbp + 512]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 192]
+    movzx ecx, byte ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b5_done
 .Lc1_b5_c1:
     lea rbp, [r11 + r11*1]
-    mov r8, rbp
     and rbp, 64
-    mov dword ptr [r15 + rbp + 128], eax
-    jmp 1f
-1:
-    mov eax, 53
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 64]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    test ebx, 6128
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test bl, 72
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
+    mov r9d, dword ptr [r15 + rbp + 256]
+    add r9, qword ptr [r15 + 0]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    add r9, qword ptr [r15 + 0]
+    mov r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea rbp, [r11*4]
-    mov eax, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7488], rbp
-    test bl, 16
-    jz 1f
-1:
-    movzx eax, bpl
-    mov eax, eax
-    mov byte ptr [r15 + r8 + 448], r8b
-    mov byte ptr [r15 + rbp + 7616], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 7552]
-    add rax, qword ptr [r15 + rbp + 7680]
-    mov rbp, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c2:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 320]
-    mov r8, qword ptr [r15 + 0]
-    mov ecx, r8d
-    mov dword ptr [r15 + 0], 99
-    test bl, 152
-    jz 1f
-1:
-    mov r8, rcx
-    mov r8d, 162
-    movzx r8d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, eax
-    test ebx, 63984
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rax
-    mov eax, eax
-    test bl, 16
-    jz 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + 0], eax
-    mov r9d, 126
-    mov r9d, 253
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov dword ptr [r15 + rbp + 384], r9d
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jz 1f
-1:
-    mov r8, r8
-    movzx r8d, r8b
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], rax
-    lea r9, [r11*4]
-    lea rbp, [r11 + r11*1]
-    and r9, 192
-    and eax, dword ptr [r15 + r9 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 448]
-    mov byte ptr [r15 + r8 + 7552], al
-    and eax, dword ptr [r15 + r9 + 704]
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 7616], 178
-    mov rax, qword ptr [r15 + r9 + 640]
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    test bl, 16
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 7680]
-    mov dword ptr [r15 + r9 + 576], 70
-    mov byte ptr [r15 + r8 + 7744], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c4:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    test bl, 56
-    jnz 1f
-1:
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + rbp + 576]
-    movzx r9d, r9b
-    and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lock or dword ptr [r15 + rbp + 640], 93
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 320]
-    test ebx, 288
-    jz 1f
-1:
-    mov rax, rax
-    mov rax, qword ptr [r15 + rbp + 704]
-    mov dword ptr [r15 + r8 + 512], 251
-    test bl, 80
-    jz 1f
-1:
-    vpaddd xmm14, xmm14, xmm14
-    and eax, dword ptr [r15 + r9 + 384]
-    add rax, qword ptr [r15 + rbp + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c5:
-    movzx eax, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9, r9
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r9d, 218
+    and r9d, dword ptr [r15 + 0]
     mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    jmp 1f
-1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r9, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov dword ptr [r15 + 0], 208
-    movsxd r9, dword ptr [r15 + 0]
-    mov eax, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov r9d, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov rax, r9
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 2
-    and r9, 64
-    vmovq qword ptr [r15 + r9 + 384], xmm14
-    add rcx, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rcx
-    movzx ecx, cl
-    mov ecx, ecx
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx ecx, bpl
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm14
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 256], 73
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, rbp
-    mov dword ptr [r15 + rbp + 192], 228
-    mov r9, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c6:
-    mov r9, rbp
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 16
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 40
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r9
-    test ebx, 1073741824
-    jz 1f
-1:
     mov dword ptr [r15 + 0], r9d
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test bl, 104
+    mov r9d, 103
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 20
     jnz 1f
 1:
+    mov r9d, 64
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    movsxd r9, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 105
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 124
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov dword ptr [r15 + 0], r9d
     lea r9, [r11 + r11*1]
-    mov ebp, r9d
-    movzx ebp, cl
-    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
     and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    test bl, 16
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    movzx eax, byte ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 320], rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 448], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b5_done
-.Lc1_b5_c7:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 147
-    mov qword ptr [r15 + 0], rax
-    movsxd rax, dword ptr [r15 + 0]
-    test bl, 64
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    mov eax, eax
-    mov eax, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 72
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + r9 + 320]
     lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
+    mov qword ptr [r15 + rbp + 192], r8
     and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    lea r9, [r11 + r11*1]
-    test bl, 40
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 128], r9b
-    and r9, 64
-    inc dword ptr [r15 + r9 + 320]
-    movzx ecx, r9b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add qword ptr [r15 + r9 + 384], rcx
-    mov ecx, 81
-    mov byte ptr [r15 + rbp + 192], cl
+    vmovdqu xmmword ptr [r15 + r8 + 64], xmm8
+    mov qword ptr [r15 + r9 + 384], r8
+    movzx r9d, byte ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b5_c0
 .Lc1_b5_done:
-// block 6: 512 bytes, 2 chunk(s), 2 chunk executions per call
+// block 6: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117768]
-    lea rcx, [rbx + 2]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117768], rcx
-    mov r13d, 2
+    mov r13d, 8
     jmp .Lc1_b6_c0
     .p2align 6
 .Lc1_b6_c0:
-    mov rcx, rcx
-    mov rcx, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     and ecx, dword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm14
-    mov r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 194
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov r9, rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    mov byte ptr [r15 + 0], cl
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], rcx
-    mov r9d, ecx
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9d, 217
+    movzx r9d, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 121
-    test ebx, 1073741824
-    jnz 1f
+    mov r8, qword ptr [r15 + 0]
+    test bl, 48
+    jz 1f
 1:
     mov ecx, dword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm14, xmm14, xmm14
-    test bl, 10
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 46
-    mov dword ptr [r15 + 0], ecx
     mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    movzx eax, r9b
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
+    test bl, 16
     jz 1f
 1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 122
     lea r8, [r11 + r11*1]
+    movzx eax, byte ptr [r15 + 0]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 192]
+    movzx ecx, byte ptr [r15 + r9 + 128]
+    lea rbp, [r11 + r11*1]
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], al
-    mov dword ptr [r15 + r8 + 64], r8d
-    test ebx, 1073741824
+    mov dword ptr [r15 + r8 + 320], 174
+    and rbp, 64
+    mov rdi, qword ptr [r15 + rbp + 448]
+    mov rdx, rax
+    test bl, 24
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 448], r9b
-    mov dword ptr [r15 + r9 + 256], r8d
-    movzx ebp, al
+    mov qword ptr [r15 + r9 + 64], rdx
+    movzx edx, dl
+    and edx, dword ptr [r15 + rbp + 512]
+    .byte 0x0f, 0x1f, 0x00
+    mov ebp, dword ptr [r15 + r8 + 384]
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b6_done
 .Lc1_b6_c1:
     lea rbp, [r11*8]
-    lea r8, [r11 + r11*2]
-    and r8, 16320
-    mov qword ptr [r15 + r8 + 15808], rcx
+    vpaddd xmm8, xmm8, xmm8
+    and rbp, 1984
+    mov dword ptr [r15 + rbp + 1664], edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 99
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edx, r8d
+    mov qword ptr [r15 + rbp + 1472], rdx
+    lea r8, [r11*4]
+    movzx edi, byte ptr [r15 + rbp + 1536]
+    and r8, 192
+    mov byte ptr [r15 + r8 + 576], r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 1600], 14
+    mov dword ptr [r15 + r8 + 704], edi
+    mov edi, dword ptr [r15 + r8 + 768]
+    movzx edx, dil
+    and edx, dword ptr [r15 + rbp + 1344]
+    test ebx, 1073741824
+    jnz 1f
+1:
     lea r9, [r11 + r11*1]
-    and rbp, 4032
-    add rcx, qword ptr [r15 + rbp + 3776]
-    mov dword ptr [r15 + rbp + 3392], ecx
+    mov rdi, qword ptr [r15 + rbp + 1408]
     and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 256]
-    test bl, 26
-    jnz 1f
-1:
+    mov qword ptr [r15 + r9 + 384], r9
+    mov ebp, r8d
+    mov rbp, qword ptr [r15 + r9 + 320]
+    movzx r9d, byte ptr [r15 + r8 + 640]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c2:
+    mov r8d, 117
+    lea r8, [r11 + r11*1]
+    mov r9d, 217
+    mov r9d, 206
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], bpl
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 207
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, qword ptr [r15 + 0]
+    test ebx, 3800
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 192
+    add rbp, qword ptr [r15 + r9 + 704]
+    mov dword ptr [r15 + r8 + 256], 65
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    lea rbp, [r11 + r11*1]
+    movzx r8d, dil
+    and rbp, 64
+    add r8, qword ptr [r15 + rbp + 64]
+    mov rdi, qword ptr [r15 + r9 + 576]
+    and edi, dword ptr [r15 + r9 + 640]
+    vmovdqu xmmword ptr [r15 + r9 + 768], xmm8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, edi
+    mov r9, r8
+    mov r8d, dword ptr [r15 + rbp + 128]
+    vpshufd xmm8, xmm8, 2
+    mov r9d, r8d
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c3:
+    lea r8, [r11 + r11*1]
+    mov r9, r8
+    mov r9d, 136
+    and r8, 64
+    mov qword ptr [r15 + r8 + 448], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r9d
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], 3
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 166
+    mov dword ptr [r15 + 0], r9d
+    mov r9, r9
+    mov dword ptr [r15 + 0], 70
+    mov qword ptr [r15 + 0], r9
+    test bl, 72
+    jnz 1f
+1:
+    mov r9d, dword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rbp
+    mov byte ptr [r15 + 0], dil
+    test bl, 16
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + r8 + 512], rbp
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 320]
+    mov r8d, dword ptr [r15 + rbp + 384]
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r8d, dl
+    mov r8, rdx
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    mov edi, r8d
+    mov byte ptr [r15 + rbp + 192], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c4:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 152
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    mov r9d, 173
+    mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*8]
+    movzx ebp, r8b
+    and r8, 448
+    add rbp, qword ptr [r15 + r8 + 1216]
+    add r9, qword ptr [r15 + r8 + 1152]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 256]
+    vmovdqu ymmword ptr [r15 + r8 + 960], ymm8
+    mov qword ptr [r15 + r9 + 192], rbp
+    add rbp, qword ptr [r15 + r8 + 1280]
+    mov qword ptr [r15 + r8 + 1088], rbp
+    lea rbp, [r11 + r11*1]
+    test bl, 24
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 1024], r9b
+    and rbp, 64
+    movsxd r9, dword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + rbp + 512], r8b
+    mov rbp, qword ptr [r15 + r8 + 896]
+    and ebp, dword ptr [r15 + r8 + 832]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c5:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 64]
+    mov qword ptr [r15 + rbp + 128], rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    mov qword ptr [r15 + 0], rbp
+    test bl, 16
+    jz 1f
+1:
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm10
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    movzx ebp, bpl
+    mov dword ptr [r15 + 0], 230
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
+    test bl, 16
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov ebp, 192
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, 140
+    movsxd rbp, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov byte ptr [r15 + r8 + 192], r8b
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + r9 + 448]
+    mov r9d, dword ptr [r15 + r8 + 256]
+    mov r8d, 48
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c6:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 152
+    test bl, 40
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r8d
+    mov r8, r9
+    mov qword ptr [r15 + 0], rdi
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + r8 + 15744], xmm14
-    mov ecx, ecx
-    add rcx, qword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + 0], 191
+    mov r8d, 165
+    mov r8d, r8d
+    mov r8, r8
+    mov r8, qword ptr [r15 + 0]
+    test bl, 72
+    jnz 1f
+1:
+    add r8, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 384], edx
+    and rbp, 64
+    movsxd rdx, dword ptr [r15 + rbp + 128]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ecx, cl
-    mov byte ptr [r15 + r8 + 15680], cl
-    jmp 1f
+    lea r8, [r11*4]
+    mov edx, dword ptr [r15 + r9 + 320]
+    and r8, 192
+    movsxd r9, dword ptr [r15 + r8 + 640]
+    movsxd rcx, dword ptr [r15 + r8 + 704]
+    add r9, qword ptr [r15 + rbp + 64]
+    add rdx, qword ptr [r15 + r8 + 768]
+    mov qword ptr [r15 + r8 + 576], rdx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b6_done
+.Lc1_b6_c7:
+    lea r9, [r11 + r11*1]
+    mov edx, r9d
+    and r9, 64
+    movsxd rdx, dword ptr [r15 + r9 + 128]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 16
+    jz 1f
 1:
+    vmovdqu xmmword ptr [r15 + 0], xmm8
+    add rcx, qword ptr [r15 + 0]
+    movzx edi, cl
+    mov qword ptr [r15 + 0], rdi
+    add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + rbp + 3584], rcx
-    mov qword ptr [r15 + rbp + 3648], rbp
-    and ecx, dword ptr [r15 + rbp + 3456]
-    mov byte ptr [r15 + rbp + 3840], bpl
+    mov ebp, edx
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    movzx ebp, dl
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    vpaddd xmm8, xmm8, xmm8
+    movzx ebp, byte ptr [r15 + 0]
+    mov edi, 24
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    and ecx, dword ptr [r15 + rbp + 3520]
-    and ecx, dword ptr [r15 + rbp + 3712]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + r9 + 64]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 448], ebp
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], 48
+    movsxd r9, dword ptr [r15 + r8 + 384]
+    mov r8, qword ptr [r15 + rbp + 512]
+    mov ebp, ecx
     add r11, 64
     inc rbx
     dec r13
     jnz .Lc1_b6_c0
 .Lc1_b6_done:
-// block 7: 1024 bytes, 4 chunk(s), 16 chunk executions per call
+// block 7: 2048 bytes, 8 chunk(s), 8 chunk executions per call
     mov rbx, qword ptr [r15 + 67117776]
-    lea rcx, [rbx + 16]
+    lea rcx, [rbx + 8]
     mov qword ptr [r15 + 67117776], rcx
-    mov r13d, 16
+    mov r13d, 8
     jmp .Lc1_b7_c0
     .p2align 6
 .Lc1_b7_c0:
-    mov rcx, qword ptr [r15 + 0]
-    movzx r8d, cl
+    lea rbp, [r11*4]
     jmp 1f
 1:
+    and rbp, 192
+    add rcx, qword ptr [r15 + rbp + 576]
+    mov r8, rcx
+    mov qword ptr [r15 + 0], r9
+    mov ecx, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 24
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 57
+    mov qword ptr [r15 + 0], rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     mov rcx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
+    movsxd rcx, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    imul r8d, r8d, 50
-    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    movzx r8d, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock or dword ptr [r15 + 0], 66
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r8d, r8d
+    movzx r8d, r8b
+    mov r8, qword ptr [r15 + 0]
     add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
+    lea r9, [r11 + r11*1]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 52
+    mov ecx, edx
+    and r9, 64
+    vmovq qword ptr [r15 + r9 + 512], xmm8
+    mov ecx, 148
     lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
     jmp 1f
 1:
     and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    lea rbp, [r11*4]
-    test bl, 8
-    jz 1f
-1:
-    and rbp, 192
-    mov byte ptr [r15 + rbp + 704], r8b
-    lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + rbp + 576], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    xor dword ptr [r15 + r9 + 384], r8d
-    mov r8d, 66
-    and r8d, dword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 640], ecx
-    jmp 1f
-1:
-    inc dword ptr [r15 + r9 + 320]
+    mov qword ptr [r15 + r8 + 64], rdi
+    add qword ptr [r15 + r9 + 448], r9
+    and ecx, dword ptr [r15 + rbp + 768]
+    movzx r9d, cl
+    mov r9, qword ptr [r15 + rbp + 640]
+    add r9, qword ptr [r15 + rbp + 704]
+    mov qword ptr [r15 + r8 + 128], r8
     add r11, 64
     inc rbx
     dec r13
     jz .Lc1_b7_done
 .Lc1_b7_c1:
-    movzx r9d, r8b
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    movzx r9d, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 9728
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    movzx r8d, r8b
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 64]
-    and ecx, dword ptr [r15 + r8 + 128]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 512], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 384], rbp
-    mov dword ptr [r15 + r8 + 448], r8d
-    jmp 1f
-1:
-    vpxor xmm14, xmm14, xmm13
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, r8d
-    mov rcx, rbp
-    mov rcx, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c2:
-    mov ecx, 170
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test bl, 28
-    jnz 1f
-1:
-    movzx ecx, bpl
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, cl
-    mov dword ptr [r15 + 0], 78
-    add r9, qword ptr [r15 + 0]
-    test bl, 12
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test bl, 8
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 128]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 320]
-    mov ecx, r9d
-    mov qword ptr [r15 + rbp + 384], rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    test ebx, 3052
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + r8 + 64]
-    mov r8d, ecx
-    add rcx, qword ptr [r15 + rbp + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b7_done
-.Lc1_b7_c3:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r9b
-    and r9, 64
-    lea r8, [r11*8]
-    mov dword ptr [r15 + r9 + 384], 210
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7680], 216
-    lea rbp, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r8 + 7488]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 320]
-    mov r9, rcx
-    jmp 1f
-1:
-    or qword ptr [r15 + r8 + 7808], 49
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 172
-    mov r9, qword ptr [r15 + r8 + 7552]
-    mov ecx, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 7616], ebp
-    mov byte ptr [r15 + r8 + 7744], cl
-    mov dword ptr [r15 + rbp + 512], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc1_b7_c0
-.Lc1_b7_done:
-// block 8: 256 bytes, 1 chunk(s), 13 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117784]
-    lea rcx, [rbx + 13]
-    mov qword ptr [r15 + 67117784], rcx
-    mov r13d, 13
-    jmp .Lc1_b8_c0
-    .p2align 6
-.Lc1_b8_c0:
-    mov qword ptr [r15 + 0], rcx
-    mov ecx, 144
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    movzx ecx, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], r9d
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 143
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 7600
-    jz 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    mov r9, r9
-    test ebx, 6144
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    movzx r9d, r9b
-    movsxd r9, dword ptr [r15 + 0]
-    mov ecx, r9d
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3392], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 448]
-    movsxd rbp, dword ptr [r15 + r8 + 3456]
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jnz .Lc1_b8_c0
-.Lc1_b8_done:
-// block 9: 65536 bytes, 256 chunk(s), 16 chunk executions per call
-    mov rbx, qword ptr [r15 + 67117792]
-    lea rcx, [rbx + 16]
-    mov qword ptr [r15 + 67117792], rcx
-    mov r13d, 16
-    mov eax, ebx
-    and eax, 255
-    lea rcx, [rip + .Lc1_b9_stubs]
-    lea rcx, [rcx + rax*8]
-    jmp rcx
-    .p2align 3
-.Lc1_b9_stubs:
-    .p2align 3
-    jmp .Lc1_b9_c0
-    .p2align 3
-    jmp .Lc1_b9_c1
-    .p2align 3
-    jmp .Lc1_b9_c2
-    .p2align 3
-    jmp .Lc1_b9_c3
-    .p2align 3
-    jmp .Lc1_b9_c4
-    .p2align 3
-    jmp .Lc1_b9_c5
-    .p2align 3
-    jmp .Lc1_b9_c6
-    .p2align 3
-    jmp .Lc1_b9_c7
-    .p2align 3
-    jmp .Lc1_b9_c8
-    .p2align 3
-    jmp .Lc1_b9_c9
-    .p2align 3
-    jmp .Lc1_b9_c10
-    .p2align 3
-    jmp .Lc1_b9_c11
-    .p2align 3
-    jmp .Lc1_b9_c12
-    .p2align 3
-    jmp .Lc1_b9_c13
-    .p2align 3
-    jmp .Lc1_b9_c14
-    .p2align 3
-    jmp .Lc1_b9_c15
-    .p2align 3
-    jmp .Lc1_b9_c16
-    .p2align 3
-    jmp .Lc1_b9_c17
-    .p2align 3
-    jmp .Lc1_b9_c18
-    .p2align 3
-    jmp .Lc1_b9_c19
-    .p2align 3
-    jmp .Lc1_b9_c20
-    .p2align 3
-    jmp .Lc1_b9_c21
-    .p2align 3
-    jmp .Lc1_b9_c22
-    .p2align 3
-    jmp .Lc1_b9_c23
-    .p2align 3
-    jmp .Lc1_b9_c24
-    .p2align 3
-    jmp .Lc1_b9_c25
-    .p2align 3
-    jmp .Lc1_b9_c26
-    .p2align 3
-    jmp .Lc1_b9_c27
-    .p2align 3
-    jmp .Lc1_b9_c28
-    .p2align 3
-    jmp .Lc1_b9_c29
-    .p2align 3
-    jmp .Lc1_b9_c30
-    .p2align 3
-    jmp .Lc1_b9_c31
-    .p2align 3
-    jmp .Lc1_b9_c32
-    .p2align 3
-    jmp .Lc1_b9_c33
-    .p2align 3
-    jmp .Lc1_b9_c34
-    .p2align 3
-    jmp .Lc1_b9_c35
-    .p2align 3
-    jmp .Lc1_b9_c36
-    .p2align 3
-    jmp .Lc1_b9_c37
-    .p2align 3
-    jmp .Lc1_b9_c38
-    .p2align 3
-    jmp .Lc1_b9_c39
-    .p2align 3
-    jmp .Lc1_b9_c40
-    .p2align 3
-    jmp .Lc1_b9_c41
-    .p2align 3
-    jmp .Lc1_b9_c42
-    .p2align 3
-    jmp .Lc1_b9_c43
-    .p2align 3
-    jmp .Lc1_b9_c44
-    .p2align 3
-    jmp .Lc1_b9_c45
-    .p2align 3
-    jmp .Lc1_b9_c46
-    .p2align 3
-    jmp .Lc1_b9_c47
-    .p2align 3
-    jmp .Lc1_b9_c48
-    .p2align 3
-    jmp .Lc1_b9_c49
-    .p2align 3
-    jmp .Lc1_b9_c50
-    .p2align 3
-    jmp .Lc1_b9_c51
-    .p2align 3
-    jmp .Lc1_b9_c52
-    .p2align 3
-    jmp .Lc1_b9_c53
-    .p2align 3
-    jmp .Lc1_b9_c54
-    .p2align 3
-    jmp .Lc1_b9_c55
-    .p2align 3
-    jmp .Lc1_b9_c56
-    .p2align 3
-    jmp .Lc1_b9_c57
-    .p2align 3
-    jmp .Lc1_b9_c58
-    .p2align 3
-    jmp .Lc1_b9_c59
-    .p2align 3
-    jmp .Lc1_b9_c60
-    .p2align 3
-    jmp .Lc1_b9_c61
-    .p2align 3
-    jmp .Lc1_b9_c62
-    .p2align 3
-    jmp .Lc1_b9_c63
-    .p2align 3
-    jmp .Lc1_b9_c64
-    .p2align 3
-    jmp .Lc1_b9_c65
-    .p2align 3
-    jmp .Lc1_b9_c66
-    .p2align 3
-    jmp .Lc1_b9_c67
-    .p2align 3
-    jmp .Lc1_b9_c68
-    .p2align 3
-    jmp .Lc1_b9_c69
-    .p2align 3
-    jmp .Lc1_b9_c70
-    .p2align 3
-    jmp .Lc1_b9_c71
-    .p2align 3
-    jmp .Lc1_b9_c72
-    .p2align 3
-    jmp .Lc1_b9_c73
-    .p2align 3
-    jmp .Lc1_b9_c74
-    .p2align 3
-    jmp .Lc1_b9_c75
-    .p2align 3
-    jmp .Lc1_b9_c76
-    .p2align 3
-    jmp .Lc1_b9_c77
-    .p2align 3
-    jmp .Lc1_b9_c78
-    .p2align 3
-    jmp .Lc1_b9_c79
-    .p2align 3
-    jmp .Lc1_b9_c80
-    .p2align 3
-    jmp .Lc1_b9_c81
-    .p2align 3
-    jmp .Lc1_b9_c82
-    .p2align 3
-    jmp .Lc1_b9_c83
-    .p2align 3
-    jmp .Lc1_b9_c84
-    .p2align 3
-    jmp .Lc1_b9_c85
-    .p2align 3
-    jmp .Lc1_b9_c86
-    .p2align 3
-    jmp .Lc1_b9_c87
-    .p2align 3
-    jmp .Lc1_b9_c88
-    .p2align 3
-    jmp .Lc1_b9_c89
-    .p2align 3
-    jmp .Lc1_b9_c90
-    .p2align 3
-    jmp .Lc1_b9_c91
-    .p2align 3
-    jmp .Lc1_b9_c92
-    .p2align 3
-    jmp .Lc1_b9_c93
-    .p2align 3
-    jmp .Lc1_b9_c94
-    .p2align 3
-    jmp .Lc1_b9_c95
-    .p2align 3
-    jmp .Lc1_b9_c96
-    .p2align 3
-    jmp .Lc1_b9_c97
-    .p2align 3
-    jmp .Lc1_b9_c98
-    .p2align 3
-    jmp .Lc1_b9_c99
-    .p2align 3
-    jmp .Lc1_b9_c100
-    .p2align 3
-    jmp .Lc1_b9_c101
-    .p2align 3
-    jmp .Lc1_b9_c102
-    .p2align 3
-    jmp .Lc1_b9_c103
-    .p2align 3
-    jmp .Lc1_b9_c104
-    .p2align 3
-    jmp .Lc1_b9_c105
-    .p2align 3
-    jmp .Lc1_b9_c106
-    .p2align 3
-    jmp .Lc1_b9_c107
-    .p2align 3
-    jmp .Lc1_b9_c108
-    .p2align 3
-    jmp .Lc1_b9_c109
-    .p2align 3
-    jmp .Lc1_b9_c110
-    .p2align 3
-    jmp .Lc1_b9_c111
-    .p2align 3
-    jmp .Lc1_b9_c112
-    .p2align 3
-    jmp .Lc1_b9_c113
-    .p2align 3
-    jmp .Lc1_b9_c114
-    .p2align 3
-    jmp .Lc1_b9_c115
-    .p2align 3
-    jmp .Lc1_b9_c116
-    .p2align 3
-    jmp .Lc1_b9_c117
-    .p2align 3
-    jmp .Lc1_b9_c118
-    .p2align 3
-    jmp .Lc1_b9_c119
-    .p2align 3
-    jmp .Lc1_b9_c120
-    .p2align 3
-    jmp .Lc1_b9_c121
-    .p2align 3
-    jmp .Lc1_b9_c122
-    .p2align 3
-    jmp .Lc1_b9_c123
-    .p2align 3
-    jmp .Lc1_b9_c124
-    .p2align 3
-    jmp .Lc1_b9_c125
-    .p2align 3
-    jmp .Lc1_b9_c126
-    .p2align 3
-    jmp .Lc1_b9_c127
-    .p2align 3
-    jmp .Lc1_b9_c128
-    .p2align 3
-    jmp .Lc1_b9_c129
-    .p2align 3
-    jmp .Lc1_b9_c130
-    .p2align 3
-    jmp .Lc1_b9_c131
-    .p2align 3
-    jmp .Lc1_b9_c132
-    .p2align 3
-    jmp .Lc1_b9_c133
-    .p2align 3
-    jmp .Lc1_b9_c134
-    .p2align 3
-    jmp .Lc1_b9_c135
-    .p2align 3
-    jmp .Lc1_b9_c136
-    .p2align 3
-    jmp .Lc1_b9_c137
-    .p2align 3
-    jmp .Lc1_b9_c138
-    .p2align 3
-    jmp .Lc1_b9_c139
-    .p2align 3
-    jmp .Lc1_b9_c140
-    .p2align 3
-    jmp .Lc1_b9_c141
-    .p2align 3
-    jmp .Lc1_b9_c142
-    .p2align 3
-    jmp .Lc1_b9_c143
-    .p2align 3
-    jmp .Lc1_b9_c144
-    .p2align 3
-    jmp .Lc1_b9_c145
-    .p2align 3
-    jmp .Lc1_b9_c146
-    .p2align 3
-    jmp .Lc1_b9_c147
-    .p2align 3
-    jmp .Lc1_b9_c148
-    .p2align 3
-    jmp .Lc1_b9_c149
-    .p2align 3
-    jmp .Lc1_b9_c150
-    .p2align 3
-    jmp .Lc1_b9_c151
-    .p2align 3
-    jmp .Lc1_b9_c152
-    .p2align 3
-    jmp .Lc1_b9_c153
-    .p2align 3
-    jmp .Lc1_b9_c154
-    .p2align 3
-    jmp .Lc1_b9_c155
-    .p2align 3
-    jmp .Lc1_b9_c156
-    .p2align 3
-    jmp .Lc1_b9_c157
-    .p2align 3
-    jmp .Lc1_b9_c158
-    .p2align 3
-    jmp .Lc1_b9_c159
-    .p2align 3
-    jmp .Lc1_b9_c160
-    .p2align 3
-    jmp .Lc1_b9_c161
-    .p2align 3
-    jmp .Lc1_b9_c162
-    .p2align 3
-    jmp .Lc1_b9_c163
-    .p2align 3
-    jmp .Lc1_b9_c164
-    .p2align 3
-    jmp .Lc1_b9_c165
-    .p2align 3
-    jmp .Lc1_b9_c166
-    .p2align 3
-    jmp .Lc1_b9_c167
-    .p2align 3
-    jmp .Lc1_b9_c168
-    .p2align 3
-    jmp .Lc1_b9_c169
-    .p2align 3
-    jmp .Lc1_b9_c170
-    .p2align 3
-    jmp .Lc1_b9_c171
-    .p2align 3
-    jmp .Lc1_b9_c172
-    .p2align 3
-    jmp .Lc1_b9_c173
-    .p2align 3
-    jmp .Lc1_b9_c174
-    .p2align 3
-    jmp .Lc1_b9_c175
-    .p2align 3
-    jmp .Lc1_b9_c176
-    .p2align 3
-    jmp .Lc1_b9_c177
-    .p2align 3
-    jmp .Lc1_b9_c178
-    .p2align 3
-    jmp .Lc1_b9_c179
-    .p2align 3
-    jmp .Lc1_b9_c180
-    .p2align 3
-    jmp .Lc1_b9_c181
-    .p2align 3
-    jmp .Lc1_b9_c182
-    .p2align 3
-    jmp .Lc1_b9_c183
-    .p2align 3
-    jmp .Lc1_b9_c184
-    .p2align 3
-    jmp .Lc1_b9_c185
-    .p2align 3
-    jmp .Lc1_b9_c186
-    .p2align 3
-    jmp .Lc1_b9_c187
-    .p2align 3
-    jmp .Lc1_b9_c188
-    .p2align 3
-    jmp .Lc1_b9_c189
-    .p2align 3
-    jmp .Lc1_b9_c190
-    .p2align 3
-    jmp .Lc1_b9_c191
-    .p2align 3
-    jmp .Lc1_b9_c192
-    .p2align 3
-    jmp .Lc1_b9_c193
-    .p2align 3
-    jmp .Lc1_b9_c194
-    .p2align 3
-    jmp .Lc1_b9_c195
-    .p2align 3
-    jmp .Lc1_b9_c196
-    .p2align 3
-    jmp .Lc1_b9_c197
-    .p2align 3
-    jmp .Lc1_b9_c198
-    .p2align 3
-    jmp .Lc1_b9_c199
-    .p2align 3
-    jmp .Lc1_b9_c200
-    .p2align 3
-    jmp .Lc1_b9_c201
-    .p2align 3
-    jmp .Lc1_b9_c202
-    .p2align 3
-    jmp .Lc1_b9_c203
-    .p2align 3
-    jmp .Lc1_b9_c204
-    .p2align 3
-    jmp .Lc1_b9_c205
-    .p2align 3
-    jmp .Lc1_b9_c206
-    .p2align 3
-    jmp .Lc1_b9_c207
-    .p2align 3
-    jmp .Lc1_b9_c208
-    .p2align 3
-    jmp .Lc1_b9_c209
-    .p2align 3
-    jmp .Lc1_b9_c210
-    .p2align 3
-    jmp .Lc1_b9_c211
-    .p2align 3
-    jmp .Lc1_b9_c212
-    .p2align 3
-    jmp .Lc1_b9_c213
-    .p2align 3
-    jmp .Lc1_b9_c214
-    .p2align 3
-    jmp .Lc1_b9_c215
-    .p2align 3
-    jmp .Lc1_b9_c216
-    .p2align 3
-    jmp .Lc1_b9_c217
-    .p2align 3
-    jmp .Lc1_b9_c218
-    .p2align 3
-    jmp .Lc1_b9_c219
-    .p2align 3
-    jmp .Lc1_b9_c220
-    .p2align 3
-    jmp .Lc1_b9_c221
-    .p2align 3
-    jmp .Lc1_b9_c222
-    .p2align 3
-    jmp .Lc1_b9_c223
-    .p2align 3
-    jmp .Lc1_b9_c224
-    .p2align 3
-    jmp .Lc1_b9_c225
-    .p2align 3
-    jmp .Lc1_b9_c226
-    .p2align 3
-    jmp .Lc1_b9_c227
-    .p2align 3
-    jmp .Lc1_b9_c228
-    .p2align 3
-    jmp .Lc1_b9_c229
-    .p2align 3
-    jmp .Lc1_b9_c230
-    .p2align 3
-    jmp .Lc1_b9_c231
-    .p2align 3
-    jmp .Lc1_b9_c232
-    .p2align 3
-    jmp .Lc1_b9_c233
-    .p2align 3
-    jmp .Lc1_b9_c234
-    .p2align 3
-    jmp .Lc1_b9_c235
-    .p2align 3
-    jmp .Lc1_b9_c236
-    .p2align 3
-    jmp .Lc1_b9_c237
-    .p2align 3
-    jmp .Lc1_b9_c238
-    .p2align 3
-    jmp .Lc1_b9_c239
-    .p2align 3
-    jmp .Lc1_b9_c240
-    .p2align 3
-    jmp .Lc1_b9_c241
-    .p2align 3
-    jmp .Lc1_b9_c242
-    .p2align 3
-    jmp .Lc1_b9_c243
-    .p2align 3
-    jmp .Lc1_b9_c244
-    .p2align 3
-    jmp .Lc1_b9_c245
-    .p2align 3
-    jmp .Lc1_b9_c246
-    .p2align 3
-    jmp .Lc1_b9_c247
-    .p2align 3
-    jmp .Lc1_b9_c248
-    .p2align 3
-    jmp .Lc1_b9_c249
-    .p2align 3
-    jmp .Lc1_b9_c250
-    .p2align 3
-    jmp .Lc1_b9_c251
-    .p2align 3
-    jmp .Lc1_b9_c252
-    .p2align 3
-    jmp .Lc1_b9_c253
-    .p2align 3
-    jmp .Lc1_b9_c254
-    .p2align 3
-    jmp .Lc1_b9_c255
-    .p2align 6
-.Lc1_b9_c0:
-    lea rbp, [r11*8]
-    and rbp, 448
-    lea r8, [r11 + r11*1]
-    vmovdqu xmmword ptr [r15 + rbp + 1216], xmm14
-    mov rax, r8
-    movzx eax, cl
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 1088], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 1024]
-    add rax, qword ptr [r15 + rbp + 1152]
-    mov ecx, 202
-    movsxd rcx, dword ptr [r15 + rbp + 960]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, cl
-    and r9, 16320
-    mov rcx, qword ptr [r15 + r9 + 15680]
-    mov dword ptr [r15 + rbp + 896], ebp
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    movzx ecx, al
-    test ebx, 5376
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    mov byte ptr [r15 + rbp + 832], r9b
-    and r8d, dword ptr [r15 + r9 + 15744]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 117
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 15
-    movzx r8d, r8b
-    movsxd r8, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rcx
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], ecx
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 512]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    movzx eax, cl
-    add rcx, qword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 384], r9b
-    and ecx, dword ptr [r15 + rbp + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c2:
-    mov dword ptr [r15 + 0], r9d
-    mov rcx, rcx
-    mov eax, 206
-    mov rcx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 69
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rbp
-    mov ecx, 129
-    add rcx, qword ptr [r15 + rbp + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 576], rcx
-    jmp 1f
-1:
-    mov ecx, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 768], bpl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 384]
-    test ebx, 5376
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov rcx, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], ecx
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c3:
-    lea r8, [r11*8]
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    and ecx, dword ptr [r15 + r8 + 1536]
-    mov dword ptr [r15 + r8 + 1408], ecx
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 512]
-    mov eax, 138
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5376
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 1600], 7
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov ecx, ecx
-    mov dword ptr [r15 + r8 + 1664], 230
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 128]
-    and ecx, dword ptr [r15 + r8 + 1344]
-    mov rbp, rcx
-    mov ecx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, bpl
-    add rcx, qword ptr [r15 + r8 + 1472]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c4:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd rcx, dword ptr [r15 + rbp + 512]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 320]
-    lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 448]
-    mov ecx, 162
-    mov dword ptr [r15 + rbp + 448], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c5:
-    movzx ecx, r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 28
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], eax
-    add r9, qword ptr [r15 + rbp + 320]
-    mov r8d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 46
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
-    and r8, 64
-    add r9, qword ptr [r15 + r8 + 192]
-    add r9, qword ptr [r15 + r8 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c6:
-    lea r8, [r11*8]
-    mov r9d, ebp
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7680], r8
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 448]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rcx
-    jmp 1f
-1:
-    nop
-    test ebx, 3584
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 134
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 7808], ebp
-    and ecx, dword ptr [r15 + r8 + 7616]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r8 + 7744], 178
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 7488], cl
-    vmovdqu ymmword ptr [r15 + r8 + 7552], ymm14
-    mov rcx, rcx
-    test ebx, 1571328
-    jz 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 128]
-    vpaddd xmm14, xmm14, xmm14
-    vmovdqu ymmword ptr [r15 + r8 + 7872], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c7:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1792
-    jz 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 134
-    movsxd rcx, dword ptr [r15 + 0]
-    mov rax, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 191
-    mov ecx, 74
-    mov ecx, 254
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 65
-    add rcx, qword ptr [r15 + 0]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov ecx, dword ptr [r15 + r8 + 320]
-    and ecx, dword ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    movzx ecx, byte ptr [r15 + rbp + 128]
-    mov ebp, dword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c8:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 192
-    lea rbp, [r11*4]
-    mov rcx, qword ptr [r15 + r8 + 704]
-    and rbp, 8128
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm14
-    and ecx, dword ptr [r15 + rbp + 7680]
-    mov dword ptr [r15 + r8 + 768], 151
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 192], r9b
-    mov rcx, qword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 7488], 154
-    mov qword ptr [r15 + r8 + 576], rcx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm14
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + rbp + 7552]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c9:
-    mov dword ptr [r15 + 0], 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1280
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    and ecx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 260864
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 448]
-    mov r8d, r9d
-    test ebx, 1280
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r9d, eax
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + r8 + 256]
-    movsxd rax, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    mov dword ptr [r15 + r8 + 192], r9d
-    mov dword ptr [r15 + r9 + 320], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c10:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 181
-    mov eax, 209
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3584
-    jnz 1f
-1:
-    imul rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    .byte 0x66, 0x90
-    and rbp, 8128
-    and eax, dword ptr [r15 + rbp + 7680]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov eax, 88
-    movsxd rax, dword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 7808]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 448]
-    mov qword ptr [r15 + rbp + 7552], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 128]
-    movzx r9d, byte ptr [r15 + rbp + 7744]
-    vmovdqu ymmword ptr [r15 + rbp + 7616], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c11:
-    add r9, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    test ebx, 2055680
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 12800
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 253
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm14, xmm14, 199
-    lea rbp, [r11 + r11*1]
-    movzx r9d, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 192]
-    movzx r8d, byte ptr [r15 + r9 + 256]
-    lea r9, [r11 + r11*1]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 448], r9b
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 128], xmm14
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c12:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    movzx eax, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 46
-    mov eax, eax
-    mov byte ptr [r15 + 0], al
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovq xmm14, r9
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rax
-    mov eax, 137
-    vpxor xmm14, xmm14, xmm7
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 134
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], ebp
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 128]
-    add rax, qword ptr [r15 + r8 + 256]
-    movzx r8d, al
-    test ebx, 2816
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 448], r8
-    mov r8d, 125
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c13:
-    lea r8, [r11 + r11*1]
-    mov rax, r8
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 256]
-    mov r9d, 209
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov eax, 26
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1280
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 39
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 9
-    nop
-    add rax, qword ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 64], eax
-    .byte 0x66, 0x90
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    movzx r8d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c14:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 448]
-    movzx r9d, al
-    and rbp, 192
-    mov qword ptr [r15 + rbp + 640], rcx
-    imul rax, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + rbp + 768], 230
-    lea r9, [r11 + r11*1]
-    test ebx, 1818112
-    jz 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 256]
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    movzx edx, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 512], r8d
-    mov dword ptr [r15 + rbp + 704], edx
-    mov rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, dl
-    movzx edx, r9b
-    mov dword ptr [r15 + r9 + 192], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c15:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov edx, 60
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    movzx edx, dl
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    mov rdx, rdx
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 5376
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, r9d
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 448]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 256], rbp
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 256]
-    movzx r8d, byte ptr [r15 + rbp + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 129
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm14
-    mov r8, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c16:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 173
-    and r8d, dword ptr [r15 + 0]
-    vpxor xmm14, xmm14, xmm3
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
-    test ebx, 1024
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 448]
-    lea r8, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + rbp + 512]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, bpl
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], rcx
-    mov edx, 22
-    mov rdx, qword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 256], dl
-    jmp 1f
-1:
-    mov r9d, 151
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c17:
-    movzx edx, dl
-    mov qword ptr [r15 + 0], rdx
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jz 1f
-1:
-    movzx edx, dl
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 3328
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul rdx, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, 46
-    vpaddd xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx edx, dl
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 448]
-    mov r9d, 123
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 320]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], rbp
-    lock add qword ptr [r15 + r9 + 384], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    add r9, qword ptr [r15 + r8 + 128]
-    add r9, qword ptr [r15 + rbp + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c18:
-    lea r9, [r11 + r11*1]
-    mov r8d, 151
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 5
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r8d, 199
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm14, xmm14, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + r9 + 256]
-    and r8, 64
-    lea r9, [r11 + r11*4]
-    movsxd rdx, dword ptr [r15 + r8 + 512]
-    test ebx, 6400
-    jnz 1f
-1:
-    and r9, 8128
-    vmovdqu ymmword ptr [r15 + r9 + 7744], ymm14
-    movsxd rdx, dword ptr [r15 + r9 + 7680]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 7616]
-    mov ebp, dword ptr [r15 + r9 + 7488]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 448], ebp
-    movzx ebp, r8b
-    mov dword ptr [r15 + r9 + 7552], 236
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c19:
-    lea rbp, [r11*8]
-    and rbp, 448
-    movsxd r9, dword ptr [r15 + rbp + 1280]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 832]
-    lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + rbp + 1088]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 896], 158
-    mov dword ptr [r15 + rbp + 1024], r9d
-    mov dword ptr [r15 + rbp + 1216], 41
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 128]
-    mov r8, qword ptr [r15 + rbp + 960]
-    mov dword ptr [r15 + r9 + 64], r8d
-    test ebx, 768
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 1152]
-    mov ebp, 73
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c20:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 59
-    jmp 1f
-1:
-    mov ebp, 244
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 37
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 192]
-    mov edx, r9d
-    mov r9d, 115
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 256], r9b
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 448]
-    and r8d, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 512], 170
-    jmp 1f
-1:
-    movzx r8d, dl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c21:
-    mov r8d, 107
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, 89
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    vpcmpeqb xmm14, xmm14, xmm15
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 24
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq xmm14, r8
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 192], ebp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    imul edx, r9d, 23
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], eax
-    add qword ptr [r15 + r8 + 256], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 320], r8d
-    add r9, qword ptr [r15 + rbp + 448]
-    mov ebp, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c22:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 228
-    mov dword ptr [r15 + 0], 116
-    test ebx, 6400
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 152
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov ebp, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, bpl
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 128], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r8d, 140
-    and rbp, 64
-    inc dword ptr [r15 + rbp + 512]
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 704], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 448]
-    mov rbp, r9
-    mov rbp, rbp
-    and ebp, dword ptr [r15 + r8 + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 640], bpl
-    jmp 1f
-1:
-    mov ebp, dword ptr [r15 + r8 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c23:
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r8, rbp
-    mov ebp, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm14, xmm14, xmm13
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 213
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 64]
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1536
-    jnz 1f
-1:
-    and r9, 64
-    mov edx, dword ptr [r15 + r9 + 128]
-    mov eax, dword ptr [r15 + r9 + 64]
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 256]
-    test ebx, 4864
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 128], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c24:
-    lea r9, [r11*4]
-    and r9, 192
-    add qword ptr [r15 + r9 + 576], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    movzx eax, r8b
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 2816
-    jnz 1f
-1:
-    mov r8d, r8d
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + r8 + 64], xmm14
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + r9 + 640], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], al
-    mov dword ptr [r15 + r9 + 704], 147
-    and eax, dword ptr [r15 + rbp + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c25:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    mov rax, qword ptr [r15 + rbp + 7488]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    mov r9, rax
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, r9b
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + rbp + 7552]
-    test ebx, 1703424
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
-    and eax, dword ptr [r15 + rbp + 7808]
-    mov qword ptr [r15 + rbp + 7872], rax
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, 189
-    and eax, dword ptr [r15 + rbp + 7936]
-    mov edx, 232
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov edx, 180
-    mov qword ptr [r15 + r9 + 192], rbp
-    movsxd rdx, dword ptr [r15 + rbp + 7744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + r8 + 384]
-    mov rax, rdx
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 7680], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 7616], al
-    jmp 1f
-1:
-    mov rax, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c26:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 98
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 76
-    mov dword ptr [r15 + 0], 152
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 108
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 192
-    and eax, dword ptr [r15 + r9 + 640]
-    mov byte ptr [r15 + r9 + 704], dl
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 576], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r9 + 768]
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 128]
-    add rax, qword ptr [r15 + rbp + 64]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov dword ptr [r15 + rbp + 384], ebp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c27:
-    lea rbp, [r11*8]
-    and rbp, 448
-    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm14
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    jmp 1f
-1:
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 192]
-    test ebx, 768
-    jz 1f
-1:
-    mov eax, 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1555968
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + rbp + 832]
-    mov dword ptr [r15 + r9 + 256], 223
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 768], r9b
-    mov qword ptr [r15 + rbp + 896], r9
-    add rax, qword ptr [r15 + rbp + 960]
-    test ebx, 2816
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    and eax, dword ptr [r15 + r9 + 704]
-    mov qword ptr [r15 + r9 + 576], rax
-    and eax, dword ptr [r15 + rbp + 1152]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 1088], al
-    mov rax, rax
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c28:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 146
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, r9
-    movzx eax, al
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, 43
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2047488
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 80
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    mov r9, rax
-    lea r9, [r11 + r11*1]
-    test ebx, 3584
-    jnz 1f
-1:
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 384]
-    lea rbp, [r11 + r11*1]
-    mov edx, 97
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 208
-    mov eax, 170
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    add rax, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    add rax, qword ptr [r15 + r8 + 256]
-    mov r8, qword ptr [r15 + rbp + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c29:
-    lea r8, [r11*8]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3392], 83
-    and eax, dword ptr [r15 + r8 + 3776]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 24
-    mov byte ptr [r15 + r8 + 3456], bpl
-    mov rax, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 3712], r9b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    mov rax, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 3584]
-    movsxd rdx, dword ptr [r15 + r8 + 3520]
-    mov esi, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    mov ebp, 79
-    test ebx, 6400
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 3648]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c30:
-    mov rax, qword ptr [r15 + 0]
-    lock xadd qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    or qword ptr [r15 + 0], 104
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    mov byte ptr [r15 + 0], al
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, al
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], edx
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 256]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 512], r9
-    mov dword ptr [r15 + rbp + 192], edx
-    mov dword ptr [r15 + r9 + 128], 58
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c31:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov edx, 177
-    movzx edx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 192
-    lea r8, [r11 + r11*1]
-    and edx, dword ptr [r15 + rbp + 768]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    vpmovmskb eax, xmm14
-    test ebx, 1036032
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 576], rax
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 704]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 320]
-    mov rdx, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 640], ymm14
-    and eax, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r9 + 384], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c32:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 186
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 5632
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*4]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7744], r9d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 228
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 7552], 186
-    mov dword ptr [r15 + r9 + 7680], 75
-    test ebx, 4864
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 7488]
-    mov rdx, r8
-    vmovq xmm14, rdx
-    test ebx, 2093568
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 7616]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 128]
-    mov r9d, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    add r9, qword ptr [r15 + rbp + 128]
-    mov edx, 232
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c33:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    mov dword ptr [r15 + 0], r9d
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 120
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movzx eax, bpl
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rdx
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + rbp + 64]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 64], bpl
-    test ebx, 6656
-    jz 1f
-1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 192]
-    movzx edx, sil
-    movzx edx, al
-    mov rax, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, byte ptr [r15 + rbp + 256]
-    mov ebp, 41
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c34:
-    add rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 116
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 4864
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov ebp, 198
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 448]
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 512], ymm14
-    mov qword ptr [r15 + rbp + 320], rbp
-    mov edx, 252
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, edx
-    add qword ptr [r15 + r9 + 64], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c35:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    mov rdx, r8
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, 69
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 512]
-    mov rax, r9
-    lea r9, [r11 + r11*1]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + r9 + 128], r8
-    mov dword ptr [r15 + rbp + 320], 219
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c36:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 153
-    mov r8d, dword ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 2560
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 192]
-    lea r9, [r11 + r11*1]
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r8d
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmm14, xmmword ptr [r15 + r9 + 320]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx r9d, r8b
-    test ebx, 1280
-    jz 1f
-1:
-    mov r9d, 151
-    mov dword ptr [r15 + rbp + 448], r9d
-    mov r9d, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c37:
-    jmp 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 35
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 179
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r9d
-    movzx r8d, r8b
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 128]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 320], r8
-    movzx edx, byte ptr [r15 + rbp + 384]
-    mov dword ptr [r15 + r8 + 384], edx
-    mov dword ptr [r15 + r9 + 64], 237
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c38:
-    mov rbp, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 981760
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 56
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov edx, 166
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
-    test ebx, 512
-    jz 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 256]
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    and edx, dword ptr [r15 + r8 + 192]
-    mov qword ptr [r15 + r9 + 384], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + rbp + 64]
-    mov r9d, 143
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c39:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmm5
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, r9d
-    movzx r9d, r9b
-    mov r9d, 85
-    test ebx, 2304
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov ebp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 122
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    lea r8, [r11 + r11*1]
-    movzx edx, r8b
-    test ebx, 12800
-    jz 1f
-1:
-    vpmovmskb ebp, xmm14
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 214
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    test ebx, 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 124
-    movsxd r8, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + r9 + 512], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c40:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, r8d
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r8b
-    mov dword ptr [r15 + 0], 129
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 128]
-    and r8, 192
-    movzx eax, byte ptr [r15 + r8 + 576]
-    mov dword ptr [r15 + r9 + 64], eax
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    movsxd rbp, dword ptr [r15 + r8 + 768]
-    mov dword ptr [r15 + r8 + 640], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 704], r9b
-    add r8, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c41:
-    jmp 1f
-1:
-    mov r8d, 153
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    .byte 0x0f, 0x1f, 0x40, 0x00
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 146
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 192
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 640]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 512]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 704]
-    test ebx, 6400
-    jnz 1f
-1:
-    mov rax, rdx
-    mov dword ptr [r15 + rbp + 576], eax
-    mov dword ptr [r15 + rbp + 768], edx
-    test ebx, 2304
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 448], rax
-    vmovq qword ptr [r15 + r8 + 192], xmm14
-    movzx eax, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c42:
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    mov eax, eax
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov qword ptr [r15 + 0], rax
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 117
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx r8d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r8, qword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 320]
-    mov edx, 228
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + rbp + 64]
-    mov rdx, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 448], 144
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c43:
-    lea r8, [r11*4]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 768], r8b
-    movzx eax, r8b
-    mov rax, qword ptr [r15 + r8 + 640]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1024
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm14, xmm14, xmm14
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 174
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, eax
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], r9d
-    mov edx, r9d
-    lea rbp, [r11 + r11*1]
-    test ebx, 2304
-    jz 1f
-1:
-    movzx eax, bpl
-    mov rax, rdx
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 53
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], 139
-    movsxd rax, dword ptr [r15 + r8 + 576]
-    movzx ebp, al
-    mov eax, 161
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 704], r9
-    add qword ptr [r15 + r9 + 384], rdx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c44:
-    lea rbp, [r11 + r11*4]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7616], 102
-    add rax, qword ptr [r15 + rbp + 7680]
-    mov dword ptr [r15 + rbp + 7744], 27
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    test ebx, 512
-    jnz 1f
-1:
-    mov eax, 239
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 230
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    vpaddd xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 64]
-    test ebx, 12800
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7488], 179
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 7552]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
-    movsxd r8, dword ptr [r15 + r9 + 128]
-    mov r9, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c45:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    movzx eax, al
-    mov eax, 67
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + 0]
-    mov edx, 217
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, dl
-    vpmovmskb edx, xmm14
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 768
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 64]
-    mov eax, 219
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 235
-    mov dword ptr [r15 + rbp + 128], 68
-    mov dword ptr [r15 + r9 + 128], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c46:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    nop
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 448]
-    add rdx, qword ptr [r15 + r9 + 512]
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 384]
-    mov rdx, r8
-    movzx edx, byte ptr [r15 + r8 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c47:
-    movsxd r8, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    vmovq xmm14, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r8d, 134
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    mov r8d, 162
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    vmovq xmm14, r8
-    mov r8d, 250
-    mov dword ptr [r15 + 0], 182
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 320]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + rbp + 512]
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c48:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*8]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    and r9, 1984
-    add r8, qword ptr [r15 + r9 + 1728]
-    mov edx, 3
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 1344], r8d
-    mov rdx, qword ptr [r15 + r9 + 1600]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 1792]
-    vpor xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, bpl
-    lea r8, [r11 + r11*1]
-    mov edx, r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    mov edx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 384]
-    mov qword ptr [r15 + r9 + 1408], r9
-    movzx r8d, dl
-    mov byte ptr [r15 + r9 + 1536], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], 210
-    add r8, qword ptr [r15 + r9 + 1664]
-    mov qword ptr [r15 + r9 + 1472], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c49:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, edx
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, edx
-    mov edx, edx
-    vmovq qword ptr [r15 + 0], xmm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 320]
-    mov r9, r9
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 256]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 384], bpl
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rbp
-    mov dword ptr [r15 + rbp + 448], 248
-    movsxd rdx, dword ptr [r15 + r9 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c50:
-    mov ebp, edx
-    mov rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov ebp, 57
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    and r8, 192
-    and ebp, dword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 576], rbp
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], rax
-    movzx eax, dl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 207
-    movzx eax, byte ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 768]
-    mov qword ptr [r15 + r8 + 704], rax
-    movzx eax, byte ptr [r15 + rbp + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c51:
-    jmp 1f
-1:
-    mov eax, 255
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*4]
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7488], 155
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    mov rax, qword ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1555968
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 7744], edx
-    mov rax, r9
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 448]
-    test ebx, 1280
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 7616]
-    mov dword ptr [r15 + r8 + 7680], eax
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 320], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 512]
-    mov r9d, 108
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c52:
-    mov qword ptr [r15 + 0], r9
-    movzx r9d, al
-    jmp 1f
-1:
-    vpshufd xmm14, xmm14, 205
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 253
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, 37
-    mov r9d, 106
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    xchg qword ptr [r15 + r9 + 128], rax
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + r9 + 64]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + rbp + 192]
-    movsxd r8, dword ptr [r15 + rbp + 256]
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 320], xmm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, 44
-    mov rax, qword ptr [r15 + r9 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c53:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12800
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 143
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    movzx eax, r9b
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 168
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 320]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov dword ptr [r15 + r9 + 384], 93
-    mov r8d, dword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c54:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11*4]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 14
-    mov dword ptr [r15 + r8 + 192], 3
-    and r9, 192
-    mov dword ptr [r15 + r9 + 576], 23
-    vpmovmskb r8d, xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, dl
-    mov byte ptr [r15 + rbp + 128], r8b
-    mov qword ptr [r15 + r9 + 768], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 704]
-    mov ebp, dword ptr [r15 + r9 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c55:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov r9d, ebp
-    and r8, 8128
-    mov r9, qword ptr [r15 + r8 + 7808]
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 384]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 7744], r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], 141
-    mov dword ptr [r15 + r8 + 7680], r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r9d
-    mov rax, rax
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 7552], ebp
-    movzx eax, byte ptr [r15 + r8 + 7872]
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 7616]
-    mov byte ptr [r15 + r8 + 7488], al
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 7936], 223
-    mov dword ptr [r15 + rbp + 320], eax
-    vmovq xmm14, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c56:
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r8b
-    mov r8, r9
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 82
-    mov byte ptr [r15 + 0], dl
-    test ebx, 974592
-    jnz 1f
-1:
-    mov eax, 232
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    movzx eax, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov eax, eax
-    mov eax, 122
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 448], r8b
-    test ebx, 2304
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    mov eax, dword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r8 + 320]
-    movzx r8d, r8b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c57:
-    mov r8d, eax
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 9
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    mov dword ptr [r15 + 0], 163
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r8d, 136
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r9d
-    lea r8, [r11 + r11*1]
-    mov r9, r8
-    and r8, 64
-    mov qword ptr [r15 + r8 + 256], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 94
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 448]
-    add r9, qword ptr [r15 + r8 + 192]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c58:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r9, [r11*4]
-    mov r8, qword ptr [r15 + rbp + 128]
-    mov eax, eax
-    and r9, 4032
-    add rax, qword ptr [r15 + r9 + 3520]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpxor xmm14, xmm14, xmm9
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    test ebx, 2304
-    jz 1f
-1:
-    and r8, 192
-    vmovq qword ptr [r15 + r8 + 576], xmm14
-    add rax, qword ptr [r15 + r8 + 768]
-    mov edx, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 3456]
-    and eax, dword ptr [r15 + rbp + 64]
-    vpmovmskb edx, xmm14
-    mov dword ptr [r15 + r8 + 640], 149
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 3392], r9
-    mov eax, r8d
-    test ebx, 2304
-    jz 1f
-1:
-    lock xadd qword ptr [r15 + r9 + 3584], rax
-    nop
-    mov r9d, dword ptr [r15 + r8 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c59:
-    mov dword ptr [r15 + 0], 157
-    mov r9, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 1
-    mov r9d, 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 197
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r9, dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r8b
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r9d
-    mov eax, 223
-    lea rbp, [r11 + r11*1]
-    mov rax, qword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 320], rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    add r9, qword ptr [r15 + rbp + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c60:
-    lea rbp, [r11*8]
-    and rbp, 448
-    mov qword ptr [r15 + rbp + 1024], rbp
-    lea r9, [r11*4]
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 1216]
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 128]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], r9d
-    test ebx, 2304
-    jz 1f
-1:
-    movzx eax, r9b
-    mov qword ptr [r15 + r9 + 704], rbp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 576]
-    add rax, qword ptr [r15 + rbp + 1152]
-    mov edx, 218
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 2304
-    jnz 1f
-1:
-    mov eax, edx
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, byte ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 896]
-    movzx eax, dl
-    xor dword ptr [r15 + rbp + 960], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 64], 143
-    mov byte ptr [r15 + r9 + 640], dl
-    mov qword ptr [r15 + rbp + 1088], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c61:
-    lea rbp, [r11*8]
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 1152], 253
-    mov qword ptr [r15 + rbp + 1024], rbp
-    movzx edx, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1280
-    jz 1f
-1:
-    mov edx, 211
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6656
-    jz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 832]
-    mov eax, dword ptr [r15 + rbp + 1088]
-    and edx, dword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    test ebx, 3584
-    jnz 1f
-1:
-    mov edx, edx
-    add rdx, qword ptr [r15 + rbp + 960]
-    jmp 1f
-1:
-    test ebx, 768
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 896], ymm14
-    mov dword ptr [r15 + rbp + 1216], eax
-    lea r8, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 1280], ymm14
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 127
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r8b
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c62:
-    lea r8, [r11 + r11*4]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], 158
-    mov eax, r8d
-    mov byte ptr [r15 + r8 + 3520], al
-    mov rax, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, 248
-    jmp 1f
-1:
-    mov eax, r8d
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3648], r9d
-    mov rax, rax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 450304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov eax, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 3584]
-    movsxd r9, dword ptr [r15 + r8 + 3392]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, r8d
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r9 + 256], 143
-    mov r9d, dword ptr [r15 + r8 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c63:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dl
-    test ebx, 2560
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    test ebx, 1571328
-    jz 1f
-1:
-    movzx r9d, r9b
-    vpaddd xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 10752
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 112
-    and r8, 64
-    inc dword ptr [r15 + r8 + 320]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov eax, ebp
-    mov rax, rax
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 83
-    test ebx, 6400
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm14
-    movsxd rax, dword ptr [r15 + rbp + 448]
-    movzx r9d, al
-    jmp 1f
-1:
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx eax, byte ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c64:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3072
-    jnz 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7616], ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 7808], r9d
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov eax, dword ptr [r15 + rbp + 7552]
-    mov qword ptr [r15 + rbp + 7744], rax
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 7872], 214
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul rax, rax
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    movzx r9d, al
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 64]
-    vmovdqu ymmword ptr [r15 + rbp + 7488], ymm14
-    mov r8, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm14
-    jmp 1f
-1:
-    mov r8, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c65:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 512]
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 64]
-    mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 4864
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    movzx edx, al
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r8 + 448], 34
-    add rax, qword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c66:
-    lea rbp, [r11*8]
-    and rbp, 1984
-    mov qword ptr [r15 + rbp + 1472], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2816
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, rbp
-    mov eax, 119
-    mov eax, 66
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    mov eax, r8d
-    mov eax, ebp
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
-    lea r8, [r11 + r11*1]
-    test ebx, 1280
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 1600]
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 448]
-    mov rdx, qword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 1408], ymm14
-    mov qword ptr [r15 + rbp + 1728], rax
-    and eax, dword ptr [r15 + rbp + 1536]
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, r8d
-    movsxd rax, dword ptr [r15 + rbp + 1344]
-    add qword ptr [r15 + rbp + 1664], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c67:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov eax, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    test ebx, 10752
-    jz 1f
-1:
-    mov eax, eax
-    mov eax, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1280
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 320]
-    and r8, 64
-    add rax, qword ptr [r15 + r8 + 192]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx eax, r8b
-    lea rbp, [r11 + r11*1]
-    mov rax, rbp
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    and eax, dword ptr [r15 + r9 + 384]
-    test ebx, 2304
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r8 + 256]
-    and eax, dword ptr [r15 + rbp + 448]
-    mov r9d, eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c68:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    lea rbp, [r11*8]
-    movzx eax, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    mov byte ptr [r15 + rbp + 1280], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, ebp
-    lea r8, [r11 + r11*1]
-    movzx eax, r8b
-    mov eax, eax
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    mov rdx, qword ptr [r15 + rbp + 896]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 1216], 61
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + rbp + 1088]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov r9, qword ptr [r15 + rbp + 1152]
-    and eax, dword ptr [r15 + rbp + 960]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 832]
-    movzx r9d, byte ptr [r15 + rbp + 1024]
-    mov qword ptr [r15 + r8 + 384], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c69:
-    mov dword ptr [r15 + 0], eax
-    lock add qword ptr [r15 + 0], rax
-    .byte 0x0f, 0x1f, 0x00
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov dword ptr [r15 + 0], eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov rax, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add qword ptr [r15 + 0], rax
-    vpaddd xmm14, xmm14, xmm14
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    test ebx, 3584
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    mov edx, eax
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 128]
-    test ebx, 768
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 64], eax
-    movzx eax, byte ptr [r15 + r9 + 384]
-    mov dword ptr [r15 + r8 + 512], eax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c70:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    and edx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 48
-    vmovq xmm14, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 39
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 192]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + rbp + 448]
-    mov eax, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    mov dword ptr [r15 + r8 + 256], 110
-    mov dword ptr [r15 + r9 + 448], 248
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c71:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov r8d, r9d
-    mov r9d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    jmp 1f
-1:
-    test ebx, 2304
-    jz 1f
-1:
-    and r9, 192
-    lea r8, [r11 + r11*1]
-    mov rbp, qword ptr [r15 + r9 + 576]
-    mov edx, ebp
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    test ebx, 12800
-    jnz 1f
-1:
-    and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + r9 + 640], dl
-    add rdx, qword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 64]
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm14
-    mov byte ptr [r15 + r9 + 704], dl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c72:
-    vpor xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 125
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov rdx, rdx
-    mov dword ptr [r15 + 0], 4
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    add rdx, qword ptr [r15 + 0]
-    movzx ebp, dl
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov rdx, qword ptr [r15 + r8 + 320]
-    add rdx, qword ptr [r15 + r8 + 384]
-    lea r8, [r11 + r11*1]
-    add qword ptr [r15 + rbp + 128], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], bpl
-    mov byte ptr [r15 + r8 + 64], r8b
-    mov r8d, 26
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c73:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 14
-    test ebx, 1024
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    imul r8d, eax, 32
-    add r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    vpxor xmm14, xmm14, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 128]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm14
-    jmp 1f
-1:
-    test ebx, 9216
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c74:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    lea rbp, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 448
-    mov dword ptr [r15 + rbp + 896], 222
-    lea r8, [r11 + r11*1]
-    vpshufd xmm14, xmm14, 240
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 250
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 960], ymm3
-    and edx, dword ptr [r15 + rbp + 1088]
-    mov rax, qword ptr [r15 + rbp + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 62
-    mov edx, eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dl
-    add rdx, qword ptr [r15 + rbp + 1024]
-    mov r8, qword ptr [r15 + r9 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c75:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, eax
-    mov edx, 84
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*4]
-    and rbp, 1984
-    mov dword ptr [r15 + rbp + 1600], 96
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 1408]
-    and r9, 192
-    movzx edx, byte ptr [r15 + r9 + 704]
-    mov dword ptr [r15 + rbp + 1536], 100
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 576]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 768], 139
-    movsxd rax, dword ptr [r15 + rbp + 1472]
-    mov byte ptr [r15 + r9 + 640], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov dword ptr [r15 + rbp + 1344], 76
-    mov eax, eax
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 384]
-    mov r8, rbp
-    movzx r8d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c76:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 62
-    and rbp, 4032
-    mov eax, dword ptr [r15 + rbp + 3712]
-    add rax, qword ptr [r15 + rbp + 3584]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + rbp + 3648], xmm14
-    movzx eax, byte ptr [r15 + rbp + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 3392], 151
-    movzx eax, byte ptr [r15 + rbp + 3456]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + r8 + 192], ymm14
-    and r9, 64
-    mov byte ptr [r15 + r9 + 384], r9b
-    mov r8d, r9d
-    mov r8d, 236
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    movsxd r8, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + rbp + 3776], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c77:
-    lea r8, [r11*8]
-    lea r9, [r11 + r11*1]
-    and r8, 4032
-    mov byte ptr [r15 + r8 + 3584], al
-    jmp 1f
-1:
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], ebp
-    mov dword ptr [r15 + r9 + 512], ebp
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, ebp
-    mov r9, rbp
-    mov dword ptr [r15 + r8 + 3520], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, r9
-    mov byte ptr [r15 + r8 + 3840], r9b
-    add r9, qword ptr [r15 + r8 + 3648]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + rbp + 320], xmm14
-    mov r9d, 78
-    mov r9, qword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3712], r9d
-    mov r9d, 235
-    movzx r9d, dl
-    test ebx, 512
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov qword ptr [r15 + r8 + 3776], r9
-    and r9d, dword ptr [r15 + r8 + 3456]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9d, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c78:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 103
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r8d, 26
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 30
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx edx, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 64]
-    mov ebp, 62
-    mov ebp, 104
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov r8, qword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c79:
-    lea rbp, [r11*8]
-    and rbp, 16320
-    and r8d, dword ptr [r15 + rbp + 15808]
-    mov dword ptr [r15 + rbp + 16128], 109
-    movzx r9d, byte ptr [r15 + rbp + 15680]
-    lea r9, [r11 + r11*1]
-    mov edx, 95
-    test ebx, 5376
-    jnz 1f
-1:
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    and edx, dword ptr [r15 + r9 + 512]
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 15744]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], ebp
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 448], rax
-    mov eax, eax
-    mov dword ptr [r15 + rbp + 16064], 109
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 15872], 132
-    add rax, qword ptr [r15 + rbp + 16000]
-    mov r9, rax
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 15936]
-    mov r9d, eax
-    mov dword ptr [r15 + r8 + 64], 217
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c80:
-    mov rax, r9
-    mov r9d, 11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 81
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 4032
-    mov byte ptr [r15 + r9 + 3456], r9b
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], 41
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 256]
-    mov r8, qword ptr [r15 + r9 + 3520]
-    jmp 1f
-1:
-    test ebx, 1280
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 3584], r8
-    vmovdqu xmmword ptr [r15 + r9 + 3392], xmm14
-    mov r8d, r8d
-    test ebx, 1792
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 3712]
-    movzx ebp, r8b
-    mov r8d, ebp
-    test ebx, 2560
-    jz 1f
-1:
-    mov r8d, eax
-    movzx eax, r8b
-    mov qword ptr [r15 + r9 + 3648], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c81:
-    lea r8, [r11 + r11*8]
-    lea rbp, [r11 + r11*1]
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1408], 134
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    movzx r9d, al
-    add rax, qword ptr [r15 + r8 + 1856]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, eax
-    add r9, qword ptr [r15 + r8 + 1792]
-    lea r9, [r11 + r11*1]
-    mov eax, 159
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r9 + 448], 202
-    test ebx, 1280
-    jnz 1f
-1:
-    movzx r9d, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + r8 + 1472], r9d
-    mov dword ptr [r15 + r8 + 1728], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + r8 + 1600]
-    mov byte ptr [r15 + r8 + 1664], r9b
-    mov dword ptr [r15 + r8 + 1536], 55
-    mov qword ptr [r15 + rbp + 64], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, al
-    jmp 1f
-1:
-    vpmovmskb r9d, xmm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c82:
-    jmp 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    mov eax, 107
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    mov r9d, r9d
-    test ebx, 1792
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 128
-    mov r9, r9
-    movsxd rax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, al
-    mov r9, r9
-    mov r9d, 178
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 6400
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 84
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 512], r8
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, byte ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 448], 87
-    mov ebp, eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 192], rbp
-    mov eax, 160
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c83:
-    mov byte ptr [r15 + 0], al
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov rbp, rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2816
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], al
-    movsxd rax, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 768
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], al
-    test ebx, 2048
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11 + r11*1]
-    vpor xmm14, xmm14, xmm14
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    test ebx, 1280
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    vmovq qword ptr [r15 + rbp + 256], xmm14
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    add rax, qword ptr [r15 + r8 + 320]
-    and rbp, 64
-    add rax, qword ptr [r15 + rbp + 448]
-    movzx r9d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    add rax, qword ptr [r15 + rbp + 512]
-    mov byte ptr [r15 + r8 + 384], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c84:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx eax, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rax, rax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 448
-    lea r9, [r11 + r11*1]
-    and eax, dword ptr [r15 + rbp + 896]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 64], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 960]
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 1024]
-    test ebx, 1280
-    jz 1f
-1:
-    vmovq xmm14, rax
-    movsxd rax, dword ptr [r15 + r9 + 128]
-    lea r9, [r11 + r11*1]
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 1152]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    mov rax, qword ptr [r15 + rbp + 1088]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 512], eax
-    mov byte ptr [r15 + rbp + 832], al
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c85:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 150
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    movzx r9d, r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 41
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 384]
-    test ebx, 1043968
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rbp
-    mov dword ptr [r15 + r8 + 512], 75
-    lea r8, [r11 + r11*1]
-    nop
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 512]
-    test ebx, 768
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    movzx eax, byte ptr [r15 + r9 + 320]
-    mov qword ptr [r15 + r8 + 448], rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c86:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*4]
-    lea r9, [r11 + r11*1]
-    and r8, 192
-    mov rax, qword ptr [r15 + r8 + 640]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm14
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 14
-    mov eax, 113
-    mov dword ptr [r15 + 0], 8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddd xmm14, xmm14, xmm14
-    mov eax, 226
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + r9 + 448]
-    mov r9, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, r9
-    lea r9, [r11 + r11*1]
-    mov rax, r9
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    mov byte ptr [r15 + r8 + 768], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 704], r9
-    mov eax, 95
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 576], r9d
-    mov eax, dword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c87:
-    movzx eax, byte ptr [r15 + 0]
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov eax, 51
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*4]
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 256]
-    mov rbp, rax
-    and r8, 192
-    mov qword ptr [r15 + r8 + 576], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + r9 + 192]
-    mov dword ptr [r15 + r8 + 640], 252
-    mov r9d, eax
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, r9b
-    vpaddd xmm14, xmm14, xmm14
-    and r9, 64
-    mov eax, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r8 + 768]
-    add rax, qword ptr [r15 + r9 + 512]
-    mov byte ptr [r15 + r8 + 704], al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c88:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 448]
-    and rbp, 64
-    mov r8d, dword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r8, r8
-    mov r8d, 183
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 118
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11*8]
-    mov dword ptr [r15 + r9 + 512], 142
-    and r8, 8128
-    mov dword ptr [r15 + r8 + 7744], r8d
-    mov r9d, dword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 7616], r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 7488], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 7808], r9
-    vpcmpeqb xmm14, xmm14, xmm7
-    movsxd r9, dword ptr [r15 + r8 + 7680]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 7552]
-    mov r8d, 244
-    mov r8, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c89:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 192
-    mov dword ptr [r15 + r8 + 768], 34
-    mov r9d, 213
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    vpmovmskb r9d, xmm2
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], r9b
-    mov r9, qword ptr [r15 + rbp + 448]
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 576], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 448]
-    mov eax, 30
-    movzx eax, byte ptr [r15 + r8 + 704]
-    vmovdqu ymmword ptr [r15 + r8 + 640], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
-    movzx ebp, bpl
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c90:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3328
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1280
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 191
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r8d
-    lea r8, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 1984
-    mov dword ptr [r15 + r8 + 1664], 76
-    mov eax, dword ptr [r15 + r8 + 1408]
-    mov edx, 110
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, dl
-    mov byte ptr [r15 + rbp + 128], al
-    mov byte ptr [r15 + r8 + 1536], al
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 1344], ymm14
-    and eax, dword ptr [r15 + r8 + 1472]
-    mov dword ptr [r15 + r8 + 1600], eax
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + r9 + 192]
-    add rax, qword ptr [r15 + r8 + 1728]
-    mov r8, rax
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c91:
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 128]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    mov qword ptr [r15 + 0], rdx
-    movzx edx, dl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, edx
-    mov edx, 225
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpmovmskb edx, xmm14
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 189
-    vmovdqu ymmword ptr [r15 + 0], ymm13
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov edx, 163
-    test ebx, 2816
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, 57
-    mov edx, edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmm6
-    and edx, dword ptr [r15 + r8 + 64]
-    mov byte ptr [r15 + r9 + 512], dl
-    lea r8, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 64], r8
-    movzx edx, r8b
-    mov dword ptr [r15 + r8 + 128], 62
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c92:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    test ebx, 2304
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, dl
-    mov edx, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    movzx eax, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov r8d, eax
-    mov eax, 110
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, eax
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6400
-    jz 1f
-1:
-    mov rax, rax
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    and rbp, 64
-    xor dword ptr [r15 + rbp + 384], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov eax, r9d
-    mov dword ptr [r15 + r8 + 128], 52
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 188
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c93:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov ebp, 244
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    add rbp, qword ptr [r15 + 0]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 114
-    lea r8, [r11 + r11*1]
-    test ebx, 4864
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov ebp, dword ptr [r15 + r8 + 64]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 384], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], r8d
-    movsxd rbp, dword ptr [r15 + r8 + 512]
-    imul r8d, ebp, 87
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c94:
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    mov rbp, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 118
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov rbp, r9
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    lea rbp, [r11 + r11*1]
-    movzx r8d, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 320], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 194
-    mov qword ptr [r15 + rbp + 256], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], r9d
-    movzx r8d, byte ptr [r15 + r9 + 448]
-    movzx r9d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c95:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r9b
-    add r8, qword ptr [r15 + 0]
-    test ebx, 784128
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r8d, r9d
-    mov dword ptr [r15 + 0], 191
-    mov r8d, 183
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r9, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, 144
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + r8 + 384]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 320], rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    add r9, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
-    movzx r9d, al
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c96:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 24
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r9d, 179
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7616], 36
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 7680], r9
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 768], 28
-    and eax, dword ptr [r15 + r9 + 7552]
-    mov r8d, 44
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 704], r8b
-    add r8, qword ptr [r15 + rbp + 576]
-    add r8, qword ptr [r15 + rbp + 640]
-    movzx ebp, byte ptr [r15 + r9 + 7744]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + r9 + 7488]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
-    and r8d, dword ptr [r15 + rbp + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c97:
-    movzx r8d, r8b
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 448
-    vmovq qword ptr [r15 + r8 + 960], xmm14
-    mov dword ptr [r15 + r8 + 1280], r8d
-    movzx ebp, r8b
-    test ebx, 1536
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 896], 186
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9d, dword ptr [r15 + r8 + 1088]
-    mov dword ptr [r15 + r8 + 1024], r8d
-    and rbp, 64
-    movzx eax, byte ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 1152], bpl
-    movzx r9d, al
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], edx
-    mov dword ptr [r15 + rbp + 128], eax
-    and eax, dword ptr [r15 + r9 + 512]
-    test ebx, 3328
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1216], 114
-    vmovdqu ymmword ptr [r15 + r8 + 832], ymm14
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c98:
-    mov rax, rax
-    mov byte ptr [r15 + 0], al
-    mov dword ptr [r15 + 0], 185
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 182
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 4864
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpshufd xmm14, xmm14, 251
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    and eax, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    and rbp, 64
-    and eax, dword ptr [r15 + rbp + 384]
-    jmp 1f
-1:
-    mov r8, rax
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    lea r9, [r11 + r11*1]
-    add rax, qword ptr [r15 + rbp + 320]
-    and r9, 64
-    mov rbp, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 128], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c99:
-    mov qword ptr [r15 + 0], rdx
-    movzx ebp, bpl
-    mov dword ptr [r15 + 0], 168
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov ebp, 21
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1280
-    jz 1f
-1:
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + 0]
-    mov r8d, 189
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rbp
-    movsxd r8, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 10752
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rbp, r9
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 192], r8d
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 448]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 256], 107
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 512], r9d
-    mov r8, r9
-    movzx r8d, byte ptr [r15 + r9 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c100:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 253
-    mov dword ptr [r15 + 0], 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    vpshufd xmm14, xmm14, 94
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov dword ptr [r15 + 0], eax
-    movzx r8d, r9b
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx ebp, byte ptr [r15 + 0]
-    and ebp, dword ptr [r15 + 0]
-    mov r9, rbp
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 217
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 256], 232
-    and r9, 64
-    and eax, dword ptr [r15 + r9 + 512]
-    mov rdx, rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 192], al
-    mov qword ptr [r15 + r9 + 448], r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c101:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], al
-    mov byte ptr [r15 + 0], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 244
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    vpaddd xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 256]
-    test ebx, 768
-    jnz 1f
-1:
-    movzx edx, bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 768
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    and r9, 64
-    movzx eax, byte ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, r9b
-    jmp 1f
-1:
-    movzx edx, byte ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 192], 97
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 448], rdx
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c102:
-    mov edx, 140
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    test ebx, 2304
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r9d, 176
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov edx, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 448]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], ebp
-    movzx edx, r8b
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r9d, 27
-    mov r9d, r9d
-    mov dword ptr [r15 + rbp + 320], 40
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 128], ymm14
-    movzx r9d, r9b
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c103:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    vmovdqu xmmword ptr [r15 + r9 + 64], xmm14
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 37
-    imul rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2816
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    movsxd rbp, dword ptr [r15 + 0]
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 128], ebp
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    vmovdqu xmmword ptr [r15 + r8 + 384], xmm14
-    and r9d, dword ptr [r15 + rbp + 512]
-    mov ebp, 30
-    test ebx, 5632
-    jnz 1f
-1:
-    mov r9d, 155
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 320], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c104:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, dl
-    mov byte ptr [r15 + 0], bpl
-    mov r9, r9
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 519424
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 116
-    jmp 1f
-1:
-    mov r9, r9
-    test ebx, 2560
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    imul r8, rbp
-    and r9, 64
-    and r8d, dword ptr [r15 + r9 + 320]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    mov dword ptr [r15 + rbp + 512], 148
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r8b
-    mov r8, r9
-    mov r8, qword ptr [r15 + r9 + 384]
-    mov ebp, 129
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 240
-    movzx r8d, bpl
-    and r8d, dword ptr [r15 + rbp + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c105:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 192
-    add r9, qword ptr [r15 + r8 + 576]
-    mov edx, r9d
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, r8d
-    lea r9, [r11 + r11*1]
-    mov rdx, rbp
-    mov dword ptr [r15 + rbp + 192], edx
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 242
-    mov dword ptr [r15 + r9 + 384], edx
-    mov edx, dword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 768]
-    mov r9d, dword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c106:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx edx, bpl
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rdx
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 234
-    test ebx, 1792
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    and edx, dword ptr [r15 + 0]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 89
-    add rdx, qword ptr [r15 + r9 + 128]
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c107:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 70
-    mov qword ptr [r15 + 0], rbp
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1792
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    movzx edx, dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    test ebx, 1506816
-    jnz 1f
-1:
-    mov edx, edx
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov edx, r9d
-    and edx, dword ptr [r15 + rbp + 64]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r9
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 320], r9b
-    mov qword ptr [r15 + r9 + 512], r8
-    mov r9d, 196
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c108:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    mov r9d, 239
-    mov edx, 107
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    vpmovmskb r9d, xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 235
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 2304
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 256]
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 60
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 207
-    and rbp, 64
-    mov rdx, qword ptr [r15 + rbp + 448]
-    and edx, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, rdx
-    add rdx, qword ptr [r15 + r9 + 192]
-    and r9d, dword ptr [r15 + r8 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c109:
-    jmp 1f
-1:
-    mov r9d, 6
-    mov r9d, 81
-    vpmovmskb r9d, xmm14
-    lea r9, [r11 + r11*1]
-    test ebx, 2560
-    jz 1f
-1:
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7552], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov edx, 132
-    mov edx, 83
-    mov rdx, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm14, rdx
-    mov edx, 170
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    test ebx, 768
-    jnz 1f
-1:
-    mov rdx, rdx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 64], r8b
-    and r8, 1984
-    mov edx, dword ptr [r15 + r8 + 1408]
-    mov rax, rdx
-    mov edx, 176
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rbp
-    and edx, dword ptr [r15 + rbp + 128]
-    mov rbp, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r8 + 1344]
-    mov r8, qword ptr [r15 + r9 + 7488]
-    movzx ebp, al
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c110:
-    lea r9, [r11*8]
-    and r9, 8128
-    mov qword ptr [r15 + r9 + 7680], r9
-    mov ebp, 90
-    lea rbp, [r11 + r11*1]
-    mov r8d, 52
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 7488]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 7872]
-    and edx, dword ptr [r15 + r9 + 7808]
-    mov byte ptr [r15 + r9 + 7616], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 7936]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
-    test ebx, 768
-    jz 1f
-1:
-    mov r8d, dword ptr [r15 + r9 + 7744]
-    movzx edx, byte ptr [r15 + rbp + 512]
-    movsxd rbp, dword ptr [r15 + r9 + 7552]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c111:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], 93
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r8d, ebp
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov r8, r8
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 20
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov edx, r8d
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 320]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 448]
-    mov rax, rdx
-    add rdx, qword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, al
-    add rdx, qword ptr [r15 + r8 + 384]
-    movsxd rax, dword ptr [r15 + r9 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c112:
-    movzx edx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rdx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1043200
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rdx, r9
-    lea r8, [r11*4]
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 384]
-    vpaddd xmm14, xmm14, xmm14
-    test ebx, 3328
-    jnz 1f
-1:
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], r8
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 704], rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 23
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 768]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, 242
-    add rdx, qword ptr [r15 + r9 + 320]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, r9d
-    movsxd rax, dword ptr [r15 + r8 + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c113:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r8d
-    test ebx, 3072
-    jnz 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*2]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 1984
-    movzx edx, byte ptr [r15 + rbp + 1344]
-    mov r9, rax
-    lea r9, [r11*4]
-    mov rax, qword ptr [r15 + rbp + 1408]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 704], r9d
-    movzx eax, r9b
-    and r8, 64
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + rbp + 1472], al
-    mov dword ptr [r15 + r9 + 768], 159
-    movzx eax, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx eax, al
-    movsxd rax, dword ptr [r15 + r9 + 576]
-    add rax, qword ptr [r15 + r9 + 640]
-    test ebx, 512
-    jz 1f
-1:
-    mov eax, r9d
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + r8 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c114:
-    mov rax, qword ptr [r15 + 0]
-    mov rdx, rax
-    imul eax, edx, 45
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, dl
-    mov dword ptr [r15 + 0], 161
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ebp, eax
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    mov ebp, 177
-    jmp 1f
-1:
-    movzx ebp, al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 110
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], dl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 241
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 64], rbp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r8 + 128]
-    and edx, dword ptr [r15 + r9 + 384]
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c115:
-    jmp 1f
-1:
-    mov r9, r8
-    mov r9d, edx
-    vpor xmm14, xmm14, xmm14
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 192
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r8d, 111
-    mov dword ptr [r15 + 0], 121
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rax
-    .byte 0x0f, 0x1f, 0x00
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 135
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    and rbp, 64
-    mov edx, dword ptr [r15 + rbp + 320]
-    and r8, 64
-    add rdx, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + rbp + 384], edx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 64], dil
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c116:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 25
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 253
-    movsxd rdx, dword ptr [r15 + 0]
-    test ebx, 1024
-    jz 1f
-1:
-    movzx edx, al
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 512
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11*4]
-    mov edx, 246
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    and r9, 192
-    mov edx, dword ptr [r15 + r9 + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov r8, rdx
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, al
-    and r8d, dword ptr [r15 + rbp + 128]
-    movsxd rdx, dword ptr [r15 + r9 + 704]
-    test ebx, 768
-    jz 1f
-1:
-    mov r8d, r8d
-    mov byte ptr [r15 + r9 + 768], r8b
-    mov dword ptr [r15 + r9 + 640], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c117:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    jmp 1f
-1:
-    mov r8, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    add r8, qword ptr [r15 + 0]
-    mov edx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], dl
-    jmp 1f
-1:
-    test ebx, 4864
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 6
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    movsxd rdx, dword ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 448]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx eax, byte ptr [r15 + rbp + 512]
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 256], r9
-    and r9, 64
-    mov r8, qword ptr [r15 + r9 + 128]
-    movsxd rbp, dword ptr [r15 + r9 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c118:
-    mov r9d, 147
-    movzx r9d, r9b
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r9d
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, 10
-    jmp 1f
-1:
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 29
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1280
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    vmovq xmm14, r8
-    test ebx, 768
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    mov r8d, 224
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 192], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, r8d
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov r9d, 200
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 512], r9d
-    mov qword ptr [r15 + r8 + 128], r9
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c119:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 223
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 78
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 97
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 135
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    lea r8, [r11 + r11*1]
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], r8b
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, r9b
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], r9
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    test ebx, 5120
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 64], 239
-    mov r9, qword ptr [r15 + rbp + 512]
-    and ebp, dword ptr [r15 + r8 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c120:
-    lea rbp, [r11*4]
-    and rbp, 192
-    movzx r8d, byte ptr [r15 + rbp + 704]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    or qword ptr [r15 + r9 + 192], 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rax
-    mov r8d, 63
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 35
-    and r8d, dword ptr [r15 + r9 + 256]
-    lea r9, [r11 + r11*1]
-    and r8d, dword ptr [r15 + rbp + 640]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 128], rbp
-    mov r8, r9
-    movzx r8d, byte ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 64], 151
-    mov r9d, 248
-    movsxd r9, dword ptr [r15 + rbp + 576]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c121:
-    lea r9, [r11*4]
-    and r9, 192
-    and r8d, dword ptr [r15 + r9 + 576]
-    lea rbp, [r11 + r11*1]
-    mov edx, ebp
-    add r8, qword ptr [r15 + r9 + 640]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, al
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    vmovq xmm14, r8
-    vpcmpeqb xmm14, xmm14, xmm9
-    vpshufd xmm14, xmm14, 69
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movzx edx, byte ptr [r15 + r8 + 320]
-    movzx eax, bpl
-    and eax, dword ptr [r15 + rbp + 384]
-    mov ebp, 205
-    test ebx, 1792
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 201
-    mov byte ptr [r15 + r9 + 704], bpl
-    movzx eax, byte ptr [r15 + r9 + 768]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c122:
-    lea rbp, [r11 + r11*1]
-    mov r8, rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 128], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 187
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    add r8, qword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, ebp
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 177
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 256]
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov dword ptr [r15 + rbp + 64], 94
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c123:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    movsxd rax, dword ptr [r15 + r9 + 1216]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rax, qword ptr [r15 + r9 + 1088]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 896], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 832], r9
-    movzx eax, al
-    mov qword ptr [r15 + r9 + 1024], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 960], 91
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov eax, dword ptr [r15 + r8 + 64]
-    lea rbp, [r11 + r11*1]
-    mov edx, ebp
-    movzx edx, byte ptr [r15 + r9 + 1152]
-    test ebx, 512
-    jz 1f
-1:
-    and rbp, 64
-    mov rax, qword ptr [r15 + rbp + 512]
-    movzx edx, byte ptr [r15 + r9 + 1280]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 448], edx
-    mov dword ptr [r15 + r8 + 128], 242
-    test ebx, 4864
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c124:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 256], bpl
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    and r8, 8128
-    mov edx, dword ptr [r15 + r8 + 7552]
-    and r9, 64
-    mov rax, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rax, qword ptr [r15 + rbp + 192]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    movzx eax, al
-    mov eax, 238
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and eax, dword ptr [r15 + r8 + 7872]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 7680], 154
-    and eax, dword ptr [r15 + r8 + 7744]
-    movsxd rdx, dword ptr [r15 + r8 + 7488]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 384], edx
-    and edx, dword ptr [r15 + r8 + 7808]
-    mov dword ptr [r15 + r8 + 7616], 138
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c125:
-    and edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 236
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, 133
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edx
-    lock xadd qword ptr [r15 + 0], rdx
-    test ebx, 5376
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + 0]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, r8b
-    movzx eax, dl
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov edx, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    add qword ptr [r15 + rbp + 128], rbp
-    mov rdx, r8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    and edx, dword ptr [r15 + r9 + 192]
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    mov r8, rax
-    mov dword ptr [r15 + rbp + 64], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 256], r8b
-    mov rdx, rax
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c126:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    mov rdx, r8
-    mov byte ptr [r15 + 0], dl
-    test ebx, 2048
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq qword ptr [r15 + 0], xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9728
-    jnz 1f
-1:
-    mov edx, 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 448], r9d
-    and rbp, 64
-    and edx, dword ptr [r15 + rbp + 320]
-    and r9, 64
-    movsxd rax, dword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 128], r9d
-    add rdx, qword ptr [r15 + r8 + 512]
-    and edx, dword ptr [r15 + rbp + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c127:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 256]
-    mov rdx, r8
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 151
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 1152], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, r8
-    mov rdx, rdx
-    lock add qword ptr [r15 + r8 + 1024], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 1088], rdx
-    jmp 1f
-1:
-    and edx, dword ptr [r15 + r8 + 832]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx edx, byte ptr [r15 + rbp + 192]
-    mov r9d, 226
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 896], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + r8 + 960]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], r9b
-    mov dword ptr [r15 + r9 + 192], r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c128:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2030080
-    jnz 1f
-1:
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 448
-    add rdx, qword ptr [r15 + r9 + 1088]
-    jmp 1f
-1:
-    test ebx, 1280
-    jz 1f
-1:
-    mov rdx, qword ptr [r15 + r9 + 1216]
-    mov byte ptr [r15 + r9 + 896], dl
-    mov dword ptr [r15 + r9 + 1280], 255
-    mov rax, rdx
-    lea r8, [r11 + r11*1]
-    test ebx, 768
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 512]
-    mov eax, 137
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + r9 + 832], xmm14
-    movzx edx, byte ptr [r15 + r8 + 448]
-    mov qword ptr [r15 + r9 + 960], rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 67
-    mov qword ptr [r15 + r8 + 128], r8
-    mov byte ptr [r15 + r9 + 1152], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lock xadd qword ptr [r15 + r9 + 1024], r8
-    imul r8, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c129:
-    lea r8, [r11 + r11*1]
-    mov eax, r8d
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov edx, dword ptr [r15 + r8 + 448]
-    jmp 1f
-1:
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 100
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lock xadd qword ptr [r15 + 0], rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + 0]
-    mov ebp, 251
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 186
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    movsxd rdx, dword ptr [r15 + rbp + 256]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 512], dl
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r9 + 128], edx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c130:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vpshufd xmm14, xmm14, 40
-    mov edx, 211
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, qword ptr [r15 + 0]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 192
-    add rdx, qword ptr [r15 + rbp + 768]
-    mov dword ptr [r15 + rbp + 704], 76
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, r8d
-    movzx edx, dl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], ebp
-    test ebx, 1792
-    jnz 1f
-1:
-    imul edx, r8d, 82
-    movzx edx, byte ptr [r15 + r8 + 320]
-    mov r8, rbp
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 143
-    xor dword ptr [r15 + rbp + 640], edx
-    mov edx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 576], 74
-    mov edx, dword ptr [r15 + r8 + 64]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c131:
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and r8, 192
-    movzx edx, byte ptr [r15 + r8 + 640]
-    movzx ebp, dl
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 184
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + r8 + 768], bpl
-    lea rbp, [r11 + r11*1]
-    mov rdx, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 384], rbp
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    test ebx, 768
-    jnz 1f
-1:
-    mov rdx, rdx
-    mov rdx, qword ptr [r15 + r8 + 704]
-    mov dword ptr [r15 + rbp + 320], edx
-    mov edx, dword ptr [r15 + r9 + 320]
-    test ebx, 6400
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 576], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c132:
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*8]
-    and edx, dword ptr [r15 + rbp + 448]
-    lea r8, [r11 + r11*1]
-    and r9, 8128
-    add rdx, qword ptr [r15 + r9 + 7488]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
-    add rdx, qword ptr [r15 + r9 + 7808]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 7616], rdx
-    jmp 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 7680], edx
-    vmovdqu xmm14, xmmword ptr [r15 + r9 + 8000]
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 320], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r8, qword ptr [r15 + r9 + 7552]
-    jmp 1f
-1:
-    movsxd rdx, dword ptr [r15 + r9 + 7744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edx, dword ptr [r15 + rbp + 512]
-    add rdx, qword ptr [r15 + r9 + 7936]
-    movzx r8d, byte ptr [r15 + r9 + 7872]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c133:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 192], r9
-    mov r9d, r8d
-    mov r9d, 225
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 27
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 256], 44
-    test ebx, 512
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 320], 32
-    mov edx, r8d
-    and r8, 64
-    and edx, dword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 448], r8
-    add rdx, qword ptr [r15 + r9 + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c134:
-    vpxor xmm14, xmm14, xmm15
-    mov r12, qword ptr [r15 + r12 + 56]
-    and edx, dword ptr [r15 + 0]
-    mov r8d, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, 43
-    and edx, dword ptr [r15 + 0]
-    add rdx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov rdx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, r8b
-    mov edx, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 223
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    add rdx, qword ptr [r15 + r8 + 320]
-    mov rbp, rdx
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 64
-    movzx edx, byte ptr [r15 + r9 + 256]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movsxd rax, dword ptr [r15 + r9 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], 138
-    mov qword ptr [r15 + r8 + 384], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + rbp + 64], rbp
-    movzx ebp, r9b
-    mov ebp, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c135:
-    mov dword ptr [r15 + 0], 142
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1280
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 213
-    add rbp, qword ptr [r15 + 0]
-    mov r9d, 236
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    lea r9, [r11 + r11*1]
-    mov r8d, r9d
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov qword ptr [r15 + rbp + 128], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    add rbp, qword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 192], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c136:
-    lea rbp, [r11*4]
-    and rbp, 192
-    lea r8, [r11*8]
-    or qword ptr [r15 + rbp + 704], 70
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], 239
-    jmp 1f
-1:
-    vpshufd xmm14, xmm14, 138
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 3584], 158
-    test ebx, 4608
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 768], 3
-    movzx r9d, bpl
-    lea r9, [r11 + r11*1]
-    mov edx, 84
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edx, dword ptr [r15 + rbp + 640]
-    movzx ecx, byte ptr [r15 + rbp + 576]
-    mov rbp, qword ptr [r15 + r9 + 512]
-    mov r9, qword ptr [r15 + r8 + 3648]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 3392], rdx
-    mov edx, dword ptr [r15 + r8 + 3712]
-    add rdx, qword ptr [r15 + r8 + 3520]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c137:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edx, dl
-    jmp 1f
-1:
-    test ebx, 1280
-    jz 1f
-1:
-    mov edx, 92
-    mov dword ptr [r15 + 0], edx
-    mov edx, 239
-    test ebx, 2048
-    jz 1f
-1:
-    movzx edx, dl
-    mov rdx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rdx, rax
-    mov rdx, rdx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov rdx, rdx
-    mov qword ptr [r15 + 0], rbp
-    mov edx, 79
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    movzx edx, byte ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 512], 29
-    mov edx, r9d
-    and edx, dword ptr [r15 + rbp + 448]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 256], ymm14
-    mov dword ptr [r15 + r9 + 64], ebp
-    mov eax, ebp
-    test ebx, 512
-    jnz 1f
-1:
-    and r9d, dword ptr [r15 + rbp + 192]
-    jmp 1f
-1:
-    mov ebp, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c138:
-    lea rbp, [r11*8]
-    mov r9d, ebp
-    mov r9, r9
-    movzx r9d, r9b
-    and rbp, 8128
-    mov byte ptr [r15 + rbp + 7680], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 188
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edi
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov rax, qword ptr [r15 + rbp + 7552]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + rbp + 7744]
-    and r9, 64
-    movsxd rdx, dword ptr [r15 + r9 + 256]
-    add rax, qword ptr [r15 + rbp + 7808]
-    and edx, dword ptr [r15 + rbp + 7616]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm14
-    movzx edx, al
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], ecx
-    jmp 1f
-1:
-    mov edx, 49
-    test ebx, 512
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 192], rax
-    mov qword ptr [r15 + r8 + 320], rdx
-    mov dword ptr [r15 + rbp + 7488], 244
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c139:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    mov r8, r8
-    mov r8d, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 13
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    add rax, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], rax
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + r8 + 512]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 320]
-    and r9, 64
-    add rax, qword ptr [r15 + r9 + 384]
-    add rax, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rax, qword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c140:
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, 184
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1047040
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 9216
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea r9, [r11*4]
-    movzx eax, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 192
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 576], r8b
-    and r8, 64
-    and eax, dword ptr [r15 + r8 + 64]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 768], 40
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + r9 + 704]
-    and rbp, 64
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 320]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    and eax, dword ptr [r15 + r9 + 640]
-    mov r9, qword ptr [r15 + r8 + 128]
-    mov r8, qword ptr [r15 + rbp + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c141:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov rax, qword ptr [r15 + r8 + 384]
-    and rbp, 64
-    lea r9, [r11*8]
-    add rax, qword ptr [r15 + rbp + 64]
-    and r9, 1984
-    mov ecx, dword ptr [r15 + r9 + 1344]
-    test ebx, 506624
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    mov ebp, 121
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 1664], eax
-    mov eax, eax
-    test ebx, 1024
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 1408], al
-    movzx eax, byte ptr [r15 + r9 + 1536]
-    vmovdqu ymmword ptr [r15 + r9 + 1600], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd rax, dword ptr [r15 + r8 + 320]
-    jmp 1f
-1:
-    mov r8d, 226
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
-    movsxd r8, dword ptr [r15 + r9 + 1472]
-    mov r9, r8
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c142:
-    mov r12, qword ptr [r15 + r12 + 56]
-    .byte 0x0f, 0x1f, 0x00
-    mov r8d, r9d
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov r8d, r8d
-    mov r8d, 97
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov r9d, 23
-    test ebx, 768
-    jz 1f
-1:
-    imul r8d, r9d, 122
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3072
-    jz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 56
-    vpshufd xmm14, xmm14, 124
-    and ebp, dword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r8 + 512]
-    mov r8, rbp
-    lea r8, [r11 + r11*1]
-    mov r9, r8
-    test ebx, 768
-    jz 1f
-1:
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r8 + 128], ebp
-    mov rbp, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c143:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    movzx r9d, byte ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 199
-    movzx eax, r8b
-    mov qword ptr [r15 + 0], rax
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx eax, al
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], eax
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], eax
-    mov eax, 220
-    mov eax, 227
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rax, rax
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], rdx
-    movzx ecx, byte ptr [r15 + rbp + 320]
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 128], cl
-    mov byte ptr [r15 + r8 + 512], cl
     mov r9d, ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c144:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 100
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 2816
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 100
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and ecx, dword ptr [r15 + 0]
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 62
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 64], rcx
-    mov ecx, r8d
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 320]
-    test ebx, 4864
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 205
-    mov dword ptr [r15 + r9 + 448], 51
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c145:
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    mov r9d, 90
-    mov r9d, eax
-    mov r9, rbp
-    test ebx, 512
-    jz 1f
-1:
-    lea r9, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and r9, 448
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 896], r8b
-    vpcmpeqb xmm14, xmm14, xmm1
-    test ebx, 768
-    jz 1f
-1:
-    and r8, 64
-    movzx eax, byte ptr [r15 + r8 + 320]
-    mov byte ptr [r15 + r9 + 1088], cl
-    mov ecx, 155
-    mov dword ptr [r15 + r9 + 1216], 76
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 1152]
-    mov eax, dword ptr [r15 + r9 + 960]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 384], r9b
-    test ebx, 3328
-    jnz 1f
-1:
-    mov r8, rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], r9
-    mov r8, rcx
-    mov r8, qword ptr [r15 + r9 + 832]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r9 + 1024]
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 128], cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c146:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    test ebx, 768
-    jnz 1f
-1:
-    mov rcx, rcx
-    mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], cl
-    test ebx, 512
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov ecx, 220
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov ecx, dword ptr [r15 + rbp + 64]
-    movzx r9d, cl
-    movsxd rcx, dword ptr [r15 + rbp + 128]
-    and r8, 64
-    inc dword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r8 + 192], bpl
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
-    movzx r8d, byte ptr [r15 + rbp + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c147:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    mov dword ptr [r15 + 0], r8d
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov ebp, r8d
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx r8d, r8b
-    mov qword ptr [r15 + 0], r8
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r8d, 46
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r8d, r8b
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 250
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    mov rax, qword ptr [r15 + r8 + 128]
-    mov byte ptr [r15 + rbp + 64], al
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 320], al
-    vpor xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c148:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    mov ecx, eax
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 192], rax
-    and r8, 16320
-    add rcx, qword ptr [r15 + r8 + 16064]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 255
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 15808], rcx
-    mov rcx, qword ptr [r15 + r8 + 15872]
-    mov dword ptr [r15 + rbp + 256], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    xor dword ptr [r15 + r8 + 15936], eax
-    test ebx, 3328
-    jz 1f
-1:
-    and rbp, 64
-    mov rcx, qword ptr [r15 + rbp + 64]
-    mov rax, r8
-    mov dword ptr [r15 + r8 + 16000], 67
-    mov qword ptr [r15 + r8 + 15744], rax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov eax, eax
-    movsxd rax, dword ptr [r15 + rbp + 128]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 15680], al
-    mov qword ptr [r15 + r8 + 16128], rbp
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c149:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov eax, eax
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd rax, dword ptr [r15 + 0]
-    vmovq qword ptr [r15 + 0], xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rax, qword ptr [r15 + 0]
-    add rax, qword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov eax, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 131
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 320], bpl
-    and rbp, 64
-    add r9, qword ptr [r15 + rbp + 64]
+    vpshufd xmm8, xmm8, 207
+    mov byte ptr [r15 + 0], dl
     jmp 1f
 1:
     jmp 1f
 1:
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx eax, r9b
-    mov eax, 157
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 176
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul rax, rbp
-    and eax, dword ptr [r15 + r9 + 192]
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c150:
-    lea r9, [r11*4]
-    and r9, 192
-    and eax, dword ptr [r15 + r9 + 640]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ebp, xmm14
-    mov qword ptr [r15 + 0], rbp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    movsxd rbp, dword ptr [r15 + 0]
-    or qword ptr [r15 + 0], 38
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 242
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 704], rbp
-    test ebx, 2304
-    jz 1f
-1:
-    mov rbp, rbp
-    jmp 1f
-1:
-    mov rbp, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], bpl
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    movsxd rax, dword ptr [r15 + rbp + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 208
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 576], ebp
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 28
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + r8 + 64]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c151:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    jmp 1f
-1:
-    mov rbp, r9
-    movzx ebp, bpl
-    test ebx, 2560
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    mov rbp, rbp
-    test ebx, 2304
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ebp
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 384], rax
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 320]
-    mov r8d, r8d
-    mov r8d, r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c152:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    movzx r9d, r8b
-    and rbp, 64
-    movsxd r9, dword ptr [r15 + rbp + 128]
-    and r8, 1984
-    movsxd rax, dword ptr [r15 + r8 + 1600]
-    mov ecx, dword ptr [r15 + r8 + 1472]
-    lea r9, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 172
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1792
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx eax, r9b
-    jmp 1f
-1:
-    movzx eax, al
-    test ebx, 3328
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + r8 + 1664], ymm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    and eax, dword ptr [r15 + r8 + 1408]
-    movzx ecx, byte ptr [r15 + r8 + 1344]
-    mov dword ptr [r15 + r8 + 1536], r8d
-    mov rdx, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + r9 + 128]
-    movsxd r9, dword ptr [r15 + r8 + 1728]
-    mov qword ptr [r15 + rbp + 64], r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c153:
-    mov r9, rcx
-    movsxd r9, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11*4]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 64]
-    and r9, 192
-    lea r8, [r11 + r11*1]
-    vmovdqu xmm14, xmmword ptr [r15 + r9 + 576]
-    mov rax, qword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
-    mov ebp, 52
-    mov rbp, rbp
-    mov dword ptr [r15 + r9 + 768], 111
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, r8
-    mov rbp, qword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 640]
-    movzx r9d, byte ptr [r15 + r8 + 192]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c154:
-    mov byte ptr [r15 + 0], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    movzx ebp, byte ptr [r15 + 0]
-    mov r9, r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 122
-    add r9, qword ptr [r15 + 0]
-    mov ebp, 135
-    test ebx, 2560
-    jnz 1f
-1:
-    mov r9d, 152
-    mov dword ptr [r15 + 0], 8
-    imul r9, r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    or qword ptr [r15 + 0], 14
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 384]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], dl
-    and r9, 64
-    mov rdx, qword ptr [r15 + r9 + 192]
-    mov qword ptr [r15 + rbp + 320], rdx
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edx, bpl
-    mov byte ptr [r15 + r9 + 256], dl
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c155:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    and r9d, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 132
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, edx
-    mov r9, rdx
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    lea r9, [r11 + r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12800
-    jnz 1f
-1:
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7680], r9d
-    mov dword ptr [r15 + r9 + 7744], ecx
-    jmp 1f
-1:
-    test ebx, 2560
-    jz 1f
-1:
-    imul ecx, r9d, 111
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    .byte 0x66, 0x90
-    xor dword ptr [r15 + r9 + 7552], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + r8 + 320], r9d
-    mov byte ptr [r15 + rbp + 256], r9b
-    test ebx, 2304
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 7616], bpl
-    add rbp, qword ptr [r15 + r9 + 7488]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c156:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, 30
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, byte ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 198
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 128]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 256], r9
-    lea r8, [r11 + r11*1]
-    test ebx, 12800
-    jz 1f
-1:
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    mov ebp, 165
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 192]
-    lock add qword ptr [r15 + r8 + 320], r9
-    mov r8d, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c157:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 208
-    and r8, 64
-    mov r9, qword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + 0], 142
-    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
     and r9d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 37
-    test ebx, 1024
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 204
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test bl, 168
     jz 1f
 1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov byte ptr [r15 + 0], r9b
-    mov r9d, 248
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], edx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r8 + 512], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 26
-    mov r8d, 245
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 5
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r8d, dword ptr [r15 + rbp + 320]
-    and r8d, dword ptr [r15 + r9 + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c158:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r9, r9
-    movzx r9d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
+    mov ecx, dword ptr [r15 + 0]
+    mov r9d, 232
+    mov r9d, r9d
+    mov dword ptr [r15 + 0], r8d
+    mov r9, r8
+    test bl, 16
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 133
-    mov byte ptr [r15 + 0], r9b
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov qword ptr [r15 + r9 + 512], r9
-    mov r8d, r9d
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    mov rbp, rcx
-    lea rbp, [r11 + r11*1]
-    movsxd rdx, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 103
-    vmovq xmm14, rbp
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 320]
-    mov r8d, dword ptr [r15 + rbp + 256]
-    movzx ebp, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c159:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*8]
-    and rbp, 64
-    and r9d, dword ptr [r15 + rbp + 64]
-    and r8, 4032
-    and r9d, dword ptr [r15 + r8 + 3648]
     lea r9, [r11*4]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r8 + 3712], rcx
-    movzx ecx, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
     and r9, 192
-    mov qword ptr [r15 + r9 + 704], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq xmm14, r9
-    mov rcx, qword ptr [r15 + r9 + 640]
-    add rcx, qword ptr [r15 + r8 + 3584]
-    add rcx, qword ptr [r15 + r8 + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 3392]
-    movzx edx, byte ptr [r15 + r9 + 576]
-    vmovq xmm14, rdx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edx, dword ptr [r15 + r9 + 768]
-    movzx ecx, dl
-    and ecx, dword ptr [r15 + r8 + 3456]
-    test ebx, 5120
-    jz 1f
-1:
-    mov rcx, rcx
-    mov dword ptr [r15 + rbp + 128], 128
-    mov ecx, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c160:
-    lea r9, [r11*8]
-    and r9, 4032
-    mov dword ptr [r15 + r9 + 3456], edx
-    mov edx, r9d
-    lea rbp, [r11 + r11*1]
-    mov edx, 38
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 48
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    test ebx, 515840
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 3712], r8
-    mov dword ptr [r15 + r9 + 3776], 233
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
-    test ebx, 512
-    jnz 1f
-1:
-    movzx edx, r8b
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 192]
-    add r8, qword ptr [r15 + r9 + 3392]
-    and r8d, dword ptr [r15 + r9 + 3584]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 512], ymm14
-    mov qword ptr [r15 + r9 + 3648], r8
-    mov dword ptr [r15 + r9 + 3520], 51
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c161:
-    and r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    test ebx, 6400
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    lea rbp, [r11*4]
-    mov dword ptr [r15 + 0], 122
-    and rbp, 192
-    mov r9, qword ptr [r15 + rbp + 640]
+    mov rcx, qword ptr [r15 + r9 + 704]
+    mov byte ptr [r15 + r9 + 576], cl
+    vmovdqu ymmword ptr [r15 + r9 + 768], ymm8
     and r8, 64
     mov byte ptr [r15 + r8 + 192], r8b
     test ebx, 1073741824
     jz 1f
 1:
-    mov byte ptr [r15 + rbp + 768], r8b
-    lea r9, [r11 + r11*1]
-    mov rdx, qword ptr [r15 + rbp + 576]
-    and r9, 64
-    add rdx, qword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jz 1f
+    lea rbp, [r11 + r11*1]
+    vmovq qword ptr [r15 + r8 + 256], xmm8
+    jmp 1f
 1:
-    mov dword ptr [r15 + r8 + 256], 116
-    movzx r8d, dl
-    mov qword ptr [r15 + r9 + 64], rbp
-    test ebx, 456448
-    jz 1f
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm8
+    jmp 1f
 1:
-    mov qword ptr [r15 + rbp + 704], r8
-    mov r8d, r9d
-    mov r8, r8
+    mov qword ptr [r15 + r9 + 640], rbp
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + rbp + 448], ymm8
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c162:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 256], r8b
+    jz .Lc1_b7_done
+.Lc1_b7_c2:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r8, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 12
+    rep stosb
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 16
+    jnz 1f
+1:
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + 0]
+    test bl, 16
+    jz 1f
+1:
+    mov ecx, ecx
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + rbp + 448]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], r8
+    jmp 1f
+1:
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm8
+    mov byte ptr [r15 + rbp + 512], r9b
+    vmovq qword ptr [r15 + r9 + 512], xmm8
+    mov dword ptr [r15 + r8 + 128], r9d
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c3:
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    bswap r9
+    and r9d, dword ptr [r15 + 0]
+    and r9d, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    mov r8d, 56
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 140
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 221
+    mov r9, r9
+    mov r9, r9
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 512], xmm8
+    add rcx, qword ptr [r15 + r9 + 320]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 128], ebp
+    mov byte ptr [r15 + rbp + 64], bpl
+    mov rbp, qword ptr [r15 + r8 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c4:
+    jmp 1f
+1:
+    mov ebp, 5
+    mov rbp, rbp
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, cl
     test ebx, 1073741824
     jz 1f
 1:
-    movzx r9d, dl
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r9, r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    lea rbp, [r11 + r11*1]
+    test bl, 16
+    jz 1f
+1:
+    lea r8, [r11*8]
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 384]
+    and r8, 1984
+    add rcx, qword ptr [r15 + r8 + 1792]
+    mov qword ptr [r15 + r8 + 1664], rcx
+    mov dword ptr [r15 + r8 + 1408], ecx
+    mov ecx, ebp
+    movzx ecx, cl
+    movzx ecx, byte ptr [r15 + r8 + 1344]
+    mov dword ptr [r15 + r8 + 1472], 214
     test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 1536], bpl
+    mov dword ptr [r15 + r8 + 1600], 211
+    lea r9, [r11 + r11*1]
+    and ecx, dword ptr [r15 + rbp + 320]
+    mov byte ptr [r15 + r8 + 1728], cl
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 192]
+    mov ebp, dword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c5:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 119
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 448
+    mov rcx, qword ptr [r15 + r9 + 1152]
+    movsxd r8, dword ptr [r15 + r9 + 1024]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 320], bpl
+    mov dword ptr [r15 + r9 + 832], 140
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 384], 219
+    movsxd rbp, dword ptr [r15 + r9 + 1088]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r9 + 960]
+    test bl, 16
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 1280], 120
+    mov rcx, qword ptr [r15 + r9 + 1216]
+    movzx ebp, cl
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 128]
+    lea rdi, [r15 + 67109504]
+    mov ecx, 11
+    rep stosb
+    mov dword ptr [r15 + r9 + 896], 40
+    jmp 1f
+1:
+    mov byte ptr [r15 + r8 + 64], dil
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c6:
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 448], r8b
+    and r9, 1984
+    mov qword ptr [r15 + r9 + 1664], r9
+    mov r8d, 7
+    mov r8d, 127
+    movzx r8d, r8b
+    add r8, qword ptr [r15 + r9 + 1344]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 32
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx eax, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7984
+    jz 1f
+1:
+    add r8, qword ptr [r15 + r9 + 1408]
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    mov eax, 166
+    mov byte ptr [r15 + r9 + 1728], al
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 320], ymm8
+    movsxd rax, dword ptr [r15 + rbp + 512]
+    mov ebp, dword ptr [r15 + r9 + 1600]
+    mov ecx, dword ptr [r15 + r9 + 1536]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rbp, rbp
+    mov dword ptr [r15 + r9 + 1472], 232
+    mov rbp, rbp
+    mov ebp, 205
+    mov dword ptr [r15 + r8 + 384], ebp
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b7_done
+.Lc1_b7_c7:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov rcx, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    movzx ecx, r9b
+    jmp 1f
+1:
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 448]
+    lea rbp, [r11 + r11*4]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 4032
+    mov dword ptr [r15 + rbp + 3648], 175
+    and r8, 64
+    and ecx, dword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + r9 + 512]
+    test bl, 72
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 320]
+    movsxd r8, dword ptr [r15 + rbp + 3584]
+    mov r9, rdi
+    mov r9d, dword ptr [r15 + rbp + 3392]
+    and r9d, dword ptr [r15 + rbp + 3520]
+    mov dword ptr [r15 + rbp + 3456], r9d
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b7_c0
+.Lc1_b7_done:
+// block 8: 1024 bytes, 4 chunk(s), 20 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117784]
+    lea rcx, [rbx + 20]
+    mov qword ptr [r15 + 67117784], rcx
+    mov r13d, 20
+    jmp .Lc1_b8_c0
+    .p2align 6
+.Lc1_b8_c0:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 8
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, r9
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r9d, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 46
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov dword ptr [r15 + 0], 0
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 3992
+    jz 1f
+1:
+    lock or dword ptr [r15 + 0], 92
+    mov r9, r11
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 16320
+    mov ecx, dword ptr [r15 + r9 + 15680]
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 121
+    and rbp, 64
+    mov ecx, dword ptr [r15 + rbp + 128]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 448], 8
+    mov dword ptr [r15 + rbp + 64], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, bpl
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    test bl, 8
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 174
+    and rbp, 448
+    mov dword ptr [r15 + rbp + 960], ebp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 832]
+    movzx r9d, cl
+    mov ecx, r9d
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 896], ecx
+    mov edi, ebp
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ecx, dword ptr [r15 + r9 + 128]
+    movzx r9d, cl
+    vmovq qword ptr [r15 + rbp + 1280], xmm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add r9, qword ptr [r15 + rbp + 1216]
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 1024], ymm8
+    and r8, 64
+    mov qword ptr [r15 + r8 + 512], r8
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + r8 + 448], 90
+    mov r8d, dword ptr [r15 + rbp + 1152]
+    mov qword ptr [r15 + rbp + 1088], r8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b8_done
+.Lc1_b8_c2:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    mov r8d, dword ptr [r15 + 0]
+    mov rbp, r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, rbp
+    mov qword ptr [r15 + 0], rax
+    and r8d, dword ptr [r15 + 0]
+    test bl, 20
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, r8d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, rbp
+    mov byte ptr [r15 + 0], bpl
+    movzx ebp, r8b
+    mov ebp, 81
+    test bl, 40
+    jnz 1f
+1:
+    movzx ebp, r8b
+    mov r8, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    test bl, 16
     jz 1f
 1:
     mov dword ptr [r15 + 0], r8d
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdx, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edx, edx
-    mov edx, 99
+    and r8, 64
+    add rbp, qword ptr [r15 + r8 + 448]
     test ebx, 1073741824
     jz 1f
 1:
-    mov edx, dword ptr [r15 + 0]
-    movzx r9d, byte ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 78
-    lea r9, [r11 + r11*1]
-    test ebx, 2816
-    jnz 1f
-1:
-    and r9, 64
+    mov qword ptr [r15 + r8 + 512], r9
+    mov edi, ebp
     lea rbp, [r11 + r11*1]
-    add rdx, qword ptr [r15 + r9 + 128]
+    lea r8, [r11 + r11*1]
     and rbp, 64
-    add rdx, qword ptr [r15 + rbp + 320]
-    movzx ecx, dl
-    mov edx, 227
+    movsxd r9, dword ptr [r15 + rbp + 384]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov byte ptr [r15 + r8 + 192], dl
-    inc dword ptr [r15 + rbp + 384]
-    mov rbp, qword ptr [r15 + r9 + 64]
+    and r8, 64
+    add r9, qword ptr [r15 + r8 + 64]
+    mov dword ptr [r15 + rbp + 320], r9d
+    add r9, qword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c163:
+    jz .Lc1_b8_done
+.Lc1_b8_c3:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
+    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, byte ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r9b
+    lea r9, [r11 + r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    and r9, 4032
+    mov r8, qword ptr [r15 + r9 + 3456]
+    lea r8, [r11 + r11*4]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], r9d
+    mov dword ptr [r15 + rbp + 192], 173
+    test bl, 12
+    jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
+    and r8, 8128
+    mov dword ptr [r15 + r8 + 7488], 58
+    movsxd rbp, dword ptr [r15 + r9 + 3392]
+    mov ecx, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
+    mov qword ptr [r15 + r9 + 3584], rbp
+    add rbp, qword ptr [r15 + r8 + 7744]
+    mov qword ptr [r15 + r8 + 7552], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, bpl
+    mov dword ptr [r15 + r8 + 7616], edi
+    and ebp, dword ptr [r15 + r9 + 3520]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r8 + 7680], rbp
+    mov qword ptr [r15 + r9 + 3648], rbp
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b8_c0
+.Lc1_b8_done:
+// block 9: 128 bytes, 1 chunk(s), 30 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117792]
+    lea rcx, [rbx + 30]
+    mov qword ptr [r15 + 67117792], rcx
+    mov r13d, 30
+    jmp .Lc1_b9_c0
+    .p2align 6
+.Lc1_b9_c0:
+    mov rbp, r11
+    and rbp, 192
+    mov dword ptr [r15 + rbp + 576], 92
+    test ebx, 1073741824
+    jnz 1f
+1:
+    test bl, 4
+    jz 1f
+1:
+    test ebx, 18432
+    jnz 1f
+1:
+    imul ebp, r8d, 9
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, r11
+    test ebx, 1073741824
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    add rcx, qword ptr [r15 + rbp + 192]
+    test ebx, 1073741824
+    jnz 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
+    test ebx, 4030
+    jnz 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 7168
+    jz 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b9_c0
+.Lc1_b9_done:
+// block 10: 16384 bytes, 64 chunk(s), 64 chunk executions per call
+    mov rbx, qword ptr [r15 + 67117800]
+    lea rcx, [rbx + 64]
+    mov qword ptr [r15 + 67117800], rcx
+    mov r13d, 64
+    jmp .Lc1_b10_c0
+    .p2align 6
+.Lc1_b10_c0:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
+    and ecx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 174
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
     mov ecx, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r8, rdi
+    and ecx, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rcx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 222
-    mov dword ptr [r15 + 0], 114
-    test ebx, 512
-    jnz 1f
-1:
-    mov rcx, rcx
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    and rbp, 64
-    movzx edx, byte ptr [r15 + rbp + 128]
-    and r9, 64
-    mov rcx, qword ptr [r15 + r9 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 44
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + r9 + 384]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], 112
-    test ebx, 1024
-    jnz 1f
-1:
-    mov r9d, r8d
-    mov dword ptr [r15 + rbp + 64], 225
-    and r9d, dword ptr [r15 + r8 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c164:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    movzx r8d, byte ptr [r15 + r9 + 384]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8d, 203
-    test ebx, 2304
-    jz 1f
-1:
-    mov r8d, 110
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 71
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 448
-    movzx ecx, byte ptr [r15 + r8 + 960]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 1216]
-    mov dword ptr [r15 + r8 + 1024], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rcx, qword ptr [r15 + r8 + 896]
-    jmp 1f
-1:
-    movzx ebp, byte ptr [r15 + r8 + 832]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 320], r8
-    lea rbp, [r11 + r11*1]
-    mov ecx, dword ptr [r15 + r8 + 1152]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, bpl
-    mov dword ptr [r15 + rbp + 64], 188
-    inc dword ptr [r15 + r8 + 1088]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c165:
-    mov r9d, r9d
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], ecx
-    mov byte ptr [r15 + 0], dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 50
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov rcx, rcx
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    .byte 0x66, 0x90
-    movzx ecx, byte ptr [r15 + 0]
-    movsxd r9, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    mov ecx, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 256]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 64], ymm14
-    lea r8, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r9 + 192]
-    and r8, 64
-    mov byte ptr [r15 + r8 + 384], r9b
     test ebx, 1073741824
     jz 1f
 1:
     mov ecx, r8d
-    mov dword ptr [r15 + r8 + 320], 174
-    mov qword ptr [r15 + rbp + 128], rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c166:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    movzx ecx, byte ptr [r15 + rbp + 7744]
-    mov r8d, ecx
-    mov r8d, r8d
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 149
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7680], ecx
-    movzx ecx, byte ptr [r15 + rbp + 7616]
-    mov dword ptr [r15 + rbp + 7872], ecx
+    mov rcx, r8
+    mov ecx, 47
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul ecx, r8d, 42
-    mov rcx, qword ptr [r15 + rbp + 7488]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 128], 139
+    mov qword ptr [r15 + r8 + 384], r8
+    lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 320], 55
     and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    and ecx, dword ptr [r15 + rbp + 7808]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu xmmword ptr [r15 + r9 + 256], xmm14
-    mov dword ptr [r15 + r8 + 64], r8d
-    movzx r8d, byte ptr [r15 + rbp + 7936]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    movsxd r9, dword ptr [r15 + rbp + 7552]
-    mov r8d, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c167:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    movzx ebp, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 85
-    mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpor xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov rcx, rbp
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
+    movzx r8d, byte ptr [r15 + r9 + 448]
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
-    test ebx, 768
-    jz 1f
-1:
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 384]
-    and ecx, dword ptr [r15 + r8 + 320]
-    vpaddd xmm14, xmm14, xmm14
-    movzx r8d, bpl
-    test ebx, 512
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    movzx ecx, r8b
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 64]
-    movzx r9d, byte ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 128]
-    jmp 1f
-1:
-    movzx r8d, cl
+    movzx ecx, byte ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + rbp + 192], ecx
+    and ecx, dword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c168:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
-    mov dword ptr [r15 + 0], 38
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1792
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    movzx ecx, bpl
-    and r8, 64
-    mov dword ptr [r15 + r8 + 384], 231
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jz .Lc1_b10_done
+.Lc1_b10_c1:
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    vmovq xmm14, rbp
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 448], rbp
-    mov rcx, rbp
-    test ebx, 1792
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + r8 + 320]
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 192]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 256], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c169:
-    lea r8, [r11 + r11*2]
-    lea r9, [r11 + r11*1]
-    and r8, 1984
-    mov ecx, dword ptr [r15 + r8 + 1344]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 128], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 192]
-    test ebx, 512
-    jz 1f
-1:
-    .byte 0x0f, 0x1f, 0x00
-    movzx ecx, byte ptr [r15 + r8 + 1408]
-    mov rdi, rcx
-    test ebx, 1310208
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1472], 255
-    mov ecx, dword ptr [r15 + rbp + 256]
-    mov dword ptr [r15 + r9 + 64], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c170:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov dword ptr [r15 + 0], 214
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 59
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, 41
-    add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*4]
-    mov byte ptr [r15 + 0], bpl
-    add rcx, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    and rbp, 192
-    mov r9, qword ptr [r15 + rbp + 768]
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 640], edi
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov edi, r9d
-    movsxd rdi, dword ptr [r15 + rbp + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    mov qword ptr [r15 + rbp + 704], rdi
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    vmovdqu xmm14, xmmword ptr [r15 + r8 + 64]
-    test ebx, 102400
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c171:
-    mov r8, rdi
     lea r8, [r11 + r11*8]
-    mov edi, r8d
-    movzx edi, dil
-    lea rbp, [r11 + r11*1]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3712], 48
-    test ebx, 1073741824
-    jnz 1f
-1:
+    and r8, 1984
+    mov r9, qword ptr [r15 + r8 + 1408]
     and rbp, 64
-    and edi, dword ptr [r15 + rbp + 512]
-    mov r9d, 97
-    mov dword ptr [r15 + r8 + 3520], r9d
-    test ebx, 6400
+    mov qword ptr [r15 + rbp + 384], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jz 1f
-1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + r8 + 3776], r9d
     test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + r8 + 3904]
-    mov rdi, rcx
-    add r9, qword ptr [r15 + r8 + 3456]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 3392], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    add rdi, qword ptr [r15 + r9 + 128]
-    test ebx, 1073741824
-    jnz 1f
+    add rcx, qword ptr [r15 + r9 + 448]
+    add rcx, qword ptr [r15 + r8 + 1472]
+    test ebx, 576
+    jz 1f
 1:
-    mov dword ptr [r15 + rbp + 448], 224
-    mov dword ptr [r15 + r8 + 3648], 144
-    mov dword ptr [r15 + r8 + 3584], ecx
+    mov rcx, qword ptr [r15 + r8 + 1344]
+    movzx edi, byte ptr [r15 + r9 + 512]
+    mov dword ptr [r15 + r8 + 1856], edi
+    mov edi, dword ptr [r15 + r8 + 1728]
+    mov r9d, dword ptr [r15 + r8 + 1536]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
-    mov dword ptr [r15 + r9 + 64], edi
-    mov r9d, r9d
-    movzx r9d, byte ptr [r15 + r8 + 3840]
+    movzx edi, byte ptr [r15 + r8 + 1664]
+    mov dword ptr [r15 + r8 + 1600], edi
+    mov dword ptr [r15 + rbp + 320], 196
+    mov dword ptr [r15 + r8 + 1792], 116
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c172:
-    lea r9, [r11*4]
-    mov edi, 124
-    and r9, 192
-    and edi, dword ptr [r15 + r9 + 704]
+    jz .Lc1_b10_done
+.Lc1_b10_c2:
+    mov dword ptr [r15 + 0], 61
+    and edi, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
+    vpmovmskb r9d, xmm8
+    movzx r9d, cl
+    test ebx, 256
     jnz 1f
 1:
-    mov rdi, rdi
+    movzx edi, byte ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov rcx, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov rdi, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11*4]
-    jmp 1f
-1:
-    and rbp, 1984
-    vmovq qword ptr [r15 + rbp + 1472], xmm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 768], bpl
-    vpaddd xmm14, xmm14, xmm14
-    and edi, dword ptr [r15 + rbp + 1536]
-    test ebx, 2304
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 640], dil
-    jmp 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    movzx edi, dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + rbp + 1408], dil
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 576], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    add rdi, qword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r8 + 448], edi
-    add r9, qword ptr [r15 + rbp + 1344]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c173:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 73
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    test ebx, 3072
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    mov ebp, r9d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 320]
-    mov edi, 162
-    lea r8, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 64], 186
-    mov dword ptr [r15 + r8 + 128], 95
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 256], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], 92
-    jmp 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + rbp + 384]
-    mov ebp, ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c174:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7680], ebp
-    mov r9, rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 4864
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 7616], bpl
-    lea r9, [r11*4]
-    test ebx, 2048
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 192
-    mov qword ptr [r15 + r9 + 640], rbp
-    mov dword ptr [r15 + rbp + 7808], 152
-    test ebx, 768
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rcx, qword ptr [r15 + rbp + 7744]
-    mov dword ptr [r15 + r9 + 704], ecx
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 384]
-    test ebx, 512
-    jnz 1f
-1:
-    movsxd rcx, dword ptr [r15 + rbp + 7872]
-    mov rdi, rcx
-    vmovdqu ymmword ptr [r15 + r9 + 576], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7552], edi
-    mov rdi, qword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + r9 + 768], rbp
-    test ebx, 512
-    jnz 1f
-1:
-    mov edi, 136
-    mov qword ptr [r15 + rbp + 7488], rdi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c175:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov byte ptr [r15 + 0], dil
-    vpcmpeqb xmm14, xmm14, xmm15
-    test ebx, 1024
-    jnz 1f
-1:
-    movzx edi, bpl
-    add rdi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    jmp 1f
-1:
-    test ebx, 5376
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], bpl
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 255
-    test ebx, 3584
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 141
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    lock add qword ptr [r15 + rbp + 256], r8
-    and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 320]
-    mov qword ptr [r15 + rbp + 192], rdi
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 384], 179
-    and rbp, 64
-    add r8, qword ptr [r15 + rbp + 128]
-    mov byte ptr [r15 + rbp + 64], r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c176:
-    mov dword ptr [r15 + 0], 245
-    mov ebp, ebp
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5120
-    jz 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    mov ecx, 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov ebp, ecx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, ebp
-    movzx ecx, cl
     add rcx, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov edi, r8d
+    mov rdi, rdi
+    mov r8d, edi
     mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rcx
-    test ebx, 768
+    mov dword ptr [r15 + 0], r8d
+    test bl, 128
     jz 1f
 1:
-    jmp 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
+    add r8, qword ptr [r15 + 0]
+    lea r9, [r11*4]
+    mov dword ptr [r15 + 0], r9d
+    and r9, 192
+    vmovdqu ymmword ptr [r15 + r9 + 704], ymm8
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb ecx, xmm14
-    test ebx, 512
-    jz 1f
-1:
     lea r8, [r11 + r11*1]
     and rbp, 64
     mov byte ptr [r15 + rbp + 320], bpl
-    mov rcx, rbp
     and r8, 64
-    mov byte ptr [r15 + r8 + 448], r8b
+    mov dword ptr [r15 + r8 + 256], 196
+    test ebx, 10240
+    jnz 1f
+1:
+    mov byte ptr [r15 + r9 + 640], r8b
+    movsxd rdi, dword ptr [r15 + r9 + 576]
+    mov ecx, edi
+    movzx edi, byte ptr [r15 + r9 + 768]
+    mov r9, qword ptr [r15 + r8 + 192]
+    mov qword ptr [r15 + rbp + 384], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c3:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    lea r8, [r11 + r11*8]
+    mov byte ptr [r15 + r9 + 448], r8b
+    and r8, 8128
+    add rdi, qword ptr [r15 + r8 + 8000]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 231
+    mov rbp, rcx
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 384], r8d
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + r8 + 7680], 41
+    mov edi, edi
+    mov edi, 82
+    mov edi, dword ptr [r15 + r8 + 7744]
     lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 512], rbp
-    mov r8d, 119
-    test ebx, 512
-    jz 1f
+    test ebx, 1073741824
+    jnz 1f
 1:
     and rbp, 64
-    mov byte ptr [r15 + rbp + 64], bpl
-    movzx r8d, bpl
-    and r8d, dword ptr [r15 + rbp + 128]
+    mov edi, dword ptr [r15 + rbp + 320]
+    mov ecx, dword ptr [r15 + rbp + 384]
+    mov rbp, qword ptr [r15 + r8 + 7488]
+    mov rax, rbp
+    mov byte ptr [r15 + r8 + 7616], al
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx eax, byte ptr [r15 + r8 + 7872]
+    vmovdqu xmmword ptr [r15 + r8 + 7552], xmm8
+    and ebp, dword ptr [r15 + r8 + 7808]
+    mov dword ptr [r15 + r8 + 7936], ebp
+    add rbp, qword ptr [r15 + r9 + 512]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c177:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    movsxd r8, dword ptr [r15 + rbp + 7872]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 40960
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + rbp + 7488]
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 7744]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 7680], r8
-    and r8, 64
-    mov dword ptr [r15 + r8 + 128], 24
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 7616]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx ecx, r8b
-    inc dword ptr [r15 + rbp + 7552]
-    lea r9, [r11 + r11*1]
-    movzx ecx, r9b
-    and r9, 64
-    mov byte ptr [r15 + r9 + 448], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + rbp + 7808], 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c178:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r9d, 47
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 137
-    mov ecx, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rcx, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 2304
-    jnz 1f
-1:
+    jz .Lc1_b10_done
+.Lc1_b10_c4:
     lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov rcx, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 512], ymm14
     and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 64]
+    mov rax, qword ptr [r15 + rbp + 64]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ebp
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], al
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 42
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
 1:
-    mov rcx, rcx
-    mov dword ptr [r15 + r9 + 448], edi
-    test ebx, 768
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 128]
-    mov r9d, ecx
-    jmp 1f
-1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 150
+    movzx eax, al
     test ebx, 1073741824
     jnz 1f
 1:
-    jmp 1f
+    lea r8, [r11*4]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    add rax, qword ptr [r15 + 0]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    and r8, 192
+    mov qword ptr [r15 + r8 + 768], rbp
+    mov dword ptr [r15 + r8 + 576], r8d
+    mov rdi, r8
+    test ebx, 22464
+    jnz 1f
 1:
-    movsxd rcx, dword ptr [r15 + r8 + 192]
-    mov r8, rcx
+    mov rax, qword ptr [r15 + r8 + 640]
+    movzx edi, al
+    and eax, dword ptr [r15 + rbp + 128]
+    mov qword ptr [r15 + r8 + 704], rax
+    mov rax, qword ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c179:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 128], r8
-    mov qword ptr [r15 + 0], r8
-    mov rcx, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 32
-    add rcx, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jz .Lc1_b10_done
+.Lc1_b10_c5:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 153
-    mov ecx, ecx
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 150
-    mov byte ptr [r15 + 0], cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, ecx
-    mov ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov ecx, 206
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, 45
-    mov dword ptr [r15 + r9 + 64], 200
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rcx
-    mov dword ptr [r15 + r8 + 64], r8d
-    mov r9, qword ptr [r15 + rbp + 320]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c180:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 166
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11*8]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 448], r9d
-    and rbp, 4032
-    movsxd rcx, dword ptr [r15 + rbp + 3392]
-    lea r8, [r11 + r11*1]
-    mov edi, 68
-    add qword ptr [r15 + rbp + 3584], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    mov edi, 126
-    mov edi, 151
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 3712], ebp
-    mov edi, 59
-    mov rdi, rdi
-    movzx edi, byte ptr [r15 + r8 + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 3456], r8b
-    mov dword ptr [r15 + r9 + 512], edi
-    movsxd rdi, dword ptr [r15 + rbp + 3648]
-    movzx r8d, byte ptr [r15 + rbp + 3520]
-    test ebx, 512
-    jz 1f
-1:
-    mov r8d, ecx
-    movsxd r8, dword ptr [r15 + rbp + 3776]
-    mov edi, 122
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c181:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 140
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1280
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    mov qword ptr [r15 + 0], rdi
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + 0], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 194
-    lea r9, [r11 + r11*1]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], r9d
-    add rdi, qword ptr [r15 + r9 + 64]
-    mov r9, rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 448]
-    mov r9d, 227
-    mov byte ptr [r15 + r8 + 192], r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c182:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 256]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], dil
-    jmp 1f
-1:
-    mov rdi, qword ptr [r15 + 0]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
+    mov qword ptr [r15 + 0], rax
+    mov rax, rax
+    movzx eax, byte ptr [r15 + 0]
+    add rdi, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], edi
-    test ebx, 2304
-    jz 1f
-1:
     add rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2062848
+    mov dword ptr [r15 + 0], 189
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
-    jmp 1f
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    and eax, dword ptr [r15 + 0]
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
 1:
-    lea rbp, [r11*4]
-    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
     lea r8, [r11 + r11*1]
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 704], ebp
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and r8, 64
-    mov dword ptr [r15 + r8 + 64], 155
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov edi, dword ptr [r15 + r8 + 128]
-    mov qword ptr [r15 + rbp + 576], rbp
-    mov r8, qword ptr [r15 + rbp + 768]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 192], r8d
-    movzx r8d, byte ptr [r15 + rbp + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c183:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm14
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm14, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3776], 249
+    mov qword ptr [r15 + r8 + 384], rax
+    and r9, 64
     lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3456], ebp
+    movsxd rax, dword ptr [r15 + r9 + 512]
+    vmovq xmm8, rdi
     and rbp, 64
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 256]
-    mov rdi, qword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
+    movsxd rdi, dword ptr [r15 + rbp + 448]
+    test bl, 128
     jz 1f
-1:
-    movzx edi, dil
-    jmp 1f
 1:
     mov edi, edi
-    and edi, dword ptr [r15 + r8 + 3520]
-    test ebx, 2304
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 192], 128
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 384]
-    mov rdi, qword ptr [r15 + r8 + 3584]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 320], dil
-    mov dword ptr [r15 + r8 + 3648], ecx
-    and edi, dword ptr [r15 + r8 + 3712]
+    mov edi, 45
+    and edi, dword ptr [r15 + r8 + 320]
+    mov dword ptr [r15 + r9 + 448], edi
+    mov edi, dword ptr [r15 + rbp + 512]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c184:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, bpl
-    test ebx, 1024
-    jnz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    movsxd rbp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 10752
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovq xmm14, rdi
-    mov dword ptr [r15 + 0], 103
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    movzx edi, byte ptr [r15 + rbp + 512]
-    and r8, 64
-    xor dword ptr [r15 + r8 + 192], ebp
-    and r9, 64
-    mov ecx, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r9 + 320], cl
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 448], ecx
-    mov dword ptr [r15 + r8 + 256], 83
-    movzx r9d, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c185:
-    lea r9, [r11 + r11*1]
-    mov rcx, r9
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], r8d
-    mov dword ptr [r15 + 0], r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    mov r8d, 251
-    mov byte ptr [r15 + 0], r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    movzx ecx, byte ptr [r15 + 0]
-    movzx ebp, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
-    mov r8, rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], 114
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 512], rbp
+    jz .Lc1_b10_done
+.Lc1_b10_c6:
     lea rbp, [r11*4]
-    mov dword ptr [r15 + r9 + 320], ebp
+    mov edi, 178
     and rbp, 192
-    movsxd r9, dword ptr [r15 + rbp + 768]
-    mov r8d, dword ptr [r15 + rbp + 576]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + rbp + 704]
-    mov qword ptr [r15 + rbp + 640], r9
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c186:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], 176
-    mov ebp, r9d
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 52
-    test ebx, 768
+    and edi, dword ptr [r15 + rbp + 576]
+    mov r8, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
     jz 1f
 1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], ebp
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], 205
+    mov dword ptr [r15 + 0], 62
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, qword ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx ebp, bpl
-    mov byte ptr [r15 + 0], sil
-    mov byte ptr [r15 + 0], bpl
+    mov r8, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 49
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6656
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 209
-    jmp 1f
-1:
-    and esi, dword ptr [r15 + 0]
-    test ebx, 9728
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rsi, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 64]
-    mov ecx, esi
-    lea r8, [r11 + r11*1]
-    and esi, dword ptr [r15 + r9 + 192]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, rsi
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
-    mov dword ptr [r15 + r8 + 384], esi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c187:
-    mov dword ptr [r15 + 0], esi
-    mov dword ptr [r15 + 0], 160
-    and r8d, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
+    mov r8d, dword ptr [r15 + 0]
     mov qword ptr [r15 + 0], r8
     test ebx, 1073741824
     jz 1f
 1:
-    mov r8d, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, r8d
+    mov rdi, r8
+    mov edi, edi
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], 211
+    mov rdi, r8
+    lea r9, [r11 + r11*1]
+    test bl, 128
+    jnz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r9b
+    .byte 0x66, 0x90
+    movzx edi, r9b
+    mov dword ptr [r15 + rbp + 704], edi
+    mov dword ptr [r15 + rbp + 640], 146
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov edi, r9d
+    mov byte ptr [r15 + r9 + 256], dil
+    add rdi, qword ptr [r15 + rbp + 768]
+    mov dword ptr [r15 + r8 + 320], edi
+    mov edi, 123
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c7:
+    mov dword ptr [r15 + 0], edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + 0]
+    mov rdi, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov edi, ebp
+    mov rdi, r9
+    mov dword ptr [r15 + 0], 188
+    mov rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11*4]
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    and r8, 192
+    mov edi, dword ptr [r15 + r8 + 640]
+    lea r9, [r11 + r11*1]
+    mov eax, 95
+    and r9, 64
+    mov byte ptr [r15 + r9 + 192], r8b
+    mov eax, r9d
+    movsxd rax, dword ptr [r15 + r8 + 768]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov eax, ebp
+    mov rax, rax
+    mov eax, dword ptr [r15 + r9 + 256]
+    mov r9, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 128], 19
+    mov rdi, qword ptr [r15 + r8 + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c8:
+    lea r9, [r11 + r11*1]
+    lea rbp, [r11*8]
+    and r9, 64
+    mov r8, qword ptr [r15 + r9 + 320]
+    and rbp, 4032
+    mov eax, dword ptr [r15 + rbp + 3584]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 250
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov eax, 31
+    vmovq xmm8, rcx
+    movsxd rax, dword ptr [r15 + rbp + 3456]
+    movzx ecx, byte ptr [r15 + rbp + 3840]
+    mov r8d, dword ptr [r15 + rbp + 3520]
+    mov edi, dword ptr [r15 + rbp + 3392]
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 3712], dil
+    movzx edi, r8b
+    and r8, 64
+    vmovdqu ymmword ptr [r15 + r8 + 512], ymm8
+    movzx edi, r8b
+    vmovdqu ymmword ptr [r15 + r8 + 448], ymm8
+    test ebx, 576
+    jnz 1f
+1:
+    vmovq xmm8, rdi
+    mov edi, edi
+    mov byte ptr [r15 + r9 + 384], dil
+    and edi, dword ptr [r15 + rbp + 3648]
+    mov byte ptr [r15 + rbp + 3776], r9b
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c9:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rdi
+    and r8d, dword ptr [r15 + 0]
+    mov edi, r8d
     test ebx, 1073741824
     jnz 1f
 1:
     and r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov r8d, r8d
-    vmovq qword ptr [r15 + 0], xmm14
-    test ebx, 512
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    test ebx, 256
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    vpmovmskb r8d, xmm14
-    movzx r8d, r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
+    mov qword ptr [r15 + 0], rdi
+    movzx edi, r8b
+    mov edi, edi
+    mov rdi, rdi
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 80
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
     lea r8, [r11 + r11*1]
     test ebx, 1073741824
-    jnz 1f
+    jz 1f
 1:
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    mov edi, 172
     lea rbp, [r11 + r11*1]
-    jmp 1f
-1:
+    mov rdi, rbp
     and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 128], ymm14
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    lea r9, [r11 + r11*1]
-    test ebx, 1280
-    jz 1f
-1:
-    mov esi, r9d
-    movsxd rsi, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], rbp
-    movzx r8d, r9b
+    movsxd rdi, dword ptr [r15 + rbp + 64]
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    lea r8, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
-    movzx r8d, byte ptr [r15 + rbp + 64]
-    mov ebp, r8d
-    movsxd rbp, dword ptr [r15 + r9 + 512]
+    mov edi, 67
+    movzx edi, byte ptr [r15 + rbp + 128]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 128], 21
+    movzx ebp, bpl
+    mov dword ptr [r15 + r8 + 64], 108
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c188:
-    mov qword ptr [r15 + 0], r9
-    mov byte ptr [r15 + 0], r9b
-    movsxd r9, dword ptr [r15 + 0]
+    jz .Lc1_b10_done
+.Lc1_b10_c10:
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx r9d, r9b
+    mov ebp, ebp
+    .byte 0x0f, 0x1f, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx r9d, r9b
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1280
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, r9
+    mov ebp, 21
+    mov ebp, ebp
+    mov rbp, rbp
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11 + r11*1]
+    mov ebp, 105
     lea rbp, [r11 + r11*1]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    movzx esi, r8b
-    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
     and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 320]
-    test ebx, 1024
-    jz 1f
-1:
-    and r8, 64
-    add rsi, qword ptr [r15 + r8 + 512]
-    mov dword ptr [r15 + r9 + 256], esi
-    mov qword ptr [r15 + rbp + 384], rsi
-    test ebx, 261376
-    jnz 1f
-1:
-    mov esi, 74
-    mov esi, esi
-    add rsi, qword ptr [r15 + r8 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c189:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 448]
-    lea rbp, [r11*4]
-    movzx r9d, bpl
-    and rbp, 192
-    mov r9d, dword ptr [r15 + rbp + 576]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6656
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    movzx r9d, r9b
-    mov r9d, 245
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov r9d, 2
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
+    lea r8, [r11*8]
+    mov edi, dword ptr [r15 + rbp + 128]
+    vpor xmm8, xmm8, xmm8
+    and r8, 1984
+    vmovq qword ptr [r15 + r8 + 1472], xmm8
+    movzx ecx, byte ptr [r15 + r8 + 1408]
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 256], r9d
-    test ebx, 1280
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 704]
-    mov rcx, rsi
-    imul esi, ecx, 40
-    mov dword ptr [r15 + r9 + 192], 141
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    mov qword ptr [r15 + r8 + 512], rsi
-    and ecx, dword ptr [r15 + rbp + 640]
-    mov dword ptr [r15 + rbp + 768], ecx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c190:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
     mov ecx, ecx
-    mov rcx, rsi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, 248
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11*8]
-    test ebx, 1045248
-    jnz 1f
-1:
-    mov rcx, r9
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7488], 242
     and r9, 64
-    lea r8, [r11*4]
-    and ecx, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 192
-    movsxd rcx, dword ptr [r15 + r8 + 704]
-    mov dword ptr [r15 + rbp + 7680], 180
-    mov rsi, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7744], rsi
-    movsxd rsi, dword ptr [r15 + r8 + 640]
+    vmovdqu ymmword ptr [r15 + r9 + 384], ymm8
+    mov dword ptr [r15 + r8 + 1728], 30
+    mov byte ptr [r15 + rbp + 64], al
     jmp 1f
 1:
-    test ebx, 1073741824
+    mov rbp, rcx
+    test ebx, 320
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r8 + 768]
-    mov rcx, rsi
-    mov qword ptr [r15 + rbp + 7808], r8
-    test ebx, 260608
-    jnz 1f
-1:
-    mov esi, ecx
-    mov dword ptr [r15 + r9 + 320], 37
-    mov esi, r9d
-    test ebx, 512
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 7552], esi
-    mov byte ptr [r15 + r8 + 576], cl
-    movsxd rsi, dword ptr [r15 + rbp + 7616]
+    add rcx, qword ptr [r15 + r8 + 1344]
+    mov byte ptr [r15 + r9 + 320], cl
+    movsxd rcx, dword ptr [r15 + r8 + 1664]
+    mov r9d, dword ptr [r15 + r8 + 1600]
+    mov rbp, qword ptr [r15 + r8 + 1536]
+    mov r8, rbp
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c191:
-    lea r8, [r11*4]
-    and r8, 192
-    mov byte ptr [r15 + r8 + 640], cl
+    jz .Lc1_b10_done
+.Lc1_b10_c11:
+    mov dword ptr [r15 + 0], r9d
+    mov r8, rcx
+    movzx ecx, r8b
+    mov rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
     jmp 1f
 1:
-    test ebx, 10752
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    movzx ecx, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    inc dword ptr [r15 + 0]
+    mov ecx, 60
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11*4]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 256]
+    and r8, 192
+    movsxd r9, dword ptr [r15 + r8 + 704]
+    mov qword ptr [r15 + r8 + 576], rcx
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 448], 134
+    mov qword ptr [r15 + r9 + 512], r9
+    and r9d, dword ptr [r15 + rbp + 192]
+    mov qword ptr [r15 + r8 + 768], rcx
+    mov byte ptr [r15 + r8 + 640], bpl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c12:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    vmovdqu xmm8, xmmword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov ebp, 161
+    add rbp, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ebp, dil
+    mov ebp, 135
+    movzx ebp, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 249
+    test bl, 128
+    jz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r8, [r11 + r11*1]
+    add rdi, qword ptr [r15 + 0]
+    and rbp, 64
+    mov rcx, qword ptr [r15 + rbp + 384]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], r8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + r8 + 320]
+    mov qword ptr [r15 + r9 + 128], rdi
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c13:
+    mov edi, 7
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 101
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, dil
+    movzx edi, dil
+    mov ecx, ecx
+    mov edi, 204
+    vpmovmskb edi, xmm8
+    test ebx, 15040
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    mov edi, ecx
+    test bl, 128
     jnz 1f
 1:
     mov rcx, rdi
-    movzx ecx, sil
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and ecx, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rcx
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ecx, cl
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movzx ecx, byte ptr [r15 + rbp + 512]
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ecx, r9b
-    and r9, 64
-    movsxd rcx, dword ptr [r15 + r9 + 256]
-    movsxd rsi, dword ptr [r15 + r8 + 768]
-    mov rdi, qword ptr [r15 + r8 + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 576], dil
-    mov rdi, qword ptr [r15 + r9 + 192]
-    mov r9, qword ptr [r15 + rbp + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c192:
-    and edi, dword ptr [r15 + 0]
-    movzx r9d, dil
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rdi, qword ptr [r15 + 0]
-    and edi, dword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    mov r9d, edi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1024
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov dword ptr [r15 + 0], ecx
-    mov dword ptr [r15 + 0], 89
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rcx, r9
-    and r9, 64
-    lea rbp, [r11 + r11*1]
-    and ecx, dword ptr [r15 + r9 + 448]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 64], rbp
-    vpaddd xmm14, xmm14, xmm14
-    lea r9, [r11 + r11*1]
-    mov ecx, 129
-    test ebx, 1536
-    jnz 1f
-1:
-    and r9, 64
-    mov byte ptr [r15 + r9 + 320], r9b
-    and ecx, dword ptr [r15 + r9 + 384]
-    mov r9, qword ptr [r15 + rbp + 128]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c193:
-    mov r9, r9
-    lea r9, [r11*4]
-    mov rcx, r9
-    and r9, 8128
-    add rcx, qword ptr [r15 + r9 + 7616]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 192
-    mov dword ptr [r15 + rbp + 576], 63
-    and ecx, dword ptr [r15 + rbp + 704]
-    mov byte ptr [r15 + rbp + 640], cl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + r9 + 7488], rbp
-    lea r8, [r11 + r11*1]
-    movzx ecx, cl
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, dword ptr [r15 + rbp + 768]
-    mov ebp, ecx
-    vpor xmm14, xmm14, xmm14
-    test ebx, 768
-    jz 1f
-1:
-    mov byte ptr [r15 + r9 + 7552], bpl
-    mov ebp, dword ptr [r15 + r8 + 128]
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r9 + 7680]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c194:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, ecx
     mov rcx, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 107
-    test ebx, 1073741824
-    jnz 1f
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    jmp 1f
 1:
-    lea rbp, [r11*8]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7552], 214
-    lea r8, [r11*4]
-    mov byte ptr [r15 + rbp + 7616], r8b
-    and r8, 192
-    mov dword ptr [r15 + r8 + 576], r8d
+    and rbp, 64
+    mov edi, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 384]
     lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + rbp + 7680], r9d
-    mov qword ptr [r15 + rbp + 7488], rbp
+    vpxor xmm8, xmm8, xmm5
+    mov byte ptr [r15 + r8 + 320], r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 64], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + rbp + 7808], 60
-    mov rcx, r8
-    test ebx, 1536
-    jnz 1f
-1:
-    mov ecx, 104
-    movsxd rcx, dword ptr [r15 + r9 + 128]
-    mov r9d, ecx
-    jmp 1f
-1:
-    test ebx, 1280
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, ecx
-    movsxd rcx, dword ptr [r15 + r8 + 768]
-    test ebx, 10752
-    jnz 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 7744]
-    mov qword ptr [r15 + r8 + 640], rcx
-    add rcx, qword ptr [r15 + r8 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c195:
-    lea r9, [r11 + r11*8]
-    and r9, 1984
-    mov byte ptr [r15 + r9 + 1344], sil
-    and ecx, dword ptr [r15 + r9 + 1728]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 1792], ebp
-    and rbp, 64
-    add rcx, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 1536], 3
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rcx, dword ptr [r15 + r9 + 1472]
-    vmovdqu ymmword ptr [r15 + r9 + 1408], ymm14
-    mov rsi, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 1664], ebp
-    and esi, dword ptr [r15 + r9 + 1600]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + rbp + 64]
-    add rsi, qword ptr [r15 + r9 + 1856]
-    mov ebp, 160
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c196:
-    movzx esi, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1536
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11*8]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 4032
-    movzx esi, byte ptr [r15 + rbp + 3712]
-    lea r8, [r11 + r11*1]
-    lea r9, [r11*4]
-    vmovdqu ymmword ptr [r15 + rbp + 3648], ymm14
-    and r9, 192
-    mov qword ptr [r15 + r9 + 576], rsi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 64], sil
-    mov qword ptr [r15 + r9 + 640], r8
-    mov rsi, qword ptr [r15 + rbp + 3520]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx esi, r9b
-    mov qword ptr [r15 + r8 + 128], rsi
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 768], r8d
-    mov qword ptr [r15 + rbp + 3392], rsi
-    movzx r8d, sil
-    or qword ptr [r15 + r9 + 704], 36
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    mov dword ptr [r15 + rbp + 3584], 195
-    mov r8d, dword ptr [r15 + rbp + 3456]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c197:
-    lea r8, [r11 + r11*1]
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 384]
-    mov r9d, 181
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
+    and r8d, dword ptr [r15 + r9 + 192]
+    mov dword ptr [r15 + rbp + 448], 84
+    mov byte ptr [r15 + r9 + 256], bpl
     mov r9, r8
-    movzx r9d, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2079232
-    jnz 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r9d, 108
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 192
-    mov byte ptr [r15 + r9 + 576], sil
-    jmp 1f
-1:
-    mov esi, 136
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    movsxd rsi, dword ptr [r15 + rbp + 128]
-    add rsi, qword ptr [r15 + r9 + 640]
-    movzx ecx, byte ptr [r15 + rbp + 64]
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r9 + 768], ymm14
-    mov byte ptr [r15 + r9 + 704], cl
-    and ecx, dword ptr [r15 + r8 + 320]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c198:
+    jz .Lc1_b10_done
+.Lc1_b10_c14:
+    mov r9, rdi
+    mov r9d, r9d
+    mov r9d, dword ptr [r15 + 0]
+    mov ecx, 159
     mov r12, qword ptr [r15 + r12 + 56]
-    mov ecx, ecx
-    movzx ecx, cl
     mov byte ptr [r15 + 0], cl
     test ebx, 1073741824
     jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov ecx, 123
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
 1:
     movzx ecx, byte ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, 96
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rcx, rcx
     and ecx, dword ptr [r15 + 0]
-    test ebx, 2560
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    add rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], ebp
-    mov dword ptr [r15 + 0], esi
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     mov dword ptr [r15 + 0], ebp
-    and rbp, 64
-    and ecx, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], 154
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    test ebx, 768
-    jnz 1f
+    movzx ecx, bpl
+    jmp 1f
 1:
     and rbp, 64
-    mov dword ptr [r15 + rbp + 512], 202
-    and r9, 64
-    add rcx, qword ptr [r15 + r9 + 256]
-    movzx esi, byte ptr [r15 + rbp + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rcx, rbp
-    movsxd rbp, dword ptr [r15 + r9 + 192]
-    mov ecx, 107
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c199:
-    add qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r9d
-    mov r9d, ecx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 234
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1024
-    jz 1f
-1:
-    mov r9d, 174
-    mov dword ptr [r15 + 0], r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 224
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ecx, dword ptr [r15 + 0]
-    and rbp, 64
-    movzx esi, byte ptr [r15 + rbp + 128]
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 320]
-    test ebx, 1024
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 384], r8
-    jmp 1f
-1:
+    mov rcx, qword ptr [r15 + rbp + 192]
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
+    lea r9, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
+    test bl, 192
+    jnz 1f
 1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 512], rdi
     and r8, 64
-    mov byte ptr [r15 + r8 + 512], r8b
-    mov dword ptr [r15 + r8 + 448], r8d
-    and r8d, dword ptr [r15 + rbp + 64]
+    mov byte ptr [r15 + r8 + 128], r8b
+    mov byte ptr [r15 + r8 + 64], r8b
+    and r8d, dword ptr [r15 + r9 + 448]
+    mov r9d, r8d
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c200:
-    mov r8, qword ptr [r15 + 0]
-    mov ebp, 67
-    mov rbp, qword ptr [r15 + 0]
+    jz .Lc1_b10_done
+.Lc1_b10_c15:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r9d
+    mov r9, rdi
+    mov byte ptr [r15 + 0], r8b
+    jmp 1f
+1:
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, 76
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ebp
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r9d, edi
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     add rbp, qword ptr [r15 + 0]
+    mov r9, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov rbp, rbp
-    movzx ebp, bpl
-    movsxd rbp, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], ebp
+    mov qword ptr [r15 + 0], r9
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    and r8, 64
+    mov r9d, dword ptr [r15 + r8 + 384]
+    mov rbp, r9
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, cl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
 1:
     lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    vmovdqu ymmword ptr [r15 + rbp + 384], ymm14
-    and r8, 64
-    movzx ecx, byte ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + rbp + 320], 29
-    and ebp, dword ptr [r15 + r8 + 512]
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 206
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 192]
-    vmovdqu ymmword ptr [r15 + r8 + 256], ymm14
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c201:
-    lea rbp, [r11 + r11*8]
-    mov r8d, r8d
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7808], rbp
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx ecx, cl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movsxd rcx, dword ptr [r15 + r8 + 512]
-    vpxor xmm14, xmm14, xmm2
-    mov dword ptr [r15 + rbp + 7616], 145
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and ecx, dword ptr [r15 + rbp + 7552]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rcx
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov ecx, r9d
-    mov ecx, dword ptr [r15 + rbp + 8000]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + rbp + 7936], ecx
-    lea r9, [r11 + r11*1]
-    and ecx, dword ptr [r15 + rbp + 7488]
-    vmovdqu ymmword ptr [r15 + rbp + 7680], ymm14
-    test ebx, 1073741824
-    jnz 1f
-1:
     and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 448], ymm14
-    mov qword ptr [r15 + r8 + 448], r9
-    mov byte ptr [r15 + rbp + 7872], r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 7744], r9b
-    mov dword ptr [r15 + r9 + 512], r9d
-    mov r9d, r9d
+    mov byte ptr [r15 + r9 + 448], r9b
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rbp
+    mov qword ptr [r15 + r9 + 512], rbp
+    mov dword ptr [r15 + r8 + 320], ebp
+    mov qword ptr [r15 + rbp + 128], rbp
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c202:
+    jz .Lc1_b10_done
+.Lc1_b10_c16:
+    lea rbp, [r11 + r11*8]
+    lea r9, [r11 + r11*1]
+    and rbp, 1984
+    add r8, qword ptr [r15 + rbp + 1728]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
+    mov rcx, r9
+    .byte 0x0f, 0x1f, 0x40, 0x00
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, ecx
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + rbp + 1856], 147
+    and r8d, dword ptr [r15 + rbp + 1600]
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 1792], r8b
+    mov dword ptr [r15 + rbp + 1664], r8d
+    movsxd rcx, dword ptr [r15 + r9 + 320]
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 256]
+    test ebx, 320
     jnz 1f
 1:
+    vmovq qword ptr [r15 + rbp + 1408], xmm8
+    mov r9, r9
+    mov byte ptr [r15 + rbp + 1472], r9b
+    mov byte ptr [r15 + r8 + 192], r9b
+    add r9, qword ptr [r15 + rbp + 1344]
+    mov dword ptr [r15 + rbp + 1536], 240
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c17:
+    movzx r9d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
     movsxd r9, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rcx
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    mov ebp, 98
-    mov rbp, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + 0], r9d
-    and r9, 64
-    and ecx, dword ptr [r15 + r9 + 320]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 512], r8b
-    and r8, 64
-    and ecx, dword ptr [r15 + r8 + 64]
-    test ebx, 2816
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + r8 + 128], 158
-    and ecx, dword ptr [r15 + r9 + 384]
-    test ebx, 512
-    jnz 1f
-1:
-    movzx ecx, cl
-    add rcx, qword ptr [r15 + rbp + 448]
-    movzx r8d, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c203:
-    lea r8, [r11*4]
-    lea rbp, [r11 + r11*4]
-    and r8, 448
-    mov byte ptr [r15 + r8 + 960], r8b
-    and rbp, 8128
-    mov qword ptr [r15 + rbp + 7680], rbp
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 11
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rcx, qword ptr [r15 + rbp + 7744]
-    vpshufd xmm14, xmm14, 226
-    mov rsi, qword ptr [r15 + rbp + 7488]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 200
-    add rsi, qword ptr [r15 + r8 + 832]
-    vpaddd xmm14, xmm14, xmm14
-    mov dword ptr [r15 + r9 + 128], esi
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + rbp + 7552], rcx
-    mov ecx, 157
-    add rcx, qword ptr [r15 + r8 + 896]
-    test ebx, 6656
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, 195
-    and ecx, dword ptr [r15 + rbp + 7616]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx ecx, cl
-    mov ecx, esi
-    vpcmpeqb xmm14, xmm14, xmm9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1024], ecx
-    mov ecx, 116
-    movzx ecx, cl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c204:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], 246
-    movzx r8d, bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, r8d
-    test ebx, 2560
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    test ebx, 768
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    movsxd rcx, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 47
-    and r8, 64
-    add rcx, qword ptr [r15 + r8 + 320]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov ecx, 34
-    vmovq qword ptr [r15 + rbp + 256], xmm14
-    and r9, 64
-    mov dword ptr [r15 + r9 + 128], 68
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ecx, 50
-    jmp 1f
-1:
-    movsxd rcx, dword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + r9 + 64], 15
-    test ebx, 2560
-    jz 1f
-1:
-    movzx ecx, cl
-    jmp 1f
-1:
-    mov ecx, 251
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c205:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 203
-    add r8, qword ptr [r15 + 0]
-    mov ecx, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    add rcx, qword ptr [r15 + 0]
-    mov r8, rcx
-    mov r8d, r8d
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    xor dword ptr [r15 + 0], r8d
-    movzx r8d, cl
-    movzx r8d, dl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    add rcx, qword ptr [r15 + r8 + 256]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
-    movzx esi, r9b
-    vpmovmskb esi, xmm14
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    vmovdqu xmm14, xmmword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r9 + 128], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 192], ebp
-    jmp 1f
-1:
-    mov r8, rbp
-    vpaddd xmm14, xmm14, xmm14
-    test ebx, 512
-    jz 1f
-1:
-    mov r8, r8
-    and r9d, dword ptr [r15 + rbp + 128]
-    movzx r8d, bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c206:
-    lea r8, [r11 + r11*1]
-    mov r9d, r8d
-    and r8, 64
-    mov r9d, dword ptr [r15 + r8 + 128]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rdi
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 237
-    jmp 1f
-1:
-    mov r9d, 244
-    lea r9, [r11 + r11*1]
-    test ebx, 1792
-    jnz 1f
-1:
-    mov ebp, 235
-    vpxor xmm14, xmm14, xmm4
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 448]
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    and rbp, 64
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 192]
-    mov dword ptr [r15 + rbp + 256], r9d
-    movzx ebp, r9b
-    test ebx, 6656
-    jnz 1f
-1:
-    mov ebp, 140
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    mov qword ptr [r15 + r9 + 512], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c207:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddd xmm14, xmm14, xmm14
-    test ebx, 2304
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 115
-    test ebx, 2560
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r8d, 161
-    test ebx, 1073741824
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], cl
-    mov r8d, 85
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov r9d, 83
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + rbp + 128]
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 64], r8b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 192], r9b
-    movsxd rsi, dword ptr [r15 + r9 + 128]
-    movzx r9d, byte ptr [r15 + r8 + 256]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c208:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    mov r8d, r9d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r8b
-    imul r9, r9
-    test ebx, 768
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 247
-    mov dword ptr [r15 + 0], 135
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    imul r9d, r9d, 120
-    lea r9, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    and r9, 192
-    and esi, dword ptr [r15 + r9 + 640]
-    mov ebp, esi
-    and r8, 64
-    add rbp, qword ptr [r15 + r8 + 448]
-    test ebx, 768
-    jnz 1f
-1:
-    mov ebp, ecx
-    imul rbp, rbp
-    and ebp, dword ptr [r15 + r8 + 512]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 768], r9
-    and r8, 64
-    movsxd rbp, dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + r9 + 704]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], ebp
-    mov byte ptr [r15 + r9 + 576], bpl
-    mov ebp, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c209:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 97
-    movzx ebp, bpl
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 144
-    mov dword ptr [r15 + 0], ebp
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    add rbp, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r8, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 512]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    lea r9, [r11 + r11*1]
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm14
-    mov ebp, 26
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    movsxd rbp, dword ptr [r15 + r9 + 256]
-    mov dword ptr [r15 + r8 + 128], 43
-    mov r8d, 205
-    test ebx, 6400
-    jz 1f
-1:
-    jmp 1f
-1:
     movzx r8d, r8b
-    and r8d, dword ptr [r15 + r9 + 192]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c210:
-    mov r8d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 245
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
+    jmp 1f
+1:
+    test ebx, 576
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r9
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    or qword ptr [r15 + 0], 112
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
     mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], 127
-    test ebx, 512
-    jnz 1f
-1:
     mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r9b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], r8d
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    inc dword ptr [r15 + r8 + 384]
-    jmp 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 512], bpl
-    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jz 1f
 1:
-    mov r9, qword ptr [r15 + rbp + 448]
+    mov byte ptr [r15 + 0], r8b
+    movsxd rcx, dword ptr [r15 + 0]
+    movzx r8d, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, ecx
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    add rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    movsxd r9, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
     and r8, 64
-    and r9d, dword ptr [r15 + r8 + 448]
-    mov dword ptr [r15 + r8 + 512], ebp
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + r8 + 384], 170
+    test ebx, 1073741824
+    jz 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 512], r9b
+    or qword ptr [r15 + r8 + 320], 25
+    lea r8, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r9 + 448]
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 64]
+    and r9d, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c211:
+    jz .Lc1_b10_done
+.Lc1_b10_c18:
     lea r8, [r11*4]
     and r8, 192
     mov dword ptr [r15 + r8 + 640], r8d
-    and ebp, dword ptr [r15 + r8 + 704]
+    movsxd r9, dword ptr [r15 + r8 + 704]
+    mov ecx, 185
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rbp
-    test ebx, 1073741824
+    mov ecx, 135
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jnz 1f
 1:
+    add rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 90
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 162
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    test bl, 128
+    jz 1f
 1:
-    mov esi, 131
-    mov rsi, rsi
+    add rcx, qword ptr [r15 + 0]
+    vpaddd xmm8, xmm8, xmm8
+    and ecx, dword ptr [r15 + 0]
+    mov r9d, r8d
+    add rcx, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    jmp 1f
-1:
-    movzx esi, sil
-    lea rbp, [r11 + r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1472], bpl
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 1536]
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 576]
     test ebx, 1073741824
     jnz 1f
 1:
     lea r9, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 1600], r9
+    mov byte ptr [r15 + 0], r9b
     and r9, 64
-    mov dword ptr [r15 + r9 + 192], 244
-    mov esi, 174
-    vmovdqu ymmword ptr [r15 + r8 + 768], ymm14
-    test ebx, 1073741824
-    jz 1f
+    movsxd rcx, dword ptr [r15 + r9 + 192]
+    mov qword ptr [r15 + r8 + 576], r8
+    jmp 1f
 1:
-    and esi, dword ptr [r15 + r9 + 256]
-    and esi, dword ptr [r15 + rbp + 1344]
-    and r9d, dword ptr [r15 + rbp + 1408]
+    mov rbp, rcx
+    mov ecx, 125
+    lea rbp, [r11 + r11*1]
+    test bl, 128
+    jnz 1f
+1:
+    mov ecx, 41
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 512], ymm8
+    imul rcx, qword ptr [r15 + r8 + 768]
+    movzx eax, byte ptr [r15 + rbp + 448]
+    add r8, qword ptr [r15 + r9 + 256]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c212:
-    mov r9d, 4
+    jz .Lc1_b10_done
+.Lc1_b10_c19:
+    movzx r8d, r8b
+    mov r8d, 121
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov eax, 235
+    movzx r8d, byte ptr [r15 + 0]
+    mov ebp, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r8d, xmm8
+    movzx r8d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r8, qword ptr [r15 + 0]
+    mov rbp, r8
+    test bl, 128
+    jnz 1f
+1:
+    mov r8d, 226
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 87
+    mov dword ptr [r15 + 0], r8d
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 448], r8b
+    and rbp, 64
+    vmovdqu ymmword ptr [r15 + rbp + 192], ymm8
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 128], r9
+    movsxd rcx, dword ptr [r15 + rbp + 256]
+    mov dword ptr [r15 + r9 + 64], r8d
+    mov dword ptr [r15 + r8 + 512], ecx
+    mov ecx, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c20:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], r9
+    mov qword ptr [r15 + 0], rbp
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, r9d
+    and r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jz 1f
+1:
+    movzx r9d, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ecx
+    mov rcx, r9
+    mov rcx, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + 0], rcx
+    movzx ecx, bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ecx
+    mov byte ptr [r15 + 0], cl
+    mov r9, rcx
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r9
-    mov qword ptr [r15 + 0], r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    movzx esi, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 132
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, r9b
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov dword ptr [r15 + 0], 193
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 224
     lea r9, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    add rsi, qword ptr [r15 + 0]
+    jmp 1f
+1:
     and r9, 64
-    mov qword ptr [r15 + r9 + 384], r9
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 192], ebp
+    and ecx, dword ptr [r15 + r9 + 192]
+    test bl, 192
+    jnz 1f
+1:
     lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov ecx, 217
+    movzx ecx, byte ptr [r15 + rbp + 320]
     and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    mov dword ptr [r15 + r8 + 128], esi
-    movzx esi, byte ptr [r15 + rbp + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + r9 + 320], rsi
-    jmp 1f
-1:
+    mov dword ptr [r15 + r8 + 64], 21
+    mov qword ptr [r15 + r9 + 256], r8
+    mov r9d, dword ptr [r15 + r8 + 128]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c213:
+    jz .Lc1_b10_done
+.Lc1_b10_c21:
     lea r8, [r11 + r11*1]
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 192]
+    jmp 1f
+1:
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 384]
-    mov dword ptr [r15 + rbp + 256], 31
-    mov ebp, 229
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 320], 29
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, r8d
+    and r9d, dword ptr [r15 + r8 + 448]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 242
-    mov r8d, 49
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    mov r8d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + 0]
-    and r8d, dword ptr [r15 + 0]
-    mov ebp, 177
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, bpl
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    mov dword ptr [r15 + rbp + 64], r8d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c214:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx ebp, r8b
-    movzx ebp, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 520704
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 230
     movsxd rbp, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 24
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1344
+    jz 1f
+1:
+    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rax, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 320
+    jnz 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    mov eax, dword ptr [r15 + 0]
     jmp 1f
 1:
+    mov ebp, 146
+    mov qword ptr [r15 + 0], rbp
     test ebx, 1073741824
     jnz 1f
 1:
     lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], r8d
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    test ebx, 512
-    jz 1f
-1:
-    movzx esi, bpl
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + r8 + 512], 36
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8d, dword ptr [r15 + rbp + 384]
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 128]
-    mov esi, ebp
-    mov ebp, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    mov ebp, 139
-    mov rbp, rcx
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c215:
-    lea rbp, [r11 + r11*1]
-    mov r9, rbp
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 41
-    test ebx, 512
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov esi, 112
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3328
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], esi
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 178
-    mov esi, 94
-    test ebx, 3072
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 202
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 512
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + 0]
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 64], 91
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 253
-    jmp 1f
-1:
-    test ebx, 1830400
-    jnz 1f
-1:
-    and esi, dword ptr [r15 + r9 + 128]
-    mov dword ptr [r15 + rbp + 128], esi
-    add r9, qword ptr [r15 + r8 + 384]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c216:
-    mov r9d, r8d
-    jmp 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    and r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    mov esi, r9d
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, rsi
-    test ebx, 6400
-    jz 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    imul r9, r9
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + 0], 172
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + r8 + 384]
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 448]
-    movzx ebp, dil
-    mov rbp, r8
-    lea rbp, [r11 + r11*1]
-    test ebx, 768
-    jz 1f
-1:
-    mov rsi, r8
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 384]
-    mov rdi, rsi
-    test ebx, 512
-    jz 1f
-1:
-    vpcmpeqb xmm14, xmm14, xmmword ptr [r15 + r8 + 320]
-    vmovdqu xmmword ptr [r15 + r9 + 512], xmm14
-    mov qword ptr [r15 + rbp + 320], rdi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c217:
-    lea rbp, [r11*8]
-    and rbp, 8128
-    mov edi, dword ptr [r15 + rbp + 7680]
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 7488]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1024
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + rbp + 7616], r8b
-    and r8, 64
-    mov dword ptr [r15 + r8 + 448], 95
-    test ebx, 768
-    jnz 1f
-1:
-    mov qword ptr [r15 + rbp + 7744], rbp
-    add rdi, qword ptr [r15 + rbp + 7872]
-    mov dword ptr [r15 + r8 + 512], edi
-    lea r8, [r11 + r11*1]
-    imul edi, r8d, 32
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 7552], bpl
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 384], ymm14
-    mov byte ptr [r15 + rbp + 7808], r8b
-    test ebx, 1280
-    jz 1f
-1:
-    movzx edi, r8b
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm14
-    movzx edi, dil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c218:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov byte ptr [r15 + r8 + 128], r8b
-    lea rbp, [r11*8]
-    jmp 1f
-1:
-    and rbp, 8128
-    mov dword ptr [r15 + rbp + 7872], ebp
-    test ebx, 512
-    jnz 1f
-1:
-    and edi, dword ptr [r15 + rbp + 7936]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and edi, dword ptr [r15 + r8 + 64]
-    mov qword ptr [r15 + rbp + 7488], rdi
-    mov dword ptr [r15 + rbp + 7616], 158
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, esi
-    lea r8, [r11 + r11*1]
-    nop
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 128]
-    add rdi, qword ptr [r15 + rbp + 7744]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, dword ptr [r15 + rbp + 7680]
-    add rdi, qword ptr [r15 + rbp + 7552]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov byte ptr [r15 + r8 + 64], dil
-    and edi, dword ptr [r15 + rbp + 7808]
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c219:
-    lea r8, [r11*8]
-    lea rbp, [r11 + r11*1]
-    and r8, 8128
-    and edi, dword ptr [r15 + r8 + 7488]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r9, [r11 + r11*1]
     mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    mov dword ptr [r15 + rbp + 320], 155
-    test ebx, 512
-    jnz 1f
-1:
-    mov qword ptr [r15 + r8 + 7616], r9
-    movzx ebp, r9b
-    add rbp, qword ptr [r15 + r8 + 7808]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, bpl
-    mov rbp, qword ptr [r15 + r8 + 7552]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 448], rbp
-    movsxd rbp, dword ptr [r15 + r8 + 7680]
-    mov dword ptr [r15 + r8 + 7744], 228
-    test ebx, 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 7872], 130
-    mov r8d, 195
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c220:
-    vmovdqu xmmword ptr [r15 + 0], xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    and r8d, dword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], r8b
-    mov qword ptr [r15 + 0], r8
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8, r8
-    jmp 1f
-1:
-    mov r8d, 9
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 183
-    mov r8, qword ptr [r15 + 0]
-    mov byte ptr [r15 + 0], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], 251
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov rbp, r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 448], rbp
-    and rbp, 64
-    mov r9d, dword ptr [r15 + rbp + 192]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 256], dil
-    and r9, 64
-    mov dword ptr [r15 + r9 + 512], 254
-    add rbp, qword ptr [r15 + r8 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, 200
-    mov ebp, 6
-    mov byte ptr [r15 + r9 + 448], bpl
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c221:
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + 0]
-    vpaddd xmm14, xmm14, xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rbp, rbp
-    mov rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 44
-    test ebx, 1024
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], bpl
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx ebp, r9b
-    mov r9d, ebp
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov ebp, dword ptr [r15 + 0]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    jmp 1f
-1:
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    mov r9d, 11
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], ebp
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    movsxd r8, dword ptr [r15 + r9 + 192]
-    mov edi, r8d
-    test ebx, 1280
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], r8d
-    jmp 1f
-1:
-    test ebx, 490240
-    jnz 1f
-1:
-    mov rdi, qword ptr [r15 + rbp + 128]
-    and edi, dword ptr [r15 + r9 + 256]
-    mov r9, qword ptr [r15 + r8 + 448]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c222:
-    lea r9, [r11 + r11*1]
-    and r9, 64
-    mov qword ptr [r15 + r9 + 320], r9
-    mov byte ptr [r15 + 0], r9b
-    movsxd rdi, dword ptr [r15 + 0]
-    movzx r8d, dil
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov edi, 27
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rdi, rdi
-    movsxd rdi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, dil
-    mov dword ptr [r15 + 0], edi
-    add rdi, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov edi, r8d
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 192]
-    lea rbp, [r11 + r11*1]
-    mov byte ptr [r15 + r9 + 384], bpl
-    movzx r9d, bpl
-    test ebx, 512
-    jnz 1f
-1:
+    add rax, qword ptr [r15 + r9 + 192]
+    mov ecx, r8d
     and rbp, 64
     mov qword ptr [r15 + rbp + 128], rbp
-    mov byte ptr [r15 + r8 + 256], bpl
-    mov dword ptr [r15 + rbp + 64], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c223:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 320]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, r9b
     test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1536
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    mov r9, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 4032
-    mov r9, qword ptr [r15 + r8 + 3776]
-    mov edi, dword ptr [r15 + r8 + 3712]
-    movzx esi, bpl
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r9, 64
-    and edi, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + rbp + 384], r8d
-    mov byte ptr [r15 + r9 + 128], dil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 3456], r9b
-    mov r9, qword ptr [r15 + r8 + 3584]
-    add r9, qword ptr [r15 + r8 + 3392]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r8 + 3520], r9b
-    movsxd r9, dword ptr [r15 + r8 + 3648]
-    mov rdi, qword ptr [r15 + r8 + 3840]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c224:
-    lea r9, [r11*4]
-    and r9, 192
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + r9 + 640], ebp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 512], r8d
-    add r8, qword ptr [r15 + rbp + 448]
-    movzx ebp, r8b
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 768]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 200
-    test ebx, 512
-    jz 1f
-1:
-    mov ebp, 24
-    jmp 1f
-1:
-    jmp 1f
-1:
-    movzx ebp, bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov rbp, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 54
-    mov esi, 53
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 5376
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r9 + 576]
-    mov ebp, 198
-    mov ebp, 202
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 64]
-    mov edi, dword ptr [r15 + rbp + 128]
-    add rsi, qword ptr [r15 + r9 + 704]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c225:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 211
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, sil
-    movzx esi, r9b
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 320], 153
-    test ebx, 4864
-    jnz 1f
-1:
-    and r8, 64
-    movzx esi, byte ptr [r15 + r8 + 64]
-    movzx r9d, bpl
-    mov r9d, dword ptr [r15 + rbp + 384]
-    movzx ebp, r9b
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 75
-    mov r9d, 125
-    lea r9, [r11 + r11*1]
-    mov ebp, r9d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rbp, r9
-    and r9, 64
-    vmovdqu ymmword ptr [r15 + r9 + 192], ymm14
-    jmp 1f
-1:
-    mov rbp, qword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov byte ptr [r15 + r8 + 128], bpl
-    mov rbp, r9
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c226:
-    lea rbp, [r11 + r11*1]
-    and rbp, 64
-    mov r9, qword ptr [r15 + rbp + 64]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, 4
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 1984
-    and r8d, dword ptr [r15 + r9 + 1536]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 1792], 146
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 1408]
-    vmovdqu ymmword ptr [r15 + r9 + 1856], ymm14
-    test ebx, 12800
-    jz 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 1344]
-    and r8d, dword ptr [r15 + r9 + 1472]
-    mov esi, dword ptr [r15 + r9 + 1728]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    movzx esi, r8b
-    movzx esi, byte ptr [r15 + r9 + 1664]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], 102
-    test ebx, 768
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 1600], r8d
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov dword ptr [r15 + rbp + 128], ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c227:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, r8b
-    mov r8d, 189
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], r8b
-    test ebx, 1024
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r8d
-    vpshufd xmm14, xmm14, 156
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8d, dword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 230
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 768
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    add r8, qword ptr [r15 + r9 + 128]
-    jmp 1f
-1:
-    test ebx, 1024
-    jnz 1f
-1:
-    and rbp, 64
-    mov r8, qword ptr [r15 + rbp + 256]
-    movsxd rsi, dword ptr [r15 + r9 + 64]
-    lea r9, [r11 + r11*1]
-    mov edi, ebp
-    and r9, 64
-    mov qword ptr [r15 + r9 + 192], r9
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov r8, qword ptr [r15 + r9 + 256]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r9, r8
-    mov dword ptr [r15 + rbp + 192], 127
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c228:
-    lea r9, [r11 + r11*1]
-    lea r8, [r11*8]
-    jmp 1f
-1:
-    vpor xmm14, xmm14, xmm14
-    and r8, 4032
-    mov dword ptr [r15 + r8 + 3456], r8d
-    and r9, 64
-    movzx ebp, byte ptr [r15 + r9 + 512]
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovq qword ptr [r15 + r8 + 3776], xmm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + r9 + 448], rsi
-    movzx r9d, bpl
-    test ebx, 4608
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    test ebx, 3328
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r9, 64
-    and ebp, dword ptr [r15 + r9 + 64]
-    mov dword ptr [r15 + r8 + 3520], r8d
-    mov dword ptr [r15 + r8 + 3712], 157
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r8 + 3584], r9d
-    mov rbp, r9
-    mov byte ptr [r15 + r8 + 3648], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov ebp, dword ptr [r15 + r9 + 128]
-    mov qword ptr [r15 + r8 + 3392], rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c229:
-    lea rbp, [r11 + r11*4]
-    and rbp, 1984
-    mov byte ptr [r15 + rbp + 1536], r9b
-    mov r9d, 28
-    movzx r9d, r9b
-    add r9, qword ptr [r15 + rbp + 1408]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 10752
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 151
-    movzx r9d, sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2048
-    jnz 1f
-1:
-    jmp 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 1600], ymm14
-    or qword ptr [r15 + rbp + 1472], 70
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov esi, ebp
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    movzx esi, byte ptr [r15 + r9 + 320]
-    and r8, 64
-    mov edi, dword ptr [r15 + r8 + 192]
-    mov dword ptr [r15 + rbp + 1344], 159
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 256]
-    mov r8, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, r8b
-    mov rsi, qword ptr [r15 + r9 + 384]
+    movzx ecx, r9b
+    vmovq qword ptr [r15 + rbp + 64], xmm8
+    add rbp, qword ptr [r15 + r8 + 512]
+    mov r8d, dword ptr [r15 + r9 + 256]
     jmp 1f
 1:
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c230:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11*8]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    and r8, 1984
-    mov qword ptr [r15 + r8 + 1408], r8
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov esi, dword ptr [r15 + r8 + 1664]
-    and rbp, 64
-    movzx r9d, byte ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9, rbp
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], r9d
-    movsxd rbp, dword ptr [r15 + r8 + 1344]
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 64
-    mov ebp, dword ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 1536], 247
-    movzx esi, bpl
-    mov ebp, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx ebp, sil
-    mov dword ptr [r15 + r8 + 1472], 98
-    mov ebp, 232
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r8 + 1728], 181
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 1600], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov ebp, ebp
-    add rbp, qword ptr [r15 + r8 + 1792]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c231:
-    mov ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r8d, sil
-    mov r8, r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd r8, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 6400
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], edi
-    mov dword ptr [r15 + 0], 41
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, r8b
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + 0]
-    mov qword ptr [r15 + 0], r8
-    vpaddd xmm14, xmm14, xmm14
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r8, 64
-    vmovdqu ymmword ptr [r15 + r8 + 320], ymm2
-    mov dword ptr [r15 + r8 + 384], r8d
-    mov r8d, 19
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea rbp, [r11 + r11*1]
-    mov qword ptr [r15 + r8 + 448], rbp
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 448], ebp
-    mov byte ptr [r15 + rbp + 512], bpl
-    jmp 1f
-1:
-    test ebx, 10752
-    jz 1f
-1:
-    mov ebp, 62
-    jmp 1f
-1:
-    and ebp, dword ptr [r15 + r8 + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c232:
-    mov ebp, 117
-    movzx ebp, byte ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r8d, ebp
-    test ebx, 768
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 135
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3328
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], 216
-    vpcmpeqb xmm14, xmm14, xmm11
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], rsi
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    mov esi, 67
-    movsxd rsi, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + rbp + 512], r8b
-    mov esi, r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    vmovq qword ptr [r15 + r8 + 64], xmm8
-    jmp 1f
-1:
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 448]
-    mov rbp, qword ptr [r15 + r8 + 128]
-    test ebx, 512
-    jz 1f
-1:
-    and r9, 64
-    add rbp, qword ptr [r15 + r9 + 512]
-    mov dword ptr [r15 + r9 + 448], 215
-    mov r9d, 192
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c233:
-    lea rbp, [r11 + r11*1]
-    mov r9, rdi
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 320], 73
-    mov qword ptr [r15 + rbp + 384], rbp
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 3328
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    test ebx, 512
-    jz 1f
-1:
-    mov ebp, ebp
-    jmp 1f
-1:
-    add rbp, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    imul r9, rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1536
-    jz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    add r9, qword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    mov dword ptr [r15 + 0], ebp
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    movsxd r9, dword ptr [r15 + r8 + 512]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 64], esi
-    add rsi, qword ptr [r15 + rbp + 128]
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + r8 + 448]
-    mov ebp, esi
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c234:
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11*4]
-    jmp 1f
-1:
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 448]
-    and r8, 8128
-    mov qword ptr [r15 + r8 + 7488], r8
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    jmp 1f
-1:
-    mov esi, 209
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    movzx esi, sil
-    mov rsi, rsi
-    and r9, 64
-    and esi, dword ptr [r15 + r9 + 64]
-    test ebx, 768
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movzx esi, sil
-    movzx esi, byte ptr [r15 + r8 + 7552]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 128], r8b
-    mov r9d, dword ptr [r15 + r8 + 7616]
-    mov esi, 223
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 7680]
-    mov dword ptr [r15 + rbp + 512], 157
-    jmp 1f
-1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c235:
-    lea r9, [r11*8]
-    mov esi, r8d
-    and r9, 8128
-    mov byte ptr [r15 + r9 + 7616], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1036032
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 7936], sil
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 63
-    and esi, dword ptr [r15 + r9 + 7744]
-    mov dword ptr [r15 + r9 + 7680], 191
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 7552], 231
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    mov byte ptr [r15 + r8 + 320], sil
-    and rbp, 64
-    mov rsi, qword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vpshufd xmm14, xmm14, 114
-    movsxd rsi, dword ptr [r15 + rbp + 448]
-    mov ebp, dword ptr [r15 + r9 + 7872]
-    mov r8, rbp
-    test ebx, 5632
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 7488], r8d
-    jmp 1f
-1:
-    inc dword ptr [r15 + r9 + 7808]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c236:
-    jmp 1f
-1:
-    mov r8, rbp
-    movzx ebp, r8b
-    mov r8, rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r8b
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8d, 221
-    and ebp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movsxd rbp, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r8, [r11 + r11*1]
-    mov esi, 24
-    and rbp, 64
-    add rsi, qword ptr [r15 + rbp + 320]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    movsxd rsi, dword ptr [r15 + r8 + 256]
-    mov r9, qword ptr [r15 + rbp + 384]
-    movzx ebp, r9b
-    test ebx, 982528
-    jnz 1f
-1:
-    movsxd r9, dword ptr [r15 + r8 + 192]
-    mov r8d, r9d
-    lea r8, [r11 + r11*1]
-    vpxor xmm14, xmm14, xmm8
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 320], esi
-    mov dword ptr [r15 + r8 + 384], 80
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c237:
-    mov dword ptr [r15 + 0], 162
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    vmovdqu xmm14, xmmword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r8, r8
-    mov qword ptr [r15 + 0], r8
-    mov byte ptr [r15 + 0], r8b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    add r8, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea rbp, [r11 + r11*1]
-    movsxd rsi, dword ptr [r15 + 0]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 101
-    and rbp, 64
-    and esi, dword ptr [r15 + rbp + 512]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    and r9, 64
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov edi, esi
-    add rsi, qword ptr [r15 + r8 + 448]
-    test ebx, 512
-    jz 1f
-1:
-    mov esi, edi
-    mov esi, esi
-    mov esi, esi
-    mov byte ptr [r15 + rbp + 448], bpl
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + r9 + 64], rsi
-    mov esi, 104
-    vmovq xmm14, rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c238:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx esi, sil
-    mov esi, 227
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    inc dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov esi, 135
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1280
-    jnz 1f
-1:
-    movzx esi, sil
-    vpcmpeqb xmm14, xmm14, xmm7
-    mov rsi, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov dword ptr [r15 + 0], 47
-    lea rbp, [r11 + r11*1]
-    mov esi, ebp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and rbp, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + rbp + 64], r8
-    lea r9, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + rbp + 128]
-    and r8, 64
-    movzx ebp, byte ptr [r15 + r8 + 192]
-    and r9, 64
-    mov rdi, qword ptr [r15 + r9 + 512]
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovq qword ptr [r15 + r9 + 448], xmm14
-    mov ebp, dword ptr [r15 + r8 + 256]
-    mov r8d, ebp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c239:
+    jz .Lc1_b10_done
+.Lc1_b10_c22:
     lea rbp, [r11*8]
-    mov r8d, 250
-    and rbp, 4032
-    mov dword ptr [r15 + rbp + 3392], ebp
+    and rbp, 448
+    add r8, qword ptr [r15 + rbp + 1216]
+    mov r9d, dword ptr [r15 + rbp + 832]
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
+    mov eax, 238
+    jmp 1f
+1:
+    mov eax, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
     jz 1f
 1:
+    movzx eax, r8b
     mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, bpl
-    mov r8, r8
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov r8d, 81
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r8d, 61
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
     lea r8, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + rbp + 3648]
+    mov dword ptr [r15 + rbp + 960], r8d
+    lea r9, [r11 + r11*2]
     and r8, 64
-    mov rdi, qword ptr [r15 + r8 + 448]
-    test ebx, 1073741824
-    jnz 1f
+    movsxd rax, dword ptr [r15 + r8 + 512]
+    mov ecx, 137
+    test bl, 192
+    jz 1f
 1:
-    mov r9, r8
-    mov r9d, 33
-    mov qword ptr [r15 + r8 + 512], r9
-    test ebx, 1073741824
-    jnz 1f
+    and r9, 16320
+    mov dword ptr [r15 + r9 + 15680], 35
+    jmp 1f
 1:
-    lea r9, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + rbp + 3584]
-    mov rdi, r8
-    and r9, 64
-    mov qword ptr [r15 + r9 + 64], r9
+    mov dword ptr [r15 + rbp + 1280], 131
+    vmovq qword ptr [r15 + rbp + 1152], xmm8
+    vpor xmm8, xmm8, xmm8
+    mov dword ptr [r15 + r9 + 15808], 69
+    mov ecx, r9d
     test ebx, 1073741824
     jz 1f
 1:
     jmp 1f
 1:
-    mov byte ptr [r15 + rbp + 3712], r8b
-    vpaddq xmm14, xmm14, xmmword ptr [r15 + rbp + 3520]
-    test ebx, 4864
-    jz 1f
-1:
-    mov r8, qword ptr [r15 + r9 + 128]
-    mov edi, 76
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, dil
-    add rdi, qword ptr [r15 + rbp + 3456]
-    mov r9, rdi
+    vmovdqu ymmword ptr [r15 + r9 + 15744], ymm8
+    movzx r9d, cl
+    mov byte ptr [r15 + rbp + 1024], bpl
+    add r9, qword ptr [r15 + rbp + 896]
+    mov dword ptr [r15 + r8 + 448], ecx
+    mov qword ptr [r15 + rbp + 1088], r9
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c240:
+    jz .Lc1_b10_done
+.Lc1_b10_c23:
+    mov r9d, ecx
     mov r12, qword ptr [r15 + r12 + 56]
-    mov rdi, rdi
+    mov r9d, r9d
+    mov r9d, eax
+    mov qword ptr [r15 + 0], r9
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    add rdi, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    test ebx, 1073741824
+    test bl, 128
     jnz 1f
 1:
+    mov r9d, 212
+    movsxd rdi, dword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm8
     mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx edi, dil
-    test ebx, 1280
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    movzx edi, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r9d, dil
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx edi, r9b
-    and r9, 64
-    mov qword ptr [r15 + r9 + 448], r8
-    mov r8d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 128]
-    vmovdqu ymmword ptr [r15 + r8 + 64], ymm14
-    movsxd r8, dword ptr [r15 + r9 + 512]
-    lea r9, [r11 + r11*1]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 192]
-    mov byte ptr [r15 + r9 + 256], dil
-    mov edi, edi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c241:
-    jmp 1f
-1:
-    movzx edi, byte ptr [r15 + 0]
-    mov r9, qword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r9d, 20
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, byte ptr [r15 + 0]
-    mov dword ptr [r15 + 0], 20
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 512
-    jz 1f
-1:
-    mov dword ptr [r15 + 0], r9d
-    lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    and r9, 64
-    add rdi, qword ptr [r15 + r9 + 64]
-    and r8, 64
-    mov qword ptr [r15 + r8 + 384], r8
-    lea rbp, [r11 + r11*1]
-    mov rsi, qword ptr [r15 + r9 + 128]
-    mov byte ptr [r15 + r8 + 320], r9b
-    test ebx, 1280
-    jz 1f
-1:
-    and rbp, 64
-    and r8d, dword ptr [r15 + rbp + 448]
-    mov dword ptr [r15 + rbp + 512], 251
-    movzx ebp, r8b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c242:
-    mov r8d, ebp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r8d, byte ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r8, qword ptr [r15 + 0]
-    mov dword ptr [r15 + 0], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movzx r8d, sil
-    movzx r8d, byte ptr [r15 + 0]
-    lea rbp, [r11*4]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 216
-    mov r12, qword ptr [r15 + r12 + 56]
-    and rbp, 192
-    and r8d, dword ptr [r15 + rbp + 704]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add r8, qword ptr [r15 + rbp + 576]
-    mov byte ptr [r15 + rbp + 640], r8b
-    jmp 1f
-1:
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    add rsi, qword ptr [r15 + r8 + 64]
-    and r9, 64
-    mov byte ptr [r15 + r9 + 256], bpl
-    movzx edi, byte ptr [r15 + r8 + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + r9 + 192], edi
-    mov dword ptr [r15 + rbp + 768], 72
-    mov r9d, 81
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c243:
-    mov r9d, dword ptr [r15 + 0]
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 950016
-    jz 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    movzx edi, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    movsxd r9, dword ptr [r15 + 0]
-    xchg qword ptr [r15 + 0], r9
-    mov rdi, r9
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 171
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    mov r9d, edi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r9, [r11 + r11*1]
-    jmp 1f
-1:
-    lea rbp, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 64
-    movsxd rdi, dword ptr [r15 + r9 + 384]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 448], bpl
-    lea r8, [r11 + r11*1]
-    mov edi, 94
-    and r8, 64
-    mov qword ptr [r15 + r8 + 448], r8
-    mov dword ptr [r15 + r8 + 512], 79
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    movsxd r8, dword ptr [r15 + r9 + 320]
-    movsxd r9, dword ptr [r15 + rbp + 512]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c244:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovdqu ymmword ptr [r15 + 0], ymm14
-    and r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], 164
     mov r9d, r9d
     test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovq qword ptr [r15 + 0], xmm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    add rax, qword ptr [r15 + 0]
+    and r9, 64
+    and eax, dword ptr [r15 + r9 + 512]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 128], r9
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], ebp
+    mov eax, 129
+    movzx eax, byte ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rax, qword ptr [r15 + rbp + 320]
+    mov ebp, 188
+    vmovdqu ymmword ptr [r15 + r9 + 448], ymm8
+    jmp 1f
+1:
+    mov ebp, 210
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c24:
+    nop
+    mov ebp, 88
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    vpxor xmm8, xmm8, xmm11
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    movsxd rbp, dword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x66, 0x90
+    jmp 1f
+1:
     mov dword ptr [r15 + 0], eax
     jmp 1f
 1:
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
+    mov eax, 175
+    mov dword ptr [r15 + 0], eax
+    mov rax, rbp
+    jmp 1f
+1:
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
-    mov qword ptr [r15 + 0], r9
-    mov qword ptr [r15 + 0], rsi
-    mov r9d, 222
-    test ebx, 1280
-    jnz 1f
+    mov eax, 168
+    mov qword ptr [r15 + 0], rax
+    mov rax, qword ptr [r15 + 0]
+    jmp 1f
 1:
-    and r9d, dword ptr [r15 + 0]
-    lea rbp, [r11 + r11*1]
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    lea r9, [r11 + r11*1]
-    mov dword ptr [r15 + rbp + 128], 173
-    and r8, 64
-    mov byte ptr [r15 + r8 + 512], r9b
-    and r9, 64
-    mov esi, dword ptr [r15 + r9 + 192]
+    mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jnz 1f
 1:
-    mov qword ptr [r15 + r9 + 256], r9
-    mov r9d, dword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r8 + 448], r9b
+    lea rbp, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov eax, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 128], r8b
+    lea r9, [r11 + r11*1]
+    mov rcx, qword ptr [r15 + r8 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov qword ptr [r15 + r9 + 384], r9
+    mov qword ptr [r15 + r9 + 320], rbp
+    movzx r9d, dil
+    jmp 1f
+1:
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 448]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c245:
+    jz .Lc1_b10_done
+.Lc1_b10_c25:
+    mov dword ptr [r15 + 0], 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    movzx r9d, r9b
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r9, r9
-    jmp 1f
-1:
-    mov byte ptr [r15 + 0], r9b
-    movzx esi, byte ptr [r15 + 0]
-    test ebx, 3584
-    jnz 1f
-1:
-    mov r9, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9, qword ptr [r15 + 0]
     test ebx, 1073741824
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9d, dword ptr [r15 + 0]
-    and r9d, dword ptr [r15 + 0]
-    test ebx, 1024
     jz 1f
 1:
-    imul r9d, r9d, 78
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    mov dword ptr [r15 + 0], r9d
+    mov r12, qword ptr [r15 + r12 + 56]
     and r9d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
     test ebx, 1073741824
     jz 1f
 1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
     jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    mov qword ptr [r15 + 0], r9
-    test ebx, 3328
+    movzx r9d, byte ptr [r15 + 0]
+    add r9, qword ptr [r15 + 0]
+    test ebx, 1073741824
     jnz 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    vpor xmm8, xmm8, xmm8
     lea r9, [r11 + r11*1]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
+    movzx ebp, r9b
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
 1:
-    mov r12, qword ptr [r15 + r12 + 56]
     and r9, 64
-    lea rbp, [r11 + r11*1]
-    movsxd r8, dword ptr [r15 + r9 + 512]
-    and rbp, 64
-    mov byte ptr [r15 + rbp + 384], bpl
-    test ebx, 1073741824
-    jz 1f
-1:
+    add rbp, qword ptr [r15 + r9 + 320]
     lea r8, [r11 + r11*1]
     jmp 1f
 1:
     and r8, 64
-    add rsi, qword ptr [r15 + r8 + 128]
-    mov dword ptr [r15 + r8 + 64], esi
-    test ebx, 1280
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 448]
-    mov byte ptr [r15 + rbp + 320], bpl
-    mov rbp, rsi
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c246:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov rbp, rbp
-    movzx ebp, bpl
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
+    add rbp, qword ptr [r15 + r8 + 128]
+    lea rbp, [r11 + r11*1]
     test ebx, 1073741824
     jnz 1f
 1:
+    and rbp, 64
+    movzx edi, byte ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r9 + 384], 186
+    mov r9d, r9d
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
+    jmp 1f
+1:
+    movzx r9d, byte ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c26:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    lea r8, [r11*8]
+    and r9, 64
+    inc dword ptr [r15 + r9 + 448]
+    jmp 1f
+1:
+    and r8, 448
+    mov dword ptr [r15 + r8 + 1024], 99
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + r8 + 1088]
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 256]
+    add rax, qword ptr [r15 + r8 + 960]
+    movzx ecx, byte ptr [r15 + r8 + 832]
+    mov esi, 220
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, r9b
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 512]
+    mov qword ptr [r15 + r8 + 1280], rbp
+    mov r9d, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 1216], 10
+    mov dword ptr [r15 + rbp + 192], r9d
+    mov dword ptr [r15 + r8 + 1152], r9d
+    mov qword ptr [r15 + r8 + 896], rax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c27:
+    mov eax, 157
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, eax
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, edi
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    and r9, 64
+    mov byte ptr [r15 + r9 + 384], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 4032
+    mov rax, qword ptr [r15 + rbp + 3776]
+    mov rdi, rcx
+    vmovdqu ymmword ptr [r15 + rbp + 3392], ymm8
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 3648], 68
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 128]
+    mov qword ptr [r15 + rbp + 3712], rdi
+    test bl, 128
+    jz 1f
+1:
+    mov edi, 175
+    mov edi, 97
+    mov dword ptr [r15 + rbp + 3456], eax
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + rbp + 3584]
+    mov edi, 226
+    mov edi, dword ptr [r15 + rbp + 3520]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov qword ptr [r15 + r9 + 320], rdi
+    mov edi, r8d
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c28:
+    mov r12, qword ptr [r15 + r12 + 56]
+    add rdi, qword ptr [r15 + 0]
+    vmovq qword ptr [r15 + 0], xmm8
+    mov r8, rdi
+    mov rdi, rsi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 576
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], 192
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    mov edi, 2
+    mov dword ptr [r15 + 0], 148
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rdi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, 210
+    mov dword ptr [r15 + 0], 164
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd r8, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r8
+    jmp 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], r8d
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], r8b
+    mov edi, r8d
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 256], rbp
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + rbp + 192]
+    lea rbp, [r11 + r11*1]
+    movsxd rax, dword ptr [r15 + r8 + 128]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 64], ebp
+    jmp 1f
+1:
+    mov dword ptr [r15 + rbp + 128], 59
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c29:
     lea rbp, [r11*4]
-    mov r8, rbp
     lea r8, [r11*8]
     and rbp, 192
-    mov rsi, qword ptr [r15 + rbp + 704]
+    add rdi, qword ptr [r15 + rbp + 640]
     and r8, 4032
-    mov qword ptr [r15 + r8 + 3456], r8
-    mov dword ptr [r15 + rbp + 576], 91
+    and edi, dword ptr [r15 + r8 + 3392]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov edi, edi
+    mov edi, 98
+    jmp 1f
+1:
+    mov edi, 28
     test ebx, 1073741824
     jnz 1f
+1:
+    mov rdi, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 768], dil
+    mov qword ptr [r15 + r8 + 3648], rdi
+    mov dword ptr [r15 + rbp + 704], r9d
+    mov byte ptr [r15 + r8 + 3584], dil
+    movsxd rdi, dword ptr [r15 + r8 + 3456]
+    test ebx, 832
+    jz 1f
 1:
     lea r9, [r11 + r11*1]
-    movzx esi, bpl
+    mov dword ptr [r15 + r8 + 3520], 211
+    and edi, dword ptr [r15 + rbp + 576]
     and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 320]
-    mov dword ptr [r15 + r8 + 3520], r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + r8 + 3392], ymm14
-    mov esi, 228
-    mov rsi, qword ptr [r15 + r9 + 384]
-    mov r9d, dword ptr [r15 + r8 + 3648]
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov qword ptr [r15 + rbp + 768], r9
-    mov dword ptr [r15 + r8 + 3584], 65
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r9d, edi
-    mov dword ptr [r15 + r8 + 3712], 249
-    lock add qword ptr [r15 + rbp + 640], r9
+    movsxd rbp, dword ptr [r15 + r9 + 256]
+    mov dword ptr [r15 + r9 + 192], 17
+    and ebp, dword ptr [r15 + r8 + 3712]
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c247:
-    mov r9, r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
+    jz .Lc1_b10_done
+.Lc1_b10_c30:
+    mov byte ptr [r15 + 0], dil
+    mov ebp, 250
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 2048
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, 169
-    mov r12, qword ptr [r15 + r12 + 56]
-    lea r9, [r11 + r11*1]
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rsi
-    and r9, 64
-    movzx esi, byte ptr [r15 + r9 + 512]
-    test ebx, 1536
-    jnz 1f
-1:
-    mov esi, r8d
-    movzx esi, sil
-    mov r8d, dword ptr [r15 + r9 + 448]
-    lea r9, [r11 + r11*1]
-    test ebx, 2304
-    jnz 1f
-1:
-    mov r8d, r9d
-    and r9, 64
-    lea r8, [r11 + r11*1]
-    and esi, dword ptr [r15 + r9 + 192]
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 320]
-    test ebx, 2304
-    jnz 1f
-1:
-    movzx esi, r8b
-    mov dword ptr [r15 + r8 + 384], ebp
-    mov byte ptr [r15 + r9 + 256], sil
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c248:
-    mov esi, esi
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], r8
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], rsi
-    mov esi, 20
-    jmp 1f
-1:
-    test ebx, 507136
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, esi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and esi, dword ptr [r15 + 0]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    mov byte ptr [r15 + 0], sil
-    test ebx, 1073741824
-    jnz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov byte ptr [r15 + 0], r8b
-    lea r9, [r11 + r11*1]
-    mov edi, esi
-    and r8, 64
-    mov esi, dword ptr [r15 + r8 + 192]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 192], 68
-    lea rbp, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    mov byte ptr [r15 + r8 + 256], sil
-    movzx esi, byte ptr [r15 + r9 + 256]
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 148
-    jmp 1f
-1:
-    movzx r9d, r9b
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c249:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r9d, r9d
-    test ebx, 1073741824
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov dword ptr [r15 + 0], 24
-    movsxd r9, dword ptr [r15 + 0]
-    test ebx, 9728
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov qword ptr [r15 + 0], r9
-    test ebx, 768
-    jz 1f
-1:
-    movzx r9d, r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    mov r12, qword ptr [r15 + r12 + 56]
-    add r9, qword ptr [r15 + 0]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r9d, 194
-    movzx r9d, r9b
-    lea r9, [r11 + r11*1]
-    and ebp, dword ptr [r15 + 0]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 384], 48
-    jmp 1f
-1:
-    and rbp, 64
-    movsxd r8, dword ptr [r15 + rbp + 128]
-    test ebx, 6400
-    jz 1f
-1:
-    lea r8, [r11 + r11*1]
-    mov esi, 127
-    mov byte ptr [r15 + rbp + 64], sil
-    and r8, 64
-    mov rsi, qword ptr [r15 + r8 + 384]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 320]
-    movzx r9d, byte ptr [r15 + r8 + 320]
-    mov r8d, r9d
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c250:
-    lea r8, [r11*4]
-    lea r9, [r11*8]
-    and r8, 192
-    vmovdqu ymmword ptr [r15 + r8 + 704], ymm10
-    and r9, 8128
-    mov dword ptr [r15 + r9 + 7488], 93
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 2560
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov rsi, r9
-    jmp 1f
-1:
-    mov qword ptr [r15 + r8 + 768], rsi
-    test ebx, 5120
-    jz 1f
-1:
-    add rsi, qword ptr [r15 + r8 + 576]
-    and esi, dword ptr [r15 + r8 + 640]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    movsxd rsi, dword ptr [r15 + r9 + 7616]
-    mov dword ptr [r15 + r9 + 7552], 88
-    mov r8, rsi
-    add r8, qword ptr [r15 + r9 + 7808]
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov r8d, 138
-    lea r8, [r11 + r11*1]
-    jmp 1f
-1:
-    and r8, 64
-    mov dword ptr [r15 + r8 + 256], r8d
-    mov dword ptr [r15 + r8 + 192], r8d
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + r9 + 7744], sil
-    jmp 1f
-1:
-    mov rsi, qword ptr [r15 + r9 + 7680]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c251:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, 206
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 768
-    jz 1f
-1:
-    mov esi, dword ptr [r15 + 0]
-    mov r9d, r8d
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov qword ptr [r15 + 0], r9
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 523776
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov byte ptr [r15 + 0], sil
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    lea r9, [r11*4]
-    mov r12, qword ptr [r15 + r12 + 56]
-    and r9, 192
-    mov dword ptr [r15 + r9 + 768], 2
-    add rsi, qword ptr [r15 + r9 + 704]
-    lea r8, [r11 + r11*1]
-    test ebx, 768
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    and r8, 64
-    mov dword ptr [r15 + r8 + 512], 13
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 384], 221
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jnz 1f
-1:
-    movzx esi, r8b
-    jmp 1f
-1:
-    mov dword ptr [r15 + r9 + 576], 107
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + rbp + 320]
-    mov dword ptr [r15 + r8 + 448], esi
-    mov rsi, qword ptr [r15 + r9 + 640]
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c252:
-    lea rbp, [r11 + r11*1]
-    mov rsi, r8
-    movzx esi, sil
-    jmp 1f
-1:
-    and rbp, 64
-    mov qword ptr [r15 + rbp + 512], rbp
-    test ebx, 1073741824
-    jnz 1f
-1:
-    add rsi, qword ptr [r15 + 0]
-    and esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 12800
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov esi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
-    movzx r8d, byte ptr [r15 + 0]
-    test ebx, 512
-    jz 1f
-1:
-    jmp 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov dword ptr [r15 + 0], 4
-    mov byte ptr [r15 + 0], sil
-    mov qword ptr [r15 + 0], r8
-    lea r8, [r11 + r11*1]
-    test ebx, 1073741824
-    jz 1f
-1:
-    and r8, 64
-    lea r9, [r11 + r11*1]
-    and esi, dword ptr [r15 + r8 + 320]
-    and esi, dword ptr [r15 + r8 + 384]
-    and r9, 64
-    mov dword ptr [r15 + r9 + 320], 54
-    vpxor xmm10, xmm10, xmm14
-    test ebx, 1073741824
-    jnz 1f
-1:
-    mov byte ptr [r15 + rbp + 448], r9b
-    mov ebp, esi
-    jmp 1f
-1:
-    test ebx, 1073741824
-    jz 1f
-1:
-    nop
-    vmovdqu ymmword ptr [r15 + r9 + 384], ymm10
-    mov r9, rbp
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c253:
-    mov byte ptr [r15 + 0], r9b
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov dword ptr [r15 + 0], ebp
-    test ebx, 512
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    jmp 1f
-1:
-    mov qword ptr [r15 + 0], rdi
-    movsxd rbp, dword ptr [r15 + 0]
-    test ebx, 1280
-    jnz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, edi
     mov qword ptr [r15 + 0], rbp
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov ebp, 98
-    test ebx, 1073741824
-    jnz 1f
-1:
-    vmovq qword ptr [r15 + 0], xmm10
-    mov ebp, dword ptr [r15 + 0]
-    movzx r9d, bpl
     test ebx, 1073741824
     jz 1f
 1:
-    mov ebp, r9d
+    jmp 1f
+1:
+    mov r8, qword ptr [r15 + 0]
+    and r8d, dword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    movzx r8d, byte ptr [r15 + 0]
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    movzx ebp, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    .byte 0x0f, 0x1f, 0x00
+    vpcmpeqb xmm8, xmm8, xmm5
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r8d, dword ptr [r15 + 0]
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    vmovdqu ymmword ptr [r15 + rbp + 256], ymm8
+    and r9, 64
+    mov byte ptr [r15 + r9 + 128], r9b
+    and r8, 64
+    vmovdqu xmmword ptr [r15 + r8 + 512], xmm8
+    add rdi, qword ptr [r15 + r9 + 64]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edi, edi
+    mov rdi, rbp
+    mov qword ptr [r15 + r8 + 448], r9
+    add r9, qword ptr [r15 + rbp + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c31:
+    lea r9, [r11 + r11*1]
+    and r9, 64
+    and r8d, dword ptr [r15 + r9 + 320]
+    mov ebp, 66
+    mov dword ptr [r15 + 0], ebp
+    add rax, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], eax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], esi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 384
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 32
+    movzx eax, al
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    xor dword ptr [r15 + 0], ebp
+    test ebx, 384
+    jnz 1f
+1:
+    and rbp, 64
+    mov rax, qword ptr [r15 + rbp + 128]
+    lea r8, [r11*4]
+    mov rcx, r9
+    jmp 1f
+1:
+    and r8, 192
+    mov rcx, qword ptr [r15 + r8 + 704]
+    mov dword ptr [r15 + rbp + 64], ecx
+    mov byte ptr [r15 + r8 + 640], cl
+    test ebx, 576
+    jnz 1f
+1:
+    jmp 1f
+1:
+    vmovdqu xmm8, xmmword ptr [r15 + r8 + 768]
+    mov ecx, edi
+    movsxd rcx, dword ptr [r15 + r9 + 384]
+    mov rbp, qword ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c32:
+    movzx ecx, dil
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], 167
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rbp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 144
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, bpl
     mov r12, qword ptr [r15 + r12 + 56]
     movzx ebp, byte ptr [r15 + 0]
     test ebx, 1073741824
     jnz 1f
 1:
+    lea rbp, [r11 + r11*1]
+    movzx ecx, byte ptr [r15 + 0]
+    mov rdi, qword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 256], cl
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 320]
+    and r9, 64
+    movzx eax, byte ptr [r15 + r9 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 210
+    add rcx, qword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r8 + 384], ecx
+    vmovdqu ymmword ptr [r15 + r9 + 64], ymm8
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c33:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], cl
+    add rcx, qword ptr [r15 + 0]
+    and ecx, dword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], r9
+    test bl, 128
+    jz 1f
+1:
+    mov r9, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 832
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    movzx ecx, r9b
+    mov ecx, 18
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ecx
+    movsxd rcx, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r9, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    test bl, 192
+    jnz 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov rcx, rbp
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 512]
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 128], rbp
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 64]
+    mov dword ptr [r15 + r9 + 448], ecx
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    movzx ecx, r8b
+    mov dword ptr [r15 + r8 + 384], ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c34:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*4]
+    lea r8, [r11 + r11*1]
+    and rbp, 1984
+    and ecx, dword ptr [r15 + rbp + 1472]
+    and r8, 64
+    movzx r9d, byte ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 89
+    mov rcx, rcx
+    mov ecx, 239
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, ecx
+    test ebx, 576
+    jnz 1f
+1:
+    mov rcx, rcx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, dword ptr [r15 + rbp + 1536]
+    add rcx, qword ptr [r15 + r8 + 384]
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov rax, qword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    mov ecx, 187
+    mov dword ptr [r15 + rbp + 1600], edi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + rbp + 1408], cl
+    mov dword ptr [r15 + rbp + 1344], 160
+    add rcx, qword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c35:
+    lea r8, [r11*8]
+    and r8, 448
+    movsxd rcx, dword ptr [r15 + r8 + 960]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    movsxd rbp, dword ptr [r15 + r8 + 1088]
+    vpmovmskb ecx, xmm8
+    jmp 1f
+1:
+    mov ecx, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 896]
+    mov rbp, rcx
+    mov rbp, qword ptr [r15 + r8 + 1216]
+    mov byte ptr [r15 + r8 + 1152], bpl
+    mov byte ptr [r15 + r8 + 1024], r8b
+    mov rbp, qword ptr [r15 + r8 + 832]
+    lea r8, [r11 + r11*1]
+    test ebx, 512
+    jz 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    lea rbp, [r11 + r11*1]
+    movsxd rcx, dword ptr [r15 + r8 + 384]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 512]
+    mov r8, qword ptr [r15 + rbp + 448]
+    mov ebp, eax
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c36:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 113
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 179
+    vpxor xmm8, xmm8, xmm2
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, ebp
+    mov ecx, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 4032
+    mov ecx, dword ptr [r15 + rbp + 3456]
+    movzx r8d, r8b
+    mov dword ptr [r15 + rbp + 3776], 203
+    mov byte ptr [r15 + rbp + 3520], r8b
+    mov r8d, r8d
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 192]
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    and ecx, dword ptr [r15 + r8 + 384]
+    mov r8, qword ptr [r15 + r9 + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ecx, 197
+    vpxor xmm8, xmm8, xmm10
+    and ecx, dword ptr [r15 + rbp + 3648]
+    mov qword ptr [r15 + rbp + 3840], rcx
+    mov ecx, ecx
+    mov byte ptr [r15 + rbp + 3392], r9b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 3712]
+    mov byte ptr [r15 + rbp + 3584], cl
+    mov ecx, ecx
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c37:
+    lea r8, [r11*8]
+    lea r9, [r11 + r11*1]
+    and r8, 1984
+    mov byte ptr [r15 + r8 + 1344], cl
+    jmp 1f
+1:
+    and r9, 64
+    movzx ecx, byte ptr [r15 + r9 + 512]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, 215
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + r9 + 448], rcx
+    lea rbp, [r11 + r11*1]
+    test ebx, 15808
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1536], 87
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov dword ptr [r15 + r8 + 1664], 209
+    jmp 1f
+1:
+    movzx ecx, byte ptr [r15 + rbp + 384]
+    test ebx, 320
+    jz 1f
+1:
+    mov qword ptr [r15 + r8 + 1600], rcx
+    mov ecx, ecx
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rcx, rcx
+    mov ecx, dword ptr [r15 + r8 + 1472]
+    test ebx, 384
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov ecx, dword ptr [r15 + r8 + 1728]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 1408], 234
+    jmp 1f
+1:
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c38:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, dword ptr [r15 + 0]
+    mov r8, rcx
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 187
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 104
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    mov qword ptr [r15 + 0], rbp
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 384], 205
+    lea r8, [r11*4]
+    mov ecx, r8d
+    jmp 1f
+1:
+    and r8, 192
+    movzx ecx, byte ptr [r15 + r8 + 640]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx ecx, byte ptr [r15 + r8 + 576]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r8 + 768], ebp
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    mov rax, qword ptr [r15 + rbp + 320]
+    and r9, 64
+    mov ebp, dword ptr [r15 + r9 + 448]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov ebp, ebp
+    vmovdqu ymmword ptr [r15 + r8 + 704], ymm8
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov eax, dword ptr [r15 + r9 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c39:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rax
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, 28
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     mov ebp, ebp
+    jmp 1f
+1:
+    mov rbp, rbp
+    test ebx, 320
+    jz 1f
+1:
+    mov ebp, 182
+    add rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov eax, 22
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov ebp, r9d
+    mov rbp, r9
+    movsxd rbp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], bpl
+    jmp 1f
+1:
+    test ebx, 1216
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], ebp
+    lea r8, [r11 + r11*1]
+    and rbp, 64
+    mov r9d, dword ptr [r15 + rbp + 512]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 64], rax
+    test bl, 128
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 448], r8b
+    movsxd rbp, dword ptr [r15 + r8 + 128]
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 128]
+    mov r8d, dword ptr [r15 + r9 + 64]
+    mov ecx, 31
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c40:
+    jmp 1f
+1:
+    movzx ebp, cl
+    mov ebp, 65
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], eax
+    mov dword ptr [r15 + 0], ecx
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    movsxd rcx, dword ptr [r15 + 0]
+    lea rbp, [r11*4]
+    add rcx, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 225
+    and rbp, 192
+    and ecx, dword ptr [r15 + rbp + 576]
+    lea r8, [r11 + r11*1]
+    test bl, 128
+    jz 1f
+1:
+    mov dword ptr [r15 + rbp + 768], ecx
+    and r8, 64
+    mov byte ptr [r15 + r8 + 320], r8b
+    mov rcx, qword ptr [r15 + rbp + 704]
+    jmp 1f
+1:
+    mov qword ptr [r15 + r8 + 384], rbp
+    lea r8, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    and r8, 64
+    mov rcx, qword ptr [r15 + r8 + 256]
+    movsxd r9, dword ptr [r15 + rbp + 640]
+    movzx ebp, bpl
+    mov rbp, qword ptr [r15 + r8 + 192]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c41:
+    lea rbp, [r11 + r11*1]
+    movzx r8d, bpl
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 448], rbp
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r8d, dword ptr [r15 + 0]
+    movsxd rcx, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 42
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8, r8
+    mov r8d, dword ptr [r15 + 0]
+    mov rcx, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 448
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ecx, r9d
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + 0], r9d
+    mov dword ptr [r15 + 0], eax
+    and r9, 64
+    mov dword ptr [r15 + r9 + 192], r9d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 512], cl
+    mov rcx, r8
+    mov qword ptr [r15 + r9 + 256], rcx
+    and r8, 64
+    mov ecx, dword ptr [r15 + r8 + 320]
+    and ecx, dword ptr [r15 + r8 + 384]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c42:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11*4]
+    and r8, 64
+    mov qword ptr [r15 + r8 + 320], r8
+    and r9, 192
+    mov qword ptr [r15 + r9 + 704], r9
+    mov ecx, dword ptr [r15 + r9 + 640]
+    mov ebp, ecx
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1664
+    jz 1f
+1:
+    and ecx, dword ptr [r15 + 0]
+    mov ebp, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], al
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov ebp, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, bpl
+    add rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rbp
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov dword ptr [r15 + 0], edi
+    mov edi, 17
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + r8 + 384]
+    vmovdqu xmm8, xmmword ptr [r15 + r9 + 576]
+    mov ebp, edi
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 64], rdi
+    mov byte ptr [r15 + rbp + 128], bpl
+    mov dword ptr [r15 + r9 + 768], 49
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c43:
+    mov edi, ebp
+    .byte 0x66, 0x90
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 145
+    mov byte ptr [r15 + 0], dil
+    mov qword ptr [r15 + 0], rdi
+    test bl, 128
+    jz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov edi, 143
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 96
+    mov byte ptr [r15 + 0], dil
+    mov edi, edi
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rdi, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r8d, edi
+    test ebx, 576
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11 + r11*1]
+    and r8, 64
+    mov rdi, qword ptr [r15 + r8 + 512]
+    add rdi, qword ptr [r15 + rbp + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], r9d
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov dword ptr [r15 + r9 + 128], edi
+    mov edi, r8d
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c44:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, qword ptr [r15 + 0]
+    mov r9, qword ptr [r15 + 0]
+    mov r8, r9
+    jmp 1f
+1:
+    mov r9d, r8d
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    movzx r8d, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r8d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    nop
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 132
+    and edi, dword ptr [r15 + 0]
+    movsxd r9, dword ptr [r15 + 0]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r9d
+    mov r9, r9
+    lea r9, [r11 + r11*1]
+    lea r8, [r11 + r11*1]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov rdi, rdi
+    and r8, 64
+    lea rbp, [r11 + r11*1]
+    vmovdqu xmmword ptr [r15 + r8 + 512], xmm8
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 256], ebp
+    mov qword ptr [r15 + r9 + 64], r9
+    mov r9d, 212
+    movsxd rdi, dword ptr [r15 + rbp + 192]
+    mov dword ptr [r15 + r8 + 448], 188
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c45:
+    and edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movzx r9d, dil
+    mov dword ptr [r15 + 0], 53
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, r9
+    mov edi, 197
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and edi, dword ptr [r15 + 0]
+    lea r9, [r11*4]
+    jmp 1f
+1:
+    and r9, 192
+    mov ebp, dword ptr [r15 + r9 + 640]
+    test ebx, 320
+    jnz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov edi, dword ptr [r15 + r9 + 704]
+    lea rbp, [r11 + r11*1]
+    mov r8d, 124
+    and rbp, 64
+    mov qword ptr [r15 + rbp + 384], rbp
+    lea r8, [r11 + r11*1]
+    test ebx, 256
+    jz 1f
+1:
+    mov dword ptr [r15 + r9 + 576], r8d
+    and r8, 64
+    mov byte ptr [r15 + r8 + 64], dil
+    mov byte ptr [r15 + rbp + 320], r8b
+    add rdi, qword ptr [r15 + r9 + 768]
+    xor dword ptr [r15 + r8 + 128], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c46:
+    lea rbp, [r11 + r11*1]
+    lea r8, [r11 + r11*8]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    jmp 1f
+1:
+    and r8, 1984
+    movzx edi, byte ptr [r15 + r8 + 1472]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 59
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, 109
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vpmovmskb r9d, xmm8
+    mov dword ptr [r15 + r8 + 1792], 141
+    mov dword ptr [r15 + r8 + 1664], edi
+    lock add qword ptr [r15 + rbp + 384], r9
+    lea r9, [r11 + r11*1]
+    mov ebp, 50
+    test ebx, 704
+    jz 1f
+1:
+    and r9, 64
+    add rbp, qword ptr [r15 + r9 + 64]
+    jmp 1f
+1:
+    and ebp, dword ptr [r15 + r8 + 1408]
+    mov byte ptr [r15 + r8 + 1600], bpl
+    mov qword ptr [r15 + r8 + 1536], rbp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rbp, qword ptr [r15 + r8 + 1728]
+    mov dword ptr [r15 + r8 + 1856], 206
+    mov edi, 96
+    add rbp, qword ptr [r15 + r9 + 128]
+    mov qword ptr [r15 + r8 + 1344], r9
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c47:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
     lea rbp, [r11 + r11*1]
     lea r9, [r11 + r11*1]
     and rbp, 64
-    mov esi, dword ptr [r15 + rbp + 64]
-    test ebx, 1073741824
-    jz 1f
-1:
+    mov qword ptr [r15 + rbp + 512], rdi
     and r9, 64
-    lea r8, [r11 + r11*1]
-    mov qword ptr [r15 + r9 + 192], r8
+    add rdi, qword ptr [r15 + r9 + 384]
+    mov r8, qword ptr [r15 + rbp + 448]
+    lea rbp, [r11 + r11*8]
+    test ebx, 1152
+    jnz 1f
+1:
+    and rbp, 8128
+    mov edi, dword ptr [r15 + rbp + 8000]
     jmp 1f
 1:
-    and r8, 64
-    and esi, dword ptr [r15 + r8 + 512]
-    mov rdi, rsi
+    add rdi, qword ptr [r15 + rbp + 7488]
+    mov qword ptr [r15 + rbp + 7552], rdi
+    jmp 1f
+1:
+    and edi, dword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    .byte 0x0f, 0x1f, 0x00
+    movzx edi, dil
+    movzx edi, dil
+    mov dword ptr [r15 + rbp + 7680], edi
+    mov dword ptr [r15 + rbp + 7872], 202
+    mov dword ptr [r15 + rbp + 7744], ebp
     test ebx, 1073741824
     jz 1f
 1:
-    movzx esi, byte ptr [r15 + r9 + 256]
-    and esi, dword ptr [r15 + rbp + 128]
-    movsxd r9, dword ptr [r15 + r8 + 448]
+    jmp 1f
+1:
+    mov byte ptr [r15 + rbp + 7616], dil
+    mov rdi, qword ptr [r15 + rbp + 7936]
+    jmp 1f
+1:
+    mov qword ptr [r15 + rbp + 7808], rdi
     add r11, 64
     inc rbx
     dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c254:
-    mov qword ptr [r15 + 0], r9
+    jz .Lc1_b10_done
+.Lc1_b10_c48:
+    mov rdi, rdi
+    mov rdi, qword ptr [r15 + 0]
     mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], esi
-    movzx r9d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov ebp, 172
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rbp, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 61
+    mov rdi, r8
+    .byte 0x0f, 0x1f, 0x40, 0x00
+    test ebx, 384
+    jnz 1f
+1:
+    movzx edi, dil
+    mov dword ptr [r15 + 0], edi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 145
     test ebx, 1073741824
     jz 1f
 1:
-    mov dword ptr [r15 + 0], r9d
-    movzx r9d, r9b
     mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 512
+    mov rdi, rdi
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + 0], 192
+    lea rbp, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 256], 157
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    movzx edi, byte ptr [r15 + rbp + 384]
+    test ebx, 320
+    jz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], r8d
+    jmp 1f
+1:
+    mov rdi, qword ptr [r15 + rbp + 320]
+    mov dword ptr [r15 + r8 + 192], 103
+    mov rbp, qword ptr [r15 + r9 + 384]
+    mov r9d, ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c49:
+    mov r12, qword ptr [r15 + r12 + 56]
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, r9
+    add qword ptr [r15 + 0], rbp
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and rbp, 64
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 320]
+    lea r9, [r11*8]
+    jmp 1f
+1:
+    mov r8d, 80
+    and r9, 448
+    mov dword ptr [r15 + r9 + 1088], r9d
+    test ebx, 1600
+    jz 1f
+1:
+    mov byte ptr [r15 + r9 + 1216], r9b
+    mov byte ptr [r15 + r9 + 1024], dil
+    lea r8, [r11 + r11*1]
+    jmp 1f
+1:
+    movsxd rdi, dword ptr [r15 + r9 + 896]
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 384]
+    test bl, 128
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 832], dil
+    mov edi, dword ptr [r15 + r9 + 960]
+    movzx ecx, byte ptr [r15 + r9 + 1152]
+    mov qword ptr [r15 + r8 + 320], rcx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movsxd rcx, dword ptr [r15 + rbp + 384]
+    mov byte ptr [r15 + r9 + 1280], r8b
+    mov r8d, 54
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c50:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 106
+    movzx r8d, bpl
+    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 194
+    mov dword ptr [r15 + 0], r8d
+    mov r8d, 146
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, r8b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], r8d
+    movzx r8d, cl
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8d, dword ptr [r15 + 0]
+    test ebx, 576
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 256
+    jnz 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    lea r8, [r11 + r11*1]
+    movzx ecx, r9b
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    and r9, 64
+    add rcx, qword ptr [r15 + r9 + 448]
+    and rbp, 64
+    and ecx, dword ptr [r15 + rbp + 256]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov byte ptr [r15 + r8 + 384], cl
+    jmp 1f
+1:
+    mov byte ptr [r15 + r9 + 512], r9b
+    mov dword ptr [r15 + rbp + 192], 186
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c51:
+    mov qword ptr [r15 + 0], r9
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    movsxd r9, dword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], r9b
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r9d, 87
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea r9, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9, 448
+    mov byte ptr [r15 + r9 + 1024], r9b
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and rbp, 64
+    movzx ecx, byte ptr [r15 + rbp + 128]
+    movzx r8d, cl
+    movzx ecx, r8b
+    mov dword ptr [r15 + r9 + 1216], ecx
+    movzx ecx, cl
+    mov byte ptr [r15 + rbp + 64], cl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 832], rcx
+    mov byte ptr [r15 + r9 + 1088], cl
+    lea rbp, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 896], ebp
+    movsxd rcx, dword ptr [r15 + r9 + 1280]
+    and rbp, 64
+    movsxd r8, dword ptr [r15 + rbp + 192]
+    mov edi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    movsxd r8, dword ptr [r15 + rbp + 256]
+    mov rbp, qword ptr [r15 + r9 + 960]
+    mov byte ptr [r15 + r9 + 1152], cl
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c52:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*8]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 8128
+    vmovdqu ymmword ptr [r15 + rbp + 7872], ymm8
+    and r8d, dword ptr [r15 + rbp + 7552]
+    add r8, qword ptr [r15 + rbp + 8000]
+    vmovdqu ymmword ptr [r15 + rbp + 7744], ymm8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov r9d, r8d
+    jmp 1f
+1:
+    and r8, 64
+    movzx ecx, byte ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    add rcx, qword ptr [r15 + rbp + 7808]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov dword ptr [r15 + r8 + 128], ecx
+    lea r9, [r11 + r11*1]
+    xchg qword ptr [r15 + rbp + 7488], rcx
+    movsxd r8, dword ptr [r15 + rbp + 7936]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], r9d
+    add rcx, qword ptr [r15 + rbp + 7616]
+    mov edi, 93
+    test ebx, 640
+    jz 1f
+1:
+    movzx ecx, dil
+    mov edi, 155
+    and edi, dword ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + rbp + 7680], rdi
+    mov ecx, 150
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c53:
+    mov edi, ebp
+    movzx edi, dil
+    movzx edi, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    mov qword ptr [r15 + 0], rdi
+    mov edi, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov rdi, qword ptr [r15 + 0]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rbp, rdi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, ecx
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, edi
+    add rdi, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    mov edi, 5
+    movzx edi, r9b
+    and rbp, 64
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 320], 66
+    mov edi, 188
+    and r8, 64
+    mov dword ptr [r15 + r8 + 320], r8d
+    test bl, 128
+    jz 1f
+1:
+    lea r9, [r11 + r11*1]
+    mov edi, ecx
+    and r9, 64
+    vmovdqu ymmword ptr [r15 + r9 + 512], ymm8
+    movzx edi, byte ptr [r15 + rbp + 384]
+    mov ebp, edi
+    mov dword ptr [r15 + r8 + 384], r8d
+    mov dword ptr [r15 + r9 + 448], ebp
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c54:
+    lea rbp, [r11 + r11*1]
+    and rbp, 64
+    and r9d, dword ptr [r15 + rbp + 256]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov rdi, rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov edi, 224
+    and edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
     mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    test ebx, 1073741824
+    jnz 1f
+1:
+    vmovq xmm8, rdi
+    lea r9, [r11*4]
+    mov edi, r9d
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r8, 64
+    mov dword ptr [r15 + r8 + 384], r8d
+    and r9, 192
+    mov dword ptr [r15 + r9 + 640], r9d
+    test bl, 192
+    jnz 1f
+1:
+    add rdi, qword ptr [r15 + rbp + 192]
+    vmovdqu ymmword ptr [r15 + r9 + 576], ymm8
+    mov ebp, ecx
+    and ebp, dword ptr [r15 + r9 + 768]
+    jmp 1f
+1:
+    test bl, 128
+    jz 1f
+1:
+    mov ebp, 94
+    jmp 1f
+1:
+    movsxd rbp, dword ptr [r15 + r9 + 704]
+    and r9d, dword ptr [r15 + r8 + 320]
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c55:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9, rbp
+    movzx r9d, byte ptr [r15 + 0]
+    movsxd rbp, dword ptr [r15 + 0]
+    mov qword ptr [r15 + 0], rbp
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov dword ptr [r15 + 0], 148
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    and r9d, dword ptr [r15 + 0]
+    jmp 1f
+1:
+    movzx ebp, r9b
+    mov r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 23
+    test bl, 192
+    jnz 1f
+1:
+    mov dword ptr [r15 + 0], ebp
+    lea rbp, [r11 + r11*1]
+    mov r9d, ebp
+    mov r9d, r9d
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov rdi, qword ptr [r15 + rbp + 192]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 320], 66
+    lea r8, [r11 + r11*1]
+    vpmovmskb ecx, xmm8
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov qword ptr [r15 + r9 + 384], rcx
+    and r8, 64
+    inc dword ptr [r15 + r8 + 128]
+    jmp 1f
+1:
+    mov ecx, 83
+    mov dword ptr [r15 + rbp + 256], 227
+    mov rcx, qword ptr [r15 + r8 + 64]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c56:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    mov ecx, 197
+    mov qword ptr [r15 + 0], rcx
+    test ebx, 1073741824
+    jz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov ebp, 219
+    mov ebp, 71
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    add rcx, qword ptr [r15 + 0]
+    mov byte ptr [r15 + 0], cl
+    jmp 1f
+1:
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1344
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ecx, cl
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rcx, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    test bl, 192
+    jnz 1f
+1:
+    mov ecx, 72
+    lea rbp, [r11 + r11*1]
+    mov ecx, dword ptr [r15 + 0]
+    lea r8, [r11 + r11*1]
+    mov r12, qword ptr [r15 + r12 + 56]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], ebp
+    and r8, 64
+    movsxd r9, dword ptr [r15 + r8 + 64]
+    movzx edi, cl
+    lea r9, [r11 + r11*1]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov rcx, qword ptr [r15 + rbp + 384]
+    jmp 1f
+1:
+    and r9, 64
+    and ecx, dword ptr [r15 + r9 + 448]
+    mov qword ptr [r15 + r9 + 512], rcx
+    mov dword ptr [r15 + r8 + 128], 45
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c57:
+    mov qword ptr [r15 + 0], r9
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, byte ptr [r15 + 0]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r9
+    mov dword ptr [r15 + 0], 248
+    mov byte ptr [r15 + 0], r9b
+    add r9, qword ptr [r15 + 0]
+    test bl, 128
+    jz 1f
+1:
+    movzx r9d, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 137
+    test ebx, 1073741824
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], r9b
+    mov r9d, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rcx
+    movzx edi, bpl
+    lea rbp, [r11 + r11*1]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov byte ptr [r15 + rbp + 256], bpl
+    mov edi, 96
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 128], 35
+    jmp 1f
+1:
+    mov rdi, r9
+    test ebx, 1344
+    jz 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov dword ptr [r15 + r9 + 64], 160
+    and r8, 64
+    vmovq qword ptr [r15 + r8 + 384], xmm8
+    movzx r9d, byte ptr [r15 + rbp + 192]
+    mov ebp, dword ptr [r15 + r8 + 320]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c58:
+    lea rbp, [r11*4]
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 576], bpl
+    movzx r8d, byte ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 192
+    jnz 1f
+1:
+    mov r8d, ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 236
+    mov qword ptr [r15 + 0], r8
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], r8
+    mov r8, r8
+    jmp 1f
+1:
+    movzx r8d, bpl
+    test bl, 192
+    jz 1f
+1:
+    or qword ptr [r15 + 0], 112
+    jmp 1f
+1:
+    add r8, qword ptr [r15 + rbp + 640]
+    lea r9, [r11 + r11*1]
+    mov edi, dword ptr [r15 + rbp + 768]
+    and r9, 64
+    lea r8, [r11 + r11*1]
+    add rdi, qword ptr [r15 + r9 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r8, 64
+    and edi, dword ptr [r15 + r8 + 192]
+    mov byte ptr [r15 + r8 + 256], dil
+    jmp 1f
+1:
+    add rdi, qword ptr [r15 + r9 + 384]
+    add rdi, qword ptr [r15 + rbp + 704]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c59:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rdi, rdi
+    test ebx, 256
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov rbp, r9
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11*8]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r9d, ebp
+    test bl, 128
+    jz 1f
+1:
+    and rbp, 8128
+    movsxd r9, dword ptr [r15 + rbp + 7808]
+    mov dword ptr [r15 + rbp + 7616], r9d
+    lea r9, [r11 + r11*1]
+    mov byte ptr [r15 + rbp + 7744], r9b
+    and r9, 64
+    mov rdi, qword ptr [r15 + r9 + 192]
+    mov r8d, edi
+    mov edi, r8d
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8, qword ptr [r15 + rbp + 7552]
+    mov rdi, qword ptr [r15 + r9 + 256]
+    jmp 1f
+1:
+    movzx r9d, r9b
+    jmp 1f
+1:
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    movzx r8d, byte ptr [r15 + r9 + 384]
+    mov edi, 214
+    movsxd rdi, dword ptr [r15 + rbp + 7872]
+    mov qword ptr [r15 + r9 + 320], rdi
+    mov dword ptr [r15 + rbp + 7680], 129
+    mov dword ptr [r15 + rbp + 7488], edi
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c60:
+    lea r8, [r11 + r11*1]
+    and r8, 64
+    xor dword ptr [r15 + r8 + 192], r8d
+    mov edi, dword ptr [r15 + 0]
+    movzx r9d, cl
+    jmp 1f
+1:
+    add r9, qword ptr [r15 + 0]
+    mov rbp, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov byte ptr [r15 + 0], r8b
+    mov dword ptr [r15 + 0], ebp
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, rbp
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and ebp, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    vmovdqu ymmword ptr [r15 + 0], ymm8
+    mov rdi, rbp
+    test ebx, 640
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx ebp, dil
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx edi, bpl
+    mov qword ptr [r15 + 0], rdi
+    movzx ecx, dil
+    test ebx, 1344
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    lea rbp, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    and rbp, 64
+    mov dword ptr [r15 + rbp + 320], 223
+    jmp 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 87
+    mov dword ptr [r15 + r9 + 128], r9d
+    mov qword ptr [r15 + r8 + 256], rdi
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r9d, 112
+    mov r9, r9
+    and r9d, dword ptr [r15 + rbp + 384]
+    vmovq xmm8, r9
+    jmp 1f
+1:
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c61:
+    mov r9d, 75
+    add r9, qword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], r8b
+    mov r8d, ecx
+    test bl, 192
+    jnz 1f
+1:
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r9d, r8b
+    mov r8, rcx
+    mov r8, qword ptr [r15 + 0]
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r8d, r8d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8d, r9d
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r8, r8
+    jmp 1f
+1:
+    test ebx, 1073741824
+    jz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    jmp 1f
+1:
+    jmp 1f
+1:
+    lea r8, [r11 + r11*1]
+    mov qword ptr [r15 + 0], r8
+    mov r9, r8
+    test ebx, 640
+    jnz 1f
+1:
+    and r8, 64
+    and r9d, dword ptr [r15 + r8 + 64]
+    jmp 1f
+1:
+    lea rbp, [r11 + r11*1]
+    jmp 1f
+1:
+    and rbp, 64
+    lea r9, [r11 + r11*1]
+    mov dword ptr [r15 + rbp + 384], r9d
+    vpaddq xmm8, xmm8, xmmword ptr [r15 + r8 + 128]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    and r9, 64
+    mov dword ptr [r15 + r9 + 512], 131
+    jmp 1f
+1:
+    movzx r8d, byte ptr [r15 + rbp + 320]
+    movzx ebp, r8b
+    and ebp, dword ptr [r15 + r9 + 448]
+    add r11, 64
+    inc rbx
+    dec r13
+    jz .Lc1_b10_done
+.Lc1_b10_c62:
+    jmp 1f
+1:
+    inc dword ptr [r15 + 0]
+    movzx ebp, bpl
+    and ebp, dword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], ebp
+    jmp 1f
+1:
+    mov byte ptr [r15 + 0], bpl
+    test ebx, 1073741824
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov qword ptr [r15 + 0], rbp
+    mov qword ptr [r15 + 0], rbp
+    mov rbp, rbp
     mov r12, qword ptr [r15 + r12 + 56]
     add rbp, qword ptr [r15 + 0]
     test ebx, 1073741824
     jz 1f
 1:
     mov r12, qword ptr [r15 + r12 + 56]
+    mov rbp, qword ptr [r15 + 0]
+    mov dword ptr [r15 + 0], 32
     mov r12, qword ptr [r15 + r12 + 56]
-    and ebp, dword ptr [r15 + 0]
-    lea r9, [r11 + r11*1]
-    test ebx, 2048
-    jnz 1f
-1:
-    mov ebp, ebp
-    mov dword ptr [r15 + 0], 47
-    and r9, 64
-    mov byte ptr [r15 + r9 + 512], r9b
-    test ebx, 512
-    jz 1f
-1:
-    lea rbp, [r11 + r11*1]
-    movzx esi, bpl
-    lea r8, [r11*4]
-    and rbp, 64
-    mov dword ptr [r15 + rbp + 128], ebp
-    and r8, 192
-    movzx esi, byte ptr [r15 + r8 + 640]
-    mov edi, esi
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov dword ptr [r15 + r9 + 448], 204
-    mov dword ptr [r15 + r8 + 576], edi
-    mov dword ptr [r15 + r8 + 768], edi
-    test ebx, 1073741824
-    jz 1f
-1:
-    add rdi, qword ptr [r15 + r8 + 704]
-    mov byte ptr [r15 + rbp + 64], dil
     jmp 1f
 1:
-    add r11, 64
-    inc rbx
-    dec r13
-    jz .Lc1_b9_done
-.Lc1_b9_c255:
-    movzx edi, dil
-    lea rbp, [r11 + r11*1]
-    vpxor xmm10, xmm10, xmm11
-    lea r8, [r11 + r11*1]
-    and rbp, 64
-    mov rdi, qword ptr [r15 + rbp + 512]
-    and r8, 64
-    and edi, dword ptr [r15 + r8 + 384]
-    test ebx, 512
-    jz 1f
-1:
-    mov rdi, qword ptr [r15 + r8 + 320]
-    mov r8d, 98
-    mov r8, rsi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov r8, rdi
-    mov r12, qword ptr [r15 + r12 + 56]
-    test ebx, 1073741824
-    jz 1f
-1:
-    mov r12, qword ptr [r15 + r12 + 56]
-    mov dword ptr [r15 + 0], r8d
-    mov edi, dword ptr [r15 + 0]
-    mov r12, qword ptr [r15 + r12 + 56]
+    movzx r8d, bpl
     test ebx, 1073741824
     jnz 1f
 1:
     mov byte ptr [r15 + 0], dil
-    movsxd r8, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], 151
     jmp 1f
 1:
-    mov edi, 231
+    lea r8, [r11 + r11*1]
+    lea rbp, [r11 + r11*1]
+    vpor xmm8, xmm8, xmm8
+    and rbp, 64
+    movsxd rdi, dword ptr [r15 + rbp + 256]
+    lea r9, [r11 + r11*1]
     test ebx, 1073741824
-    jz 1f
+    jnz 1f
 1:
-    lea r8, [r11*4]
-    add rdi, qword ptr [r15 + 0]
-    mov rsi, r9
-    and r8, 192
-    mov qword ptr [r15 + r8 + 640], r8
-    test ebx, 1073741824
-    jz 1f
+    and r8, 64
+    movzx edi, byte ptr [r15 + r8 + 384]
+    and r9, 64
+    mov dword ptr [r15 + r9 + 64], 174
+    add rdi, qword ptr [r15 + r9 + 128]
+    jmp 1f
 1:
-    mov byte ptr [r15 + r8 + 704], r8b
-    mov edi, 22
-    mov edi, edi
-    mov edi, r8d
-    test ebx, 1073741824
-    jz 1f
-1:
-    vmovdqu ymmword ptr [r15 + rbp + 448], ymm10
-    mov dword ptr [r15 + r8 + 768], edi
-    mov rdi, qword ptr [r15 + r8 + 576]
+    mov dword ptr [r15 + rbp + 192], edi
+    mov byte ptr [r15 + r8 + 320], dil
     add r11, 64
     inc rbx
     dec r13
-    jnz .Lc1_b9_c0
-.Lc1_b9_done:
+    jz .Lc1_b10_done
+.Lc1_b10_c63:
+    mov edi, edi
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov byte ptr [r15 + 0], dil
+    mov edi, dword ptr [r15 + 0]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test bl, 128
+    jnz 1f
+1:
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov dword ptr [r15 + 0], edi
+    and edi, dword ptr [r15 + 0]
+    test ebx, 448
+    jz 1f
+1:
+    mov edi, 64
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    mov r12, qword ptr [r15 + r12 + 56]
+    test ebx, 1600
+    jz 1f
+1:
+    mov dword ptr [r15 + 0], edi
+    mov edi, edi
+    lea rbp, [r11*4]
+    jmp 1f
+1:
+    mov rdi, rbp
+    and rbp, 192
+    mov byte ptr [r15 + rbp + 640], bpl
+    test ebx, 1073741824
+    jz 1f
+1:
+    lea r8, [r11 + r11*1]
+    lea r9, [r11 + r11*1]
+    jmp 1f
+1:
+    and r8, 64
+    mov qword ptr [r15 + r8 + 384], rdi
+    jmp 1f
+1:
+    and r9, 64
+    mov byte ptr [r15 + r9 + 448], r9b
+    add rdi, qword ptr [r15 + r8 + 320]
+    test ebx, 1073741824
+    jnz 1f
+1:
+    movzx edi, byte ptr [r15 + rbp + 576]
+    movsxd r8, dword ptr [r15 + rbp + 704]
+    vpcmpeqb xmm8, xmm8, xmmword ptr [r15 + rbp + 768]
+    jmp 1f
+1:
+    mov ebp, dword ptr [r15 + r9 + 512]
+    add r11, 64
+    inc rbx
+    dec r13
+    jnz .Lc1_b10_c0
+.Lc1_b10_done:
     mov qword ptr [r15 + 67117696], r11
     mov qword ptr [r15 + 67117704], r10
     mov qword ptr [r15 + 67117712], r12
@@ -23362,20 +21740,22 @@ ditto_body_init_c1:
     mov qword ptr [r8 + 67117728], rax
     movabs rax, 0x3c6ef372fe94f82a
     mov qword ptr [r8 + 67117736], rax
-    movabs rax, 0xdaa66d2c7ddf7438
+    movabs rax, 0xdaa66d2c7ddf743e
     mov qword ptr [r8 + 67117744], rax
     movabs rax, 0x78dde6e5fd29f050
     mov qword ptr [r8 + 67117752], rax
     movabs rax, 0x1715609f7c746c68
     mov qword ptr [r8 + 67117760], rax
-    movabs rax, 0xb54cda58fbbee87e
+    movabs rax, 0xb54cda58fbbee878
     mov qword ptr [r8 + 67117768], rax
     movabs rax, 0x538454127b096490
     mov qword ptr [r8 + 67117776], rax
     movabs rax, 0xf1bbcdcbfa53e0a8
     mov qword ptr [r8 + 67117784], rax
-    movabs rax, 0x8ff34785799e5c00
+    movabs rax, 0x8ff34785799e5cbd
     mov qword ptr [r8 + 67117792], rax
+    movabs rax, 0x2e2ac13ef8e8d8c0
+    mov qword ptr [r8 + 67117800], rax
     lea rdi, [r8 + 56]
     xor ecx, ecx
 2:  imul rax, rcx, 5

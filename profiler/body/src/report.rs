@@ -189,6 +189,7 @@ fn cluster_body(
 
     // Branch statistics merge per static branch within a process (ids are per process).
     let mut taken_hist = [0u64; RATE_BINS];
+    let mut majority_taken_hist = [0u64; RATE_BINS];
     let mut transition_hist = [0u64; RATE_BINS];
     let mut executions = 0u64;
     let mut static_count = 0u64;
@@ -207,7 +208,11 @@ fn cluster_body(
         for b in merged.iter().filter(|b| b.executions > 0) {
             let p_taken = b.taken as f64 / b.executions as f64;
             let t = b.transitions as f64 / b.executions as f64;
-            taken_hist[rate_bin(p_taken.min(1.0 - p_taken))] += b.executions;
+            let bin = rate_bin(p_taken.min(1.0 - p_taken));
+            taken_hist[bin] += b.executions;
+            if p_taken > 0.5 {
+                majority_taken_hist[bin] += b.executions;
+            }
             transition_hist[rate_bin(t.min(1.0 - t))] += b.executions;
             executions += b.executions;
             static_count += 1;
@@ -245,6 +250,13 @@ fn cluster_body(
             static_count,
             taken_rate: shares(taken_hist),
             transition_rate: shares(transition_hist),
+            majority_taken: Some(
+                majority_taken_hist
+                    .iter()
+                    .zip(&taken_hist)
+                    .map(|(&t, &all)| if all == 0 { 0.0 } else { t as f64 / all as f64 })
+                    .collect(),
+            ),
         },
         instruction_working_set: curve(&icache),
         data_working_set: curve(&dcache),

@@ -169,6 +169,25 @@ fn check(name: &str) -> ClusterBody {
             }
         }
     }
+    if let Some(t) = c.get("majority_taken").and_then(Value::as_table) {
+        let got = b
+            .branches
+            .majority_taken
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: no majority_taken in the profile"));
+        let tol = num(&t["tol"]);
+        for pair in t["bins"].as_array().expect("bins") {
+            let pair = pair.as_array().expect("[bin, share]");
+            let bin = pair[0].as_integer().expect("bin") as usize;
+            within(
+                name,
+                &format!("majority_taken bin {bin}"),
+                got[bin],
+                num(&pair[1]),
+                tol,
+            );
+        }
+    }
     if let Some(bin) = c.get("dominant_raw_bin") {
         let raw = &b.dependencies.raw;
         let top = (0..raw.len())
