@@ -982,23 +982,23 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
     };
     // Rates × s move log2 bins by −log2 s (bin i holds rates near 2^−(i+1)); distances × s by +log2 s.
     let b = &knobs.branches;
+    let taken_shift = -b.taken_rate_scale.log2();
+    let (taken, unshifted_taken) = (shift_bins(&taken, taken_shift), taken);
     // The majority shares move with their bins: shift the majority-taken weight the same way and
-    // divide.
+    // divide by the shifted bins.
     let majority_taken_bins = input
         .body
         .and_then(|body| body.branches.majority_taken.as_ref())
-        .filter(|m| m.len() == taken.len())
+        .filter(|m| m.len() == unshifted_taken.len())
         .map(|m| {
-            let weights: Vec<f64> = taken
+            let weights: Vec<f64> = unshifted_taken
                 .iter()
                 .zip(m)
                 .map(|(w, q)| w * q.clamp(0.0, 1.0))
                 .collect();
-            let moved = shift_bins(&weights, -b.taken_rate_scale.log2());
-            let all = shift_bins(&taken, -b.taken_rate_scale.log2());
-            moved
+            shift_bins(&weights, taken_shift)
                 .iter()
-                .zip(&all)
+                .zip(&taken)
                 .map(|(m, a)| {
                     if *a > 0.0 {
                         (m / a).clamp(0.0, 1.0)
@@ -1008,7 +1008,6 @@ pub fn plan(input: &PlanInput<'_>, knobs: &Knobs) -> BodyPlan {
                 })
                 .collect()
         });
-    let taken = shift_bins(&taken, -b.taken_rate_scale.log2());
     let transition = shift_bins(&transition, -b.transition_rate_scale.log2());
     let ds = knobs.dependencies.distance_scale.log2();
     let (raw, war, waw) = (

@@ -235,16 +235,14 @@ impl Profile {
         }
         if let Some(body) = &self.body {
             for (i, b) in body.clusters.iter().enumerate() {
+                let majority = b.branches.majority_taken.as_deref().unwrap_or_default();
                 for (name, v) in [
-                    ("branches.taken_rate", &b.branches.taken_rate),
+                    ("branches.taken_rate", b.branches.taken_rate.as_slice()),
                     ("branches.transition_rate", &b.branches.transition_rate),
                     ("dependencies.raw", &b.dependencies.raw),
                     ("dependencies.war", &b.dependencies.war),
                     ("dependencies.waw", &b.dependencies.waw),
-                    (
-                        "branches.majority_taken",
-                        b.branches.majority_taken.as_ref().unwrap_or(&Vec::new()),
-                    ),
+                    ("branches.majority_taken", majority),
                 ] {
                     if !v.is_empty() && v.len() != 11 {
                         return Err((
@@ -253,7 +251,6 @@ impl Profile {
                         ));
                     }
                 }
-                let majority = b.branches.majority_taken.as_deref().unwrap_or_default();
                 if let Some(bad) = majority.iter().find(|q| !(0.0..=1.0).contains(*q)) {
                     return Err((
                         format!("body.clusters[{i}].branches.majority_taken"),
