@@ -17,8 +17,8 @@
 //! IPC); once a group has two measurements at different knob values, e is the secant through the last
 //! two — which also absorbs offsets the knob does not scale (the skeleton's own instructions). Steps are
 //! clamped to a factor of 4. Once the history holds measurements on both sides of the original's value,
-//! the knob is interpolated between the nearest one above and the nearest one below (regula falsi),
-//! which stays inside the bracket on the steep cliffs miss rates have; each step keeps a tenth of the
+//! the knob is interpolated inside the tightest bracket (the pair above and below closest in knob;
+//! regula falsi), which stays inside the bracket on the steep cliffs miss rates have; each step keeps a tenth of the
 //! bracket from either end so that it cannot stall at one, and a bracket whose lower side is on the
 //! floor (a working set that fits) is bisected. Without a bracket, a step that
 //! left its driver clearly worse (1.5× the log distance) than the best iteration so far is half undone:
@@ -433,10 +433,17 @@ fn secant(history: &[Iteration], knob: Knob, driver: &str) -> Option<f64> {
     Some((last.1 - other.1) / (last.0 - other.0))
 }
 
-/// The knob (as a logarithm) at which `driver` should reach `target`, interpolated (log–log) between
-/// the measurements nearest to the target from above and from below, when the history has both.
-/// Regula falsi: unlike the secant through the last two points it never leaves the bracket, which
-/// matters for the steep cliffs of miss rates (an instruction working set that just fits in L1i).
+/// The knob (as a logarithm) at which `driver` should reach `target`, interpolated (log–log) inside
+/// the tightest bracket the history holds: of the measurements above the target and those below, the
+/// pair closest together in knob (ties: closest to the target in value). Regula falsi: unlike the
+/// secant through the last two points it never leaves the bracket, which matters for the steep cliffs
+/// of miss rates (an instruction working set that just fits in L1i).
+///
+/// The tightest pair, not the values nearest the target: the metrics are noisy and also move with the
+/// other groups' knobs, so the measurement nearest the target from above can sit farther out than a
+/// later one, and the interpolation then returned the knob just measured. memcached's branch group
+/// (2.28 % at ×1.167, 3.46 % at ×1.351, 3.48 % at ×1.253, target 2.79 %) was sent back to ×1.253
+/// twice instead of into (×1.167, ×1.253).
 fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Option<f64> {
     let pts: Vec<(f64, f64)> = history
         .iter()
@@ -448,17 +455,18 @@ fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Opti
         })
         .collect();
     let t = target.ln();
-    let above = pts
+    let (above, below) = pts
         .iter()
-        .filter(|p| p.1 > t)
-        .min_by(|a, b| a.1.total_cmp(&b.1))?;
-    let below = pts
-        .iter()
-        .filter(|p| p.1 < t)
-        .max_by(|a, b| a.1.total_cmp(&b.1))?;
-    if (above.0 - below.0).abs() < 1e-9 {
-        return None;
-    }
+        .filter(|a| a.1 > t)
+        .flat_map(|a| pts.iter().filter(|b| b.1 < t).map(move |b| (a, b)))
+        // Two measurements at one knob, one on each side, are noise, not a bracket.
+        .filter(|(a, b)| (a.0 - b.0).abs() >= 1e-9)
+        .min_by(|(a1, b1), (a2, b2)| {
+            (a1.0 - b1.0)
+                .abs()
+                .total_cmp(&(a2.0 - b2.0).abs())
+                .then((a1.1 - b1.1).total_cmp(&(a2.1 - b2.1)))
+        })?;
     // A side on the floor (below a tenth of the target, a working set that fits) has a logarithm
     // that says nothing about where the cliff is, and pulls the interpolation onto the other side:
     // memcached's L1i, bracketed by 0.0000015 and 0.0028 around 0.00084, was sent back to the
@@ -1352,12 +1360,42 @@ mod tests {
             .expect("adjusted");
         assert!(a.reason.contains("interpolated"), "{}", a.reason);
         // A floor value on one side (memcached: 0.0000015 at ×1, 0.0028 at ×1.67 and ×1.54, target
-        // 0.00084) bisects instead of returning to the upper end.
+        // 0.00084) bisects the tightest bracket, (×1, ×1.54), instead of returning to the upper end.
         let h = [mk(1.0, 0.0000015), mk(1.67, 0.00278), mk(1.54, 0.00279)];
         let k = bracket(&h, Knob::InstructionWorkingSet, "l1i_miss_rate", 0.00084)
             .expect("bracketed")
             .exp();
-        assert!((k - 1.67f64.sqrt()).abs() < 1e-9, "{k}");
+        assert!((k - 1.54f64.sqrt()).abs() < 1e-9, "{k}");
+        // The tightest bracket in knob, not the values nearest the target: memcached's branch group
+        // measured 2.05 % at ×1, 2.28 % at ×1.167, 3.46 % at ×1.351 and 3.48 % at ×1.253 (target
+        // 2.79 %); nearest in value, the bracket was (×1.167, ×1.351) and sent the knob back to
+        // ×1.253.
+        let mkb = |tr: f64, rate: f64| {
+            iteration_with(
+                0,
+                (Knob::TransitionRate, tr),
+                CounterFigures {
+                    branch_mispredict_rate: Some(rate),
+                    ..CounterFigures::default()
+                },
+            )
+        };
+        let hb = [
+            mkb(1.0, 0.0205),
+            mkb(1.167, 0.0228),
+            mkb(1.351, 0.0346),
+            mkb(1.253, 0.0348),
+        ];
+        let k = bracket(&hb, Knob::TransitionRate, "branch_mispredict_rate", 0.0279)
+            .expect("bracketed")
+            .exp();
+        assert!(k > 1.167 * 1.01 && k < 1.253 / 1.01, "{k}");
+        // One measurement on each side at the same knob is no bracket.
+        let same = [mkb(1.2, 0.02), mkb(1.2, 0.04)];
+        assert_eq!(
+            bracket(&same, Knob::TransitionRate, "branch_mispredict_rate", 0.03),
+            None
+        );
         // Without a measurement on both sides there is no bracket.
         assert_eq!(
             bracket(
