@@ -926,9 +926,13 @@ impl Composer<'_> {
             .saturating_sub(m)
             .min(31u32.saturating_sub(shift + m));
         let realised_r = (m + n).saturating_sub(2) as usize;
-        let realised_t = (m as usize).saturating_sub(1).min(BINS - 1);
-        self.taken
-            .add(if m == bin_exponent(t) { t } else { realised_t }, w);
+        // The taken-rate bin the mask realises: the drawn one, unless the rate gave way.
+        let bin = if m == bin_exponent(t) {
+            t
+        } else {
+            (m as usize).saturating_sub(1).min(BINS - 1)
+        };
+        self.taken.add(bin, w);
         self.transition.add(realised_r.min(BINS - 1), w);
         let low = shift + n;
         let mut mask = 1u32 << low.min(30);
@@ -944,7 +948,6 @@ impl Composer<'_> {
             mask |= 1 << bit;
         }
         // `test` sets ZF, all mask bits clear, 2^−M of the time: `jz` is taken in the minority.
-        let bin = if m == bin_exponent(t) { t } else { realised_t };
         let jz = match self.majority_taken(bin, w) {
             Some(majority_taken) => !majority_taken,
             None => self.rng.below(2) == 0,
@@ -1871,6 +1874,7 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
     // are longer (nginx: 5.3 bytes against 3.7), so the densities' static estimate is off (nginx:
     // 701 static branches against 1,091). The target is corrected by a ratio step, recomposing from
     // the same state, when the count is more than 10 % off (`DENSITY_PASSES`).
+    let aligned = absorber.is_some();
     let (comp_start, blocks_start) = (comp.clone(), blocks.clone());
     let want = plan.static_branches as f64;
     let mut static_target = plan.static_branches;
@@ -1891,7 +1895,6 @@ pub fn synthesize(name: &str, plan: &BodyPlan, knobs: &Knobs, seed: u64) -> Resu
             let chunk_bytes = blocks[bi].bytes / ring;
             let w = blocks[bi].planned_x as f64 / ring as f64;
             let x = blocks[bi].planned_x;
-            let aligned = absorber.is_some();
             let mut chunks = Vec::with_capacity(ring as usize);
             for j in 0..ring {
                 let rate = loop_exit_rate(j, x, ring, aligned);
