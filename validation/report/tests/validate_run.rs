@@ -160,9 +160,11 @@ fn validate_one_level_writes_a_complete_report_and_leaves_nothing_running() {
             "{k} measured: {r:?}"
         );
         assert_eq!(r.source, "sim:cachegrind:epyc-host");
+        // A relative variation is undefined when the first run is zero: a short run's LLC
+        // differential can come out negative (noise over a warm cache) and is clamped to 0.
         assert!(
-            r.original_variation.is_some(),
-            "{k} has a run-to-run variation"
+            r.original_variation.is_some() || r.original == Some(0.0),
+            "{k} has a run-to-run variation: {r:?}"
         );
     }
     assert!(row("instructions_per_request").original.unwrap_or(0.0) > 100.0);
