@@ -5,6 +5,7 @@ use ditto_profile::diff::{body_diff, syscall_diff, worst, ErrorKind};
 use ditto_profile::{ClusterBody, Profile};
 
 use crate::args::DiffArgs;
+use crate::ui::outln;
 
 fn cluster<'a>(p: &'a Profile, id: Option<&str>, what: &str) -> Result<&'a ClusterBody> {
     let Some(body) = &p.body else {
@@ -38,13 +39,17 @@ pub fn run(args: DiffArgs) -> Result<()> {
         diffs.extend(syscall_diff(&original.syscalls, &clone.syscalls));
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&diffs)?);
+        outln!("{}", serde_json::to_string_pretty(&diffs)?);
         return Ok(());
     }
-    println!("cluster {}: {} fields", a.cluster, diffs.len());
-    println!(
+    outln!("cluster {}: {} fields", a.cluster, diffs.len());
+    outln!(
         "{:<34} {:>12} {:>12} {:>10} {:>8}",
-        "field", "original", "clone", "error", "limit"
+        "field",
+        "original",
+        "clone",
+        "error",
+        "limit"
     );
     for d in &diffs {
         let (err, lim) = match d.kind {
@@ -57,7 +62,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
                 format!("{:.0} pt", d.tolerance),
             ),
         };
-        println!(
+        outln!(
             "{:<34} {:>12.4} {:>12.4} {:>10} {:>8}{}",
             d.field,
             d.original,
@@ -69,7 +74,7 @@ pub fn run(args: DiffArgs) -> Result<()> {
     }
     let outside = diffs.iter().filter(|d| !d.within()).count();
     if let Some(w) = worst(&diffs) {
-        println!(
+        outln!(
             "worst: {} ({:.2}x its limit); {outside} of {} fields outside their limit",
             w.field,
             w.severity(),

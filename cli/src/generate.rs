@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use ditto_generator::{Knobs, Options};
 
 use crate::args::GenerateArgs;
+use crate::ui::outln;
 
 pub fn run(args: GenerateArgs) -> Result<()> {
     let mut knobs = match &args.knobs {
@@ -60,7 +61,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             b.stats.static_instructions
         );
     }
-    println!(
+    outln!(
         "generated clone {} in {} ({} files); build it with `make -C {}`",
         clone.name,
         args.output.display(),

@@ -7,6 +7,7 @@ use ditto_target::LaunchOptions;
 
 use crate::args::ServeArgs;
 use crate::load::load_spec;
+use crate::ui::outln;
 
 pub fn run(args: ServeArgs) -> Result<()> {
     let mut spec = load_spec(&args.target)?;
@@ -23,7 +24,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         eprintln!("ditto: warmed with {} requests ({} ok)", w.requests, w.ok);
     }
     // Scripts read this line: the PID to attach to and the address to load.
-    println!(
+    outln!(
         "pid={} addr={} run_dir={}",
         target.pid(),
         target.addr(),

@@ -12,6 +12,7 @@ use ditto_validate::tune::{default_tuned_metrics, TuneHistory, TuneSettings, HIS
 use ditto_validate::validate::{resolve, CloneTuneBackend};
 use ditto_validate::CloneDir;
 
+use crate::ui::outln;
 use crate::validate::SimFlags;
 
 pub const EXAMPLES: &str = "Examples:\n  \
@@ -133,7 +134,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
                 history_path.display()
             )
         })?;
-    println!(
+    outln!(
         "{} after {} iteration{}: {}; best iteration {}",
         if h.converged {
             "converged"
@@ -163,7 +164,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
                 )
             })
             .collect();
-        println!("  iteration {}: {}", it.iteration, errs.join(", "));
+        outln!("  iteration {}: {}", it.iteration, errs.join(", "));
     }
     eprintln!("ditto: wrote {}", history_path.display());
     Ok(())

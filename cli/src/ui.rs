@@ -1,4 +1,4 @@
-//! Progress and status output on stderr; results go to stdout.
+//! Progress and status output on stderr; results go to stdout (through [`outln!`]).
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -50,3 +50,26 @@ impl ProgressLine {
         self.last = None;
     }
 }
+
+/// Writes one line of results to stdout. A reader that went away (`ditto diff … | head`) ends the
+/// command quietly with success, as a filter's consumer expects; `println!` would panic there.
+pub fn write_stdout_line(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{args}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            ditto_target::kill_all_running();
+            std::process::exit(0);
+        }
+        eprintln!("ditto: error: writing the results to stdout: {e}");
+        ditto_target::kill_all_running();
+        std::process::exit(1);
+    }
+}
+
+/// `println!` for results: see [`write_stdout_line`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::ui::write_stdout_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use outln;

@@ -330,3 +330,22 @@ fn diff_refuses_a_profile_without_body() {
         "{err}"
     );
 }
+
+#[test]
+fn results_written_to_a_closed_pipe_end_quietly() {
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/memcached.json");
+    // The reader hangs up before ditto writes anything, as `| head -1` does once it has its line:
+    // every write to stdout then fails with a broken pipe.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let o = common::ditto()
+        .arg("diff")
+        .arg(&profile)
+        .arg(&profile)
+        .stdout(writer)
+        .output()
+        .expect("run ditto");
+    let err = stderr_of(&o);
+    assert!(o.status.success(), "exit {:?}; stderr: {err}", o.status);
+    assert!(!err.contains("panicked"), "stderr: {err}");
+}
