@@ -133,7 +133,7 @@ fn main() -> Result<()> {
     let (mut ditto_seconds, ditto_requests, _) =
         one_run(&spec, wrapper, &args, false, &mut |_| {})?;
     let closing = Instant::now();
-    let _ = session.wait_closed(Duration::from_secs(30));
+    session.wait_closed(Duration::from_secs(60))?;
     ditto_seconds += closing.elapsed().as_secs_f64();
     let counts = session.snapshot();
     let mut icache = counts[0].icache.clone();

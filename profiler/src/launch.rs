@@ -246,7 +246,9 @@ fn launch_program(
         .spawn()
         .with_context(|| format!("starting valgrind for {}", opts.command[0]))?;
     let exit = child.wait().context("waiting for the traced program")?;
-    let _ = session.wait_closed(Duration::from_secs(30));
+    session
+        .wait_closed(Duration::from_secs(60))
+        .context("the body analysis did not finish; the profile would undercount, so none is written (run fewer iterations, or report this)")?;
     if let Some(e) = session.error() {
         bail!("body trace: {e}");
     }
