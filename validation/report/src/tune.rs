@@ -1487,29 +1487,28 @@ mod tests {
             ..CounterFigures::default()
         };
         let tuned = ["branch_mispredict_rate".to_string()];
-        let moved = [
+        // The branch knob's next value and the reason given.
+        let step = |h: &[Iteration]| -> (f64, String) {
+            let (k, adj) = adjust(h, &original, &tuned, &Tolerances::uniform(0.1));
+            let reason = adj
+                .iter()
+                .find(|a| a.knob == "branches.transition_rate_scale")
+                .map(|a| a.reason.clone())
+                .expect("adjusted");
+            (k.branches.transition_rate_scale, reason)
+        };
+        let (to, why) = step(&[
             mk(1, 1.0, 1.0, 1.0, 0.0888),
             mk(2, 1.2686, 0.5317, 1.1263, 0.0749),
-        ];
-        let (k, adj) = adjust(&moved, &original, &tuned, &Tolerances::uniform(0.1));
-        let a = adj
-            .iter()
-            .find(|a| a.knob == "branches.transition_rate_scale")
-            .expect("adjusted");
-        assert!(!a.reason.contains("backtracked"), "{}", a.reason);
-        assert!(k.branches.transition_rate_scale > 1.1263, "{}", a.reason);
+        ]);
+        assert!(!why.contains("backtracked") && to > 1.1263, "{to}: {why}");
         // The same two measurements with nothing else moved: the step itself made it worse.
-        let alone = [
+        let (to, why) = step(&[
             mk(1, 1.0, 1.0, 1.0, 0.0888),
             mk(2, 1.0, 1.0, 1.1263, 0.0749),
-        ];
-        let (k, adj) = adjust(&alone, &original, &tuned, &Tolerances::uniform(0.1));
-        let a = adj
-            .iter()
-            .find(|a| a.knob == "branches.transition_rate_scale")
-            .expect("adjusted");
-        assert!(a.reason.contains("backtracked"), "{}", a.reason);
-        assert!((k.branches.transition_rate_scale - 1.1263f64.sqrt()).abs() < 1e-9);
+        ]);
+        assert!(why.contains("backtracked"), "{why}");
+        assert!((to - 1.1263f64.sqrt()).abs() < 1e-9, "{to}");
     }
 
     #[test]
