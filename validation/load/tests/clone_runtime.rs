@@ -227,6 +227,16 @@ fn drive(addr: SocketAddr, workload: Workload, rate: f64, duration: Duration) ->
 /// the end of the period unsent (the load report counts it as scheduled, not sent); that says
 /// nothing about the clone, so only the kept-up bound (95 %) applies to the scheduled count.
 fn assert_all_ok(report: &LoadReport, what: &str) {
+    assert_answered(report, what);
+    assert!(
+        report.requests_sent as f64 >= 0.95 * report.requests_scheduled as f64,
+        "{what}: fewer than 95 % of the scheduled requests were sent\n{}",
+        report.to_summary()
+    );
+}
+
+/// Every request sent was answered successfully (no kept-up bound).
+fn assert_answered(report: &LoadReport, what: &str) {
     let summary = report.to_summary();
     assert!(
         report.requests_scheduled > 0,
@@ -238,10 +248,6 @@ fn assert_all_ok(report: &LoadReport, what: &str) {
         (report.requests_completed, report.outcomes.ok),
         (report.requests_sent, report.requests_sent),
         "{what}: not every request sent succeeded\n{summary}"
-    );
-    assert!(
-        report.requests_sent as f64 >= 0.95 * report.requests_scheduled as f64,
-        "{what}: fewer than 95 % of the scheduled requests were sent\n{summary}"
     );
 }
 
@@ -327,7 +333,19 @@ fn extras_clone_answers_every_framing_with_large_requests() {
             _ => workload(framing),
         };
         let report = drive(clone.addr, w, 500.0, Duration::from_secs(1));
-        assert_all_ok(&report, &what);
+        // This clone is single-threaded and `fdatasync`s a data file every tenth request, so one
+        // slow flush stalls every connection: in one CI run (other tests compiling beside it) its
+        // p99 was 346 ms and 373 of 500 scheduled requests were sent. A flush waits on the disk,
+        // whose latency is the machine's, and the test is about well-formed responses, so the
+        // kept-up bound does not apply here; every request sent must still be answered, and enough
+        // of them (each extra op runs at least ten times) for the check to mean something.
+        assert_answered(&report, &what);
+        assert!(
+            report.requests_sent >= 100,
+            "{what}: only {} requests sent\n{}",
+            report.requests_sent,
+            report.to_summary()
+        );
         let (status, stderr) = clone.stop();
         assert_clean_exit(status, &stderr, &what);
     }
