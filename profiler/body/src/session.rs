@@ -169,12 +169,6 @@ impl BodySession {
             .collect()
     }
 
-    /// Whether every stream has closed (the traced processes exited).
-    pub fn all_closed(&self) -> bool {
-        let s = self.streams();
-        !s.is_empty() && s.iter().all(|s| lock(&s.progress).closed)
-    }
-
     /// Waits until every stream has closed and its backlog is analysed, for as long as that makes
     /// progress: it fails only after `stall` with nothing received and nothing analysed. The backlog
     /// a program leaves at exit can take minutes (the analysis runs at low priority and buffers up

@@ -234,7 +234,7 @@ const KNOB_MIN: f64 = 1e-3;
 const KNOB_MAX: f64 = 100.0;
 /// The instruction working set moving by more than this halves the branch group's step; another
 /// group's knob further than this from where it was makes an iteration no reference for backtracking.
-const IWS_COUPLING: f64 = 1.25;
+const KNOB_COUPLING: f64 = 1.25;
 
 /// One knob change (or a decision not to change).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -483,10 +483,9 @@ fn bracket(history: &[Iteration], knob: Knob, driver: &str, target: f64) -> Opti
     Some(below.0 + f * (above.0 - below.0))
 }
 
-/// The knob value of the iteration whose `driver` was closest to `target` (in log distance), that
-/// distance, and the iteration's number.
-/// The iteration whose `driver` came closest to `target`, among those measured with every other
-/// group's knob within [`IWS_COUPLING`] of `current`'s: a best measured at another code size or
+/// The knob value of the iteration whose `driver` came closest to `target` (in log distance), that
+/// distance and the iteration's number, among the iterations measured with every other group's knob
+/// within [`KNOB_COUPLING`] of `current`'s: a best measured at another code size or
 /// instruction count is no evidence that this knob's own step made things worse (Pix optimized: the
 /// branch knob was pulled back three times after the instruction working set grew ×1.27 and the
 /// instruction count halved, which is what lowered its mispredictions).
@@ -501,7 +500,7 @@ fn best_for(
     let comparable =
         |it: &&Iteration| {
             GROUPS.iter().map(|o| o.knob).filter(|k| !own(*k)).all(|k| {
-                (k.get(&it.knobs) / k.get(current)).ln().abs() <= IWS_COUPLING.ln() + 1e-12
+                (k.get(&it.knobs) / k.get(current)).ln().abs() <= KNOB_COUPLING.ln() + 1e-12
             })
         };
     history
@@ -680,7 +679,7 @@ fn next_value(
     }
     // Branch mispredictions also move with the instruction working set: when that knob moved a
     // lot this iteration, the branch group takes half its step (its driver will shift anyway).
-    let coupled = g.knob == Knob::TransitionRate && iws_factor.ln().abs() > IWS_COUPLING.ln();
+    let coupled = g.knob == Knob::TransitionRate && iws_factor.ln().abs() > KNOB_COUPLING.ln();
     let gain = if coupled { 0.5 } else { 1.0 };
     let coupling_note = if coupled {
         "; half step: the instruction working set moved too"
@@ -1243,10 +1242,7 @@ mod tests {
         let it = iteration_with(
             1,
             (Knob::DataWorkingSet, 1.0),
-            CounterFigures {
-                l1d_miss_rate: Some(0.0262 * 1.3),
-                ..CounterFigures::default()
-            },
+            ("l1d_miss_rate", 0.0262 * 1.3),
         );
         let tuned = ["l1d_miss_rate".to_string()];
         // 30 % off: outside a plain 10 %, so the data-size knob moves.
@@ -1271,8 +1267,15 @@ mod tests {
         assert!(d.reason.contains("within tolerance"), "{}", d.reason);
     }
 
-    /// An iteration with default knobs but one, and the given figures.
-    fn iteration_with(n: usize, (knob, value): (Knob, f64), figures: CounterFigures) -> Iteration {
+    /// An iteration with default knobs but one, and one measured figure (by metric key).
+    fn iteration_with(
+        n: usize,
+        (knob, value): (Knob, f64),
+        (key, measured): (&str, f64),
+    ) -> Iteration {
+        let mut figures = CounterFigures::default();
+        set_figure(&mut figures, key, Some(measured));
+        assert_eq!(figure(&figures, key), Some(measured), "metric key {key}");
         let mut knobs = Knobs::default();
         knob.set(&mut knobs, value);
         Iteration {
@@ -1293,10 +1296,7 @@ mod tests {
             iteration_with(
                 n,
                 (Knob::InstructionWorkingSet, iws),
-                CounterFigures {
-                    l1i_miss_rate: Some(l1i),
-                    ..CounterFigures::default()
-                },
+                ("l1i_miss_rate", l1i),
             )
         };
         // Measured on the memcached clone: 0.0000 % against the original's 0.09 %.
@@ -1348,10 +1348,7 @@ mod tests {
             iteration_with(
                 0,
                 (Knob::InstructionWorkingSet, iws),
-                CounterFigures {
-                    l1i_miss_rate: Some(l1i),
-                    ..CounterFigures::default()
-                },
+                ("l1i_miss_rate", l1i),
             )
         };
         // A cliff: 0.0625 is far below the target, 0.0846 far above, the last point above too.
@@ -1391,10 +1388,7 @@ mod tests {
             iteration_with(
                 0,
                 (Knob::TransitionRate, tr),
-                CounterFigures {
-                    branch_mispredict_rate: Some(rate),
-                    ..CounterFigures::default()
-                },
+                ("branch_mispredict_rate", rate),
             )
         };
         let hb = [
@@ -1428,14 +1422,7 @@ mod tests {
     #[test]
     fn a_step_that_made_things_worse_is_half_undone() {
         let mk = |n: usize, dws: f64, l1d: f64| {
-            iteration_with(
-                n,
-                (Knob::DataWorkingSet, dws),
-                CounterFigures {
-                    l1d_miss_rate: Some(l1d),
-                    ..CounterFigures::default()
-                },
-            )
+            iteration_with(n, (Knob::DataWorkingSet, dws), ("l1d_miss_rate", l1d))
         };
         // Measured on the memcached clone: shrinking the data working set further made L1d worse.
         let h = [
@@ -1473,10 +1460,7 @@ mod tests {
             let mut it = iteration_with(
                 n,
                 (Knob::TransitionRate, transition),
-                CounterFigures {
-                    branch_mispredict_rate: Some(br),
-                    ..CounterFigures::default()
-                },
+                ("branch_mispredict_rate", br),
             );
             Knob::InstructionWorkingSet.set(&mut it.knobs, iws);
             Knob::InstructionScale.set(&mut it.knobs, scale);
@@ -1517,10 +1501,7 @@ mod tests {
             iteration_with(
                 0,
                 (Knob::InstructionScale, scale),
-                CounterFigures {
-                    instructions_per_request: Some(ipr),
-                    ..CounterFigures::default()
-                },
+                ("instructions_per_request", ipr),
             )
         };
         let h = [mk(1.0, 1000.0), mk(2.0, 1500.0), mk(2.0, 1510.0)];
