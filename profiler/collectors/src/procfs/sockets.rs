@@ -126,6 +126,7 @@ pub struct ListeningSocket {
     pub socket_type: Option<SocketType>,
     pub local_port: Option<u16>,
     pub local_address: Option<AddressClass>,
+    /// In pid order.
     pub holders: Vec<FdRef>,
     pub accept_queue: Option<AcceptQueue>,
     pub options: Option<SocketOptions>,
